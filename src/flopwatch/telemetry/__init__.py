@@ -1,0 +1,1 @@
+"""Telemetry: sensors, the fixed-rate sampler, traces (Parquet) and energy integration."""

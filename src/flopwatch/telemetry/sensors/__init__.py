@@ -1,0 +1,23 @@
+"""Sensor backends. Vendor libraries are imported lazily inside each backend."""
+
+from flopwatch.telemetry.sensors.base import (
+    BackendStatus,
+    Clock,
+    MonotonicClock,
+    Reading,
+    ScaledClock,
+    Sensor,
+    SensorInfo,
+    VirtualClock,
+)
+
+__all__ = [
+    "BackendStatus",
+    "Clock",
+    "MonotonicClock",
+    "Reading",
+    "ScaledClock",
+    "Sensor",
+    "SensorInfo",
+    "VirtualClock",
+]

@@ -1,0 +1,174 @@
+"""The sensor protocol, the reading it returns, and the clocks sensors run on.
+
+Every backend (NVML, Jetson sysfs, amdsmi, RAPL, replay, simulated) implements :class:`Sensor`.
+Units are converted at this boundary: a :class:`Reading` is always in W, J, 0–1 ratios, B/s, MHz, °C.
+
+Each sensor carries the :class:`Clock` its readings are timed on. Live sensors use the monotonic clock;
+a replay at ``--speed 50`` runs a clock 50× faster than real time; the simulator runs a virtual clock
+that jumps instantly. The sampler and the daemon take their time from the sensor's clock, so a replay
+detects and integrates exactly as the live run did (ARCHITECTURE.md, "replay and simulation are
+first-class sensors").
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol, runtime_checkable
+
+#: Optional scalar columns of a reading/trace, in the order the trace schema lists them.
+OPTIONAL_FIELDS = ("energy_j", "util", "mem_util", "dram_bytes_per_s", "sm_clock_mhz", "temp_c")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One sample of one device.
+
+    ``t_s`` is the sensor clock's time (monotonic seconds, or virtual seconds for replay/sim);
+    ``wall_time`` is UTC seconds since the epoch. ``energy_j`` is the device's cumulative energy counter
+    when it has one (NVML total energy, RAPL, AMD accumulator), else ``None``; ``util`` is the
+    busy ratio 0–1. ``extra`` holds vendor-specific values in SI units (``power_limit_w``,
+    ``mem_clock_mhz``, ``tensor_util``, per-rail ``rail_VDD_IN_w`` …).
+    """
+
+    t_s: float
+    wall_time: float
+    device: str
+    power_w: float | None
+    energy_j: float | None = None
+    util: float | None = None
+    mem_util: float | None = None
+    dram_bytes_per_s: float | None = None
+    sm_clock_mhz: float | None = None
+    temp_c: float | None = None
+    extra: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SensorInfo:
+    """What a sensor is and what it can measure (shown by ``flopwatch sensors``)."""
+
+    kind: str  # "nvml" | "jetson" | "amd" | "rapl" | "replay" | "sim" | "tegrastats"
+    device_id: str  # stable id: NVML UUID, sysfs path, "sim:a100#0" …
+    name: str  # human-readable device name
+    fingerprint: Mapping[str, str] = field(default_factory=dict)  # model, driver, firmware, power mode …
+    capabilities: tuple[str, ...] = ()  # reading fields this sensor fills, e.g. ("power_w", "energy_j", "util")
+    simulated: bool = False  # True for the simulated accelerator: everything downstream labels it
+    spec_key: str | None = None  # devices.DEVICES key when known (for peaks, idle, TDP)
+
+
+class Clock(Protocol):
+    """Time source of a sensor: ``now()`` in seconds and a way to wait until a deadline."""
+
+    def now(self) -> float: ...
+
+    def sleep_until(self, t: float, stop: threading.Event | None = None) -> bool:
+        """Wait until ``now() >= t``; return False if ``stop`` was set first."""
+        ...
+
+    def wall_time(self) -> float:
+        """UTC epoch seconds that correspond to ``now()``."""
+        ...
+
+
+class MonotonicClock:
+    """Real time: ``time.monotonic`` and real sleeps."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def wall_time(self) -> float:
+        return time.time()
+
+    def sleep_until(self, t: float, stop: threading.Event | None = None) -> bool:
+        delay = t - time.monotonic()
+        if delay <= 0:
+            return not (stop is not None and stop.is_set())
+        if stop is not None:
+            return not stop.wait(delay)
+        time.sleep(delay)
+        return True
+
+
+class ScaledClock:
+    """Time that runs ``speed`` times faster than real time, starting at ``t0`` (replay at ``--speed``)."""
+
+    def __init__(self, speed: float = 1.0, t0: float = 0.0, wall0: float | None = None) -> None:
+        if not speed > 0:
+            raise ValueError("speed must be > 0")
+        self.speed = float(speed)
+        self.t0 = float(t0)
+        self._m0 = time.monotonic()
+        self._wall0 = time.time() if wall0 is None else float(wall0)
+
+    def now(self) -> float:
+        return self.t0 + (time.monotonic() - self._m0) * self.speed
+
+    def wall_time(self) -> float:
+        return self._wall0 + (self.now() - self.t0)
+
+    def sleep_until(self, t: float, stop: threading.Event | None = None) -> bool:
+        delay = (t - self.now()) / self.speed
+        if delay <= 0:
+            return not (stop is not None and stop.is_set())
+        if stop is not None:
+            return not stop.wait(delay)
+        time.sleep(delay)
+        return True
+
+
+class VirtualClock:
+    """Simulated time: ``sleep_until`` jumps there at once, so ten simulated minutes take milliseconds."""
+
+    def __init__(self, t0: float = 0.0, wall0: float = 1.7e9) -> None:
+        self._t = float(t0)
+        self._t0 = float(t0)
+        self._wall0 = float(wall0)
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        return self._t
+
+    def wall_time(self) -> float:
+        return self._wall0 + (self._t - self._t0)
+
+    def advance(self, dt: float) -> None:
+        with self._lock:
+            self._t += max(0.0, float(dt))
+
+    def sleep_until(self, t: float, stop: threading.Event | None = None) -> bool:
+        if stop is not None and stop.is_set():
+            return False
+        with self._lock:
+            if t > self._t:
+                self._t = float(t)
+        return True
+
+
+@runtime_checkable
+class Sensor(Protocol):
+    """A source of :class:`Reading` s for one device.
+
+    Constructors are cheap and touch no hardware beyond what identification needs; ``read`` raises
+    :class:`~flopwatch.errors.SensorError` (never a vendor exception) when a read fails.
+    """
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def info(self) -> SensorInfo: ...
+
+    def read(self) -> Reading: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    """Result of probing one backend for ``flopwatch sensors``: found sensors, or why there are none."""
+
+    kind: str
+    available: bool
+    reason: str = ""  # why unavailable ("nvidia-ml-py not installed", "no /sys/class/powercap") …
+    sensors: tuple[SensorInfo, ...] = ()

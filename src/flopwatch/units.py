@@ -1,0 +1,72 @@
+"""SI unit conversions and counter helpers. Vendor units are converted once, at the sensor boundary."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+MW_PER_W = 1e3
+MJ_PER_J = 1e3
+UJ_PER_J = 1e6
+TERA = 1e12
+PETA = 1e15
+
+
+def mw_to_w(mw: float) -> float:
+    """Milliwatts to watts."""
+    return mw / MW_PER_W
+
+
+def mj_to_j(mj: float) -> float:
+    """Millijoules to joules (NVML's total-energy counter is in mJ)."""
+    return mj / MJ_PER_J
+
+
+def uj_to_j(uj: float) -> float:
+    """Microjoules to joules (Linux powercap/RAPL ``energy_uj``)."""
+    return uj / UJ_PER_J
+
+
+def mv_ma_to_w(mv: float, ma: float) -> float:
+    """Millivolts × milliamps to watts (INA3221 ``in*_input`` × ``curr*_input``)."""
+    return mv * ma / 1e6
+
+
+def tflop_to_flop(tf: float) -> float:
+    return tf * TERA
+
+
+def flop_to_tflop(f: float) -> float:
+    return f / TERA
+
+
+def counter_delta(prev: float, cur: float, max_range: float | None = None) -> float | None:
+    """Increment of a monotonically increasing hardware counter between two reads.
+
+    ``max_range`` is the value at which the counter wraps to zero (RAPL's ``max_energy_range_uj``).
+    Returns ``None`` when the counter went backwards and no wrap range is known: that is a reset
+    (e.g. an NVML driver reload), and the delta is unknowable, so callers must fall back to power.
+    """
+    if cur >= prev:
+        return cur - prev
+    if max_range is not None and max_range > 0:
+        return (max_range - prev) + cur
+    return None
+
+
+def unwrap_counter(values: npt.ArrayLike, max_range: float | None = None) -> np.ndarray:
+    """Cumulative increments of a counter series, handling wrap-around (with ``max_range``).
+
+    Resets (backward steps without a known range) contribute NaN for that interval, so they show up
+    as missing energy instead of a huge negative or positive jump.
+    """
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        return v.copy()
+    d = np.diff(v)
+    back = d < 0
+    if max_range is not None and max_range > 0:
+        d = np.where(back, (max_range - v[:-1]) + v[1:], d)
+    else:
+        d = np.where(back, np.nan, d)
+    return np.concatenate([[0.0], d])

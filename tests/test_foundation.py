@@ -1,0 +1,54 @@
+import subprocess
+import sys
+
+import pytest
+
+from flopwatch.cli import main
+from flopwatch.devices import DEVICES, get_device, normalize_dtype
+from flopwatch.errors import InputError
+from flopwatch.units import counter_delta, unwrap_counter
+
+
+def test_cli_version(capsys):
+    assert main(["--version"]) == 0
+    assert "flopwatch" in capsys.readouterr().out
+
+
+def test_cli_unknown_command_exits_2(capsys):
+    assert main(["no-such-command"]) == 2
+
+
+def test_core_import_is_light():
+    code = "import sys, flopwatch, flopwatch.cli; bad = [m for m in ('torch', 'pynvml', 'amdsmi', 'matplotlib') if m in sys.modules]; print(bad)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_input_error_message_names_file_record_field():
+    e = InputError("is NaN", file="r.json", record="d256", field="net_energy_j")
+    assert str(e) == "r.json: record 'd256': field 'net_energy_j': is NaN"
+    assert e.exit_code == 2
+
+
+def test_devices_lookup_and_peaks():
+    a100 = get_device("NVIDIA A100-SXM4-80GB")
+    assert a100.key == "a100"
+    assert a100.peak("float32") == pytest.approx(19.5e12)
+    assert a100.peak("tf32") == pytest.approx(156e12)
+    assert get_device("NVIDIA H200").key == "h200"
+    for key in ("a100", "h100", "h200", "l40", "l4", "orin-nano"):
+        assert key in DEVICES and DEVICES[key].sources
+    with pytest.raises(InputError):
+        get_device("no such gpu")
+    with pytest.raises(InputError):
+        DEVICES["quadro-rtx-5000"].peak("bf16")
+    assert normalize_dtype("torch.bfloat16") == "bf16"
+
+
+def test_counter_helpers():
+    assert counter_delta(10, 15) == 5
+    assert counter_delta(90, 5, max_range=100) == 15
+    assert counter_delta(90, 5) is None  # reset: unknowable
+    d = unwrap_counter([0, 50, 95, 10, 20], max_range=100)
+    assert list(d) == [0, 50, 45, 15, 10]
+    assert str(unwrap_counter([0, 5, 1])[2]) == "nan"
