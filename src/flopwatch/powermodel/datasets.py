@@ -1,0 +1,313 @@
+"""Loading and validating the MASCOTS per-configuration aggregates (and user CSVs in the same schema).
+
+The study's repository writes one CSV per GPU (``mfu_aggregated_per_config_<TAG>.csv``); one row is one
+benchmark run, every metric a mean over that run's ≥ 50 one-second windows. The six files are vendored in
+``flopwatch/powermodel/data`` (MIT; see ``data/SOURCE.md``), so this works on a fresh install.
+
+Loading maps the study's columns to our canonical ones (units in names), and handles the known quirks
+explicitly, reporting each in :attr:`LoadedAggregates.notes`:
+
+* the idle ``baseline`` row (one per file) is removed and kept as the GPU's idle power;
+* rows with an empty power or MFU are dropped from the frame (the MI210's 8 Qwen2.5-3B / fp32 / batch-128 rows,
+  whose calflops MFU exceeded 100 % and was sanitised away) unless ``keep_nan_mfu=True``;
+* the L4 file lacks the ``io_latency_*`` columns, which no analysis needs.
+
+Anything else that is wrong — a missing required column, a non-numeric value in a numeric column, an unknown
+dtype, a non-positive batch — raises :class:`~flopwatch.errors.InputError` naming the file, the CSV line
+and the column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+import numpy as np
+
+from flopwatch.devices import normalize_dtype
+from flopwatch.errors import InputError
+from flopwatch.powermodel.mfu import GPU_FILE_TAGS, MASCOTS_GPUS, canonical_gpu
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: Canonical columns (contract, see contracts.md) → the study's column they come from.
+CANONICAL_FROM_SOURCE: dict[str, str] = {
+    "model": "model_name",
+    "dtype": "dtype",
+    "batch_size": "batch_size",
+    "context_window": "context_window",
+    "warmup": "warmup_iterations",
+    "cooldown": "cooldown_seconds",
+    "mfu_pct": "mfu_percentage_calflops_mean",
+    "power_w": "power_draw_watts_mean",
+    "gpu_util_pct": "gpu_utilization_mean",
+    "tokens_per_s": "tokens_per_second_mean",
+    "flops_per_step": "calflops_total_mean",
+    "samples": "samples_per_config",
+}
+#: Extra columns carried when present (never required).
+OPTIONAL_FROM_SOURCE: dict[str, str] = {
+    "sequence_length": "sequence_length",
+    "mfu_formula_pct": "mfu_percentage_mean",
+    "formula_flops_per_token": "formula_flops_per_token_mean",
+    "mem_util_pct": "memory_utilization_mean",
+    "memory_used_mb": "memory_used_mb_mean",
+    "temp_c": "temperature_celsius_mean",
+    "power_meter_w": "power_meter_active_power_w_mean",
+}
+CANONICAL_COLUMNS: tuple[str, ...] = ("gpu", *CANONICAL_FROM_SOURCE)
+_STRING_COLS = {"model_name", "dtype"}
+_INT_COLS = {"batch_size", "context_window", "warmup_iterations", "samples_per_config"}
+# Columns where an empty cell is allowed (the row is dropped and reported, or carried as NaN).
+_NULLABLE = {"mfu_percentage_calflops_mean", "power_draw_watts_mean", "gpu_utilization_mean"}
+# The padded prompt is always 11 tokens in the study (SOURCE.md); used when sequence_length is absent.
+STUDY_SEQUENCE_LENGTH = 11
+
+
+@dataclass
+class LoadedAggregates:
+    """A validated aggregate table plus everything that was done to it on the way in."""
+
+    df: pd.DataFrame
+    idle_power_w: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    dropped: pd.DataFrame | None = None  # rows removed for missing power/MFU (canonical columns + reason)
+    sources: list[str] = field(default_factory=list)
+
+
+def bundled_data_dir() -> Path:
+    """The folder holding the vendored CSVs (inside the installed package)."""
+    return Path(str(resources.files("flopwatch.powermodel") / "data"))
+
+
+def bundled_path(gpu: str) -> Path:
+    """Path of the vendored CSV of one GPU (display name, file tag or device key)."""
+    g = canonical_gpu(gpu)
+    return bundled_data_dir() / f"mfu_aggregated_per_config_{GPU_FILE_TAGS[g]}.csv"
+
+
+def _gpu_from_filename(path: Path) -> str | None:
+    stem = path.stem
+    prefix = "mfu_aggregated_per_config_"
+    if stem.startswith(prefix):
+        try:
+            return canonical_gpu(stem[len(prefix) :])
+        except InputError:
+            return stem[len(prefix) :]
+    return None
+
+
+def read_aggregate_csv(
+    path: str | Path, *, gpu: str | None = None, keep_nan_mfu: bool = False
+) -> LoadedAggregates:
+    """Read one aggregate CSV (study schema) into canonical columns, validating every cell used.
+
+    ``gpu`` names the device when the file has no ``gpu`` column and its name does not follow the study's
+    ``mfu_aggregated_per_config_<TAG>.csv`` pattern; otherwise the file stem is used.
+    """
+    import pandas as pd
+
+    p = Path(path)
+    fname = str(p)
+    if not p.exists():
+        raise InputError("file not found", file=fname)
+    try:
+        raw = pd.read_csv(p, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise InputError(
+            f"not a readable CSV ({e.__class__.__name__}: {str(e).strip()})", file=fname
+        ) from None
+    raw.columns = [str(c).strip() for c in raw.columns]
+    required = list(CANONICAL_FROM_SOURCE.values())
+    missing = [c for c in required if c not in raw.columns]
+    if missing:
+        raise InputError(
+            f"missing required column(s) {', '.join(missing)}; expected the MASCOTS aggregate schema "
+            "(mfu_aggregated_per_config_*.csv)",
+            file=fname,
+            field=missing[0],
+        )
+    if raw.empty:
+        raise InputError("no data rows", file=fname)
+    if gpu is not None:
+        gpu_name = _canonical_or_free(gpu)
+    elif "gpu" in raw.columns and raw["gpu"].str.strip().ne("").all():
+        gpu_name = None  # per-row names
+    else:
+        gpu_name = _gpu_from_filename(p) or p.stem
+
+    # CSV line of each data row (header is line 1) so errors point at what an editor shows.
+    line = np.arange(len(raw)) + 2
+    out = pd.DataFrame(index=raw.index)
+    out["gpu"] = [_canonical_or_free(v) for v in raw["gpu"]] if gpu_name is None else gpu_name
+    for canon, src in {**CANONICAL_FROM_SOURCE, **OPTIONAL_FROM_SOURCE}.items():
+        if src not in raw.columns:
+            continue
+        col = raw[src].str.strip()
+        if src in _STRING_COLS:
+            out[canon] = col
+            continue
+        num = pd.to_numeric(col, errors="coerce")
+        bad = num.isna() & col.ne("") & ~col.str.lower().isin(["nan", "none", "null"])
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise InputError(
+                f"not a number: {raw[src].iloc[i]!r}", file=fname, record=f"line {line[i]}", field=src
+            )
+        out[canon] = num.astype(float)
+
+    # Idle baseline rows: excluded from every fit, reported, and used as idle power.
+    is_base = out["model"].str.lower().eq("baseline")
+    result = LoadedAggregates(df=out, sources=[fname])
+    for g, rows in out[is_base].groupby("gpu"):
+        pw = rows["power_w"].dropna()
+        if len(pw):
+            result.idle_power_w[str(g)] = float(pw.mean())
+            result.notes.append(
+                f"{p.name}: idle 'baseline' row (line {', '.join(str(line[i]) for i in rows.index)}) excluded "
+                f"from fits; idle power {pw.mean():.2f} W"
+            )
+        else:
+            result.notes.append(f"{p.name}: idle 'baseline' row has no power reading; excluded")
+    work = out[~is_base].copy()
+    work_lines = line[~is_base.to_numpy()]
+
+    # Required non-null, well-formed values in the run rows.
+    for canon, src in CANONICAL_FROM_SOURCE.items():
+        if src in _STRING_COLS:
+            empty = work[canon].eq("")
+        elif src in _NULLABLE:
+            continue
+        else:
+            empty = work[canon].isna()
+        if empty.any():
+            i = int(np.flatnonzero(empty.to_numpy())[0])
+            raise InputError("empty value", file=fname, record=f"line {work_lines[i]}", field=src)
+    for i, v in enumerate(work["dtype"]):
+        try:
+            work.iat[i, work.columns.get_loc("dtype")] = normalize_dtype(v)
+        except InputError:
+            raise InputError(
+                f"unknown dtype {v!r} (expected float32/float16/bfloat16)",
+                file=fname,
+                record=f"line {work_lines[i]}",
+                field="dtype",
+            ) from None
+    for canon in ("batch_size", "context_window", "warmup", "samples"):
+        src = CANONICAL_FROM_SOURCE[canon]
+        vals = work[canon].to_numpy()
+        bad = (vals != np.round(vals)) | (vals < (1 if canon in ("batch_size", "samples") else 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(
+                f"expected a {'positive' if canon in ('batch_size', 'samples') else 'non-negative'} integer, "
+                f"got {vals[i]!r}",
+                file=fname,
+                record=f"line {work_lines[i]}",
+                field=src,
+            )
+        work[canon] = work[canon].astype(np.int64)
+    for canon in ("power_w", "tokens_per_s", "flops_per_step", "cooldown"):
+        vals = work[canon].to_numpy()
+        bad = vals < 0 if canon == "cooldown" else vals <= 0
+        if np.any(bad & ~np.isnan(vals)):
+            i = int(np.flatnonzero(bad & ~np.isnan(vals))[0])
+            raise InputError(
+                f"must be {'non-negative' if canon == 'cooldown' else 'positive'}, got {vals[i]!r}",
+                file=fname,
+                record=f"line {work_lines[i]}",
+                field=CANONICAL_FROM_SOURCE[canon],
+            )
+
+    # Derived: FLOPs per token (tokens per step = batch × sequence length) and step time.
+    seq = work["sequence_length"] if "sequence_length" in work else STUDY_SEQUENCE_LENGTH
+    work["tokens_per_step"] = work["batch_size"] * seq
+    work["flops_per_token"] = work["flops_per_step"] / work["tokens_per_step"]
+    work["step_time_s"] = work["tokens_per_step"] / work["tokens_per_s"]
+    work["source_file"] = p.name
+    work["source_line"] = work_lines
+
+    no_power = work["power_w"].isna()
+    no_mfu = work["mfu_pct"].isna()
+    drop = no_power | (no_mfu & (not keep_nan_mfu))
+    if drop.any():
+        d = work[drop].copy()
+        d["reason"] = np.where(no_power[drop], "empty power", "empty MFU")
+        result.dropped = d
+        for (g, reason), rows in d.groupby(["gpu", "reason"]):
+            desc = ", ".join(
+                sorted(
+                    {f"{m} {dt} b{b}" for m, dt, b in zip(rows["model"], rows["dtype"], rows["batch_size"])}
+                )
+            )
+            result.notes.append(f"{p.name}: {len(rows)} row(s) with {reason} dropped ({desc})")
+    if keep_nan_mfu and no_mfu.any():
+        result.notes.append(f"{p.name}: {int(no_mfu.sum())} row(s) with empty MFU kept (power only)")
+    missing_opt = [
+        s for s in ("io_latency_enabled", "io_latency_profile", "io_latency_pattern") if s not in raw.columns
+    ]
+    if missing_opt:
+        result.notes.append(f"{p.name}: no {', '.join(missing_opt)} column(s) (unused; tolerated)")
+    result.df = work[~drop].reset_index(drop=True)
+    return result
+
+
+def _canonical_or_free(name: str) -> str:
+    try:
+        return canonical_gpu(name)
+    except InputError:
+        return str(name).strip()
+
+
+def load_aggregates(
+    paths: Iterable[str | Path] | None = None,
+    *,
+    gpu: str | Sequence[str] | None = None,
+    keep_nan_mfu: bool = False,
+) -> LoadedAggregates:
+    """Load several aggregate CSVs (default: the six vendored ones) into one :class:`LoadedAggregates`.
+
+    ``gpu`` filters the bundled files by GPU (name or list of names); with explicit ``paths`` it names the GPU
+    of files that carry no ``gpu`` column and no study file name.
+    """
+    import pandas as pd
+
+    if paths is None:
+        gpus = MASCOTS_GPUS if gpu is None else [gpu] if isinstance(gpu, str) else list(gpu)
+        files: list[tuple[Path, str | None]] = [(bundled_path(g), canonical_gpu(g)) for g in gpus]
+    else:
+        label = gpu if isinstance(gpu, str) or gpu is None else None
+        files = [(Path(p), label) for p in paths]
+        if not files:
+            raise InputError("no data files given")
+    parts = [read_aggregate_csv(p, gpu=g, keep_nan_mfu=keep_nan_mfu) for p, g in files]
+    merged = LoadedAggregates(df=pd.concat([x.df for x in parts], ignore_index=True))
+    dropped = [x.dropped for x in parts if x.dropped is not None]
+    merged.dropped = pd.concat(dropped, ignore_index=True) if dropped else None
+    for x in parts:
+        merged.idle_power_w.update(x.idle_power_w)
+        merged.notes.extend(x.notes)
+        merged.sources.extend(x.sources)
+    # Keep the paper's GPU order where the names are the study's.
+    order = {g: i for i, g in enumerate(MASCOTS_GPUS)}
+    merged.df = merged.df.sort_values(
+        "gpu", key=lambda s: s.map(lambda g: order.get(g, len(order))), kind="stable"
+    ).reset_index(drop=True)
+    merged.df.attrs["idle_power_w"] = dict(merged.idle_power_w)
+    merged.df.attrs["notes"] = list(merged.notes)
+    return merged
+
+
+def load_mascots(gpu: str | None = None, *, keep_nan_mfu: bool = False) -> pd.DataFrame:
+    """The vendored MASCOTS aggregates as one DataFrame with canonical columns (contract).
+
+    Columns: gpu (A100, L40, L4, Quadro RTX 5000, RTX 4070 Ti, MI210), model, dtype (fp32/fp16/bf16),
+    batch_size, context_window, warmup, cooldown, mfu_pct, power_w, gpu_util_pct, tokens_per_s,
+    flops_per_step, samples — plus flops_per_token, tokens_per_step, step_time_s and the optional metrics.
+    The baseline rows are excluded (their power is in ``df.attrs["idle_power_w"]``); rows with empty MFU are
+    dropped unless ``keep_nan_mfu``; ``df.attrs["notes"]`` lists everything that was done.
+    """
+    return load_aggregates(None, gpu=gpu, keep_nan_mfu=keep_nan_mfu).df
