@@ -19,10 +19,11 @@ and the column.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -237,10 +238,13 @@ def read_aggregate_csv(
         d = work[drop].copy()
         d["reason"] = np.where(no_power[drop], "empty power", "empty MFU")
         result.dropped = d
-        for (g, reason), rows in d.groupby(["gpu", "reason"]):
+        for (_g, reason), rows in d.groupby(["gpu", "reason"]):
             desc = ", ".join(
                 sorted(
-                    {f"{m} {dt} b{b}" for m, dt, b in zip(rows["model"], rows["dtype"], rows["batch_size"])}
+                    {
+                        f"{m} {dt} b{b}"
+                        for m, dt, b in zip(rows["model"], rows["dtype"], rows["batch_size"], strict=False)
+                    }
                 )
             )
             result.notes.append(f"{p.name}: {len(rows)} row(s) with {reason} dropped ({desc})")

@@ -18,9 +18,10 @@ choice, kept so Table III reproduces).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -276,7 +277,7 @@ class PowerModelResult:
         groups = []
         for key, r in self.params.iterrows():
             k = key if isinstance(key, tuple) else (key,)
-            g = dict(zip(BY_KEYS[self.by], [v.item() if hasattr(v, "item") else v for v in k]))
+            g = dict(zip(BY_KEYS[self.by], [v.item() if hasattr(v, "item") else v for v in k], strict=False))
             g.update({c: (bool(r[c]) if c == "degenerate" else _num(r[c])) for c in PARAM_COLUMNS})
             groups.append(g)
         return {

@@ -20,8 +20,8 @@ Three peak tables are kept side by side, each named, because they disagree:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping
 
 import numpy as np
 
