@@ -1,9 +1,343 @@
-"""CLI commands of this area (placeholder until the area lands)."""
+"""Telemetry commands: ``sensors``, ``record``, ``idle``, ``detect``.
+
+Heavy modules (pandas, pyarrow, vendor libraries) are imported inside the commands.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from flopwatch.errors import InputError
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=False, highlight=False)
+
+
+def _open(spec: str, speed: float | None) -> list[Any]:
+    from flopwatch.telemetry.sensors.discover import open_sensors
+
+    return open_sensors(spec, speed=speed)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and v != v:  # NaN is not JSON
+        return None
+    return v
+
+
+def sensors_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    jetson_root: str = typer.Option("/", "--jetson-root", help="sysfs root to probe for Jetson rails."),
+    rapl_root: str = typer.Option("/", "--rapl-root", help="sysfs root to probe for RAPL zones."),
+) -> None:
+    """List the sensors found on this machine, their capabilities, and why a backend is unavailable."""
+    from flopwatch.telemetry.sensors.discover import probe_all
+
+    statuses = probe_all(jetson_root=jetson_root, rapl_root=rapl_root)
+    if as_json:
+        out = [
+            {
+                "kind": s.kind,
+                "available": s.available,
+                "reason": s.reason,
+                "sensors": [
+                    {
+                        "kind": i.kind,
+                        "device_id": i.device_id,
+                        "name": i.name,
+                        "capabilities": list(i.capabilities),
+                        "fingerprint": dict(i.fingerprint),
+                        "simulated": i.simulated,
+                        "spec_key": i.spec_key,
+                    }
+                    for i in s.sensors
+                ],
+            }
+            for s in statuses
+        ]
+        sys.stdout.write(json.dumps({"backends": out}, indent=2) + "\n")
+        return
+    from rich.table import Table
+
+    t = Table(title="flopwatch sensors")
+    for c in ("backend", "status", "device", "capabilities / reason"):
+        t.add_column(c)
+    for s in statuses:
+        if s.available and s.sensors:
+            for i in s.sensors:
+                t.add_row(s.kind, "[green]found[/]", f"{i.name}\n{i.device_id}", ", ".join(i.capabilities))
+        elif s.available:
+            t.add_row(s.kind, "[green]available[/]", "", s.reason)
+        else:
+            t.add_row(s.kind, "[red]unavailable[/]", "", s.reason)
+    _console().print(t)
+
+
+def record_cmd(
+    sensor: str = typer.Option(
+        ..., "--sensor", "-s", help="Sensor spec: nvml, nvml:N, jetson, rapl, replay:FILE …"
+    ),
+    rate: float = typer.Option(10.0, "--rate", help="Samples per second."),
+    duration: float = typer.Option(..., "--duration", help="Seconds to record (sensor clock)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Parquet trace to write."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
+    speed: float | None = typer.Option(None, "--speed", help="Replay speed factor (replay: sensors)."),
+    flush_every: float = typer.Option(
+        5.0, "--flush-every", help="Seconds between flushes (what a crash can lose)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
+) -> None:
+    """Record a trace at a fixed rate, streaming Parquet row groups to disk."""
+    import time
+
+    from flopwatch.telemetry.reading import TraceWriter, base_metadata
+    from flopwatch.telemetry.sampler import Sampler
+
+    if not rate > 0:
+        raise InputError(f"--rate must be > 0, got {rate}", field="rate")
+    if not duration > 0:
+        raise InputError(f"--duration must be > 0, got {duration}", field="duration")
+    if output.exists() and not force:
+        raise InputError("file exists (use --force to overwrite)", file=str(output))
+    sensors = _open(sensor, speed)
+    infos = [s.info() for s in sensors]
+    md = base_metadata(
+        kind=infos[0].kind,
+        rate_hz=rate,
+        fingerprint=dict(infos[0].fingerprint),
+        simulated=any(i.simulated for i in infos),
+        sensor_spec=sensor,
+        devices=[
+            {
+                "device_id": i.device_id,
+                "name": i.name,
+                "kind": i.kind,
+                "spec_key": i.spec_key,
+                "fingerprint": dict(i.fingerprint),
+                "capabilities": list(i.capabilities),
+            }
+            for i in infos
+        ],
+        t0_monotonic_s=sensors[0].clock.now(),
+    )
+    writer = TraceWriter(output, md, flush_every_s=flush_every, overwrite=force)
+    sampler = Sampler(sensors, rate, sinks=[writer], duration_s=duration, max_buffer=max(100, int(rate * 10)))
+    interrupted = False
+    try:
+        if as_json or not sys.stderr.isatty():
+            sampler.start()
+            while not sampler.wait(0.25):
+                pass
+        else:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            with Progress(
+                TextColumn("[bold]recording[/]"),
+                BarColumn(),
+                TextColumn("{task.fields[info]}"),
+                TimeRemainingColumn(),
+                transient=False,
+            ) as prog:
+                task = prog.add_task("rec", total=duration, info="")
+                sampler.start()
+                while not sampler.wait(0.25):
+                    st = sampler.stats
+                    last = [
+                        x for x in sampler.latest(len(sensors) * 2) if getattr(x, "power_w", None) is not None
+                    ]
+                    pw = f"{sum(x.power_w for x in last[-len(sensors) :]):.1f} W" if last else "—"
+                    gaps = sum(st.n_gaps.values())
+                    prog.update(
+                        task,
+                        completed=min(duration, sensors[0].clock.now() - (sampler.t0 or 0.0)),
+                        info=f"{st.n_ticks} ticks  {pw}  gaps {gaps}",
+                    )
+                prog.update(task, completed=duration)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        sampler.stop()
+        time.sleep(0)
+        writer.close()
+        for s in sensors:
+            s.close()
+    st = sampler.stats
+    if sampler.exception is not None:
+        raise sampler.exception
+    summary = {
+        "output": str(output),
+        "rows": writer.rows_written,
+        "row_groups": writer.row_groups,
+        "interrupted": interrupted,
+        **{k: _jsonable(v) for k, v in st.to_dict().items()},
+        "simulated": md["simulated"],
+    }
+    if as_json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        return
+    c = _console()
+    mp = st.mean_period_s
+    c.print(
+        f"wrote {writer.rows_written} rows ({writer.row_groups} row groups) to {output}; "
+        f"{st.n_ticks} ticks, mean period {mp * 1e3:.2f} ms"
+        if mp
+        else f"wrote {writer.rows_written} rows to {output}"
+    )
+    if sum(st.n_gaps.values()):
+        c.print(f"[yellow]gaps[/]: {dict(st.n_gaps)}; errors: {dict(st.errors)}")
+    c.print(f"ended: {st.end_reason}{' (interrupted)' if interrupted else ''}")
+
+
+def idle_cmd(
+    sensor: str = typer.Option(..., "--sensor", "-s", help="Sensor spec."),
+    duration: float = typer.Option(90.0, "--duration", help="Seconds to measure (the study: 90 s)."),
+    rate: float = typer.Option(2.0, "--rate", help="Samples per second (the study: 2 Hz)."),
+    speed: float | None = typer.Option(None, "--speed", help="Replay speed factor."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+) -> None:
+    """Measure the idle power baseline: median over DURATION seconds, with its spread."""
+    import numpy as np
+
+    from flopwatch.telemetry.sampler import Sampler
+    from flopwatch.telemetry.sensors.base import Reading
+
+    if not duration > 0 or not rate > 0:
+        raise InputError("--duration and --rate must be > 0", field="duration")
+    sensors = _open(sensor, speed)
+    items: list[Any] = []
+    sampler = Sampler(sensors, rate, sinks=[items.append], duration_s=duration)
+    try:
+        sampler.start()
+        sampler.wait()
+    finally:
+        sampler.stop()
+        for s in sensors:
+            s.close()
+    out: dict[str, Any] = {"duration_s": duration, "rate_hz": rate, "devices": {}}
+    for dev in dict.fromkeys(x.device for x in items):
+        p = np.array(
+            [x.power_w for x in items if isinstance(x, Reading) and x.device == dev and x.power_w is not None]
+        )
+        n_gaps = sum(1 for x in items if not isinstance(x, Reading) and x.device == dev)
+        if p.size == 0:
+            out["devices"][dev] = {"n": 0, "n_gaps": n_gaps, "idle_power_w": None}
+            continue
+        q = np.percentile(p, [5, 25, 75, 95])
+        out["devices"][dev] = {
+            "idle_power_w": float(np.median(p)),
+            "mean_w": float(p.mean()),
+            "std_w": float(p.std(ddof=1)) if p.size > 1 else 0.0,
+            "iqr_w": float(q[2] - q[1]),
+            "p5_w": float(q[0]),
+            "p95_w": float(q[3]),
+            "n": int(p.size),
+            "n_gaps": n_gaps,
+        }
+    out["simulated"] = any(s.info().simulated for s in sensors)
+    if as_json:
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return
+    from rich.table import Table
+
+    t = Table(title=f"idle baseline ({duration:g} s at {rate:g} Hz)")
+    for c in ("device", "median W", "IQR W", "p5–p95 W", "samples", "gaps"):
+        t.add_column(c)
+    for dev, d in out["devices"].items():
+        if d["idle_power_w"] is None:
+            t.add_row(dev, "—", "—", "—", "0", str(d["n_gaps"]))
+        else:
+            t.add_row(
+                dev,
+                f"{d['idle_power_w']:.3f}",
+                f"{d['iqr_w']:.3f}",
+                f"{d['p5_w']:.3f}–{d['p95_w']:.3f}",
+                str(d["n"]),
+                str(d["n_gaps"]),
+            )
+    _console().print(t)
+
+
+def detect_cmd(
+    trace: Path = typer.Argument(..., help="Trace: flopwatch Parquet or the seed's timeseries.json."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    poll: float = typer.Option(1.5, "--poll", help="Poll interval in seconds (study: 1.5)."),
+    util_threshold: float = typer.Option(0.05, "--util-threshold", help="Busy above this utilisation (0–1)."),
+    start_polls: int = typer.Option(2, "--start-polls", help="Consecutive busy polls that start a workload."),
+    end_polls: int = typer.Option(3, "--end-polls", help="Consecutive idle polls that end a workload."),
+    edges: str = typer.Option("outer", "--edges", help="outer (never cut workload energy) or inner."),
+    idle_power: float | None = typer.Option(
+        None, "--idle-power", help="Idle power in W (default: from the trace)."
+    ),
+    device: str | None = typer.Option(None, "--device", help="Only this device of a multi-device trace."),
+) -> None:
+    """Detect workloads in a trace with the study's utilisation hysteresis and integrate their energy."""
+    from flopwatch.detect import HysteresisParams, detect_workloads
+    from flopwatch.telemetry.reading import Trace
+
+    params = HysteresisParams(
+        poll_s=poll,
+        util_threshold=util_threshold,
+        start_polls=start_polls,
+        end_polls=end_polls,
+        edges=edges,  # type: ignore[arg-type]
+    )
+    tr = Trace.read(trace)
+    det = detect_workloads(tr, params, idle_power_w=idle_power, device=device)
+    if as_json:
+        d = det.to_dict()
+        d["workloads"] = [{k: _jsonable(v) for k, v in w.items()} for w in d["workloads"]]
+        sys.stdout.write(json.dumps(d, indent=2) + "\n")
+        return
+    from rich.table import Table
+
+    c = _console()
+    sim = " [bold red](SIMULATED)[/]" if det.simulated else ""
+    c.print(
+        f"{trace}: {len(det.segments)} workload(s); idle {det.idle_power_w:.3f} W ({det.idle_source}){sim}"
+    )
+    if not det.segments:
+        return
+    t = Table()
+    for col in (
+        "#",
+        "device",
+        "start s",
+        "end s",
+        "duration s",
+        "energy J",
+        "net J",
+        "mean util",
+        "coverage",
+        "TB",
+    ):
+        t.add_column(col, justify="right")
+    for i, s in enumerate(det.segments):
+        t.add_row(
+            str(i),
+            s.device,
+            f"{s.start_s:.1f}",
+            f"{s.end_s:.1f}" + ("" if s.complete else "…"),
+            f"{s.duration_s:.1f}",
+            f"{s.energy_j:.1f}",
+            f"{s.net_energy_j:.1f}",
+            "—" if s.mean_util is None else f"{s.mean_util:.1%}",
+            f"{s.coverage:.1%}",
+            "—" if s.tb_moved is None else f"{s.tb_moved:.4f}",
+        )
+    c.print(t)
 
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to ``app``."""
+    app.command("sensors")(sensors_cmd)
+    app.command("record")(record_cmd)
+    app.command("idle")(idle_cmd)
+    app.command("detect")(detect_cmd)

@@ -3,6 +3,7 @@
 from flopwatch.telemetry.sensors.base import (
     BackendStatus,
     Clock,
+    Gap,
     MonotonicClock,
     Reading,
     ScaledClock,
@@ -14,6 +15,7 @@ from flopwatch.telemetry.sensors.base import (
 __all__ = [
     "BackendStatus",
     "Clock",
+    "Gap",
     "MonotonicClock",
     "Reading",
     "ScaledClock",

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 #: Optional scalar columns of a reading/trace, in the order the trace schema lists them.
 OPTIONAL_FIELDS = ("energy_j", "util", "mem_util", "dram_bytes_per_s", "sm_clock_mhz", "temp_c")
@@ -46,6 +47,20 @@ class Reading:
 
 
 @dataclass(frozen=True)
+class Gap:
+    """A tick at which a device produced no reading: the read failed, was too slow, or ticks were missed.
+
+    Gaps are written to traces (``gap_error`` column) and counted by the sampler, so a hole in the data
+    is always explained rather than silent.
+    """
+
+    t_s: float
+    wall_time: float
+    device: str
+    error: str
+
+
+@dataclass(frozen=True)
 class SensorInfo:
     """What a sensor is and what it can measure (shown by ``flopwatch sensors``)."""
 
@@ -53,7 +68,9 @@ class SensorInfo:
     device_id: str  # stable id: NVML UUID, sysfs path, "sim:a100#0" …
     name: str  # human-readable device name
     fingerprint: Mapping[str, str] = field(default_factory=dict)  # model, driver, firmware, power mode …
-    capabilities: tuple[str, ...] = ()  # reading fields this sensor fills, e.g. ("power_w", "energy_j", "util")
+    capabilities: tuple[
+        str, ...
+    ] = ()  # reading fields this sensor fills, e.g. ("power_w", "energy_j", "util")
     simulated: bool = False  # True for the simulated accelerator: everything downstream labels it
     spec_key: str | None = None  # devices.DEVICES key when known (for peaks, idle, TDP)
 

@@ -1,0 +1,272 @@
+"""Fixed-rate sampling of one or more sensors on a background thread.
+
+Deadlines are absolute on the sensors' clock, ``t_k = t0 + k / rate_hz``, so lateness in one tick never
+shifts later ticks (no accumulated drift, unlike ``sleep(period)`` loops). Time comes from
+``sensors[0].clock``: real time for live sensors, a scaled clock for replays, a virtual clock for the
+simulator (then the loop runs as fast as the CPU allows, and :meth:`Sampler.run` is the synchronous
+entry point tests use).
+
+Every tick yields, per sensor, either a :class:`Reading` or a :class:`Gap` (read failed, or the tick was
+skipped because an earlier read or sink was too slow). Both go to the sinks and to a bounded ring buffer,
+and gaps are counted per device with their errors — holes are never silent. A replay sensor that raises
+:class:`~flopwatch.telemetry.sensors.replay.TraceEnded` stops the sampler cleanly.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from flopwatch.errors import SensorError
+from flopwatch.telemetry.sensors.base import Gap, Reading, Sensor
+
+Sink = Callable[[Reading | Gap], None]
+
+
+@dataclass
+class SamplerStats:
+    """Counters of a sampler run (read them any time; updated by the sampling thread)."""
+
+    rate_hz: float
+    n_ticks: int = 0
+    n_samples: Counter[str] = field(default_factory=Counter)
+    n_gaps: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)  # message → count (reads and sinks)
+    skipped_ticks: int = 0
+    first_tick_s: float | None = None
+    last_tick_s: float | None = None
+    last_deadline_s: float | None = None
+    max_lateness_s: float = 0.0
+    sum_lateness_s: float = 0.0
+    busy_s: float = 0.0  # wall seconds spent reading sensors and running sinks (overhead)
+    end_reason: str = ""
+
+    @property
+    def mean_period_s(self) -> float | None:
+        """Mean interval between actual tick starts (clock seconds)."""
+        if self.first_tick_s is None or self.last_tick_s is None or self.n_ticks < 2:
+            return None
+        return (self.last_tick_s - self.first_tick_s) / (self.n_ticks - 1 + self.skipped_ticks)
+
+    @property
+    def drift_s(self) -> float | None:
+        """Actual minus scheduled time of the last tick: stays ~constant when deadlines are absolute."""
+        if self.last_tick_s is None or self.last_deadline_s is None:
+            return None
+        return self.last_tick_s - self.last_deadline_s
+
+    @property
+    def mean_lateness_s(self) -> float:
+        return self.sum_lateness_s / self.n_ticks if self.n_ticks else 0.0
+
+    @property
+    def overhead_per_tick_s(self) -> float:
+        return self.busy_s / self.n_ticks if self.n_ticks else 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "rate_hz": self.rate_hz,
+            "n_ticks": self.n_ticks,
+            "n_samples": dict(self.n_samples),
+            "n_gaps": dict(self.n_gaps),
+            "errors": dict(self.errors),
+            "skipped_ticks": self.skipped_ticks,
+            "mean_period_s": self.mean_period_s,
+            "drift_s": self.drift_s,
+            "mean_lateness_s": self.mean_lateness_s,
+            "max_lateness_s": self.max_lateness_s,
+            "overhead_per_tick_s": self.overhead_per_tick_s,
+            "end_reason": self.end_reason,
+        }
+
+
+class Sampler:
+    """Sample ``sensors`` at ``rate_hz`` until stopped, ``duration_s`` elapses or a replay ends.
+
+    ``sinks`` are called in the sampling thread with every Reading/Gap, in order (a :class:`TraceWriter`
+    is a sink); a sink that raises is recorded in ``stats.errors`` and keeps being called. The last
+    ``max_buffer`` items stay in :attr:`buffer` (bounded memory) for live displays.
+    A read that takes longer than ``slow_read_s`` (default: one period) keeps its reading, and the ticks
+    it overran are recorded as gaps.
+    """
+
+    def __init__(
+        self,
+        sensors: Sequence[Sensor],
+        rate_hz: float,
+        *,
+        sinks: Sequence[Sink] = (),
+        max_buffer: int = 10_000,
+        duration_s: float | None = None,
+        slow_read_s: float | None = None,
+    ) -> None:
+        if not sensors:
+            raise ValueError("Sampler needs at least one sensor")
+        if not rate_hz > 0:
+            raise ValueError("rate_hz must be > 0")
+        self.sensors = list(sensors)
+        self.rate_hz = float(rate_hz)
+        self.period_s = 1.0 / self.rate_hz
+        self.sinks = list(sinks)
+        self.buffer: deque[Reading | Gap] = deque(maxlen=max_buffer)
+        self.duration_s = duration_s
+        self.slow_read_s = self.period_s if slow_read_s is None else float(slow_read_s)
+        self.clock = self.sensors[0].clock
+        self.stats = SamplerStats(rate_hz=self.rate_hz)
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.t0: float | None = None
+        self.exception: BaseException | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> Sampler:
+        if self._thread is not None:
+            raise RuntimeError("sampler already started")
+        self._thread = threading.Thread(target=self._run_safe, name="flopwatch-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = 5.0) -> SamplerStats:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.stats
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the sampler finished (duration reached, trace ended, or stopped)."""
+        return self._done.wait(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> Sampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def run(self, n_ticks: int | None = None) -> SamplerStats:
+        """Sample synchronously in the calling thread (virtual clocks, tests) until done or ``n_ticks``."""
+        self._loop(n_ticks)
+        return self.stats
+
+    def latest(self, n: int | None = None) -> list[Reading | Gap]:
+        """A copy of the newest ``n`` buffered items (all when None)."""
+        with self._lock:
+            items = list(self.buffer)
+        return items if n is None else items[-n:]
+
+    # ------------------------------------------------------------------ loop
+    def _run_safe(self) -> None:
+        try:
+            self._loop(None)
+        except BaseException as e:  # surfaced to the owner via .exception; the thread must not die silently
+            self.exception = e
+            self.stats.end_reason = f"crashed: {type(e).__name__}: {e}"
+            self._done.set()
+
+    def _emit(self, item: Reading | Gap) -> None:
+        with self._lock:
+            self.buffer.append(item)
+        if isinstance(item, Gap):
+            self.stats.n_gaps[item.device] += 1
+        else:
+            self.stats.n_samples[item.device] += 1
+        for sink in self.sinks:
+            try:
+                sink(item)
+            except Exception as e:  # a failing sink is reported, never crashes sampling
+                self.stats.errors[f"sink {type(sink).__name__}: {type(e).__name__}: {e}"] += 1
+
+    def _device_id(self, i: int) -> str:
+        try:
+            return self.sensors[i].info().device_id
+        except Exception:
+            return f"sensor{i}"
+
+    def _loop(self, n_ticks: int | None) -> None:
+        from flopwatch.telemetry.sensors.replay import TraceEnded
+
+        clock = self.clock
+        st = self.stats
+        devices = [self._device_id(i) for i in range(len(self.sensors))]
+        t0 = clock.now()
+        self.t0 = t0
+        k = 0
+        end_t = None if self.duration_s is None else t0 + self.duration_s
+        try:
+            while not self._stop.is_set():
+                if n_ticks is not None and st.n_ticks >= n_ticks:
+                    st.end_reason = "n_ticks reached"
+                    break
+                deadline = t0 + k * self.period_s
+                if end_t is not None and deadline > end_t + 1e-9:
+                    st.end_reason = "duration reached"
+                    break
+                if not clock.sleep_until(deadline, self._stop):
+                    break
+                w0 = time.perf_counter()
+                t_tick = clock.now()
+                st.n_ticks += 1
+                st.last_deadline_s = deadline
+                if st.first_tick_s is None:
+                    st.first_tick_s = t_tick
+                st.last_tick_s = t_tick
+                late = max(0.0, t_tick - deadline)
+                st.sum_lateness_s += late
+                st.max_lateness_s = max(st.max_lateness_s, late)
+                ended = False
+                for i, sensor in enumerate(self.sensors):
+                    r0 = clock.now()
+                    try:
+                        item: Reading | Gap = sensor.read()
+                    except TraceEnded:
+                        ended = True
+                        break
+                    except SensorError as e:
+                        item = Gap(r0, clock.wall_time(), devices[i], f"{type(e).__name__}: {e}")
+                        st.errors[item.error] += 1
+                    except Exception as e:  # a vendor bug must not kill the recording: record it
+                        item = Gap(r0, clock.wall_time(), devices[i], f"unexpected {type(e).__name__}: {e}")
+                        st.errors[item.error] += 1
+                    self._emit(item)
+                    took = clock.now() - r0
+                    if took > self.slow_read_s:
+                        st.errors[f"slow read on {devices[i]}"] += 1
+                if ended:
+                    st.end_reason = "trace ended"
+                    break
+                k += 1
+                # Overran one or more deadlines: skip them (keeping the grid), and record them as gaps.
+                now = clock.now()
+                next_deadline = t0 + k * self.period_s
+                # A deadline passed by more than half a period is skipped; a less late one still runs (late).
+                behind = now - next_deadline - 0.5 * self.period_s
+                if behind > 0:
+                    missed = int(behind // self.period_s) + 1
+                    if missed > 0:
+                        st.skipped_ticks += missed
+                        for i in range(len(self.sensors)):
+                            self._emit(
+                                Gap(
+                                    next_deadline,
+                                    clock.wall_time(),
+                                    devices[i],
+                                    f"overrun: {missed} tick(s) missed "
+                                    f"({now - t_tick:.4f} s spent on a {self.period_s:.4f} s period)",
+                                )
+                            )
+                        k += missed
+                st.busy_s += time.perf_counter() - w0
+            else:
+                st.end_reason = st.end_reason or "stopped"
+        finally:
+            if not st.end_reason:
+                st.end_reason = "stopped"
+            self._done.set()

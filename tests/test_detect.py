@@ -1,0 +1,122 @@
+"""Workload detection (the study's hysteresis) on synthetic polls and on the seed's real trace."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from flopwatch.cli import main
+from flopwatch.detect import HysteresisParams, OnlineDetector, detect_workloads
+from flopwatch.errors import InputError
+from flopwatch.telemetry.reading import Trace
+from flopwatch.telemetry.sensors.base import Reading
+
+
+def _feed(det, utils, poll=1.5):
+    events = []
+    for i, u in enumerate(utils):
+        events += det.update(i * poll, u)
+    return events
+
+
+def test_start_needs_two_polls_end_needs_three():
+    det = OnlineDetector()
+    # one busy blip is not a workload; two are
+    ev = _feed(det, [0, 0.9, 0, 0.9, 0.9, 0.9, 0, 0, 0.9, 0, 0, 0, 0])
+    kinds = [(e.kind, e.t_s, e.decided_s) for e in ev]
+    # outer edges: start at the last idle poll (t=2*1.5), end at the first idle poll of the 3-poll streak
+    assert kinds == [("start", 3.0, 6.0), ("end", 13.5, 16.5)]
+
+
+def test_inner_edges_and_nan_polls_are_ignored():
+    det = OnlineDetector(HysteresisParams(edges="inner"))
+    ev = _feed(det, [0, 0.9, float("nan"), 0.9, 0, None, 0, 0])
+    assert [(e.kind, e.t_s) for e in ev] == [("start", 1.5), ("end", 4.5)]
+
+
+def test_threshold_is_strict_and_configurable():
+    assert _feed(OnlineDetector(), [0.05] * 10) == []
+    det = OnlineDetector(HysteresisParams(util_threshold=0.5, start_polls=1, end_polls=1, edges="inner"))
+    assert [e.kind for e in _feed(det, [0.6, 0.4, 0.6, 0.4])] == ["start", "end", "start", "end"]
+
+
+@pytest.mark.parametrize("bad", [{"poll_s": 0}, {"util_threshold": 1.5}, {"start_polls": 0}, {"edges": "x"}])
+def test_bad_params(bad):
+    with pytest.raises(InputError):
+        HysteresisParams(**bad)
+
+
+def _synthetic(idle_w=1.0, busy_w=11.0):
+    rs = []
+    for i in range(200):  # 100 s at 2 Hz, busy between 30 s and 70 s
+        t = i * 0.5
+        busy = 30 <= t < 70
+        rs.append(Reading(t, 1.7e9 + t, "d0", busy_w if busy else idle_w, util=0.95 if busy else 0.0))
+    return Trace.from_readings(rs)
+
+
+def test_synthetic_segment_energy():
+    det = detect_workloads(_synthetic())
+    assert det.idle_power_w == 1.0 and len(det.segments) == 1
+    s = det.segments[0]
+    assert 28.5 <= s.start_s <= 30 and 70 <= s.end_s <= 71.5
+    # net energy: 10 W above idle for 40 s (the step edges are linear ramps over one 0.5 s sample)
+    assert s.net_energy_j == pytest.approx(400.0, abs=6.0)
+    assert s.coverage == 1.0 and s.complete
+    assert s.tb_moved is None
+
+
+def test_open_segment_at_end_of_trace_is_incomplete():
+    tr = _synthetic()
+    cut = Trace(tr.df[tr.df["t_s"] < 60].reset_index(drop=True), tr.metadata)
+    det = detect_workloads(cut, idle_power_w=1.0)
+    assert len(det.segments) == 1 and not det.segments[0].complete
+    assert det.idle_source == "given"
+
+
+def test_trace_without_util_is_input_error():
+    tr = Trace.from_readings([Reading(float(i), 0.0, "d0", 1.0) for i in range(5)])
+    with pytest.raises(InputError, match="util"):
+        detect_workloads(tr)
+
+
+def test_seed_trace_one_workload(timeseries_path):
+    """What must hold: exactly one workload, start within 2 s of t_start and end within 3 s of t_end."""
+    tr = Trace.read(timeseries_path)
+    det = detect_workloads(tr)
+    assert len(det.segments) == 1
+    s = det.segments[0]
+    assert abs(s.start_s - tr.metadata["t_start"]) <= 2.0
+    assert abs(s.end_s - tr.metadata["t_end"]) <= 3.0
+    # the study's v2 idle baseline was 642.048 mW (VDD_CPU_GPU_CV median); the trace's idle periods agree
+    assert det.idle_power_w == pytest.approx(0.642, abs=0.01)
+    assert s.mean_util > 0.9 and s.coverage > 0.99
+    # 9000 steps of d384_b16_s128: v2 measured 1141.66 J for 2500 steps, so ~4110 J is expected
+    assert s.net_energy_j == pytest.approx(1141.66 * 9000 / 2500, rel=0.02)
+    assert s.tb_moved == pytest.approx(0.0763 * 9000 / 2500, rel=0.05)
+
+
+def test_detect_cli_json(timeseries_path, capsys):
+    assert main(["detect", str(timeseries_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) >= {"idle_power_w", "workloads"}
+    (w,) = out["workloads"]
+    assert set(w) >= {"start_s", "end_s", "duration_s", "energy_j", "net_energy_j", "mean_util", "coverage"}
+    assert np.isclose(w["duration_s"], w["end_s"] - w["start_s"])
+
+
+def test_detect_cli_options_and_human_output(timeseries_path, capsys):
+    assert main(["detect", str(timeseries_path), "--util-threshold", "0.99", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["workloads"] == []
+    assert main(["detect", str(timeseries_path)]) == 0
+    assert "workload" in capsys.readouterr().out.lower()
+
+
+def test_detect_cli_bad_file(tmp_path, capsys):
+    p = tmp_path / "bad.json"
+    p.write_text("[]")
+    assert main(["detect", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flopwatch: error:") and "bad.json" in err and len(err.strip().splitlines()) == 1
