@@ -1,0 +1,294 @@
+"""Train a workload and write one record (the calibration data the estimator needs).
+
+The timed region carries no counting overhead: FLOPs come from ``count_flops`` (meta device, once per
+configuration, cached) and are multiplied by the number of timed steps. The timed region starts after
+the warm-up steps and a device synchronisation; its monotonic timestamps are what joins the record
+with a telemetry trace recorded on the same host (``time.monotonic`` is the clock of
+``flopwatch.telemetry.sensors.base.MonotonicClock``).
+
+Step times: CUDA events on a GPU (device time per step), ``time.perf_counter`` on the CPU.
+
+Attention kernels are pinned so that the record's convention is the one that actually ran:
+CUDA + ``"fused"`` → flash / memory-efficient / cuDNN only; ``"math"`` → the math kernel only. The CPU
+runs the math kernel (its flash kernel is not in FlopCounterMode's registry).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import platform
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flopwatch.errors import ConfigError, InputError
+from flopwatch.workloads.config import WorkloadConfig, check_device_support
+
+RECORD_SCHEMA = "flopwatch.record/1"
+# Optimizers as in the study: AdamW lr 1e-4 (torch defaults otherwise), or SGD with momentum 0.9.
+LEARNING_RATE = 1e-4
+SGD_MOMENTUM = 0.9
+
+
+def _normalize_device(device: str) -> str:
+    dev = str(device).strip().lower()
+    if dev == "cuda":
+        import torch
+
+        return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cuda"
+    return dev
+
+
+@contextlib.contextmanager
+def _matmul_precision(device: str, precision: str) -> Iterator[None]:
+    """fp32 means build defaults (TF32 off: FP32 vector peak); tf32 turns TF32 on; restored afterwards."""
+    import torch
+
+    if not device.startswith("cuda"):
+        yield
+        return
+    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    on = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def _sdpa_backends(device: str, attention: str) -> list[Any]:
+    from torch.nn.attention import SDPBackend
+
+    if attention == "math":
+        return [SDPBackend.MATH]
+    if not device.startswith("cuda"):
+        raise ConfigError(
+            "attention 'fused' needs CUDA: the CPU's flash kernel is not counted by FlopCounterMode; use math",
+            field="attention",
+        )
+    return [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+
+
+def _device_peak(device: str, device_name: str, dtype: str) -> tuple[float | None, str | None]:
+    """Peak FLOP/s from ``devices.py`` (never hard-coded here) and the spec key; None when unknown."""
+    from flopwatch.devices import get_device
+
+    try:
+        spec = get_device("cpu" if device == "cpu" else device_name)
+    except InputError:
+        return None, None
+    if not spec.supports(dtype):
+        return None, spec.key
+    return spec.peak(dtype), spec.key
+
+
+def _step_stats(times_s: list[float]) -> dict[str, float]:
+    a = np.asarray(times_s, dtype=float)
+    return {
+        "mean": float(a.mean()),
+        "median": float(np.median(a)),
+        "p10": float(np.percentile(a, 10)),
+        "p90": float(np.percentile(a, 90)),
+        "std": float(a.std(ddof=1)) if a.size > 1 else 0.0,
+        "n": int(a.size),
+    }
+
+
+def append_jsonl(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
+    """Append ``record`` as one JSON line (``flopwatch.records.append_record`` when available)."""
+    try:
+        from flopwatch.records import append_record
+    except ImportError:  # pragma: no cover - records module not installed
+        line = (json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n").encode()
+        fd = os.open(os.fspath(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return
+    append_record(path, record)
+
+
+def run_workload(
+    config: WorkloadConfig,
+    device: str = "cpu",
+    *,
+    steps: int | None = None,
+    seconds: float | None = None,
+    warmup: int = 5,
+    records: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+    attention: str | None = None,
+) -> dict[str, Any]:
+    """Train ``config`` on ``device`` and return (and append to ``records``) its record.
+
+    ``steps`` (default ``config.steps``) or ``seconds`` (train until that much time has passed, at least
+    one step) set the timed region; ``warmup`` steps run first, untimed. ``attention`` defaults to
+    ``"fused"`` on CUDA (the study's convention) and ``"math"`` on the CPU.
+    Invalid combinations raise :class:`ConfigError` before anything is built.
+    """
+    dev = _normalize_device(device)
+    check_device_support(config, dev)
+    if steps is not None and seconds is not None:
+        raise ConfigError("give either steps or seconds, not both", field="steps")
+    if steps is not None and (isinstance(steps, bool) or int(steps) != steps or steps <= 0):
+        raise ConfigError(f"steps must be a positive integer, got {steps!r}", field="steps")
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"seconds must be a positive number, got {seconds!r}", field="seconds")
+    if isinstance(warmup, bool) or int(warmup) != warmup or warmup < 0:
+        raise ConfigError(f"warmup must be a non-negative integer, got {warmup!r}", field="warmup")
+    conv = attention or ("fused" if dev.startswith("cuda") else "math")
+    if conv not in ("fused", "math"):
+        raise ConfigError(f"attention convention must be fused or math, got {attention!r}", field="attention")
+    backends = _sdpa_backends(dev, conv)
+    if records is not None:
+        parent = Path(records).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise InputError("directory does not exist", file=str(records), field="records")
+    n_steps = int(steps if steps is not None else (None if seconds is not None else config.steps) or 0)
+
+    import torch
+    from torch.nn.attention import sdpa_kernel
+
+    from flopwatch.workloads.ground_truth import count_flops
+    from flopwatch.workloads.model import build_model, make_batch
+
+    # Counted once, before and outside the timed loop (meta device, cached).
+    fc = count_flops(config, attention=conv)
+
+    tdev = torch.device(dev)
+    is_cuda = tdev.type == "cuda"
+    device_name = (
+        torch.cuda.get_device_name(tdev) if is_cuda else (platform.processor() or platform.machine())
+    )
+    torch.manual_seed(seed)
+    with torch.device(tdev):
+        model = build_model(config)
+    model.train()
+    gen = torch.Generator(device=tdev).manual_seed(seed)
+    batch = make_batch(config, tdev, gen)  # fixed batch: FLOPs do not depend on values
+
+    if config.optimizer == "adamw":
+        opt: torch.optim.Optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=SGD_MOMENTUM)
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(config.precision)
+    scaler = torch.amp.GradScaler(tdev.type) if config.precision == "fp16" else None
+
+    def autocast() -> contextlib.AbstractContextManager[Any]:
+        if amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=tdev.type, dtype=amp_dtype)
+
+    def train_step() -> torch.Tensor:
+        opt.zero_grad(set_to_none=True)
+        with autocast():
+            loss = model(*batch)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss
+
+    def sync() -> None:
+        if is_cuda:
+            torch.cuda.synchronize(tdev)
+
+    step_times: list[float] = []
+    with _matmul_precision(dev, config.precision), sdpa_kernel(backends):
+        for _ in range(int(warmup)):
+            train_step()
+        sync()
+        events: list[Any] = []
+        start_mono, start_wall = time.monotonic(), time.time()
+        done = 0
+        last = None
+        while True:
+            if seconds is None and done >= n_steps:
+                break
+            if seconds is not None and done > 0 and time.monotonic() - start_mono >= seconds:
+                break
+            if is_cuda:
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                events.append(ev)
+                last = train_step()
+            else:
+                t0 = time.perf_counter()
+                last = train_step()
+                step_times.append(time.perf_counter() - t0)
+            done += 1
+        if is_cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            events.append(ev)
+        sync()
+        end_mono, end_wall = time.monotonic(), time.time()
+    if is_cuda:
+        step_times = [a.elapsed_time(b) / 1e3 for a, b in zip(events[:-1], events[1:], strict=False)]
+    final_loss = float(last.detach().float().item()) if last is not None else None
+
+    duration_s = end_mono - start_mono
+    total = fc.flops_per_step * done
+    achieved = total / duration_s if duration_s > 0 else None
+    peak, spec_key = _device_peak(dev, device_name, config.precision)
+    record: dict[str, Any] = {
+        "schema": RECORD_SCHEMA,
+        "label": config.name,
+        "arch": config.arch,
+        "config": config.to_dict(),
+        "device": dev,
+        "device_name": device_name,
+        "device_spec": spec_key,
+        "dtype": config.precision,
+        "start_monotonic_s": start_mono,
+        "end_monotonic_s": end_mono,
+        "start_wall": start_wall,
+        "end_wall": end_wall,
+        "steps": done,
+        "warmup_steps": int(warmup),
+        "flops_per_step": fc.flops_per_step,
+        "total_flops": total,
+        "attention_convention": conv,
+        "matmul_flops_per_step": fc.matmul_flops_per_step,
+        "attention_flops_per_step": fc.attention_flops_per_step,
+        "other_flops_per_step": fc.other_flops_per_step,
+        "optimizer_flops_per_step": fc.optimizer_flops_per_step,
+        "elementwise_flops_per_step": fc.elementwise_flops_per_step,
+        "params": fc.params,
+        "flop_counting": "FlopCounterMode on the meta device, once per config (outside the timed loop)",
+        "achieved_flops_per_s": achieved,
+        "peak_flops": peak,
+        "peak_dtype": config.precision if peak is not None else None,
+        "mfu": (achieved / peak) if (achieved is not None and peak) else None,
+        "step_time_s": _step_stats(step_times) if step_times else None,
+        "step_timer": "cuda_events" if is_cuda else "perf_counter",
+        "tf32_matmul": bool(is_cuda and config.precision == "tf32"),
+        "final_loss": final_loss if final_loss is None or math.isfinite(final_loss) else None,
+        "seed": seed,
+        "host": socket.gethostname(),
+        "torch_version": torch.__version__,
+        "duration_s": duration_s,
+        "energy_j": None,
+        "net_energy_j": None,
+        "idle_power_w": None,
+        "mean_util": None,
+        "tb_moved": None,
+        "coverage": None,
+        "simulated": False,
+    }
+    if records is not None:
+        append_jsonl(records, record)
+    return record
