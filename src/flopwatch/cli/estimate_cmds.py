@@ -1,9 +1,358 @@
-"""CLI commands of this area (placeholder until the area lands)."""
+"""CLI: ``flopwatch calibrate``, ``flopwatch estimate``, ``flopwatch evaluate``.
+
+Heavy imports (numpy/scipy models, matplotlib) happen inside the commands so ``flopwatch --help`` stays fast.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from flopwatch.errors import InputError
+
+_RECORDS_HELP = "Workload records: our JSON Lines, or the Jetson study's eval_results_*_records.json."
+
+
+def _emit_json(obj: Any) -> None:
+    """Pure JSON on stdout (NaN/inf become null so the output is strict JSON)."""
+
+    def clean(o: Any) -> Any:
+        if isinstance(o, float):
+            return o if math.isfinite(o) else None
+        if isinstance(o, dict):
+            return {str(k): clean(v) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return [clean(v) for v in o]
+        if hasattr(o, "item"):
+            return clean(o.item())
+        return o
+
+    sys.stdout.write(json.dumps(clean(obj), indent=2, allow_nan=False) + "\n")
+
+
+def _gate(min_util: float, precision: str) -> Any:
+    from flopwatch.estimate.features import FrontierGate
+
+    if not 0.0 <= min_util <= 1.0:
+        hint = f" (did you mean {min_util / 100:g}?)" if 1.0 < min_util <= 100.0 else ""
+        raise InputError(f"must be a fraction between 0 and 1, got {min_util:g}{hint}", field="--min-util")
+    try:
+        return FrontierGate(min_util=min_util, precision=precision)
+    except InputError as e:
+        raise InputError(e.detail, field="--precision") from None
+
+
+def _check_confidence(confidence: float) -> float:
+    if not 0.0 < confidence < 1.0:
+        raise InputError(
+            f"must be strictly between 0 and 1 (e.g. 0.9), got {confidence:g}", field="--confidence"
+        )
+    return confidence
+
+
+def _flops_opt(value: str | None, name: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except ValueError:
+        raise InputError(f"must be a FLOP count such as 1e14, got {value!r}", field=name) from None
+    if not math.isfinite(v) or v <= 0:
+        raise InputError(f"must be a positive finite FLOP count, got {value!r}", field=name)
+    return v
+
+
+def _fmt_flops(x: float | None) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.4g}"
+
+
+def _filters_line(gd: dict[str, Any]) -> str:
+    counts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in gd["excluded_counts"].items()) or "none"
+    return (
+        f"filters: min util {gd['min_util']:.0%}, precision {gd['precision']} → kept {gd['n_kept']} of "
+        f"{gd['n_input']} (excluded: {counts})"
+    )
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to ``app``."""
+    """Add ``calibrate``, ``estimate`` and ``evaluate`` to ``app``."""
+
+    @app.command("calibrate")
+    def calibrate_cmd(
+        records: Path = typer.Argument(..., help=_RECORDS_HELP),
+        output: Path = typer.Option(..., "-o", "--output", help="Where to write the profile JSON."),
+        model: str = typer.Option(
+            "default", "--model", help="Estimator: default, eq1, eq2, loglin-p, loglin-p-bw."
+        ),
+        confidence: float = typer.Option(
+            0.9, "--confidence", help="Confidence of the prediction intervals (0–1)."
+        ),
+        min_util: float = typer.Option(
+            0.8, "--min-util", help="Frontier gate: minimum mean utilisation (0–1)."
+        ),
+        precision: str = typer.Option(
+            "fp32", "--precision", help="Keep only this precision (fp32, tf32, fp16, bf16) or 'all'."
+        ),
+        interval: str = typer.Option(
+            "auto", "--interval", help="Interval method: auto, conformal, student-t."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print the profile summary as JSON."),
+    ) -> None:
+        """Fit an estimator on records with ground truth and write a calibration profile."""
+        from flopwatch.estimate.calibrate import calibrate
+        from flopwatch.records import load_records
+
+        _check_confidence(confidence)
+        gate = _gate(min_util, precision)
+        rs = load_records(records, require=("net_energy_j", "duration_s", "total_flops"))
+        prof = calibrate(rs, model, confidence=confidence, gate=gate, interval=interval)
+        if output.exists() and output.is_dir():
+            raise InputError("is a directory; give a file name for the profile", file=str(output))
+        prof.save(output)
+        d = prof.to_dict()
+        summary = {
+            "profile": str(output),
+            "sha256": prof.sha256(),
+            "model": prof.model_name,
+            "component": prof.component,
+            "params": prof.params,
+            "n_train": d["training"]["n"],
+            "filters": d["training"]["filters"],
+            "confidence": prof.confidence,
+            "interval": {k: v for k, v in d["interval"].items() if k != "residuals_log_ratio"},
+            "diagnostics": d["diagnostics"],
+        }
+        if as_json:
+            _emit_json(summary)
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        con = Console()
+        t = Table(title=f"calibration profile → {output}")
+        t.add_column("parameter")
+        t.add_column("value", justify="right")
+        t.add_row("model", f"{prof.model_name} ({prof.component})")
+        for k, v in prof.params.items():
+            t.add_row(k, f"{v:.6g}")
+        t.add_row("training runs", str(d["training"]["n"]))
+        t.add_row(
+            "interval",
+            f"±{d['interval']['rel_halfwidth_pct']:.2f} % at {prof.confidence:.0%} "
+            f"({d['interval']['method']})",
+        )
+        t.add_row("LOO MAE", f"{d['diagnostics']['loo_mae_pct']:.2f} %")
+        con.print(t)
+        con.print(_filters_line(d["training"]["filters"]))
+        con.print(f"sha256 {prof.sha256()}")
+
+    @app.command("estimate")
+    def estimate_cmd(
+        records: Path = typer.Argument(..., help=_RECORDS_HELP),
+        profile: Path = typer.Option(
+            ..., "--profile", "-p", help="Calibration profile JSON (flopwatch calibrate)."
+        ),
+        confidence: float | None = typer.Option(
+            None, "--confidence", help="Override the profile's confidence."
+        ),
+        threshold: str | None = typer.Option(
+            None,
+            "--threshold",
+            help="Compute threshold in FLOP (e.g. 1e14): say above/below/uncertain per record.",
+        ),
+        strict: bool = typer.Option(
+            False,
+            "--strict",
+            help="Fail on records of another precision instead of skipping (and listing) them.",
+        ),
+        as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    ) -> None:
+        """Estimate each record's FLOPs with a profile; report errors where ground truth is present."""
+        import numpy as np
+
+        from flopwatch.errors import ProfileError
+        from flopwatch.estimate.profile import Profile
+        from flopwatch.evaluate.threshold import verdict
+        from flopwatch.records import load_records
+
+        thr = _flops_opt(threshold, "--threshold")
+        if confidence is not None:
+            _check_confidence(confidence)
+        prof = Profile.load(profile)
+        rs = load_records(records)
+        prof.check_fingerprint(rs.fingerprint, file=str(records))
+        rows: list[dict[str, Any]] = []
+        skipped: list[dict[str, str]] = []
+        for r in rs:
+            if prof.dtype != "all" and r.dtype != prof.dtype and not strict:
+                skipped.append({"label": r.label, "reason": f"precision {r.dtype} != profile's {prof.dtype}"})
+                continue
+            try:
+                e = prof.estimate_record(r, confidence=confidence)
+            except ProfileError as err:
+                raise ProfileError(err.detail, file=str(records), record=r.label, field=err.field) from None
+            except InputError as err:
+                raise InputError(err.detail, file=str(records), record=r.label, field=err.field) from None
+            gt = r.total_flops
+            rel = None if gt is None else (e.flops / gt - 1.0) * 100.0
+            row = {
+                "label": r.label,
+                "estimate_flops": e.flops,
+                "lower_flops": e.lower_flops,
+                "upper_flops": e.upper_flops,
+                "ground_truth_flops": gt,
+                "rel_error_pct": rel,
+                "confidence": e.confidence,
+                "in_interval": None if gt is None else bool(e.lower_flops <= gt <= e.upper_flops),
+                "warnings": list(e.warnings),
+            }
+            if thr is not None:
+                row["threshold_verdict"] = verdict(e, threshold_flops=thr)
+            rows.append(row)
+        errs = np.array([x["rel_error_pct"] for x in rows if x["rel_error_pct"] is not None], dtype=float)
+        inside = [x["in_interval"] for x in rows if x["in_interval"] is not None]
+        summary = {
+            "n": len(rows),
+            "n_with_ground_truth": int(errs.size),
+            "mae_pct": float(np.mean(np.abs(errs))) if errs.size else None,
+            "max_abs_pct": float(np.max(np.abs(errs))) if errs.size else None,
+            "mean_signed_pct": float(np.mean(errs)) if errs.size else None,
+            "coverage": float(np.mean(inside)) if inside else None,
+        }
+        out = {
+            "profile": str(profile),
+            "profile_sha256": prof.sha256(),
+            "model": prof.model_name,
+            "threshold_flops": thr,
+            "records": rows,
+            "skipped": skipped,
+            "summary": summary,
+        }
+        if as_json:
+            _emit_json(out)
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        con = Console()
+        t = Table(
+            title=f"FLOP estimates ({prof.model_name}, {rows[0]['confidence'] if rows else prof.confidence:.0%}"
+            " interval)"
+        )
+        for col in ("label", "estimate", "lower", "upper", "ground truth", "error %"):
+            t.add_column(col, justify="left" if col == "label" else "right")
+        if thr is not None:
+            t.add_column("vs threshold")
+        for x in rows:
+            cells = [
+                x["label"],
+                _fmt_flops(x["estimate_flops"]),
+                _fmt_flops(x["lower_flops"]),
+                _fmt_flops(x["upper_flops"]),
+                _fmt_flops(x["ground_truth_flops"]),
+                "—" if x["rel_error_pct"] is None else f"{x['rel_error_pct']:+.2f}",
+            ]
+            if thr is not None:
+                cells.append(x["threshold_verdict"])
+            t.add_row(*cells)
+        con.print(t)
+        if summary["mae_pct"] is not None:
+            con.print(
+                f"MAE {summary['mae_pct']:.2f} %, max |error| {summary['max_abs_pct']:.2f} %, mean signed "
+                f"{summary['mean_signed_pct']:+.2f} %, interval coverage {summary['coverage']:.0%}"
+            )
+        if skipped:
+            con.print(f"skipped {len(skipped)} record(s) of another precision (use --strict to fail instead)")
+
+    @app.command("evaluate")
+    def evaluate_cmd(
+        records: Path = typer.Argument(..., help=_RECORDS_HELP),
+        splits: int = typer.Option(200, "--splits", min=1, help="Number of random train/test splits."),
+        train: int = typer.Option(14, "--train", min=2, help="Training runs per split."),
+        seed: int = typer.Option(0, "--seed", min=0, help="Seed of the split draw."),
+        models: str | None = typer.Option(None, "--models", help="Comma-separated models (default: all)."),
+        confidence: float = typer.Option(0.9, "--confidence", help="Confidence of the prediction intervals."),
+        min_util: float = typer.Option(
+            0.8, "--min-util", help="Frontier gate: minimum mean utilisation (0–1)."
+        ),
+        precision: str = typer.Option("fp32", "--precision", help="Precision to evaluate, or 'all'."),
+        figures: Path | None = typer.Option(
+            None, "--figures", help="Write the figures (PNG) to this folder."
+        ),
+        detail: bool = typer.Option(
+            False,
+            "--detail",
+            help="Include per-workload, per-hyper-parameter and threshold tables in --json.",
+        ),
+        as_json: bool = typer.Option(False, "--json", help="JSON output (the evaluate contract)."),
+    ) -> None:
+        """The study's repeated-split evaluation of every model (held-out errors, coverage, thresholds)."""
+        from flopwatch.evaluate.splits import evaluate_models
+        from flopwatch.records import load_records
+
+        _check_confidence(confidence)
+        gate = _gate(min_util, precision)
+        names = None
+        if models is not None:
+            names = [m.strip() for m in models.split(",") if m.strip()]
+            if not names:
+                raise InputError("is empty; give comma-separated model names", field="--models")
+        rs = load_records(records, require=("net_energy_j", "duration_s", "total_flops"))
+        res = evaluate_models(
+            rs, names, n_splits=splits, n_train=train, seed=seed, gate=gate, confidence=confidence
+        )
+        written: list[Path] = []
+        if figures is not None:
+            from flopwatch.report.estimate_figures import write_figures
+
+            written = write_figures(res, figures)
+        d = res.to_dict(detail=detail)
+        if figures is not None:
+            d["figures"] = [str(p) for p in written]
+        if as_json:
+            _emit_json(d)
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        con = Console()
+        t = Table(
+            title=f"held-out errors: {d['n_splits']} splits of {d['n_frontier']} runs "
+            f"({d['n_train']} train / {d['n_test']} test), seed {d['seed']}"
+        )
+        for col in (
+            "model",
+            "MAE %",
+            "SD %",
+            "mean signed %",
+            "splits >10 %",
+            "worst %",
+            f"coverage ({confidence:.0%})",
+        ):
+            t.add_column(col, justify="left" if col == "model" else "right")
+        for name, m in d["models"].items():
+            mark = " (default)" if name == d["default_model"] else ""
+            t.add_row(
+                name + mark,
+                f"{m['mae_pct']:.2f}",
+                f"{m['sd_pct']:.2f}",
+                f"{m['mean_signed_pct']:+.2f}",
+                f"{m['frac_splits_any_over_10pct']:.1%}",
+                f"{m['worst_pct']:.1f}",
+                f"{m['coverage']:.1%}",
+            )
+        con.print(t)
+        con.print(_filters_line(d["filters"]))
+        for base, imp in d.get("default_vs_published", {}).items():
+            con.print(
+                f"default vs {base}: MAE {imp['mae_diff_pp']:+.2f} pp better (95 % of splits within "
+                f"[{imp['p025']:+.2f}, {imp['p975']:+.2f}])"
+            )
+        con.print(f"evaluation took {d['timing_s'] * 1000:.0f} ms")
+        for p in written:
+            con.print(f"wrote {p}")

@@ -1,0 +1,465 @@
+"""Energy → FLOP estimators.
+
+All models follow scikit-learn conventions (``__init__`` stores hyper-parameters, ``fit`` returns self,
+learned attributes end in ``_``, ``predict`` raises :class:`NotFittedError` before ``fit``) and, for the
+200-split evaluation, a *batched* form: ``fit_batch`` fits B independent training sets at once (arrays of
+shape (B, n)) with closed-form leave-one-out (LOO) inside, and ``predict_params`` applies fitted parameters.
+This is what makes the full evaluation of every model run in well under a second.
+
+Published models (Fowler 2026, "Estimating LLM Training FLOPs on the Nvidia Jetson Orin Nano",
+williamfowler/verification-games, ``detect_flops.py``)::
+
+    eq. 1:  TFLOP = (E_net − E_per_TB·TB − P_overhead·t) / E_per_TFLOP
+    eq. 2:  TFLOP = (E_net − P_overhead·t) / E_per_TFLOP
+
+fitted by *relative* least squares, min Σ((E − a·F − c·TB − p·t)/F)² with c ≥ 0, where P_overhead p is
+chosen by LOO over ``np.linspace(0, 4, 321)`` W minimising the mean squared LOO relative FLOP error
+(this criterion reproduces the published constants; see tests/test_estimate_models.py).
+
+Our own models regress log throughput ``log(F/t)`` on log average net power and, optionally, log DRAM
+bandwidth, with ridge shrinkage chosen by LOO inside the training set; ``default`` chooses among a small
+set of such candidates by LOO inside the training set (nested: the test split is never seen).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from flopwatch.errors import InputError, NotFittedError
+from flopwatch.estimate.features import Features
+
+TFLOP = 1e12
+P_OVERHEAD_GRID_W = np.linspace(0.0, 4.0, 321)  # the study's LOO grid: 0–4 W in 12.5 mW steps
+
+
+@dataclass
+class BatchFit:
+    """Result of fitting B training sets at once.
+
+    ``params``: name → array (B,); ``loo_flops``: (B, n) LOO predictions of each training point with the
+    selected hyper-parameters held fixed (the residuals behind prediction intervals); ``hyper``: name →
+    array (B,) of the hyper-parameters chosen inside each training set.
+    """
+
+    params: dict[str, np.ndarray]
+    loo_flops: np.ndarray
+    hyper: dict[str, np.ndarray]
+
+
+def _batched(X: Features, flops: np.ndarray | None = None) -> tuple[Features, np.ndarray | None, bool]:
+    single = X.net_energy_j.ndim == 1
+    if single:
+        X = Features(X.net_energy_j[None], X.duration_s[None], X.tb_moved[None], X.mean_util[None])
+        if flops is not None:
+            flops = np.asarray(flops, dtype=float)[None]
+    return X, flops, single
+
+
+class FlopModel(ABC):
+    """Base class: an estimator of total FLOPs from energy-side features."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    needs: ClassVar[tuple[str, ...]] = ()  # optional Features columns this model requires
+
+    # ----------------------------------------------------------------- batched core (implemented by models)
+    @abstractmethod
+    def fit_batch(self, X: Features, flops: np.ndarray) -> BatchFit:
+        """Fit B training sets: X arrays and ``flops`` of shape (B, n)."""
+
+    @abstractmethod
+    def predict_params(self, params: Mapping[str, np.ndarray], X: Features) -> np.ndarray:
+        """Predict FLOPs for X (B, m) with params (B,) — or scalars with 1-D X."""
+
+    # ----------------------------------------------------------------- scikit-learn style single fit
+    def get_params(self) -> dict[str, Any]:
+        """Hyper-parameters (constructor arguments)."""
+        return {}
+
+    def check_features(self, X: Features, *, where: str = "features") -> None:
+        for col in self.needs:
+            arr = getattr(X, col)
+            if np.isnan(arr).any():
+                raise InputError(
+                    f"model {self.name!r} needs {col} for every record; it is unknown", field=col
+                )
+        if np.any(X.duration_s <= 0) or np.any(~np.isfinite(X.duration_s)):
+            raise InputError("must be a positive number of seconds", field="duration_s")
+        if np.any(X.net_energy_j < 0) or np.any(~np.isfinite(X.net_energy_j)):
+            raise InputError("must be a non-negative number of joules", field="net_energy_j")
+
+    def fit(self, X: Features, flops: np.ndarray) -> FlopModel:
+        """Fit on n records; sets ``params_``, ``hyper_``, ``loo_flops_``, ``n_train_``. Returns self."""
+        flops = np.asarray(flops, dtype=float)
+        if flops.ndim != 1 or len(flops) != len(X):
+            raise InputError(f"need one ground truth per record ({len(X)}), got shape {flops.shape}")
+        if len(flops) < self.min_train:
+            raise InputError(
+                f"model {self.name!r} needs at least {self.min_train} training records, got {len(flops)}"
+            )
+        if np.any(flops <= 0):
+            raise InputError("ground truth must be > 0 to fit relative errors", field="total_flops")
+        self.check_features(X)
+        Xb, fb, _ = _batched(X, flops)
+        assert fb is not None
+        res = self.fit_batch(Xb, fb)
+        self.params_ = {k: float(v[0]) for k, v in res.params.items()}
+        self.hyper_ = {k: float(v[0]) for k, v in res.hyper.items()}
+        self.loo_flops_ = res.loo_flops[0]
+        self.n_train_ = len(flops)
+        return self
+
+    min_train: ClassVar[int] = 3
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "params_"):
+            raise NotFittedError(f"{type(self).__name__} is not fitted; call fit() first")
+
+    def predict(self, X: Features) -> np.ndarray:
+        """Estimated FLOPs per record (1-D)."""
+        self._check_fitted()
+        self.check_features(X)
+        Xb, _, _ = _batched(X)
+        return self.predict_params({k: np.array([v]) for k, v in self.params_.items()}, Xb)[0]
+
+    def component(self, params: Mapping[str, float]) -> FlopModel:
+        """The concrete model that ``params`` belong to (itself, except for selectors)."""
+        return self
+
+
+# ==================================================================================== published models
+
+
+def _ls2_nonneg(
+    Sgg: np.ndarray, Sgh: np.ndarray, Shh: np.ndarray, Sgz: np.ndarray, Shz: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Least squares of z ≈ α·g + β·h with β ≥ 0, from the sufficient sums (any broadcastable shape).
+
+    With one constrained coefficient the KKT solution is: the unconstrained one if β ≥ 0, else β = 0
+    and α = Σgz/Σgg (the same as scipy.optimize.lsq_linear with bounds, at a fraction of the cost).
+    """
+    det = Sgg * Shh - Sgh * Sgh
+    with np.errstate(divide="ignore", invalid="ignore"):
+        beta = (Sgg * Shz - Sgh * Sgz) / det
+        alpha = (Sgz - beta * Sgh) / Sgg
+        alpha0 = Sgz / Sgg
+    bad = ~(beta >= 0)  # also catches NaN from a singular system
+    return np.where(bad, alpha0, alpha), np.where(bad, 0.0, beta)
+
+
+class PublishedModel(FlopModel):
+    """The Jetson study's estimator (eq. 1 with ``use_tb=True``, eq. 2 without).
+
+    ``objective="energy"`` (default, as published): min Σ((E − a·F − c·TB − p·t)/F)², c ≥ 0.
+    ``objective="flops"``: min Σ((F̂ − F)/F)² in FLOP space (b = 1/a), which reproduces the study's 2-param
+    E_per_TFLOP = 5.72 J to three digits; the energy objective gives 5.71 J (see docs/estimator.md).
+    Learned params: ``e_per_tflop_j`` (a, J/TFLOP), ``e_per_tb_j`` (c, J/TB), ``p_overhead_w`` (p, W).
+    """
+
+    def __init__(
+        self, use_tb: bool = True, p_grid_w: Sequence[float] | None = None, objective: str = "energy"
+    ) -> None:
+        self.use_tb = use_tb
+        self.p_grid_w = P_OVERHEAD_GRID_W if p_grid_w is None else np.asarray(p_grid_w, dtype=float)
+        if objective not in ("energy", "flops"):
+            raise InputError(f"objective must be 'energy' or 'flops', got {objective!r}", field="objective")
+        self.objective = objective
+
+    @property
+    def needs(self) -> tuple[str, ...]:  # type: ignore[override]
+        return ("tb_moved",) if self.use_tb else ()
+
+    def get_params(self) -> dict[str, Any]:
+        return {
+            "use_tb": self.use_tb,
+            "objective": self.objective,
+            "p_grid_w": [float(self.p_grid_w[0]), float(self.p_grid_w[-1]), len(self.p_grid_w)],
+        }
+
+    def _terms(
+        self, E: np.ndarray, t: np.ndarray, TB: np.ndarray, F: np.ndarray, p: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(z, g, h) per point for the LS z ≈ α·g + β·h at overhead p (all broadcast)."""
+        u = (E - p * t) / F  # energy per TFLOP left after the overhead
+        x = np.broadcast_to(TB / F, u.shape) if self.use_tb else np.zeros_like(u)
+        if self.objective == "energy":  # u ≈ a + c·x
+            return u, np.ones_like(u), x
+        return np.ones_like(u), u, -x  # 1 ≈ b·u − d·x, a = 1/b, c = d/b
+
+    def _coef(self, alpha: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.objective == "energy":
+            return alpha, beta
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return 1.0 / alpha, beta / alpha
+
+    def fit_batch(self, X: Features, flops: np.ndarray) -> BatchFit:
+        F = flops / TFLOP
+        E, t = X.net_energy_j, X.duration_s
+        TB = np.nan_to_num(X.tb_moved) if self.use_tb else np.zeros_like(E)
+        grid = self.p_grid_w
+        # shapes: records (B, 1, n) against the grid (1, G, 1)
+        E3, t3, TB3, F3 = (a[:, None, :] for a in (E, t, TB, F))
+        z, g, h = self._terms(E3, t3, TB3, F3, grid[None, :, None])
+        prods = (g * g, g * h, h * h, g * z, h * z)
+        tot = [q.sum(-1, keepdims=True) for q in prods]
+        # LOO sums: total minus the held-out point's own contribution
+        alpha, beta = _ls2_nonneg(*(T - q for T, q in zip(tot, prods, strict=True)))
+        a, c = self._coef(alpha, beta)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loo_pred = (E3 - c * TB3 - grid[None, :, None] * t3) / a
+        crit = np.nanmean(((loo_pred - F3) / F3) ** 2, axis=-1)  # (B, G)
+        crit = np.where(np.isfinite(crit), crit, np.inf)
+        gi = np.argmin(crit, axis=1)
+        rows = np.arange(E.shape[0])
+        p = grid[gi]
+        alpha_f, beta_f = _ls2_nonneg(*(T[rows, gi, 0] for T in tot))
+        a_f, c_f = self._coef(alpha_f, beta_f)
+        params = {"e_per_tflop_j": a_f, "e_per_tb_j": c_f, "p_overhead_w": p}
+        return BatchFit(params, loo_pred[rows, gi] * TFLOP, {"p_overhead_w": p})
+
+    def predict_params(self, params: Mapping[str, np.ndarray], X: Features) -> np.ndarray:
+        a = np.asarray(params["e_per_tflop_j"], dtype=float)[..., None]
+        c = np.asarray(params.get("e_per_tb_j", 0.0), dtype=float)[..., None]
+        p = np.asarray(params["p_overhead_w"], dtype=float)[..., None]
+        TB = np.nan_to_num(X.tb_moved) if self.use_tb else 0.0
+        tf = (X.net_energy_j - c * TB - p * X.duration_s) / a
+        return tf * TFLOP
+
+
+class Eq1Model(PublishedModel):
+    name = "eq1"
+    description = "published 3-parameter model: (E − E_per_TB·TB − P_overhead·t)/E_per_TFLOP"
+
+    def __init__(self, p_grid_w: Sequence[float] | None = None, objective: str = "energy") -> None:
+        super().__init__(use_tb=True, p_grid_w=p_grid_w, objective=objective)
+
+
+class Eq2Model(PublishedModel):
+    name = "eq2"
+    description = "published 2-parameter ablation: (E − P_overhead·t)/E_per_TFLOP"
+
+    def __init__(self, p_grid_w: Sequence[float] | None = None, objective: str = "energy") -> None:
+        super().__init__(use_tb=False, p_grid_w=p_grid_w, objective=objective)
+
+
+# ==================================================================================== log-linear ridge
+
+# Features of the log-throughput regression, each a function of (E, t, TB, util) — never of the truth.
+_FEATURES: dict[str, tuple[Callable[[Features], np.ndarray], tuple[str, ...]]] = {
+    "log_power": (lambda X: np.log(X.net_energy_j / X.duration_s), ()),
+    "log_power_sq": (lambda X: np.log(X.net_energy_j / X.duration_s) ** 2, ()),
+    "log_bw": (lambda X: np.log(X.tb_moved / X.duration_s), ("tb_moved",)),
+    "log_tb_per_j": (lambda X: np.log(X.tb_moved / X.net_energy_j), ("tb_moved",)),
+    "util": (lambda X: X.mean_util, ("mean_util",)),
+}
+
+RIDGE_ALPHAS = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0)
+
+
+class LogLinearModel(FlopModel):
+    """log(F/t) = β₀ + Σ βⱼ·featureⱼ, ridge on standardised features, α chosen by LOO in the training set.
+
+    Why log throughput: the Jetson data show FLOP throughput rising *sub-linearly* with net power
+    (J/TFLOP falls from 12.5 to 9.7 as power rises from 6.7 to 8.3 W), i.e. a power law X ∝ P^β rather
+    than eq. 2's straight line P = a·X + p; and relative errors are what we care about, which least squares
+    in log space minimises. DRAM bandwidth (``log_bw``) captures memory-bound phases that burn energy
+    without counted FLOPs (the study's E_per_TB term, in a multiplicative form).
+    """
+
+    min_train = 4
+
+    def __init__(
+        self,
+        features: Sequence[str] = ("log_power",),
+        alphas: Sequence[float] = RIDGE_ALPHAS,
+        name: str | None = None,
+    ) -> None:
+        unknown = [f for f in features if f not in _FEATURES]
+        if unknown:
+            raise InputError(f"unknown feature(s) {unknown}; known: {sorted(_FEATURES)}", field="features")
+        self.features = tuple(features)
+        self.alphas = tuple(float(a) for a in alphas)
+        self.name = name or "loglin[" + ",".join(self.features) + "]"  # type: ignore[misc]
+        self.description = "log-throughput ridge regression on " + ", ".join(self.features)  # type: ignore[misc]
+
+    @property
+    def needs(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(sorted({c for f in self.features for c in _FEATURES[f][1]}))
+
+    def get_params(self) -> dict[str, Any]:
+        return {"features": list(self.features), "alphas": list(self.alphas)}
+
+    def _design(self, X: Features) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cols = [_FEATURES[f][0](X) for f in self.features]
+        return np.stack(cols, axis=-1) if cols else np.zeros(X.net_energy_j.shape + (0,))
+
+    def fit_batch(self, X: Features, flops: np.ndarray) -> BatchFit:
+        y = np.log(flops / X.duration_s)  # (B, n)
+        Z = self._design(X)  # (B, n, k)
+        B, n, k = Z.shape
+        mu = Z.mean(axis=1, keepdims=True)
+        sd = Z.std(axis=1, keepdims=True)
+        sd = np.where(sd > 0, sd, 1.0)
+        A = np.concatenate([np.ones((B, n, 1)), (Z - mu) / sd], axis=-1)  # (B, n, k+1)
+        AtA = np.einsum("bni,bnj->bij", A, A)
+        Aty = np.einsum("bni,bn->bi", A, y)
+        best_crit = np.full(B, np.inf)
+        best = {"coef": np.zeros((B, k + 1)), "loo": np.zeros((B, n)), "alpha": np.zeros(B)}
+        for alpha in self.alphas:
+            pen = np.diag([0.0] + [alpha] * k)  # the intercept is not shrunk
+            M = np.linalg.pinv(AtA + pen)  # (B, k+1, k+1); pinv: collinear features stay finite
+            coef = np.einsum("bij,bj->bi", M, Aty)
+            resid = y - np.einsum("bni,bi->bn", A, coef)
+            h = np.einsum("bni,bij,bnj->bn", A, M, A)  # hat-matrix diagonal: exact LOO for ridge
+            loo = resid / np.clip(1.0 - h, 1e-9, None)
+            crit = np.mean(np.expm1(-loo) ** 2, axis=1)  # squared relative FLOP error, as for eq1/eq2
+            better = crit < best_crit
+            best_crit = np.where(better, crit, best_crit)
+            best["coef"] = np.where(better[:, None], coef, best["coef"])
+            best["loo"] = np.where(better[:, None], loo, best["loo"])
+            best["alpha"] = np.where(better, alpha, best["alpha"])
+        coef = best["coef"]
+        beta = coef[:, 1:] / sd[:, 0, :]  # back to raw feature units
+        intercept = coef[:, 0] - np.sum(beta * mu[:, 0, :], axis=1)
+        params = {"intercept": intercept, **{f"coef_{f}": beta[:, j] for j, f in enumerate(self.features)}}
+        loo_flops = np.exp(y - best["loo"]) * X.duration_s
+        return BatchFit(params, loo_flops, {"ridge_alpha": best["alpha"]})
+
+    def predict_params(self, params: Mapping[str, np.ndarray], X: Features) -> np.ndarray:
+        Z = self._design(X)
+        logx = (
+            np.asarray(params["intercept"], dtype=float)[..., None] + 0.0 * Z[..., 0]
+            if Z.shape[-1]
+            else (np.asarray(params["intercept"], dtype=float)[..., None] + 0.0 * X.duration_s)
+        )
+        for j, f in enumerate(self.features):
+            logx = logx + np.asarray(params[f"coef_{f}"], dtype=float)[..., None] * Z[..., j]
+        return np.exp(logx) * X.duration_s
+
+
+# ==================================================================================== nested selection
+
+
+class SelectModel(FlopModel):
+    """Chooses, inside each training set, the candidate with the smallest LOO squared relative error.
+
+    The choice is made from the training records only (nested model selection), so held-out errors stay
+    honest. Ties are broken towards the earlier (simpler) candidate by a 1 % margin, which avoids trading
+    a simple model for a flexible one on noise.
+    """
+
+    margin = 0.01
+
+    def __init__(self, candidates: Sequence[FlopModel], name: str = "select") -> None:
+        if not candidates:
+            raise InputError("needs at least one candidate model")
+        self.candidates = list(candidates)
+        self.name = name  # type: ignore[misc]
+        self.description = "nested LOO choice among " + ", ".join(c.name for c in self.candidates)  # type: ignore[misc]
+
+    @property
+    def needs(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(sorted({n for c in self.candidates for n in c.needs}))
+
+    @property
+    def min_train(self) -> int:  # type: ignore[override]
+        return max(c.min_train for c in self.candidates)
+
+    def get_params(self) -> dict[str, Any]:
+        return {"candidates": [c.name for c in self.candidates]}
+
+    def fit_batch(self, X: Features, flops: np.ndarray) -> BatchFit:
+        fits = [c.fit_batch(X, flops) for c in self.candidates]
+        crit = np.stack([np.mean((f.loo_flops / flops - 1.0) ** 2, axis=1) for f in fits])  # (C, B)
+        crit = np.where(np.isfinite(crit), crit, np.inf)
+        crit = crit * (1.0 + self.margin * np.arange(len(fits)))[:, None]
+        choice = np.argmin(crit, axis=0)
+        B = flops.shape[0]
+        params: dict[str, np.ndarray] = {"choice": choice.astype(float)}
+        for i, (_c, f) in enumerate(zip(self.candidates, fits, strict=True)):
+            for k, v in f.params.items():
+                params[f"{i}:{k}"] = np.where(choice == i, v, np.nan)
+        loo = np.stack([f.loo_flops for f in fits])[choice, np.arange(B)]
+        return BatchFit(params, loo, {"choice": choice.astype(float)})
+
+    def _sub_params(self, params: Mapping[str, Any], i: int) -> dict[str, Any]:
+        pre = f"{i}:"
+        return {k[len(pre) :]: v for k, v in params.items() if k.startswith(pre)}
+
+    def predict_params(self, params: Mapping[str, np.ndarray], X: Features) -> np.ndarray:
+        choice = np.asarray(params["choice"]).astype(int)
+        out = np.full(X.net_energy_j.shape, np.nan)
+        for i, c in enumerate(self.candidates):
+            sel = choice == i
+            if not np.any(sel):
+                continue
+            pred = c.predict_params(
+                {
+                    k: np.nan_to_num(np.asarray(v, dtype=float))
+                    for k, v in self._sub_params(params, i).items()
+                },
+                X,
+            )
+            out = np.where(sel[..., None] if np.ndim(sel) else sel, pred, out)
+        return out
+
+    def component(self, params: Mapping[str, float]) -> FlopModel:
+        return self.candidates[int(params["choice"])]
+
+    def chosen(self) -> str:
+        """Name of the candidate chosen by the last ``fit``."""
+        self._check_fitted()
+        return self.candidates[int(self.params_["choice"])].name
+
+    def compact_params(self, params: Mapping[str, float]) -> dict[str, float]:
+        """Only the chosen candidate's parameters (NaN placeholders of the others dropped)."""
+        i = int(params["choice"])
+        return {"choice": float(i), **{f"{i}:{k}": float(v) for k, v in self._sub_params(params, i).items()}}
+
+
+# ==================================================================================== registry
+
+
+def _default() -> FlopModel:
+    return SelectModel(
+        [
+            LogLinearModel(("log_power",), name="loglin-p"),
+            LogLinearModel(("log_power", "log_bw"), name="loglin-p-bw"),
+        ],
+        name="default",
+    )
+
+
+MODELS: dict[str, Callable[[], FlopModel]] = {
+    "eq1": Eq1Model,
+    "eq2": Eq2Model,
+    "loglin-p": lambda: LogLinearModel(("log_power",), name="loglin-p"),
+    "loglin-p-bw": lambda: LogLinearModel(("log_power", "log_bw"), name="loglin-p-bw"),
+    "default": _default,
+}
+DEFAULT_MODEL = "default"
+
+
+def get_model(name: str) -> FlopModel:
+    """A fresh, unfitted model by registry name (``eq1``, ``eq2``, ``default`` …)."""
+    try:
+        return MODELS[name]()
+    except KeyError:
+        raise InputError(
+            f"unknown model {name!r}; choose one of {', '.join(MODELS)}", field="model"
+        ) from None
+
+
+def model_names() -> list[str]:
+    return list(MODELS)
+
+
+def is_finite_params(params: Mapping[str, float]) -> bool:
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in params.values())

@@ -1,0 +1,355 @@
+"""Calibration profiles: a fitted estimator, its residuals and provenance, as versioned JSON.
+
+Schema ``flopwatch.profile/1`` (all keys written, unknown extra keys ignored on load)::
+
+    schema, created (ISO-8601 UTC), flopwatch_version,
+    model (registry name, e.g. "default"), component (concrete model chosen, e.g. "loglin-p-bw"),
+    model_hyper (constructor arguments), params (fitted numbers), hyper (chosen inside the fit),
+    idle_power_w, fingerprint (device, nullable),
+    confidence, interval {method, log_halfwidth, residuals_log_ratio},
+    training {source, n, labels, dtype, filters {min_util, precision, excluded …}, ranges},
+    diagnostics {loo_mae_pct, insample_mae_pct, loo_max_abs_pct}
+
+A profile that is not JSON, not an object, of another schema/version, missing a field, or holding a
+non-finite number is a :class:`ProfileError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flopwatch.devices import normalize_dtype
+from flopwatch.errors import InputError, ProfileError
+from flopwatch.estimate.features import Features
+from flopwatch.estimate.intervals import Estimate, check_confidence, log_halfwidth
+from flopwatch.estimate.models import FlopModel, get_model
+from flopwatch.records import RecordSet, WorkloadRecord
+
+PROFILE_SCHEMA = "flopwatch.profile/1"
+_REQUIRED = ("schema", "model", "params", "confidence", "interval", "training", "created")
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+class Profile:
+    """A calibrated estimator. Build with :func:`flopwatch.estimate.calibrate.calibrate` or :meth:`load`."""
+
+    def __init__(self, data: Mapping[str, Any], *, source: str | None = None) -> None:
+        self._data = _validate(dict(data), source)
+        self.source = source
+        self._model: FlopModel = get_model(self._data["model"])
+        # Probe once so an incompatible parameter set fails at load time, naming the field.
+        try:
+            probe = self._predict(np.array([1000.0]), np.array([100.0]), np.array([0.1]), np.array([0.95]))
+        except KeyError as e:
+            raise ProfileError(
+                f"missing parameter {e.args[0]!r} for model {self.model_name!r}", file=source, field="params"
+            ) from None
+        if probe.shape != (1,):
+            raise ProfileError("parameters do not fit the model", file=source, field="params")
+
+    # ------------------------------------------------------------------ contract attributes
+    @property
+    def model_name(self) -> str:
+        return str(self._data["model"])
+
+    @property
+    def component(self) -> str:
+        return str(self._data.get("component") or self.model_name)
+
+    @property
+    def params(self) -> dict[str, float]:
+        return dict(self._data["params"])
+
+    @property
+    def idle_power_w(self) -> float | None:
+        return self._data.get("idle_power_w")
+
+    @property
+    def confidence(self) -> float:
+        return float(self._data["confidence"])
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        return dict(self._data.get("fingerprint") or {})
+
+    @property
+    def training(self) -> dict[str, Any]:
+        return dict(self._data["training"])
+
+    @property
+    def residuals(self) -> np.ndarray:
+        """LOO log-ratio residuals log(F/F̂₋ᵢ) of the calibration records."""
+        return np.asarray(self._data["interval"]["residuals_log_ratio"], dtype=float)
+
+    @property
+    def dtype(self) -> str:
+        return str(self._data["training"].get("dtype") or "fp32")
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(self._data))
+
+    def __repr__(self) -> str:
+        return (
+            f"Profile(model={self.model_name!r}, component={self.component!r}, n={self.training.get('n')}, "
+            f"confidence={self.confidence})"
+        )
+
+    # ------------------------------------------------------------------ estimation
+    def _predict(self, E: np.ndarray, t: np.ndarray, tb: np.ndarray, u: np.ndarray) -> np.ndarray:
+        X = Features(E, t, tb, u)
+        return self._model.predict_params({k: np.asarray(v, dtype=float) for k, v in self.params.items()}, X)
+
+    def estimate(
+        self,
+        net_energy_j: float,
+        duration_s: float,
+        *,
+        tb_moved: float | None = None,
+        mean_util: float | None = None,
+        dtype: str = "fp32",
+        confidence: float | None = None,
+        label: str | None = None,
+    ) -> Estimate:
+        """FLOP estimate with interval for one workload. InputError for bad numbers or missing features."""
+        rec = label
+        for name, v, strictly in (("net_energy_j", net_energy_j, False), ("duration_s", duration_s, True)):
+            if not _finite(v) or v < 0 or (strictly and v == 0):
+                raise InputError(
+                    f"must be a finite number {'>' if strictly else '>='} 0, got {v!r}",
+                    record=rec,
+                    field=name,
+                )
+        for name, opt in (("tb_moved", tb_moved), ("mean_util", mean_util)):
+            if opt is not None and (not _finite(opt) or opt < 0):
+                raise InputError(f"must be a finite number >= 0, got {opt!r}", record=rec, field=name)
+        want = normalize_dtype(dtype)
+        trained = self.dtype
+        if trained != "all" and want != trained:
+            raise ProfileError(
+                f"profile was calibrated on {trained} runs; this workload is {want} (J/FLOP differs several-fold "
+                "between precisions; calibrate on matching runs)",
+                file=self.source,
+                record=rec,
+                field="dtype",
+            )
+        comp = self._model.component(self.params)
+        for col, val in (("tb_moved", tb_moved), ("mean_util", mean_util)):
+            if col in comp.needs and val is None:
+                raise InputError(
+                    f"model {comp.name!r} needs {col}; it is unknown for this workload", record=rec, field=col
+                )
+        conf = self.confidence if confidence is None else check_confidence(confidence)
+        flops = float(
+            self._predict(
+                np.array([float(net_energy_j)]),
+                np.array([float(duration_s)]),
+                np.array([math.nan if tb_moved is None else float(tb_moved)]),
+                np.array([math.nan if mean_util is None else float(mean_util)]),
+            )[0]
+        )
+        if conf == self.confidence:
+            q = float(self._data["interval"]["log_halfwidth"])
+            method = str(self._data["interval"]["method"])
+        else:
+            qa, used = log_halfwidth(self.residuals, conf, "auto")
+            q, method = float(qa), str(used)
+        warnings = self._warnings(net_energy_j / duration_s, mean_util)
+        if not math.isfinite(flops) or flops <= 0:
+            warnings.append(
+                "estimate is not positive: the workload's net power is below the model's overhead"
+            )
+        return Estimate(
+            flops=flops,
+            lower_flops=flops * math.exp(-q),
+            upper_flops=flops * math.exp(q),
+            confidence=conf,
+            model=self.model_name,
+            interval_method=method,
+            warnings=tuple(warnings),
+        )
+
+    def _warnings(self, power_w: float, mean_util: float | None) -> list[str]:
+        out = []
+        rng = self.training.get("ranges", {}).get("avg_net_power_w")
+        if rng and not (rng[0] * 0.95 <= power_w <= rng[1] * 1.05):
+            out.append(
+                f"net power {power_w:.3g} W outside the calibration range {rng[0]:.3g}–{rng[1]:.3g} W "
+                "(extrapolation)"
+            )
+        gate = self.training.get("filters", {}).get("min_util", 0.0) or 0.0
+        if mean_util is not None and mean_util < gate:
+            out.append(f"mean utilisation {mean_util:.0%} below the calibration gate {gate:.0%}")
+        return out
+
+    def estimate_record(self, record: WorkloadRecord, *, confidence: float | None = None) -> Estimate:
+        return self.estimate(
+            record.net_energy_j,
+            record.duration_s,
+            tb_moved=record.tb_moved,
+            mean_util=record.mean_util,
+            dtype=record.dtype,
+            confidence=confidence,
+            label=record.label,
+        )
+
+    def estimate_records(
+        self, records: RecordSet | Sequence[WorkloadRecord], *, confidence: float | None = None
+    ) -> list[Estimate]:
+        """Estimate every record (errors name the file and record)."""
+        src = records.source if isinstance(records, RecordSet) else None
+        out = []
+        for r in records:
+            try:
+                out.append(self.estimate_record(r, confidence=confidence))
+            except InputError as e:
+                raise type(e)(
+                    e.detail,
+                    file=src if e.file is None or e.file == self.source else e.file,
+                    record=r.label,
+                    field=e.field,
+                ) from None
+        return out
+
+    def check_fingerprint(self, fingerprint: Mapping[str, Any] | None, *, file: str | None = None) -> None:
+        """ProfileError when both fingerprints name a device model and they differ."""
+        mine = self.fingerprint
+        if not fingerprint or not mine:
+            return
+        for key in ("device", "model", "device_name", "name"):
+            a, b = mine.get(key), fingerprint.get(key)
+            if a and b and str(a) != str(b):
+                raise ProfileError(
+                    f"profile is for device {a!r} but the records come from {b!r}",
+                    file=file or self.source,
+                    field=f"fingerprint.{key}",
+                )
+
+    # ------------------------------------------------------------------ I/O
+    def canonical_json(self) -> str:
+        return json.dumps(self._data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+    def sha256(self) -> str:
+        """SHA-256 of the canonical JSON (sorted keys, no whitespace): identifies the calibration in ledgers."""
+        return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write atomically (temp file + rename): an existing profile is never left half-written."""
+        p = Path(path)
+        text = json.dumps(self._data, indent=2, sort_keys=False, allow_nan=False) + "\n"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, p)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return p
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Profile:
+        file = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ProfileError("no such file", file=file) from None
+        except IsADirectoryError:
+            raise ProfileError("is a directory, expected a profile JSON file", file=file) from None
+        except UnicodeDecodeError:
+            raise ProfileError("is not UTF-8 text (expected a JSON profile)", file=file) from None
+        except OSError as e:
+            raise ProfileError(f"cannot read ({e.strerror})", file=file) from None
+        if not text.strip():
+            raise ProfileError("is empty (expected a JSON profile)", file=file)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ProfileError(f"line {e.lineno}: invalid JSON ({e.msg})", file=file) from None
+        return cls(data, source=file)
+
+
+def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
+    if not isinstance(d, dict):
+        raise ProfileError(f"must be a JSON object, got {type(d).__name__}", file=file)
+    schema = d.get("schema")
+    if schema is None:
+        raise ProfileError("is missing: not a flopwatch profile", file=file, field="schema")
+    if not isinstance(schema, str) or not schema.startswith("flopwatch.profile/"):
+        raise ProfileError(
+            f"{schema!r} is not a flopwatch profile (expected {PROFILE_SCHEMA!r})", file=file, field="schema"
+        )
+    if schema != PROFILE_SCHEMA:
+        raise ProfileError(
+            f"unsupported profile version {schema!r}; this flopwatch reads {PROFILE_SCHEMA!r}",
+            file=file,
+            field="schema",
+        )
+    for key in _REQUIRED:
+        if key not in d:
+            raise ProfileError("is missing", file=file, field=key)
+    if not isinstance(d["model"], str):
+        raise ProfileError("must be a string", file=file, field="model")
+    try:
+        get_model(d["model"])
+    except InputError as e:
+        raise ProfileError(e.detail, file=file, field="model") from None
+    params = d["params"]
+    if not isinstance(params, dict) or not params:
+        raise ProfileError("must be a non-empty object of numbers", file=file, field="params")
+    for k, v in params.items():
+        if not _finite(v):
+            raise ProfileError(f"must be a finite number, got {v!r}", file=file, field=f"params.{k}")
+    try:
+        check_confidence(d["confidence"])
+    except InputError as e:
+        raise ProfileError(e.detail, file=file, field="confidence") from None
+    iv = d["interval"]
+    if not isinstance(iv, dict):
+        raise ProfileError("must be an object", file=file, field="interval")
+    for key in ("method", "log_halfwidth", "residuals_log_ratio"):
+        if key not in iv:
+            raise ProfileError("is missing", file=file, field=f"interval.{key}")
+    if not _finite(iv["log_halfwidth"]) or iv["log_halfwidth"] < 0:
+        raise ProfileError(
+            f"must be a finite number >= 0, got {iv['log_halfwidth']!r}",
+            file=file,
+            field="interval.log_halfwidth",
+        )
+    res = iv["residuals_log_ratio"]
+    if not isinstance(res, list) or len(res) < 2 or not all(_finite(x) for x in res):
+        raise ProfileError(
+            "must be a list of at least 2 finite numbers", file=file, field="interval.residuals_log_ratio"
+        )
+    tr = d["training"]
+    if not isinstance(tr, dict):
+        raise ProfileError("must be an object", file=file, field="training")
+    if "dtype" in tr and tr["dtype"] != "all":
+        try:
+            normalize_dtype(tr["dtype"])
+        except InputError as e:
+            raise ProfileError(e.detail, file=file, field="training.dtype") from None
+    idle = d.get("idle_power_w")
+    if idle is not None and (not _finite(idle) or idle < 0):
+        raise ProfileError(
+            f"must be a finite number >= 0 or null, got {idle!r}", file=file, field="idle_power_w"
+        )
+    fp = d.get("fingerprint")
+    if fp is not None and not isinstance(fp, dict):
+        raise ProfileError("must be an object or null", file=file, field="fingerprint")
+    return d

@@ -1,0 +1,308 @@
+"""The Jetson study's evaluation protocol, vectorised: repeated random train/test splits of the frontier runs.
+
+Protocol (Fowler 2026): keep the frontier runs (mean GPU utilisation ≥ 80 %, fp32), draw ``n_splits``
+random splits into ``n_train`` training and the rest test runs, calibrate on the training runs only
+(including every hyper-parameter choice: P_overhead's LOO grid search, ridge strength, model choice),
+and collect the held-out relative errors ``(F̂ − F)/F``. All models see the *same* splits, so their
+differences are paired.
+
+Everything is batched over splits (``FlopModel.fit_batch``), so 200 splits of every model take a few
+tens of milliseconds (``benchmarks/bench_evaluate.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from flopwatch.errors import InputError
+from flopwatch.estimate.features import Features, FrontierGate, GateResult, ground_truth
+from flopwatch.estimate.intervals import check_confidence, conformal_rank, log_halfwidth
+from flopwatch.estimate.models import DEFAULT_MODEL, get_model
+from flopwatch.evaluate.threshold import threshold_rates
+from flopwatch.records import RecordSet, WorkloadRecord, as_record_set
+
+# Models evaluated when none are named: the published pair, our candidates, and the default.
+EVAL_MODELS = ("eq1", "eq2", "loglin-p", "loglin-p-bw", DEFAULT_MODEL)
+HYPERPARAMS = ("d_model", "batch_size", "seq_len", "num_layers")  # the study's Figure 5 axes
+COVERAGE_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def draw_splits(n: int, n_splits: int, n_train: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train, test) index arrays of shape (n_splits, n_train) and (n_splits, n − n_train), seeded."""
+    rng = np.random.default_rng(seed)
+    perm = np.argsort(rng.random((n_splits, n)), axis=1)
+    return np.sort(perm[:, :n_train], axis=1), np.sort(perm[:, n_train:], axis=1)
+
+
+@dataclass
+class ModelEvaluation:
+    """Held-out results of one model over all splits (arrays are (n_splits, n_test))."""
+
+    name: str
+    description: str
+    rel_err: np.ndarray
+    pred_flops: np.ndarray
+    lower_flops: np.ndarray
+    upper_flops: np.ndarray
+    log_halfwidth: np.ndarray  # (n_splits,)
+    loo_residuals: np.ndarray  # (n_splits, n_train) LOO log ratios of the training runs
+    test_log_ratio: np.ndarray  # (n_splits, n_test) log(F / F̂)
+    hyper: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def abs_pct(self) -> np.ndarray:
+        return np.abs(self.rel_err) * 100.0
+
+    def coverage_at(self, confidence: float) -> float:
+        q, _ = log_halfwidth(self.loo_residuals, confidence, "auto")
+        return float(np.mean(np.abs(self.test_log_ratio) <= q[:, None]))
+
+    def metrics(self) -> dict[str, Any]:
+        a = self.abs_pct
+        s = self.rel_err * 100.0
+        return {
+            "mae_pct": float(a.mean()),
+            "sd_pct": float(a.std(ddof=1)),  # SD of |error|: the study's convention (reproduces eq. 2's 3.22)
+            "sd_signed_pct": float(s.std(ddof=1)),
+            "mean_signed_pct": float(s.mean()),
+            "median_abs_pct": float(np.median(a)),
+            "p90_abs_pct": float(np.quantile(a, 0.9)),
+            "frac_splits_any_over_10pct": float(np.mean(a.max(axis=1) > 10.0)),
+            "frac_splits_any_over_5pct": float(np.mean(a.max(axis=1) > 5.0)),
+            "worst_pct": float(a.max()),
+            "split_mae_pct": {
+                "p05": float(np.quantile(a.mean(1), 0.05)),
+                "median": float(np.median(a.mean(1))),
+                "p95": float(np.quantile(a.mean(1), 0.95)),
+            },
+        }
+
+
+@dataclass
+class EvaluationResult:
+    """Everything ``flopwatch evaluate`` reports and plots."""
+
+    records: RecordSet  # the frontier records evaluated
+    gate: GateResult
+    truth: np.ndarray
+    train_idx: np.ndarray
+    test_idx: np.ndarray
+    models: dict[str, ModelEvaluation]
+    default_model: str
+    confidence: float
+    seed: int
+    thresholds_flops: np.ndarray
+    timing_s: float = math.nan
+
+    @property
+    def n_splits(self) -> int:
+        return int(self.train_idx.shape[0])
+
+    def coverage(self, name: str) -> float:
+        m = self.models[name]
+        t = self.truth[self.test_idx]
+        return float(np.mean((m.lower_flops <= t) & (t <= m.upper_flops)))
+
+    def per_workload(self, name: str) -> list[dict[str, Any]]:
+        """Per-workload min/median/max of the held-out estimate over the splits where it was tested (Fig. 4)."""
+        m = self.models[name]
+        out = []
+        for i, r in enumerate(self.records):
+            sel = self.test_idx == i
+            est = m.pred_flops[sel]
+            err = m.rel_err[sel] * 100.0
+            out.append(
+                {
+                    "label": r.label,
+                    "ground_truth_flops": float(self.truth[i]),
+                    "n_tested": int(sel.sum()),
+                    "min_flops": float(est.min()) if est.size else None,
+                    "median_flops": float(np.median(est)) if est.size else None,
+                    "max_flops": float(est.max()) if est.size else None,
+                    "mae_pct": float(np.mean(np.abs(err))) if est.size else None,
+                    "mean_signed_pct": float(np.mean(err)) if est.size else None,
+                }
+            )
+        return out
+
+    def by_hyperparameter(self, name: str) -> dict[str, list[dict[str, Any]]]:
+        """Held-out |error| grouped by each config hyper-parameter value (the study's Figure 5)."""
+        m = self.models[name]
+        out: dict[str, list[dict[str, Any]]] = {}
+        for hp in HYPERPARAMS:
+            vals = [r.config.get(hp) for r in self.records]
+            if all(v is None for v in vals):
+                continue
+            rows = []
+            for v in sorted({v for v in vals if v is not None}):
+                idx = [i for i, x in enumerate(vals) if x == v]
+                sel = np.isin(self.test_idx, idx)
+                a = np.abs(m.rel_err[sel]) * 100.0
+                rows.append(
+                    {
+                        "value": v,
+                        "n_workloads": len(idx),
+                        "n_errors": int(a.size),
+                        "mae_pct": float(a.mean()) if a.size else None,
+                        "mean_signed_pct": float((m.rel_err[sel] * 100).mean()) if a.size else None,
+                    }
+                )
+            out[hp] = rows
+        return out
+
+    def thresholds(self, name: str) -> dict[str, list[float | None]]:
+        m = self.models[name]
+        rates = threshold_rates(
+            self.truth[self.test_idx], m.lower_flops, m.upper_flops, m.pred_flops, self.thresholds_flops
+        )
+        return {k: [None if not np.isfinite(x) else float(x) for x in v] for k, v in rates.items()}
+
+    def paired_improvement(self, name: str, baseline: str) -> dict[str, float]:
+        """MAE(baseline) − MAE(name) in percentage points, with a 95 % interval over splits (paired)."""
+        d = self.models[baseline].abs_pct.mean(1) - self.models[name].abs_pct.mean(1)
+        return {
+            "mae_diff_pp": float(d.mean()),
+            "p025": float(np.quantile(d, 0.025)),
+            "p975": float(np.quantile(d, 0.975)),
+            "frac_splits_better": float(np.mean(d > 0)),
+        }
+
+    def to_dict(self, *, detail: bool = True) -> dict[str, Any]:
+        """The ``flopwatch evaluate --json`` contract (plus extra keys)."""
+        models: dict[str, Any] = {}
+        for name, m in self.models.items():
+            d = m.metrics()
+            d["coverage"] = self.coverage(name)
+            d["confidence"] = self.confidence
+            d["coverage_by_level"] = {
+                f"{c:.2f}": m.coverage_at(c)
+                for c in COVERAGE_LEVELS
+                if conformal_rank(m.loo_residuals.shape[1], c) <= m.loo_residuals.shape[1]
+            }
+            d["median_interval_halfwidth_pct"] = float(np.median(np.expm1(m.log_halfwidth)) * 100.0)
+            d["description"] = m.description
+            for hk, hv in m.hyper.items():
+                vals, counts = np.unique(hv, return_counts=True)
+                d.setdefault("hyper_chosen", {})[hk] = {
+                    (str(int(v)) if hk == "choice" else f"{v:g}"): int(c)
+                    for v, c in zip(vals, counts, strict=True)
+                }
+            if detail:
+                d["per_workload"] = self.per_workload(name)
+                d["by_hyperparameter"] = self.by_hyperparameter(name)
+                d["threshold_rates"] = self.thresholds(name)
+            models[name] = d
+        out: dict[str, Any] = {
+            "n_frontier": len(self.records),
+            "n_splits": self.n_splits,
+            "n_train": int(self.train_idx.shape[1]),
+            "n_test": int(self.test_idx.shape[1]),
+            "seed": self.seed,
+            "default_model": self.default_model,
+            "source": self.records.source,
+            "filters": self.gate.to_dict(),
+            "models": models,
+            "timing_s": self.timing_s,
+        }
+        for base in ("eq1", "eq2"):
+            if base in self.models and self.default_model in self.models and base != self.default_model:
+                out.setdefault("default_vs_published", {})[base] = self.paired_improvement(
+                    self.default_model, base
+                )
+        return out
+
+
+def evaluate_models(
+    records: RecordSet | Sequence[WorkloadRecord],
+    models: Sequence[str] | None = None,
+    *,
+    n_splits: int = 200,
+    n_train: int = 14,
+    seed: int = 0,
+    gate: FrontierGate | None = None,
+    confidence: float = 0.9,
+    n_thresholds: int = 25,
+) -> EvaluationResult:
+    """Run the repeated-split evaluation of ``models`` (default: eq1, eq2, our candidates and the default)."""
+    import time
+
+    t0 = time.perf_counter()
+    conf = check_confidence(confidence)
+    rs = as_record_set(records)
+    gate = FrontierGate() if gate is None else gate
+    gr = gate.apply(rs)
+    kept = gr.kept
+    n = len(kept)
+    for name, v, lo in (("n_splits", n_splits, 1), ("n_train", n_train, 2), ("seed", seed, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise InputError(f"must be an integer >= {lo}, got {v!r}", field=name)
+    if n_train >= n:
+        raise InputError(
+            f"n_train={n_train} leaves no test runs: only {n} records pass the filters "
+            f"({gr.to_dict()['excluded_counts']} excluded)",
+            file=rs.source or None,
+            field="n_train",
+        )
+    names = list(models) if models else list(EVAL_MODELS)
+    ests = {nm: get_model(nm) for nm in names}
+    F = ground_truth(kept)
+    if np.any(F <= 0):
+        bad = kept[int(np.argmax(F <= 0))]
+        raise InputError(
+            "must be > 0 for relative errors", file=rs.source or None, record=bad.label, field="total_flops"
+        )
+    X = Features.from_records(kept)
+    for est in ests.values():
+        if est.min_train > n_train:
+            raise InputError(
+                f"model {est.name!r} needs at least {est.min_train} training runs", field="n_train"
+            )
+        try:
+            est.check_features(X)
+        except InputError as e:
+            raise InputError(e.detail, file=rs.source or None, field=e.field) from None
+    tr, te = draw_splits(n, n_splits, n_train, seed)
+    Xtr, Xte = X.take(tr), X.take(te)
+    Ftr, Fte = F[tr], F[te]
+    results: dict[str, ModelEvaluation] = {}
+    for nm, est in ests.items():
+        fit = est.fit_batch(Xtr, Ftr)
+        pred = est.predict_params(fit.params, Xte)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loo_res = np.log(Ftr / fit.loo_flops)
+            test_lr = np.log(Fte / pred)
+        loo_res = np.where(np.isfinite(loo_res), loo_res, np.inf)
+        q, _ = log_halfwidth(loo_res, conf, "auto")
+        results[nm] = ModelEvaluation(
+            name=nm,
+            description=est.description,
+            rel_err=pred / Fte - 1.0,
+            pred_flops=pred,
+            lower_flops=pred * np.exp(-q)[:, None],
+            upper_flops=pred * np.exp(q)[:, None],
+            log_halfwidth=q,
+            loo_residuals=loo_res,
+            test_log_ratio=np.where(np.isfinite(test_lr), test_lr, np.inf),
+            hyper=fit.hyper,
+        )
+    # Thresholds scaled to the data: geometric grid across the ground-truth range (±20 %).
+    thresholds = np.geomspace(F.min() * 0.8, F.max() * 1.2, n_thresholds)
+    default = DEFAULT_MODEL if DEFAULT_MODEL in results else names[-1]
+    return EvaluationResult(
+        records=kept,
+        gate=gr,
+        truth=F,
+        train_idx=tr,
+        test_idx=te,
+        models=results,
+        default_model=default,
+        confidence=conf,
+        seed=seed,
+        thresholds_flops=thresholds,
+        timing_s=time.perf_counter() - t0,
+    )

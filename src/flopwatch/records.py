@@ -1,0 +1,459 @@
+"""Workload records: one training run each, with its ground-truth FLOPs and measured energy.
+
+Two on-disk formats are read:
+
+* our JSON Lines (``schema="flopwatch.record/1"``, one run per line, see ARCHITECTURE.md), written with
+  :func:`append_record`;
+* the Jetson study's ``eval_results_*_records.json`` (Fowler 2026, williamfowler/verification-games): one JSON
+  object with ``records`` (``ground_truth_tf`` TFLOP, ``avg_gpu_pct`` in %, ``idle_baseline_mw`` in mW).
+
+Every field the estimator needs is validated when read: a missing field, a non-number, NaN/inf, negative
+energy or a non-positive duration is an :class:`~flopwatch.errors.InputError` naming the file, the record
+(label, or line number when there is none) and the field. Nothing is dropped silently: filtering (frontier
+gate, precision) is a separate, explicit and reported step (:mod:`flopwatch.estimate.features`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, overload
+
+from flopwatch.devices import normalize_dtype
+from flopwatch.errors import InputError
+from flopwatch.units import MW_PER_W, TERA
+
+RECORD_SCHEMA = "flopwatch.record/1"
+
+# Fields of our record that must be numbers when present (null = unknown is allowed unless required).
+_NUMERIC_FIELDS = (
+    "net_energy_j",
+    "energy_j",
+    "duration_s",
+    "total_flops",
+    "mean_util",
+    "tb_moved",
+    "idle_power_w",
+    "steps",
+    "flops_per_step",
+    "coverage",
+)
+# Sign/range rules, checked whenever the value is present: (lower, lower inclusive, upper).
+_RANGES: dict[str, tuple[float, bool, float]] = {
+    "net_energy_j": (0.0, True, math.inf),
+    "energy_j": (0.0, True, math.inf),
+    "duration_s": (0.0, False, math.inf),
+    "total_flops": (0.0, False, math.inf),
+    "mean_util": (0.0, True, 1.0),
+    "tb_moved": (0.0, True, math.inf),
+    "idle_power_w": (0.0, True, math.inf),
+    "coverage": (0.0, True, 1.0),
+}
+
+
+@dataclass(frozen=True)
+class WorkloadRecord:
+    """One workload run, in SI units (J, s, FLOP, util as a 0–1 ratio).
+
+    ``total_flops`` is the ground truth (``None`` for runs being estimated); ``raw`` keeps every original
+    key of the record so nothing is lost when it is written back or reported.
+    """
+
+    label: str
+    net_energy_j: float
+    duration_s: float
+    mean_util: float | None = None
+    tb_moved: float | None = None
+    total_flops: float | None = None
+    dtype: str = "fp32"
+    config: Mapping[str, Any] = field(default_factory=dict)
+    idle_power_w: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    simulated: bool = False
+
+    @property
+    def avg_net_power_w(self) -> float:
+        """Mean power above idle over the run."""
+        return self.net_energy_j / self.duration_s
+
+
+class RecordSet(Sequence[WorkloadRecord]):
+    """An ordered, immutable collection of records with where they came from."""
+
+    def __init__(
+        self,
+        records: Sequence[WorkloadRecord],
+        *,
+        source: str = "",
+        idle_power_w: float | None = None,
+        fingerprint: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._records = tuple(records)
+        self.source = str(source)
+        self.idle_power_w = idle_power_w
+        self.fingerprint: dict[str, Any] = dict(fingerprint or {})
+
+    @overload
+    def __getitem__(self, i: int) -> WorkloadRecord: ...
+    @overload
+    def __getitem__(self, i: slice) -> RecordSet: ...
+    def __getitem__(self, i: int | slice) -> WorkloadRecord | RecordSet:
+        if isinstance(i, slice):
+            return self.subset(self._records[i])
+        return self._records[i]
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __iter__(self) -> Iterator[WorkloadRecord]:
+        return iter(self._records)
+
+    def __repr__(self) -> str:
+        return f"RecordSet(n={len(self)}, source={self.source!r})"
+
+    def subset(self, records: Sequence[WorkloadRecord]) -> RecordSet:
+        """A new set with the same provenance holding ``records``."""
+        return RecordSet(
+            records, source=self.source, idle_power_w=self.idle_power_w, fingerprint=self.fingerprint
+        )
+
+    @property
+    def labels(self) -> list[str]:
+        return [r.label for r in self._records]
+
+
+def as_record_set(records: RecordSet | Sequence[WorkloadRecord]) -> RecordSet:
+    """Wrap a plain sequence of records (e.g. built in memory by the simulator) into a :class:`RecordSet`."""
+    if isinstance(records, RecordSet):
+        return records
+    recs = list(records)
+    for i, r in enumerate(recs):
+        if not isinstance(r, WorkloadRecord):
+            raise InputError(f"expected a WorkloadRecord, got {type(r).__name__}", record=i)
+    idle = {r.idle_power_w for r in recs if r.idle_power_w is not None}
+    return RecordSet(recs, source="<memory>", idle_power_w=idle.pop() if len(idle) == 1 else None)
+
+
+# --------------------------------------------------------------------------------------------- validation
+
+
+def _number(value: Any, *, file: str, record: str | int, name: str, required: bool) -> float | None:
+    """A finite float in its allowed range, or None when absent/null and not required."""
+    if value is None:
+        if required:
+            raise InputError("is missing (null)", file=file, record=record, field=name)
+        return None
+    # bool is an int subclass; a JSON true/false in a numeric field is a typing mistake.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(
+            f"must be a number, got {type(value).__name__} {value!r}", file=file, record=record, field=name
+        )
+    v = float(value)
+    if math.isnan(v):
+        raise InputError("is NaN", file=file, record=record, field=name)
+    if math.isinf(v):
+        raise InputError("is infinite", file=file, record=record, field=name)
+    if name in _RANGES:
+        lo, lo_incl, hi = _RANGES[name]
+        if v < lo or (v == lo and not lo_incl):
+            rel = ">=" if lo_incl else ">"
+            raise InputError(f"must be {rel} {lo:g}, got {v:g}", file=file, record=record, field=name)
+        if v > hi:
+            raise InputError(f"must be <= {hi:g}, got {v:g}", file=file, record=record, field=name)
+    return v
+
+
+def _build(
+    d: Mapping[str, Any],
+    *,
+    file: str,
+    where: str | int,
+    require: Sequence[str],
+    default_idle_w: float | None = None,
+    aliases: Mapping[str, str] | None = None,
+) -> WorkloadRecord:
+    """Validate one record already mapped to our field names (``aliases``: the name to report per field)."""
+    names = dict(aliases or {})
+    label = d.get("label")
+    if label is None or (isinstance(label, str) and not label.strip()):
+        raise InputError("is missing", file=file, record=where, field="label")
+    if not isinstance(label, (str, int)) or isinstance(label, bool):
+        raise InputError(
+            f"must be a string, got {type(label).__name__}", file=file, record=where, field="label"
+        )
+    label = str(label)
+    for name in require:
+        if name not in d:
+            raise InputError("is missing", file=file, record=label, field=names.get(name, name))
+    vals: dict[str, float | None] = {}
+    for name in _NUMERIC_FIELDS:
+        try:
+            vals[name] = _number(d.get(name), file=file, record=label, name=name, required=name in require)
+        except InputError as e:
+            if name not in names:
+                raise
+            raise InputError(e.detail, file=file, record=label, field=names[name]) from None
+    cfg = d.get("config") or {}
+    if not isinstance(cfg, Mapping):
+        raise InputError(
+            f"must be an object, got {type(cfg).__name__}", file=file, record=label, field="config"
+        )
+    dt = d.get("dtype") or "fp32"
+    if not isinstance(dt, str):
+        raise InputError(f"must be a string, got {type(dt).__name__}", file=file, record=label, field="dtype")
+    try:
+        dtype = normalize_dtype(dt)
+    except InputError as e:
+        raise InputError(e.detail, file=file, record=label, field="dtype") from None
+    simulated = d.get("simulated", False)
+    if not isinstance(simulated, bool) and simulated is not None:
+        raise InputError("must be true or false", file=file, record=label, field="simulated")
+    net = vals["net_energy_j"]
+    dur = vals["duration_s"]
+    # Records that only describe a workload (no telemetry yet) may lack energy unless it is required.
+    return WorkloadRecord(
+        label=label,
+        net_energy_j=math.nan if net is None else net,
+        duration_s=math.nan if dur is None else dur,
+        mean_util=vals["mean_util"],
+        tb_moved=vals["tb_moved"],
+        total_flops=vals["total_flops"],
+        dtype=dtype,
+        config=dict(cfg),
+        idle_power_w=vals["idle_power_w"] if vals["idle_power_w"] is not None else default_idle_w,
+        raw=dict(d),
+        simulated=bool(simulated),
+    )
+
+
+# Our field → the seed's key, so errors name the key the user sees in the file.
+_SEED_NAMES = {
+    "total_flops": "ground_truth_tf",
+    "mean_util": "avg_gpu_pct",
+    "idle_power_w": "idle_baseline_mw",
+}
+
+
+def _from_seed(rec: Mapping[str, Any], *, file: str, index: int) -> dict[str, Any]:
+    """Map one Jetson-study record to our field names (units converted here, once)."""
+    where: str | int = rec.get("label") if isinstance(rec.get("label"), str) else index
+    out: dict[str, Any] = {"label": rec.get("label"), "schema": "jetson.eval_results"}
+    for key, src in (
+        ("net_energy_j", "net_energy_j"),
+        ("duration_s", "duration_s"),
+        ("tb_moved", "tb_moved"),
+    ):
+        if src in rec:
+            out[key] = rec[src]
+    # Unit conversions: TFLOP → FLOP, % → 0–1, mW → W. Type errors are reported against the seed's key.
+    for ours, src, scale in (
+        ("total_flops", "ground_truth_tf", TERA),
+        ("mean_util", "avg_gpu_pct", 0.01),
+        ("idle_power_w", "idle_baseline_mw", 1.0 / MW_PER_W),
+    ):
+        if src in rec and rec[src] is not None:
+            v = _number(rec[src], file=file, record=where, name=src, required=True)
+            out[ours] = v * scale if v is not None else None
+    cfg = rec.get("config") or {}
+    if not isinstance(cfg, Mapping):
+        raise InputError(
+            f"must be an object, got {type(cfg).__name__}", file=file, record=where, field="config"
+        )
+    out["config"] = dict(cfg)
+    # The study marks non-fp32 runs with config.precision; absent means fp32 (README of the study).
+    out["dtype"] = cfg.get("precision") or "fp32"
+    for k, v in rec.items():  # keep every original key (raw), ours take precedence
+        out.setdefault(k, v)
+    return out
+
+
+def _parse_json_text(text: str, file: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"line {e.lineno}: invalid JSON ({e.msg})", file=file) from None
+
+
+def load_records(
+    path: str | os.PathLike[str],
+    *,
+    require: Sequence[str] = ("net_energy_j", "duration_s"),
+) -> RecordSet:
+    """Read and validate workload records (our JSON Lines or the Jetson study's ``eval_results_*.json``).
+
+    ``require`` names fields that must be present and numeric in every record (calibration and evaluation
+    add ``"total_flops"``). Raises :class:`InputError` naming file, record and field on the first problem.
+    """
+    p = Path(path)
+    file = str(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such file", file=file) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, expected a records file", file=file) from None
+    except UnicodeDecodeError:
+        raise InputError("is not UTF-8 text (expected JSON or JSON Lines)", file=file) from None
+    except OSError as e:
+        raise InputError(f"cannot read ({e.strerror})", file=file) from None
+    if not text.strip():
+        raise InputError("is empty (no records)", file=file)
+
+    stripped = text.lstrip()
+    records: list[WorkloadRecord] = []
+    idle_w: float | None = None
+    fingerprint: dict[str, Any] = {}
+    seed_like = False
+    if stripped.startswith("{"):
+        # One JSON document (the seed format) or JSON Lines whose first line is an object: try the whole first.
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError:
+            doc = None
+        if isinstance(doc, Mapping) and "records" in doc:
+            seed_like = True
+            recs = doc["records"]
+            if not isinstance(recs, list):
+                raise InputError("must be a list", file=file, field="records")
+            if "baseline_mw" in doc and doc["baseline_mw"] is not None:
+                b = _number(
+                    doc["baseline_mw"], file=file, record="<header>", name="baseline_mw", required=True
+                )
+                idle_w = None if b is None else b / MW_PER_W
+            fp = doc.get("fingerprint")
+            if isinstance(fp, Mapping):
+                fingerprint = dict(fp)
+            elif isinstance(fp, str):
+                fingerprint = {"description": fp}
+            for i, rec in enumerate(recs):
+                if not isinstance(rec, Mapping):
+                    raise InputError(f"must be an object, got {type(rec).__name__}", file=file, record=i)
+                mapped = _from_seed(rec, file=file, index=i)
+                records.append(
+                    _build(
+                        mapped,
+                        file=file,
+                        where=i,
+                        require=require,
+                        default_idle_w=idle_w,
+                        aliases=_SEED_NAMES,
+                    )
+                )
+    elif stripped.startswith("["):
+        doc = _parse_json_text(text, file)
+        for i, rec in enumerate(doc):
+            if not isinstance(rec, Mapping):
+                raise InputError(f"must be an object, got {type(rec).__name__}", file=file, record=i)
+            records.append(_build(rec, file=file, where=i, require=require))
+        seed_like = True
+    if not seed_like:
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(
+                    f"line {lineno}: invalid JSON ({e.msg} at column {e.colno})", file=file
+                ) from None
+            if not isinstance(rec, Mapping):
+                raise InputError(
+                    f"line {lineno}: expected a JSON object, got {type(rec).__name__}", file=file
+                )
+            schema = rec.get("schema", RECORD_SCHEMA)
+            if schema != RECORD_SCHEMA:
+                raise InputError(
+                    f"line {lineno}: unsupported schema {schema!r} (expected {RECORD_SCHEMA!r})",
+                    file=file,
+                    field="schema",
+                )
+            records.append(_build(rec, file=file, where=f"line {lineno}", require=require))
+        idles = {r.idle_power_w for r in records if r.idle_power_w is not None}
+        idle_w = idles.pop() if len(idles) == 1 else None
+        fps = {
+            json.dumps(r.raw.get("fingerprint"), sort_keys=True) for r in records if r.raw.get("fingerprint")
+        }
+        if len(fps) == 1:
+            fingerprint = json.loads(fps.pop())
+    if not records:
+        raise InputError("contains no records", file=file)
+    seen: dict[str, int] = {}
+    for i, r in enumerate(records):
+        if r.label in seen:
+            raise InputError(
+                f"duplicate label (also record {seen[r.label]})", file=file, record=r.label, field="label"
+            )
+        seen[r.label] = i
+    return RecordSet(records, source=file, idle_power_w=idle_w, fingerprint=fingerprint)
+
+
+def record_to_dict(record: WorkloadRecord) -> dict[str, Any]:
+    """Our JSON-Lines representation of a record (original keys kept, canonical fields overwritten)."""
+    out = dict(record.raw)
+    out.update(
+        schema=RECORD_SCHEMA,
+        label=record.label,
+        dtype=record.dtype,
+        config=dict(record.config),
+        net_energy_j=None if math.isnan(record.net_energy_j) else record.net_energy_j,
+        duration_s=None if math.isnan(record.duration_s) else record.duration_s,
+        mean_util=record.mean_util,
+        tb_moved=record.tb_moved,
+        total_flops=record.total_flops,
+        idle_power_w=record.idle_power_w,
+        simulated=record.simulated,
+    )
+    return out
+
+
+def _json_default(o: Any) -> Any:
+    # numpy scalars and arrays from the workload runner
+    if hasattr(o, "item") and callable(o.item):
+        try:
+            return o.item()
+        except (ValueError, TypeError):
+            pass
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def append_record(path: str | os.PathLike[str], record: Mapping[str, Any] | WorkloadRecord) -> None:
+    """Append one record as a JSON line: one ``write`` on an ``O_APPEND`` descriptor, then ``fsync``.
+
+    The file is never rewritten, so records already there are never lost; a crash can at worst leave a
+    partial *last* line, which :func:`load_records` reports with its line number.
+    """
+    d = record_to_dict(record) if isinstance(record, WorkloadRecord) else dict(record)
+    d.setdefault("schema", RECORD_SCHEMA)
+    if "label" not in d or d["label"] in (None, ""):
+        raise InputError("is missing", file=str(path), field="label")
+    try:
+        line = json.dumps(d, default=_json_default, allow_nan=False, separators=(",", ":")) + "\n"
+    except ValueError:
+        bad = [k for k, v in d.items() if isinstance(v, float) and not math.isfinite(v)]
+        raise InputError(
+            "is NaN or infinite (use null for unknown)",
+            file=str(path),
+            record=str(d["label"]),
+            field=bad[0] if bad else None,
+        ) from None
+    data = line.encode("utf-8")
+    fd = os.open(os.fspath(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        # A previous crash may have left a partial line without "\n": start ours on a fresh line.
+        if os.fstat(fd).st_size > 0:
+            with open(os.fspath(path), "rb") as fh:
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    data = b"\n" + data
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,119 @@
+"""The contracts other areas rely on: calibrate → Profile → Estimate → verdict, evaluate_models."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from flopwatch.errors import InputError, NotFittedError, ProfileError
+from flopwatch.estimate import Estimate, FrontierGate, Profile, calibrate
+from flopwatch.estimate.features import Features
+from flopwatch.estimate.models import Eq2Model
+from flopwatch.evaluate.splits import evaluate_models
+from flopwatch.evaluate.threshold import verdict
+from flopwatch.records import WorkloadRecord, load_records
+
+
+def synthetic_records(n: int = 20, seed: int = 1, noise: float = 0.01) -> list[WorkloadRecord]:
+    """Runs obeying eq. 2 exactly (5.7 J/TFLOP + 3 W overhead) with multiplicative noise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        tf = rng.uniform(50, 200)
+        t = rng.uniform(100, 250)
+        e = (5.7 * tf + 3.0 * t) * (1 + noise * rng.standard_normal())
+        out.append(
+            WorkloadRecord(
+                label=f"run{i}",
+                net_energy_j=e,
+                duration_s=t,
+                mean_util=0.95,
+                tb_moved=0.08,
+                total_flops=tf * 1e12,
+                idle_power_w=0.64,
+            )
+        )
+    return out
+
+
+def test_calibrate_in_memory_and_estimate_roundtrip(tmp_path):
+    recs = synthetic_records()
+    prof = calibrate(recs, "eq2", confidence=0.9)
+    assert prof.model_name == "eq2" and prof.confidence == 0.9 and prof.idle_power_w == pytest.approx(0.64)
+    assert prof.params["e_per_tflop_j"] == pytest.approx(5.7, rel=0.05)
+    est = prof.estimate(5.7 * 100 + 3.0 * 150, 150.0)
+    assert isinstance(est, Estimate)
+    assert est.lower_flops < est.flops < est.upper_flops
+    assert est.flops == pytest.approx(100e12, rel=0.03)
+    path = prof.save(tmp_path / "p.json")
+    again = Profile.load(path)
+    assert again.sha256() == prof.sha256()
+    assert again.estimate(1000.0, 120.0) == prof.estimate(1000.0, 120.0)
+    data = json.loads(path.read_text())
+    assert data["schema"] == "flopwatch.profile/1"
+    for key in ("fingerprint", "idle_power_w", "model", "params", "interval", "training", "created"):
+        assert key in data
+    assert data["training"]["n"] == 20 and len(data["training"]["labels"]) == 20
+
+
+def test_default_model_calibrates_and_estimates():
+    prof = calibrate(synthetic_records(), confidence=0.8)
+    est = prof.estimate(1200.0, 150.0, tb_moved=0.08, mean_util=0.95)
+    assert est.model == "default" and est.confidence == 0.8 and est.flops > 0
+
+
+def test_verdicts():
+    e = Estimate(flops=1e14, lower_flops=0.9e14, upper_flops=1.1e14, confidence=0.9, model="eq2")
+    assert verdict(e, threshold_flops=0.8e14) == "above"
+    assert verdict(e, threshold_flops=1.2e14) == "below"
+    assert verdict(e, threshold_flops=1.0e14) == "uncertain"
+    assert verdict(e, declared_flops=1.05e14) == "consistent"
+    assert verdict(e, declared_flops=1.5e14) == "inconsistent"
+    assert verdict(e) == "n/a"
+    with pytest.raises(InputError):
+        verdict(e, threshold_flops=1e14, declared_flops=1e14)
+    with pytest.raises(InputError):
+        verdict(e, threshold_flops=float("nan"))
+
+
+def test_predict_refuses_before_fit():
+    with pytest.raises(NotFittedError):
+        Eq2Model().predict(Features.single(1000.0, 100.0))
+
+
+def test_estimate_rejects_other_precision_and_bad_numbers():
+    prof = calibrate(synthetic_records(), "eq2")
+    with pytest.raises(ProfileError, match="fp16"):
+        prof.estimate(1000.0, 100.0, dtype="fp16")
+    with pytest.raises(InputError, match="duration_s"):
+        prof.estimate(1000.0, 0.0)
+    with pytest.raises(InputError, match="net_energy_j"):
+        prof.estimate(float("nan"), 10.0)
+
+
+def test_calibrate_reports_what_the_gate_excluded():
+    recs = synthetic_records(6)
+    with pytest.raises(InputError, match="below min util"):
+        calibrate(recs, "eq2", gate=FrontierGate(min_util=0.99))
+
+
+def test_evaluate_models_contract(v2_records_path):
+    rs = load_records(v2_records_path, require=("net_energy_j", "duration_s", "total_flops"))
+    res = evaluate_models(rs, ["eq1", "eq2", "default"], n_splits=20, seed=3)
+    d = res.to_dict()
+    assert d["n_frontier"] == 21 and d["n_splits"] == 20 and d["default_model"] == "default"
+    for name in ("eq1", "eq2", "default"):
+        m = d["models"][name]
+        for key in (
+            "mae_pct",
+            "sd_pct",
+            "mean_signed_pct",
+            "frac_splits_any_over_10pct",
+            "worst_pct",
+            "coverage",
+        ):
+            assert np.isfinite(m[key])
+        assert 0 <= m["coverage"] <= 1
+    json.dumps(d)  # serialisable as is
