@@ -175,6 +175,11 @@ class PowerModelResult:
                     field="gpu",
                 )
             return self.params.loc[g]
+        if g not in self.params.index.get_level_values("gpu"):
+            raise InputError(
+                f"no fitted model for GPU {gpu!r}; fitted: {', '.join(dict.fromkeys(self.params.index.get_level_values('gpu')))}",
+                field="gpu",
+            )
         if dtype is None or batch_size is None:
             raise InputError(
                 "a per-cell model needs dtype and batch_size",

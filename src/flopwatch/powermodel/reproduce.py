@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+#: Compared and shown, but not part of ``all_match``: the bootstrap half-widths depend on the resamples (they agree
+#: within bootstrap noise, see tests), and the utilisation R² is not reproducible from the per-run aggregates.
+NOT_ASSERTED = ("r2_pm", "mape_pm", "util_r2")
+
+
 def printed_equal(ours: float | None, pub: float | None, decimals: int) -> bool | None:
     """Whether ``ours`` rounds to the published value at the paper's printed precision (None if unavailable)."""
     if ours is None or pub is None or not np.isfinite(ours):
@@ -48,6 +53,7 @@ class Reproduction:
     n_boot: int
     seed: int
     level: float
+    data: pd.DataFrame | None = None  # the fitted rows (index aligned with the fits' residuals)
     notes: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -125,7 +131,11 @@ class Reproduction:
             },
             "comparison": cmp,
             "all_match": {
-                t: all(r["match"] is not False for r in cmp if r["table"] == t and r["column"] != "util_r2")
+                t: all(
+                    r["match"] is not False
+                    for r in cmp
+                    if r["table"] == t and r["column"] not in NOT_ASSERTED
+                )
                 for t in ("II", "III", "IV")
             },
             "bootstrap": {
@@ -227,6 +237,7 @@ def reproduce(
         n_boot=n_boot,
         seed=seed,
         level=level,
+        data=df,
         notes=notes,
         seconds={"load": t1 - t0, "fit": t2 - t1, "bootstrap": t3t - t2, "total": t3t - t0},
     )

@@ -1,0 +1,113 @@
+"""Figures of the MASCOTS reproduction (matplotlib, Agg backend; PNG).
+
+* Figure 1: board power vs MFU per GPU, runs coloured by dtype, with the per-GPU OLS line (Table II).
+* Figure 4: measured vs predicted power per GPU, for the per-GPU model and the per-(dtype, batch) cell model
+  (Table III), with the identity line.
+
+Enskat & Wiesner, MASCOTS 2026, arXiv:2608.03880 (their Figures 1 and 4 show the same quantities).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from flopwatch.powermodel.fit import PowerModelResult
+
+DTYPE_COLORS = {"fp32": "#1f77b4", "fp16": "#ff7f0e", "bf16": "#2ca02c"}
+
+
+def _plt():  # noqa: ANN202 - returns the pyplot module
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _grid(n: int):  # noqa: ANN202
+    plt = _plt()
+    cols = 3 if n > 2 else n
+    rows = int(np.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.5 * rows), squeeze=False)
+    return plt, fig, axes.ravel()
+
+
+def figure1_power_vs_mfu(df: pd.DataFrame, gpu_fit: PowerModelResult, path: str | Path) -> Path:
+    """Scatter of power vs MFU per GPU, coloured by dtype, with the per-GPU fit line."""
+    gpus = list(dict.fromkeys(df["gpu"]))
+    plt, fig, axes = _grid(len(gpus))
+    for ax, gpu in zip(axes, gpus, strict=False):
+        sub = df[df["gpu"] == gpu]
+        for dt, s in sub.groupby("dtype"):
+            ax.scatter(s["mfu_pct"], s["power_w"], s=8, alpha=0.6, color=DTYPE_COLORS.get(dt), label=dt)
+        p = gpu_fit.params.loc[gpu]
+        xs = np.linspace(0, sub["mfu_pct"].max(), 50)
+        ax.plot(xs, p["intercept"] + p["slope"] * xs, color="k", lw=1.2, label=f"OLS R²={p['r2']:.2f}")
+        ax.set_title(gpu)
+        ax.set_xlabel("MFU (%)")
+        ax.set_ylabel("GPU power (W)")
+        ax.legend(fontsize=7, loc="lower right")
+    for ax in axes[len(gpus) :]:
+        ax.axis("off")
+    fig.suptitle("Power vs MFU per GPU (per-run means; MASCOTS 2026 data)")
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def figure4_measured_vs_predicted(
+    df: pd.DataFrame, gpu_fit: PowerModelResult, cell_fit: PowerModelResult, path: str | Path
+) -> Path:
+    """Measured vs predicted power per GPU: per-GPU model (grey) and per-cell model (coloured by dtype)."""
+    gpus = list(dict.fromkeys(df["gpu"]))
+    plt, fig, axes = _grid(len(gpus))
+    y_gpu = gpu_fit.fittedvalues
+    y_cell = cell_fit.fittedvalues
+    for ax, gpu in zip(axes, gpus, strict=False):
+        sub = df[df["gpu"] == gpu]
+        ax.scatter(sub["power_w"], y_gpu.reindex(sub.index), s=6, color="0.7", label="per-GPU model")
+        for dt, s in sub.groupby("dtype"):
+            ax.scatter(
+                s["power_w"],
+                y_cell.reindex(s.index),
+                s=6,
+                color=DTYPE_COLORS.get(dt),
+                label=f"per-cell, {dt}",
+            )
+        lo, hi = sub["power_w"].min() * 0.9, sub["power_w"].max() * 1.05
+        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_title(gpu)
+        ax.set_xlabel("measured power (W)")
+        ax.set_ylabel("predicted power (W)")
+        ax.legend(fontsize=6, loc="upper left")
+    for ax in axes[len(gpus) :]:
+        ax.axis("off")
+    fig.suptitle("Measured vs predicted power (in-sample)")
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def write_figures(
+    df: pd.DataFrame, gpu_fit: PowerModelResult, cell_fit: PowerModelResult, outdir: str | Path
+) -> list[Path]:
+    """Write Figure 1 and Figure 4 as PNGs into ``outdir`` (created if needed)."""
+    d = Path(outdir)
+    d.mkdir(parents=True, exist_ok=True)
+    return [
+        figure1_power_vs_mfu(df, gpu_fit, d / "figure1_power_vs_mfu.png"),
+        figure4_measured_vs_predicted(df, gpu_fit, cell_fit, d / "figure4_measured_vs_predicted.png"),
+    ]

@@ -1,0 +1,121 @@
+"""`flopwatch powermodel …` commands end to end (in-process)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flopwatch.cli import main
+from flopwatch.powermodel import datasets
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_reproduce_json_and_figures(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = _run(
+        capsys, "powermodel", "reproduce", "--json", "--n-boot", "200", "--figures", str(tmp_path)
+    )
+    assert code == 0
+    d = json.loads(out)
+    assert d["table2"]["A100"]["r2"] == pytest.approx(0.738, abs=5e-4)
+    assert d["table3"]["MI210"]["noise_pct"] == pytest.approx(0.197, abs=5e-4)
+    assert d["all_match"] == {"II": True, "III": True, "IV": True}
+    for name in ("figure1_power_vs_mfu.png", "figure4_measured_vs_predicted.png"):
+        png = tmp_path / name
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+
+
+def test_reproduce_human_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "powermodel", "reproduce", "--n-boot", "50")
+    assert code == 0
+    assert "Table II" in out and "Table III" in out and "Table IV" in out and "17.81 / 17.81" in out
+
+
+def test_fit_then_predict(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    model = tmp_path / "l40.json"
+    csv = str(datasets.bundled_path("L40"))
+    code, _, _ = _run(capsys, "powermodel", "fit", csv, "--by", "cell", "-o", str(model))
+    assert code == 0 and json.loads(model.read_text())["by"] == "cell"
+    code, out, _ = _run(
+        capsys, "powermodel", "predict", "--model", str(model), "--gpu", "L40", "--dtype", "fp16",
+        "--batch", "128", "--mfu", "30", "--duration-s", "100", "--json",
+    )  # fmt: skip
+    assert code == 0
+    d = json.loads(out)
+    lo, hi = d["power_interval_w"]
+    assert lo < d["power_w"] < hi
+    assert d["energy_j"] == pytest.approx(d["power_w"] * 100)
+    assert d["net_energy_j"] == pytest.approx((d["power_w"] - d["idle_power_w"]) * 100)
+
+
+def test_predict_from_tokens_uses_the_implied_peak(capsys: pytest.CaptureFixture[str]) -> None:
+    # 1e4 tokens/s × 3.12e9 FLOPs/token on an A100 in bf16 (implied peak 312 TFLOP/s) is exactly 10 % MFU.
+    code, out, _ = _run(
+        capsys, "powermodel", "predict", "--gpu", "A100", "--dtype", "bf16", "--batch", "64",
+        "--tokens-per-s", "1e4", "--flops-per-token", "3.12e9", "--json",
+    )  # fmt: skip
+    assert code == 0 and json.loads(out)["mfu_pct"] == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--gpu", "A100", "--dtype", "bf16", "--batch", "3", "--mfu", "10"], "no fitted cell"),
+        (["--gpu", "H100", "--dtype", "bf16", "--batch", "8", "--mfu", "10"], "no fitted model for GPU"),
+        (["--gpu", "A100", "--dtype", "bf16", "--batch", "8"], "either --mfu"),
+        (["--gpu", "A100", "--dtype", "bf16", "--batch", "8", "--mfu", "140"], "0-100"),
+        (
+            [
+                "--model",
+                "/nonexistent.json",
+                "--gpu",
+                "A100",
+                "--dtype",
+                "bf16",
+                "--batch",
+                "8",
+                "--mfu",
+                "1",
+            ],
+            "not found",
+        ),
+    ],
+)
+def test_predict_errors_are_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
+    code, _, err = _run(capsys, "powermodel", "predict", *args)
+    assert code == 2
+    assert needle in err and err.count("\n") == 1 and err.startswith("flopwatch: error:")
+
+
+def test_fit_bad_csv_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("model_name,batch_size\nx,1\n")
+    code, _, err = _run(capsys, "powermodel", "fit", str(bad), "-o", str(tmp_path / "m.json"))
+    assert code == 2 and "bad.csv" in err and "missing required column" in err
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_inverse_and_evaluate(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(
+        capsys, "powermodel", "inverse", "--gpu", "A100", "--power-w", "300", "--util-pct", "95",
+        "--duration-s", "10", "--json",
+    )  # fmt: skip
+    assert code == 0
+    d = json.loads(out)
+    assert 0 < d["flop_rate"] < d["upper_flop_rate"] and d["dtype"] is None
+    assert d["flops"] == pytest.approx(d["flop_rate"] * 10)
+    code, _, err = _run(capsys, "powermodel", "inverse", "--gpu", "A100", "--power-w", "300")
+    assert code == 2 and "util_pct" in err
+    code, out, _ = _run(capsys, "powermodel", "evaluate", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert set(d["power"]["per_gpu"]) == {"A100", "L40", "L4", "Quadro RTX 5000", "RTX 4070 Ti", "MI210"}
+    assert d["inverse"]["per_gpu"]["MI210"]["util_used"] is False
