@@ -73,7 +73,7 @@ def test_fresh_ledger_verifies_and_key_is_private(ledger_path: Path) -> None:
     assert Path(f"{ledger_path}.pub").read_text().startswith("-----BEGIN PUBLIC KEY-----")
     # Chain: each row links to the previous row's hash.
     rows = read_entries(ledger_path)
-    assert all(b.prev_hash == a.hash for a, b in zip(rows, rows[1:]))
+    assert all(b.prev_hash == a.hash for a, b in zip(rows, rows[1:], strict=False))
 
 
 def test_reopen_appends_to_the_same_chain(ledger_path: Path) -> None:

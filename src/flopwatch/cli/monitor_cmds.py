@@ -145,6 +145,118 @@ def ledger_export_key(
         output.write_text(pem)
 
 
+def monitor_command(
+    sensor: list[str] = typer.Option(
+        None, "--sensor", "-s", help="Sensor spec (repeatable): nvml, jetson, replay:FILE, sim:NAME …"
+    ),
+    profile: Path | None = typer.Option(
+        None, "--profile", help="Calibration profile (JSON) from `flopwatch calibrate`."
+    ),
+    ledger: Path | None = typer.Option(
+        None, "--ledger", help="Ledger file (SQLite, created with its signing key)."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", help="TOML file ([monitor] table); flags override it."
+    ),
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", help="Serve Prometheus metrics on this port (0: off)."
+    ),
+    metrics_addr: str | None = typer.Option(
+        None, "--metrics-addr", help="Address to bind the exporter (default 127.0.0.1)."
+    ),
+    poll_s: float | None = typer.Option(None, "--poll-s", help="Detection poll interval in s (study: 1.5)."),
+    sample_hz: float | None = typer.Option(
+        None, "--sample-hz", help="Sampling rate of power/energy (default 2 Hz)."
+    ),
+    checkpoint_s: float | None = typer.Option(
+        None, "--checkpoint-s", help="Checkpoint interval of the running totals (s)."
+    ),
+    duration: float | None = typer.Option(
+        None, "--duration", help="Stop after this many seconds of sensor time."
+    ),
+    speed: float | None = typer.Option(None, "--speed", help="Replay speed for replay:FILE sensors."),
+    idle_power_w: float | None = typer.Option(
+        None, "--idle-power-w", help="Idle power (default: the profile's)."
+    ),
+    threshold_flops: float | None = typer.Option(
+        None, "--threshold-flops", help="Verdict threshold (FLOPs)."
+    ),
+    dtype: str | None = typer.Option(
+        None, "--dtype", help="Precision the profile should assume (default fp32)."
+    ),
+    key: Path | None = typer.Option(
+        None, "--key", help="Signing key path (default LEDGER.key, created with mode 0600)."
+    ),
+    keep_trace: Path | None = typer.Option(
+        None, "--keep-trace", help="Opt-in: also write the raw trace (Parquet) here."
+    ),
+    schedule: Path | None = typer.Option(
+        None, "--schedule", help="Workload schedule (JSON/TOML) for sim: sensors."
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of simulated sensors."),
+    json_out: bool = typer.Option(False, "--json", help="Print a JSON summary on exit."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="-v: info, -vv: every poll."),
+) -> None:
+    """Run the verification daemon: detect workloads, estimate their FLOPs, sign them into the ledger, export metrics."""
+    import logging
+
+    from flopwatch.errors import ConfigError
+    from flopwatch.monitor.config import MonitorConfig
+    from flopwatch.monitor.daemon import Monitor
+
+    logging.basicConfig(
+        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
+        format="%(asctime)s flopwatch-monitor %(levelname)s %(message)s",
+    )
+    cfg = MonitorConfig.from_toml(config) if config is not None else MonitorConfig()
+    cfg.update(
+        {
+            "sensors": sensor or None,
+            "profile": profile,
+            "ledger": ledger,
+            "metrics_port": metrics_port,
+            "metrics_addr": metrics_addr,
+            "poll_s": poll_s,
+            "sample_hz": sample_hz,
+            "checkpoint_s": checkpoint_s,
+            "duration_s": duration,
+            "speed": speed,
+            "idle_power_w": idle_power_w,
+            "threshold_flops": threshold_flops,
+            "dtype": dtype,
+            "key_path": key,
+            "keep_trace": keep_trace,
+            "schedule": schedule,
+            "seed": seed,
+        },
+        source="command line",
+    )
+    if config is None and ledger is None:
+        raise ConfigError("--ledger is required (or set ledger in --config)", field="ledger")
+    cfg.validate(str(config) if config else "command line")
+    res = Monitor(cfg).run()
+    if json_out:
+        typer.echo(
+            json.dumps(
+                {
+                    "session_id": res.session_id,
+                    "end_reason": res.end_reason,
+                    "ledger": str(cfg.ledger),
+                    "ledger_head": {"seq": res.ledger_head[0], "hash": res.ledger_head[1]},
+                    "workloads": res.workloads,
+                    "totals": res.totals,
+                },
+                indent=2,
+            )
+        )
+    else:
+        typer.echo(
+            f"flopwatch monitor: {res.end_reason}; {len(res.workloads)} workload(s) recorded in {cfg.ledger} "
+            f"(head row {res.ledger_head[0]})"
+        )
+
+
 def register(app: typer.Typer) -> None:
     """Add this area's commands to ``app``."""
+    app.command("monitor")(monitor_command)
     app.add_typer(ledger_app, name="ledger")

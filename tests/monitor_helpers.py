@@ -1,0 +1,111 @@
+"""Helpers shared by the monitor tests: synthetic traces, a linear test profile, a failing sensor."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from flopwatch.errors import SensorError
+from flopwatch.telemetry.sensors.base import Clock, Reading, SensorInfo
+
+P_IDLE_W = 50.0
+P_BUSY_W = 250.0
+RATE_HZ = 2.0
+
+
+@dataclass(frozen=True)
+class _Est:
+    flops: float
+    lower_flops: float
+    upper_flops: float
+    confidence: float = 0.9
+    model: str = "linear-test"
+
+
+class LinearProfile:
+    """Test double of a calibrated profile: eq. 2 form, F = (E_net − p·t) / a, interval ±10 %."""
+
+    model_name = "linear-test"
+
+    def __init__(
+        self, j_per_flop: float = 1e-10, overhead_w: float = 0.0, idle_power_w: float = P_IDLE_W
+    ) -> None:
+        self.a, self.p, self.idle_power_w = j_per_flop, overhead_w, idle_power_w
+
+    def sha256(self) -> str:
+        return "0" * 64
+
+    def estimate(
+        self, net_energy_j: float, duration_s: float, *, tb_moved=None, mean_util=None, dtype="fp32"
+    ) -> _Est:
+        f = max(0.0, (net_energy_j - self.p * duration_s) / self.a)
+        return _Est(f, 0.9 * f, 1.1 * f)
+
+
+def busy_fn(intervals: Sequence[tuple[float, float]]) -> Callable[[float], bool]:
+    return lambda t: any(a <= t < b for a, b in intervals)
+
+
+def write_trace(
+    path: Path,
+    *,
+    t_total: float,
+    busy: Callable[[float], bool],
+    counter: bool = False,
+    device: str = "synthetic:0",
+    rate_hz: float = RATE_HZ,
+) -> Path:
+    """A 2 Hz trace: idle at 50 W / util 0, busy at 250 W / util 0.95 (with a cumulative counter if asked)."""
+    from flopwatch.telemetry.reading import Trace, base_metadata
+
+    n = int(t_total * rate_hz) + 1
+    readings = []
+    e = 0.0
+    prev_p = None
+    for i in range(n):
+        t = i / rate_hz
+        b = busy(t)
+        p = P_BUSY_W if b else P_IDLE_W
+        if prev_p is not None:
+            e += 0.5 * (p + prev_p) / rate_hz
+        prev_p = p
+        readings.append(
+            Reading(
+                t_s=t,
+                wall_time=1.7e9 + t,
+                device=device,
+                power_w=p,
+                energy_j=e if counter else None,
+                util=0.95 if b else 0.0,
+                dram_bytes_per_s=1e9 if b else 1e6,
+            )
+        )
+    Trace.from_readings(readings, metadata=base_metadata(kind="synthetic", rate_hz=rate_hz)).write(path)
+    return path
+
+
+class FlakySensor:
+    """Wraps a sensor; reads fail (SensorError) while ``failing(t)`` is true on the sensor's clock."""
+
+    def __init__(self, inner, failing: Callable[[float], bool]) -> None:  # noqa: ANN001
+        self.inner = inner
+        self.failing = failing
+        self.failures = 0
+
+    @property
+    def clock(self) -> Clock:
+        return self.inner.clock
+
+    def info(self) -> SensorInfo:
+        return self.inner.info()
+
+    def read(self) -> Reading:
+        r = self.inner.read()  # lets the replay end (TraceEnded) normally
+        if self.failing(r.t_s):
+            self.failures += 1
+            raise SensorError(f"simulated read failure at t={r.t_s:.1f}")
+        return r
+
+    def close(self) -> None:
+        self.inner.close()
