@@ -1,0 +1,248 @@
+"""Workload configs, sweeps, the training run and its record, and the CLI contract."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from flopwatch.cli import main
+from flopwatch.errors import ConfigError
+from flopwatch.workloads.config import EncoderConfig, GPTConfig, config_from_dict, make_config
+from flopwatch.workloads.sweeps import SWEEPS, get_config, get_sweep
+
+TINY = [
+    "--d-model",
+    "32",
+    "--batch-size",
+    "2",
+    "--seq-len",
+    "8",
+    "--num-layers",
+    "1",
+    "--dim-feedforward",
+    "64",
+]
+
+
+# ------------------------------------------------------------------------------------------------ configs
+def test_defaults_are_the_studys() -> None:
+    c = EncoderConfig(d_model=256, batch_size=16, seq_len=128)
+    assert (c.nhead, c.num_layers, c.dim_feedforward, c.optimizer, c.precision, c.dropout) == (
+        4, 3, 512, "adamw", "fp32", 0.1,
+    )  # fmt: skip
+    assert c.name == "d256_b16_s128_L3"
+    g = GPTConfig(d_model=256, batch_size=2, seq_len=32)
+    assert (g.nhead, g.dim_feedforward) == (4, 1024)  # head size 64, MLP 4·d
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"d_model": 250, "nhead": 4}, "nhead"),
+        ({"d_model": 0}, "d_model"),
+        ({"batch_size": -1}, "batch_size"),
+        ({"seq_len": 2.5}, "seq_len"),
+        ({"steps": 0}, "steps"),
+        ({"precision": "fp8"}, "precision"),
+        ({"optimizer": "adam"}, "optimizer"),
+        ({"dropout": 1.0}, "dropout"),
+    ],
+)
+def test_invalid_configs_are_refused_with_the_field(kw: dict, field: str) -> None:
+    base = {"d_model": 64, "batch_size": 2, "seq_len": 8}
+    base.update(kw)
+    with pytest.raises(ConfigError) as e:
+        make_config("seed-encoder", **base)
+    assert e.value.field == field
+    assert field in str(e.value)
+
+
+def test_make_config_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown arch"):
+        make_config("rnn", d_model=8, batch_size=1, seq_len=1)
+    with pytest.raises(ConfigError, match="vocab_size"):
+        make_config("seed-encoder", d_model=8, batch_size=1, seq_len=1, vocab_size=10)
+    with pytest.raises(ConfigError, match="seq_len is required"):
+        make_config("gpt", d_model=8, batch_size=1)
+
+
+def test_config_round_trip_and_precision_aliases() -> None:
+    g = make_config("gpt", d_model=128, batch_size=2, seq_len=16, precision="bfloat16", vocab_size=100)
+    assert g.precision == "bf16"
+    again = config_from_dict(g.to_dict())
+    assert again.name == g.name and again.to_dict() == g.to_dict()
+
+
+# ------------------------------------------------------------------------------------------------- sweeps
+def test_jetson_sweeps_match_the_published_records(v2_records_path: Path) -> None:
+    recs = json.loads(v2_records_path.read_text())["records"]
+    fp32 = get_sweep("jetson-fp32")
+    prec = get_sweep("jetson-precision")
+    assert len(fp32) == 26 and len(prec) == 12
+    by_label = {c.name: c for c in fp32 + prec}
+    assert sorted(by_label) == sorted(r["label"] for r in recs)
+    for r in recs:  # the sweep configs are the records' configs (sizes, steps and options)
+        assert by_label[r["label"]] == config_from_dict(r["config"])
+    assert all(c.precision == "fp32" for c in fp32)
+    assert {c.precision for c in prec} == {"tf32", "fp16", "bf16"}
+
+
+def test_sweep_lookup() -> None:
+    assert set(SWEEPS) >= {"jetson-fp32", "jetson-precision", "datacenter", "quick"}
+    assert get_config("jetson-fp32", "d256_b16_s128_L3").steps == 4000
+    with pytest.raises(ConfigError, match="unknown sweep"):
+        get_sweep("nope")
+    with pytest.raises(ConfigError, match="no configuration labelled"):
+        get_config("quick", "d999")
+    for name in SWEEPS:
+        labels = [c.name for c in get_sweep(name)]
+        assert len(labels) == len(set(labels)), name
+
+
+# -------------------------------------------------------------------------------------------------- runs
+def test_tiny_workload_runs_end_to_end_on_cpu(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from flopwatch.workloads.ground_truth import count_flops
+    from flopwatch.workloads.run import run_workload
+
+    out = tmp_path / "records.jsonl"
+    cfg = EncoderConfig(d_model=32, batch_size=2, seq_len=8, num_layers=1, dim_feedforward=64, steps=4)
+    before = time.monotonic()
+    rec = run_workload(cfg, "cpu", warmup=1, records=out)
+    after = time.monotonic()
+    assert before <= rec["start_monotonic_s"] < rec["end_monotonic_s"] <= after
+    assert rec["start_wall"] < rec["end_wall"]
+    assert rec["steps"] == 4 and rec["label"] == cfg.name and rec["device"] == "cpu"
+    fc = count_flops(cfg, "math")
+    assert rec["attention_convention"] == "math"  # the CPU runs (and counts) the math kernel
+    assert rec["flops_per_step"] == fc.flops_per_step
+    assert rec["total_flops"] == 4 * fc.flops_per_step
+    dur = rec["end_monotonic_s"] - rec["start_monotonic_s"]
+    assert rec["achieved_flops_per_s"] == pytest.approx(rec["total_flops"] / dur)
+    assert rec["mfu"] == pytest.approx(rec["achieved_flops_per_s"] / rec["peak_flops"])
+    st = rec["step_time_s"]
+    assert st["n"] == 4 and st["p10"] <= st["median"] <= st["p90"] and st["mean"] > 0
+    assert rec["simulated"] is False and rec["schema"] == "flopwatch.record/1"
+    assert math.isfinite(rec["final_loss"])
+    lines = out.read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["total_flops"] == rec["total_flops"]
+    # a second run appends; nothing already recorded is lost
+    run_workload(make_config("gpt", d_model=32, batch_size=2, seq_len=8, num_layers=1, vocab_size=64, steps=2),
+                 "cpu", warmup=0, records=out)  # fmt: skip
+    lines2 = out.read_text().splitlines()
+    assert len(lines2) == 2 and lines2[0] == lines[0]
+    assert json.loads(lines2[1])["arch"] == "gpt"
+
+
+def test_run_for_seconds() -> None:
+    pytest.importorskip("torch")
+    from flopwatch.workloads.run import run_workload
+
+    cfg = EncoderConfig(d_model=32, batch_size=2, seq_len=8, num_layers=1, dim_feedforward=64)
+    rec = run_workload(cfg, "cpu", seconds=0.3, warmup=0)
+    assert rec["steps"] >= 1
+    assert rec["end_monotonic_s"] - rec["start_monotonic_s"] >= 0.3
+
+
+def test_device_and_precision_refused_before_running(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from flopwatch.workloads.config import cpu_has_bf16
+    from flopwatch.workloads.run import run_workload
+
+    out = tmp_path / "r.jsonl"
+    for p in ("fp16", "tf32"):
+        with pytest.raises(ConfigError, match=p):
+            run_workload(EncoderConfig(d_model=32, batch_size=2, seq_len=8, precision=p), "cpu", records=out)
+    if not cpu_has_bf16():
+        with pytest.raises(ConfigError, match="bf16"):
+            run_workload(
+                EncoderConfig(d_model=32, batch_size=2, seq_len=8, precision="bf16"), "cpu", records=out
+            )
+    with pytest.raises(ConfigError, match="device"):
+        run_workload(EncoderConfig(d_model=32, batch_size=2, seq_len=8), "tpu")
+    with pytest.raises(ConfigError, match="steps or seconds"):
+        run_workload(EncoderConfig(d_model=32, batch_size=2, seq_len=8), "cpu", steps=2, seconds=1.0)
+    with pytest.raises(ConfigError, match="fused"):
+        run_workload(EncoderConfig(d_model=32, batch_size=2, seq_len=8), "cpu", attention="fused")
+    assert not out.exists()  # nothing ran, nothing written
+
+
+# --------------------------------------------------------------------------------------------------- CLI
+def test_cli_flops_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    assert main(["workload", "flops", "--sweep", "jetson-fp32", "--label", "d256_b16_s128_L3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for k in ("flops_per_step", "matmul_flops_per_step", "attention_flops_per_step", "attention_convention"):
+        assert k in out
+    assert out["attention_convention"] == "fused"
+    assert out["total_flops"] == 4000 * out["flops_per_step"]
+    assert main(["workload", "flops", *TINY, "--attention", "math", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["attention_convention"] == "math"
+    assert main(["workload", "flops", *TINY]) == 0  # human table
+    assert "flops_per_step" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["workload", "flops", "--d-model", "30", "--nhead", "4", "--batch-size", "2", "--seq-len", "8"],
+        ["workload", "flops", "--d-model", "-3", "--batch-size", "2", "--seq-len", "8"],
+        ["workload", "flops", "--sweep", "nope", "--label", "x"],
+        ["workload", "flops", "--sweep", "quick", "--label", "nope"],
+        ["workload", "flops", "--sweep", "quick"],
+        ["workload", "flops", "--sweep", "quick", "--label", "d128_b8_s64_L3", "--d-model", "64"],
+        ["workload", "run", *TINY, "--device", "cpu", "--precision", "fp16"],
+        ["workload", "run", *TINY, "--device", "cpu", "--steps", "2", "--seconds", "1"],
+        ["workload", "flops", *TINY, "--attention", "flash"],
+    ],
+)
+def test_cli_invalid_configs_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flopwatch: error:") and len(err.strip().splitlines()) == 1
+
+
+def test_cli_run_appends_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    out = tmp_path / "runs.jsonl"
+    argv = [
+        "workload",
+        "run",
+        *TINY,
+        "--device",
+        "cpu",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--records",
+        str(out),
+    ]
+    assert main([*argv, "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["steps"] == 2 and rec["config"]["d_model"] == 32
+    assert json.loads(out.read_text().splitlines()[0])["label"] == rec["label"]
+
+
+def test_cli_sweeps(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["workload", "sweeps", "--json"]) == 0
+    names = {s["name"]: s["n_configs"] for s in json.loads(capsys.readouterr().out)}
+    assert names["jetson-fp32"] == 26 and names["jetson-precision"] == 12
+    assert main(["workload", "sweeps", "jetson-precision", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 12 and rows[0]["label"] == "d384_b16_s128_L3_tf32"
+
+
+def test_cli_import_stays_light() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, flopwatch.cli; print('torch' in sys.modules)"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+    )
