@@ -1,0 +1,308 @@
+"""The simulated accelerator exposed as a :class:`~flopwatch.telemetry.sensors.base.Sensor` (``sim:a100`` …).
+
+``from_spec("a100", seed=0, schedule=[...])`` builds a :class:`SimulatedAccelerator`, plays the scripted schedule
+(workloads and idle gaps) onto it and returns sensors that read it the way NVML would (:mod:`.artefacts`), on a
+:class:`~flopwatch.telemetry.sensors.base.VirtualClock`: the sampler, detector and daemon consume it exactly like a
+real device, and ten simulated minutes take milliseconds. After the schedule the device idles forever.
+
+Every reading is simulated and says so: ``SensorInfo(simulated=True, kind="sim")``, ``extra["simulated"] = 1.0``.
+
+Spec strings: ``a100`` (one device), ``a100x4`` (four identical devices running the same schedule, data-parallel,
+with independent noise). Options: ``power_cap_w``, ``locked_clock_mhz``, ``clock`` (share a clock), ``speed`` (run on
+a :class:`ScaledClock` at ``speed``× real time instead of a virtual clock, for live demos of the daemon),
+``wall0`` (UTC epoch of t = 0), ``start_idle_s`` (idle before the schedule, default 0).
+
+Schedules: a list of :class:`~flopwatch.sim.accelerator.Idle` / :class:`~flopwatch.sim.accelerator.Run` objects,
+``(workload, steps)`` tuples, or dicts — ``{"idle_s": 30}``, ``{"label": ..., "flops_per_step": ...,
+"bytes_per_step": ..., "tokens_per_step": ..., "batch_size": ..., "dtype": ..., "steps": N}`` (a raw workload),
+``{"config": {"arch": "gpt", ...}, "steps": N}`` or ``{"sweep": "quick", "label": ..., "duration_s": 60}`` — or a
+path to a JSON (a list, or ``{"schedule": [...]}``) or TOML (``[[schedule]]`` tables) file holding them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flopwatch.devices import get_device, normalize_dtype
+from flopwatch.errors import InputError, SensorError
+from flopwatch.sim.accelerator import Idle, Run, SimulatedAccelerator
+from flopwatch.sim.artefacts import SensorReadout
+from flopwatch.telemetry.sensors.base import Clock, Reading, ScaledClock, SensorInfo, VirtualClock
+
+_SPEC_RE = re.compile(r"^(?P<key>[a-z0-9][a-z0-9\- ]*?)(?:x(?P<n>\d+))?$")
+
+
+@dataclass(frozen=True)
+class RawWorkload:
+    """A workload given by its numbers rather than a model config (for scripted schedules and tests)."""
+
+    label: str
+    flops_per_step: float
+    bytes_per_step: float
+    tokens_per_step: float
+    batch_size: int = 1
+    dtype: str = "fp32"
+    arch: str | None = None
+    num_layers: int | None = None
+    params: float | None = None
+
+
+class SimSensor:
+    """One simulated device read through its simulated sensor (NVML-like, or INA3221 for the Orin)."""
+
+    def __init__(self, accelerator: SimulatedAccelerator, clock: Clock, *, seed: int = 0) -> None:
+        self.accelerator = accelerator
+        self.readout = SensorReadout(accelerator, seed=seed)
+        self._clock = clock
+        self._closed = False
+        self._seed = seed
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    def info(self) -> SensorInfo:
+        acc = self.accelerator
+        caps = ["power_w", "util", "mem_util", "dram_bytes_per_s", "sm_clock_mhz", "temp_c"]
+        if self.readout.model.has_energy_counter:
+            caps.insert(1, "energy_j")
+        return SensorInfo(
+            kind="sim",
+            device_id=acc.device_id,
+            name=acc.name,
+            fingerprint={
+                "model": acc.spec.name,
+                "simulated": "true",
+                "simulator": "flopwatch.sim",
+                "seed": str(self._seed),
+                "power_model": acc.power_model.kind,
+                "power_model_source": acc.power_model.source,
+                "sensor_model": self.readout.model.kind,
+                "power_limit_w": f"{acc.power_limit_w:g}",
+                "locked_clock_mhz": "" if acc.locked_clock_mhz is None else f"{acc.locked_clock_mhz:g}",
+            },
+            capabilities=tuple(caps),
+            simulated=True,
+            spec_key=acc.spec.key,
+        )
+
+    def read(self) -> Reading:
+        if self._closed:
+            raise SensorError(f"{self.accelerator.device_id}: sensor closed")
+        t = self._clock.now()
+        r = self.readout.read_one(t)
+        return Reading(
+            t_s=t,
+            wall_time=self._clock.wall_time(),
+            device=self.accelerator.device_id,
+            power_w=r["power_w"],
+            energy_j=r.get("energy_j"),
+            util=r["util"],
+            mem_util=r["mem_util"],
+            dram_bytes_per_s=r["dram_bytes_per_s"],
+            sm_clock_mhz=r["sm_clock_mhz"],
+            temp_c=r["temp_c"],
+            extra={
+                "power_instant_w": r["power_instant_w"],
+                "power_limit_w": self.accelerator.power_limit_w,
+                "simulated": 1.0,
+            },
+        )
+
+    def close(self) -> None:
+        self._closed = True
+
+
+def parse_spec(arg: str) -> tuple[str, int]:
+    """``"a100"`` → (``"a100"``, 1); ``"sim:h100x4"`` → (``"h100"``, 4). Unknown devices raise InputError."""
+    s = str(arg).strip().lower()
+    if s.startswith("sim:"):
+        s = s[4:]
+    if not s:
+        s = "a100"
+    m = _SPEC_RE.match(s)
+    key, n = (m.group("key"), int(m.group("n") or 1)) if m else (s, 1)
+    try:
+        spec = get_device(key)
+    except InputError:
+        spec = get_device(s)  # a name that itself ends in x<digits>
+        n = 1
+    if spec.vendor == "cpu":
+        raise InputError(f"sim:{arg}: the simulator models accelerators, not {spec.name}", field="device")
+    if not 1 <= n <= 64:
+        raise InputError(f"sim:{arg}: device count must be 1–64", field="device")
+    return spec.key, n
+
+
+def from_spec(
+    arg: str,
+    *,
+    seed: int = 0,
+    schedule: Any = None,
+    power_cap_w: float | None = None,
+    locked_clock_mhz: float | None = None,
+    clock: Clock | None = None,
+    speed: float | None = None,
+    wall0: float | None = None,
+    start_idle_s: float = 0.0,
+    **opts: Any,
+) -> list[SimSensor]:
+    """Simulated sensors for ``sim:<arg>`` playing ``schedule`` (see the module docstring)."""
+    if opts:
+        raise InputError(f"sim:{arg}: unknown option(s) {', '.join(sorted(opts))}", field=sorted(opts)[0])
+    key, n = parse_spec(arg)
+    if clock is None:
+        if speed is not None:
+            clock = ScaledClock(speed=float(speed), wall0=wall0)
+        else:
+            clock = VirtualClock(wall0=1.7e9 if wall0 is None else float(wall0))
+    items = load_schedule(schedule)
+    w0 = clock.wall_time() - clock.now()
+    t_start = clock.now()
+    sensors = []
+    for i in range(n):
+        acc = SimulatedAccelerator(
+            key,
+            seed=seed,
+            power_cap_w=power_cap_w,
+            locked_clock_mhz=locked_clock_mhz,
+            device_index=i,
+            wall0=w0,
+        )
+        # The schedule starts where the clock is now (a ScaledClock starts at t0 = 0 as well).
+        acc.idle(max(0.0, t_start) + max(0.0, float(start_idle_s)))
+        acc.schedule(items)
+        sensors.append(SimSensor(acc, clock, seed=seed))
+    return sensors
+
+
+# -- schedules -------------------------------------------------------------------------------------------------
+_RAW_FIELDS = ("flops_per_step", "bytes_per_step", "tokens_per_step")
+
+
+def load_schedule(schedule: Any, *, file: str | None = None) -> list[Idle | Run]:
+    """Normalise a schedule (objects, dicts, tuples, or a JSON/TOML path) into Idle/Run items."""
+    if schedule is None:
+        return []
+    if isinstance(schedule, (str, Path)):
+        return _load_schedule_file(Path(schedule))
+    if isinstance(schedule, Mapping):
+        schedule = schedule.get("schedule", None)
+        if schedule is None:
+            raise InputError("a schedule mapping needs a 'schedule' list", file=file, field="schedule")
+    if not isinstance(schedule, Iterable):
+        raise InputError(
+            f"a schedule must be a list, got {type(schedule).__name__}", file=file, field="schedule"
+        )
+    return [_item(it, i, file) for i, it in enumerate(schedule)]
+
+
+def _load_schedule_file(p: Path) -> list[Idle | Run]:
+    if not p.exists():
+        raise InputError("schedule file not found", file=str(p))
+    text = p.read_text()
+    try:
+        if p.suffix.lower() == ".toml":
+            import tomllib
+
+            data: Any = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except Exception as e:  # JSONDecodeError / TOMLDecodeError: report where
+        raise InputError(f"not valid {p.suffix.lstrip('.').upper() or 'JSON'}: {e}", file=str(p)) from None
+    return load_schedule(data, file=str(p))
+
+
+def _num(d: Mapping[str, Any], k: str, i: int, file: str | None, *, positive: bool = True) -> float:
+    v = d.get(k)
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise InputError(f"expected a number, got {v!r}", file=file, record=i, field=k) from None
+    if not math.isfinite(x) or (positive and x <= 0) or x < 0:
+        raise InputError(
+            f"expected a {'positive' if positive else 'non-negative'} number, got {v!r}",
+            file=file,
+            record=i,
+            field=k,
+        )
+    return x
+
+
+def _item(it: Any, i: int, file: str | None) -> Idle | Run:
+    if isinstance(it, (Idle, Run)):
+        return it
+    if isinstance(it, tuple) and len(it) == 2:
+        return Run(it[0], steps=int(it[1]))
+    if not isinstance(it, Mapping):
+        if all(hasattr(it, f) for f in (*_RAW_FIELDS, "label", "dtype")):
+            raise InputError(
+                "a workload in a schedule needs steps: use Run(workload, steps)", file=file, record=i
+            )
+        raise InputError(f"unrecognised schedule item {it!r}", file=file, record=i)
+    d = dict(it)
+    for k in ("idle_s", "idle"):
+        if k in d:
+            return Idle(_num(d, k, i, file, positive=False))
+    steps = d.pop("steps", None)
+    duration = d.pop("duration_s", None)
+    warmup = int(d.pop("warmup_steps", 0) or 0)
+    if steps is None and duration is None:
+        raise InputError("a workload needs steps or duration_s", file=file, record=i, field="steps")
+    if steps is not None:
+        steps = int(_num({"steps": steps}, "steps", i, file))
+    if duration is not None:
+        duration = _num({"duration_s": duration}, "duration_s", i, file)
+    extra: dict[str, Any] = {}
+    if "workload" in d and isinstance(d["workload"], Mapping):
+        d = {**d, **d.pop("workload")}
+    if "config" in d or "sweep" in d:
+        wl, extra = _describe_config(d, i, file)
+    else:
+        missing = [k for k in (*_RAW_FIELDS, "label") if k not in d]
+        if missing:
+            raise InputError(f"missing {', '.join(missing)}", file=file, record=i, field=missing[0])
+        try:
+            dtype = normalize_dtype(d.get("dtype", "fp32"))
+        except InputError as e:
+            raise InputError(e.detail, file=file, record=i, field="dtype") from None
+        wl = RawWorkload(
+            label=str(d["label"]),
+            flops_per_step=_num(d, "flops_per_step", i, file),
+            bytes_per_step=_num(d, "bytes_per_step", i, file, positive=False),
+            tokens_per_step=_num(d, "tokens_per_step", i, file),
+            batch_size=int(_num(d, "batch_size", i, file)) if "batch_size" in d else 1,
+            dtype=dtype,
+            arch=d.get("arch"),
+            num_layers=int(_num(d, "num_layers", i, file)) if "num_layers" in d else None,
+        )
+    return Run(wl, steps=steps, duration_s=duration, warmup_steps=warmup, extra=extra)
+
+
+def _describe_config(d: Mapping[str, Any], i: int, file: str | None) -> tuple[Any, dict[str, Any]]:
+    """A workload from a model config or a sweep entry, through the workloads package (lazily imported)."""
+    try:
+        from flopwatch.workloads.config import config_from_dict
+        from flopwatch.workloads.formulas import describe
+        from flopwatch.workloads.sweeps import get_config
+    except ImportError as e:  # pragma: no cover - depends on the workloads package being installed
+        raise InputError(f"workload configs need flopwatch.workloads ({e})", file=file, record=i) from None
+    try:
+        if "sweep" in d:
+            cfg = get_config(str(d["sweep"]), str(d.get("label", "")))
+        else:
+            cfg = config_from_dict(d["config"])
+    except InputError as e:
+        raise InputError(e.detail, file=file, record=i, field=e.field or "config") from None
+    return describe(cfg), {"config": cfg.to_dict() if hasattr(cfg, "to_dict") else None}
+
+
+def schedule_items(items: Sequence[Any]) -> list[Idle | Run]:
+    """Public alias of :func:`load_schedule` for lists."""
+    return load_schedule(list(items))
