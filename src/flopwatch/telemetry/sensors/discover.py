@@ -1,7 +1,7 @@
 """Open sensors from a spec string, and probe every backend for ``flopwatch sensors``.
 
 Specs (contracts.md): ``nvml``, ``nvml:N`` or ``nvml:UUID``; ``jetson`` or ``jetson:ROOT`` (sysfs root);
-``tegrastats:FILE`` (a tegrastats log); ``amd`` or ``amd:N``; ``rapl`` or ``rapl:ROOT``; ``replay:FILE``
+``tegrastats`` (live) or ``tegrastats:FILE`` (a recorded log, played back); ``amd`` or ``amd:N``; ``rapl`` or ``rapl:ROOT``; ``replay:FILE``
 (option ``speed``); ``sim:NAME`` (delegated to :func:`flopwatch.sim.sensor.from_spec`).
 Vendor modules are imported lazily, inside the backend that needs them. Probing never raises: each
 backend reports either its sensors or why it is unavailable (Zeus-style discovery).
@@ -37,11 +37,14 @@ def _open_jetson(arg: str | None, **opts: Any) -> list[Sensor]:
 
 
 def _open_tegrastats(arg: str | None, **opts: Any) -> list[Sensor]:
-    from flopwatch.telemetry.sensors.tegrastats import TegrastatsFileSensor
+    from flopwatch.telemetry.sensors.replay import ReplaySensor
+    from flopwatch.telemetry.sensors.tegrastats import TegrastatsSensor, read_log
 
-    if not arg:
-        raise InputError("tegrastats needs a log file: tegrastats:FILE", field="sensor")
-    return [TegrastatsFileSensor(arg, **opts)]
+    if not arg:  # live: spawn tegrastats
+        return [TegrastatsSensor(clock=opts.get("clock"))]
+    trace = read_log(arg)  # a recorded log plays back like any trace
+    speed = opts.get("speed") or 1.0
+    return [ReplaySensor(trace, clock=opts.get("clock"), speed=speed)]
 
 
 def _open_amd(arg: str | None, **opts: Any) -> list[Sensor]:
@@ -94,7 +97,7 @@ _OPENERS: dict[str, Callable[..., list[Sensor]]] = {
 _OPTS = {
     "nvml": {"nvml", "clock"},
     "jetson": {"clock", "reader"},
-    "tegrastats": {"clock"},
+    "tegrastats": {"clock", "speed"},
     "amd": {"amdsmi", "clock"},
     "rapl": {"clock", "reader"},
     "replay": {"speed", "device", "clock"},
