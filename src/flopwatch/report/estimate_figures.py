@@ -1,0 +1,179 @@
+"""Figures of the estimator evaluation (matplotlib, Agg backend: no display needed).
+
+* ``fig4_per_workload.png`` — the study's Figure 4: per workload, min/median/max of the held-out estimate
+  over the splits where it was a test run, relative to its ground truth (one panel per model).
+* ``fig5_by_hyperparameter.png`` — Figure 5: held-out |error| by d_model, batch size, sequence length, layers.
+* ``fig6_ablation.png`` — Figure 6: eq. 1 vs eq. 2 (and ours): distribution of held-out signed errors and
+  per-split MAE.
+* ``coverage.png`` — empirical coverage of the prediction intervals against the nominal confidence.
+* ``threshold_rates.png`` — false-positive / false-negative rates of the "above threshold" decision over
+  a sweep of thresholds scaled to the data.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from flopwatch.errors import InputError
+from flopwatch.evaluate.splits import COVERAGE_LEVELS, EvaluationResult
+
+
+def _plt():  # noqa: ANN202 - returns the pyplot module
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _order(result: EvaluationResult) -> list[str]:
+    names = list(result.models)
+    return [n for n in ("eq1", "eq2") if n in names] + [n for n in names if n not in ("eq1", "eq2")]
+
+
+def fig4_per_workload(result: EvaluationResult, path: Path) -> Path:
+    plt = _plt()
+    names = _order(result)
+    fig, axes = plt.subplots(len(names), 1, figsize=(11, 2.6 * len(names) + 1), sharex=True, squeeze=False)
+    labels = result.records.labels
+    order = np.argsort(result.truth)
+    x = np.arange(len(labels))
+    for ax, name in zip(axes[:, 0], names, strict=True):
+        rows = result.per_workload(name)
+        gt = np.array([r["ground_truth_flops"] for r in rows])
+        med = np.array([np.nan if r["median_flops"] is None else r["median_flops"] for r in rows]) / gt
+        lo = np.array([np.nan if r["min_flops"] is None else r["min_flops"] for r in rows]) / gt
+        hi = np.array([np.nan if r["max_flops"] is None else r["max_flops"] for r in rows]) / gt
+        m, lo, hi = med[order], lo[order], hi[order]
+        ax.vlines(
+            x, (lo - 1) * 100, (hi - 1) * 100, color="tab:blue", lw=2, alpha=0.5, label="min–max over splits"
+        )
+        ax.plot(x, (m - 1) * 100, "o", color="tab:blue", ms=4, label="median")
+        ax.axhline(0, color="k", lw=0.8)
+        for band in (-10, 10):
+            ax.axhline(band, color="tab:red", lw=0.6, ls="--")
+        mae = result.models[name].abs_pct.mean()
+        ax.set_ylabel("estimate vs truth (%)")
+        ax.set_title(f"{name}: held-out MAE {mae:.2f} %", fontsize=9, loc="left")
+    axes[0, 0].legend(fontsize=7, loc="upper right")
+    axes[-1, 0].set_xticks(x, [labels[i] for i in order], rotation=70, fontsize=7)
+    fig.suptitle(f"Per-workload held-out estimates ({result.n_splits} splits; sorted by ground truth)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig5_by_hyperparameter(result: EvaluationResult, path: Path) -> Path:
+    plt = _plt()
+    names = _order(result)
+    hps = list(result.by_hyperparameter(names[0]))
+    if not hps:
+        hps = ["(no config)"]
+    fig, axes = plt.subplots(1, len(hps), figsize=(3.6 * len(hps), 3.4), squeeze=False)
+    width = 0.8 / len(names)
+    for j, hp in enumerate(hps):
+        ax = axes[0, j]
+        for k, name in enumerate(names):
+            rows = result.by_hyperparameter(name).get(hp, [])
+            vals = [str(r["value"]) for r in rows]
+            mae = [np.nan if r["mae_pct"] is None else r["mae_pct"] for r in rows]
+            ax.bar(np.arange(len(vals)) + k * width - 0.4 + width / 2, mae, width, label=name)
+            ax.set_xticks(np.arange(len(vals)), vals)
+        ax.set_title(hp, fontsize=9)
+        ax.set_ylabel("held-out MAE (%)" if j == 0 else "")
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle("Held-out error by hyper-parameter")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig6_ablation(result: EvaluationResult, path: Path) -> Path:
+    plt = _plt()
+    names = _order(result)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    bins = np.linspace(-25, 25, 51)
+    for name in names:
+        e = result.models[name].rel_err.ravel() * 100
+        a1.hist(np.clip(e, bins[0], bins[-1]), bins=bins, histtype="step", lw=1.5, label=f"{name}")
+    a1.axvline(0, color="k", lw=0.8)
+    a1.set_xlabel("held-out signed error (%)")
+    a1.set_ylabel("count")
+    a1.legend(fontsize=7)
+    data = [result.models[n].abs_pct.mean(axis=1) for n in names]
+    a2.boxplot(data, showfliers=True)
+    a2.set_xticks(np.arange(1, len(names) + 1), names, rotation=20)
+    a2.set_ylabel("per-split MAE (%)")
+    a2.set_title("eq. 1 vs eq. 2 ablation (and ours), same splits", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig_coverage(result: EvaluationResult, path: Path) -> Path:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5, 4.5))
+    for name in _order(result):
+        m = result.models[name]
+        n = m.loo_residuals.shape[1]
+        levels = [c for c in (*COVERAGE_LEVELS, 0.92) if np.ceil((n + 1) * c - 1e-9) <= n]
+        ax.plot(levels, [m.coverage_at(c) for c in levels], "o-", ms=3, label=name)
+    ax.plot([0.45, 1], [0.45, 1], "k--", lw=0.8, label="nominal")
+    ax.set_xlabel("nominal confidence")
+    ax.set_ylabel("held-out coverage")
+    ax.set_title("Prediction-interval coverage (LOO-conformal)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig_thresholds(result: EvaluationResult, path: Path) -> Path:
+    plt = _plt()
+    names = _order(result)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for name in names:
+        r = result.thresholds(name)
+        thr = np.array(r["threshold_flops"], dtype=float)
+        fp = np.array([np.nan if v is None else v for v in r["fp_rate"]], dtype=float)
+        fn = np.array([np.nan if v is None else v for v in r["fn_rate"]], dtype=float)
+        (line,) = axes[0].plot(thr, fp, "-", label=f"{name} FP")
+        axes[0].plot(thr, fn, "--", color=line.get_color(), label=f"{name} FN")
+        pfp = np.array([np.nan if v is None else v for v in r["point_fp_rate"]], dtype=float)
+        pfn = np.array([np.nan if v is None else v for v in r["point_fn_rate"]], dtype=float)
+        axes[1].plot(thr, pfp, "-", color=line.get_color(), label=f"{name} FP")
+        axes[1].plot(thr, pfn, "--", color=line.get_color(), label=f"{name} FN")
+    axes[0].set_title(f"interval decision ({result.confidence:.0%}): 'above' iff lower bound > T", fontsize=9)
+    axes[1].set_title("point decision: 'above' iff estimate > T", fontsize=9)
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlabel("threshold T (FLOP)")
+    axes[0].set_ylabel("rate")
+    axes[0].legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_figures(result: EvaluationResult, outdir: str | os.PathLike[str]) -> list[Path]:
+    """Write all evaluation figures as PNG into ``outdir`` (created if needed); returns their paths."""
+    out = Path(outdir)
+    if out.exists() and not out.is_dir():
+        raise InputError("exists and is not a directory", file=str(out), field="--figures")
+    out.mkdir(parents=True, exist_ok=True)
+    return [
+        fig4_per_workload(result, out / "fig4_per_workload.png"),
+        fig5_by_hyperparameter(result, out / "fig5_by_hyperparameter.png"),
+        fig6_ablation(result, out / "fig6_ablation.png"),
+        fig_coverage(result, out / "coverage.png"),
+        fig_thresholds(result, out / "threshold_rates.png"),
+    ]
