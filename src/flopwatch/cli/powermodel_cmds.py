@@ -403,11 +403,145 @@ def inverse_cmd(
     )
 
 
+def _grid_configs(
+    sweep: str | None, arch: str, d_model: int | None, seq_len: int | None, num_layers: int | None,
+    nhead: int | None, batches: str, dtypes: str, label: list[str] | None,
+) -> list[Any]:  # fmt: skip
+    from flopwatch.errors import ConfigError
+    from flopwatch.workloads.config import make_config
+    from flopwatch.workloads.sweeps import get_sweep
+
+    if sweep:
+        cfgs = get_sweep(sweep)
+        if label:
+            cfgs = [c for c in cfgs if c.name in set(label)]
+            if not cfgs:
+                raise ConfigError(f"no config labelled {', '.join(label)} in sweep {sweep!r}", field="label")
+        return cfgs
+    if d_model is None or seq_len is None:
+        raise ConfigError(
+            "give --sweep NAME, or --d-model and --seq-len (with --batch/--dtype lists)", field="sweep"
+        )
+
+    def ints(v: str, name: str) -> list[int]:
+        try:
+            return [int(x) for x in v.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(
+                f"--{name} must be a comma-separated list of integers, got {v!r}", field=name
+            ) from None
+
+    out = []
+    for dt in [x.strip() for x in dtypes.split(",") if x.strip()]:
+        for b in ints(batches, "batch"):
+            out.append(
+                make_config(
+                    arch,
+                    d_model=d_model,
+                    seq_len=seq_len,
+                    num_layers=num_layers,
+                    nhead=nhead,
+                    batch_size=b,
+                    precision=dt,
+                )
+            )
+    return out
+
+
+def bench_cmd(
+    output: Path = typer.Option(..., "-o", "--output", help="Aggregate CSV to write (MASCOTS schema)."),
+    device: str = typer.Option(
+        "cpu", "--device", help="cpu, cuda, cuda:N, or sim:KEY (simulated, virtual time)."
+    ),
+    sensor: str | None = typer.Option(
+        None,
+        "--sensor",
+        help="Telemetry spec (nvml, rapl, replay:FILE …); default nvml on CUDA, none on CPU.",
+    ),
+    sweep: str | None = typer.Option(None, "--sweep", help="Named workload sweep (e.g. quick, datacenter)."),
+    label: list[str] | None = typer.Option(
+        None, "--label", help="Only these configs of the sweep (repeatable)."
+    ),
+    arch: str = typer.Option("gpt", "--arch", help="Grid mode: gpt or seed-encoder."),
+    d_model: int | None = typer.Option(None, "--d-model"),
+    seq_len: int | None = typer.Option(None, "--seq-len"),
+    num_layers: int | None = typer.Option(None, "--num-layers"),
+    nhead: int | None = typer.Option(None, "--nhead"),
+    batch: str = typer.Option("1,8,32", "--batch", help="Grid mode: comma-separated batch sizes."),
+    dtype: str = typer.Option("fp32", "--dtype", help="Grid mode: comma-separated dtypes."),
+    repeats: int = typer.Option(1, "--repeats", min=1, help="Repeats per configuration (noise floor)."),
+    window_s: float = typer.Option(
+        1.0, "--window-s", help="Minimum device-timed length of one sample window."
+    ),
+    min_samples: int = typer.Option(50, "--min-samples", help="Windows before the CI rule may stop."),
+    max_samples: int = typer.Option(500, "--max-samples", help="Hard cap on windows per configuration."),
+    rel_ci: float = typer.Option(0.05, "--rel-ci", help="Stop when the 95 % CI half-width ≤ this × mean."),
+    warmup_steps: int = typer.Option(5, "--warmup-steps"),
+    cooldown_s: float = typer.Option(5.0, "--cooldown-s"),
+    rate_hz: float = typer.Option(10.0, "--rate-hz", help="Telemetry sampling rate."),
+    seed: int = typer.Option(0, "--seed"),
+    append: bool = typer.Option(False, "--append", help="Append to an existing CSV of the same schema."),
+    fit: bool = typer.Option(False, "--fit", help="Fit power ~ MFU on the measured rows afterwards."),
+    json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+) -> None:
+    """Measure MFU, utilisation and power per configuration with the MASCOTS protocol; write aggregate CSV rows."""
+    from flopwatch.errors import InputError
+    from flopwatch.powermodel.bench import BenchSettings, bench_grid, bench_grid_sim, write_aggregate_csv
+
+    settings = BenchSettings(
+        window_s=window_s, min_samples=min_samples, max_samples=max_samples, rel_ci=rel_ci,
+        warmup_steps=warmup_steps, cooldown_s=cooldown_s, rate_hz=rate_hz,
+    )  # fmt: skip
+    configs = _grid_configs(sweep, arch, d_model, seq_len, num_layers, nhead, batch, dtype, label)
+    if output.exists() and output.stat().st_size > 0 and not append:
+        raise InputError("exists; refusing to overwrite (use --append)", file=str(output))
+    state = {"append": append}
+    con = None if json_out else _console()
+
+    def on_row(row: dict[str, Any]) -> None:
+        # Each configuration is written as soon as it is measured: an interrupted grid keeps what it measured.
+        write_aggregate_csv([row], output, append=state["append"])
+        state["append"] = True
+        if con is not None:
+            con.print(
+                f"{row['model_name']} b{row['batch_size']} {row['dtype']} rep {row['repeat']}: "
+                f"MFU {row['mfu_percentage_calflops_mean']:.3g} %, util {_fmt(row['gpu_utilization_mean'], 1)} %, "
+                f"power {_fmt(row['power_draw_watts_mean'], 1)} W, {row['samples_per_config']} windows ({row['stop_reason']})"
+                + (" [simulated]" if row["simulated"] else "")
+            )
+
+    if device.startswith("sim"):
+        rows = bench_grid_sim(
+            configs, spec=device, settings=settings, repeats=repeats, seed=seed, on_row=on_row
+        )
+    else:
+        spec = sensor if sensor is not None else ("nvml" if device.startswith("cuda") else None)
+        if spec is None and con is not None:
+            con.print("[yellow]no --sensor on the CPU: power is not measured (MFU and step timing only)[/]")
+        rows = bench_grid(
+            configs, device=device, sensor_spec=None if spec == "none" else spec, settings=settings,
+            repeats=repeats, seed=seed, on_row=on_row,
+        )  # fmt: skip
+    result: dict[str, Any] = {"output": str(output), "rows": rows}
+    if fit:
+        from flopwatch.powermodel.datasets import load_aggregates
+        from flopwatch.powermodel.fit import fit_power_model
+
+        loaded = load_aggregates([output])
+        if len(loaded.df) >= 3:
+            m = fit_power_model(loaded.df, by="gpu")
+            result["fit"] = m.to_dict()
+            if con is not None:
+                con.print(m.summary())
+        elif con is not None:
+            con.print("[yellow]fewer than 3 rows with power: no fit[/]")
+    if json_out:
+        typer.echo(_json(result))
+    elif con is not None:
+        con.print(f"wrote {len(rows)} row(s) to {output}")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``powermodel`` and ``bench`` to the root app."""
     app.add_typer(pm_app, name="powermodel")
-    try:
-        from flopwatch.cli.bench_cmd import bench_cmd
-    except ImportError:  # pragma: no cover - bench lands separately
-        return
     app.command("bench")(bench_cmd)

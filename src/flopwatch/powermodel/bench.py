@@ -1,0 +1,657 @@
+"""The MASCOTS measurement protocol on our own workloads and sensors (``flopwatch bench``).
+
+Protocol (Enskat & Wiesner, MASCOTS 2026, arXiv:2608.03880, Sec. III-B; SOURCE.md of the vendored data):
+
+1. warm-up: ``warmup_steps`` untimed training steps (fwd + bwd + optimizer);
+2. samples: each sample is one window of consecutive steps whose *device-timed* duration (CUDA events on a
+   GPU, ``perf_counter`` on the CPU, the simulator's step time on ``sim:``) reaches ``window_s`` (≥ 1 s).
+   Per window: MFU = steps × FLOPs/step / window time / peak; tokens/s; and, from the telemetry sampled
+   jointly by :class:`~flopwatch.telemetry.sampler.Sampler` over the window, mean board power (the energy
+   counter's delta / window when the sensor has one, as NVML's total-energy counter in the study; the mean of
+   power readings otherwise) and mean GPU utilisation;
+3. stop when at least ``min_samples`` windows are in and the 95 % CI half-width of both MFU and utilisation
+   is ≤ ``rel_ci`` (5 %) of their means, or at ``max_samples`` (the study: 50 and 500);
+4. cool-down: ``cooldown_s`` of idle before the next configuration.
+
+One configuration gives one row in the study's aggregate schema (``mfu_aggregated_per_config_*.csv``), so
+``flopwatch powermodel fit/evaluate`` analyse our measurements unchanged. MFU is normalised by the vendor
+datasheet peak in :mod:`flopwatch.devices` (recorded in the ``peak_flops``/``peak_table`` columns).
+
+The protocol itself (:func:`run_protocol`) is a pure function of injected callables — a step function, a
+clock and a telemetry window reader — so it is tested without hardware; :func:`bench_grid` wires it to torch
+and to live sensors, and :func:`bench_grid_sim` to the simulated accelerator (virtual time, labelled simulated).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flopwatch.errors import ConfigError, InputError
+
+#: Column order of the study's aggregate CSVs (plus our extra columns at the end).
+AGGREGATE_COLUMNS: tuple[str, ...] = (
+    "model_name",
+    "batch_size",
+    "dtype",
+    "sequence_length",
+    "context_window",
+    "learning_rate",
+    "warmup_iterations",
+    "cooldown_seconds",
+    "power_meter_available",
+    "tokens_per_second_mean",
+    "mfu_percentage_mean",
+    "mfu_percentage_calflops_mean",
+    "sequence_length_mean",
+    "gpu_utilization_mean",
+    "memory_utilization_mean",
+    "memory_used_mb_mean",
+    "temperature_celsius_mean",
+    "power_draw_watts_mean",
+    "calflops_total_mean",
+    "samples_per_config",
+    "cap_reached",
+)
+EXTRA_COLUMNS: tuple[str, ...] = (
+    "gpu",
+    "device",
+    "sensor",
+    "simulated",
+    "peak_flops",
+    "peak_table",
+    "flops_counter",
+    "repeat",
+    "mfu_ci_rel",
+    "util_ci_rel",
+    "power_ci_rel",
+    "stop_reason",
+    "power_method",
+    "window_s_mean",
+    "n_readings",
+)
+_STUDY_DTYPE = {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """Protocol parameters (defaults: the study's)."""
+
+    window_s: float = 1.0
+    min_samples: int = 50
+    max_samples: int = 500
+    rel_ci: float = 0.05
+    ci_level: float = 0.95
+    warmup_steps: int = 5
+    cooldown_s: float = 5.0
+    rate_hz: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not self.window_s > 0:
+            raise ConfigError(f"window_s must be > 0, got {self.window_s!r}", field="window_s")
+        if not 2 <= self.min_samples <= self.max_samples:
+            raise ConfigError(
+                f"need 2 <= min_samples <= max_samples, got {self.min_samples} and {self.max_samples}",
+                field="min_samples",
+            )
+        if not 0 < self.rel_ci < 1:
+            raise ConfigError(f"rel_ci must be in (0, 1), got {self.rel_ci!r}", field="rel_ci")
+        if not 0 < self.ci_level < 1:
+            raise ConfigError(f"ci_level must be in (0, 1), got {self.ci_level!r}", field="ci_level")
+        if self.warmup_steps < 0 or self.cooldown_s < 0:
+            raise ConfigError("warmup_steps and cooldown_s must be >= 0", field="warmup_steps")
+        if not self.rate_hz > 0:
+            raise ConfigError(f"rate_hz must be > 0, got {self.rate_hz!r}", field="rate_hz")
+
+
+@dataclass(frozen=True)
+class WindowTelemetry:
+    """Telemetry aggregated over one sample window (NaN where the sensor lacks the quantity)."""
+
+    power_w: float = math.nan
+    util_pct: float = math.nan
+    mem_util_pct: float = math.nan
+    temp_c: float = math.nan
+    n_readings: int = 0
+    power_method: str = "none"
+
+
+@dataclass(frozen=True)
+class Window:
+    """One sample: a ≥ window_s stretch of device-timed steps and the telemetry over it."""
+
+    t0: float
+    t1: float
+    steps: int
+    duration_s: float  # sum of device-timed step durations
+    mfu_pct: float
+    tokens_per_s: float
+    telemetry: WindowTelemetry
+
+
+@dataclass
+class Measurement:
+    """All windows of one configuration and why sampling stopped."""
+
+    windows: list[Window] = field(default_factory=list)
+    stop_reason: str = ""
+    mfu_ci_rel: float = math.nan
+    util_ci_rel: float = math.nan
+    power_ci_rel: float = math.nan
+
+    def mean(self, attr: str) -> float:
+        vals = np.array([_get(w, attr) for w in self.windows], float)
+        vals = vals[np.isfinite(vals)]
+        return float(vals.mean()) if vals.size else math.nan
+
+
+def _get(w: Window, attr: str) -> float:
+    return getattr(w.telemetry, attr) if hasattr(w.telemetry, attr) else getattr(w, attr)
+
+
+def ci_rel_halfwidth(values: Sequence[float] | np.ndarray, level: float = 0.95) -> float:
+    """Student-t CI half-width of the mean, relative to the mean (inf when undefined, NaN without data)."""
+    from scipy import stats
+
+    a = np.asarray(values, float)
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return math.nan
+    if a.size < 2:
+        return math.inf
+    m = float(a.mean())
+    sd = float(a.std(ddof=1))
+    if sd == 0.0:
+        return 0.0
+    if m == 0.0:
+        return math.inf
+    half = float(stats.t.ppf(0.5 + level / 2, a.size - 1)) * sd / math.sqrt(a.size)
+    return half / abs(m)
+
+
+def stop_decision(windows: Sequence[Window], s: BenchSettings) -> tuple[bool, str, float, float]:
+    """(stop?, reason, MFU CI rel., util CI rel.): the study's early-stop rule.
+
+    Utilisation that the sensor does not report (all NaN) drops out of the rule, which then uses MFU alone
+    (said so in the reason).
+    """
+    n = len(windows)
+    mfu_ci = ci_rel_halfwidth([w.mfu_pct for w in windows], s.ci_level)
+    util_ci = ci_rel_halfwidth([w.telemetry.util_pct for w in windows], s.ci_level)
+    if n < s.min_samples:
+        return False, "", mfu_ci, util_ci
+    util_ok = util_ci <= s.rel_ci or math.isnan(util_ci)
+    if mfu_ci <= s.rel_ci and util_ok:
+        why = "converged" if not math.isnan(util_ci) else "converged (MFU only: no utilisation reading)"
+        return True, why, mfu_ci, util_ci
+    if n >= s.max_samples:
+        return True, "max_samples reached", mfu_ci, util_ci
+    return False, "", mfu_ci, util_ci
+
+
+def run_protocol(
+    step: Callable[[], float],
+    *,
+    now: Callable[[], float],
+    telemetry: Callable[[float, float], WindowTelemetry],
+    flops_per_step: float,
+    tokens_per_step: float,
+    peak_flops: float,
+    settings: BenchSettings,
+) -> Measurement:
+    """Warm up, then sample windows until the stop rule fires (no cool-down: the caller owns idle time).
+
+    ``step()`` runs one training step and returns its device-timed duration in seconds; ``now()`` is the
+    telemetry clock (window bounds are taken from it before and after each window); ``telemetry(t0, t1)``
+    aggregates the jointly sampled readings of that interval.
+    """
+    for _ in range(settings.warmup_steps):
+        step()
+    m = Measurement()
+    while True:
+        t0 = now()
+        dur = 0.0
+        n = 0
+        while dur < settings.window_s:
+            d = float(step())
+            if not (d > 0 and math.isfinite(d)):
+                raise InputError(
+                    f"step timer returned {d!r}; expected a positive duration", field="step_time_s"
+                )
+            dur += d
+            n += 1
+        t1 = now()
+        tel = telemetry(t0, t1)
+        m.windows.append(
+            Window(
+                t0=t0,
+                t1=t1,
+                steps=n,
+                duration_s=dur,
+                mfu_pct=100.0 * n * flops_per_step / dur / peak_flops,
+                tokens_per_s=n * tokens_per_step / dur,
+                telemetry=tel,
+            )
+        )
+        stop, why, m.mfu_ci_rel, m.util_ci_rel = stop_decision(m.windows, settings)
+        if stop:
+            m.stop_reason = why
+            m.power_ci_rel = ci_rel_halfwidth([w.telemetry.power_w for w in m.windows], settings.ci_level)
+            return m
+
+
+# -- telemetry ---------------------------------------------------------------------------------------------
+
+
+class ReadingCollector:
+    """A Sampler sink keeping recent readings of one device, and the window aggregator over them."""
+
+    def __init__(self, device: str | None = None, max_keep: int = 200_000) -> None:
+        from collections import deque
+
+        self.device = device
+        self._items: Any = deque(maxlen=max_keep)
+
+    def __call__(self, item: Any) -> None:
+        if getattr(item, "error", None) is not None:  # a Gap
+            return
+        if self.device is None:
+            self.device = item.device
+        if item.device == self.device:
+            self._items.append(item)
+
+    def window(self, t0: float, t1: float) -> WindowTelemetry:
+        """Mean telemetry over readings with t0 ≤ t ≤ t1; power from the energy counter when available."""
+        rs = [r for r in list(self._items) if t0 <= r.t_s <= t1]
+        if not rs:
+            return WindowTelemetry()
+
+        def mean(attr: str, scale: float = 1.0) -> float:
+            v = [getattr(r, attr) for r in rs if getattr(r, attr) is not None]
+            return float(np.mean(v)) * scale if v else math.nan
+
+        e = [(r.t_s, r.energy_j) for r in rs if r.energy_j is not None]
+        if len(e) >= 2 and e[-1][0] > e[0][0] and e[-1][1] >= e[0][1]:
+            power, method = (e[-1][1] - e[0][1]) / (e[-1][0] - e[0][0]), "energy counter delta"
+        else:
+            power, method = mean("power_w"), "mean of power readings"
+        return WindowTelemetry(
+            power_w=power,
+            util_pct=mean("util", 100.0),
+            mem_util_pct=mean("mem_util", 100.0),
+            temp_c=mean("temp_c"),
+            n_readings=len(rs),
+            power_method=method if math.isfinite(power) else "none",
+        )
+
+
+# -- output ------------------------------------------------------------------------------------------------
+
+
+def aggregate_row(
+    m: Measurement,
+    *,
+    label: str,
+    batch_size: int,
+    dtype: str,
+    seq_len: int,
+    flops_per_step: float,
+    peak_flops: float,
+    settings: BenchSettings,
+    gpu: str,
+    device: str,
+    sensor: str,
+    simulated: bool,
+    repeat: int = 0,
+    learning_rate: float = 1e-4,
+    flops_counter: str = "FlopCounterMode (flopwatch.workloads.ground_truth.count_flops)",
+) -> dict[str, Any]:
+    """One row of the study's aggregate schema (plus our extra columns) for a measured configuration."""
+    ws = m.windows
+    methods = {w.telemetry.power_method for w in ws} - {"none"}
+    return {
+        "model_name": label,
+        "batch_size": int(batch_size),
+        "dtype": _STUDY_DTYPE.get(dtype, dtype),
+        "sequence_length": int(seq_len),
+        "context_window": int(seq_len),
+        "learning_rate": learning_rate,
+        "warmup_iterations": settings.warmup_steps,
+        "cooldown_seconds": settings.cooldown_s,
+        "power_meter_available": False,
+        "tokens_per_second_mean": m.mean("tokens_per_s"),
+        "mfu_percentage_mean": m.mean("mfu_pct"),
+        "mfu_percentage_calflops_mean": m.mean("mfu_pct"),
+        "sequence_length_mean": float(seq_len),
+        "gpu_utilization_mean": m.mean("util_pct"),
+        "memory_utilization_mean": m.mean("mem_util_pct"),
+        "memory_used_mb_mean": math.nan,
+        "temperature_celsius_mean": m.mean("temp_c"),
+        "power_draw_watts_mean": m.mean("power_w"),
+        "calflops_total_mean": float(flops_per_step),
+        "samples_per_config": len(ws),
+        "cap_reached": m.stop_reason == "max_samples reached",
+        "gpu": gpu,
+        "device": device,
+        "sensor": sensor,
+        "simulated": bool(simulated),
+        "peak_flops": float(peak_flops),
+        "peak_table": "datasheet (flopwatch.devices)",
+        "flops_counter": flops_counter,
+        "repeat": int(repeat),
+        "mfu_ci_rel": m.mfu_ci_rel,
+        "util_ci_rel": m.util_ci_rel,
+        "power_ci_rel": m.power_ci_rel,
+        "stop_reason": m.stop_reason,
+        "power_method": ",".join(sorted(methods)) or "none",
+        "window_s_mean": m.mean("duration_s"),
+        "n_readings": int(sum(w.telemetry.n_readings for w in ws)),
+    }
+
+
+def write_aggregate_csv(rows: Iterable[dict[str, Any]], path: str | Path, *, append: bool = False) -> Path:
+    """Write rows in the study's schema. Never overwrites: an existing file is appended to only with
+    ``append=True`` (and only when its header matches)."""
+    p = Path(path)
+    cols = list(AGGREGATE_COLUMNS + EXTRA_COLUMNS)
+    exists = p.exists() and p.stat().st_size > 0
+    if exists and not append:
+        raise InputError("exists; refusing to overwrite (use --append)", file=str(p))
+    if exists:
+        with p.open(newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != cols:
+            raise InputError("exists with a different header; cannot append", file=str(p))
+    with p.open("a" if exists else "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        if not exists:
+            w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()})
+            f.flush()
+    return p
+
+
+# -- drivers -----------------------------------------------------------------------------------------------
+
+
+def make_torch_step(config: Any, device: str, *, seed: int = 0) -> Callable[[], float]:
+    """A callable running one training step of ``config`` on ``device`` and returning its device time (s).
+
+    Built from the workload helper's model builders (``flopwatch.workloads.model``); optimizer, autocast and
+    grad scaling as in ``flopwatch.workloads.run.run_workload`` (AdamW lr 1e-4, as the study). CUDA steps are
+    timed with CUDA events (synchronised per step so each window is exact), CPU steps with ``perf_counter``.
+    """
+    import contextlib
+
+    import torch
+
+    from flopwatch.workloads.config import check_device_support
+    from flopwatch.workloads.model import build_model, make_batch
+    from flopwatch.workloads.run import LEARNING_RATE, SGD_MOMENTUM
+
+    check_device_support(config, device)
+    tdev = torch.device(device)
+    torch.manual_seed(seed)
+    with torch.device(tdev):
+        model = build_model(config)
+    model.train()
+    batch = make_batch(config, tdev, torch.Generator(device=tdev).manual_seed(seed))
+    if config.optimizer == "adamw":
+        opt: torch.optim.Optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=SGD_MOMENTUM)
+    amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(config.precision)
+    scaler = torch.amp.GradScaler(tdev.type) if config.precision == "fp16" else None
+    is_cuda = tdev.type == "cuda"
+    if is_cuda:
+        on = config.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+
+    def one() -> None:
+        opt.zero_grad(set_to_none=True)
+        ctx = (
+            torch.autocast(device_type=tdev.type, dtype=amp) if amp is not None else contextlib.nullcontext()
+        )
+        with ctx:
+            loss = model(*batch)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+
+    if is_cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def step() -> float:
+            start.record()
+            one()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3
+
+    else:
+
+        def step() -> float:
+            t = time.perf_counter()
+            one()
+            return time.perf_counter() - t
+
+    return step
+
+
+def _peak_for(spec_key: str | None, device_name: str, dtype: str) -> tuple[float, str]:
+    from flopwatch.devices import get_device
+
+    for q in (spec_key, device_name):
+        if not q:
+            continue
+        try:
+            spec = get_device(q)
+        except InputError:
+            continue
+        if spec.supports(dtype):
+            return spec.peak(dtype), spec.name
+    raise InputError(
+        f"no datasheet peak for {device_name!r} in {dtype}; add it to flopwatch.devices", field="dtype"
+    )
+
+
+def bench_grid(
+    configs: Sequence[Any],
+    *,
+    device: str = "cpu",
+    sensor_spec: str | None = None,
+    settings: BenchSettings | None = None,
+    repeats: int = 1,
+    seed: int = 0,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[dict[str, Any]]:
+    """Run the protocol for every config × repeat on a real device (torch), power from ``sensor_spec``.
+
+    Sensors are sampled by one :class:`Sampler` for the whole grid; windows are timed on the sensor's clock
+    (the monotonic clock for live sensors). ``sensor_spec=None`` measures without power (the row's power is
+    empty and ``powermodel fit`` drops it, saying so). Rows go to ``on_row`` as soon as each config is done.
+    """
+    from flopwatch.telemetry.sampler import Sampler
+    from flopwatch.telemetry.sensors.base import MonotonicClock
+    from flopwatch.workloads.ground_truth import count_flops
+
+    s = settings or BenchSettings()
+    if device.startswith("sim"):
+        raise ConfigError("use bench_grid_sim for simulated devices", field="device")
+    sensors = []
+    if sensor_spec:
+        from flopwatch.telemetry.sensors.discover import open_sensors
+
+        sensors = open_sensors(sensor_spec)
+        from flopwatch.telemetry.sensors.base import VirtualClock
+
+        if isinstance(sensors[0].clock, VirtualClock):
+            raise ConfigError(
+                f"sensor {sensor_spec!r} runs in virtual time and cannot be sampled jointly with a real workload; "
+                "bench the simulated device itself with --device sim:KEY",
+                field="sensor",
+            )
+    collector = ReadingCollector()
+    sampler = Sampler(sensors, s.rate_hz, sinks=[collector]) if sensors else None
+    now = sensors[0].clock.now if sensors else MonotonicClock().now
+    info = sensors[0].info() if sensors else None
+    gpu_name = info.name if info else _device_name(device)
+    rows: list[dict[str, Any]] = []
+    if sampler:
+        sampler.start()
+    try:
+        for config in configs:
+            conv = "fused" if device.startswith("cuda") else "math"
+            fc = count_flops(config, attention=conv)
+            peak, spec_name = _peak_for(
+                info.spec_key if info else None, _device_name(device), config.precision
+            )
+            for rep in range(repeats):
+                step = make_torch_step(config, device, seed=seed + rep)
+                m = run_protocol(
+                    step,
+                    now=now,
+                    telemetry=collector.window if sampler else (lambda a, b: WindowTelemetry()),
+                    flops_per_step=fc.flops_per_step,
+                    tokens_per_step=config.tokens_per_step,
+                    peak_flops=peak,
+                    settings=s,
+                )
+                row = aggregate_row(
+                    m,
+                    label=config.name,
+                    batch_size=config.batch_size,
+                    dtype=config.precision,
+                    seq_len=config.seq_len,
+                    flops_per_step=fc.flops_per_step,
+                    peak_flops=peak,
+                    settings=s,
+                    gpu=gpu_name or spec_name,
+                    device=device,
+                    sensor=sensor_spec or "none",
+                    simulated=bool(info.simulated) if info else False,
+                    repeat=rep,
+                )
+                rows.append(row)
+                if on_row:
+                    on_row(row)
+                del step
+                sleep(s.cooldown_s)
+    finally:
+        if sampler:
+            sampler.stop()
+        for se in sensors:
+            try:
+                se.close()
+            except Exception:  # closing must not mask the measurement's own error
+                pass
+    return rows
+
+
+def _device_name(device: str) -> str:
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.get_device_name(torch.device(device))
+    return "cpu"
+
+
+def bench_grid_sim(
+    configs: Sequence[Any],
+    *,
+    spec: str = "a100",
+    settings: BenchSettings | None = None,
+    repeats: int = 1,
+    seed: int = 0,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """The protocol on the simulated accelerator (``sim:KEY``), in virtual time: every number is simulated.
+
+    Each config × repeat is scheduled on the digital twin (warm-up, then enough steps for ``max_samples``
+    windows, then ``cooldown_s`` idle); windows advance virtual time by the simulated step time and the
+    Sampler reads the simulated sensor jointly over each window at ``rate_hz``.
+    """
+    from flopwatch.sim.sensor import from_spec
+    from flopwatch.telemetry.sampler import Sampler
+    from flopwatch.workloads.formulas import describe
+
+    s = settings or BenchSettings()
+    key = spec.split(":", 1)[1] if spec.startswith("sim:") else spec
+    sensors = from_spec(key, seed=seed)
+    sensor = sensors[0]
+    acc = sensor.accelerator
+    clock = sensor.clock
+    collector = ReadingCollector()
+    sampler = Sampler([sensor], s.rate_hz, sinks=[collector])
+    info = sensor.info()
+    # The whole grid is scheduled on the twin before the first reading (the simulated sensor reads a fixed
+    # schedule): per config × repeat, warm-up + enough steps for max_samples windows (+20 % for the
+    # run-to-run speed spread), then the cool-down idle.
+    plan = []
+    for config in configs:
+        desc = describe(config)
+        peak, _ = _peak_for(info.spec_key, info.name, config.precision)
+        for rep in range(repeats):
+            st0 = acc.operating_point(desc).step_time_s
+            per_window = max(1, math.ceil(s.window_s / st0))
+            run = acc.run(desc, int((s.max_samples + 2) * per_window * 1.2) + 1, warmup_steps=s.warmup_steps)
+            acc.idle(s.cooldown_s)
+            plan.append((config, desc, peak, rep, run))
+    rows: list[dict[str, Any]] = []
+    for config, desc, peak, rep, run in plan:
+        st = run.point.step_time_s
+        cursor = {"t": run.warmup_start_s}
+
+        def step(st: float = st, cursor: dict[str, float] = cursor) -> float:
+            cursor["t"] += st
+            return st
+
+        def window(t0: float, t1: float) -> WindowTelemetry:
+            clock.sleep_until(t0)
+            n_ticks = max(1, int(round((t1 - t0) * s.rate_hz)))
+            sampler.run(n_ticks=sampler.stats.n_ticks + n_ticks)
+            clock.sleep_until(t1)
+            return collector.window(t0, t1)
+
+        m = run_protocol(
+            step,
+            now=lambda cursor=cursor: cursor["t"],
+            telemetry=window,
+            flops_per_step=desc.flops_per_step,
+            tokens_per_step=desc.tokens_per_step,
+            peak_flops=peak,
+            settings=s,
+        )
+        row = aggregate_row(
+            m,
+            label=config.name,
+            batch_size=config.batch_size,
+            dtype=config.precision,
+            seq_len=config.seq_len,
+            flops_per_step=desc.flops_per_step,
+            peak_flops=peak,
+            settings=s,
+            gpu=info.name if info.simulated and "simulated" in info.name else f"{info.name} (simulated)",
+            device=f"sim:{key}",
+            sensor=f"sim:{key}",
+            simulated=True,
+            repeat=rep,
+        )
+        rows.append(row)
+        if on_row:
+            on_row(row)
+    return rows
