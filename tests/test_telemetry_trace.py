@@ -122,7 +122,7 @@ def test_crash_recovery_from_journal(tmp_path):
     w = TraceWriter(p, base_metadata(kind="test"), flush_every_s=1e9, row_group_rows=25)
     for r in _readings():
         w.write(r)  # 100 rows flushed in 4 row groups, 1 row still buffered when we "crash"
-    w._sink.flush()
+    w._pool.shutdown(wait=True)  # let the background flushes land, then "crash" (no close, no footer)
     tr = Trace.read(p)
     assert tr.metadata["recovered_from_journal"] is True
     assert len(tr) == 100

@@ -606,6 +606,9 @@ def _read_seed_timeseries(p: Path) -> Trace:
 class TraceWriter:
     """Stream readings and gaps to a Parquet trace, one row group per flush, never holding a whole recording.
 
+    ``write`` only appends to a buffer; due flushes run on one background writer thread (in order), so the
+    sampling thread never waits on Parquet encoding or fsync. ``flush()`` and ``close()`` wait for them.
+
     ``flush_every_s`` (wall time) bounds what a crash can lose; ``row_group_rows`` forces a flush when the
     buffer is that large. Every flush also appends the batch to ``PATH.journal`` (Arrow IPC stream, readable
     after a crash); :meth:`close` writes the Parquet footer and deletes the journal. Refuses to overwrite an
@@ -642,6 +645,8 @@ class TraceWriter:
         self._ipc: Any = None
         self._sink: Any = None
         self._schema: Any = None
+        self._pool: Any = None
+        self._pending: list[Any] = []
         self.rows_written = 0
         self.row_groups = 0
         self.closed = False
@@ -676,7 +681,29 @@ class TraceWriter:
             len(self._rows) >= self.row_group_rows
             or time.monotonic() - self._last_flush >= self.flush_every_s
         ):
-            self.flush()
+            self._submit()
+
+    def _submit(self) -> Any:
+        """Hand the buffered rows to the writer thread (FIFO), so a sampler calling ``write`` never waits on
+        Parquet encoding or fsync."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._last_flush = time.monotonic()
+        rows, self._rows = self._rows, []
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flopwatch-trace-writer")
+        fut = self._pool.submit(self._write_rows, rows)
+        self._pending.append(fut)
+        # surface errors of finished flushes on the caller's thread (a sampler records them as sink errors)
+        while self._pending and self._pending[0].done():
+            self._pending.pop(0).result()
+        return fut
+
+    def flush(self) -> None:
+        """Write buffered rows as one row group (and journal batch), fsync the journal, and wait for it."""
+        self._submit().result()
+        while self._pending:
+            self._pending.pop(0).result()
 
     def _open(self, df: pd.DataFrame) -> None:
         import pyarrow.ipc as ipc
@@ -690,12 +717,9 @@ class TraceWriter:
         self._sink = open(self.journal_path, "wb")  # noqa: SIM115 - closed in close()
         self._ipc = ipc.new_stream(self._sink, self._schema)
 
-    def flush(self) -> None:
-        """Write buffered rows as one row group (and journal batch), then fsync the journal."""
-        self._last_flush = time.monotonic()
-        if not self._rows:
+    def _write_rows(self, rows: list[dict[str, Any]]) -> None:
+        if not rows:
             return
-        rows, self._rows = self._rows, []
         known = set(self._extra_cols)
         df = _frame(rows, extra_cols=None)
         if self._pq is None:
@@ -724,7 +748,11 @@ class TraceWriter:
         """Flush, write the Parquet footer, delete the journal. Idempotent."""
         if self.closed:
             return
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
         if self._pq is None:  # nothing was written: still produce a valid empty trace
             self._open(_frame([]))
         self._pq.close()

@@ -79,7 +79,6 @@ def _open_sim(arg: str | None, **opts: Any) -> list[Sensor]:
         raise SensorUnavailable(
             "the simulator backend is not available (flopwatch.sim.sensor.from_spec missing)"
         )
-    opts.pop("speed", None)  # simulated sensors run on a virtual clock
     return list(from_spec(arg or "", **opts))
 
 

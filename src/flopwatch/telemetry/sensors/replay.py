@@ -10,6 +10,7 @@ the trace has one) interpolated linearly. Past the last sample, :meth:`ReplaySen
 
 from __future__ import annotations
 
+import bisect
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,6 +55,18 @@ class ReplaySensor:
         wall = sub["wall_time"]
         self._wall = (wall.astype("int64").to_numpy() / 1e9) if wall.notna().all() else None
         self._clock = clock if clock is not None else ScaledClock(speed, t0=float(self._t[0]))
+        self._t_list = self._t.tolist()
+        self._wall_list = None if self._wall is None else self._wall.tolist()
+
+        def _f(v: float) -> float | None:
+            return v if v == v else None  # NaN → None
+
+        cols = {c: v.tolist() for c, v in self._cols.items()}
+        ex = {k: v.tolist() for k, v in self._extras.items()}
+        self._rows = [
+            ({c: _f(cols[c][i]) for c in _FIELDS}, {k: v[i] for k, v in ex.items() if v[i] == v[i]})
+            for i in range(len(self._t_list))
+        ]
         self.finished = False
 
     @property
@@ -81,15 +94,19 @@ class ReplaySensor:
 
     def read(self) -> Reading:
         t = self._clock.now()
-        if t > self._t[-1]:
+        if t > self._t_list[-1]:
             self.finished = True
-            raise TraceEnded(f"replay of {self.device} ended at t={self._t[-1]:.3f} s")
-        i = max(0, int(np.searchsorted(self._t, t, side="right")) - 1)
-        vals = {c: (float(v[i]) if np.isfinite(v[i]) else None) for c, v in self._cols.items()}
+            raise TraceEnded(f"replay of {self.device} ended at t={self._t_list[-1]:.3f} s")
+        # plain-Python lookups: a read costs a few µs, so the replay sensor measures the sampler, not numpy
+        i = max(0, bisect.bisect_right(self._t_list, t) - 1)
+        vals, extra = self._rows[i]
         energy = float(np.interp(t, self._et, self._ev)) if self._has_energy else None
-        wall = float(self._wall[i] + (t - self._t[i])) if self._wall is not None else self._clock.wall_time()
-        extra = {k: float(v[i]) for k, v in self._extras.items() if np.isfinite(v[i])}
-        return Reading(t_s=t, wall_time=wall, device=self.device, energy_j=energy, extra=extra, **vals)
+        wall = (
+            self._wall_list[i] + (t - self._t_list[i])
+            if self._wall_list is not None
+            else self._clock.wall_time()
+        )
+        return Reading(t_s=t, wall_time=wall, device=self.device, energy_j=energy, extra=dict(extra), **vals)
 
     def close(self) -> None:
         pass
