@@ -1,9 +1,85 @@
-"""CLI commands of this area (placeholder until the area lands)."""
+"""``flopwatch run``: the whole study end to end (real GPU or the simulated accelerator)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to ``app``."""
+    """Add ``run`` to ``app``."""
+
+    @app.command("run")
+    def run_cmd(
+        out: Path = typer.Option(..., "-o", "--out", help="Output directory (must be empty unless --force)."),
+        device: str = typer.Option(
+            "auto", "--device", help="auto | cuda[:N] | sim:NAME (e.g. sim:a100, sim:h100)."
+        ),
+        sweep: str = typer.Option(
+            None,
+            "--sweep",
+            help="Sweep name: frontier (default on data-center GPUs), jetson-fp32, datacenter, …",
+        ),
+        budget_s: float = typer.Option(
+            None, "--budget-s", help="Fit the sweep into about this many seconds."
+        ),
+        quick: bool = typer.Option(False, "--quick", help="A short sweep (under a minute on the simulator)."),
+        seed: int = typer.Option(0, "--seed", help="Seed of every random choice (splits, simulator noise)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite flopwatch's files in a non-empty DIR."),
+        rate_hz: float = typer.Option(10.0, "--rate", help="Telemetry sampling rate (Hz)."),
+        splits: int = typer.Option(
+            None, "--splits", help="Number of random train/test splits (default 200)."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout (no progress bar)."),
+        no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
+    ) -> None:
+        """Run the study end to end: idle baseline, sweep, detection, calibration, held-out evaluation, report."""
+        import json
+        import sys
+
+        from rich.console import Console
+        from rich.table import Table
+
+        from flopwatch.pipeline import RunOptions, run_pipeline
+
+        err = Console(stderr=True)
+        opts = RunOptions(
+            outdir=out,
+            device=device,
+            sweep=sweep,
+            budget_s=budget_s,
+            quick=quick,
+            seed=seed,
+            force=force,
+            rate_hz=rate_hz,
+            n_splits=splits,
+            progress=not (as_json or no_progress) and sys.stderr.isatty(),
+        )
+        summary = run_pipeline(opts, log=(None if as_json else (lambda s: err.print(s))))
+        if as_json:
+            typer.echo(json.dumps(json.loads((out / "summary.json").read_text()), indent=2))
+            return
+        con = Console()
+        sim = summary["simulated"]
+        if sim:
+            con.print(
+                "[bold white on red] SIMULATED [/] every number below comes from the simulated accelerator"
+            )
+        t = Table(title=f"flopwatch run on {summary['device']}" + (" (simulated)" if sim else ""))
+        t.add_column("quantity")
+        t.add_column("value", justify="right")
+        rows = [
+            ("workloads run / frontier", f"{summary['n_workloads']} / {summary['n_frontier']}"),
+            ("idle power", f"{summary['idle_power_w']:.2f} W"),
+            (f"held-out MAE ({summary['default_model']})", f"{summary['heldout_mae_pct']:.2f} %"),
+            ("splits with a workload > 10 % off", f"{100 * summary['frac_splits_any_over_10pct']:.1f} %"),
+        ]
+        for m, v in summary.get("published_models_mae_pct", {}).items():
+            rows.append((f"held-out MAE ({m})", f"{v:.2f} %"))
+        rows.append(("join mismatches", str(len(summary.get("join_mismatches", [])))))
+        rows.append(("wall time", f"{summary['wall_time_s']:.1f} s"))
+        for k, v in rows:
+            t.add_row(k, v)
+        con.print(t)
+        con.print(f"report: {out / 'report.html'}")

@@ -1,0 +1,153 @@
+"""Figures of one ``flopwatch run``: the telemetry timeline, energy against ground truth, power against MFU.
+
+The estimator's own figures (per-workload estimates, ablation, coverage, thresholds) come from
+:mod:`flopwatch.report.estimate_figures`; these show what the run measured. Every figure of a simulated run
+carries a "SIMULATED" watermark.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _plt():  # noqa: ANN202 - returns the pyplot module
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _mark_simulated(fig: Any, simulated: bool) -> None:
+    if simulated:
+        fig.text(
+            0.5,
+            0.5,
+            "SIMULATED",
+            fontsize=60,
+            color="red",
+            alpha=0.08,
+            ha="center",
+            va="center",
+            rotation=25,
+            transform=fig.transFigure,
+        )
+
+
+def fig_timeline(
+    trace: Any, detection: Any, records: list[dict[str, Any]], path: Path, *, simulated: bool
+) -> Path:
+    """Power and utilisation over the whole run, detected workloads shaded, frontier ones labelled."""
+    plt = _plt()
+    s = trace.samples
+    fig, (ax1, ax2) = plt.subplots(
+        2, 1, figsize=(12, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]}
+    )
+    t = s["t_s"].to_numpy(float)
+    ax1.plot(t, s["power_w"].to_numpy(float), lw=0.6, color="#1f4e79", label="power (sensor)")
+    ax1.axhline(
+        detection.idle_power_w, color="grey", ls="--", lw=0.8, label=f"idle {detection.idle_power_w:.1f} W"
+    )
+    util = s["util"].to_numpy(float)
+    ax2.plot(t, util * 100, lw=0.6, color="#7f3f00")
+    ax2.axhline(80, color="green", ls=":", lw=0.8)
+    ax2.text(t.min() if t.size else 0, 82, "frontier gate 80 %", fontsize=7, color="green")
+    for seg in detection.segments:
+        for ax in (ax1, ax2):
+            ax.axvspan(seg.start_s, seg.end_s, color="#9ecae1", alpha=0.35, lw=0)
+    ax1.set_ylabel("power (W)")
+    ax2.set_ylabel("util (%)")
+    ax2.set_xlabel("time since trace start (s)")
+    ax2.set_ylim(-5, 105)
+    ax1.legend(loc="upper right", fontsize=8)
+    ax1.set_title(f"Telemetry: {len(detection.segments)} workloads detected (shaded) of {len(records)} run")
+    _mark_simulated(fig, simulated)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig_energy_vs_flops(records: list[dict[str, Any]], gate: Any, path: Path, *, simulated: bool) -> Path:
+    """Net energy against ground-truth FLOPs; frontier runs filled, gated-out runs hollow (with the reason)."""
+    plt = _plt()
+    kept = {r.label for r in gate.kept}
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11.5, 4.5))
+    for r in records:
+        if r.get("net_energy_j") is None or not r.get("total_flops"):
+            continue
+        f, e = float(r["total_flops"]), float(r["net_energy_j"])
+        util = r.get("mean_util")
+        k = r["label"] in kept
+        style = {"color": "#1f4e79"} if k else {"facecolors": "none", "edgecolors": "#d62728"}
+        ax1.scatter(f, e, s=28, **style)
+        if util is not None and r.get("mfu") is not None:
+            ax2.scatter(100 * float(r["mfu"]), e / f * 1e12, s=28, **style)
+    ax1.set_xscale("log")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("ground-truth FLOPs")
+    ax1.set_ylabel("net energy E_net (J)")
+    ax1.set_title("Energy vs compute (filled: frontier; hollow: gated out)")
+    ax2.set_xlabel("MFU (%)")
+    ax2.set_ylabel("J per TFLOP (net)")
+    ax2.set_yscale("log")
+    ax2.set_xscale("log")
+    ax2.set_title("Energy per FLOP against MFU")
+    _mark_simulated(fig, simulated)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig_loo_fit(evaluation: Any, path: Path, *, simulated: bool) -> Path:
+    """Held-out estimate vs ground truth of the default model, every split pooled."""
+    plt = _plt()
+    m = evaluation.models[evaluation.default_model]
+    truth = evaluation.truth[evaluation.test_idx]
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    ax.scatter(truth.ravel(), m.pred_flops.ravel(), s=6, alpha=0.25, color="#1f4e79")
+    lo, hi = float(truth.min()) * 0.7, float(truth.max()) * 1.4
+    ax.plot([lo, hi], [lo, hi], color="black", lw=0.8)
+    ax.fill_between(
+        [lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="grey", alpha=0.15, label="±10 %"
+    )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("ground-truth FLOPs")
+    ax.set_ylabel("held-out estimate")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title(
+        f"{evaluation.default_model}: held-out estimates over {evaluation.n_splits} splits", fontsize=9
+    )
+    _mark_simulated(fig, simulated)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_run_figures(
+    trace: Any,
+    detection: Any,
+    records: list[dict[str, Any]],
+    gate: Any,
+    evaluation: Any,
+    outdir: str | os.PathLike[str],
+    *,
+    simulated: bool,
+) -> list[Path]:
+    """Write the run's figures as PNGs into ``outdir``; returns their paths."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [
+        fig_timeline(trace, detection, records, out / "run_timeline.png", simulated=simulated),
+        fig_energy_vs_flops(records, gate, out / "run_energy_vs_flops.png", simulated=simulated),
+        fig_loo_fit(evaluation, out / "run_heldout_vs_truth.png", simulated=simulated),
+    ]
+    return [p for p in paths if p.exists() and np.isfinite(p.stat().st_size)]
