@@ -120,3 +120,20 @@ def test_detect_cli_bad_file(tmp_path, capsys):
     assert main(["detect", str(p)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("flopwatch: error:") and "bad.json" in err and len(err.strip().splitlines()) == 1
+
+
+def test_replayed_and_rerecorded_seed_trace_detects_the_same(timeseries_path, tmp_path):
+    """Replay → sampler → Parquet → detect gives the same workload as detecting the original file."""
+    from flopwatch.telemetry.reading import TraceWriter, base_metadata
+    from flopwatch.telemetry.sampler import Sampler
+    from flopwatch.telemetry.sensors.base import VirtualClock
+    from flopwatch.telemetry.sensors.replay import open_replay
+
+    out = tmp_path / "re.parquet"
+    sensors = open_replay(timeseries_path, clock=VirtualClock(t0=0.0))
+    with TraceWriter(out, base_metadata(kind="replay", rate_hz=4.0)) as w:
+        Sampler(sensors, 4.0, sinks=[w]).run()
+    a = detect_workloads(Trace.read(timeseries_path)).segments[0]
+    (b,) = detect_workloads(Trace.read(out)).segments
+    assert abs(a.start_s - b.start_s) <= 0.5 and abs(a.end_s - b.end_s) <= 0.5
+    assert b.net_energy_j == pytest.approx(a.net_energy_j, rel=0.01)

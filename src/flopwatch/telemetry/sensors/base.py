@@ -109,18 +109,36 @@ class MonotonicClock:
 
 
 class ScaledClock:
-    """Time that runs ``speed`` times faster than real time, starting at ``t0`` (replay at ``--speed``)."""
+    """Time that runs ``speed`` times faster than real time, starting at ``t0`` (replay at ``--speed``).
 
-    def __init__(self, speed: float = 1.0, t0: float = 0.0, wall0: float | None = None) -> None:
+    With ``lazy=True`` the clock starts on its first use rather than at construction, so a replay opened
+    some time before sampling begins still starts at the first sample of its trace.
+    """
+
+    def __init__(
+        self, speed: float = 1.0, t0: float = 0.0, wall0: float | None = None, *, lazy: bool = False
+    ) -> None:
         if not speed > 0:
             raise ValueError("speed must be > 0")
         self.speed = float(speed)
         self.t0 = float(t0)
-        self._m0 = time.monotonic()
-        self._wall0 = time.time() if wall0 is None else float(wall0)
+        self._wall0_arg = wall0
+        self._m0: float | None = None
+        self._wall0 = 0.0
+        self._lock = threading.Lock()
+        if not lazy:
+            self._anchor()
+
+    def _anchor(self) -> float:
+        if self._m0 is None:
+            with self._lock:
+                if self._m0 is None:
+                    self._wall0 = time.time() if self._wall0_arg is None else float(self._wall0_arg)
+                    self._m0 = time.monotonic()
+        return self._m0
 
     def now(self) -> float:
-        return self.t0 + (time.monotonic() - self._m0) * self.speed
+        return self.t0 + (time.monotonic() - self._anchor()) * self.speed
 
     def wall_time(self) -> float:
         return self._wall0 + (self.now() - self.t0)

@@ -54,7 +54,7 @@ class ReplaySensor:
         self._extras = {c[len("extra_") :]: sub[c].to_numpy(dtype=float) for c in trace.extra_columns()}
         wall = sub["wall_time"]
         self._wall = (wall.astype("int64").to_numpy() / 1e9) if wall.notna().all() else None
-        self._clock = clock if clock is not None else ScaledClock(speed, t0=float(self._t[0]))
+        self._clock = clock if clock is not None else ScaledClock(speed, t0=float(self._t[0]), lazy=True)
         self._t_list = self._t.tolist()
         self._wall_list = None if self._wall is None else self._wall.tolist()
 
@@ -127,5 +127,5 @@ def open_replay(
         raise InputError("trace has no samples to replay", file=str(path))
     t0 = float(trace.samples["t_s"].min())
     if clock is None:
-        clock = ScaledClock(speed, t0=t0)
+        clock = ScaledClock(speed, t0=t0, lazy=True)  # starts when sampling starts
     return [ReplaySensor(trace, d, clock=clock) for d in devs]
