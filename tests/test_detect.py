@@ -137,3 +137,18 @@ def test_replayed_and_rerecorded_seed_trace_detects_the_same(timeseries_path, tm
     (b,) = detect_workloads(Trace.read(out)).segments
     assert abs(a.start_s - b.start_s) <= 0.5 and abs(a.end_s - b.end_s) <= 0.5
     assert b.net_energy_j == pytest.approx(a.net_energy_j, rel=0.01)
+
+
+def test_two_devices_get_their_own_idle_baseline():
+    rs = []
+    for i in range(200):
+        t = i * 0.5
+        busy = 30 <= t < 70
+        rs.append(Reading(t, 1.7e9 + t, "a", 51.0 if busy else 1.0, util=0.9 if busy else 0.0))
+        rs.append(Reading(t + 0.01, 1.7e9 + t, "b", 60.0 if busy else 50.0, util=0.9 if busy else 0.0))
+    det = detect_workloads(Trace.from_readings(rs))
+    assert det.idle_power_w_by_device == {"a": 1.0, "b": 50.0}
+    a, b = sorted(det.segments, key=lambda s: s.device)
+    assert a.net_energy_j == pytest.approx(2000.0, rel=0.02) and b.net_energy_j == pytest.approx(
+        400.0, rel=0.02
+    )

@@ -140,8 +140,12 @@ class Segment:
 
 @dataclass(frozen=True)
 class Detection:
+    """Detected workloads. ``idle_power_w`` is the device's idle baseline (the median over devices for a
+    multi-device trace; each segment uses its own device's value from ``idle_power_w_by_device``)."""
+
     idle_power_w: float
     segments: list[Segment]
+    idle_power_w_by_device: dict[str, float] = field(default_factory=dict)
     params: HysteresisParams = field(default_factory=HysteresisParams)
     idle_source: str = ""
     source: str | None = None
@@ -152,6 +156,7 @@ class Detection:
         return {
             "idle_power_w": self.idle_power_w,
             "idle_source": self.idle_source,
+            "idle_power_w_by_device": dict(self.idle_power_w_by_device),
             "workloads": [s.to_dict() for s in self.segments],
             "params": asdict(self.params),
             "source": self.source,
@@ -209,25 +214,30 @@ def detect_workloads(
             raw.append((dev, start, float(d["t_s"].iloc[-1]), False))
     raw = [r for r in raw if r[2] - r[1] >= p.min_duration_s]
 
+    # Idle baseline per device: the median power outside its workloads (each widened by the end-hysteresis
+    # window), as the study measured idle on the same rail; the whole-trace median when it never idles.
+    idle_by_dev: dict[str, float] = {}
     idle_source = "given"
-    if idle_power_w is None:
+    for dev in devices:
+        if idle_power_w is not None:
+            idle_by_dev[dev] = float(idle_power_w)
+            continue
         s = trace.samples
-        mask = s["power_w"].notna()
-        if device is not None:
-            mask &= s["device"] == device
+        mask = (s["device"] == dev) & s["power_w"].notna()
         margin = p.poll_s * p.end_polls
-        for dev, a, b, _ in raw:
-            mask &= ~((s["device"] == dev) & (s["t_s"] >= a - margin) & (s["t_s"] <= b + margin))
+        for d_, a, b, _ in raw:
+            if d_ == dev:
+                mask &= ~((s["t_s"] >= a - margin) & (s["t_s"] <= b + margin))
         if mask.sum() >= 5:
-            idle_power_w = float(s.loc[mask, "power_w"].median())
+            idle_by_dev[dev] = float(s.loc[mask, "power_w"].median())
             idle_source = "median outside workloads"
         else:
-            idle_power_w = float(trace.idle_power_w(device=device))
+            idle_by_dev[dev] = float(trace.idle_power_w(device=dev))
             idle_source = "median of whole trace (no idle period found)"
 
     segments = []
     for dev, a, b, complete in raw:
-        e = trace.energy(a, b, idle_power_w=idle_power_w, device=dev)
+        e = trace.energy(a, b, idle_power_w=idle_by_dev[dev], device=dev)
         d = trace.samples[
             (trace.samples["device"] == dev) & (trace.samples["t_s"] >= a) & (trace.samples["t_s"] <= b)
         ]
@@ -249,7 +259,8 @@ def detect_workloads(
             )
         )
     return Detection(
-        idle_power_w=float(idle_power_w),
+        idle_power_w=float(np.median(list(idle_by_dev.values()))),
+        idle_power_w_by_device=idle_by_dev,
         segments=segments,
         params=p,
         idle_source=idle_source,
