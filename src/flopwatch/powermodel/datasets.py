@@ -116,7 +116,8 @@ def read_aggregate_csv(
     if not p.exists():
         raise InputError("file not found", file=fname)
     try:
-        raw = pd.read_csv(p, dtype=str, keep_default_na=False, skipinitialspace=True)
+        # C-parser type inference; only a column that does not come out numeric is inspected cell by cell.
+        raw = pd.read_csv(p, skipinitialspace=True, low_memory=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise InputError(
             f"not a readable CSV ({e.__class__.__name__}: {str(e).strip()})", file=fname
@@ -135,7 +136,9 @@ def read_aggregate_csv(
         raise InputError("no data rows", file=fname)
     if gpu is not None:
         gpu_name = _canonical_or_free(gpu)
-    elif "gpu" in raw.columns and raw["gpu"].str.strip().ne("").all():
+    elif (
+        "gpu" in raw.columns and raw["gpu"].notna().all() and raw["gpu"].astype(str).str.strip().ne("").all()
+    ):
         gpu_name = None  # per-row names
     else:
         gpu_name = _gpu_from_filename(p) or p.stem
@@ -143,20 +146,29 @@ def read_aggregate_csv(
     # CSV line of each data row (header is line 1) so errors point at what an editor shows.
     line = np.arange(len(raw)) + 2
     out = pd.DataFrame(index=raw.index)
-    out["gpu"] = [_canonical_or_free(v) for v in raw["gpu"]] if gpu_name is None else gpu_name
+    if gpu_name is None:
+        gcol = raw["gpu"].astype(str)
+        names = {v: _canonical_or_free(v) for v in gcol.unique()}
+        out["gpu"] = gcol.map(names)
+    else:
+        out["gpu"] = gpu_name
     for canon, src in {**CANONICAL_FROM_SOURCE, **OPTIONAL_FROM_SOURCE}.items():
         if src not in raw.columns:
             continue
-        col = raw[src].str.strip()
+        col = raw[src]
         if src in _STRING_COLS:
-            out[canon] = col
+            out[canon] = col.astype("string").fillna("").str.strip()
             continue
-        num = pd.to_numeric(col, errors="coerce")
-        bad = num.isna() & col.ne("") & ~col.str.lower().isin(["nan", "none", "null"])
+        if pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col):
+            out[canon] = col.astype(float)
+            continue
+        text = col.astype("string").fillna("").str.strip()
+        num = pd.to_numeric(text, errors="coerce")
+        bad = num.isna() & text.ne("") & ~text.str.lower().isin(["nan", "none", "null"])
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
             raise InputError(
-                f"not a number: {raw[src].iloc[i]!r}", file=fname, record=f"line {line[i]}", field=src
+                f"not a number: {col.iloc[i]!r}", file=fname, record=f"line {line[i]}", field=src
             )
         out[canon] = num.astype(float)
 
@@ -187,16 +199,20 @@ def read_aggregate_csv(
         if empty.any():
             i = int(np.flatnonzero(empty.to_numpy())[0])
             raise InputError("empty value", file=fname, record=f"line {work_lines[i]}", field=src)
-    for i, v in enumerate(work["dtype"]):
+    # Normalise each distinct dtype once (a per-row loop is slow on arrow-backed strings).
+    canon_dtype: dict[str, str] = {}
+    for v in work["dtype"].unique():
         try:
-            work.iat[i, work.columns.get_loc("dtype")] = normalize_dtype(v)
+            canon_dtype[v] = normalize_dtype(v)
         except InputError:
+            i = int(np.flatnonzero((work["dtype"] == v).to_numpy())[0])
             raise InputError(
                 f"unknown dtype {v!r} (expected float32/float16/bfloat16)",
                 file=fname,
                 record=f"line {work_lines[i]}",
                 field="dtype",
             ) from None
+    work["dtype"] = work["dtype"].map(canon_dtype).astype(object)
     for canon in ("batch_size", "context_window", "warmup", "samples"):
         src = CANONICAL_FROM_SOURCE[canon]
         vals = work[canon].to_numpy()

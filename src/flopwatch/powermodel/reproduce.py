@@ -222,7 +222,10 @@ def reproduce(
             "mfu_ratio": b128["mfu_pct"].mean() / b1["mfu_pct"].mean(),
         }
     t3t = time.perf_counter()
-    notes = list(data.notes)
+    notes = [
+        n.replace("kept (power only)", "excluded from the fits; their power enters the noise floor")
+        for n in data.notes
+    ]
     if "MI210" in t2_rows:
         notes.append(
             "MI210: GPU utilisation is a near-binary activity counter (98-100 %); its util R² is meaningless."
