@@ -272,9 +272,9 @@ def register(app: typer.Typer) -> None:
     @app.command("evaluate")
     def evaluate_cmd(
         records: Path = typer.Argument(..., help=_RECORDS_HELP),
-        splits: int = typer.Option(200, "--splits", min=1, help="Number of random train/test splits."),
-        train: int = typer.Option(14, "--train", min=2, help="Training runs per split."),
-        seed: int = typer.Option(0, "--seed", min=0, help="Seed of the split draw."),
+        splits: int = typer.Option(200, "--splits", help="Number of random train/test splits."),
+        train: int = typer.Option(14, "--train", help="Training runs per split."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the split draw."),
         models: str | None = typer.Option(None, "--models", help="Comma-separated models (default: all)."),
         confidence: float = typer.Option(0.9, "--confidence", help="Confidence of the prediction intervals."),
         min_util: float = typer.Option(

@@ -46,6 +46,8 @@ class Profile:
     """A calibrated estimator. Build with :func:`flopwatch.estimate.calibrate.calibrate` or :meth:`load`."""
 
     def __init__(self, data: Mapping[str, Any], *, source: str | None = None) -> None:
+        if not isinstance(data, Mapping):
+            raise ProfileError(f"must be a JSON object, got {type(data).__name__}", file=source)
         self._data = _validate(dict(data), source)
         self.source = source
         self._model: FlopModel = get_model(self._data["model"])

@@ -32,6 +32,10 @@ HYPERPARAMS = ("d_model", "batch_size", "seq_len", "num_layers")  # the study's 
 COVERAGE_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9)
 
 
+def _excluded_text(gr: GateResult) -> str:
+    return ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in gr.counts().items()) or "none"
+
+
 def draw_splits(n: int, n_splits: int, n_train: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(train, test) index arrays of shape (n_splits, n_train) and (n_splits, n − n_train), seeded."""
     rng = np.random.default_rng(seed)
@@ -248,6 +252,8 @@ def evaluate_models(
     conf = check_confidence(confidence)
     rs = as_record_set(records)
     gate = FrontierGate() if gate is None else gate
+    names = list(models) if models else list(EVAL_MODELS)
+    ests = {nm: get_model(nm) for nm in names}
     gr = gate.apply(rs)
     kept = gr.kept
     n = len(kept)
@@ -256,13 +262,11 @@ def evaluate_models(
             raise InputError(f"must be an integer >= {lo}, got {v!r}", field=name)
     if n_train >= n:
         raise InputError(
-            f"n_train={n_train} leaves no test runs: only {n} records pass the filters "
-            f"({gr.to_dict()['excluded_counts']} excluded)",
+            f"n_train={n_train} leaves no test runs: only {n} of {len(rs)} records pass the filters "
+            f"(min util {gate.min_util:.0%}, precision {gate.precision}; excluded: {_excluded_text(gr)})",
             file=rs.source or None,
             field="n_train",
         )
-    names = list(models) if models else list(EVAL_MODELS)
-    ests = {nm: get_model(nm) for nm in names}
     F = ground_truth(kept)
     if np.any(F <= 0):
         bad = kept[int(np.argmax(F <= 0))]
