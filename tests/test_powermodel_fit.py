@@ -170,3 +170,15 @@ def test_reproduction_json_contract(repro: Reproduction) -> None:
         assert set(d["table3"][g]) >= {"sd_gpu_pct", "sd_cell_pct", "noise_pct"}
     assert d["all_match"] == {"II": True, "III": True, "IV": True}
     assert d["bootstrap"]["n_boot"] == 2000
+
+
+def test_cell_bootstrap_matches_grouped_ols_on_the_same_resamples(mascots: pd.DataFrame) -> None:
+    s = mascots[mascots.gpu == "L40"]
+    cells = pd.MultiIndex.from_frame(s[["dtype", "batch_size"]]).factorize()[0]
+    x, y = s.mfu_pct.to_numpy(), s.power_w.to_numpy()
+    b = bootstrap_gpu_stats(x, y, n_boot=20, rng=np.random.default_rng(5), cells=cells)
+    idx = np.random.default_rng(5).integers(0, len(x), size=(20, len(x)))
+    for i in (0, 7, 19):
+        g = grouped_ols(x[idx[i]], y[idx[i]], cells[idx[i]], cells.max() + 1)
+        ref = np.sqrt(np.nansum(g.ssr) / (len(x) - 2)) / y[idx[i]].mean() * 100
+        assert b.sd_cell_pct[i] == pytest.approx(ref, rel=1e-9)

@@ -493,8 +493,21 @@ def bootstrap_gpu_stats(
         cells = np.asarray(cells, np.int64)
         nc = int(cells.max()) + 1
         flat = (np.arange(n_boot)[:, None] * nc + cells[idx]).ravel()
-        g = grouped_ols(xb.ravel(), yb.ravel(), flat, n_boot * nc)
-        ssr_c = np.nan_to_num(g.ssr).reshape(n_boot, nc).sum(axis=1)
+        ng = n_boot * nc
+        # Per (resample, cell) OLS from raw sums: SSR = Syy - Sxy²/Sxx (centred by the cell means). Values are
+        # O(10²) W and cells O(10) rows, so the cancellation costs ~1e-10 relative in float64 (checked against
+        # grouped_ols in the tests).
+        xf, yf = xb.ravel(), yb.ravel()
+        cnt = np.bincount(flat, minlength=ng).astype(float)
+        sx = np.bincount(flat, xf, ng)
+        sy = np.bincount(flat, yf, ng)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sxx = np.bincount(flat, xf * xf, ng) - sx * sx / cnt
+            sxy = np.bincount(flat, xf * yf, ng) - sx * sy / cnt
+            syy = np.bincount(flat, yf * yf, ng) - sy * sy / cnt
+            deg = ~(sxx > 1e-12 * np.maximum(1.0, sx * sx / np.maximum(cnt, 1)))
+            ssr_g = np.where(deg, syy, syy - sxy * sxy / np.where(deg, 1.0, sxx))
+        ssr_c = np.nan_to_num(np.maximum(ssr_g, 0.0)).reshape(n_boot, nc).sum(axis=1)
         sd_cell = np.sqrt(ssr_c / (n - 2)) / ym[:, 0] * 100.0
     return BootstrapStats(
         r2=r2, mape_pct=mape, resid_sd_pct=sd, slope=slope, intercept=intercept, sd_cell_pct=sd_cell
