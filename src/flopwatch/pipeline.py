@@ -704,6 +704,8 @@ def join_records(
                     "detail": f"{len(overlaps)} segments overlap its run",
                 }
             )
+            for _, j in overlaps[1:]:  # the pieces belong to this run: not "unmatched" activity
+                used.setdefault(j, rec["label"])
         if i in used:
             status = "merged"
             problems.append(

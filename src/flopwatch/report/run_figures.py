@@ -67,8 +67,7 @@ def fig_timeline(
     ax1.legend(loc="upper right", fontsize=8)
     ax1.set_title(f"Telemetry: {len(detection.segments)} workloads detected (shaded) of {len(records)} run")
     _mark_simulated(fig, simulated)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
 
@@ -78,16 +77,17 @@ def fig_energy_vs_flops(records: list[dict[str, Any]], gate: Any, path: Path, *,
     plt = _plt()
     kept = {r.label for r in gate.kept}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11.5, 4.5))
-    for r in records:
-        if r.get("net_energy_j") is None or not r.get("total_flops"):
-            continue
-        f, e = float(r["total_flops"]), float(r["net_energy_j"])
-        util = r.get("mean_util")
-        k = r["label"] in kept
-        style = {"color": "#1f4e79"} if k else {"facecolors": "none", "edgecolors": "#d62728"}
-        ax1.scatter(f, e, s=28, **style)
-        if util is not None and r.get("mfu") is not None:
-            ax2.scatter(100 * float(r["mfu"]), e / f * 1e12, s=28, **style)
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.92, bottom=0.12, wspace=0.25)
+    rows = [r for r in records if r.get("net_energy_j") is not None and r.get("total_flops")]
+    f = np.array([float(r["total_flops"]) for r in rows])
+    e = np.array([float(r["net_energy_j"]) for r in rows])
+    mfu = np.array([np.nan if r.get("mfu") is None else 100 * float(r["mfu"]) for r in rows])
+    k = np.array([r["label"] in kept for r in rows], dtype=bool)
+    for sel, style in ((k, {"color": "#1f4e79"}), (~k, {"facecolors": "none", "edgecolors": "#d62728"})):
+        if sel.any():
+            ax1.scatter(f[sel], e[sel], s=28, **style)
+            ok = sel & np.isfinite(mfu) & (e > 0)
+            ax2.scatter(mfu[ok], e[ok] / f[ok] * 1e12, s=28, **style)
     ax1.set_xscale("log")
     ax1.set_yscale("log")
     ax1.set_xlabel("ground-truth FLOPs")
@@ -99,8 +99,7 @@ def fig_energy_vs_flops(records: list[dict[str, Any]], gate: Any, path: Path, *,
     ax2.set_xscale("log")
     ax2.set_title("Energy per FLOP against MFU")
     _mark_simulated(fig, simulated)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
 
@@ -111,6 +110,7 @@ def fig_loo_fit(evaluation: Any, path: Path, *, simulated: bool) -> Path:
     m = evaluation.models[evaluation.default_model]
     truth = evaluation.truth[evaluation.test_idx]
     fig, ax = plt.subplots(figsize=(5.5, 5))
+    fig.subplots_adjust(left=0.15, right=0.97, top=0.92, bottom=0.11)
     ax.scatter(truth.ravel(), m.pred_flops.ravel(), s=6, alpha=0.25, color="#1f4e79")
     lo, hi = float(truth.min()) * 0.7, float(truth.max()) * 1.4
     ax.plot([lo, hi], [lo, hi], color="black", lw=0.8)
@@ -126,8 +126,7 @@ def fig_loo_fit(evaluation: Any, path: Path, *, simulated: bool) -> Path:
         f"{evaluation.default_model}: held-out estimates over {evaluation.n_splits} splits", fontsize=9
     )
     _mark_simulated(fig, simulated)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
 

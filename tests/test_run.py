@@ -1,0 +1,157 @@
+"""``flopwatch run``: the end-to-end pipeline on the simulated accelerator (the README's main-job command)."""
+
+from __future__ import annotations
+
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from flopwatch.cli import main
+from flopwatch.errors import InputError
+from flopwatch.pipeline import (
+    SUMMARY_KEYS,
+    DeviceChoice,
+    RunOptions,
+    join_records,
+    plan_run,
+    prepare_outdir,
+    resolve_device,
+)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "out"
+    code = main(["run", "--quick", "--device", "sim:a100", "--no-progress", "-o", str(out)])
+    assert code == 0
+    return out
+
+
+def test_quick_run_writes_everything(quick_run):
+    out = quick_run
+    for name in (
+        "trace.parquet",
+        "records.jsonl",
+        "profile.json",
+        "summary.json",
+        "evaluation.json",
+        "report.html",
+    ):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    pngs = sorted((out / "figures").glob("*.png"))
+    assert len(pngs) >= 3
+    s = json.loads((out / "summary.json").read_text())
+    for k in SUMMARY_KEYS:
+        assert k in s, k
+    assert s["device"] == "sim:a100" and s["simulated"] is True
+    assert s["n_workloads"] >= s["n_frontier"] >= 6
+    assert s["default_model"] == "default"
+    assert 0 < s["heldout_mae_pct"] < 25
+    assert 0 <= s["frac_splits_any_over_10pct"] <= 1
+    # The idle baseline the detector found is the simulated A100's idle (MASCOTS baseline row, 48.4 W).
+    assert s["idle_power_w"] == pytest.approx(48.36, rel=0.03)
+    # The gate excluded the host-bound and other-precision runs, with reasons.
+    reasons = [x["reason"] for x in s["gate"]["excluded"]]
+    assert any("utilisation" in r for r in reasons) and any("precision" in r for r in reasons)
+    assert s["join_mismatches"] == []
+
+
+def test_quick_run_is_labelled_simulated(quick_run):
+    from flopwatch.estimate.profile import Profile
+    from flopwatch.records import load_records
+    from flopwatch.telemetry.reading import Trace
+
+    out = quick_run
+    tr = Trace.read(out / "trace.parquet")
+    assert tr.simulated and tr.metadata["kind"] == "sim"
+    lines = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines() if x.strip()]
+    assert lines and all(r["simulated"] is True for r in lines)
+    assert all(r["device"] == "sim:a100" for r in lines)
+    rs = load_records(out / "records.jsonl")
+    assert len(rs) == len(lines) and all(r.total_flops > 0 for r in rs)
+    Profile.load(out / "profile.json")  # a valid, versioned profile
+    html = (out / "report.html").read_text()
+    assert "SIMULATED RUN" in html and html.count("(simulated)") >= 3
+    # Self-contained: every image inline, no external resources.
+    assert html.count("data:image/png;base64,") >= 3
+    assert not re.search(r"(src|href)=['\"]https?:", html)
+
+
+def test_refuses_to_clobber_and_force(quick_run, tmp_path, capsys):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    code = main(["run", "--quick", "--device", "sim:a100", "--no-progress", "-o", str(out)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "not empty" in err and "--force" in err and len(err.strip().splitlines()) == 1
+    # --force removes only flopwatch's own files.
+    (out / "summary.json").write_text("{}")
+    prepare_outdir(out, force=True)
+    assert (out / "mine.txt").read_text() == "keep me" and not (out / "summary.json").exists()
+
+
+def test_bad_device_and_options(tmp_path, capsys):
+    assert main(["run", "--device", "tpu", "-o", str(tmp_path / "x")]) == 2
+    assert "unknown device" in capsys.readouterr().err
+    assert main(["run", "--device", "sim:a100", "--budget-s", "-5", "-o", str(tmp_path / "y")]) == 2
+    assert main(["run", "--device", "sim:a100", "--sweep", "nope", "-o", str(tmp_path / "z")]) == 2
+    with pytest.raises(InputError, match="one device"):
+        resolve_device("sim:a100x2")
+
+
+def test_auto_without_gpu_is_the_simulator():
+    c = resolve_device("auto")
+    if c.kind == "cuda":  # pragma: no cover - only on GPU machines
+        pytest.skip("a GPU is present")
+    assert c.label == "sim:a100" and c.simulated and "simulated" in c.reason
+    with pytest.raises(InputError, match="sim:a100"):
+        resolve_device("cuda:0")
+
+
+def test_plan_fits_the_budget():
+    choice = DeviceChoice("cuda", "cuda:0", "h200", reason="test")
+    plan = plan_run(choice, RunOptions(outdir="unused", budget_s=420.0))
+    # Planned wall time stays inside the budget (real runs: startup, per-run overhead, gaps included).
+    assert plan.expected_s <= 420.0 * 1.02
+    assert len(plan.workloads) >= 15
+    quick = plan_run(DeviceChoice("sim", "sim:a100", "a100"), RunOptions(outdir="unused", quick=True))
+    assert all(w.description is not None for w in quick.workloads)
+    orin = plan_run(DeviceChoice("sim", "sim:orin-nano", "orin-nano"), RunOptions(outdir="unused"))
+    assert orin.sweep_name == "jetson-fp32"
+
+
+def _seg(a: float, b: float, device: str = "sim:a100") -> SimpleNamespace:
+    return SimpleNamespace(
+        device=device,
+        start_s=a,
+        end_s=b,
+        duration_s=b - a,
+        energy_j=100.0,
+        net_energy_j=50.0,
+        mean_util=0.9,
+        tb_moved=None,
+        coverage=1.0,
+        method="counter",
+    )
+
+
+def test_join_reports_every_mismatch():
+    recs = [
+        {"label": "ok", "start_monotonic_s": 110.0, "end_monotonic_s": 130.0},
+        {"label": "missed", "start_monotonic_s": 150.0, "end_monotonic_s": 151.0},
+        {"label": "split", "start_monotonic_s": 200.0, "end_monotonic_s": 240.0},
+    ]
+    det = SimpleNamespace(
+        idle_power_w=48.0,
+        segments=[_seg(9.5, 31.0), _seg(99.0, 118.0), _seg(121.0, 141.0), _seg(300.0, 310.0)],
+    )
+    joined, problems = join_records(recs, det, t0_monotonic_s=100.0, device="sim:a100")
+    by = {r["label"]: r for r in joined}
+    assert by["ok"]["join"]["status"] == "ok" and by["ok"]["net_energy_j"] == 50.0
+    assert by["missed"]["join"]["status"] == "not detected" and "net_energy_j" not in by["missed"]
+    assert by["split"]["join"]["status"] == "split"
+    kinds = sorted(p["kind"] for p in problems)
+    assert kinds == ["not detected", "split", "unmatched segment"]
