@@ -1,0 +1,141 @@
+"""CLI contracts: calibrate, estimate --json, evaluate --json/--figures (run through flopwatch.cli.main)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flopwatch.cli import main
+
+
+def _json(capsys) -> dict:
+    out = capsys.readouterr().out
+    return json.loads(out)  # pure JSON on stdout, nothing else
+
+
+def test_calibrate_then_estimate_json(capsys, tmp_path, v2_records_path):
+    prof = tmp_path / "profile.json"
+    assert main(["calibrate", str(v2_records_path), "-o", str(prof), "--json"]) == 0
+    summary = _json(capsys)
+    assert summary["model"] == "default" and summary["n_train"] == 21 and len(summary["sha256"]) == 64
+    assert summary["filters"]["excluded_counts"] == {"below_min_util": 5, "precision": 12}
+    assert prof.exists()
+
+    assert (
+        main(["estimate", "--profile", str(prof), str(v2_records_path), "--json", "--threshold", "1e14"]) == 0
+    )
+    d = _json(capsys)
+    assert set(d) >= {"records", "summary"}
+    assert len(d["records"]) == 26 and len(d["skipped"]) == 12  # fp32 runs; other precisions listed
+    for r in d["records"]:
+        assert set(r) >= {
+            "label",
+            "estimate_flops",
+            "lower_flops",
+            "upper_flops",
+            "ground_truth_flops",
+            "rel_error_pct",
+        }
+        assert r["lower_flops"] <= r["estimate_flops"] <= r["upper_flops"]
+        assert r["threshold_verdict"] in ("above", "below", "uncertain")
+    s = d["summary"]
+    assert set(s) >= {"mae_pct", "max_abs_pct", "mean_signed_pct"}
+    assert s["n_with_ground_truth"] == 26
+    assert d["profile_sha256"] == summary["sha256"]
+
+
+def test_estimate_without_ground_truth(capsys, tmp_path, v2_records_path):
+    prof = tmp_path / "p.json"
+    assert main(["calibrate", str(v2_records_path), "-o", str(prof), "--model", "eq2"]) == 0
+    capsys.readouterr()
+    runs = tmp_path / "new.jsonl"
+    runs.write_text(json.dumps({"label": "unknown-run", "net_energy_j": 1300.0, "duration_s": 170.0}) + "\n")
+    assert main(["estimate", "-p", str(prof), str(runs), "--json"]) == 0
+    d = _json(capsys)
+    r = d["records"][0]
+    assert r["ground_truth_flops"] is None and r["rel_error_pct"] is None
+    assert d["summary"]["mae_pct"] is None
+    assert 1.0e14 < r["estimate_flops"] < 2.0e14
+
+
+def test_calibrate_human_output_and_flags(capsys, tmp_path, v2_records_path):
+    prof = tmp_path / "p.json"
+    assert (
+        main(
+            [
+                "calibrate",
+                str(v2_records_path),
+                "-o",
+                str(prof),
+                "--model",
+                "eq1",
+                "--precision",
+                "all",
+                "--min-util",
+                "0.8",
+                "--confidence",
+                "0.8",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "kept 23 of 38" in out and "p_overhead_w" in out
+    d = json.loads(prof.read_text())
+    assert d["training"]["filters"]["precision"] == "all" and d["confidence"] == 0.8
+
+
+def test_evaluate_json_contract(capsys, v2_records_path):
+    assert (
+        main(["evaluate", str(v2_records_path), "--splits", "200", "--train", "14", "--seed", "0", "--json"])
+        == 0
+    )
+    d = _json(capsys)
+    for key in ("n_frontier", "n_splits", "default_model", "models"):
+        assert key in d
+    assert d["n_frontier"] == 21 and d["n_splits"] == 200 and d["default_model"] == "default"
+    assert {"eq1", "eq2", "default"} <= set(d["models"])
+    for m in d["models"].values():
+        assert set(m) >= {
+            "mae_pct",
+            "sd_pct",
+            "mean_signed_pct",
+            "frac_splits_any_over_10pct",
+            "worst_pct",
+            "coverage",
+        }
+    assert d["timing_s"] < 5.0  # generous: the benchmark prints the real figure
+
+
+@pytest.mark.slow
+def test_evaluate_figures(capsys, tmp_path, v2_records_path):
+    out = tmp_path / "figs"
+    assert (
+        main(
+            [
+                "evaluate",
+                str(v2_records_path),
+                "--splits",
+                "30",
+                "--models",
+                "eq1,eq2,default",
+                "--figures",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
+    d = _json(capsys)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [
+        "coverage.png",
+        "fig4_per_workload.png",
+        "fig5_by_hyperparameter.png",
+        "fig6_ablation.png",
+        "threshold_rates.png",
+    ]
+    assert len(d["figures"]) == 5
+    for p in out.iterdir():
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
