@@ -182,3 +182,24 @@ def test_seed_roundtrip_parquet(timeseries_path, tmp_path):
     assert back.metadata["t_start"] == tr.metadata["t_start"]
     np.testing.assert_allclose(back.df["power_w"], tr.df["power_w"])
     assert back.energy(65, 590).energy_j == pytest.approx(tr.energy(65, 590).energy_j)
+
+
+def test_foreign_parquet_names_missing_or_bad_column(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"time": [0.0, 1.0], "watts": [1.0, 2.0]}), p)
+    with pytest.raises(InputError) as ei:
+        Trace.read(p)
+    assert ei.value.field == "t_s" and "other.parquet" in str(ei.value)
+    pq.write_table(pa.table({"t_s": [0.0, 1.0], "device": ["a", "a"], "power_w": ["hot", "cold"]}), p)
+    with pytest.raises(InputError) as ei:
+        Trace.read(p)
+    assert ei.value.field == "power_w"
+
+
+def test_energy_window_beyond_data_has_partial_coverage():
+    tr = Trace.from_readings(_readings(counter=True))  # 0–10 s
+    e = tr.energy(5.0, 15.0)
+    assert e.energy_j == pytest.approx(50.0) and e.coverage == pytest.approx(0.5)
