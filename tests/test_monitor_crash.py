@@ -134,5 +134,5 @@ def test_sigterm_closes_the_open_workload_as_interrupted(tmp_path):
     (w,) = [r.payload for r in rows if r.kind == "workload"]
     assert w["status"] == "interrupted" and w["end_t_s"] >= t_log - 1.0
     final = rows[-2].payload["devices"][w["device"]]
-    assert final["energy_j"] >= e_log  # flushed: nothing lost on a clean stop
+    assert final["energy_j"] >= e_log - 1e-3  # flushed: nothing lost on a clean stop (log rounds to 1e-4)
     assert verify_ledger(ledger).ok

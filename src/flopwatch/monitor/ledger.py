@@ -446,6 +446,10 @@ def verify_ledger(
         key, result.key_source = load_public_key(public_key), str(public_key)
     elif default_public_key_path(p).exists():
         key, result.key_source = load_public_key(default_public_key_path(p)), str(default_public_key_path(p))
+        result.warnings.append(
+            f"verified against {default_public_key_path(p).name} beside the ledger; whoever can rewrite the ledger "
+            "can replace it too, so pass --public-key with a copy taken off the node"
+        )
     else:
         key, result.key_source = genesis_key, "genesis row (not pinned)"
         result.warnings.append(
@@ -525,6 +529,9 @@ def verify_ledger(
         expected_seq = r.seq + 1
     if rows[0].kind != "genesis":
         result.problems.append(Problem(rows[0].seq, "no-genesis", "first row is not the genesis row"))
+    result.problems.sort(
+        key=lambda pr: -1 if pr.seq is None else pr.seq
+    )  # stable: ledger-wide first, then by row
     result.ok = not result.problems
     return result
 
