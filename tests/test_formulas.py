@@ -130,3 +130,22 @@ def test_formulas_refuse_non_configs() -> None:
         f.bytes_per_step({"d_model": 3})  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         f.closed_form_flops_per_step(ENC[0], "flash")
+
+
+def test_describe_without_torch_uses_the_exact_closed_form() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from flopwatch.workloads.config import GPTConfig\n"
+        "from flopwatch.workloads.formulas import describe, closed_form_flops_per_step\n"
+        "c = GPTConfig(d_model=64, batch_size=2, seq_len=16, num_layers=1, vocab_size=100, precision='fp16')\n"
+        "d = describe(c)\n"
+        "assert d.flops_per_step == closed_form_flops_per_step(c), d\n"
+        "assert d.optimizer_flops_per_step == 16 * d.params\n"
+        "print(d.flops_source)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "closed form" in r.stdout

@@ -149,3 +149,27 @@ def test_bad_convention_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="attention"):
         count_flops(EncoderConfig(d_model=32, batch_size=2, seq_len=8), "flash")
+
+
+def test_closed_form_equals_count_for_random_shapes() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=8, deadline=None, derandomize=True)
+    @given(
+        arch=st.sampled_from(["seed-encoder", "gpt"]),
+        heads=st.integers(1, 4),
+        head_dim=st.integers(1, 16),
+        batch=st.integers(1, 3),
+        seq=st.integers(1, 17),
+        layers=st.integers(1, 3),
+        ff=st.integers(1, 40),
+    )
+    def check(arch: str, heads: int, head_dim: int, batch: int, seq: int, layers: int, ff: int) -> None:
+        kw = {"vocab_size": 7 + ff} if arch == "gpt" else {}
+        cfg = make_config(arch, d_model=heads * head_dim, nhead=heads, batch_size=batch, seq_len=seq,
+                          num_layers=layers, dim_feedforward=ff, **kw)  # fmt: skip
+        for conv in ("fused", "math"):
+            assert count_flops(cfg, conv).flops_per_step == closed_form_flops_per_step(cfg, conv)
+
+    check()
