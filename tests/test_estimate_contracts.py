@@ -117,3 +117,30 @@ def test_evaluate_models_contract(v2_records_path):
             assert np.isfinite(m[key])
         assert 0 <= m["coverage"] <= 1
     json.dumps(d)  # serialisable as is
+
+
+def test_default_falls_back_without_dram_traffic(tmp_path):
+    """NVML before Hopper has no DRAM counter: records without tb_moved still calibrate and evaluate."""
+    recs = [
+        WorkloadRecord(
+            label=r.label,
+            net_energy_j=r.net_energy_j,
+            duration_s=r.duration_s,
+            mean_util=0.95,
+            total_flops=r.total_flops,
+        )
+        for r in synthetic_records(20)
+    ]
+    prof = calibrate(recs)
+    assert prof.model_name == "default-p" and prof.to_dict()["requested_model"] == "default"
+    assert prof.estimate(1000.0, 120.0).flops > 0
+    again = Profile.load(prof.save(tmp_path / "p.json"))
+    assert again.model_name == "default-p"
+    res = evaluate_models(recs, n_splits=10, n_train=14)
+    d = res.to_dict(detail=False)
+    assert "default" in d["models"] and "resolved to default-p" in d["models"]["default"]["description"]
+    assert set(d["skipped_models"]) == {"eq1", "loglin-p-bw"}
+    with pytest.raises(InputError, match="tb_moved"):
+        evaluate_models(recs, ["eq1"], n_splits=10)
+    with pytest.raises(InputError, match="tb_moved"):
+        calibrate(recs, "eq1")

@@ -13,7 +13,7 @@ from flopwatch import __version__
 from flopwatch.errors import InputError
 from flopwatch.estimate.features import Features, FrontierGate, GateResult, ground_truth
 from flopwatch.estimate.intervals import check_confidence, log_halfwidth
-from flopwatch.estimate.models import DEFAULT_MODEL, SelectModel, get_model
+from flopwatch.estimate.models import DEFAULT_MODEL, SelectModel, get_model, resolve_model
 from flopwatch.estimate.profile import PROFILE_SCHEMA, Profile
 from flopwatch.records import RecordSet, WorkloadRecord, as_record_set
 
@@ -52,6 +52,7 @@ def calibrate(
         )
     F = ground_truth(kept)
     X = Features.from_records(kept)
+    est = resolve_model(model, X)  # "default" without DRAM traffic → "default-p"
     try:
         est.check_features(X)
     except InputError as e:
@@ -80,7 +81,8 @@ def calibrate(
         "schema": PROFILE_SCHEMA,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "flopwatch_version": __version__,
-        "model": model,
+        "model": est.name,  # the registry name that rebuilds this model (may differ from the request)
+        "requested_model": model,
         "component": component,
         "model_description": est.description,
         "model_hyper": est.get_params(),

@@ -575,6 +575,10 @@ MODELS: dict[str, Callable[[], FlopModel]] = {
     ),
     "select": _select,
     "default": _default,
+    # what "default" becomes when the records have no DRAM traffic (e.g. NVML before Hopper has no counter)
+    "default-p": lambda: LogLinearModel(
+        ("log_power",), RIDGE_ALPHAS_DEFAULT, name="default-p", offset="energy", rule="average"
+    ),
 }
 DEFAULT_MODEL = "default"
 
@@ -587,6 +591,20 @@ def get_model(name: str) -> FlopModel:
         raise InputError(
             f"unknown model {name!r}; choose one of {', '.join(MODELS)}", field="model"
         ) from None
+
+
+def missing_features(model: FlopModel, X: Features) -> list[str]:
+    """Feature columns ``model`` needs that are unknown (NaN) for at least one record of X."""
+    return [c for c in model.needs if np.isnan(getattr(X, c)).any()]
+
+
+def resolve_model(name: str, X: Features) -> FlopModel:
+    """``get_model(name)``, except that ``default`` falls back to ``default-p`` (power only) when the
+    records lack DRAM traffic: the best model the available telemetry supports."""
+    model = get_model(name)
+    if name == DEFAULT_MODEL and missing_features(model, X):
+        return get_model("default-p")
+    return model
 
 
 def model_names() -> list[str]:

@@ -22,7 +22,7 @@ import numpy as np
 from flopwatch.errors import InputError
 from flopwatch.estimate.features import Features, FrontierGate, GateResult, ground_truth
 from flopwatch.estimate.intervals import check_confidence, conformal_rank, log_halfwidth
-from flopwatch.estimate.models import DEFAULT_MODEL, get_model
+from flopwatch.estimate.models import DEFAULT_MODEL, get_model, missing_features, resolve_model
 from flopwatch.evaluate.threshold import threshold_rates
 from flopwatch.records import RecordSet, WorkloadRecord, as_record_set
 
@@ -103,6 +103,7 @@ class EvaluationResult:
     seed: int
     thresholds_flops: np.ndarray
     timing_s: float = math.nan
+    skipped_models: dict[str, str] = field(default_factory=dict)  # name → why it was not evaluated
 
     @property
     def n_splits(self) -> int:
@@ -217,6 +218,7 @@ class EvaluationResult:
             "source": self.records.source,
             "filters": self.gate.to_dict(),
             "models": models,
+            "skipped_models": dict(self.skipped_models),
             "timing_s": self.timing_s,
         }
         for base in ("eq1", "eq2"):
@@ -274,15 +276,30 @@ def evaluate_models(
             "must be > 0 for relative errors", file=rs.source or None, record=bad.label, field="total_flops"
         )
     X = Features.from_records(kept)
-    for est in ests.values():
-        if est.min_train > n_train:
-            raise InputError(
-                f"model {est.name!r} needs at least {est.min_train} training runs", field="n_train"
+    skipped: dict[str, str] = {}
+    for nm in list(ests):
+        ests[nm] = resolve_model(nm, X)  # "default" without DRAM traffic → "default-p"
+        est = ests[nm]
+        miss = missing_features(est, X)
+        if est.min_train > n_train or miss:
+            why = (
+                f"needs {', '.join(miss)} for every record"
+                if miss
+                else f"needs at least {est.min_train} training runs"
             )
+            if models:  # asked for explicitly: an error, not a silent skip
+                raise InputError(
+                    f"model {nm!r} {why}", file=rs.source or None, field=miss[0] if miss else "n_train"
+                )
+            skipped[nm] = why
+            del ests[nm]
+            continue
         try:
             est.check_features(X)
         except InputError as e:
             raise InputError(e.detail, file=rs.source or None, field=e.field) from None
+    if not ests:
+        raise InputError(f"no model can be evaluated on these records ({skipped})", file=rs.source or None)
     tr, te = draw_splits(n, n_splits, n_train, seed)
     Xtr, Xte = X.take(tr), X.take(te)
     Ftr, Fte = F[tr], F[te]
@@ -303,7 +320,7 @@ def evaluate_models(
             shifts[float(dw)] = float(np.mean(np.abs(est.predict_params(fit.params, Xs) / Fte - 1.0)) * 100.0)
         results[nm] = ModelEvaluation(
             name=nm,
-            description=est.description,
+            description=est.description + (f" (resolved to {est.name})" if est.name != nm else ""),
             rel_err=pred / Fte - 1.0,
             pred_flops=pred,
             lower_flops=pred * np.exp(-q)[:, None],
@@ -316,7 +333,7 @@ def evaluate_models(
         )
     # Thresholds scaled to the data: geometric grid across the ground-truth range (±20 %).
     thresholds = np.geomspace(F.min() * 0.8, F.max() * 1.2, n_thresholds)
-    default = DEFAULT_MODEL if DEFAULT_MODEL in results else names[-1]
+    default = DEFAULT_MODEL if DEFAULT_MODEL in results else list(results)[-1]
     return EvaluationResult(
         records=kept,
         gate=gr,
@@ -327,6 +344,7 @@ def evaluate_models(
         default_model=default,
         confidence=conf,
         seed=seed,
+        skipped_models=skipped,
         thresholds_flops=thresholds,
         timing_s=time.perf_counter() - t0,
     )
