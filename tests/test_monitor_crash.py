@@ -20,7 +20,7 @@ CLI = "import sys; from flopwatch.cli import main; sys.exit(main())"
 CHECKPOINT_S = 5.0
 SAMPLE_HZ = 2.0
 SPEED = 20.0
-POLL_RE = re.compile(r"poll (\S+) t=(\S+) energy_j=(\S+) net_energy_j=(\S+)")
+POLL_RE = re.compile(r"reading (\S+) t=(\S+) energy_j=(\S+) net_energy_j=(\S+)")
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 

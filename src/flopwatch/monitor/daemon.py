@@ -226,6 +226,15 @@ class DeviceAccount:
         if r.util is not None:
             self.m.metrics.util.labels(device=self.device).set(r.util)
 
+        if log.isEnabledFor(logging.DEBUG):  # -vv: what the daemon knows after each reading
+            log.debug(
+                "reading %s t=%.3f energy_j=%.4f net_energy_j=%.4f busy_s=%.2f",
+                self.device,
+                r.t_s,
+                tot.energy_j,
+                tot.net_energy_j,
+                tot.busy_s,
+            )
         if self.next_poll is None:
             self.next_poll = r.t_s
         if r.t_s >= self.next_poll - 1e-6:
@@ -279,14 +288,6 @@ class DeviceAccount:
                 est,
             )
         self._update_flops_total()
-        log.debug(
-            "poll %s t=%.3f energy_j=%.4f net_energy_j=%.4f busy_s=%.2f",
-            self.device,
-            r.t_s,
-            self.totals.energy_j,
-            self.totals.net_energy_j,
-            self.totals.busy_s,
-        )
 
     def _at(self, t: float) -> _Point:
         """Cumulative values at sensor time ``t`` (linear interpolation between readings)."""
