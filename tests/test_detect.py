@@ -152,3 +152,34 @@ def test_two_devices_get_their_own_idle_baseline():
     assert a.net_energy_j == pytest.approx(2000.0, rel=0.02) and b.net_energy_j == pytest.approx(
         400.0, rel=0.02
     )
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    utils=st.lists(st.sampled_from([0.0, 0.03, 0.05, 0.06, 0.5, 1.0, float("nan")]), max_size=60),
+    start=st.integers(1, 4),
+    end=st.integers(1, 4),
+    edges=st.sampled_from(["outer", "inner"]),
+)
+def test_detector_invariants(utils, start, end, edges):
+    """Events alternate start/end; a start needs `start` busy polls, an end `end` idle ones; edges are ordered."""
+    p = HysteresisParams(start_polls=start, end_polls=end, edges=edges)
+    det = OnlineDetector(p)
+    events = []
+    for i, u in enumerate(utils):
+        for e in det.update(i * 1.5, u):
+            events.append((e, i))
+    kinds = [e.kind for e, _ in events]
+    assert kinds == ["start", "end"] * (len(kinds) // 2) + (["start"] if len(kinds) % 2 else [])
+    known = [(i, u) for i, u in enumerate(utils) if u == u]
+    for e, i in events:
+        assert e.t_s <= e.decided_s == i * 1.5
+        busy_tail = [u > 0.05 for j, u in known if j <= i][-(start if e.kind == "start" else end) :]
+        assert all(busy_tail) if e.kind == "start" else not any(busy_tail)
+    for (a, _), (b, _) in zip(events[::2], events[1::2], strict=False):
+        # outer edges always enclose a busy poll; inner ones may be one busy poll (zero length)
+        assert a.t_s < b.t_s if edges == "outer" else a.t_s <= b.t_s

@@ -323,3 +323,15 @@ def test_amd_unavailable_without_rocm():
 
     (amd,) = [b for b in probe_all() if b.kind == "amd"]
     assert not amd.available and amd.reason
+
+
+def test_amd_library_error_becomes_sensor_error():
+    m = FakeAmdSmi(DATA / "amdsmi" / "mi300x_rocm62.json")
+    (s,) = open_amd(amdsmi=m, clock=VirtualClock())
+
+    def boom(h):
+        raise FakeAmdSmiException("AMDSMI_STATUS_DRIVER_NOT_LOADED")
+
+    m.amdsmi_get_gpu_activity = boom
+    with pytest.raises(SensorError, match="DRIVER_NOT_LOADED"):
+        s.read()

@@ -203,3 +203,10 @@ def test_energy_window_beyond_data_has_partial_coverage():
     tr = Trace.from_readings(_readings(counter=True))  # 0–10 s
     e = tr.energy(5.0, 15.0)
     assert e.energy_j == pytest.approx(50.0) and e.coverage == pytest.approx(0.5)
+
+
+def test_writer_refuses_to_clobber_a_crash_journal(tmp_path):
+    p = tmp_path / "t.parquet"
+    (tmp_path / "t.parquet.journal").write_bytes(b"unrecovered")
+    with pytest.raises(InputError, match="journal"):
+        TraceWriter(p, {})

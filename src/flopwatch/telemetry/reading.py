@@ -630,6 +630,11 @@ class TraceWriter:
         self.journal_path = Path(str(self.path) + JOURNAL_SUFFIX)
         if self.path.exists() and not overwrite:
             raise InputError("file exists (use --force to overwrite)", file=str(self.path))
+        if self.journal_path.exists() and not overwrite:
+            raise InputError(
+                "a crashed recording's journal is here; read it with Trace.read (or use --force to discard it)",
+                file=str(self.journal_path),
+            )
         self.metadata = dict(metadata)
         self.metadata.setdefault("schema", SCHEMA_NAME)
         self.metadata.setdefault("flopwatch_version", _now_version())

@@ -40,8 +40,20 @@ def _load(amdsmi: Any | None) -> Any:
     return mod
 
 
-def _exc(m: Any) -> type[BaseException]:
-    return getattr(m, "AmdSmiException", Exception)
+def _exc(m: Any) -> tuple[type[BaseException], ...]:
+    """The amdsmi exception classes (the package exports the subclasses, not always their base)."""
+    names = (
+        "AmdSmiException",
+        "AmdSmiLibraryException",
+        "AmdSmiRetryException",
+        "AmdSmiParameterException",
+        "AmdSmiKeyException",
+        "AmdSmiTimeoutException",
+    )
+    found = tuple(
+        c for n in names if isinstance(c := getattr(m, n, None), type) and issubclass(c, BaseException)
+    )
+    return found or (OSError,)
 
 
 def _init(m: Any) -> None:
@@ -139,9 +151,15 @@ class AmdSensor:
         extra: dict[str, float] = {}
         try:
             p = m.amdsmi_get_power_info(self.handle)
-            power = _num(p.get("current_socket_power"))
-            if power is None:
-                power = _num(p.get("average_socket_power"))
+            # current (MI300+) > generic socket_power (ROCm >= 6.2 names) > average (older parts)
+            power = next(
+                (
+                    v
+                    for k in ("current_socket_power", "socket_power", "average_socket_power")
+                    if (v := _num(p.get(k))) is not None
+                ),
+                None,
+            )
             if power is None:
                 raise SensorError(f"amdsmi GPU {self.index}: no socket power reported ({p})")
             lim = _num(p.get("power_limit"))
