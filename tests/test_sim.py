@@ -13,24 +13,11 @@ from flopwatch.sim.artefacts import SensorReadout
 from flopwatch.sim.sensor import RawWorkload, from_spec, load_schedule, parse_spec
 from flopwatch.telemetry.sensors.base import Sensor, VirtualClock
 
-# gpt2-xl as MASCOTS ran it (48 layers, 1.56e9 parameters, calflops FLOPs per step of the study's rows).
-GPT2XL_FLOPS_B1 = 1.0278e11
-
 
 def _gpt2xl(batch: int, dtype: str = "bf16") -> RawWorkload:
-    tokens = 11 * batch
-    bpp = 4 if dtype in ("fp32", "tf32") else 2
-    # Weights, gradients and AdamW state traffic (≈ 12 passes over the parameters) plus activations.
-    nbytes = 1.56e9 * bpp * 12 + tokens * 48 * 1600 * 40 * bpp
-    return RawWorkload(
-        label=f"gpt2-xl-b{batch}-{dtype}",
-        flops_per_step=GPT2XL_FLOPS_B1 * batch,
-        bytes_per_step=nbytes,
-        tokens_per_step=tokens,
-        batch_size=batch,
-        dtype=dtype,
-        num_layers=48,
-    )
+    from flopwatch.sim.validate import gpt2xl_workload
+
+    return gpt2xl_workload(batch, dtype)
 
 
 def _tiny() -> RawWorkload:
@@ -51,45 +38,28 @@ def _big() -> RawWorkload:
     )
 
 
-@pytest.fixture(scope="module")
-def mascots_a100():
-    from flopwatch.powermodel.datasets import load_mascots
+@pytest.mark.parametrize("gpu", ["A100", "L40", "L4"])
+def test_twin_reproduces_mascots_cell_means(gpu):
+    """Replay every MASCOTS run at its measured MFU and utilisation; compare per-cell mean power (≤ 3 %)."""
+    from flopwatch.sim.validate import replay_mascots
 
-    return load_mascots("A100")
+    res = replay_mascots(gpu, seed=0)
+    assert len(res.cells) == 21
+    assert res.cell_mape_pct <= 3.0, res.cell_mape_pct
+    # Per run the twin scatters like the data does around its cell lines (Table III SD_cell ≈ 0.3–4.5 %).
+    assert 0.2 < res.row_mape_pct < 5.0, res.row_mape_pct
+    d = res.to_dict()
+    assert d["simulated"] is True and len(d["cells"]) == 21
 
 
-def test_a100_twin_reproduces_mascots_cell_means(mascots_a100):
-    """Replay every MASCOTS A100 run at its measured MFU and utilisation; compare per-cell mean power."""
-    df = mascots_a100
-    acc = SimulatedAccelerator("a100", seed=0)
-    runs = []
-    for r in df.itertuples():
-        acc.idle(5.0)
-        runs.append(
-            acc.run_condition(
-                r.model,
-                dtype=r.dtype,
-                tokens_per_step=11 * r.batch_size,
-                mfu_pct=r.mfu_pct,
-                util=r.gpu_util_pct / 100,
-                duration_s=50.0,
-                step_time_s=r.step_time_s,
-            )
-        )
-    ro = SensorReadout(acc, seed=0)
-    sim = []
-    for run in runs:  # the study's way: Δ(energy counter) / window, after a 1 s settle
-        e0 = ro.read_one(run.start_s + 1.0)["energy_j"]
-        e1 = ro.read_one(run.end_s)["energy_j"]
-        sim.append((e1 - e0) / (run.duration_s - 1.0))
-    d = df.assign(p_sim=sim)
-    cells = d.groupby(["dtype", "batch_size"]).agg(pub=("power_w", "mean"), sim=("p_sim", "mean"))
-    cell_mape = float((abs(cells["sim"] - cells["pub"]) / cells["pub"]).mean() * 100)
-    assert len(cells) == 21
-    assert cell_mape <= 3.0, cell_mape
-    # Per run the twin scatters like the data does around its cell lines (Table III SD_cell ≈ 1–4.5 %).
-    row_mape = float((abs(d["p_sim"] - d["power_w"]) / d["power_w"]).mean() * 100)
-    assert 0.5 < row_mape < 5.0, row_mape
+def test_roofline_end_to_end_close_to_mascots():
+    """From model sizes alone (not measured MFU), the A100 twin's power is within ~6 % of the published runs."""
+    from flopwatch.sim.validate import roofline_vs_mascots
+
+    r = roofline_vs_mascots("A100")
+    assert r["n_configs"] == 63
+    assert r["power_mape_pct"] < 8.0
+    assert r["mfu_median_abs_log_ratio"] < 0.25  # MFU within ~28 % for the median config
 
 
 def test_batch1_memory_bound_floor():
@@ -299,3 +269,52 @@ def test_open_sensors_delegates_to_simulator():
 
     sensors = open_sensors("sim:l40", seed=1, schedule=[Idle(3.0)])
     assert sensors[0].info().simulated and sensors[0].info().name.endswith("(simulated)")
+
+
+def test_sim_cli(tmp_path, capsys):
+    from flopwatch.cli import main
+
+    assert main(["sim", "specs", "--json"]) == 0
+    specs = json.loads(capsys.readouterr().out)
+    assert {s["device"] for s in specs} >= {
+        "sim:a100",
+        "sim:h100",
+        "sim:h200",
+        "sim:l40",
+        "sim:l4",
+        "sim:orin-nano",
+    }
+    assert all(s["simulated"] for s in specs)
+    assert main(["sim", "validate", "--gpu", "L4", "--json"]) == 0
+    v = json.loads(capsys.readouterr().out)
+    assert v["replay"][0]["cell_mape_pct"] <= 3.0 and v["batch1_floor"]["batch_1"]["power_over_idle"] > 3
+    sched = tmp_path / "s.json"
+    sched.write_text(
+        json.dumps(
+            [
+                {"idle_s": 10},
+                {
+                    "label": "w",
+                    "flops_per_step": 1e13,
+                    "bytes_per_step": 5e9,
+                    "tokens_per_step": 8192,
+                    "steps": 200,
+                },
+            ]
+        )
+    )
+    out, recs = tmp_path / "t.parquet", tmp_path / "r.jsonl"
+    assert (
+        main(["sim", "trace", "a100", "--schedule", str(sched), "-o", str(out), "--records", str(recs)]) == 0
+    )
+    from flopwatch.detect import detect_workloads
+    from flopwatch.telemetry.reading import Trace
+
+    tr = Trace.read(out)
+    assert tr.simulated
+    (seg,) = detect_workloads(tr).segments
+    rec = json.loads(recs.read_text().splitlines()[0])
+    assert rec["simulated"] is True and seg.start_s < rec["start_monotonic_s"] < seg.end_s
+    capsys.readouterr()
+    assert main(["sim", "trace", "a100", "--schedule", str(sched), "-o", str(out)]) == 2  # exists: refuse
+    assert "exists" in capsys.readouterr().err

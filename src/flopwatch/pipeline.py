@@ -98,6 +98,7 @@ class DeviceChoice:
     spec_key: str | None
     index: int = 0
     reason: str = ""
+    nvml_spec: str | None = None  # "nvml:GPU-…" (matched by UUID: CUDA and NVML may number GPUs differently)
 
     @property
     def simulated(self) -> bool:
@@ -207,7 +208,15 @@ def _cuda_choice(idx: int, reason: str) -> DeviceChoice:
         key: str | None = get_device(name).key
     except InputError:
         key = None
-    return DeviceChoice("cuda", f"cuda:{idx}", key, index=idx, reason=f"{reason}: {name}")
+    nvml_spec = f"nvml:{idx}"
+    try:  # CUDA orders devices fastest-first, NVML by PCI bus: match the telemetry to the GPU by UUID
+        uuid = str(torch.cuda.get_device_properties(idx).uuid)
+        nvml_spec = "nvml:" + (uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+    except Exception:  # older torch: fall back to the index (correct unless CUDA_DEVICE_ORDER differs)
+        pass
+    return DeviceChoice(
+        "cuda", f"cuda:{idx}", key, index=idx, reason=f"{reason}: {name}", nvml_spec=nvml_spec
+    )
 
 
 # ---------------------------------------------------------------------------------------------- sweep
@@ -249,7 +258,7 @@ def frontier_sweep(dtype: str = "bf16", *, quick: bool = False) -> list[Any]:
     ]
     if quick:
         gpt, enc = gpt[:9], enc[:6]
-    cfgs: list[Any] = [
+    gpt_cfgs = [
         make_config(
             "gpt",
             d_model=d,
@@ -262,7 +271,7 @@ def frontier_sweep(dtype: str = "bf16", *, quick: bool = False) -> list[Any]:
         )
         for d, L, b, s in gpt
     ]
-    cfgs += [
+    enc_cfgs = [
         make_config(
             "seed-encoder",
             d_model=d,
@@ -276,6 +285,15 @@ def frontier_sweep(dtype: str = "bf16", *, quick: bool = False) -> list[Any]:
         )
         for d, L, b, s, ff in enc
     ]
+    # Interleave the two families (2 GPT : 1 encoder), so a budget that truncates the list keeps both.
+    cfgs: list[Any] = []
+    gi, ei = iter(gpt_cfgs), iter(enc_cfgs)
+    while len(cfgs) < len(gpt_cfgs) + len(enc_cfgs):
+        for it, k in ((gi, 2), (ei, 1)):
+            for _ in range(k):
+                nxt = next(it, None)
+                if nxt is not None:
+                    cfgs.append(nxt)
     # Excluded by the gate: host-bound (utilisation far below 80 %) and other precisions.
     cfgs += [
         make_config(
@@ -593,7 +611,10 @@ def _execute_cuda(
     from flopwatch.telemetry.sensors.discover import open_sensors
     from flopwatch.workloads.run import run_workload
 
-    sensors = open_sensors(f"nvml:{choice.index}")
+    try:
+        sensors = open_sensors(choice.nvml_spec or f"nvml:{choice.index}")
+    except FlopwatchError:
+        sensors = open_sensors(f"nvml:{choice.index}")
     info = sensors[0].info()
     md = base_metadata(
         kind=info.kind,
