@@ -183,3 +183,13 @@ def test_detector_invariants(utils, start, end, edges):
     for (a, _), (b, _) in zip(events[::2], events[1::2], strict=False):
         # outer edges always enclose a busy poll; inner ones may be one busy poll (zero length)
         assert a.t_s < b.t_s if edges == "outer" else a.t_s <= b.t_s
+
+
+def test_devices_without_util_are_skipped_not_fatal():
+    tr = _synthetic()
+    cpu = [Reading(i * 0.5 + 0.2, 1.7e9, "cpu:rapl", 30.0, energy_j=15.0 * i) for i in range(200)]
+    both = Trace.from_readings(
+        [Reading(r.t_s, 1.7e9, r.device, r.power_w, util=r.util) for r in tr.df.itertuples()] + cpu
+    )
+    det = detect_workloads(both)
+    assert det.skipped_devices == ["cpu:rapl"] and [s.device for s in det.segments] == ["d0"]

@@ -146,6 +146,7 @@ class Detection:
     idle_power_w: float
     segments: list[Segment]
     idle_power_w_by_device: dict[str, float] = field(default_factory=dict)
+    skipped_devices: list[str] = field(default_factory=list)  # no utilisation series: not segmented
     params: HysteresisParams = field(default_factory=HysteresisParams)
     idle_source: str = ""
     source: str | None = None
@@ -157,6 +158,7 @@ class Detection:
             "idle_power_w": self.idle_power_w,
             "idle_source": self.idle_source,
             "idle_power_w_by_device": dict(self.idle_power_w_by_device),
+            "skipped_devices": list(self.skipped_devices),
             "workloads": [s.to_dict() for s in self.segments],
             "params": asdict(self.params),
             "source": self.source,
@@ -191,15 +193,21 @@ def detect_workloads(
     devices = trace.devices() if device is None else [device]
     if not devices:
         raise InputError("trace has no samples", file=trace.metadata.get("source"))
+    # A device without utilisation (e.g. RAPL next to GPUs) cannot be segmented: skip it, unless it is all we have.
+    has_util = {
+        d: bool(trace.samples.loc[trace.samples["device"] == d, "util"].notna().any()) for d in devices
+    }
+    skipped = [d for d in devices if not has_util[d]]
+    devices = [d for d in devices if has_util[d]]
+    if not devices:
+        raise InputError(
+            f"no utilisation samples to detect workloads from (devices: {', '.join(skipped)})",
+            file=trace.metadata.get("source"),
+            field="util",
+        )
     raw: list[tuple[str, float, float, bool]] = []
     for dev in devices:
         d = trace.samples[trace.samples["device"] == dev]
-        if d["util"].notna().sum() == 0:
-            raise InputError(
-                f"device {dev!r} has no utilisation samples to detect workloads from",
-                file=trace.metadata.get("source"),
-                field="util",
-            )
         polls, vals = poll_series(d["t_s"].to_numpy(float), d["util"].to_numpy(float), p.poll_s)
         det = OnlineDetector(p)
         start: float | None = None
@@ -261,6 +269,7 @@ def detect_workloads(
     return Detection(
         idle_power_w=float(np.median(list(idle_by_dev.values()))),
         idle_power_w_by_device=idle_by_dev,
+        skipped_devices=skipped,
         segments=segments,
         params=p,
         idle_source=idle_source,

@@ -303,6 +303,8 @@ def detect_cmd(
     c.print(
         f"{trace}: {len(det.segments)} workload(s); idle {det.idle_power_w:.3f} W ({det.idle_source}){sim}"
     )
+    if det.skipped_devices:
+        c.print(f"[yellow]not segmented (no utilisation series)[/]: {', '.join(det.skipped_devices)}")
     if not det.segments:
         return
     t = Table()
