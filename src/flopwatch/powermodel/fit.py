@@ -142,11 +142,11 @@ class PowerModelResult:
     def conf_int(self, alpha: float = 0.05) -> pd.DataFrame:
         """Student-t confidence intervals of intercept and slope per group (classical OLS standard errors)."""
         import pandas as pd
-        from scipy import stats
+        from scipy.special import stdtrit  # Student-t quantile; lighter import than scipy.stats
 
         p = self.params
         dof = (p["n"] - 2).clip(lower=1)
-        t = stats.t.ppf(1 - alpha / 2, dof)
+        t = stdtrit(dof, 1 - alpha / 2)
         s = p["resid_sd_w"]
         with np.errstate(invalid="ignore", divide="ignore"):
             se_slope = s / np.sqrt(p["sxx"])
@@ -223,7 +223,7 @@ class PowerModelResult:
 
         se = s · sqrt(1 + 1/n + (x − x̄)² / Sxx), Student t with n − 2 degrees of freedom.
         """
-        from scipy import stats
+        from scipy.special import stdtrit  # Student-t quantile; lighter import than scipy.stats
 
         r = self._row(gpu, dtype, batch_size)
         xv = np.asarray(x, float)
@@ -231,7 +231,7 @@ class PowerModelResult:
         n = float(r["n"])
         lever = 0.0 if r["degenerate"] or r["sxx"] <= 0 else (xv - r["x_mean"]) ** 2 / r["sxx"]
         se = r["resid_sd_w"] * np.sqrt(1.0 + 1.0 / n + lever)
-        t = stats.t.ppf(1 - alpha / 2, max(n - 2, 1))
+        t = stdtrit(max(n - 2, 1), 1 - alpha / 2)
         return pred, pred - t * se, pred + t * se
 
     def gpu_summary(self) -> pd.DataFrame:
