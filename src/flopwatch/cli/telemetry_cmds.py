@@ -307,31 +307,35 @@ def detect_cmd(
         c.print(f"[yellow]not segmented (no utilisation series)[/]: {', '.join(det.skipped_devices)}")
     if not det.segments:
         return
+    multi = len({s.device for s in det.segments}) > 1
+    if not multi:
+        c.print(f"device: {det.segments[0].device}")
     t = Table()
-    for col in (
+    cols = [
         "#",
-        "device",
+        *(["device"] if multi else []),
         "start s",
         "end s",
-        "duration s",
+        "dur s",
         "energy J",
         "net J",
-        "mean util",
-        "coverage",
+        "util",
+        "cover",
         "TB",
-    ):
+    ]
+    for col in cols:
         t.add_column(col, justify="right")
     for i, s in enumerate(det.segments):
         t.add_row(
             str(i),
-            s.device,
+            *([s.device] if multi else []),
             f"{s.start_s:.1f}",
             f"{s.end_s:.1f}" + ("" if s.complete else "…"),
             f"{s.duration_s:.1f}",
             f"{s.energy_j:.1f}",
             f"{s.net_energy_j:.1f}",
             "—" if s.mean_util is None else f"{s.mean_util:.1%}",
-            f"{s.coverage:.1%}",
+            f"{s.coverage:.0%}",
             "—" if s.tb_moved is None else f"{s.tb_moved:.4f}",
         )
     c.print(t)
