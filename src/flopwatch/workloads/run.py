@@ -77,6 +77,18 @@ def _sdpa_backends(device: str, attention: str) -> list[Any]:
     return [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
 
 
+def _cpu_name(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The CPU's model name (Linux ``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def _device_peak(device: str, device_name: str, dtype: str) -> tuple[float | None, str | None]:
     """Peak FLOP/s from ``devices.py`` (never hard-coded here) and the spec key; None when unknown."""
     from flopwatch.devices import get_device
