@@ -235,7 +235,7 @@ def register(app: typer.Typer) -> None:
             ("duration_s", f"{rec['duration_s']:.3f}"),
             ("flops_per_step", f"{rec['flops_per_step']:.6e}"),
             ("total_flops", f"{rec['total_flops']:.6e}"),
-            ("achieved TFLOP/s", f"{rec['achieved_flops_per_s'] / 1e12:.4f}"),
+            ("achieved TFLOP/s", "n/a" if rec["achieved_flops_per_s"] is None else f"{rec['achieved_flops_per_s'] / 1e12:.4f}"),
             ("MFU", "n/a" if rec["mfu"] is None else f"{rec['mfu'] * 100:.2f} % of {rec['peak_flops'] / 1e12:g} TFLOP/s"
              f" ({rec['peak_dtype']}, {rec['device_spec']})"),
             ("step time median / p10 / p90 (ms)",
