@@ -114,8 +114,13 @@ def test_inverse_and_evaluate(capsys: pytest.CaptureFixture[str]) -> None:
     assert d["flops"] == pytest.approx(d["flop_rate"] * 10)
     code, _, err = _run(capsys, "powermodel", "inverse", "--gpu", "A100", "--power-w", "300")
     assert code == 2 and "util_pct" in err
-    code, out, _ = _run(capsys, "powermodel", "evaluate", "--json")
+    code, out, _ = _run(capsys, "powermodel", "evaluate", "--gpu", "L40", "--gpu", "mi210", "--json")
     assert code == 0
     d = json.loads(out)
-    assert set(d["power"]["per_gpu"]) == {"A100", "L40", "L4", "Quadro RTX 5000", "RTX 4070 Ti", "MI210"}
+    assert set(d["power"]["per_gpu"]) == {"L40", "MI210"}
     assert d["inverse"]["per_gpu"]["MI210"]["util_used"] is False
+    assert d["inverse"]["per_gpu"]["L40"]["util_used"] is True
+    code, out, _ = _run(capsys, "powermodel", "evaluate", "--gpu", "L4")
+    assert code == 0 and "Inverse" in out
+    code, _, err = _run(capsys, "powermodel", "evaluate", "--gpu", "H100")
+    assert code == 2 and "no runs" in err

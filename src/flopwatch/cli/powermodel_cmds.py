@@ -209,7 +209,14 @@ def predict_cmd(
     if mfu is None:
         if flops_per_token is None or flops_per_token <= 0:
             raise InputError("--tokens-per-s needs a positive --flops-per-token", field="flops_per_token")
-        pk = peak_tflops * 1e12 if peak_tflops else peak_flops(gpu, dtype, peak)
+        try:
+            pk = peak_tflops * 1e12 if peak_tflops else peak_flops(gpu, dtype, peak)
+        except InputError as e:
+            raise InputError(
+                f"{e.detail}; for a GPU outside the MASCOTS set pass --peak-tflops (the peak the model's MFU used) "
+                "or --mfu",
+                field="peak",
+            ) from None
         mfu = float(mfu_pct(tokens_per_s, flops_per_token, pk))
     if not 0 <= mfu <= 100:
         raise InputError(f"MFU must be within 0-100 %, got {mfu:.3g}", field="mfu")
@@ -265,6 +272,7 @@ def evaluate_cmd(
     data: list[Path] | None = typer.Argument(
         None, help="Aggregate CSVs (default: the bundled MASCOTS data)."
     ),
+    gpu: list[str] | None = typer.Option(None, "--gpu", help="Only these GPUs (repeatable)."),
     k: int = typer.Option(5, "--k", min=2, help="Folds of the grouped k-fold."),
     seed: int = typer.Option(0, "--seed"),
     min_batch: int = typer.Option(
@@ -278,9 +286,21 @@ def evaluate_cmd(
     """Out-of-sample accuracy of the power models and of the inverse (power → FLOP rate)."""
     from rich.table import Table
 
+    from flopwatch.errors import InputError
+    from flopwatch.powermodel.mfu import canonical_gpu
     from flopwatch.powermodel.oos import evaluate_inverse, evaluate_power_oos
 
     full = _load(data, keep_nan_mfu=True).df
+    if gpu:
+        want = set()
+        for g in gpu:
+            try:
+                want.add(canonical_gpu(g))
+            except InputError:
+                want.add(g)
+        full = full[full["gpu"].isin(want)]
+        if full.empty:
+            raise InputError(f"no runs for GPU(s) {', '.join(gpu)}", field="gpu")
     df = full[full["mfu_pct"].notna()]
     power = evaluate_power_oos(df, full, k=k, seed=seed)
     inv = evaluate_inverse(df, min_batch=min_batch, k=k, seed=seed, level=level)
