@@ -155,3 +155,17 @@ def test_join_reports_every_mismatch():
     assert by["split"]["join"]["status"] == "split"
     kinds = sorted(p["kind"] for p in problems)
     assert kinds == ["not detected", "split", "unmatched segment"]
+
+
+def test_failed_analysis_keeps_data_and_says_why(tmp_path, capsys):
+    """The CPU-sized 'quick' sweep is host-bound on an A100: nothing passes the gate, nothing collected is lost."""
+    out = tmp_path / "f"
+    code = main(
+        ["run", "--device", "sim:a100", "--sweep", "quick", "--quick", "--no-progress", "-o", str(out)]
+    )
+    assert code == 2
+    assert "80 % mean utilisation" in capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["simulated"] is True and s["heldout_mae_pct"] is None and "utilisation" in s["error"]
+    assert (out / "trace.parquet").is_file() and len((out / "records.jsonl").read_text().splitlines()) == 5
+    assert "analysis failed" in (out / "report.html").read_text()

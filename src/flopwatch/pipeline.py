@@ -814,7 +814,18 @@ def run_pipeline(opts: RunOptions, *, log: Callable[[str], None] | None = None) 
             ex = _execute_sim(choice, plan, opts, prog, trace_path)
         else:
             ex = _execute_cuda(choice, plan, opts, prog, trace_path)
-        summary = _analyse(choice, plan, opts, ex, prog, analysis_units)
+        try:
+            summary = _analyse(choice, plan, opts, ex, prog, analysis_units)
+        except FlopwatchError as e:
+            # The trace and records on disk stay; say what failed in summary.json and the report, then raise.
+            summary = _failed_summary(choice, plan, opts, ex, e)
+            summary["wall_time_s"] = time.perf_counter() - t_start
+            summary["started_wall"] = wall_start
+            _write_json(outdir / "summary.json", summary)
+            from flopwatch.report.html import write_report
+
+            write_report(outdir, summary)
+            raise
     finally:
         prog.close()
     summary["wall_time_s"] = time.perf_counter() - t_start
@@ -1016,6 +1027,37 @@ def _analyse(
             "true_idle_power_w": pm.idle_w,
         }
     return summary
+
+
+def _failed_summary(
+    choice: DeviceChoice, plan: Plan, opts: RunOptions, ex: Execution, err: Exception
+) -> dict[str, Any]:
+    """The summary of a run whose analysis failed: contract keys present (null where unknown) plus the error."""
+    return {
+        "device": choice.label,
+        "simulated": bool(choice.simulated),
+        "n_workloads": len(ex.records),
+        "n_frontier": None,
+        "default_model": None,
+        "heldout_mae_pct": None,
+        "frac_splits_any_over_10pct": None,
+        "idle_power_w": None,
+        "schema": "flopwatch.run/1",
+        "flopwatch_version": __version__,
+        "error": str(err),
+        "device_name": ex.device_name,
+        "device_reason": choice.reason,
+        "sweep": plan.sweep_name,
+        "sweep_note": plan.sweep_note,
+        "plan_notes": plan.notes,
+        "quick": opts.quick,
+        "budget_s": opts.budget_s,
+        "seed": opts.seed,
+        "join_mismatches": [
+            {"label": f["label"], "kind": "failed", "detail": f["error"]} for f in ex.failures
+        ],
+        "outputs": [n for n in OUTPUT_FILES if (opts.outdir / n).exists()],
+    }
 
 
 def _write_json(path: Path, obj: Any) -> None:

@@ -104,6 +104,11 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
         else ""
     )
     p.append(f"<h1>flopwatch run on {_e(summary.get('device'))}{tag}</h1>")
+    if summary.get("error"):
+        p.append(
+            f"<p class='warn'><b>The analysis failed:</b> {_e(summary['error'])}. The trace and the records that "
+            "were collected are in this directory.</p>"
+        )
     p.append(
         f"<p>{_e(summary.get('device_name', ''))} — {_e(summary.get('device_reason', ''))}. {_e(when)}; "
         f"flopwatch {_e(summary.get('flopwatch_version', ''))}; seed {_e(summary.get('seed'))}; "
