@@ -169,3 +169,57 @@ def test_failed_analysis_keeps_data_and_says_why(tmp_path, capsys):
     assert s["simulated"] is True and s["heldout_mae_pct"] is None and "utilisation" in s["error"]
     assert (out / "trace.parquet").is_file() and len((out / "records.jsonl").read_text().splitlines()) == 5
     assert "analysis failed" in (out / "report.html").read_text()
+
+
+def test_real_gpu_execution_mechanics(tmp_path, monkeypatch):
+    """The real-GPU path without a GPU: a sampler thread records a live (monotonic-clock) sensor while workloads
+    run in the main thread; a failing workload is recorded and the sweep goes on."""
+    import time
+
+    import flopwatch.telemetry.sensors.discover as discover
+    import flopwatch.workloads.run as wrun
+    from flopwatch.pipeline import Plan, PlannedWorkload, _execute_cuda, _Progress
+    from flopwatch.sim.sensor import from_spec
+    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.sensors.base import MonotonicClock
+    from flopwatch.workloads.config import make_config
+
+    monkeypatch.setattr(
+        discover, "open_sensors", lambda spec, **kw: from_spec("a100", clock=MonotonicClock())
+    )
+
+    def fake_run(config, device, *, seconds, warmup, seed):
+        if config.d_model == 96:
+            raise RuntimeError("CUDA out of memory (fake)")
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        return {
+            "label": config.name,
+            "device": device,
+            "start_monotonic_s": t0,
+            "end_monotonic_s": time.monotonic(),
+        }
+
+    monkeypatch.setattr(wrun, "run_workload", fake_run)
+    cfgs = [
+        make_config("gpt", d_model=d, num_layers=1, batch_size=1, seq_len=8, vocab_size=64)
+        for d in (64, 96, 128)
+    ]
+    plan = Plan(
+        "t",
+        "",
+        [PlannedWorkload(c, 0.3) for c in cfgs],
+        idle_s=0.3,
+        gap_s=0.2,
+        warmup_steps=1,
+        expected_s=2.0,
+    )
+    opts = RunOptions(outdir=tmp_path, device="cuda", rate_hz=20.0, progress=False)
+    choice = DeviceChoice("cuda", "cuda:0", "a100", nvml_spec="nvml:0")
+    ex = _execute_cuda(choice, plan, opts, _Progress(False, 1.0), tmp_path / "trace.parquet")
+    assert [r["label"] for r in ex.records] == [cfgs[0].name, cfgs[2].name]
+    assert ex.failures and "out of memory" in ex.failures[0]["error"]
+    tr = Trace.read(tmp_path / "trace.parquet")
+    assert len(tr) >= 20 and tr.t0_monotonic_s is not None
+    # Records and trace share the monotonic clock, so the join can line them up.
+    assert tr.t0_monotonic_s <= ex.records[0]["start_monotonic_s"] <= tr.t0_monotonic_s + tr.duration_s
