@@ -67,8 +67,20 @@ def _flops_opt(value: str | None, name: str) -> float | None:
     return v
 
 
+def _console():  # noqa: ANN202 - rich Console, imported lazily
+    """A rich console; when stdout is not a terminal (pipes, CI logs) use 160 columns instead of rich's 80,
+    so tables of labels and FLOP counts are not truncated."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
 def _fmt_flops(x: float | None) -> str:
-    return "—" if x is None or not math.isfinite(x) else f"{x:.4g}"
+    """Compact scientific notation (``1.218e14``) so wide tables fit an 80-column terminal."""
+    if x is None or not math.isfinite(x):
+        return "—"
+    mant, exp = f"{x:.3e}".split("e")
+    return f"{mant}e{int(exp)}"
 
 
 def _filters_line(gd: dict[str, Any]) -> str:
@@ -130,10 +142,9 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _emit_json(summary)
             return
-        from rich.console import Console
         from rich.table import Table
 
-        con = Console()
+        con = _console()
         t = Table(title=f"calibration profile → {output}")
         t.add_column("parameter")
         t.add_column("value", justify="right")
@@ -236,16 +247,15 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _emit_json(out)
             return
-        from rich.console import Console
         from rich.table import Table
 
-        con = Console()
+        con = _console()
         t = Table(
             title=f"FLOP estimates ({prof.model_name}, {rows[0]['confidence'] if rows else prof.confidence:.0%}"
             " interval)"
         )
         for col in ("label", "estimate", "lower", "upper", "ground truth", "error %"):
-            t.add_column(col, justify="left" if col == "label" else "right")
+            t.add_column(col, justify="left" if col == "label" else "right", no_wrap=True)
         if thr is not None:
             t.add_column("vs threshold")
         for x in rows:
@@ -266,6 +276,9 @@ def register(app: typer.Typer) -> None:
                 f"MAE {summary['mae_pct']:.2f} %, max |error| {summary['max_abs_pct']:.2f} %, mean signed "
                 f"{summary['mean_signed_pct']:+.2f} %, interval coverage {summary['coverage']:.0%}"
             )
+        for x in rows:
+            for w in x["warnings"]:
+                con.print(f"[yellow]warning[/yellow] {x['label']}: {w}", highlight=False)
         if skipped:
             con.print(f"skipped {len(skipped)} record(s) of another precision (use --strict to fail instead)")
 
@@ -317,10 +330,9 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _emit_json(d)
             return
-        from rich.console import Console
         from rich.table import Table
 
-        con = Console()
+        con = _console()
         t = Table(
             title=f"held-out errors: {d['n_splits']} splits of {d['n_frontier']} runs "
             f"({d['n_train']} train / {d['n_test']} test), seed {d['seed']}"
@@ -336,7 +348,7 @@ def register(app: typer.Typer) -> None:
         ):
             t.add_column(col, justify="left" if col == "model" else "right")
         for name, m in d["models"].items():
-            mark = " (default)" if name == d["default_model"] else ""
+            mark = " (default)" if name == d["default_model"] and name != "default" else ""
             t.add_row(
                 name + mark,
                 f"{m['mae_pct']:.2f}",
@@ -348,6 +360,8 @@ def register(app: typer.Typer) -> None:
             )
         con.print(t)
         con.print(_filters_line(d["filters"]))
+        for name, why in d.get("skipped_models", {}).items():
+            con.print(f"model {name} not evaluated: {why}")
         for base, imp in d.get("default_vs_published", {}).items():
             con.print(
                 f"default vs {base}: MAE {imp['mae_diff_pp']:+.2f} pp better (95 % of splits within "
