@@ -175,10 +175,10 @@ ARG_CASES = [
     (["evaluate", "{rec}", "--min-util", "80"], ["--min-util", "did you mean 0.8"]),
     (["evaluate", "{rec}", "--precision", "fp64"], ["--precision", "unknown dtype"]),
     (["evaluate", "{rec}", "--confidence", "1.5"], ["--confidence"]),
-    (["evaluate", "{rec}", "--train", "30"], ["n_train", "leaves no test runs"]),
+    (["evaluate", "{rec}", "--train", "30"], ["--train", "leaves no test runs"]),
     (["evaluate", "{rec}", "--models", "eq1,eq9"], ["unknown model 'eq9'"]),
     (["evaluate", "{rec}", "--models", ","], ["--models"]),
-    (["evaluate", "{rec}", "--splits", "0"], ["n_splits"]),
+    (["evaluate", "{rec}", "--splits", "0"], ["--splits"]),
     (["calibrate", "{rec}", "-o", "{tmp}/p.json", "--model", "nope"], ["unknown model 'nope'"]),
     (["calibrate", "{rec}", "-o", "{tmp}/p.json", "--interval", "magic"], ["unknown interval method"]),
     (

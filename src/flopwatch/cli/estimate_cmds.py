@@ -316,9 +316,15 @@ def register(app: typer.Typer) -> None:
             if not names:
                 raise InputError("is empty; give comma-separated model names", field="--models")
         rs = load_records(records, require=("net_energy_j", "duration_s", "total_flops"))
-        res = evaluate_models(
-            rs, names, n_splits=splits, n_train=train, seed=seed, gate=gate, confidence=confidence
-        )
+        try:
+            res = evaluate_models(
+                rs, names, n_splits=splits, n_train=train, seed=seed, gate=gate, confidence=confidence
+            )
+        except InputError as e:  # name the CLI flag the user typed
+            flag = {"n_splits": "--splits", "n_train": "--train", "seed": "--seed"}.get(e.field or "")
+            if flag is None:
+                raise
+            raise InputError(e.detail, file=e.file, record=e.record, field=flag) from None
         written: list[Path] = []
         if figures is not None:
             from flopwatch.report.estimate_figures import write_figures

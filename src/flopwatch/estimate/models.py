@@ -16,9 +16,11 @@ fitted by *relative* least squares, min Σ((E − a·F − c·TB − p·t)/F)² 
 chosen by LOO over ``np.linspace(0, 4, 321)`` W minimising the mean squared LOO relative FLOP error
 (this criterion reproduces the published constants; see tests/test_estimate_models.py).
 
-Our own models regress log throughput ``log(F/t)`` on log average net power and, optionally, log DRAM
-bandwidth, with ridge shrinkage chosen by LOO inside the training set; ``default`` chooses among a small
-set of such candidates by LOO inside the training set (nested: the test split is never seen).
+Our own models (:class:`LogLinearModel`) regress log FLOP-per-joule (or log throughput) on log net power
+and, optionally, log DRAM bandwidth and utilisation, with ridge shrinkage whose strength is chosen — or
+averaged over — by exact LOO inside the training set. ``default`` is the power + bandwidth one, averaged
+over the ridge grid; docs/estimator.md explains the choice and its held-out numbers. Everything
+data-driven happens inside the training set: the evaluation's test split is never seen by a fit.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -64,9 +66,14 @@ def _batched(X: Features, flops: np.ndarray | None = None) -> tuple[Features, np
 class FlopModel(ABC):
     """Base class: an estimator of total FLOPs from energy-side features."""
 
-    name: ClassVar[str] = ""
-    description: ClassVar[str] = ""
-    needs: ClassVar[tuple[str, ...]] = ()  # optional Features columns this model requires
+    name: str = ""
+    description: str = ""
+    min_train: int = 3  # fewest training records a fit accepts
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """Optional :class:`Features` columns (``tb_moved``, ``mean_util``) this model requires."""
+        return ()
 
     # ----------------------------------------------------------------- batched core (implemented by models)
     @abstractmethod
@@ -82,7 +89,8 @@ class FlopModel(ABC):
         """Hyper-parameters (constructor arguments)."""
         return {}
 
-    def check_features(self, X: Features, *, where: str = "features") -> None:
+    def check_features(self, X: Features) -> None:
+        """InputError when a needed column is unknown or energy/duration are out of range."""
         for col in self.needs:
             arr = getattr(X, col)
             if np.isnan(arr).any():
@@ -114,8 +122,6 @@ class FlopModel(ABC):
         self.loo_flops_ = res.loo_flops[0]
         self.n_train_ = len(flops)
         return self
-
-    min_train: ClassVar[int] = 3
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "params_"):
@@ -172,7 +178,7 @@ class PublishedModel(FlopModel):
         self.objective = objective
 
     @property
-    def needs(self) -> tuple[str, ...]:  # type: ignore[override]
+    def needs(self) -> tuple[str, ...]:
         return ("tb_moved",) if self.use_tb else ()
 
     def get_params(self) -> dict[str, Any]:
@@ -356,11 +362,11 @@ class LogLinearModel(FlopModel):
             raise InputError(f"unknown feature(s) {unknown}; known: {sorted(_FEATURES)}", field="features")
         self.features = tuple(features)
         self.alphas = tuple(float(a) for a in alphas)
-        self.name = name or "loglin[" + ",".join(self.features) + "]"  # type: ignore[misc]
-        self.description = "log-throughput ridge regression on " + ", ".join(self.features)  # type: ignore[misc]
+        self.name = name or "loglin[" + ",".join(self.features) + "]"
+        self.description = "log-throughput ridge regression on " + ", ".join(self.features)
 
     @property
-    def needs(self) -> tuple[str, ...]:  # type: ignore[override]
+    def needs(self) -> tuple[str, ...]:
         return tuple(sorted({c for f in self.features for c in _FEATURES[f][1]}))
 
     def get_params(self) -> dict[str, Any]:
@@ -470,16 +476,13 @@ class SelectModel(FlopModel):
         if not candidates:
             raise InputError("needs at least one candidate model")
         self.candidates = list(candidates)
-        self.name = name  # type: ignore[misc]
-        self.description = "nested LOO choice among " + ", ".join(c.name for c in self.candidates)  # type: ignore[misc]
+        self.min_train = max(c.min_train for c in self.candidates)
+        self.name = name
+        self.description = "nested LOO choice among " + ", ".join(c.name for c in self.candidates)
 
     @property
-    def needs(self) -> tuple[str, ...]:  # type: ignore[override]
+    def needs(self) -> tuple[str, ...]:
         return tuple(sorted({n for c in self.candidates for n in c.needs}))
-
-    @property
-    def min_train(self) -> int:  # type: ignore[override]
-        return max(c.min_train for c in self.candidates)
 
     def get_params(self) -> dict[str, Any]:
         return {"candidates": [c.name for c in self.candidates]}

@@ -30,6 +30,7 @@ from flopwatch.records import RecordSet, WorkloadRecord, as_record_set
 EVAL_MODELS = ("eq1", "eq2", "loglin-p", "loglin-p-bw", DEFAULT_MODEL)
 HYPERPARAMS = ("d_model", "batch_size", "seq_len", "num_layers")  # the study's Figure 5 axes
 COVERAGE_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9)
+MAX_SPLITS = 20_000
 
 
 def _excluded_text(gr: GateResult) -> str:
@@ -243,10 +244,10 @@ def evaluate_models(
 ) -> EvaluationResult:
     """Run the repeated-split evaluation of ``models`` (default: eq1, eq2, our candidates and the default).
 
-    ``idle_shifts_w``: a robustness check for carrying a calibration to another measurement session. The
-    test runs' net energy is recomputed as if their idle baseline had been mis-measured by δ W
-    (E_net + δ·t … with the sign of an idle that was *lower* by δ); the Jetson repeat sessions had an idle
-    about 0.08 W below v2's (SOURCE.md). Reported per model as ``idle_shift_mae_pct``.
+    ``idle_shifts_w``: a robustness check for carrying a calibration to another measurement session.
+    Each model, fitted on the unshifted training runs, is re-scored on test runs whose net energy is
+    ``E_net + δ·t``, i.e. as if their idle baseline had been under-estimated by δ W (δ < 0: over-estimated).
+    The Jetson repeat sessions idled about 0.08 W below v2 (SOURCE.md). Reported as ``idle_shift_mae_pct``.
     """
     import time
 
@@ -262,6 +263,8 @@ def evaluate_models(
     for name, v, lo in (("n_splits", n_splits, 1), ("n_train", n_train, 2), ("seed", seed, 0)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise InputError(f"must be an integer >= {lo}, got {v!r}", field=name)
+    if n_splits > MAX_SPLITS:  # the batched arrays are splits × 321 grid points × runs
+        raise InputError(f"must be at most {MAX_SPLITS}, got {n_splits}", field="n_splits")
     if n_train >= n:
         raise InputError(
             f"n_train={n_train} leaves no test runs: only {n} of {len(rs)} records pass the filters "
