@@ -318,3 +318,17 @@ def test_sim_cli(tmp_path, capsys):
     capsys.readouterr()
     assert main(["sim", "trace", "a100", "--schedule", str(sched), "-o", str(out)]) == 2  # exists: refuse
     assert "exists" in capsys.readouterr().err
+
+
+def test_scaled_clock_and_capped_sensor_readings():
+    from flopwatch.telemetry.sensors.base import ScaledClock
+
+    s = from_spec("a100", speed=20.0, schedule=[Idle(0.1), Run(_big(), duration_s=600.0)], power_cap_w=250.0)[
+        0
+    ]
+    assert isinstance(s.clock, ScaledClock) and s.info().fingerprint["power_limit_w"] == "250"
+    s.clock.sleep_until(s.accelerator.runs[0].start_s + 4.0)  # 4 simulated seconds = 0.2 s of real time
+    r = s.read()
+    assert r.util > 0.9 and r.sm_clock_mhz < 1410.0
+    assert r.power_w <= 250.0 * 1.04  # the cap holds, up to sensor noise
+    assert r.extra["power_limit_w"] == 250.0
