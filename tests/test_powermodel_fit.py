@@ -182,3 +182,17 @@ def test_cell_bootstrap_matches_grouped_ols_on_the_same_resamples(mascots: pd.Da
         g = grouped_ols(x[idx[i]], y[idx[i]], cells[idx[i]], cells.max() + 1)
         ref = np.sqrt(np.nansum(g.ssr) / (len(x) - 2)) / y[idx[i]].mean() * 100
         assert b.sd_cell_pct[i] == pytest.approx(ref, rel=1e-9)
+
+
+def test_per_dtype_grouping(mascots: pd.DataFrame, tmp_path: Path) -> None:
+    m = fit_power_model(mascots, by="dtype")
+    assert list(m.params.index.names) == ["gpu", "dtype"] and len(m.params) == 17  # Quadro has no bf16
+    sub = mascots[(mascots.gpu == "MI210") & (mascots.dtype == "fp16")]
+    coef = np.polyfit(sub.mfu_pct, sub.power_w, 1)
+    np.testing.assert_allclose(m.predict("MI210", "fp16", None, 10.0), np.polyval(coef, 10.0), rtol=1e-10)
+    m.save(tmp_path / "d.json")
+    assert PowerModelResult.load(tmp_path / "d.json").predict("MI210", "fp16", x=10.0) == pytest.approx(
+        np.polyval(coef, 10.0)
+    )
+    with pytest.raises(InputError, match="no fitted model for Quadro RTX 5000 bf16"):
+        m.predict("Quadro RTX 5000", "bf16", x=1.0)

@@ -141,7 +141,9 @@ def fit_cmd(
     data: list[Path] = typer.Argument(
         ..., help="Aggregate CSV(s) in the MASCOTS schema (e.g. from `flopwatch bench`)."
     ),
-    by: str = typer.Option("gpu", "--by", help="Group fits by 'gpu' or 'cell' (gpu, dtype, batch)."),
+    by: str = typer.Option(
+        "gpu", "--by", help="Group fits by 'gpu', 'dtype' (gpu, dtype) or 'cell' (gpu, dtype, batch)."
+    ),
     x: str = typer.Option("mfu_pct", "--x", help="Predictor: mfu_pct or gpu_util_pct."),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU name for files without a gpu column."),
     output: Path = typer.Option(..., "-o", "--output", help="Write the model JSON here."),
@@ -151,8 +153,8 @@ def fit_cmd(
     from flopwatch.errors import InputError
     from flopwatch.powermodel.fit import fit_power_model
 
-    if by not in ("gpu", "cell"):
-        raise InputError(f"--by must be 'gpu' or 'cell', got {by!r}", field="by")
+    if by not in ("gpu", "dtype", "cell"):
+        raise InputError(f"--by must be 'gpu', 'dtype' or 'cell', got {by!r}", field="by")
     loaded = _load(data, gpu=gpu)
     m = fit_power_model(loaded.df, by=by, x=x)
     if output.exists() and output.is_dir():
@@ -188,7 +190,7 @@ def predict_cmd(
         None, "--peak-tflops", help="Explicit peak TFLOP/s (overrides --peak)."
     ),
     duration_s: float | None = typer.Option(None, "--duration-s", min=0.0, help="Run length, for energy."),
-    by: str = typer.Option("cell", "--by", help="With --model bundled: 'cell' (default) or 'gpu'."),
+    by: str = typer.Option("cell", "--by", help="With --model bundled: 'cell' (default), 'dtype' or 'gpu'."),
     level: float = typer.Option(0.95, "--level", min=0.5, max=0.999, help="Prediction-interval level."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -309,13 +311,16 @@ def evaluate_cmd(
         return
     con = _console()
     t = Table(
-        title="MFU → power: MAPE % in-sample vs held out (per-GPU model | per-cell model), and noise floor"
+        title="MFU → power: MAPE % in-sample vs held out (per-GPU | per-(GPU, dtype) | per-cell model), and noise floor"
     )
     for h in (
         "GPU",
         "GPU in",
         "GPU LOMO",
         "GPU k-fold",
+        "dtype in",
+        "dtype LOMO",
+        "dtype k-fold",
         "cell in",
         "cell LOMO",
         "cell k-fold",
@@ -332,6 +337,9 @@ def evaluate_cmd(
                     "gpu_in_sample",
                     "gpu_lomo",
                     "gpu_kfold",
+                    "dtype_in_sample",
+                    "dtype_lomo",
+                    "dtype_kfold",
                     "cell_in_sample",
                     "cell_lomo",
                     "cell_kfold",

@@ -33,7 +33,13 @@ if TYPE_CHECKING:
 
 SCHEMA = "flopwatch.powermodel/1"
 X_COLUMNS = ("mfu_pct", "gpu_util_pct")
-BY_KEYS: dict[str, tuple[str, ...]] = {"gpu": ("gpu",), "cell": ("gpu", "dtype", "batch_size")}
+# "dtype" (per GPU and dtype, all batch sizes) is our addition: out of sample it is more robust than the
+# per-cell fit, whose slope rests on only three models per cell (docs/powermodel.md).
+BY_KEYS: dict[str, tuple[str, ...]] = {
+    "gpu": ("gpu",),
+    "dtype": ("gpu", "dtype"),
+    "cell": ("gpu", "dtype", "batch_size"),
+}
 PARAM_COLUMNS = (
     "intercept",
     "slope",
@@ -180,6 +186,16 @@ class PowerModelResult:
                 f"no fitted model for GPU {gpu!r}; fitted: {', '.join(dict.fromkeys(self.params.index.get_level_values('gpu')))}",
                 field="gpu",
             )
+        if self.by == "dtype":
+            if dtype is None:
+                raise InputError("a per-dtype model needs dtype", field="dtype")
+            key2 = (g, normalize_dtype(dtype))
+            if key2 not in self.params.index:
+                have = sorted({d for gg, d in self.params.index if gg == g})
+                raise InputError(
+                    f"no fitted model for {g} {key2[1]}; dtypes: {', '.join(have)}", field="dtype"
+                )
+            return self.params.loc[key2]
         if dtype is None or batch_size is None:
             raise InputError(
                 "a per-cell model needs dtype and batch_size",
@@ -365,7 +381,8 @@ def _num(v: Any) -> float | int | None:
 
 
 def fit_power_model(df: pd.DataFrame, by: str = "gpu", x: str = "mfu_pct") -> PowerModelResult:
-    """Fit power_w ~ 1 + x by OLS per GPU (``by="gpu"``) or per (GPU, dtype, batch) cell (``by="cell"``).
+    """Fit power_w ~ 1 + x by OLS per GPU (``by="gpu"``), per (GPU, dtype) (``by="dtype"``) or per
+    (GPU, dtype, batch) cell (``by="cell"``).
 
     ``df`` uses the canonical columns of :func:`flopwatch.powermodel.datasets.load_mascots`. Rows without power
     or x are dropped (counted in ``n_dropped``). Idle powers are taken from ``df.attrs["idle_power_w"]``.
@@ -373,7 +390,7 @@ def fit_power_model(df: pd.DataFrame, by: str = "gpu", x: str = "mfu_pct") -> Po
     import pandas as pd
 
     if by not in BY_KEYS:
-        raise InputError(f"unknown grouping {by!r}; expected 'gpu' or 'cell'", field="by")
+        raise InputError(f"unknown grouping {by!r}; expected 'gpu', 'dtype' or 'cell'", field="by")
     if x not in X_COLUMNS:
         raise InputError(f"unknown predictor {x!r}; expected one of {', '.join(X_COLUMNS)}", field="x")
     keys = list(BY_KEYS[by])
