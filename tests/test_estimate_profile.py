@@ -111,3 +111,13 @@ def test_conformal_rank_and_student_fallback():
     qb, _ = log_halfwidth(np.stack([r, 2 * r]), 0.9)
     assert qb.shape == (2,) and qb[1] == pytest.approx(2 * qb[0])
     assert math.isfinite(float(q2))
+
+
+def test_degenerate_inputs(profile, v2):
+    e = profile.estimate(0.0, 10.0, tb_moved=0.01)
+    assert e.flops == e.lower_flops == e.upper_flops == 0.0 and "no net energy" in e.warnings[-1]
+    with pytest.raises(InputError, match="tb_moved must be > 0"):
+        profile.estimate(100.0, 10.0, tb_moved=0.0)
+    eq2 = calibrate(v2, "eq2")
+    low = eq2.estimate(10.0, 10.0)  # 1 W net, below the 3.75 W overhead
+    assert low.flops < 0 and "not positive" in low.warnings[-1]

@@ -447,15 +447,13 @@ class LogLinearModel(FlopModel):
         return BatchFit(params, loo_flops, {"ridge_alpha": best["alpha"]})
 
     def predict_params(self, params: Mapping[str, np.ndarray], X: Features) -> np.ndarray:
-        Z = self._design(X)
-        logx = (
-            np.asarray(params["intercept"], dtype=float)[..., None] + 0.0 * Z[..., 0]
-            if Z.shape[-1]
-            else (np.asarray(params["intercept"], dtype=float)[..., None] + 0.0 * X.duration_s)
-        )
-        for j, f in enumerate(self.features):
-            logx = logx + np.asarray(params[f"coef_{f}"], dtype=float)[..., None] * Z[..., j]
+        Z = self._design(X)  # (…, m, k)
+        logx = np.asarray(params["intercept"], dtype=float)[..., None] + np.zeros(X.duration_s.shape)
+        # Degenerate inputs (zero energy or traffic) give ±inf logs: let them through as inf/NaN and let
+        # the caller (Profile.estimate) turn them into a clear message.
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for j, f in enumerate(self.features):
+                logx = logx + np.asarray(params[f"coef_{f}"], dtype=float)[..., None] * Z[..., j]
             return np.exp(logx) * self._base(X)
 
 

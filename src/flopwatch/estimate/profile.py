@@ -168,7 +168,19 @@ class Profile:
             qa, used = log_halfwidth(self.residuals, conf, "auto")
             q, method = float(qa), str(used)
         warnings = self._warnings(net_energy_j / duration_s, mean_util)
-        if not math.isfinite(flops) or flops <= 0:
+        if net_energy_j == 0:
+            # Nothing above idle: every model's answer is "no measurable compute" (log models would give 0·∞).
+            flops = 0.0
+            warnings.append("no net energy above idle: no measurable compute")
+        elif not math.isfinite(flops):
+            zero_tb = tb_moved == 0 and "tb_moved" in comp.needs
+            raise InputError(
+                f"model {comp.name!r} gives no finite estimate for these inputs"
+                + (" (it uses log DRAM bandwidth, so tb_moved must be > 0)" if zero_tb else ""),
+                record=rec,
+                field="tb_moved" if zero_tb else None,
+            )
+        elif flops <= 0:
             warnings.append(
                 "estimate is not positive: the workload's net power is below the model's overhead"
             )
