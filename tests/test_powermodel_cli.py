@@ -54,6 +54,22 @@ def test_fit_then_predict(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     assert d["net_energy_j"] == pytest.approx((d["power_w"] - d["idle_power_w"]) * 100)
 
 
+def test_predict_auto_falls_back_outside_the_cell(capsys: pytest.CaptureFixture[str]) -> None:
+    # The L4 fp16 batch-8 cell spans MFU 2.7-4.0 %; at 10 % its slope would predict > 100 W on a 72 W card.
+    code, out, _ = _run(capsys, "powermodel", "predict", "--gpu", "L4", "--dtype", "fp16", "--batch", "8",
+                        "--mfu", "10", "--json")  # fmt: skip
+    d = json.loads(out)
+    assert code == 0 and d["model_by"] == "dtype" and "outside the cell's range" in d["fallback_reason"]
+    assert d["power_w"] < 72
+    code, out, _ = _run(capsys, "powermodel", "predict", "--gpu", "L4", "--dtype", "fp16", "--batch", "8",
+                        "--mfu", "3", "--json")  # fmt: skip
+    d = json.loads(out)
+    assert d["model_by"] == "cell" and d["fallback_reason"] is None
+    code, out, _ = _run(capsys, "powermodel", "predict", "--gpu", "A100", "--dtype", "bf16", "--batch", "3",
+                        "--mfu", "3", "--json")  # fmt: skip
+    assert json.loads(out)["fallback_reason"] == "no bf16 batch-3 cell in the data"
+
+
 def test_predict_from_tokens_uses_the_implied_peak(capsys: pytest.CaptureFixture[str]) -> None:
     # 1e4 tokens/s × 3.12e9 FLOPs/token on an A100 in bf16 (implied peak 312 TFLOP/s) is exactly 10 % MFU.
     code, out, _ = _run(
@@ -66,7 +82,10 @@ def test_predict_from_tokens_uses_the_implied_peak(capsys: pytest.CaptureFixture
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--gpu", "A100", "--dtype", "bf16", "--batch", "3", "--mfu", "10"], "no fitted cell"),
+        (
+            ["--gpu", "A100", "--dtype", "bf16", "--batch", "3", "--mfu", "10", "--by", "cell"],
+            "no fitted cell",
+        ),
         (["--gpu", "H100", "--dtype", "bf16", "--batch", "8", "--mfu", "10"], "no fitted model for GPU"),
         (["--gpu", "A100", "--dtype", "bf16", "--batch", "8"], "either --mfu"),
         (["--gpu", "A100", "--dtype", "bf16", "--batch", "8", "--mfu", "140"], "0-100"),

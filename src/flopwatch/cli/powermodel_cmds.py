@@ -190,7 +190,11 @@ def predict_cmd(
         None, "--peak-tflops", help="Explicit peak TFLOP/s (overrides --peak)."
     ),
     duration_s: float | None = typer.Option(None, "--duration-s", min=0.0, help="Run length, for energy."),
-    by: str = typer.Option("cell", "--by", help="With --model bundled: 'cell' (default), 'dtype' or 'gpu'."),
+    by: str = typer.Option(
+        "auto",
+        "--by",
+        help="With --model bundled: 'auto' (cell within its MFU range, else per-(GPU, dtype)), 'cell', 'dtype', 'gpu'.",
+    ),
     level: float = typer.Option(0.95, "--level", min=0.5, max=0.999, help="Prediction-interval level."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -201,9 +205,14 @@ def predict_cmd(
 
     if (mfu is None) == (tokens_per_s is None):
         raise InputError("give either --mfu or --tokens-per-s with --flops-per-token", field="mfu")
+    if by not in ("auto", "gpu", "dtype", "cell"):
+        raise InputError(f"--by must be auto, gpu, dtype or cell, got {by!r}", field="by")
+    fallback = None
     if model == "bundled":
         loaded = _load(None)
-        m = fit_power_model(loaded.df, by=by, x="mfu_pct")
+        m = fit_power_model(loaded.df, by="cell" if by == "auto" else by, x="mfu_pct")
+        if by == "auto":
+            fallback = fit_power_model(loaded.df, by="dtype", x="mfu_pct")
     else:
         m = PowerModelResult.load(model)
     if m.x != "mfu_pct":
@@ -222,6 +231,19 @@ def predict_cmd(
         mfu = float(mfu_pct(tokens_per_s, flops_per_token, pk))
     if not 0 <= mfu <= 100:
         raise InputError(f"MFU must be within 0-100 %, got {mfu:.3g}", field="mfu")
+    reason = None
+    if fallback is not None:
+        # A cell's slope rests on three models' MFU clusters: out of its MFU range it extrapolates badly
+        # (docs/powermodel.md, out-of-sample section), so 'auto' uses the per-(GPU, dtype) fit there.
+        try:
+            r = m._row(gpu, dtype, batch)
+            width = r["x_max"] - r["x_min"]
+            if not (r["x_min"] - 0.25 * width <= mfu <= r["x_max"] + 0.25 * width):
+                reason = f"MFU {mfu:.3g} % is outside the cell's range [{r['x_min']:.3g}, {r['x_max']:.3g}] %"
+        except InputError:
+            reason = f"no {dtype} batch-{batch} cell in the data"
+        if reason is not None:
+            m = fallback
     pred, lo, hi = m.predict_interval(gpu, dtype, batch, mfu, alpha=1 - level)
     row = m._row(gpu, dtype, batch)
     out: dict[str, Any] = {
@@ -233,6 +255,7 @@ def predict_cmd(
         "power_interval_w": [float(lo), float(hi)],
         "level": level,
         "model_by": m.by,
+        "fallback_reason": reason,
         "extrapolated": not (row["x_min"] <= mfu <= row["x_max"]),
         "fit_mfu_range_pct": [float(row["x_min"]), float(row["x_max"])],
     }
@@ -258,6 +281,8 @@ def predict_cmd(
         f"{gpu} {dtype} batch {batch} at MFU {mfu:.2f} %: power {pred:.1f} W "
         f"[{lo:.1f}, {hi:.1f}] ({level:.0%} prediction interval, {m.by} model)"
     )
+    if reason is not None:
+        con.print(f"[dim]per-(GPU, dtype) model used: {reason}[/]")
     if out["extrapolated"]:
         con.print(
             f"[yellow]warning: MFU outside the fitted range {out['fit_mfu_range_pct']}: extrapolating[/]"
@@ -265,7 +290,13 @@ def predict_cmd(
     if duration_s is not None:
         e = out["energy_interval_j"]
         con.print(
-            f"energy over {duration_s:g} s: {out['energy_j'] / 3.6e6:.4g} kWh [{e[0] / 3.6e6:.4g}, {e[1] / 3.6e6:.4g}]"
+            f"energy over {duration_s:g} s: {out['energy_j']:.4g} J [{e[0]:.4g}, {e[1]:.4g}] "
+            f"= {out['energy_j'] / 3.6e6:.4g} kWh"
+            + (
+                f"; net of idle ({out['idle_power_w']:.1f} W): {out['net_energy_j']:.4g} J"
+                if "net_energy_j" in out
+                else ""
+            )
         )
 
 
