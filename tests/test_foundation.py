@@ -52,3 +52,9 @@ def test_counter_helpers():
     d = unwrap_counter([0, 50, 95, 10, 20], max_range=100)
     assert list(d) == [0, 50, 45, 15, 10]
     assert str(unwrap_counter([0, 5, 1])[2]) == "nan"
+
+
+def test_usage_errors_are_one_line(capsys):
+    assert main(["evaluate", "--splits", "abc", "x.json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("flopwatch: error:") and "--splits" in err[0]

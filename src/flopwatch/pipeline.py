@@ -895,17 +895,11 @@ def _analyse(
     n_train = max(2, min(14, int(round(TRAIN_FRACTION * n_frontier)), n_frontier - 1))
     n_splits = opts.n_splits or 200
     models = list(opts.models) if opts.models else None
-    if models is None:
-        from flopwatch.estimate.models import get_model
-        from flopwatch.evaluate.splits import EVAL_MODELS
-
-        models = [m for m in EVAL_MODELS if get_model(m).min_train <= n_train]
-        skipped = [m for m in EVAL_MODELS if m not in models]
-        if skipped:
-            plan.notes.append(
-                f"models {', '.join(skipped)} not evaluated: they need more than {n_train} calibration runs"
-            )
+    # models=None lets evaluate_models skip (and list) estimators this data cannot support: too few
+    # calibration runs, or no DRAM-traffic counter (eq1 and the bandwidth models on pre-Hopper NVML).
     ev = evaluate_models(rs, models, n_splits=n_splits, n_train=n_train, seed=opts.seed, gate=gate)
+    for name, why in ev.skipped_models.items():
+        plan.notes.append(f"model {name} not evaluated: {why}")
     evd = ev.to_dict()
     evd["simulated"] = bool(choice.simulated)
     _write_json(outdir / "evaluation.json", evd)

@@ -79,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     except _cx.NoArgsIsHelpError as e:
         e.show()
         code = 0
-    except _cx.ClickException as e:  # usage errors: bad option, missing argument
-        e.show()
+    except _cx.ClickException as e:  # usage errors: bad option, missing argument — one line, like InputError
+        ctx = getattr(e, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        print(f"flopwatch: error: {e.format_message()}{hint}", file=sys.stderr)
         code = 2
     except FlopwatchError as e:
         if debug:
