@@ -11,9 +11,9 @@ study's idle baseline); otherwise a documented assumption marked ``idle_source="
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 from flopwatch.errors import InputError
 
@@ -41,7 +41,9 @@ def normalize_dtype(dtype: str) -> str:
     try:
         return _DTYPE_ALIASES[key]
     except KeyError:
-        raise InputError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}", field="dtype") from None
+        raise InputError(
+            f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}", field="dtype"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,9 @@ _H100_DS = "NVIDIA H100 Tensor Core GPU datasheet (2023), H100 SXM column; dense
 _H200_DS = "NVIDIA H200 Tensor Core GPU datasheet (2024), H200 SXM column; dense = half the sparse figure"
 _L40_DS = "NVIDIA L40 GPU datasheet (2022)"
 _L4_DS = "NVIDIA L4 Tensor Core GPU datasheet (2023)"
-_MASCOTS = "Enskat & Wiesner, MASCOTS 2026 (arXiv 2608.03880), baseline row of the aggregate CSVs (idle, 50 samples)"
+_MASCOTS = (
+    "Enskat & Wiesner, MASCOTS 2026 (arXiv 2608.03880), baseline row of the aggregate CSVs (idle, 50 samples)"
+)
 
 _SPECS: tuple[DeviceSpec, ...] = (
     DeviceSpec(
@@ -135,7 +139,9 @@ _SPECS: tuple[DeviceSpec, ...] = (
         key="l40",
         name="NVIDIA L40",
         vendor="nvidia",
-        peak_flops=MappingProxyType({"fp32": 90.5 * T, "tf32": 90.5 * T, "fp16": 181.05 * T, "bf16": 181.05 * T}),
+        peak_flops=MappingProxyType(
+            {"fp32": 90.5 * T, "tf32": 90.5 * T, "fp16": 181.05 * T, "bf16": 181.05 * T}
+        ),
         mem_bw_bytes_per_s=864e9,
         tdp_w=300.0,
         idle_w=36.9,
@@ -149,11 +155,14 @@ _SPECS: tuple[DeviceSpec, ...] = (
         key="l4",
         name="NVIDIA L4",
         vendor="nvidia",
-        peak_flops=MappingProxyType({"fp32": 30.3 * T, "tf32": 60 * T, "fp16": 121 * T, "bf16": 121 * T, "fp8": 242.5 * T}),
+        peak_flops=MappingProxyType(
+            {"fp32": 30.3 * T, "tf32": 60 * T, "fp16": 121 * T, "bf16": 121 * T, "fp8": 242.5 * T}
+        ),
         mem_bw_bytes_per_s=300e9,
         tdp_w=72.0,
         idle_w=16.6,
-        idle_source=_MASCOTS + " (L4: 16.60 W; the L4 file lacks the io_latency columns, so its fields sit 3 to the left)",
+        idle_source=_MASCOTS
+        + " (L4: 16.60 W; the L4 file lacks the io_latency columns, so its fields sit 3 to the left)",
         sources=(_L4_DS,),
         min_power_cap_w=40.0,
         max_sm_clock_mhz=2040.0,
@@ -193,7 +202,9 @@ _SPECS: tuple[DeviceSpec, ...] = (
         tdp_w=300.0,
         idle_w=42.0,
         idle_source=_MASCOTS + " (MI210: 42.0 W)",
-        sources=("AMD Instinct MI210 datasheet (2022): 22.6 TFLOPS FP32 vector, 45.3 FP32 matrix, 181 FP16/BF16",),
+        sources=(
+            "AMD Instinct MI210 datasheet (2022): 22.6 TFLOPS FP32 vector, 45.3 FP32 matrix, 181 FP16/BF16",
+        ),
         aliases=("amd instinct mi210",),
     ),
     DeviceSpec(
@@ -202,7 +213,9 @@ _SPECS: tuple[DeviceSpec, ...] = (
         vendor="nvidia",
         # 8 Ampere SMs (1024 CUDA cores) at 1020 MHz: FP32 = 1024 × 2 × 1.02e9; tensor FP16 dense =
         # 8 SMs × 1024 FLOP/clk (GA10x-class tensor cores) × 1.02e9.
-        peak_flops=MappingProxyType({"fp32": 2.089 * T, "tf32": 4.18 * T, "fp16": 8.36 * T, "bf16": 8.36 * T}),
+        peak_flops=MappingProxyType(
+            {"fp32": 2.089 * T, "tf32": 4.18 * T, "fp16": 8.36 * T, "bf16": 8.36 * T}
+        ),
         mem_bw_bytes_per_s=102e9,
         tdp_w=25.0,
         idle_w=0.642,

@@ -42,7 +42,9 @@ def _version_cb(value: bool) -> None:
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks instead of one-line errors."),
-    version: bool = typer.Option(False, "--version", callback=_version_cb, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version_cb, is_eager=True, help="Print the version."
+    ),
 ) -> None:
     """flopwatch: independent estimates of training FLOPs from power and utilisation telemetry."""
     _STATE["debug"] = debug
