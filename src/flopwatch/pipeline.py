@@ -941,11 +941,13 @@ def _analyse(
     except ImportError as e:  # pragma: no cover - matplotlib missing
         mismatches.append({"label": None, "kind": "figures", "detail": f"figures skipped: {e}"})
     try:
-        from flopwatch.report.estimate_figures import write_figures  # ESTIMATOR helper's figures
+        from flopwatch.report.estimate_figures import write_figures
 
-        figs += list(write_figures(ev, outdir / FIGURES_DIR))
-    except ImportError:
-        pass
+        figs += list(
+            write_figures(ev, outdir / FIGURES_DIR, watermark="SIMULATED" if choice.simulated else None)
+        )
+    except ImportError as e:  # pragma: no cover - matplotlib missing
+        mismatches.append({"label": None, "kind": "figures", "detail": f"figures skipped: {e}"})
     prog.advance(units * 0.35)
 
     metrics = evd["models"][dm]

@@ -385,7 +385,7 @@ def write_aggregate_csv(rows: Iterable[dict[str, Any]], path: str | Path, *, app
 def make_torch_step(config: Any, device: str, *, seed: int = 0) -> Callable[[], float]:
     """A callable running one training step of ``config`` on ``device`` and returning its device time (s).
 
-    Built from the workload helper's model builders (``flopwatch.workloads.model``); optimizer, autocast and
+    Built from the workload model builders (``flopwatch.workloads.model``); optimizer, autocast and
     grad scaling as in ``flopwatch.workloads.run.run_workload`` (AdamW lr 1e-4, as the study). CUDA steps are
     timed with CUDA events (synchronised per step so each window is exact), CPU steps with ``perf_counter``.
     """

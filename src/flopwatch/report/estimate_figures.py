@@ -30,12 +30,32 @@ def _plt():  # noqa: ANN202 - returns the pyplot module
     return plt
 
 
+def _save(fig, path: Path, watermark: str | None) -> None:  # noqa: ANN001 - a matplotlib Figure
+    # A simulated run's figures carry a faint watermark so a number from the simulator is never
+    # mistaken for a measurement when a PNG travels without its report.
+    if watermark:
+        fig.text(
+            0.5,
+            0.5,
+            watermark,
+            fontsize=60,
+            color="red",
+            alpha=0.08,
+            ha="center",
+            va="center",
+            rotation=25,
+            transform=fig.transFigure,
+        )
+    fig.savefig(path, dpi=110)
+    _plt().close(fig)
+
+
 def _order(result: EvaluationResult) -> list[str]:
     names = list(result.models)
     return [n for n in ("eq1", "eq2") if n in names] + [n for n in names if n not in ("eq1", "eq2")]
 
 
-def fig4_per_workload(result: EvaluationResult, path: Path) -> Path:
+def fig4_per_workload(result: EvaluationResult, path: Path, *, watermark: str | None = None) -> Path:
     plt = _plt()
     names = _order(result)
     fig, axes = plt.subplots(len(names), 1, figsize=(11, 2.6 * len(names) + 1), sharex=True, squeeze=False)
@@ -63,12 +83,11 @@ def fig4_per_workload(result: EvaluationResult, path: Path) -> Path:
     axes[-1, 0].set_xticks(x, [labels[i] for i in order], rotation=70, fontsize=7)
     fig.suptitle(f"Per-workload held-out estimates ({result.n_splits} splits; sorted by ground truth)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, watermark)
     return path
 
 
-def fig5_by_hyperparameter(result: EvaluationResult, path: Path) -> Path:
+def fig5_by_hyperparameter(result: EvaluationResult, path: Path, *, watermark: str | None = None) -> Path:
     plt = _plt()
     names = _order(result)
     hps = list(result.by_hyperparameter(names[0]))
@@ -89,12 +108,11 @@ def fig5_by_hyperparameter(result: EvaluationResult, path: Path) -> Path:
     axes[0, 0].legend(fontsize=7)
     fig.suptitle("Held-out error by hyper-parameter")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, watermark)
     return path
 
 
-def fig6_ablation(result: EvaluationResult, path: Path) -> Path:
+def fig6_ablation(result: EvaluationResult, path: Path, *, watermark: str | None = None) -> Path:
     plt = _plt()
     names = _order(result)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
@@ -112,12 +130,11 @@ def fig6_ablation(result: EvaluationResult, path: Path) -> Path:
     a2.set_ylabel("per-split MAE (%)")
     a2.set_title("eq. 1 vs eq. 2 ablation (and ours), same splits", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, watermark)
     return path
 
 
-def fig_coverage(result: EvaluationResult, path: Path) -> Path:
+def fig_coverage(result: EvaluationResult, path: Path, *, watermark: str | None = None) -> Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5, 4.5))
     for name in _order(result):
@@ -131,12 +148,11 @@ def fig_coverage(result: EvaluationResult, path: Path) -> Path:
     ax.set_title("Prediction-interval coverage (LOO-conformal)", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, watermark)
     return path
 
 
-def fig_thresholds(result: EvaluationResult, path: Path) -> Path:
+def fig_thresholds(result: EvaluationResult, path: Path, *, watermark: str | None = None) -> Path:
     plt = _plt()
     names = _order(result)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
@@ -159,21 +175,25 @@ def fig_thresholds(result: EvaluationResult, path: Path) -> Path:
     axes[0].set_ylabel("rate")
     axes[0].legend(fontsize=6, ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, watermark)
     return path
 
 
-def write_figures(result: EvaluationResult, outdir: str | os.PathLike[str]) -> list[Path]:
-    """Write all evaluation figures as PNG into ``outdir`` (created if needed); returns their paths."""
+def write_figures(
+    result: EvaluationResult, outdir: str | os.PathLike[str], *, watermark: str | None = None
+) -> list[Path]:
+    """Write all evaluation figures as PNG into ``outdir`` (created if needed); returns their paths.
+
+    ``watermark`` (e.g. ``"SIMULATED"``) is drawn faintly across every figure.
+    """
     out = Path(outdir)
     if out.exists() and not out.is_dir():
         raise InputError("exists and is not a directory", file=str(out), field="--figures")
     out.mkdir(parents=True, exist_ok=True)
     return [
-        fig4_per_workload(result, out / "fig4_per_workload.png"),
-        fig5_by_hyperparameter(result, out / "fig5_by_hyperparameter.png"),
-        fig6_ablation(result, out / "fig6_ablation.png"),
-        fig_coverage(result, out / "coverage.png"),
-        fig_thresholds(result, out / "threshold_rates.png"),
+        fig4_per_workload(result, out / "fig4_per_workload.png", watermark=watermark),
+        fig5_by_hyperparameter(result, out / "fig5_by_hyperparameter.png", watermark=watermark),
+        fig6_ablation(result, out / "fig6_ablation.png", watermark=watermark),
+        fig_coverage(result, out / "coverage.png", watermark=watermark),
+        fig_thresholds(result, out / "threshold_rates.png", watermark=watermark),
     ]
