@@ -10,6 +10,8 @@ from flopwatch.errors import InputError, NotFittedError
 from flopwatch.estimate.features import Features, FrontierGate, ground_truth
 from flopwatch.estimate.models import (
     P_OVERHEAD_GRID_W,
+    PENALTY_EQ1_COORDS,
+    RIDGE_ALPHAS,
     Eq1Model,
     Eq2Model,
     LogLinearModel,
@@ -134,6 +136,57 @@ def test_sklearn_conventions(frontier):
     assert m.fit(X, F) is m
     assert all(k.endswith("_") for k in ("params_", "hyper_", "loo_flops_", "n_train_"))
     assert m.get_params()["features"] == ["log_power", "log_bw"]
+    assert m.get_params()["penalty"] == [list(r) for r in PENALTY_EQ1_COORDS]
+
+
+def test_default_penalty_is_identity_ridge_in_eq1_coordinates(frontier):
+    """The default's penalty matrix on (β_P, β_BW) equals plain ridge on the slopes of log(TB/E) and
+    log(t/E): same fits, same LOO residuals, same predictions (batched over several training sets)."""
+    X, F = frontier
+    idx = np.stack([np.delete(np.arange(21), [i, (i + 5) % 21, (i + 11) % 21]) for i in range(6)])
+    eq1c = LogLinearModel(("log_tb_per_j", "log_s_per_j"), RIDGE_ALPHAS, offset="energy", rule="average")
+    default = get_model("default")
+    a, b = default.fit_batch(X.take(idx), F[idx]), eq1c.fit_batch(X.take(idx), F[idx])
+    np.testing.assert_allclose(a.loo_flops, b.loo_flops, rtol=1e-9)
+    np.testing.assert_allclose(a.hyper["ridge_alpha"], b.hyper["ridge_alpha"], rtol=1e-9)
+    full = np.broadcast_to(np.arange(21), (6, 21))
+    np.testing.assert_allclose(
+        default.predict_params(a.params, X.take(full)), eq1c.predict_params(b.params, X.take(full)), rtol=1e-9
+    )
+    # slopes map as β_BW = β'_TB, β_P = −β'_TB − β'_t
+    np.testing.assert_allclose(a.params["coef_log_bw"], b.params["coef_log_tb_per_j"], rtol=1e-9)
+    np.testing.assert_allclose(
+        a.params["coef_log_power"],
+        -b.params["coef_log_tb_per_j"] - b.params["coef_log_s_per_j"],
+        rtol=1e-9,
+    )
+    # and it is not the identity penalty: the previous default shrinks differently
+    v1 = get_model("default-v1").fit_batch(X.take(idx), F[idx])
+    assert not np.allclose(v1.params["coef_log_bw"], a.params["coef_log_bw"], rtol=1e-3)
+
+
+def test_penalised_loo_matches_refits(frontier):
+    """With a non-identity penalty the hat-matrix LOO is still exact (only centring, no scaling)."""
+    X, F = frontier
+    mk = lambda: LogLinearModel(  # noqa: E731
+        ("log_power", "log_bw"), alphas=(0.03,), offset="energy", penalty=PENALTY_EQ1_COORDS
+    )
+    m = mk().fit(X, F)
+    for i in (0, 7, 20):
+        keep = np.arange(21) != i
+        sub = mk().fit(X.take(keep), F[keep])
+        assert sub.predict(X.take(np.array([i])))[0] == pytest.approx(m.loo_flops_[i], rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [((1.0, 0.0), (0.5, 1.0)), ((1.0,),), ((1.0, 2.0), (2.0, 1.0)), ((1.0, 0.0), (0.0, float("nan")))],
+    ids=["asymmetric", "wrong-shape", "indefinite", "nan"],
+)
+def test_penalty_must_be_symmetric_psd(bad):
+    with pytest.raises(InputError, match="penalty") as ei:
+        LogLinearModel(("log_power", "log_bw"), penalty=bad)
+    assert ei.value.field == "penalty"
 
 
 @pytest.mark.parametrize(("alpha", "rtol"), [(0.0, 1e-9), (1.0, 1e-3)])
