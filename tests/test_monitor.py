@@ -149,7 +149,8 @@ def test_bursts_below_the_hysteresis_are_still_counted(tmp_path):
     trace = write_trace(tmp_path / "b.parquet", t_total=330, busy=busy_fn(bursts), counter=True)
     prof = LinearProfile(j_per_flop=1e-10)
     cfg = _cfg(tmp_path)
-    res = Monitor(cfg, sensors=_virtual_replay(trace), profile=prof).run()
+    mon = Monitor(cfg, sensors=_virtual_replay(trace), profile=prof)
+    res = mon.run()
     assert res.workloads == []
     tot = next(iter(res.totals.values()))
     # Each 1 s burst at +200 W above idle, with 0.5 s ramps either side in the 2 Hz trace: 200 J net per burst.
@@ -160,6 +161,27 @@ def test_bursts_below_the_hysteresis_are_still_counted(tmp_path):
     assert tot["net_energy_j"] == pytest.approx(true_net_j, rel=0.02)
     shown = summarize_ledger(cfg.ledger)["totals"]
     assert shown[next(iter(res.totals))]["estimated_flops"] == pytest.approx(tot["estimated_flops"])
+    # The exporter reports the same energy outside workloads (the fleet alert of docs/monitor.md).
+    reg = mon.metrics.registry
+    labels = {"device": next(iter(res.totals))}
+    outside = reg.get_sample_value("flopwatch_outside_workload_net_energy_joules_total", labels)
+    assert outside == pytest.approx(tot["outside_busy_net_energy_j"], rel=1e-6)
+
+
+def test_outside_energy_metric_excludes_workloads(tmp_path):
+    """One real workload and a few bursts: only the bursts' net energy is reported as outside workloads."""
+    trace = write_trace(
+        tmp_path / "w.parquet", t_total=200, busy=busy_fn([(10, 11), (20, 21), (40, 140), (170, 171)])
+    )
+    mon = Monitor(_cfg(tmp_path), sensors=_virtual_replay(trace), profile=LinearProfile())
+    res = mon.run()
+    (w,) = res.workloads
+    dev = w["device"]
+    outside = mon.metrics.registry.get_sample_value(
+        "flopwatch_outside_workload_net_energy_joules_total", {"device": dev}
+    )
+    assert outside == pytest.approx(3 * (P_BUSY_W - P_IDLE_W), rel=0.02)  # three 1 s bursts
+    assert outside == pytest.approx(res.totals[dev]["outside_busy_net_energy_j"], rel=1e-6)
 
 
 def test_counter_and_power_integration_agree(tmp_path):

@@ -109,6 +109,11 @@ class OnlineDetector:
                     events.append(Event("end", end, t_s))
         return events
 
+    @property
+    def settled(self) -> bool:
+        """True when idle with no busy streak pending: no later segment can start before the last poll."""
+        return not self.active and not self._streak
+
     def close(self, t_s: float) -> list[Event]:
         """End an open segment at ``t_s`` (end of data); returns the "end" event if one was open."""
         if not self.active:

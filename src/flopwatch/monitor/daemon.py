@@ -149,6 +149,7 @@ class DeviceAccount:
         self._hist_s = max(60.0, 4 * cfg.poll_s * (cfg.start_polls + cfg.end_polls))
         self.session_errors = 0
         self.reported_flops = self.totals.estimated_flops
+        self.reported_outside_j = self.settled_outside_j()
 
     # ------------------------------------------------------------------ readings
     def on_reading(self, r: Reading) -> None:
@@ -288,6 +289,20 @@ class DeviceAccount:
                 est,
             )
         self._update_flops_total()
+        if self.open is None and self.detector.settled:
+            self._update_outside_total()
+
+    def settled_outside_j(self) -> float:
+        """Busy net energy that no workload row holds (short bursts), up to the last settled idle poll."""
+        return max(0.0, self.totals.busy_net_energy_j - self.totals.workload_net_energy_j)
+
+    def _update_outside_total(self) -> None:
+        # Only called while idle with no busy streak pending: outer-edge detection starts a workload at the last
+        # idle poll at the earliest, so busy energy before this poll can no longer be claimed by a workload.
+        f = self.settled_outside_j()
+        if f > self.reported_outside_j:
+            self.m.metrics.inc(self.m.metrics.outside_energy, f - self.reported_outside_j, device=self.device)
+            self.reported_outside_j = f
 
     def _at(self, t: float) -> _Point:
         """Cumulative values at sensor time ``t`` (linear interpolation between readings)."""
@@ -776,8 +791,14 @@ class Monitor:
                 t0 = self._restored.get(info.device_id)
                 if t0 is not None:  # counters continue from the checkpointed totals
                     self.metrics.inc(self.metrics.energy, t0.energy_j, device=info.device_id)
+                    self.metrics.inc(self.metrics.net_energy, t0.busy_net_energy_j, device=info.device_id)
                     self.metrics.inc(self.metrics.flops, t0.estimated_flops, device=info.device_id)
                     self.metrics.inc(self.metrics.sensor_errors, t0.sensor_errors, device=info.device_id)
+                    self.metrics.inc(
+                        self.metrics.outside_energy,
+                        self.accounts[info.device_id].reported_outside_j,
+                        device=info.device_id,
+                    )
             self.metrics.set_info(
                 profile_sha256=self.profile_sha256 or "none",
                 model=getattr(self.profile, "model_name", None) or "none",
