@@ -77,12 +77,17 @@ def _shutdown(m: Any) -> None:
                 pass
 
 
-def _num(v: Any) -> float | None:
-    """amdsmi reports unsupported values as the string "N/A"."""
+#: All-ones "not supported" markers of the amdsmi C structs (uint16/32/64). The Python layer turns only
+#: 0xFFFF into "N/A"; a wider field left at its maximum must not become a 4.3 GW power reading.
+_UNSUPPORTED = (0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
+
+
+def _num(v: Any, *, gauge: bool = False) -> float | None:
+    """amdsmi reports unsupported values as the string "N/A" (or, for gauges, an all-ones integer)."""
     if isinstance(v, bool) or v is None:
         return None
-    if isinstance(v, int | float):
-        return float(v)
+    if gauge and isinstance(v, int) and v in _UNSUPPORTED:
+        return None
     try:
         return float(v)
     except (TypeError, ValueError):
@@ -156,18 +161,18 @@ class AmdSensor:
                 (
                     v
                     for k in ("current_socket_power", "socket_power", "average_socket_power")
-                    if (v := _num(p.get(k))) is not None
+                    if (v := _num(p.get(k), gauge=True)) is not None
                 ),
                 None,
             )
             if power is None:
                 raise SensorError(f"amdsmi GPU {self.index}: no socket power reported ({p})")
-            lim = _num(p.get("power_limit"))
+            lim = _num(p.get("power_limit"), gauge=True)
             if lim is not None:
                 extra["power_limit_w"] = lim / 1e6 if lim > 1e5 else lim  # µW on some releases
             cj = self._counter_j()
             act = m.amdsmi_get_gpu_activity(self.handle)
-            gfx, umc = _num(act.get("gfx_activity")), _num(act.get("umc_activity"))
+            gfx, umc = _num(act.get("gfx_activity"), gauge=True), _num(act.get("umc_activity"), gauge=True)
             clk = m.amdsmi_get_clock_info(self.handle, m.AmdSmiClkType.GFX)
             temp = _num(
                 m.amdsmi_get_temp_metric(
@@ -198,7 +203,7 @@ class AmdSensor:
             energy_j=energy,
             util=None if gfx is None else gfx / 100.0,
             mem_util=None if umc is None else umc / 100.0,
-            sm_clock_mhz=_num(clk.get("clk")),
+            sm_clock_mhz=_num(clk.get("clk"), gauge=True),
             temp_c=temp,
             extra=extra,
         )

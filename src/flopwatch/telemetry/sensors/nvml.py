@@ -70,6 +70,15 @@ def _str(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+#: ``nvmlValueType_t`` → member of the ``nvmlValue_t`` union that holds the value (nvml.h).
+_VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def _field_value(v: Any) -> float:
+    """The number in an ``nvmlFieldValue_t``, read through the union member its ``valueType`` names."""
+    return float(getattr(v.value, _VALUE_MEMBER.get(int(getattr(v, "valueType", 1)), "uiVal")))
+
+
 class NvmlSensor:
     """One NVIDIA GPU (``index``) through NVML."""
 
@@ -180,7 +189,7 @@ class NvmlSensor:
         if self._power_field is not None:
             v = n.nvmlDeviceGetFieldValues(self.handle, [self._power_field])[0]
             if getattr(v, "nvmlReturn", 0) == getattr(n, "NVML_SUCCESS", 0):
-                return float(v.value.uiVal)
+                return _field_value(v)
         return float(n.nvmlDeviceGetPowerUsage(self.handle))
 
     def _energy(self, t: float, power_w: float, extra: dict[str, float]) -> float | None:
@@ -199,13 +208,28 @@ class NvmlSensor:
         self._prev_mj, self._prev_t, self._prev_power_w = mj, t, power_w
         return self._energy_j
 
+    def _gpm_free(self, sample: Any) -> None:
+        if sample is not None and hasattr(self._nvml, "nvmlGpmSampleFree"):
+            self._try(self._nvml.nvmlGpmSampleFree, sample)
+
     def _gpm_metrics(self, extra: dict[str, float]) -> None:
         n = self._nvml
         cur = n.nvmlGpmSampleAlloc()
-        n.nvmlGpmSampleGet(self.handle, cur)
+        try:
+            n.nvmlGpmSampleGet(self.handle, cur)
+        except n.NVMLError:
+            self._gpm_free(cur)  # a daemon reads for months: never leak a sample per failed read
+            raise
         prev, self._gpm_prev = self._gpm_prev, cur
         if prev is None:
             return
+        try:
+            self._gpm_compute(prev, cur, extra)
+        finally:
+            self._gpm_free(prev)
+
+    def _gpm_compute(self, prev: Any, cur: Any, extra: dict[str, float]) -> None:
+        n = self._nvml
         mg = n.c_nvmlGpmMetricsGet_t()
         mg.version = n.NVML_GPM_METRICS_GET_VERSION
         mg.numMetrics = 2
@@ -217,8 +241,6 @@ class NvmlSensor:
             m = mg.metrics[i]
             if getattr(m, "nvmlReturn", 0) == getattr(n, "NVML_SUCCESS", 0):
                 extra[key] = float(m.value) / 100.0  # GPM reports percent
-        if hasattr(n, "nvmlGpmSampleFree"):
-            n.nvmlGpmSampleFree(prev)
 
     def read(self) -> Reading:
         if self._closed:
@@ -260,6 +282,8 @@ class NvmlSensor:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._gpm_free(getattr(self, "_gpm_prev", None))  # close() also runs from a failed __init__
+            self._gpm_prev = None
             _shutdown(self._nvml)
 
 
