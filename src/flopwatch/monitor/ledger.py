@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sqlite3
 import stat
 import threading
@@ -400,7 +401,14 @@ class VerifyResult:
         }
 
 
+_SIG_HEX = re.compile(r"[0-9a-f]{128}")
+
+
 def _sig_ok(key: Ed25519PublicKey, sig_hex: str, msg: bytes) -> bool:
+    # Exactly as written (lowercase, no spaces): bytes.fromhex alone would accept "…7D…" for "…7d…", and a
+    # one-byte edit of the stored signature must be reported like any other.
+    if not _SIG_HEX.fullmatch(sig_hex):
+        return False
     try:
         key.verify(bytes.fromhex(sig_hex), msg)
         return True
