@@ -11,6 +11,7 @@ study's idle baseline); otherwise a documented assumption marked ``idle_source="
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -184,13 +185,21 @@ _SPECS: tuple[DeviceSpec, ...] = (
         key="rtx-4070-ti",
         name="NVIDIA GeForce RTX 4070 Ti",
         vendor="nvidia",
-        # Ada GeForce tensor FP16 with FP32 accumulate is half the FP16-accumulate rate; 160.4 dense FP16-acc.
-        peak_flops=MappingProxyType({"fp32": 40.1 * T, "fp16": 160.4 * T, "bf16": 160.4 * T}),
+        # GeForce Ada runs FP16/BF16 tensor maths with FP32 accumulation at half the FP16-accumulate rate.
+        # PyTorch's fp16/bf16 matmuls accumulate in FP32 (cuBLAS CUBLAS_COMPUTE_32F), and BF16 has no FP16
+        # accumulate at all, so the dense peak a training run can reach is 80.2 TFLOP/s (160.4 is the
+        # FP16-accumulate dense rate, or the FP32-accumulate *sparse* one). TF32 dense: 40.1. The MASCOTS
+        # paper's Table I quotes the same 80.2 for FP16/BF16 (flopwatch.powermodel.mfu).
+        peak_flops=MappingProxyType({"fp32": 40.1 * T, "tf32": 40.1 * T, "fp16": 80.2 * T, "bf16": 80.2 * T}),
         mem_bw_bytes_per_s=504e9,
         tdp_w=285.0,
         idle_w=15.7,
         idle_source=_MASCOTS + " (RTX 4070 Ti: 15.68 W)",
-        sources=("NVIDIA Ada Lovelace architecture whitepaper v2.1 (2023), RTX 4070 Ti column",),
+        sources=(
+            "NVIDIA Ada Lovelace GPU architecture whitepaper v2.1 (2023), appendix table, 'RTX 4080 12GB' column "
+            "(the card later sold as RTX 4070 Ti: 7680 CUDA cores, 2610 MHz boost): FP32 40.1; tensor "
+            "FP16/BF16 with FP32 accumulate 80.2 dense / 160.4 sparse; TF32 40.1 dense / 80.2 sparse",
+        ),
         aliases=("4070", "4070ti", "rtx 4070 ti"),
     ),
     DeviceSpec(
@@ -244,6 +253,12 @@ _SPECS: tuple[DeviceSpec, ...] = (
 
 DEVICES: Mapping[str, DeviceSpec] = MappingProxyType({s.key: s for s in _SPECS})
 
+# Name tokens of sibling SKUs whose peaks differ from the spec's (H100 PCIe: 51 TFLOP/s FP32, 756 BF16 dense;
+# H100/H200 NVL: lower clocks and power; RTX 4070 Ti SUPER: AD103, 44.1 TFLOP/s FP32): no fuzzy match.
+_OTHER_SKU_TOKENS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {"h100": ("pcie", "nvl"), "h200": ("nvl",), "rtx-4070-ti": ("super",)}
+)
+
 
 def get_device(name: str) -> DeviceSpec:
     """Look a device up by key, alias or (case-insensitive, substring) marketing name.
@@ -257,8 +272,13 @@ def get_device(name: str) -> DeviceSpec:
     for s in _SPECS:
         if q == s.name.lower() or q in s.aliases:
             return s
-    # NVML names like "NVIDIA H200" / "NVIDIA A100 80GB PCIe": match on the family token.
+    # NVML names like "NVIDIA H200" / "NVIDIA A100 80GB PCIe": every token of the key must appear in the
+    # name ("rtx-4070-ti" needs rtx, 4070 and ti: an "RTX 4090" must not borrow its peaks), and a token
+    # naming a different SKU with other peaks (H100 PCIe/NVL, 4070 Ti SUPER) rules the match out.
+    tokens = set(re.split(r"[\s\-_/()]+", q))
     for s in _SPECS:
-        if s.vendor != "cpu" and s.key.split("-")[0] in q.replace(" ", "-").split("-"):
+        if s.vendor == "cpu" or tokens & set(_OTHER_SKU_TOKENS.get(s.key, ())):
+            continue
+        if set(s.key.split("-")) <= tokens:
             return s
     raise InputError(f"unknown device {name!r}; known: {', '.join(DEVICES)}", field="device")
