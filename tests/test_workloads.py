@@ -246,3 +246,84 @@ def test_cli_import_stays_light() -> None:
     assert (
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
     )
+
+
+# ------------------------------------------------------------------------------ GPU-only paths, on the CPU
+def test_timed_loop_never_enters_a_flop_counter(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from torch.utils import flop_counter
+
+    from flopwatch.workloads.ground_truth import count_flops
+    from flopwatch.workloads.run import run_workload
+
+    cfg = EncoderConfig(d_model=32, batch_size=2, seq_len=8, num_layers=1, dim_feedforward=64, steps=2)
+    count_flops(cfg, "math")  # cached: the run must not count again, and never inside its loop
+
+    def refuse(self: object) -> None:
+        raise AssertionError("FlopCounterMode entered during the run")
+
+    monkeypatch.setattr(flop_counter.FlopCounterMode, "__enter__", refuse)
+    rec = run_workload(cfg, "cpu", warmup=1)
+    assert rec["total_flops"] == 2 * count_flops(cfg, "math").flops_per_step
+
+
+def test_tf32_switch_uses_the_api_in_force_and_restores_it() -> None:
+    torch = pytest.importorskip("torch")
+    from flopwatch.workloads.run import matmul_precision
+
+    mm = torch.backends.cuda.matmul
+    if not hasattr(mm, "fp32_precision"):
+        pytest.skip("torch < 2.9: legacy allow_tf32 only")
+    before = mm.fp32_precision
+    try:
+        # A process that already used the new API (torch raises if allow_tf32 is read after that).
+        mm.fp32_precision = "tf32"
+        with matmul_precision("cuda:0", "fp32"):
+            assert mm.fp32_precision == "ieee"  # fp32 = full FP32, measured against the FP32-vector peak
+        assert mm.fp32_precision == "tf32"
+        mm.fp32_precision = "ieee"
+        with matmul_precision("cuda", "tf32"):
+            assert mm.fp32_precision == "tf32"
+        assert mm.fp32_precision == "ieee"
+        with matmul_precision("cpu", "tf32"):  # nothing to switch on the CPU
+            assert mm.fp32_precision == "ieee"
+    finally:
+        mm.fp32_precision = before
+
+
+def test_missing_fused_kernel_is_a_config_error() -> None:
+    pytest.importorskip("torch")
+    from flopwatch.workloads.run import kernel_error, sdpa_backends
+
+    cfg = EncoderConfig(d_model=36, nhead=4, batch_size=2, seq_len=8)
+    err = kernel_error(RuntimeError("No available kernel. Aborting execution."), cfg, "fused")
+    assert isinstance(err, ConfigError) and err.field == "attention" and "head size 9" in str(err)
+    assert kernel_error(RuntimeError("CUDA out of memory"), cfg, "fused") is None
+    assert len(sdpa_backends("cuda:0", "fused")) == 3 and len(sdpa_backends("cpu", "math")) == 1
+
+
+def test_record_names_the_cpu_and_where_its_peak_comes_from() -> None:
+    pytest.importorskip("torch")
+    from flopwatch.workloads.run import _cpu_name, run_workload
+
+    cfg = EncoderConfig(d_model=32, batch_size=2, seq_len=8, num_layers=1, dim_feedforward=64, steps=1)
+    rec = run_workload(cfg, "cpu", warmup=0)
+    assert rec["device_name"] == _cpu_name() and rec["device_spec"] == "cpu"
+    assert "placeholder" in rec["peak_source"]  # a CPU MFU is against a nominal peak, and says so
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--device", "cuda:x"], "unknown device"),
+        (["--device", "cuda:"], "unknown device"),
+        (["--records", "."], "is a directory"),
+    ],
+)
+def test_cli_run_refuses_bad_device_and_records_before_running(
+    extra: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("torch")
+    assert main(["workload", "run", *TINY, "--steps", "1", *extra]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1

@@ -382,22 +382,38 @@ def write_aggregate_csv(rows: Iterable[dict[str, Any]], path: str | Path, *, app
 # -- drivers -----------------------------------------------------------------------------------------------
 
 
-def make_torch_step(config: Any, device: str, *, seed: int = 0) -> Callable[[], float]:
+def make_torch_step(
+    config: Any, device: str, *, seed: int = 0, attention: str | None = None
+) -> Callable[[], float]:
     """A callable running one training step of ``config`` on ``device`` and returning its device time (s).
 
-    Built from the workload model builders (``flopwatch.workloads.model``); optimizer, autocast and
-    grad scaling as in ``flopwatch.workloads.run.run_workload`` (AdamW lr 1e-4, as the study). CUDA steps are
-    timed with CUDA events (synchronised per step so each window is exact), CPU steps with ``perf_counter``.
+    Built from the workload model builders (``flopwatch.workloads.model``); optimizer, autocast, grad
+    scaling, TF32 switching and attention-kernel pinning as in ``flopwatch.workloads.run.run_workload``
+    (AdamW lr 1e-4, as the study), so the FLOPs counted under ``attention`` (default: fused on CUDA, math on
+    the CPU) are the ones that run. CUDA steps are timed with CUDA events (synchronised per step so each
+    window is exact), CPU steps with ``perf_counter``. Global torch settings are switched for the duration of
+    each step only and restored after it.
     """
     import contextlib
 
     import torch
+    from torch.nn.attention import sdpa_kernel
 
     from flopwatch.workloads.config import check_device_support
     from flopwatch.workloads.model import build_model, make_batch
-    from flopwatch.workloads.run import LEARNING_RATE, SGD_MOMENTUM
+    from flopwatch.workloads.run import (
+        LEARNING_RATE,
+        SGD_MOMENTUM,
+        kernel_error,
+        matmul_precision,
+        parse_device,
+        sdpa_backends,
+    )
 
+    device = parse_device(device)
     check_device_support(config, device)
+    conv = attention or ("fused" if device.startswith("cuda") else "math")
+    backends = sdpa_backends(device, conv)
     tdev = torch.device(device)
     torch.manual_seed(seed)
     with torch.device(tdev):
@@ -411,10 +427,22 @@ def make_torch_step(config: Any, device: str, *, seed: int = 0) -> Callable[[], 
     amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(config.precision)
     scaler = torch.amp.GradScaler(tdev.type) if config.precision == "fp16" else None
     is_cuda = tdev.type == "cuda"
-    if is_cuda:
-        on = config.precision == "tf32"
-        torch.backends.cuda.matmul.allow_tf32 = on
-        torch.backends.cudnn.allow_tf32 = on
+
+    @contextlib.contextmanager
+    def settings() -> Any:
+        # CUDA events record on the current device's stream: make it the run's device.
+        with (
+            torch.cuda.device(tdev) if is_cuda else contextlib.nullcontext(),
+            matmul_precision(device, config.precision),
+            sdpa_kernel(backends),
+        ):
+            try:
+                yield
+            except RuntimeError as e:
+                err = kernel_error(e, config, conv)
+                if err is None:
+                    raise
+                raise err from None
 
     def one() -> None:
         opt.zero_grad(set_to_none=True)
@@ -432,21 +460,24 @@ def make_torch_step(config: Any, device: str, *, seed: int = 0) -> Callable[[], 
             opt.step()
 
     if is_cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.device(tdev):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
         def step() -> float:
-            start.record()
-            one()
-            end.record()
+            with settings():
+                start.record()
+                one()
+                end.record()
             end.synchronize()
             return start.elapsed_time(end) / 1e3
 
     else:
 
         def step() -> float:
-            t = time.perf_counter()
-            one()
-            return time.perf_counter() - t
+            with settings():
+                t = time.perf_counter()
+                one()
+                return time.perf_counter() - t
 
     return step
 
@@ -515,13 +546,13 @@ def bench_grid(
         sampler.start()
     try:
         for config in configs:
-            conv = "fused" if device.startswith("cuda") else "math"
+            conv = "fused" if device.startswith("cuda") else "math"  # what make_torch_step pins
             fc = count_flops(config, attention=conv)
             peak, spec_name = _peak_for(
                 info.spec_key if info else None, _device_name(device), config.precision
             )
             for rep in range(repeats):
-                step = make_torch_step(config, device, seed=seed + rep)
+                step = make_torch_step(config, device, seed=seed + rep, attention=conv)
                 m = run_protocol(
                     step,
                     now=now,

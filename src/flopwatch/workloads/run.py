@@ -47,24 +47,44 @@ def _normalize_device(device: str) -> str:
 
 
 @contextlib.contextmanager
-def _matmul_precision(device: str, precision: str) -> Iterator[None]:
-    """fp32 means build defaults (TF32 off: FP32 vector peak); tf32 turns TF32 on; restored afterwards."""
+def matmul_precision(device: str, precision: str) -> Iterator[None]:
+    """CUDA fp32 matmuls in full FP32 (PyTorch's default; FP32-vector peak), or in TF32 for ``tf32``.
+
+    Only cuBLAS matmuls are switched (our models have no convolutions); the previous setting is restored.
+    torch >= 2.9 has ``torch.backends.cuda.matmul.fp32_precision`` and *raises* when the legacy
+    ``allow_tf32`` flag is read after the new API was used anywhere in the process, so the new API is used
+    when present (reading it works whichever API set it) and ``allow_tf32`` only on older torch.
+    """
     import torch
 
     if not device.startswith("cuda"):
         yield
         return
-    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    on = precision == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = on
-    torch.backends.cudnn.allow_tf32 = on
+    mm = torch.backends.cuda.matmul
+    if hasattr(mm, "fp32_precision"):
+        old = mm.fp32_precision
+        mm.fp32_precision = "tf32" if precision == "tf32" else "ieee"
+        try:
+            yield
+        finally:
+            mm.fp32_precision = old
+        return
+    old_flag = mm.allow_tf32
+    mm.allow_tf32 = precision == "tf32"
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+        mm.allow_tf32 = old_flag
 
 
-def _sdpa_backends(device: str, attention: str) -> list[Any]:
+def sdpa_backends(device: str, attention: str) -> list[Any]:
+    """The attention kernels allowed for ``attention`` (``fused`` | ``math``) on ``device``.
+
+    Pinning them makes the counting convention of the record the one that actually ran: ``fused`` on CUDA
+    allows flash, memory-efficient and cuDNN attention only (FlopCounterMode: 3.5x forward); ``math`` the
+    math kernel only (3x). A fused run whose shapes no fused kernel supports fails instead of silently
+    falling back to the math kernel (see :func:`kernel_error`).
+    """
     from torch.nn.attention import SDPBackend
 
     if attention == "math":
@@ -75,6 +95,41 @@ def _sdpa_backends(device: str, attention: str) -> list[Any]:
             field="attention",
         )
     return [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+
+
+def kernel_error(exc: RuntimeError, config: WorkloadConfig, attention: str) -> ConfigError | None:
+    """A ConfigError for "no attention kernel for these shapes" under pinned backends, else None."""
+    if "No available kernel" not in str(exc):
+        return None
+    return ConfigError(
+        f"no {attention} attention kernel supports {config.name} (head size {config.head_dim}, "
+        f"{config.precision}) on this GPU; fused kernels need a head size that is a multiple of 8 "
+        "(flash: fp16/bf16 only). Change --nhead/--d-model or use --attention math",
+        field="attention",
+    )
+
+
+def check_records_path(records: str | os.PathLike[str]) -> None:
+    """Refuse, before anything runs, a records path the record could not be appended to."""
+    p = Path(records).expanduser()
+    parent = p.resolve().parent
+    if p.is_dir():
+        raise InputError("is a directory, not a records file", file=str(records), field="records")
+    if not parent.is_dir():
+        raise InputError("directory does not exist", file=str(records), field="records")
+    target = p if p.exists() else parent
+    if not os.access(target, os.W_OK):
+        raise InputError("is not writable", file=str(records), field="records")
+
+
+def parse_device(device: str) -> str:
+    """``cpu``, ``cuda`` or ``cuda:N`` (lower-cased); anything else is a ConfigError."""
+    dev = str(device).strip().lower()
+    if dev in ("cpu", "cuda"):
+        return dev
+    if dev.startswith("cuda:") and dev[5:].isdigit():
+        return dev
+    raise ConfigError(f"unknown device {device!r}; expected cpu, cuda or cuda:N", field="device")
 
 
 def _cpu_name(cpuinfo: str = "/proc/cpuinfo") -> str:
@@ -89,17 +144,24 @@ def _cpu_name(cpuinfo: str = "/proc/cpuinfo") -> str:
     return platform.processor() or platform.machine()
 
 
-def _device_peak(device: str, device_name: str, dtype: str) -> tuple[float | None, str | None]:
-    """Peak FLOP/s from ``devices.py`` (never hard-coded here) and the spec key; None when unknown."""
+def _device_peak(device: str, device_name: str, dtype: str) -> tuple[float | None, str | None, str | None]:
+    """Peak FLOP/s from ``devices.py`` (never hard-coded here), the spec key and the peak's source.
+
+    fp32 is the FP32-vector peak and tf32 the TF32 tensor peak (``matmul_precision`` runs exactly that);
+    fp16/bf16 the dense tensor peaks. None when the device or dtype is not in the table.
+    """
     from flopwatch.devices import get_device
 
     try:
         spec = get_device("cpu" if device == "cpu" else device_name)
     except InputError:
-        return None, None
+        return None, None, None
     if not spec.supports(dtype):
-        return None, spec.key
-    return spec.peak(dtype), spec.key
+        return None, spec.key, None
+    source = "; ".join(spec.sources)
+    if spec.vendor == "cpu":
+        source = f"nominal placeholder peak ({spec.idle_source.split(': ', 1)[-1]})"
+    return spec.peak(dtype), spec.key, source
 
 
 def _step_stats(times_s: list[float]) -> dict[str, float]:
@@ -148,7 +210,7 @@ def run_workload(
     ``"fused"`` on CUDA (the study's convention) and ``"math"`` on the CPU.
     Invalid combinations raise :class:`ConfigError` before anything is built.
     """
-    dev = _normalize_device(device)
+    dev = _normalize_device(parse_device(device))
     check_device_support(config, dev)
     if steps is not None and seconds is not None:
         raise ConfigError("give either steps or seconds, not both", field="steps")
@@ -161,11 +223,9 @@ def run_workload(
     conv = attention or ("fused" if dev.startswith("cuda") else "math")
     if conv not in ("fused", "math"):
         raise ConfigError(f"attention convention must be fused or math, got {attention!r}", field="attention")
-    backends = _sdpa_backends(dev, conv)
+    backends = sdpa_backends(dev, conv)
     if records is not None:
-        parent = Path(records).expanduser().resolve().parent
-        if not parent.is_dir():
-            raise InputError("directory does not exist", file=str(records), field="records")
+        check_records_path(records)
     n_steps = int(steps if steps is not None else (None if seconds is not None else config.steps) or 0)
 
     import torch
@@ -179,9 +239,7 @@ def run_workload(
 
     tdev = torch.device(dev)
     is_cuda = tdev.type == "cuda"
-    device_name = (
-        torch.cuda.get_device_name(tdev) if is_cuda else (platform.processor() or platform.machine())
-    )
+    device_name = torch.cuda.get_device_name(tdev) if is_cuda else _cpu_name()
     torch.manual_seed(seed)
     with torch.device(tdev):
         model = build_model(config)
@@ -218,8 +276,8 @@ def run_workload(
         if is_cuda:
             torch.cuda.synchronize(tdev)
 
-    step_times: list[float] = []
-    with _matmul_precision(dev, config.precision), sdpa_kernel(backends):
+    def timed_region() -> tuple[float, float, float, float, int, Any, list[Any]]:
+        """Warm-up, then the timed steps: (start/end monotonic, start/end wall, steps, last loss, events)."""
         for _ in range(int(warmup)):
             train_step()
         sync()
@@ -247,7 +305,19 @@ def run_workload(
             ev.record()
             events.append(ev)
         sync()
-        end_mono, end_wall = time.monotonic(), time.time()
+        return start_mono, time.monotonic(), start_wall, time.time(), done, last, events
+
+    step_times: list[float] = []
+    # torch.cuda.device: CUDA events record on the *current* device's stream, which must be the run's.
+    on_device = torch.cuda.device(tdev) if is_cuda else contextlib.nullcontext()
+    with on_device, matmul_precision(dev, config.precision), sdpa_kernel(backends):
+        try:
+            start_mono, end_mono, start_wall, end_wall, done, last, events = timed_region()
+        except RuntimeError as e:  # nothing is recorded yet: a missing fused kernel is a config error
+            err = kernel_error(e, config, conv)
+            if err is None:
+                raise
+            raise err from None
     if is_cuda:
         step_times = [a.elapsed_time(b) / 1e3 for a, b in zip(events[:-1], events[1:], strict=False)]
     final_loss = float(last.detach().float().item()) if last is not None else None
@@ -255,7 +325,7 @@ def run_workload(
     duration_s = end_mono - start_mono
     total = fc.flops_per_step * done
     achieved = total / duration_s if duration_s > 0 else None
-    peak, spec_key = _device_peak(dev, device_name, config.precision)
+    peak, spec_key, peak_source = _device_peak(dev, device_name, config.precision)
     record: dict[str, Any] = {
         "schema": RECORD_SCHEMA,
         "label": config.name,
@@ -284,6 +354,7 @@ def run_workload(
         "achieved_flops_per_s": achieved,
         "peak_flops": peak,
         "peak_dtype": config.precision if peak is not None else None,
+        "peak_source": peak_source,
         "mfu": (achieved / peak) if (achieved is not None and peak) else None,
         "step_time_s": _step_stats(step_times) if step_times else None,
         "step_timer": "cuda_events" if is_cuda else "perf_counter",
