@@ -115,6 +115,12 @@ def test_wrong_type_names_line_and_column(tmp_path: Path) -> None:
         ("dtype", "int8", "unknown dtype"),
         ("batch_size", "0", "positive integer"),
         ("batch_size", "2.5", "integer"),
+        ("mfu_percentage_calflops_mean", "inf", "infinite"),
+        ("power_draw_watts_mean", "-inf", "infinite"),
+        ("tokens_per_second_mean", "inf", "infinite"),
+        ("mfu_percentage_calflops_mean", "250", "check the peak"),
+        ("mfu_percentage_calflops_mean", "-1", r"\[0, 100\]"),
+        ("gpu_utilization_mean", "101", r"\[0, 100\]"),
     ],
 )
 def test_bad_values(tmp_path: Path, column: str, value: str, needle: str) -> None:

@@ -221,19 +221,50 @@ def read_aggregate_csv(
             i = int(np.flatnonzero(bad)[0])
             raise InputError(
                 f"expected a {'positive' if canon in ('batch_size', 'samples') else 'non-negative'} integer, "
-                f"got {vals[i]!r}",
+                f"got {float(vals[i])!r}",
                 file=fname,
                 record=f"line {work_lines[i]}",
                 field=src,
             )
         work[canon] = work[canon].astype(np.int64)
+    # No infinities anywhere (an empty cell is NaN and handled below; "inf" is a broken writer).
+    for canon, src in {**CANONICAL_FROM_SOURCE, **OPTIONAL_FROM_SOURCE}.items():
+        if canon not in work.columns or src in _STRING_COLS:
+            continue
+        vals = work[canon].to_numpy(dtype=float)
+        if np.isinf(vals).any():
+            i = int(np.flatnonzero(np.isinf(vals))[0])
+            raise InputError(
+                f"is infinite ({float(vals[i])!r}); use an empty cell for a missing value",
+                file=fname,
+                record=f"line {work_lines[i]}",
+                field=src,
+            )
+    # Percentages: MFU and utilisation lie in [0, 100]. An MFU above 100 % means the peak it was normalised
+    # by is wrong (the study's own sanitiser emptied such values, see the MI210 rows).
+    for canon in ("mfu_pct", "gpu_util_pct"):
+        vals = work[canon].to_numpy(dtype=float)
+        bad = (vals < 0) | (vals > 100)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(
+                f"must be a percentage in [0, 100], got {float(vals[i])!r}"
+                + (
+                    " (MFU > 100 %: check the peak FLOP/s it was normalised by)"
+                    if vals[i] > 100 and canon == "mfu_pct"
+                    else ""
+                ),
+                file=fname,
+                record=f"line {work_lines[i]}",
+                field=CANONICAL_FROM_SOURCE[canon],
+            )
     for canon in ("power_w", "tokens_per_s", "flops_per_step", "cooldown"):
         vals = work[canon].to_numpy()
         bad = vals < 0 if canon == "cooldown" else vals <= 0
         if np.any(bad & ~np.isnan(vals)):
             i = int(np.flatnonzero(bad & ~np.isnan(vals))[0])
             raise InputError(
-                f"must be {'non-negative' if canon == 'cooldown' else 'positive'}, got {vals[i]!r}",
+                f"must be {'non-negative' if canon == 'cooldown' else 'positive'}, got {float(vals[i])!r}",
                 file=fname,
                 record=f"line {work_lines[i]}",
                 field=CANONICAL_FROM_SOURCE[canon],
