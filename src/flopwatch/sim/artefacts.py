@@ -14,9 +14,14 @@ Study of NVIDIA GPU's Built-In Power Sensor", SC 2024, arXiv 2312.02741; NVML AP
   which one or more kernels ran; the period is between 1 s and 1/6 s depending on the product.
 * **Noise** — each update carries measurement noise; we use 1 % (SD) per update, an assumption within the ±5 W
   accuracy NVIDIA states for ``power.draw``. Run-to-run variation is on the accelerator side (MASCOTS repeat floor).
+* **No DRAM byte counter** — NVML has no DRAM-traffic query; Hopper and later expose GPM's ``DRAM_BW_UTIL`` (share
+  of peak bandwidth), which flopwatch's NVML sensor reports as ``extra_dram_bw_util``. The twin offers exactly what
+  the real sensor does (:attr:`SensorModel.dram`), so an estimator that needs DRAM traffic fails on the twin where it
+  would fail on the hardware, instead of being handed the simulator's exact analytic byte count.
 
 The Jetson Orin Nano's INA3221 rail monitor has no energy counter; its sysfs power reading is a short average that
-``tegrastats``/sysfs refresh every ~100 ms with full duty cycle, and GPU load (``GR3D``) is a busy fraction.
+``tegrastats``/sysfs refresh every ~100 ms with full duty cycle, and GPU load (``GR3D``) is a busy fraction; DRAM
+traffic comes from the EMC activity monitor (flopwatch's Jetson sensor reports it as ``dram_bytes_per_s``).
 
 All read-outs are computed in closed form from the accelerator's piecewise-periodic signal, vectorised over time,
 so simulating is cheap: one read costs a few microseconds of numpy.
@@ -45,6 +50,9 @@ class SensorModel:
     energy_resolution_j: float = 1e-3  # None-like 0 for sensors without a counter
     has_energy_counter: bool = True
     util_resolution: float = 0.01  # NVML reports integer percent
+    # DRAM traffic as the real sensor reports it: "bytes" (Jetson EMC actmon → dram_bytes_per_s), "gpm" (NVML GPM
+    # on Hopper+: DRAM bandwidth utilisation 0–1 as extra_dram_bw_util) or "none" (NVML before Hopper).
+    dram: str = "none"
 
     @classmethod
     def for_device(cls, key: str) -> SensorModel:
@@ -60,8 +68,10 @@ class SensorModel:
                 energy_resolution_j=0.0,
                 has_energy_counter=False,
                 util_resolution=0.001,
+                dram="bytes",
             )
-        return cls(kind="nvml")
+        # GPM (nvmlGpmQueryDeviceSupport) exists on Hopper and later only.
+        return cls(kind="nvml", dram="gpm" if key in ("h100", "h200") else "none")
 
 
 class SensorReadout:

@@ -69,9 +69,11 @@ class SimSensor:
 
     def info(self) -> SensorInfo:
         acc = self.accelerator
-        caps = ["power_w", "util", "mem_util", "dram_bytes_per_s", "sm_clock_mhz", "temp_c"]
+        caps = ["power_w", "util", "mem_util", "sm_clock_mhz", "temp_c"]
         if self.readout.model.has_energy_counter:
             caps.insert(1, "energy_j")
+        # DRAM traffic only where the real sensor has it (see artefacts.SensorModel.dram).
+        caps += {"bytes": ["dram_bytes_per_s"], "gpm": ["dram_bw_util"]}.get(self.readout.model.dram, [])
         return SensorInfo(
             kind="sim",
             device_id=acc.device_id,
@@ -97,6 +99,15 @@ class SimSensor:
             raise SensorError(f"{self.accelerator.device_id}: sensor closed")
         t = self._clock.now()
         r = self.readout.read_one(t)
+        acc = self.accelerator
+        extra = {
+            "power_instant_w": r["power_instant_w"],
+            "power_limit_w": acc.power_limit_w,
+            "simulated": 1.0,
+        }
+        dram = self.readout.model.dram
+        if dram == "gpm":
+            extra["dram_bw_util"] = min(1.0, r["dram_bytes_per_s"] / acc.spec.mem_bw_bytes_per_s)
         return Reading(
             t_s=t,
             wall_time=self._clock.wall_time(),
@@ -105,14 +116,10 @@ class SimSensor:
             energy_j=r.get("energy_j"),
             util=r["util"],
             mem_util=r["mem_util"],
-            dram_bytes_per_s=r["dram_bytes_per_s"],
+            dram_bytes_per_s=r["dram_bytes_per_s"] if dram == "bytes" else None,
             sm_clock_mhz=r["sm_clock_mhz"],
             temp_c=r["temp_c"],
-            extra={
-                "power_instant_w": r["power_instant_w"],
-                "power_limit_w": self.accelerator.power_limit_w,
-                "simulated": 1.0,
-            },
+            extra=extra,
         )
 
     def close(self) -> None:
