@@ -55,7 +55,14 @@ def test_quick_run_writes_everything(quick_run):
     # The gate excluded the host-bound and other-precision runs, with reasons.
     reasons = [x["reason"] for x in s["gate"]["excluded"]]
     assert any("utilisation" in r for r in reasons) and any("precision" in r for r in reasons)
-    assert s["join_mismatches"] == []
+    assert s["join_mismatches"] == [] and s["figure_errors"] == []
+    # A real A100's NVML has no DRAM byte counter and neither has its twin: "default" resolves to its
+    # power-only form, and eq. 1 (which needs TB moved) is listed as not evaluated, as it would be on hardware.
+    assert s["component"] == "default-p"
+    assert any(n.startswith("model eq1 not evaluated") for n in s["plan_notes"])
+    html = (out / "report.html").read_text()
+    assert "Not evaluated: <code>eq1</code>" in html and "In one sentence:" in html
+    assert "What the twin can and cannot show" in html and "nominal confidence" in html
 
 
 def test_quick_run_is_labelled_simulated(quick_run):
@@ -223,3 +230,59 @@ def test_real_gpu_execution_mechanics(tmp_path, monkeypatch):
     assert len(tr) >= 20 and tr.t0_monotonic_s is not None
     # Records and trace share the monotonic clock, so the join can line them up.
     assert tr.t0_monotonic_s <= ex.records[0]["start_monotonic_s"] <= tr.t0_monotonic_s + tr.duration_s
+
+
+def test_interrupted_real_gpu_sweep_keeps_finished_records(tmp_path, monkeypatch):
+    """Ctrl-C (or a dead driver) in the middle of a real-GPU sweep: the trace is closed and the ground truth of the
+    workloads that already finished is on disk, not lost with the process."""
+    import time
+
+    import flopwatch.telemetry.sensors.discover as discover
+    import flopwatch.workloads.run as wrun
+    from flopwatch.pipeline import Plan, PlannedWorkload, _execute_cuda, _Progress
+    from flopwatch.records import load_records
+    from flopwatch.sim.sensor import from_spec
+    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.sensors.base import MonotonicClock
+    from flopwatch.workloads.config import make_config
+
+    monkeypatch.setattr(
+        discover, "open_sensors", lambda spec, **kw: from_spec("a100", clock=MonotonicClock())
+    )
+
+    def fake_run(config, device, *, seconds, warmup, seed):
+        if config.d_model == 96:
+            raise RuntimeError("CUDA out of memory (fake)")
+        if config.d_model == 128:
+            raise KeyboardInterrupt
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        return {
+            "label": config.name,
+            "device": device,
+            "start_monotonic_s": t0,
+            "end_monotonic_s": time.monotonic(),
+            "steps": 3,
+            "flops_per_step": 1e9,
+            "total_flops": 3e9,
+        }
+
+    monkeypatch.setattr(wrun, "run_workload", fake_run)
+    cfgs = [
+        make_config("gpt", d_model=d, num_layers=1, batch_size=1, seq_len=8, vocab_size=64)
+        for d in (64, 96, 128, 160)
+    ]
+    plan = Plan("t", "", [PlannedWorkload(c, 0.2) for c in cfgs], 0.2, 0.1, 1, 2.0)
+    opts = RunOptions(outdir=tmp_path, device="cuda", rate_hz=20.0, progress=False)
+    choice = DeviceChoice("cuda", "cuda:0", "a100", nvml_spec="nvml:0")
+    prog = _Progress(False, 1.0)
+    with pytest.raises(KeyboardInterrupt):
+        _execute_cuda(choice, plan, opts, prog, tmp_path / "trace.parquet")
+    rs = load_records(tmp_path / "records.jsonl", require=())
+    assert rs.labels == [cfgs[0].name]
+    raw = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[0])
+    assert raw["join"]["status"] == "not analysed" and "KeyboardInterrupt" in raw["join"]["detail"]
+    assert "out of memory" in raw["join"]["detail"]  # the failed run is said too
+    assert len(Trace.read(tmp_path / "trace.parquet")) > 5  # closed, readable
+    # Progress units are wall seconds on a real GPU: what was advanced matches the time spent.
+    assert 0.3 <= prog._done <= 1.5

@@ -57,6 +57,12 @@ SUMMARY_KEYS = (
     "idle_power_w",
 )
 
+#: Real-GPU time not spent in timed training (``--budget-s`` planning): per run, model build, FLOP counting on the
+#: meta device, first-step kernel selection and warm-up; per run of the command, Python/torch/CUDA start-up and the
+#: analysis with figures and report.
+REAL_PER_RUN_OVERHEAD_S = 4.0
+REAL_FIXED_OVERHEAD_S = 40.0
+
 #: The study's split ratio: 14 training runs of 21 (Fowler 2026).
 TRAIN_FRACTION = 14 / 21
 MIN_FRONTIER = 6
@@ -426,8 +432,8 @@ def plan_run(choice: DeviceChoice, opts: RunOptions) -> Plan:
     idle_s = 30.0 if opts.quick else 60.0
     gap_s = 8.0  # > 3 polls × 1.5 s of the detector's end hysteresis, plus margin
     warmup = 3
-    per_run_overhead = 0.0 if sim else 4.0  # model build, first-step compilation, warm-up (real GPUs)
-    fixed_overhead = 0.0 if sim else 40.0  # torch/CUDA start-up, analysis, report
+    per_run_overhead = 0.0 if sim else REAL_PER_RUN_OVERHEAD_S
+    fixed_overhead = 0.0 if sim else REAL_FIXED_OVERHEAD_S
     budget = opts.budget_s
     if budget is None and not sim:
         budget = 420.0
@@ -514,11 +520,6 @@ class _Progress:
         if self._p is not None:
             self._p.update(self._task, advance=units)
 
-    def add_total(self, units: float) -> None:
-        if self._p is not None:
-            t = self._p.tasks[0].total or 0.0
-            self._p.update(self._task, total=t + units)
-
     def close(self) -> None:
         if self._p is not None:
             self._p.update(self._task, completed=self._p.tasks[0].total, description="done")
@@ -541,19 +542,17 @@ class Execution:
 def _execute_sim(
     choice: DeviceChoice, plan: Plan, opts: RunOptions, prog: _Progress, trace_path: Path
 ) -> Execution:
-    from flopwatch.sim.accelerator import Idle, Run
+    from flopwatch.sim.accelerator import Idle, Run, SimulatedAccelerator
     from flopwatch.sim.sensor import from_spec
     from flopwatch.telemetry.reading import TraceWriter, base_metadata
     from flopwatch.telemetry.sampler import Sampler
 
     items: list[Any] = [Idle(plan.idle_s)]
+    probe = SimulatedAccelerator(choice.spec_key or "a100", seed=opts.seed)
     for w in plan.workloads:
         d = w.description
         # Steps so the timed region lasts ~target_s on this device (like run_workload(seconds=...)).
-        from flopwatch.sim.accelerator import SimulatedAccelerator
-
-        probe = SimulatedAccelerator(choice.spec_key or "a100", seed=opts.seed).operating_point(d)
-        steps = max(1, int(round(w.target_s / probe.step_time_s)))
+        steps = max(1, int(round(w.target_s / probe.operating_point(d).step_time_s)))
         extra = {
             "attention_convention": d.attention_convention,
             "optimizer_flops_per_step": d.optimizer_flops_per_step,
@@ -578,7 +577,7 @@ def _execute_sim(
     total_virtual = acc.end_s + 5.0
     scale = 1.0 / max(total_virtual, 1e-9)
     last = [0.0]
-    weight = prog_weight_sweep(True, plan)
+    weight = prog_weight_sweep(True, plan, opts.rate_hz)
 
     def progress_sink(item: Any) -> None:
         t = item.t_s
@@ -628,8 +627,7 @@ def _execute_cuda(
     )
     records: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
-    weight = prog_weight_sweep(False, plan)
-    per_unit = weight / max(plan.expected_s, 1e-9)
+    per_unit = 1.0  # progress units are wall seconds on a real GPU
     dev = f"cuda:{choice.index}"
     with TraceWriter(trace_path, md, overwrite=opts.force) as writer:
         sampler = Sampler(sensors, opts.rate_hz, sinks=[writer])
@@ -653,11 +651,28 @@ def _execute_cuda(
                 _sleep_with_progress(plan.gap_s, prog, per_unit)
                 if sampler.exception is not None:
                     raise sampler.exception
+        except BaseException as e:
+            # Ctrl-C, a dead sampler or a crashed driver mid-sweep: the trace is closed by the writer's context;
+            # keep the ground truth of the workloads that finished (minutes of GPU time) next to it.
+            _save_unjoined(trace_path.parent / "records.jsonl", records, failures, f"{type(e).__name__}: {e}")
+            raise
         finally:
             stats = sampler.stop()
             for s in sensors:
                 s.close()
     return Execution(trace_path, records, failures, stats.to_dict(), info, info.name)
+
+
+def _save_unjoined(
+    path: Path, records: list[dict[str, Any]], failures: list[dict[str, Any]], reason: str
+) -> None:
+    """Append the records of an interrupted sweep, unjoined, so ``flopwatch detect``/``evaluate`` can finish it."""
+    from flopwatch.records import append_record
+
+    failed = "; ".join(f"{f['label']}: {f['error']}" for f in failures)
+    detail = f"sweep interrupted: {reason}" + (f"; failed runs: {failed}" if failed else "")
+    for rec in records:
+        append_record(path, {**rec, "join": {"status": "not analysed", "detail": detail}})
 
 
 def _sleep_with_progress(seconds: float, prog: _Progress, per_unit: float) -> None:
@@ -680,9 +695,26 @@ def _free_cuda() -> None:
         pass
 
 
-def prog_weight_sweep(sim: bool, plan: Plan) -> float:
-    """Progress units (≈ expected wall seconds) of the sweep stage."""
-    return 2.0 if sim else plan.expected_s
+#: Expected wall seconds of the analysis stages (2 shared CPU cores; figures dominate), the progress bar's units.
+ANALYSIS_S = {"detect": 0.6, "calibrate": 0.2, "evaluate": 0.6, "threshold": 0.05, "figure": 0.7}
+#: Wall seconds per simulated sample (sensor read, Sampler, TraceWriter) and to build the simulated device.
+SIM_S_PER_SAMPLE, SIM_SETUP_S = 4e-4, 1.5
+
+
+def prog_weight_sweep(sim: bool, plan: Plan, rate_hz: float = 10.0) -> float:
+    """Progress units (expected wall seconds) of the sweep stage.
+
+    On a real GPU the sweep takes the wall time the plan expects (start-up and analysis are counted separately);
+    on the simulator it takes what sampling ``plan.expected_s`` virtual seconds costs.
+    """
+    if sim:
+        return SIM_SETUP_S + SIM_S_PER_SAMPLE * plan.expected_s * rate_hz
+    return plan.expected_s - REAL_FIXED_OVERHEAD_S
+
+
+def _analysis_units(n_figures: int = 8) -> float:
+    a = ANALYSIS_S
+    return a["detect"] + a["calibrate"] + a["evaluate"] + a["threshold"] + a["figure"] * n_figures
 
 
 # ---------------------------------------------------------------------------------------------- join
@@ -803,9 +835,8 @@ def run_pipeline(opts: RunOptions, *, log: Callable[[str], None] | None = None) 
     choice = resolve_device(opts.device)
     prepare_outdir(outdir, opts.force)
     plan = plan_run(choice, opts)
-    sweep_units = prog_weight_sweep(choice.simulated, plan)
-    analysis_units = 6.0 if opts.quick else 10.0
-    prog = _Progress(opts.progress, sweep_units + analysis_units + 1.0)
+    sweep_units = prog_weight_sweep(choice.simulated, plan, opts.rate_hz)
+    prog = _Progress(opts.progress, sweep_units + _analysis_units())
     try:
         prog.stage(f"planned {len(plan.workloads)} workloads ({plan.sweep_name}) on {choice.label}")
         say(f"device: {choice.label} ({choice.reason})")
@@ -815,7 +846,7 @@ def run_pipeline(opts: RunOptions, *, log: Callable[[str], None] | None = None) 
         else:
             ex = _execute_cuda(choice, plan, opts, prog, trace_path)
         try:
-            summary = _analyse(choice, plan, opts, ex, prog, analysis_units)
+            summary = _analyse(choice, plan, opts, ex, prog)
         except FlopwatchError as e:
             # The trace and records on disk stay; say what failed in summary.json and the report, then raise.
             summary = _failed_summary(choice, plan, opts, ex, e)
@@ -839,7 +870,7 @@ def run_pipeline(opts: RunOptions, *, log: Callable[[str], None] | None = None) 
 
 
 def _analyse(
-    choice: DeviceChoice, plan: Plan, opts: RunOptions, ex: Execution, prog: _Progress, units: float
+    choice: DeviceChoice, plan: Plan, opts: RunOptions, ex: Execution, prog: _Progress
 ) -> dict[str, Any]:
     from flopwatch.detect import detect_workloads
     from flopwatch.estimate.calibrate import calibrate
@@ -863,7 +894,7 @@ def _analyse(
         r["simulated"] = bool(choice.simulated)
         r.setdefault("idle_power_w", det.idle_power_w)
         append_record(rec_path, r)
-    prog.advance(units * 0.1)
+    prog.advance(ANALYSIS_S["detect"])
 
     prog.stage("frontier gate and calibration")
     allrs = load_records(rec_path, require=())
@@ -889,7 +920,7 @@ def _analyse(
         )
     profile = calibrate(rs, "default", gate=gate)
     profile.save(outdir / "profile.json")
-    prog.advance(units * 0.15)
+    prog.advance(ANALYSIS_S["calibrate"])
 
     prog.stage("repeated-split evaluation of all estimators")
     n_train = max(2, min(14, int(round(TRAIN_FRACTION * n_frontier)), n_frontier - 1))
@@ -903,7 +934,7 @@ def _analyse(
     evd = ev.to_dict()
     evd["simulated"] = bool(choice.simulated)
     _write_json(outdir / "evaluation.json", evd)
-    prog.advance(units * 0.35)
+    prog.advance(ANALYSIS_S["evaluate"])
 
     prog.stage("threshold analysis")
     truth = ev.truth
@@ -928,27 +959,33 @@ def _analyse(
         )
     dm = ev.default_model
     rates = ev.thresholds(dm)
-    prog.advance(units * 0.05)
+    prog.advance(ANALYSIS_S["threshold"])
 
     prog.stage("figures")
     figs: list[Path] = []
-    try:
+    figure_errors: list[str] = []
+
+    def run_figs() -> list[Path]:
         from flopwatch.report.run_figures import write_run_figures
 
-        figs += write_run_figures(
+        return write_run_figures(
             trace, det, joined, gres, ev, outdir / FIGURES_DIR, simulated=choice.simulated
         )
-    except ImportError as e:  # pragma: no cover - matplotlib missing
-        mismatches.append({"label": None, "kind": "figures", "detail": f"figures skipped: {e}"})
-    try:
+
+    def est_figs() -> list[Path]:
         from flopwatch.report.estimate_figures import write_figures
 
-        figs += list(
+        return list(
             write_figures(ev, outdir / FIGURES_DIR, watermark="SIMULATED" if choice.simulated else None)
         )
-    except ImportError as e:  # pragma: no cover - matplotlib missing
-        mismatches.append({"label": None, "kind": "figures", "detail": f"figures skipped: {e}"})
-    prog.advance(units * 0.35)
+
+    for make, n in ((run_figs, 3), (est_figs, 5)):
+        # A figure that cannot be drawn must not cost the run its summary and report: say so in both.
+        try:
+            figs += make()
+        except Exception as e:
+            figure_errors.append(f"{make.__name__}: {type(e).__name__}: {e}")
+        prog.advance(ANALYSIS_S["figure"] * n)
 
     metrics = evd["models"][dm]
     published = {m: evd["models"][m]["mae_pct"] for m in ("eq1", "eq2") if m in evd["models"]}
@@ -1010,6 +1047,7 @@ def _analyse(
         "sampler": ex.sampler_stats,
         "trace_rows": len(trace),
         "figures": [str(p.relative_to(outdir)) for p in figs],
+        "figure_errors": figure_errors,
         "outputs": [n for n in OUTPUT_FILES if (outdir / n).exists()] + ["summary.json", "report.html"],
     }
     if choice.simulated:

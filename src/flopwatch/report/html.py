@@ -31,7 +31,7 @@ h1{font-size:1.6em;margin:.4em 0}h2{font-size:1.25em;margin-top:1.8em;border-bot
 table{border-collapse:collapse;font-size:.85em;background:#fff;margin:.6em 0}
 th,td{border:1px solid #ddd;padding:.25em .5em;text-align:right}th{background:#f0f0f0}
 td.l,th.l{text-align:left}tr.out td{color:#888}
-.sim{color:#b00020;font-weight:700}.warn{color:#a15c00}
+.sim{color:#b00020;font-weight:700}.warn{color:#a15c00}.note{font-size:.85em;color:#444}
 figure{margin:1em 0;background:#fff;border:1px solid #ddd;padding:.5em}figure img{max-width:100%}
 figcaption{font-size:.85em;color:#444}code{background:#eee;padding:0 .25em}
 ul.caveats li{margin:.3em 0}
@@ -57,9 +57,23 @@ def _img(path: Path) -> str:
 
 
 _CAPTIONS = {
-    "run_timeline": "Sensor power and utilisation over the whole run; shaded: workloads the detector found.",
-    "run_energy_vs_flops": "Net energy against ground-truth FLOPs (left) and energy per FLOP against MFU (right).",
-    "run_heldout_vs_truth": "Held-out estimates of the default model against ground truth, all splits pooled.",
+    "run_timeline": "Sensor power and utilisation over the whole run; shaded: workloads the detector found. The "
+    "idle line is the baseline subtracted to get each workload's net energy E_net.",
+    "run_energy_vs_flops": "Net energy against ground-truth FLOPs (left) and energy per FLOP against MFU (right). "
+    "If energy were proportional to FLOPs the right panel would be flat; its spread is what the estimator must "
+    "explain from telemetry.",
+    "run_heldout_vs_truth": "Held-out estimates of the default model against ground truth, every split pooled; the "
+    "grey band is ±10 %.",
+    "fig4_per_workload": "Per workload: the held-out error of each model over the splits in which that workload was "
+    "a test run (dot: median; bar: min–max). Red dashed lines: ±10 %.",
+    "fig5_by_hyperparameter": "Held-out MAE grouped by model width, batch size, sequence length and depth: where an "
+    "estimator is systematically worse.",
+    "fig6_ablation": "Left: distribution of held-out signed errors, all splits. Right: per-split MAE of each model on "
+    "the same splits (the study's eq. 1 vs eq. 2 ablation, plus flopwatch's models).",
+    "coverage": "Calibration of the prediction intervals: share of held-out truths inside the interval against the "
+    "nominal confidence (on the dashed line = honest intervals).",
+    "threshold_rates": "Threshold analysis over a grid of thresholds T: false-positive (solid) and false-negative "
+    "(dashed) rates of declaring a held-out run above T, from the interval (left) or the point estimate (right).",
 }
 
 
@@ -132,6 +146,17 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
     for k, v in cards:
         p.append(f"<div class='card'><div class='v'>{v}</div><div class='k'>{k}{tag}</div></div>")
     p.append("</div>")
+    mae = summary.get("heldout_mae_pct")
+    if mae is not None:
+        p.append(
+            "<p><b>In one sentence:</b> after calibrating on "
+            f"{_e(summary.get('n_train'))} runs, flopwatch's <code>{_e(dm)}</code> estimator"
+            f"{' (resolved to <code>' + _e(summary.get('component')) + '</code>)' if summary.get('component') not in (None, dm) else ''} "
+            f"estimated the training FLOPs of unseen runs from their telemetry alone (net energy, duration"
+            f"{', DRAM traffic' if summary.get('component') in (None, dm) else ''}) with a mean absolute error of "
+            f"{_num(mae, '.1f')} %; in {_num(100 * (summary.get('frac_splits_any_over_10pct') or 0), '.0f')} % of the "
+            f"random splits at least one test run was more than 10 % off{tag}.</p>"
+        )
 
     # What ran
     p.append("<h2>What ran</h2>")
@@ -142,6 +167,13 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
         f"telemetry at {_num(summary.get('rate_hz'), 'g')} Hz, {_e(summary.get('trace_rows'))} trace rows; "
         f"{_e(summary.get('n_detected'))} workloads detected (poll 1.5 s, util > 5 %, 2 polls to start, 3 to end). "
         f"Calibration precision: {_e(summary.get('calibration_dtype'))}.</p>"
+    )
+    p.append(
+        "<p class='note'>Columns: <b>duration</b>, <b>mean util</b> and <b>E_net</b> (energy above the idle baseline) "
+        "come from the detected telemetry segment, as the estimator sees them; <b>steps</b>, <b>ground truth FLOPs</b> "
+        "(FlopCounterMode count × timed steps) and <b>MFU</b> (achieved FLOP/s over the device's dense peak for the "
+        "precision) come from the training loop. <b>J/TFLOP</b> = E_net / FLOPs. Grey rows did not pass the frontier "
+        "gate and are neither calibrated nor evaluated.</p>"
     )
     for n in summary.get("plan_notes") or []:
         p.append(f"<p class='warn'>{_e(n)}</p>")
@@ -196,6 +228,14 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
                 f"<td class='l'>{_e(m.get('description', ''))}</td></tr>"
             )
         p.append("</table>")
+    skipped = ev.get("skipped_models") or {}
+    if skipped:
+        p.append(
+            "<p class='warn'>Not evaluated: "
+            + "; ".join(f"<code>{_e(m)}</code> ({_e(why)})" for m, why in skipped.items())
+            + ". eq. 1 and the bandwidth models need DRAM traffic per run, which this sensor does not report "
+            "(NVML has no DRAM byte counter; Jetson's EMC monitor does).</p>"
+        )
     p.append(
         "<p>For reference, the Jetson Orin Nano study (Fowler 2026) reported held-out MAE "
         f"{PUBLISHED['eq1'][0]} % for eq. 1 ({PUBLISHED['eq1'][1]:.0%} of splits with a workload &gt; 10 % off) and "
@@ -266,6 +306,17 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
             "measurements where the GPU is in them (A100, L40, L4) and in documented spec-based assumptions "
             "elsewhere; its sensor reproduces NVML's averaging window, update period, partial sampling, noise and "
             "counter resolution. Accuracy numbers here describe the pipeline on the twin, not on hardware.</li>"
+            "<li class='sim'>What the twin can and cannot show: within one batch regime its power is a straight line "
+            "in MFU plus per-architecture and run-to-run offsets of the size the MASCOTS data shows, so net energy is "
+            "close to <i>a·duration + b·FLOPs</i> (eq. 2's form) times a few percent of noise. The held-out error "
+            "above therefore measures how the pipeline copes with that noise, detection latency and sensor "
+            "artefacts; it cannot reveal model-form errors that real hardware has and the twin lacks (kernel mix, "
+            "thermals, clock boost). See <code>docs/simulator.md</code>.</li>"
+        )
+    else:
+        p.append(
+            "<li>Each run's energy includes its 3 untimed warm-up steps (the detector sees them), its FLOPs do not, "
+            "as in the study.</li>"
         )
     p.append(
         "<li>One measurement session: the calibration is specific to this device, driver, power limit and idle "

@@ -65,7 +65,9 @@ def fig_timeline(
     ax2.set_xlabel("time since trace start (s)")
     ax2.set_ylim(-5, 105)
     ax1.legend(loc="upper right", fontsize=8)
-    ax1.set_title(f"Telemetry: {len(detection.segments)} workloads detected (shaded) of {len(records)} run")
+    ax1.set_title(
+        f"Telemetry: {len(detection.segments)} workloads detected (shaded); {len(records)} were run"
+    )
     _mark_simulated(fig, simulated)
     fig.savefig(path, dpi=100)
     plt.close(fig)
