@@ -18,7 +18,7 @@ import pytest
 from flopwatch.monitor.config import MonitorConfig
 from flopwatch.monitor.daemon import Monitor
 from flopwatch.telemetry.sensors.replay import open_replay
-from monitor_helpers import LinearProfile, busy_fn, write_trace
+from monitor_helpers import P_BUSY_W, P_IDLE_W, LinearProfile, busy_fn, write_trace
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(
@@ -91,6 +91,13 @@ def test_prometheus_scrapes_the_daemon_and_answers_promql(tmp_path: Path) -> Non
         total_flops = float(flops[0]["value"][1])
         print(f"PromQL sum(flopwatch_estimated_flops_total) = {total_flops:.4g}; energy {energy}")
         assert energy[0]["metric"]["device"] == "synthetic:0" and float(energy[0]["value"][1]) > 0
+        # One scrape holds both series, so this PromQL compares one moment of the daemon: LinearProfile charges
+        # 1e-10 J per FLOP of busy net energy, and the FLOPs total is refreshed every 1.5 s poll while energy is
+        # integrated every reading, so FLOPs/1e10 may trail the energy by at most one poll at +200 W.
+        lag = _query(
+            prom_port, "sum(flopwatch_net_energy_joules_total) - sum(flopwatch_estimated_flops_total) / 1e10"
+        )
+        assert lag and -1.0 <= float(lag[0]["value"][1]) <= 1.5 * (P_BUSY_W - P_IDLE_W) * 1.5
         info = _query(prom_port, "flopwatch_info")
         assert info and info[0]["metric"]["model"] == "linear-test"
         active = _query(prom_port, "max(flopwatch_workload_active)")
