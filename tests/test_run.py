@@ -59,7 +59,7 @@ def test_quick_run_writes_everything(quick_run):
     # A real A100's NVML has no DRAM byte counter and neither has its twin: "default" resolves to its
     # power-only form, and eq. 1 (which needs TB moved) is listed as not evaluated, as it would be on hardware.
     assert s["component"] == "default-p"
-    assert any(n.startswith("model eq1 not evaluated") for n in s["plan_notes"])
+    assert "tb_moved" in s["skipped_models"]["eq1"]
     html = (out / "report.html").read_text()
     assert "Not evaluated: <code>eq1</code>" in html and "In one sentence:" in html
     assert "What the twin can and cannot show" in html and "nominal confidence" in html

@@ -929,8 +929,6 @@ def _analyse(
     # models=None lets evaluate_models skip (and list) estimators this data cannot support: too few
     # calibration runs, or no DRAM-traffic counter (eq1 and the bandwidth models on pre-Hopper NVML).
     ev = evaluate_models(rs, models, n_splits=n_splits, n_train=n_train, seed=opts.seed, gate=gate)
-    for name, why in ev.skipped_models.items():
-        plan.notes.append(f"model {name} not evaluated: {why}")
     evd = ev.to_dict()
     evd["simulated"] = bool(choice.simulated)
     _write_json(outdir / "evaluation.json", evd)
@@ -1040,6 +1038,7 @@ def _analyse(
             m: d["frac_splits_any_over_10pct"] for m, d in evd["models"].items()
         },
         "published_models_mae_pct": published,
+        "skipped_models": dict(ev.skipped_models),  # estimators the data cannot support, with the reason
         "n_splits": evd["n_splits"],
         "n_train": evd["n_train"],
         "n_test": evd["n_test"],

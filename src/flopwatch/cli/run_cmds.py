@@ -77,6 +77,8 @@ def register(app: typer.Typer) -> None:
         ]
         for m, v in summary.get("published_models_mae_pct", {}).items():
             rows.append((f"held-out MAE ({m})", f"{v:.2f} %"))
+        if summary.get("skipped_models"):
+            rows.append(("models not evaluated (see report)", ", ".join(summary["skipped_models"])))
         rows.append(("join mismatches", str(len(summary.get("join_mismatches", [])))))
         rows.append(("wall time", f"{summary['wall_time_s']:.1f} s"))
         for k, v in rows:

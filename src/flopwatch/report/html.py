@@ -228,7 +228,7 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
                 f"<td class='l'>{_e(m.get('description', ''))}</td></tr>"
             )
         p.append("</table>")
-    skipped = ev.get("skipped_models") or {}
+    skipped = summary.get("skipped_models") or ev.get("skipped_models") or {}
     if skipped:
         p.append(
             "<p class='warn'>Not evaluated: "
