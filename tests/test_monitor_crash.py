@@ -136,3 +136,36 @@ def test_sigterm_closes_the_open_workload_as_interrupted(tmp_path):
     final = rows[-2].payload["devices"][w["device"]]
     assert final["energy_j"] >= e_log - 1e-3  # flushed: nothing lost on a clean stop (log rounds to 1e-4)
     assert verify_ledger(ledger).ok
+
+
+def test_restart_counts_a_workload_row_written_after_the_last_checkpoint(tmp_path):
+    """Crash between a workload row and the checkpoint that follows it: the row is counted once, in totals
+    too, and not recorded a second time as interrupted."""
+    from flopwatch.monitor.config import MonitorConfig
+    from flopwatch.monitor.daemon import Monitor, Totals
+    from flopwatch.monitor.ledger import Ledger
+    from flopwatch.telemetry.sensors.base import VirtualClock
+    from flopwatch.telemetry.sensors.replay import open_replay
+    from monitor_helpers import LinearProfile
+
+    dev, wid = "synthetic:0", "old/synthetic:0/10.000"
+    led_path = tmp_path / "ledger.db"
+    with Ledger(led_path) as led:
+        led.append("start", {"session_id": "old"})
+        open_w = {"workload_id": wid, "start_t_s": 10.0, "duration_s": 30.0, "net_energy_j": 6000.0}
+        cp = dict(
+            Totals(energy_j=9000.0, busy_net_energy_j=6000.0, busy_s=30.0).derived(), open_workload=open_w
+        )
+        led.append("checkpoint", {"session_id": "old", "devices": {dev: cp}})
+        led.append("workload", {"workload_id": wid, "device": dev, "net_energy_j": 8000.0, "duration_s": 40.0,
+                                "status": "complete"})  # fmt: skip
+    trace = write_trace(tmp_path / "t.parquet", t_total=20, busy=busy_fn([]))
+    cfg = MonitorConfig(sensors=["replay:(given)"], ledger=led_path)
+    res = Monitor(cfg, sensors=open_replay(trace, clock=VirtualClock()), profile=LinearProfile()).run()
+    tot = res.totals[dev]
+    assert tot["workloads"] == 1 and tot["workload_net_energy_j"] == 8000.0 and tot["workload_s"] == 40.0
+    rows = read_entries(led_path)
+    assert [r.payload["status"] for r in rows if r.kind == "workload"] == ["complete"]
+    (rec,) = [r.payload for r in rows if r.kind == "recovery"]
+    assert rec["interrupted_workloads"] == []
+    assert verify_ledger(led_path).ok

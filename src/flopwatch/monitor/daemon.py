@@ -605,6 +605,16 @@ class Monitor:
         if last_cp is not None:
             for dev, d in (last_cp.payload.get("devices") or {}).items():
                 self._restored[dev] = Totals.from_dict(d)
+        # A workload row written after that checkpoint (a crash between the row and the checkpoint that
+        # follows it) is in the ledger but not in the restored totals: count it.
+        after = last_cp.seq if last_cp is not None else 0
+        for e in led.entries("workload"):
+            if e.seq > after:
+                w = e.payload
+                t = self._restored.setdefault(str(w.get("device")), Totals())
+                t.workload_net_energy_j += w.get("net_energy_j") or 0.0
+                t.workload_s += w.get("duration_s") or 0.0
+                t.workloads += 1
         last_start = led.last("start")
         if last_start is None:
             return None
