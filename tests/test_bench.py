@@ -117,6 +117,7 @@ def test_reading_collector_prefers_the_energy_counter() -> None:
     w = c.window(0.0, 1.0)
     assert w.power_w == pytest.approx(50.0) and w.power_method == "energy counter delta"
     assert w.util_pct == pytest.approx(90.0) and w.n_readings == 11
+    assert w.n_gaps == 1 and c.window(0.6, 1.0).n_gaps == 0  # failed reads are counted, not dropped
     c2 = ReadingCollector()
     for i in range(5):
         c2(_reading(i * 0.1, 100.0 + i, None, None))
@@ -199,7 +200,7 @@ def test_bench_on_cpu_with_a_replay_sensor(tmp_path: Path) -> None:
     assert r["simulated"] is False and r["device"] == "cpu" and r["sensor"].startswith("replay:")
     assert r["power_draw_watts_mean"] == pytest.approx(40.0)
     assert r["gpu_utilization_mean"] == pytest.approx(75.0)
-    assert r["n_readings"] > 0 and r["samples_per_config"] in (3, 4)
+    assert r["n_readings"] > 0 and r["n_gaps"] >= 0 and r["samples_per_config"] in (3, 4)
     assert r["peak_flops"] == 1e12  # the CPU's nominal placeholder peak, labelled in devices.py
     with pytest.raises(ConfigError, match="virtual time"):
         bench_grid([cfg], device="cpu", sensor_spec="sim:a100", settings=s)

@@ -76,6 +76,7 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "power_method",
     "window_s_mean",
     "n_readings",
+    "n_gaps",
 )
 _STUDY_DTYPE = {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -121,6 +122,7 @@ class WindowTelemetry:
     temp_c: float = math.nan
     n_readings: int = 0
     power_method: str = "none"
+    n_gaps: int = 0  # ticks in the window at which the sensor gave no reading (read failed or too slow)
 
 
 @dataclass(frozen=True)
@@ -251,27 +253,35 @@ def run_protocol(
 
 
 class ReadingCollector:
-    """A Sampler sink keeping recent readings of one device, and the window aggregator over them."""
+    """A Sampler sink keeping recent readings of one device, and the window aggregator over them.
+
+    Gaps (failed or late reads) are kept too and counted per window, so a window whose power rests on few
+    readings says so in the row (``n_gaps``) instead of silently averaging what was left.
+    """
 
     def __init__(self, device: str | None = None, max_keep: int = 200_000) -> None:
         from collections import deque
 
         self.device = device
         self._items: Any = deque(maxlen=max_keep)
+        self._gaps: Any = deque(maxlen=max_keep)
 
     def __call__(self, item: Any) -> None:
-        if getattr(item, "error", None) is not None:  # a Gap
-            return
         if self.device is None:
             self.device = item.device
-        if item.device == self.device:
+        if item.device != self.device:
+            return
+        if getattr(item, "error", None) is not None:  # a Gap
+            self._gaps.append(item.t_s)
+        else:
             self._items.append(item)
 
     def window(self, t0: float, t1: float) -> WindowTelemetry:
         """Mean telemetry over readings with t0 ≤ t ≤ t1; power from the energy counter when available."""
         rs = [r for r in list(self._items) if t0 <= r.t_s <= t1]
+        n_gaps = sum(1 for t in list(self._gaps) if t0 <= t <= t1)
         if not rs:
-            return WindowTelemetry()
+            return WindowTelemetry(n_gaps=n_gaps)
 
         def mean(attr: str, scale: float = 1.0) -> float:
             v = [getattr(r, attr) for r in rs if getattr(r, attr) is not None]
@@ -289,6 +299,7 @@ class ReadingCollector:
             temp_c=mean("temp_c"),
             n_readings=len(rs),
             power_method=method if math.isfinite(power) else "none",
+            n_gaps=n_gaps,
         )
 
 
@@ -353,6 +364,7 @@ def aggregate_row(
         "power_method": ",".join(sorted(methods)) or "none",
         "window_s_mean": m.mean("duration_s"),
         "n_readings": int(sum(w.telemetry.n_readings for w in ws)),
+        "n_gaps": int(sum(w.telemetry.n_gaps for w in ws)),
     }
 
 
