@@ -8,7 +8,7 @@ from a third-party technical summary of the paper (a Chinese-language "deep dive
 says it transcribes Tables I–IV from the arXiv HTML full text of 2608.03880v1), found through the project's
 public-code search index. They have not been checked against the PDF itself. Every MFU number of Tables II and
 III and every entry of Table IV is reproduced to its printed rounding by our own computation on the vendored
-data (``tests/test_powermodel_reproduce.py``), which independently corroborates the transcription; the
+data (``tests/test_powermodel_fit.py``), which independently corroborates the transcription; the
 GPU-utilisation R² column is *not* reproduced by the per-run aggregates (see ``docs/powermodel.md``).
 
 Table II's "±" is, to within bootstrap noise, the half-width of a 95 % percentile bootstrap interval
