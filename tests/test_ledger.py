@@ -269,3 +269,26 @@ def test_case_flip_in_a_stored_signature_is_detected(ledger_path: Path, tmp_path
     _sql(bad, f"UPDATE entries SET signature='{sig}' WHERE seq={e.seq}")
     res = verify_ledger(bad)
     assert not res.ok and [p.seq for p in res.problems] == [e.seq]
+
+
+def test_cut_off_newest_rows_are_caught_with_a_recorded_head(
+    ledger_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Deleting the newest rows leaves a valid shorter chain; a head recorded earlier off the node catches it."""
+    assert main(["ledger", "verify", str(ledger_path)]) == 0
+    head = capsys.readouterr().out.split("head ")[1].split(";")[0]  # "9:<64 hex>", as printed
+    assert head.startswith("9:") and len(head) == 2 + 64
+    bad = _copy(ledger_path, tmp_path / "c")
+    _sql(bad, "DELETE FROM entries WHERE seq >= 8")
+    assert verify_ledger(bad).ok  # undetectable from the file alone …
+    assert main(["ledger", "verify", str(bad), "--expect-head", head]) == 1  # … but not against the head
+    assert "2 newest row(s) cut off" in capsys.readouterr().out
+    assert main(["ledger", "verify", str(ledger_path), "--expect-head", head]) == 0
+    assert main(["ledger", "verify", str(ledger_path), "--expect-head", "5"]) == 0  # older heads are fine
+    # A rewritten history that reaches the same length does not match the recorded hash.
+    res = verify_ledger(ledger_path, expect_head=(9, "ab" * 32))
+    assert [(p.seq, p.kind) for p in res.problems] == [(9, "rewritten")]
+    capsys.readouterr()
+    assert main(["ledger", "verify", str(ledger_path), "--expect-head", "nine"]) == 2
+    err = capsys.readouterr().err
+    assert "expect_head" in err and "nine" in err and err.count("\n") == 1

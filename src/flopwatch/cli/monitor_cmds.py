@@ -22,15 +22,22 @@ def ledger_verify(
         "--public-key",
         help="PEM public key exported at installation (default: LEDGER.pub, else the genesis key).",
     ),
+    expect_head: str | None = typer.Option(
+        None,
+        "--expect-head",
+        help="SEQ or SEQ:HASH of a head recorded earlier off the node (a previous verify, the scraped "
+        "flopwatch_ledger_head_seq): detects the newest rows being cut off.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Check every row's hash, signature, sequence number and chain link; exit 1 if anything was tampered with."""
     from flopwatch.errors import InputError
-    from flopwatch.monitor.ledger import verify_ledger
+    from flopwatch.monitor.ledger import parse_head, verify_ledger
 
     if not ledger.exists():
         raise InputError("ledger not found", file=str(ledger))
-    res = verify_ledger(ledger, public_key)
+    head = parse_head(expect_head) if expect_head is not None else None
+    res = verify_ledger(ledger, public_key, expect_head=head)
     if json_out:
         typer.echo(json.dumps(res.to_dict(), indent=2))
     else:
@@ -42,7 +49,7 @@ def ledger_verify(
         n = len(res.problems)
         typer.echo(
             f"{ledger}: {status}: {res.n_rows} rows, {n} problem{'s' if n != 1 else ''}; "
-            f"head seq {res.head_seq} hash {res.head_hash[:16]}…; key {res.key_source}"
+            f"head {res.head_seq}:{res.head_hash}; key {res.key_source}"
             + (f" (sha256 {res.key_fingerprint[:16]}…)" if res.key_fingerprint else "")
         )
     if not res.ok:

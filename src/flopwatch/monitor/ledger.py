@@ -416,14 +416,32 @@ def _sig_ok(key: Ed25519PublicKey, sig_hex: str, msg: bytes) -> bool:
         return False
 
 
+def parse_head(text: str) -> tuple[int, str | None]:
+    """``SEQ`` or ``SEQ:HASH`` (a head seen earlier, e.g. printed by verify or scraped) → ``(seq, hash)``."""
+    seq_s, _, h = text.strip().partition(":")
+    try:
+        seq = int(seq_s)
+    except ValueError:
+        seq = 0
+    h = h.strip().lower() or None
+    if seq < 1 or (h is not None and not re.fullmatch(r"[0-9a-f]{64}", h)):
+        raise InputError(f"expected SEQ or SEQ:HASH (64 hex digits), got {text!r}", field="expect_head")
+    return seq, h
+
+
 def verify_ledger(
-    path: str | os.PathLike[str], public_key: str | os.PathLike[str] | Ed25519PublicKey | None = None
+    path: str | os.PathLike[str],
+    public_key: str | os.PathLike[str] | Ed25519PublicKey | None = None,
+    *,
+    expect_head: tuple[int, str | None] | None = None,
 ) -> VerifyResult:
     """Check every row's hash, signature, sequence number and chain link.
 
     The key is, in order: ``public_key`` if given (pinned: the strongest check), else ``LEDGER.pub``
     beside the file, else the key embedded in the genesis row (self-asserted: a warning says so).
-    Never raises for tampering — the result lists one :class:`Problem` per affected row.
+    ``expect_head`` ``(seq, hash or None)`` is a head recorded earlier off the node: the ledger must still
+    hold that row, unchanged — the one check that catches the newest rows being cut off, which leaves a
+    valid shorter chain. Never raises for tampering — the result lists one :class:`Problem` per affected row.
     """
     p = Path(path)
     result = VerifyResult(path=str(p), n_rows=0, ok=False)
@@ -437,6 +455,22 @@ def verify_ledger(
         result.problems.append(Problem(None, "empty", "ledger has no rows"))
         return result
     result.head_seq, result.head_hash = rows[-1].seq, rows[-1].hash
+    if expect_head is not None:
+        seq, h = expect_head
+        held = next((r for r in rows if r.seq == seq), None)
+        if held is None and seq > rows[-1].seq:
+            result.problems.append(
+                Problem(
+                    None,
+                    "truncated",
+                    f"row {seq} was recorded earlier but the ledger ends at row {rows[-1].seq}: "
+                    f"{seq - rows[-1].seq} newest row(s) cut off",
+                )
+            )
+        elif held is None or (h is not None and held.hash != h):
+            result.problems.append(
+                Problem(seq, "rewritten", f"does not match the head recorded earlier ({(h or '?')[:16]}…)")
+            )
 
     # Which key?
     genesis_key: Ed25519PublicKey | None = None
