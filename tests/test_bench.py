@@ -220,3 +220,14 @@ def test_bench_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert len(read_aggregate_csv(out).df) == 2
     assert main(["bench", "--sweep", "nope", "-o", str(tmp_path / "x.csv")]) == 2
+
+
+def test_bench_refuses_a_sensor_spec_that_opens_several_devices(tmp_path: Path) -> None:
+    from flopwatch.telemetry.reading import Trace
+    from flopwatch.workloads.sweeps import get_sweep
+
+    readings = [Reading(i / 10, 1.7e9 + i / 10, f"gpu{i % 2}", 40.0, None, 0.75) for i in range(40)]
+    trace = tmp_path / "two.parquet"
+    Trace.from_readings(readings, metadata={"sensor": "test", "simulated": False}).write(trace)
+    with pytest.raises(ConfigError, match="opened 2 devices"):
+        bench_grid(get_sweep("quick")[:1], device="cpu", sensor_spec=f"replay:{trace}")

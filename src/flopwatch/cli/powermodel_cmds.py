@@ -574,7 +574,17 @@ def bench_cmd(
             configs, spec=device, settings=settings, repeats=repeats, seed=seed, on_row=on_row
         )
     else:
-        spec = sensor if sensor is not None else ("nvml" if device.startswith("cuda") else None)
+        spec = sensor
+        if spec is None and device.startswith("cuda"):
+            from flopwatch.powermodel.bench import nvml_spec_for
+            from flopwatch.workloads.run import parse_device
+
+            parse_device(device)
+            import torch
+
+            if not torch.cuda.is_available():
+                raise InputError("device 'cuda' requested but torch sees no CUDA device", field="device")
+            spec = nvml_spec_for(device)  # the workload's own GPU, not every GPU NVML sees
         if spec is None and con is not None:
             con.print("[yellow]no --sensor on the CPU: power is not measured (MFU and step timing only)[/]")
         rows = bench_grid(

@@ -540,6 +540,15 @@ def bench_grid(
         from flopwatch.telemetry.sensors.discover import open_sensors
 
         sensors = open_sensors(sensor_spec)
+        if len(sensors) > 1:
+            # One workload, one device: averaging or picking another GPU's power would be silently wrong.
+            for se in sensors:
+                se.close()
+            raise ConfigError(
+                f"sensor {sensor_spec!r} opened {len(sensors)} devices; name the one the workload runs on "
+                "(e.g. nvml:0 or nvml:GPU-<uuid>)",
+                field="sensor",
+            )
         from flopwatch.telemetry.sensors.base import VirtualClock
 
         if isinstance(sensors[0].clock, VirtualClock):
@@ -603,6 +612,19 @@ def bench_grid(
             except Exception:  # closing must not mask the measurement's own error
                 pass
     return rows
+
+
+def nvml_spec_for(device: str) -> str:
+    """The NVML sensor spec of the GPU torch calls ``device`` (by UUID: CUDA and NVML number GPUs differently)."""
+    import torch
+
+    tdev = torch.device(device)
+    idx = tdev.index if tdev.index is not None else torch.cuda.current_device()
+    try:
+        uuid = str(torch.cuda.get_device_properties(idx).uuid)
+    except Exception:  # older torch without .uuid: the index (right unless CUDA_DEVICE_ORDER differs)
+        return f"nvml:{idx}"
+    return "nvml:" + (uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
 
 
 def _device_name(device: str) -> str:
