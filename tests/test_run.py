@@ -207,6 +207,10 @@ def test_real_gpu_execution_mechanics(tmp_path, monkeypatch):
             "end_monotonic_s": time.monotonic(),
         }
 
+    import flopwatch.workloads.ground_truth as gt
+
+    counted: list[str] = []
+    monkeypatch.setattr(gt, "count_flops", lambda c, attention="fused": counted.append(c.name))
     monkeypatch.setattr(wrun, "run_workload", fake_run)
     cfgs = [
         make_config("gpt", d_model=d, num_layers=1, batch_size=1, seq_len=8, vocab_size=64)
@@ -225,6 +229,8 @@ def test_real_gpu_execution_mechanics(tmp_path, monkeypatch):
     choice = DeviceChoice("cuda", "cuda:0", "a100", nvml_spec="nvml:0")
     ex = _execute_cuda(choice, plan, opts, _Progress(False, 1.0), tmp_path / "trace.parquet")
     assert [r["label"] for r in ex.records] == [cfgs[0].name, cfgs[2].name]
+    # FLOPs were counted during the idle baseline (cached by shape), not between workloads on the budget.
+    assert counted == [c.name for c in cfgs]
     assert ex.failures and "out of memory" in ex.failures[0]["error"]
     tr = Trace.read(tmp_path / "trace.parquet")
     assert len(tr) >= 20 and tr.t0_monotonic_s is not None

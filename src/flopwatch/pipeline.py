@@ -57,9 +57,9 @@ SUMMARY_KEYS = (
     "idle_power_w",
 )
 
-#: Real-GPU time not spent in timed training (``--budget-s`` planning): per run, model build, FLOP counting on the
-#: meta device, first-step kernel selection and warm-up; per run of the command, Python/torch/CUDA start-up and the
-#: analysis with figures and report.
+#: Real-GPU time not spent in timed training (``--budget-s`` planning). Per workload: model build, first-step
+#: kernel selection and warm-up (FLOP counting is done during the idle baseline). Per command: Python, torch and
+#: CUDA start-up, and the analysis with figures and report.
 REAL_PER_RUN_OVERHEAD_S = 4.0
 REAL_FIXED_OVERHEAD_S = 40.0
 
@@ -633,8 +633,11 @@ def _execute_cuda(
         sampler = Sampler(sensors, opts.rate_hz, sinks=[writer])
         sampler.start()
         try:
-            prog.stage(f"idle baseline ({plan.idle_s:.0f} s)")
-            _sleep_with_progress(plan.idle_s, prog, per_unit)
+            prog.stage(f"idle baseline ({plan.idle_s:.0f} s) while counting FLOPs on the meta device")
+            t_idle = time.monotonic()
+            _precount_flops(plan)
+            prog.advance(min(time.monotonic() - t_idle, plan.idle_s))
+            _sleep_with_progress(plan.idle_s - (time.monotonic() - t_idle), prog, per_unit)
             for i, w in enumerate(plan.workloads):
                 prog.stage(f"[{i + 1}/{len(plan.workloads)}] {w.config.name} on {dev}")
                 t0 = time.monotonic()
@@ -673,6 +676,22 @@ def _save_unjoined(
     detail = f"sweep interrupted: {reason}" + (f"; failed runs: {failed}" if failed else "")
     for rec in records:
         append_record(path, {**rec, "join": {"status": "not analysed", "detail": detail}})
+
+
+def _precount_flops(plan: Plan) -> None:
+    """Count every planned config's FLOPs (meta device, CPU only, cached by shape) during the idle baseline.
+
+    ``run_workload`` would otherwise count each one between workloads (~0.5–2 s each), time the budget pays for;
+    the GPU is untouched, so the idle baseline stays idle. A config that cannot be counted fails later, in its run,
+    where the failure is recorded.
+    """
+    from flopwatch.workloads.ground_truth import count_flops
+
+    for w in plan.workloads:
+        try:
+            count_flops(w.config, attention="fused")  # run_workload's convention on CUDA
+        except Exception:  # reported by run_workload for this config
+            pass
 
 
 def _sleep_with_progress(seconds: float, prog: _Progress, per_unit: float) -> None:
