@@ -135,12 +135,19 @@ class PowerModel:
         return (1 - w) * a.resid_sd_pct + w * b.resid_sd_pct
 
 
-def _mascots_cells(gpu: str) -> tuple[dict[str, tuple[PowerCell, ...]], float, float, float, str]:
-    """Per-cell fits of one MASCOTS GPU (via the powermodel package), the idle power and the noise floor."""
+def _mascots_cells(
+    gpu: str, exclude_models: tuple[str, ...] = ()
+) -> tuple[dict[str, tuple[PowerCell, ...]], float, float, float, str]:
+    """Per-cell fits of one MASCOTS GPU (via the powermodel package), the idle power and the noise floor.
+
+    ``exclude_models`` leaves those architectures out of the fits (the out-of-sample check in ``validate``).
+    """
     from flopwatch.powermodel.datasets import load_aggregates, load_mascots
     from flopwatch.powermodel.fit import fit_power_model, noise_floor_pct
 
     df = load_mascots(gpu)
+    if exclude_models:
+        df = df[~df["model"].isin(exclude_models)]
     res = fit_power_model(df, by="cell")
     util_min = df.groupby(["dtype", "batch_size"])["gpu_util_pct"].min() / 100.0
     n_models = df.groupby(["dtype", "batch_size"])["model"].nunique()
@@ -183,13 +190,18 @@ def _mascots_cells(gpu: str) -> tuple[dict[str, tuple[PowerCell, ...]], float, f
 @functools.cache
 def power_model_for(device: str) -> PowerModel:
     """The power model of a device (``devices.DEVICES`` key or name); cached, built from the bundled data."""
+    return build_power_model(device)
+
+
+def build_power_model(device: str, *, exclude_models: tuple[str, ...] = ()) -> PowerModel:
+    """Build (uncached) the power model of ``device``; ``exclude_models`` drops MASCOTS architectures from the fits."""
     from flopwatch.powermodel.mfu import GPU_DEVICE_KEYS, implied_peak_flops
 
     spec: DeviceSpec = get_device(device)
     by_key = {k: g for g, k in GPU_DEVICE_KEYS.items()}
     if spec.key in by_key:
         gpu = by_key[spec.key]
-        cells, idle, noise, p_max_seen, src = _mascots_cells(gpu)
+        cells, idle, noise, p_max_seen, src = _mascots_cells(gpu, exclude_models)
         if not math.isfinite(idle):
             idle = spec.idle_w
         peaks = {d: implied_peak_flops(gpu, d) for d in cells}
