@@ -231,3 +231,23 @@ def test_bench_refuses_a_sensor_spec_that_opens_several_devices(tmp_path: Path) 
     Trace.from_readings(readings, metadata={"sensor": "test", "simulated": False}).write(trace)
     with pytest.raises(ConfigError, match="opened 2 devices"):
         bench_grid(get_sweep("quick")[:1], device="cpu", sensor_spec=f"replay:{trace}")
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--dtype", "fp32,fp16", "-o", "{tmp}/a.csv"], "fp16"),  # refused before the fp32 config runs
+        (["-o", "{tmp}/missing/a.csv"], "directory does not exist"),
+        (["-o", "{tmp}"], "is a directory"),
+        (["--device", "cuda:x", "-o", "{tmp}/b.csv"], "unknown device"),
+    ],
+)
+def test_bench_cli_refuses_bad_grids_before_measuring(
+    tmp_path: Path, extra: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["bench", "--device", "cpu", "--d-model", "32", "--seq-len", "8", "--batch", "1"]
+    argv = base + [a.replace("{tmp}", str(tmp_path)) for a in extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("*.csv"))  # nothing measured, nothing written

@@ -552,6 +552,10 @@ def bench_cmd(
         warmup_steps=warmup_steps, cooldown_s=cooldown_s, rate_hz=rate_hz,
     )  # fmt: skip
     configs = _grid_configs(sweep, arch, d_model, seq_len, num_layers, nhead, batch, dtype, label)
+    if output.is_dir():
+        raise InputError("is a directory; give a CSV file path", file=str(output), field="output")
+    if not output.expanduser().resolve().parent.is_dir():
+        raise InputError("directory does not exist", file=str(output), field="output")
     if output.exists() and output.stat().st_size > 0 and not append:
         raise InputError("exists; refusing to overwrite (use --append)", file=str(output))
     state = {"append": append}

@@ -530,11 +530,19 @@ def bench_grid(
     """
     from flopwatch.telemetry.sampler import Sampler
     from flopwatch.telemetry.sensors.base import MonotonicClock
+    from flopwatch.workloads.config import check_device_support
     from flopwatch.workloads.ground_truth import count_flops
+    from flopwatch.workloads.run import parse_device
 
     s = settings or BenchSettings()
     if device.startswith("sim"):
         raise ConfigError("use bench_grid_sim for simulated devices", field="device")
+    device = parse_device(device)
+    # Every configuration is checked before the first one runs: a grid must not die halfway on a dtype
+    # the device cannot run or has no peak for.
+    for config in configs:
+        check_device_support(config, device)
+        _peak_for(None, _device_name(device), config.precision)
     sensors = []
     if sensor_spec:
         from flopwatch.telemetry.sensors.discover import open_sensors
