@@ -292,3 +292,16 @@ def test_cut_off_newest_rows_are_caught_with_a_recorded_head(
     assert main(["ledger", "verify", str(ledger_path), "--expect-head", "nine"]) == 2
     err = capsys.readouterr().err
     assert "expect_head" in err and "nine" in err and err.count("\n") == 1
+
+
+def test_show_warns_when_the_ledger_fails_verification(
+    ledger_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ledger", "show", str(ledger_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verified"] is True
+    bad = _copy(ledger_path, tmp_path / "c")
+    _sql(bad, 'UPDATE entries SET payload=replace(payload, \'"verdict":"below"\', \'"verdict":"above"\')')
+    assert main(["ledger", "show", str(bad), "--json"]) == 0  # still shows what the file says …
+    out = capsys.readouterr()
+    assert json.loads(out.out)["verified"] is False
+    assert "FAILS verification" in out.err and "ledger verify" in out.err  # … but not silently

@@ -114,7 +114,6 @@ def test_replay_cli_on_a_scaled_clock(tmp_path, timeseries_path, v2_profile, see
     assert len(shown) == 1 and shown[0]["status"] == "complete"
     # The scaled clock detects what the virtual clock (and the study's live daemon) did: same 1.5 s poll grid.
     assert 60.0 <= shown[0]["start_t_s"] <= 66.0 and 589.0 <= shown[0]["end_t_s"] <= 593.0
-    assert shown[0]["coverage"] > 0.95
     err = shown[0]["estimate_flops"] / seed_ground_truth_flops - 1
     print(f"speed 200: estimate {shown[0]['estimate_flops']:.4e} ({100 * err:+.2f} %)")
     assert abs(err) < 0.05

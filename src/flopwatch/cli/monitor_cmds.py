@@ -14,6 +14,54 @@ def _fmt_flops(x: float | None) -> str:
     return "—" if x is None else f"{x:.4g}"
 
 
+def _ts(x: float | None) -> str:
+    from datetime import datetime, timezone
+
+    return "—" if x is None else datetime.fromtimestamp(x, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _console():  # noqa: ANN202 - rich is imported lazily
+    from rich.console import Console
+
+    con = Console()
+    return con if con.is_terminal else Console(width=200)  # pipes and tests: do not squeeze to 80 columns
+
+
+def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
+    """Rich table of workload rows (ledger payloads): estimate, interval, verdict, status, coverage."""
+    from rich.table import Table
+
+    t = Table(title=title)
+    for col in (
+        "seq",
+        "device",
+        "start (UTC)",
+        "duration s",
+        "net energy J",
+        "estimate",
+        "interval",
+        "verdict",
+        "status",
+        "coverage",
+    ):
+        t.add_column(col)
+    for w in workloads:
+        cov = w.get("coverage")
+        t.add_row(
+            str(w.get("seq", "—")),
+            str(w["device"]),
+            _ts(w["start_wall"]),
+            "—" if w["duration_s"] is None else f"{w['duration_s']:.1f}",
+            "—" if w["net_energy_j"] is None else f"{w['net_energy_j']:.1f}",
+            _fmt_flops(w["estimate_flops"]),
+            f"[{_fmt_flops(w['lower_flops'])}, {_fmt_flops(w['upper_flops'])}]",
+            str(w["verdict"]),
+            str(w["status"]),
+            "—" if cov is None else f"{cov:.3f}",
+        )
+    return t
+
+
 @ledger_app.command("verify")
 def ledger_verify(
     ledger: Path = typer.Argument(..., help="Ledger file (SQLite)."),
@@ -62,52 +110,25 @@ def ledger_show(
     json_out: bool = typer.Option(False, "--json", help="Print JSON: {workloads: [...], totals: {...}}."),
 ) -> None:
     """List the recorded workloads and the latest running totals per device."""
-    from flopwatch.monitor.ledger import summarize_ledger
+    from flopwatch.monitor.ledger import summarize_ledger, verify_ledger
 
     doc = summarize_ledger(ledger)
+    # `show` lists what the file says; say so when the file fails verification, so nobody trusts it unawares.
+    check = verify_ledger(ledger)
+    doc["verified"] = check.ok
+    if not check.ok:
+        typer.echo(
+            f"warning: {ledger} FAILS verification ({len(check.problems)} problem(s)); "
+            "run `flopwatch ledger verify` before trusting these rows",
+            err=True,
+        )
     if json_out:
         typer.echo(json.dumps(doc, indent=2))
         return
-    from datetime import datetime, timezone
-
-    from rich.console import Console
     from rich.table import Table
 
-    def ts(x: float | None) -> str:
-        return "—" if x is None else datetime.fromtimestamp(x, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-    con = Console()
-    if not con.is_terminal:  # pipes and tests: do not squeeze the table to 80 columns
-        con = Console(width=200)
-    t = Table(title=f"Workloads in {ledger}")
-    for col in (
-        "seq",
-        "device",
-        "start (UTC)",
-        "duration s",
-        "net energy J",
-        "estimate",
-        "interval",
-        "verdict",
-        "status",
-        "coverage",
-    ):
-        t.add_column(col)
-    for w in doc["workloads"]:
-        cov = w.get("coverage")
-        t.add_row(
-            str(w["seq"]),
-            str(w["device"]),
-            ts(w["start_wall"]),
-            "—" if w["duration_s"] is None else f"{w['duration_s']:.1f}",
-            "—" if w["net_energy_j"] is None else f"{w['net_energy_j']:.1f}",
-            _fmt_flops(w["estimate_flops"]),
-            f"[{_fmt_flops(w['lower_flops'])}, {_fmt_flops(w['upper_flops'])}]",
-            str(w["verdict"]),
-            str(w["status"]),
-            "—" if cov is None else f"{cov:.3f}",
-        )
-    con.print(t)
+    con = _console()
+    con.print(_workload_table(doc["workloads"], f"Workloads in {ledger}"))
     if doc["totals"]:
         tt = Table(title="Running totals since the ledger began (latest checkpoint)")
         for col in (
@@ -128,7 +149,7 @@ def ledger_show(
                 _fmt_flops(tot.get("estimated_flops")),
                 f"{tot.get('outside_net_energy_j', 0.0):.1f}",
                 f"{tot.get('busy_s', 0.0):.1f}",
-                f"row {tot['checkpoint_seq']} {ts(tot.get('checkpoint_wall'))}",
+                f"row {tot['checkpoint_seq']} {_ts(tot.get('checkpoint_wall'))}",
             )
         con.print(tt)
 
@@ -202,7 +223,10 @@ def monitor_command(
     ),
     seed: int | None = typer.Option(None, "--seed", help="Seed of simulated sensors."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary on exit."),
-    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="-v: info, -vv: every poll."),
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, help="-v: also checkpoints and the running estimate each poll."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Log warnings only (no per-workload lines)."),
 ) -> None:
     """Run the verification daemon: detect workloads, estimate their FLOPs, sign them into the ledger, export metrics."""
     import logging
@@ -212,7 +236,8 @@ def monitor_command(
     from flopwatch.monitor.daemon import Monitor
 
     logging.basicConfig(
-        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
+        # Default INFO: each workload's start and final estimate/interval/verdict is logged as it happens.
+        level=logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO),
         format="%(asctime)s flopwatch-monitor %(levelname)s %(message)s",
     )
     cfg = MonitorConfig.from_toml(config) if config is not None else MonitorConfig()
@@ -257,9 +282,11 @@ def monitor_command(
             )
         )
     else:
+        if res.workloads:
+            _console().print(_workload_table(res.workloads, "Workloads recorded this session"))
         typer.echo(
             f"flopwatch monitor: {res.end_reason}; {len(res.workloads)} workload(s) recorded in {cfg.ledger} "
-            f"(head row {res.ledger_head[0]})"
+            f"(head {res.ledger_head[0]}:{res.ledger_head[1]})"
         )
 
 
