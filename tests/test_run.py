@@ -59,10 +59,14 @@ def test_quick_run_writes_everything(quick_run):
     # A real A100's NVML has no DRAM byte counter and neither has its twin: "default" resolves to its
     # power-only form, and eq. 1 (which needs TB moved) is listed as not evaluated, as it would be on hardware.
     assert s["component"] == "default-p"
+    # The no-model yardstick is computed on the same splits and shown; energy is not proportional to FLOPs.
+    base = s["constant_jpf_baseline"]
+    assert base["mae_pct"] > 1.0 and base["jpf_cv_pct"] > 2.0 and 0 <= base["frac_splits_any_over_10pct"] <= 1
     assert "tb_moved" in s["skipped_models"]["eq1"]
     html = (out / "report.html").read_text()
     assert "Not evaluated: <code>eq1</code>" in html and "In one sentence:" in html
     assert "What the twin can and cannot show" in html and "nominal confidence" in html
+    assert "Yardstick:" in html
 
 
 def test_quick_run_is_labelled_simulated(quick_run):
@@ -292,3 +296,20 @@ def test_interrupted_real_gpu_sweep_keeps_finished_records(tmp_path, monkeypatch
     assert len(Trace.read(tmp_path / "trace.parquet")) > 5  # closed, readable
     # Progress units are wall seconds on a real GPU: what was advanced matches the time spent.
     assert 0.3 <= prog._done <= 1.5
+
+
+def test_constant_jpf_baseline_uses_the_evaluation_splits():
+    import numpy as np
+
+    from flopwatch.pipeline import constant_jpf_baseline
+
+    ev = SimpleNamespace(
+        records=[SimpleNamespace(net_energy_j=e) for e in (10.0, 10.0, 12.0, 10.5)],
+        truth=np.ones(4),
+        train_idx=np.array([[0, 1], [1, 3]]),
+        test_idx=np.array([[2, 3], [0, 2]]),
+    )
+    b = constant_jpf_baseline(ev)
+    # split 1: k = 10 → errors 20 %, 5 %; split 2: k = 10.25 → errors 2.44 %, 17.07 %
+    assert b["mae_pct"] == pytest.approx((20 + 5 + 100 * (0.25 / 10.25) + 100 * (1.75 / 10.25)) / 4)
+    assert b["frac_splits_any_over_10pct"] == 1.0 and b["jpf_cv_pct"] > 5

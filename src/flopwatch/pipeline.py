@@ -1057,7 +1057,10 @@ def _analyse(
             m: d["frac_splits_any_over_10pct"] for m, d in evd["models"].items()
         },
         "published_models_mae_pct": published,
-        "skipped_models": dict(ev.skipped_models),  # estimators the data cannot support, with the reason
+        "skipped_models": dict(ev.skipped_models),
+        "constant_jpf_baseline": constant_jpf_baseline(
+            ev
+        ),  # estimators the data cannot support, with the reason
         "n_splits": evd["n_splits"],
         "n_train": evd["n_train"],
         "n_test": evd["n_test"],
@@ -1079,6 +1082,21 @@ def _analyse(
             "true_idle_power_w": pm.idle_w,
         }
     return summary
+
+
+def constant_jpf_baseline(ev: Any) -> dict[str, float]:
+    """The no-model yardstick on the evaluation's own splits: every test run predicted as E_net / (median J/FLOP of
+    its split's calibration runs). An estimator is worth its features only by how far it beats this; and the spread of
+    J/FLOP (``jpf_cv_pct``) says how far from proportional energy and FLOPs are on this device."""
+    e = np.array([float(r.net_energy_j) for r in ev.records])
+    jpf = e / ev.truth
+    k = np.median(jpf[ev.train_idx], axis=1, keepdims=True)  # (splits, 1)
+    err = np.abs(e[ev.test_idx] / k / ev.truth[ev.test_idx] - 1.0)
+    return {
+        "mae_pct": float(100 * err.mean()),
+        "frac_splits_any_over_10pct": float((err > 0.10).any(axis=1).mean()),
+        "jpf_cv_pct": float(100 * jpf.std(ddof=1) / jpf.mean()),
+    }
 
 
 def _failed_summary(

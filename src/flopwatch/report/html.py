@@ -228,6 +228,15 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
                 f"<td class='l'>{_e(m.get('description', ''))}</td></tr>"
             )
         p.append("</table>")
+    base = summary.get("constant_jpf_baseline") or {}
+    if base:
+        p.append(
+            "<p>Yardstick: on the same splits, predicting every test run from its net energy and the calibration "
+            f"runs' median J/FLOP alone (no model) gives MAE {_num(base.get('mae_pct'), '.2f')} % "
+            f"({_num(100 * (base.get('frac_splits_any_over_10pct') or 0), '.0f')} % of splits with a run &gt; 10 % off); "
+            f"J/FLOP varies by {_num(base.get('jpf_cv_pct'), '.1f')} % (CV) across the frontier runs{tag}. An estimator "
+            "adds information only by the margin it beats this.</p>"
+        )
     skipped = summary.get("skipped_models") or ev.get("skipped_models") or {}
     if skipped:
         p.append(
