@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from flopwatch.cli import main
-from flopwatch.errors import LedgerError
+from flopwatch.errors import InputError, LedgerError
 from flopwatch.monitor.ledger import Ledger, read_entries, summarize_ledger, verify_ledger
 
 
@@ -305,3 +305,16 @@ def test_show_warns_when_the_ledger_fails_verification(
     out = capsys.readouterr()
     assert json.loads(out.out)["verified"] is False
     assert "FAILS verification" in out.err and "ledger verify" in out.err  # … but not silently
+
+
+def test_a_path_that_is_not_a_ledger_is_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_text("not sqlite\n" * 100)
+    with pytest.raises(InputError, match="cannot open ledger"):
+        Ledger(junk)
+    assert main(["monitor", "--sensor", "sim:a100", "--duration", "1", "--ledger", str(junk)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "junk.db" in err and "cannot open ledger" in err
+    assert junk.read_text() == "not sqlite\n" * 100  # untouched

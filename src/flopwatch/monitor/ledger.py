@@ -234,8 +234,8 @@ class Ledger:
             # FULL: a committed row survives power loss, not only a process crash.
             self._con.execute("PRAGMA synchronous=FULL")
             self._con.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as e:
-            raise LedgerError(f"{self.path}: cannot open ledger: {e}") from None
+        except sqlite3.DatabaseError as e:  # not a database, a directory, no permission: a bad --ledger path
+            raise InputError(f"cannot open ledger: {e}", file=str(self.path), field="ledger") from None
         n = self._con.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
         if n and not self.key_path.exists():
             raise LedgerError(
