@@ -61,6 +61,9 @@ def test_inverse_model_estimate() -> None:
     unk = m.estimate("L40", float(big.power_w.mean()), util_pct=float(big.gpu_util_pct.mean()))
     assert unk["upper_flop_rate"] >= est["upper_flop_rate"]
     assert "fp32" in unk["per_dtype"]
+    assert unk["extrapolated"] is False
+    far = m.estimate("A100", 5000.0, util_pct=90.0)  # 12x the A100's TDP: flagged, whatever the dtype
+    assert far["extrapolated"] is True
     mi = m.estimate("MI210", 150.0)  # utilisation is not used on the MI210
     assert mi["flop_rate"] > 0
     with pytest.raises(InputError, match="util_pct"):

@@ -454,7 +454,10 @@ def inverse_cmd(
         f"{est['flop_rate'] / 1e12:.2f} TFLOP/s, {level:.0%} upper bound {est['upper_flop_rate'] / 1e12:.2f} TFLOP/s"
     )
     if est.get("extrapolated"):
-        con.print("[yellow]warning: power outside the fitted range for this dtype[/]")
+        con.print(
+            "[yellow]warning: this power lies outside the range of the runs the model was fitted on "
+            "(an extrapolation: the estimate and its bound are not supported by data)[/]"
+        )
     if duration_s is not None:
         con.print(f"over {duration_s:g} s: {est['flops']:.4g} FLOPs (upper bound {est['upper_flops']:.4g})")
     con.print(
@@ -473,9 +476,12 @@ def _grid_configs(
     if sweep:
         cfgs = get_sweep(sweep)
         if label:
+            unknown = [lb for lb in label if lb not in {c.name for c in cfgs}]
+            if unknown:
+                raise ConfigError(
+                    f"no config labelled {', '.join(unknown)} in sweep {sweep!r}", field="label"
+                )
             cfgs = [c for c in cfgs if c.name in set(label)]
-            if not cfgs:
-                raise ConfigError(f"no config labelled {', '.join(label)} in sweep {sweep!r}", field="label")
         return cfgs
     if d_model is None or seq_len is None:
         raise ConfigError(

@@ -378,6 +378,9 @@ class InverseModel:
         else:
             pooled = float(_predict_rate(np.asarray(self.pooled_[g]["coef"]), row, needs_util)[0])
             out.update(dtype=None, flop_rate=pooled, upper_flop_rate=max(v["upper"] for v in per.values()))
+            lo = min(v["power_range_w"][0] for v in per.values())
+            hi = max(v["power_range_w"][1] for v in per.values())
+            out["extrapolated"] = not (lo <= power_w <= hi)
         out["per_dtype"] = per
         return out
 
