@@ -70,3 +70,19 @@ def test_all_ones_unsupported_markers_are_not_readings() -> None:
     r = s.read()
     assert r.power_w == 651 and r.util == 0.97 and r.mem_util is None
     s.close()
+
+
+def test_amd_accumulator_reset_is_bridged_with_power_and_flagged() -> None:
+    """A GPU reset restarts the accumulator: that interval comes from power, flagged; never a negative step."""
+    m = FakeAmdSmi(DATA / "amdsmi" / "mi300x_rocm62.json")
+    e = m.devs[0]["energy"]
+    m.devs[0]["energy"] = [e[0], e[1], {**e[2], "energy_accumulator": 1000}]  # third read after a reset
+    clk = VirtualClock()
+    (s,) = open_amd(amdsmi=m, clock=clk)
+    rs = []
+    for _ in range(3):
+        rs.append(s.read())
+        clk.advance(0.5)
+    assert "energy_reset" not in rs[1].extra and rs[2].extra["energy_reset"] == 1.0
+    assert rs[2].energy_j - rs[1].energy_j == pytest.approx(0.5 * (688 + 702) * 0.5)
+    s.close()

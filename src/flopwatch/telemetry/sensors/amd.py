@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from flopwatch.errors import SensorError, SensorUnavailable
+from flopwatch.telemetry.sensors._counter import ResetAwareEnergy
 from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, Reading, SensorInfo
 from flopwatch.units import uj_to_j
 
@@ -114,11 +115,7 @@ class AmdSensor:
         self._asic = {
             k: str(v) for k, v in asic.items() if k in ("market_name", "device_id", "rev_id", "asic_serial")
         }
-        self._prev_j: float | None = None
-        self._energy_j = 0.0
-        self._prev_t = 0.0
-        self._prev_p = 0.0
-        self._resets = 0
+        self._counter = ResetAwareEnergy()
 
     @property
     def clock(self) -> Clock:
@@ -182,16 +179,8 @@ class AmdSensor:
         except _exc(m) as e:
             raise SensorError(f"amdsmi GPU {self.index} ({self.uuid}): {e}") from None
         energy = None
-        if cj is not None:
-            if self._prev_j is not None:
-                if cj < self._prev_j:
-                    self._resets += 1
-                    extra["energy_reset"] = 1.0
-                    self._energy_j += 0.5 * (self._prev_p + power) * max(0.0, t - self._prev_t)
-                else:
-                    self._energy_j += cj - self._prev_j
-            self._prev_j, self._prev_t, self._prev_p = cj, t, power
-            energy = self._energy_j
+        if cj is not None:  # a backward step (driver reload) is bridged with power and flagged
+            energy = self._counter.update(cj, t, power, extra)
         for name, v in (("gfx_activity", gfx), ("umc_activity", umc)):
             if v is not None and not 0 <= v <= 100:
                 raise SensorError(f"amdsmi GPU {self.index}: {name} {v} outside 0–100 %")

@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from flopwatch.errors import SensorError, SensorUnavailable
+from flopwatch.telemetry.sensors._counter import ResetAwareEnergy
 from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, Reading, SensorInfo
 from flopwatch.units import mj_to_j, mw_to_w
 
@@ -103,11 +104,7 @@ class NvmlSensor:
         self._has_energy = self._try(n.nvmlDeviceGetTotalEnergyConsumption, self.handle) is not None
         self._gpm = self._probe_gpm()
         self._gpm_prev: Any = None
-        self._prev_mj: float | None = None
-        self._prev_t = 0.0
-        self._prev_power_w = 0.0
-        self._energy_j = 0.0
-        self._resets = 0
+        self._counter = ResetAwareEnergy()
 
     # ------------------------------------------------------------------ probing
     def _try(self, fn: Any, *args: Any) -> Any:
@@ -196,17 +193,8 @@ class NvmlSensor:
         if not self._has_energy:
             return None
         mj = float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
-        if self._prev_mj is not None:
-            if mj < self._prev_mj:
-                # Driver reload: the counter restarted from 0, so the true delta is unknowable. Never add a
-                # negative (or wrap-sized) jump: bridge this one interval with the trapezoid of power, and flag it.
-                self._resets += 1
-                extra["energy_reset"] = 1.0
-                self._energy_j += 0.5 * (self._prev_power_w + power_w) * max(0.0, t - self._prev_t)
-            else:
-                self._energy_j += mj_to_j(mj - self._prev_mj)
-        self._prev_mj, self._prev_t, self._prev_power_w = mj, t, power_w
-        return self._energy_j
+        # A driver reload restarts the counter from 0: bridged with power and flagged, never a negative delta.
+        return self._counter.update(mj_to_j(mj), t, power_w, extra)
 
     def _gpm_free(self, sample: Any) -> None:
         if sample is not None and hasattr(self._nvml, "nvmlGpmSampleFree"):
@@ -277,7 +265,7 @@ class NvmlSensor:
 
     @property
     def counter_resets(self) -> int:
-        return self._resets
+        return self._counter.resets
 
     def close(self) -> None:
         if not self._closed:
