@@ -14,6 +14,7 @@ from flopwatch.pipeline import (
     SUMMARY_KEYS,
     DeviceChoice,
     RunOptions,
+    describe_fast,
     join_records,
     plan_run,
     prepare_outdir,
@@ -128,6 +129,14 @@ def test_plan_fits_the_budget():
     # Planned wall time stays inside the budget (real runs: startup, per-run overhead, gaps included).
     assert plan.expected_s <= 420.0 * 1.02
     assert len(plan.workloads) >= 15
+    # The budget drops the runs that cannot pass the gate first: other precisions, and configs the H200's twin
+    # puts near the 80 % utilisation gate (small models outrun the host on a fast GPU); both families stay.
+    from flopwatch.sim.accelerator import SimulatedAccelerator
+
+    acc = SimulatedAccelerator("h200")
+    assert {w.config.precision for w in plan.workloads} == {"bf16"}
+    assert all(acc.operating_point(describe_fast(w.config)).util >= 0.85 for w in plan.workloads)
+    assert {w.config.arch for w in plan.workloads} == {"gpt", "seed-encoder"}
     quick = plan_run(DeviceChoice("sim", "sim:a100", "a100"), RunOptions(outdir="unused", quick=True))
     assert all(w.description is not None for w in quick.workloads)
     orin = plan_run(DeviceChoice("sim", "sim:orin-nano", "orin-nano"), RunOptions(outdir="unused"))

@@ -448,9 +448,13 @@ def plan_run(choice: DeviceChoice, opts: RunOptions) -> Plan:
         while n > n_min and avail / n - gap_s - per_run_overhead < 10.0:
             n -= 1
         if n < len(cfgs):
-            notes.append(f"--budget-s {budget:g}: ran {n} of {len(cfgs)} configs")
-            cfgs = cfgs[:n]
-            targets = targets[:n]
+            keep = _likely_frontier_first(cfgs, spec)[:n]
+            notes.append(
+                f"--budget-s {budget:g}: ran {n} of {len(cfgs)} configs (dropped first: other precisions and "
+                "configs the device's twin predicts near or below the 80 % utilisation gate)"
+            )
+            cfgs = [cfgs[i] for i in keep]
+            targets = targets[keep]
         per_run = max(3.0, avail / len(cfgs) - gap_s - per_run_overhead)
         if per_run < lo:
             targets = np.full(len(cfgs), per_run) * rng.uniform(0.85, 1.0, len(cfgs))
@@ -472,6 +476,29 @@ def plan_run(choice: DeviceChoice, opts: RunOptions) -> Plan:
 
         sweep_note = SWEEP_DESCRIPTIONS.get(name, name)
     return Plan(name, sweep_note, workloads, idle_s, gap_s, warmup, expected, notes)
+
+
+def _likely_frontier_first(cfgs: Sequence[Any], spec: Any) -> list[int]:
+    """Indices of ``cfgs`` in the order a budget should keep them (sorted, each group in sweep order).
+
+    A run that fails the frontier gate costs budget and adds nothing to the calibration, so a tight budget drops
+    first the configs outside the sweep's main precision, then those the device's twin (roofline host/GPU model)
+    puts below 85 % utilisation: near the 80 % gate, as small models on a fast GPU are. Without a twin for the
+    device (or without the data it needs) only the precision rule applies.
+    """
+    dtypes = [c.precision for c in cfgs]
+    main = max(sorted(set(dtypes)), key=dtypes.count)
+    util = [1.0] * len(cfgs)
+    if spec is not None:
+        try:
+            from flopwatch.sim.accelerator import SimulatedAccelerator
+
+            acc = SimulatedAccelerator(spec.key)
+            util = [acc.operating_point(describe_fast(c)).util for c in cfgs]
+        except (FlopwatchError, OSError, ImportError):
+            pass
+    order = sorted(range(len(cfgs)), key=lambda i: (dtypes[i] != main, util[i] < 0.85, i))
+    return order
 
 
 def _frontier_dtype(spec: Any) -> str:
