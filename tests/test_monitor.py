@@ -17,8 +17,6 @@ from flopwatch.telemetry.sensors.base import VirtualClock
 from flopwatch.telemetry.sensors.replay import open_replay
 from monitor_helpers import P_BUSY_W, P_IDLE_W, FlakySensor, LinearProfile, busy_fn, write_trace
 
-#: Runs the console script's entry point in a subprocess.
-CLI = "import sys; from flopwatch.cli import main; sys.exit(main())"
 #: The seed trace's run: d_model 384, batch 16, seq 128, 3 layers, 9000 steps (SOURCE.md).
 SEED_STEPS = 9000
 #: v2 record d384_b16_s128_L3: 2500 steps, ground_truth_tf 101.1666 (cross-check of the per-step count).
@@ -90,25 +88,21 @@ def test_replay_of_the_seed_trace_is_within_5pct(
     assert tot["workload_net_energy_j"] == pytest.approx(w["net_energy_j"])
 
 
-def test_replay_cli_on_a_scaled_clock(tmp_path, timeseries_path, v2_profile, seed_ground_truth_flops):
+def test_replay_cli_on_a_scaled_clock(tmp_path, timeseries_path, v2_profile, seed_ground_truth_flops, capsys):
     """The issue's procedure through the CLI, `flopwatch monitor --sensor replay:timeseries.json --speed X`.
 
     X = 200 keeps the test to a few seconds (650 s of trace); `benchmarks/bench_monitor_replay.py` runs it at
-    --speed 50 and compares speeds side by side.
+    --speed 50 and compares speeds side by side. The console entry point runs in-process (a subprocess would
+    add seconds of imports and test nothing more; tests/test_monitor_crash.py runs the daemon as a process).
     """
-    import subprocess
-    import sys
-
     prof = tmp_path / "profile.json"
     v2_profile.save(prof)
     led = tmp_path / "ledger.db"
-    out = subprocess.run(
-        [sys.executable, "-c", CLI, "monitor", "--sensor", f"replay:{timeseries_path}", "--speed", "200",
-         "--profile", str(prof), "--ledger", str(led), "--json"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    rc = main(["monitor", "--sensor", f"replay:{timeseries_path}", "--speed", "200", "--profile", str(prof),
+               "--ledger", str(led), "--json", "-q"])  # fmt: skip
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    doc = json.loads(out.out)
     assert doc["end_reason"] == "trace ended"
     shown = summarize_ledger(led)["workloads"]
     assert len(shown) == 1 and shown[0]["status"] == "complete"
