@@ -412,11 +412,9 @@ def make_torch_step(
     from torch.nn.attention import sdpa_kernel
 
     from flopwatch.workloads.config import check_device_support
-    from flopwatch.workloads.model import build_model, make_batch
     from flopwatch.workloads.run import (
-        LEARNING_RATE,
-        SGD_MOMENTUM,
         kernel_error,
+        make_train_step,
         matmul_precision,
         parse_device,
         sdpa_backends,
@@ -427,17 +425,7 @@ def make_torch_step(
     conv = attention or ("fused" if device.startswith("cuda") else "math")
     backends = sdpa_backends(device, conv)
     tdev = torch.device(device)
-    torch.manual_seed(seed)
-    with torch.device(tdev):
-        model = build_model(config)
-    model.train()
-    batch = make_batch(config, tdev, torch.Generator(device=tdev).manual_seed(seed))
-    if config.optimizer == "adamw":
-        opt: torch.optim.Optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
-    else:
-        opt = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=SGD_MOMENTUM)
-    amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(config.precision)
-    scaler = torch.amp.GradScaler(tdev.type) if config.precision == "fp16" else None
+    one = make_train_step(config, tdev, seed=seed)
     is_cuda = tdev.type == "cuda"
 
     @contextlib.contextmanager
@@ -455,21 +443,6 @@ def make_torch_step(
                 if err is None:
                     raise
                 raise err from None
-
-    def one() -> None:
-        opt.zero_grad(set_to_none=True)
-        ctx = (
-            torch.autocast(device_type=tdev.type, dtype=amp) if amp is not None else contextlib.nullcontext()
-        )
-        with ctx:
-            loss = model(*batch)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
 
     if is_cuda:
         with torch.cuda.device(tdev):

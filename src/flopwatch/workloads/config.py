@@ -81,6 +81,16 @@ class _Common:
             "precision",
             _choice("precision", self.precision, PRECISIONS, _PRECISION_ALIASES),
         )
+        dropout = getattr(self, "dropout", 0.0)
+        try:
+            dropout = float(dropout)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"dropout must be a number in [0, 1), got {dropout!r}", field="dropout"
+            ) from None
+        if not 0.0 <= dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {dropout}", field="dropout")
+        object.__setattr__(self, "dropout", dropout)
         label = self.label
         if label is not None and (not isinstance(label, str) or not label.strip()):
             raise ConfigError(f"label must be a non-empty string, got {label!r}", field="label")
@@ -140,15 +150,6 @@ class EncoderConfig(_Common):
 
     def __post_init__(self) -> None:
         self._validate_common()
-        try:
-            dropout = float(self.dropout)
-        except (TypeError, ValueError):
-            raise ConfigError(
-                f"dropout must be a number in [0, 1), got {self.dropout!r}", field="dropout"
-            ) from None
-        if not 0.0 <= dropout < 1.0:
-            raise ConfigError(f"dropout must be in [0, 1), got {dropout}", field="dropout")
-        object.__setattr__(self, "dropout", dropout)
 
     def auto_label(self) -> str:
         # The study's label scheme: base sizes, then one suffix per non-default option.
@@ -198,15 +199,6 @@ class GPTConfig(_Common):
             )
         self._validate_common()
         object.__setattr__(self, "vocab_size", _positive_int("vocab_size", self.vocab_size))
-        try:
-            dropout = float(self.dropout)
-        except (TypeError, ValueError):
-            raise ConfigError(
-                f"dropout must be a number in [0, 1), got {self.dropout!r}", field="dropout"
-            ) from None
-        if not 0.0 <= dropout < 1.0:
-            raise ConfigError(f"dropout must be in [0, 1), got {dropout}", field="dropout")
-        object.__setattr__(self, "dropout", dropout)
 
     def auto_label(self) -> str:
         s = f"gpt_d{self.d_model}_b{self.batch_size}_s{self.seq_len}_L{self.num_layers}_v{self.vocab_size}"

@@ -22,7 +22,7 @@ import os
 import platform
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +192,52 @@ def append_jsonl(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
     append_record(path, record)
 
 
+def make_train_step(config: WorkloadConfig, device: Any, *, seed: int = 0) -> Callable[[], Any]:
+    """Build ``config`` on ``device`` and return a function running one training step (returns the loss).
+
+    The study's recipe: AdamW lr 1e-4 (or SGD momentum 0.9); fp16 = autocast + GradScaler, bf16 = autocast,
+    parameters in fp32. One fixed random batch (seeded) is reused: FLOPs do not depend on the values, and a
+    per-step ``randn`` would put input generation inside the timed region. Shared by ``run_workload`` and
+    ``flopwatch bench`` so both time the same step.
+    """
+    import torch
+
+    from flopwatch.workloads.model import build_model, make_batch
+
+    tdev = torch.device(device)
+    torch.manual_seed(seed)
+    with torch.device(tdev):
+        model = build_model(config)
+    model.train()
+    batch = make_batch(config, tdev, torch.Generator(device=tdev).manual_seed(seed))
+    if config.optimizer == "adamw":
+        opt: torch.optim.Optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=SGD_MOMENTUM)
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(config.precision)
+    scaler = torch.amp.GradScaler(tdev.type) if config.precision == "fp16" else None
+
+    def train_step() -> torch.Tensor:
+        opt.zero_grad(set_to_none=True)
+        ctx = (
+            torch.autocast(device_type=tdev.type, dtype=amp_dtype)
+            if amp_dtype is not None
+            else contextlib.nullcontext()
+        )
+        with ctx:
+            loss = model(*batch)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss
+
+    return train_step
+
+
 def run_workload(
     config: WorkloadConfig,
     device: str = "cpu",
@@ -232,7 +278,6 @@ def run_workload(
     from torch.nn.attention import sdpa_kernel
 
     from flopwatch.workloads.ground_truth import count_flops
-    from flopwatch.workloads.model import build_model, make_batch
 
     # Counted once, before and outside the timed loop (meta device, cached).
     fc = count_flops(config, attention=conv)
@@ -240,37 +285,7 @@ def run_workload(
     tdev = torch.device(dev)
     is_cuda = tdev.type == "cuda"
     device_name = torch.cuda.get_device_name(tdev) if is_cuda else _cpu_name()
-    torch.manual_seed(seed)
-    with torch.device(tdev):
-        model = build_model(config)
-    model.train()
-    gen = torch.Generator(device=tdev).manual_seed(seed)
-    batch = make_batch(config, tdev, gen)  # fixed batch: FLOPs do not depend on values
-
-    if config.optimizer == "adamw":
-        opt: torch.optim.Optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
-    else:
-        opt = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=SGD_MOMENTUM)
-    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(config.precision)
-    scaler = torch.amp.GradScaler(tdev.type) if config.precision == "fp16" else None
-
-    def autocast() -> contextlib.AbstractContextManager[Any]:
-        if amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=tdev.type, dtype=amp_dtype)
-
-    def train_step() -> torch.Tensor:
-        opt.zero_grad(set_to_none=True)
-        with autocast():
-            loss = model(*batch)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        return loss
+    train_step = make_train_step(config, tdev, seed=seed)
 
     def sync() -> None:
         if is_cuda:
