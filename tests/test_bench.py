@@ -201,7 +201,7 @@ def test_bench_on_cpu_with_a_replay_sensor(tmp_path: Path) -> None:
     assert r["power_draw_watts_mean"] == pytest.approx(40.0)
     assert r["gpu_utilization_mean"] == pytest.approx(75.0)
     assert r["n_readings"] > 0 and r["n_gaps"] >= 0 and r["samples_per_config"] in (3, 4)
-    assert r["peak_flops"] == 1e12  # the CPU's nominal placeholder peak, labelled in devices.py
+    assert r["peak_flops"] == 1e12 and "placeholder" in r["peak_table"]  # the CPU's nominal peak, said so
     with pytest.raises(ConfigError, match="virtual time"):
         bench_grid([cfg], device="cpu", sensor_spec="sim:a100", settings=s)
 

@@ -78,6 +78,8 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "n_readings",
     "n_gaps",
 )
+DATASHEET_PEAK = "datasheet (flopwatch.devices)"
+CPU_PLACEHOLDER_PEAK = "nominal CPU placeholder (flopwatch.devices 'cpu'), not a datasheet value"
 _STUDY_DTYPE = {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16"}
 
 
@@ -323,6 +325,7 @@ def aggregate_row(
     repeat: int = 0,
     learning_rate: float = 1e-4,
     flops_counter: str = "FlopCounterMode (flopwatch.workloads.ground_truth.count_flops)",
+    peak_table: str = DATASHEET_PEAK,
 ) -> dict[str, Any]:
     """One row of the study's aggregate schema (plus our extra columns) for a measured configuration."""
     ws = m.windows
@@ -354,7 +357,7 @@ def aggregate_row(
         "sensor": sensor,
         "simulated": bool(simulated),
         "peak_flops": float(peak_flops),
-        "peak_table": "datasheet (flopwatch.devices)",
+        "peak_table": peak_table,
         "flops_counter": flops_counter,
         "repeat": int(repeat),
         "mfu_ci_rel": m.mfu_ci_rel,
@@ -467,10 +470,11 @@ def make_torch_step(
     return step
 
 
-def _peak_for(spec_key: str | None, device_name: str, dtype: str) -> tuple[float, str]:
+def _peak_for(device_name: str, spec_key: str | None, dtype: str) -> tuple[float, str, str]:
+    """(peak FLOP/s, spec name, peak-table label) of the device the workload runs on (else the sensor's)."""
     from flopwatch.devices import get_device
 
-    for q in (spec_key, device_name):
+    for q in (device_name, spec_key):
         if not q:
             continue
         try:
@@ -478,7 +482,8 @@ def _peak_for(spec_key: str | None, device_name: str, dtype: str) -> tuple[float
         except InputError:
             continue
         if spec.supports(dtype):
-            return spec.peak(dtype), spec.name
+            table = CPU_PLACEHOLDER_PEAK if spec.vendor == "cpu" else DATASHEET_PEAK
+            return spec.peak(dtype), spec.name, table
     raise InputError(
         f"no datasheet peak for {device_name!r} in {dtype}; add it to flopwatch.devices", field="dtype"
     )
@@ -515,7 +520,7 @@ def bench_grid(
     # the device cannot run or has no peak for.
     for config in configs:
         check_device_support(config, device)
-        _peak_for(None, _device_name(device), config.precision)
+        _peak_for(_device_name(device), None, config.precision)
     sensors = []
     if sensor_spec:
         from flopwatch.telemetry.sensors.discover import open_sensors
@@ -550,8 +555,8 @@ def bench_grid(
         for config in configs:
             conv = "fused" if device.startswith("cuda") else "math"  # what make_torch_step pins
             fc = count_flops(config, attention=conv)
-            peak, spec_name = _peak_for(
-                info.spec_key if info else None, _device_name(device), config.precision
+            peak, spec_name, peak_table = _peak_for(
+                _device_name(device), info.spec_key if info else None, config.precision
             )
             for rep in range(repeats):
                 step = make_torch_step(config, device, seed=seed + rep, attention=conv)
@@ -574,6 +579,7 @@ def bench_grid(
                     peak_flops=peak,
                     settings=s,
                     gpu=gpu_name or spec_name,
+                    peak_table=peak_table,
                     device=device,
                     sensor=sensor_spec or "none",
                     simulated=bool(info.simulated) if info else False,
@@ -650,7 +656,7 @@ def bench_grid_sim(
     plan = []
     for config in configs:
         desc = describe(config)
-        peak, _ = _peak_for(info.spec_key, info.name, config.precision)
+        peak, _, _ = _peak_for(info.name, info.spec_key, config.precision)
         for rep in range(repeats):
             st0 = acc.operating_point(desc).step_time_s
             per_window = max(1, math.ceil(s.window_s / st0))
