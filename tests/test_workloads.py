@@ -327,3 +327,21 @@ def test_cli_run_refuses_bad_device_and_records_before_running(
     assert main(["workload", "run", *TINY, "--steps", "1", *extra]) == 2
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_record_that_cannot_be_written_is_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("torch")
+    from flopwatch.errors import InputError
+    from flopwatch.workloads import run
+
+    def disk_full(path: object, record: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(run, "append_jsonl", disk_full)
+    cfg = EncoderConfig(d_model=32, batch_size=2, seq_len=8, num_layers=1, dim_feedforward=64, steps=1)
+    with pytest.raises(InputError, match="No space left"):
+        run.run_workload(cfg, "cpu", warmup=0, records=tmp_path / "r.jsonl")
+    kept = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert kept["label"] == cfg.name and kept["steps"] == 1

@@ -388,5 +388,16 @@ def run_workload(
         "simulated": False,
     }
     if records is not None:
-        append_jsonl(records, record)
+        try:
+            append_jsonl(records, record)
+        except OSError as e:
+            # The run is done and cannot be repeated for free: keep the record on stderr before failing.
+            import sys
+
+            print(json.dumps(record), file=sys.stderr)
+            raise InputError(
+                f"could not append the record ({e.strerror or e}); it was printed on stderr above",
+                file=str(records),
+                field="records",
+            ) from None
     return record
