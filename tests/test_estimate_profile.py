@@ -121,3 +121,12 @@ def test_degenerate_inputs(profile, v2):
     eq2 = calibrate(v2, "eq2")
     low = eq2.estimate(10.0, 10.0)  # 1 W net, below the 3.75 W overhead
     assert low.flops < 0 and "not positive" in low.warnings[-1]
+
+
+def test_saved_profile_is_world_readable_and_keeps_an_existing_mode(profile, tmp_path):
+    """mkstemp creates 0600 files; a profile shared with a monitor or another user must stay readable."""
+    p = profile.save(tmp_path / "profile.json")
+    assert p.stat().st_mode & 0o777 == 0o644
+    p.chmod(0o640)
+    profile.save(p)  # replacing a profile keeps the mode its owner chose
+    assert p.stat().st_mode & 0o777 == 0o640

@@ -138,6 +138,14 @@ class FlopModel(ABC):
         """The concrete model that ``params`` belong to (itself, except for selectors)."""
         return self
 
+    def check_params(self, params: Mapping[str, float]) -> None:
+        """InputError (field = the parameter) when stored parameters cannot come from a fit of this model.
+
+        Used when a profile is loaded, so a hand-edited or corrupted profile fails with a clear message
+        instead of producing negative estimates or a traceback later. The base class accepts any.
+        """
+        return None
+
 
 # ==================================================================================== published models
 
@@ -288,6 +296,15 @@ class PublishedModel(FlopModel):
         a_f, c_f = self._coef(alpha_f, beta_f)
         params = {"e_per_tflop_j": a_f, "e_per_tb_j": c_f, "p_overhead_w": p}
         return BatchFit(params, loo_pred[rows, gi] * TFLOP, {"p_overhead_w": p})
+
+    def check_params(self, params: Mapping[str, float]) -> None:
+        # Energy per TFLOP must be positive and the TB coefficient is constrained to c >= 0 by the fit.
+        a = params.get("e_per_tflop_j")
+        if a is not None and not a > 0:
+            raise InputError(f"must be > 0 (J per TFLOP), got {a!r}", field="e_per_tflop_j")
+        c = params.get("e_per_tb_j")
+        if c is not None and not c >= 0:
+            raise InputError(f"must be >= 0 (the fit constrains c >= 0), got {c!r}", field="e_per_tb_j")
 
     def predict_params(self, params: Mapping[str, np.ndarray], X: Features) -> np.ndarray:
         a = np.asarray(params["e_per_tflop_j"], dtype=float)[..., None]
@@ -543,6 +560,18 @@ class SelectModel(FlopModel):
 
     def component(self, params: Mapping[str, float]) -> FlopModel:
         return self.candidates[int(params["choice"])]
+
+    def check_params(self, params: Mapping[str, float]) -> None:
+        choice = params.get("choice")
+        if choice is None or choice != int(choice) or not 0 <= choice < len(self.candidates):
+            raise InputError(
+                f"must be a candidate index 0–{len(self.candidates) - 1}, got {choice!r}", field="choice"
+            )
+        i = int(choice)
+        try:
+            self.candidates[i].check_params(self._sub_params(params, i))
+        except InputError as e:
+            raise InputError(e.detail, field=f"{i}:{e.field}") from None
 
     def chosen(self) -> str:
         """Name of the candidate chosen by the last ``fit``."""

@@ -51,6 +51,10 @@ class Profile:
         self._data = _validate(dict(data), source)
         self.source = source
         self._model: FlopModel = get_model(self._data["model"])
+        try:
+            self._model.check_params(self.params)
+        except InputError as e:
+            raise ProfileError(e.detail, file=source, field=f"params.{e.field}") from None
         # Probe once so an incompatible parameter set fails at load time, naming the field.
         try:
             probe = self._predict(np.array([1000.0]), np.array([100.0]), np.array([0.1]), np.array([0.95]))
@@ -265,6 +269,9 @@ class Profile:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
         try:
+            # mkstemp creates the file 0600; a profile is shared (monitor, other users): keep the mode of
+            # the profile being replaced, else the usual rw-r--r--.
+            os.fchmod(fd, p.stat().st_mode & 0o777 if p.exists() else 0o644)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)
                 fh.flush()
@@ -358,6 +365,27 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
             normalize_dtype(tr["dtype"])
         except InputError as e:
             raise ProfileError(e.detail, file=file, field="training.dtype") from None
+    # Parts of the training description that estimation reads (range and gate warnings).
+    ranges = tr.get("ranges")
+    if ranges is not None:
+        if not isinstance(ranges, dict):
+            raise ProfileError("must be an object", file=file, field="training.ranges")
+        for key, rng in ranges.items():
+            if not (isinstance(rng, list) and len(rng) == 2 and all(_finite(x) for x in rng)):
+                raise ProfileError(
+                    f"must be a [low, high] pair of finite numbers, got {rng!r}",
+                    file=file,
+                    field=f"training.ranges.{key}",
+                )
+    filters = tr.get("filters")
+    if filters is not None:
+        if not isinstance(filters, dict):
+            raise ProfileError("must be an object", file=file, field="training.filters")
+        mu = filters.get("min_util")
+        if mu is not None and not (_finite(mu) and 0.0 <= mu <= 1.0):
+            raise ProfileError(
+                f"must be a number between 0 and 1, got {mu!r}", file=file, field="training.filters.min_util"
+            )
     idle = d.get("idle_power_w")
     if idle is not None and (not _finite(idle) or idle < 0):
         raise ProfileError(
