@@ -13,7 +13,7 @@ from flopwatch.estimate.features import Features
 from flopwatch.estimate.models import Eq2Model
 from flopwatch.evaluate.splits import evaluate_models
 from flopwatch.evaluate.threshold import verdict
-from flopwatch.records import WorkloadRecord, load_records
+from flopwatch.records import WorkloadRecord, load_records, record_to_dict
 
 
 def synthetic_records(n: int = 20, seed: int = 1, noise: float = 0.01) -> list[WorkloadRecord]:
@@ -144,3 +144,53 @@ def test_default_falls_back_without_dram_traffic(tmp_path):
         evaluate_models(recs, ["eq1"], n_splits=10)
     with pytest.raises(InputError, match="tb_moved"):
         calibrate(recs, "eq1")
+
+
+def test_unmeasured_record_is_named_by_calibrate_and_evaluate(tmp_path):
+    """A record read with require=() (no telemetry joined yet) that reaches a fit names itself."""
+    p = tmp_path / "runs.jsonl"
+    rows = []
+    for i, r in enumerate(synthetic_records(10)):
+        d = {"label": r.label, "duration_s": r.duration_s, "total_flops": r.total_flops, "mean_util": 0.95}
+        if i != 6:
+            d["net_energy_j"] = r.net_energy_j
+        rows.append(json.dumps(d))
+    p.write_text("\n".join(rows) + "\n")
+    rs = load_records(p, require=())
+    for run in (lambda: calibrate(rs, "eq2"), lambda: evaluate_models(rs, ["eq2"], n_train=6, n_splits=5)):
+        with pytest.raises(InputError) as ei:
+            run()
+        assert (ei.value.file, ei.value.record, ei.value.field) == (str(p), "run6", "net_energy_j")
+        assert "missing" in ei.value.detail
+
+
+def test_model_needing_a_column_names_the_record_lacking_it():
+    recs = synthetic_records(10)
+    recs[3] = WorkloadRecord(**{**recs[3].__dict__, "tb_moved": None})
+    with pytest.raises(InputError) as ei:
+        calibrate(recs, "eq1")
+    assert (ei.value.record, ei.value.field) == ("run3", "tb_moved") and "'eq1'" in ei.value.detail
+    with pytest.raises(InputError) as ei:
+        evaluate_models(recs, ["eq1"], n_train=6, n_splits=5)
+    assert (ei.value.record, ei.value.field) == ("run3", "tb_moved")
+
+
+def test_device_name_of_our_records_becomes_the_profile_fingerprint(tmp_path):
+    """Records written by `flopwatch run` name their device; the profile carries it and describes its runs."""
+    p = tmp_path / "runs.jsonl"
+    rows = [
+        {**record_to_dict(r), "device_name": "NVIDIA A100-SXM4-80GB", "simulated": i < 3}
+        for i, r in enumerate(synthetic_records(10))
+    ]
+    p.write_text("".join(json.dumps(d) + "\n" for d in rows))
+    rs = load_records(p)
+    assert rs.fingerprint == {"device_name": "NVIDIA A100-SXM4-80GB"}
+    prof = calibrate(rs, "eq2")
+    assert prof.fingerprint == {"device_name": "NVIDIA A100-SXM4-80GB"}
+    assert prof.training["device_names"] == ["NVIDIA A100-SXM4-80GB"] and prof.training["n_simulated"] == 3
+    with pytest.raises(ProfileError, match="fingerprint.device_name"):
+        prof.check_fingerprint({"device_name": "NVIDIA H100 80GB HBM3"})
+    # two devices in one file: no single fingerprint (unknown), nothing invented
+    rows[0]["device_name"] = "NVIDIA H100 80GB HBM3"
+    p.write_text("".join(json.dumps(d) + "\n" for d in rows))
+    assert load_records(p).fingerprint == {}

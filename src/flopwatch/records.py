@@ -52,6 +52,11 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
     "tb_moved": (0.0, True, math.inf),
     "idle_power_w": (0.0, True, math.inf),
     "coverage": (0.0, True, 1.0),
+    # the seed format's own keys, checked in its units before conversion (so messages show the file's value)
+    "ground_truth_tf": (0.0, False, math.inf),
+    "avg_gpu_pct": (0.0, True, 100.0),
+    "idle_baseline_mw": (0.0, True, math.inf),
+    "baseline_mw": (0.0, True, math.inf),
 }
 
 
@@ -203,12 +208,15 @@ def _build(
             f"must be an object, got {type(cfg).__name__}", file=file, record=label, field="config"
         )
     dt = d.get("dtype") or "fp32"
+    dt_field = names.get("dtype", "dtype")
     if not isinstance(dt, str):
-        raise InputError(f"must be a string, got {type(dt).__name__}", file=file, record=label, field="dtype")
+        raise InputError(
+            f"must be a string, got {type(dt).__name__}", file=file, record=label, field=dt_field
+        )
     try:
         dtype = normalize_dtype(dt)
     except InputError as e:
-        raise InputError(e.detail, file=file, record=label, field="dtype") from None
+        raise InputError(e.detail, file=file, record=label, field=dt_field) from None
     simulated = d.get("simulated", False)
     if not isinstance(simulated, bool) and simulated is not None:
         raise InputError("must be true or false", file=file, record=label, field="simulated")
@@ -235,6 +243,7 @@ _SEED_NAMES = {
     "total_flops": "ground_truth_tf",
     "mean_util": "avg_gpu_pct",
     "idle_power_w": "idle_baseline_mw",
+    "dtype": "config.precision",
 }
 
 
@@ -379,6 +388,12 @@ def load_records(
         }
         if len(fps) == 1:
             fingerprint = json.loads(fps.pop())
+        # Records written by `flopwatch run` / `workload run` name their device but carry no fingerprint
+        # object: one device name shared by every record identifies the device (profiles store it, and
+        # `estimate` refuses records from another device model).
+        names = {r.raw.get("device_name") for r in records}
+        if len(names) == 1 and isinstance(next(iter(names)), str) and next(iter(names)):
+            fingerprint.setdefault("device_name", names.pop())
     if not records:
         raise InputError("contains no records", file=file)
     seen: dict[str, int] = {}

@@ -10,8 +10,14 @@ from typing import Any
 import numpy as np
 
 from flopwatch import __version__
-from flopwatch.errors import InputError
-from flopwatch.estimate.features import Features, FrontierGate, GateResult, ground_truth
+from flopwatch.errors import InputError, ProfileError
+from flopwatch.estimate.features import (
+    Features,
+    FrontierGate,
+    GateResult,
+    check_measured,
+    ground_truth,
+)
 from flopwatch.estimate.intervals import check_confidence, log_halfwidth
 from flopwatch.estimate.models import DEFAULT_MODEL, SelectModel, get_model, resolve_model
 from flopwatch.estimate.profile import PROFILE_SCHEMA, Profile
@@ -51,15 +57,10 @@ def calibrate(
             file=rs.source or None,
         )
     F = ground_truth(kept)
+    check_measured(kept)
     X = Features.from_records(kept)
     est = resolve_model(model, X)  # "default" without DRAM traffic → "default-p"
-    try:
-        est.check_features(X)
-    except InputError as e:
-        missing = [r.label for r in kept if e.field and getattr(r, e.field, 0) is None]
-        raise InputError(
-            e.detail, file=rs.source or None, record=missing[0] if missing else None, field=e.field
-        ) from None
+    check_measured(kept, est.needs, model=est.name)  # names the first record lacking a column the model needs
     est.fit(X, F)
     residuals = np.log(F / est.loo_flops_)
     if not np.all(np.isfinite(residuals)):
@@ -103,6 +104,9 @@ def calibrate(
             "n": len(kept),
             "labels": kept.labels,
             "dtype": dtypes[0] if len(dtypes) == 1 else "all",
+            # which devices the runs came from, and whether any number is from the simulator
+            "device_names": sorted({str(r.raw["device_name"]) for r in kept if r.raw.get("device_name")}),
+            "n_simulated": sum(1 for r in kept if r.simulated),
             "filters": gr.to_dict(),
             "ranges": {
                 "avg_net_power_w": [float(power.min()), float(power.max())],
@@ -116,7 +120,14 @@ def calibrate(
             "loo_max_abs_pct": float(np.max(np.abs(est.loo_flops_ / F - 1)) * 100),
         },
     }
-    return Profile(data)
+    try:
+        return Profile(data)
+    except ProfileError as e:  # e.g. a non-positive J/TFLOP fitted on degenerate data
+        raise InputError(
+            f"model {model!r} gives an unusable calibration on these records ({e.field}: {e.detail}); "
+            "use another model or check the data",
+            file=rs.source or None,
+        ) from None
 
 
 def _idle(rs: RecordSet, kept: RecordSet) -> float | None:

@@ -166,6 +166,34 @@ class Features:
         return self.net_energy_j / self.duration_s
 
 
+def check_measured(
+    records: RecordSet | Sequence[WorkloadRecord], needs: Sequence[str] = (), *, model: str = ""
+) -> None:
+    """InputError naming file, record and field for the first record an estimator cannot use.
+
+    Records loaded with ``require=()`` (e.g. workload descriptions not yet joined with telemetry) carry NaN
+    energy/duration; ``needs`` adds optional columns a model requires (``tb_moved``, ``mean_util``).
+    """
+    src = records.source if isinstance(records, RecordSet) else None
+    for r in records:
+        problem: tuple[str, str] | None = None
+        if not math.isfinite(r.net_energy_j):
+            problem = ("net_energy_j", "is missing (no measured energy for this run)")
+        elif r.net_energy_j < 0:
+            problem = ("net_energy_j", f"must be >= 0, got {r.net_energy_j:g}")
+        elif not math.isfinite(r.duration_s):
+            problem = ("duration_s", "is missing (no measured duration for this run)")
+        elif r.duration_s <= 0:
+            problem = ("duration_s", f"must be > 0, got {r.duration_s:g}")
+        else:
+            for col in needs:
+                if getattr(r, col) is None:
+                    problem = (col, f"is unknown; model {model!r} needs it for every record")
+                    break
+        if problem is not None:
+            raise InputError(problem[1], file=src or None, record=r.label, field=problem[0])
+
+
 def ground_truth(records: RecordSet | Sequence[WorkloadRecord]) -> np.ndarray:
     """Ground-truth FLOPs as an array; InputError naming the record when one is unknown."""
     out = []

@@ -20,7 +20,13 @@ from typing import Any
 import numpy as np
 
 from flopwatch.errors import InputError
-from flopwatch.estimate.features import Features, FrontierGate, GateResult, ground_truth
+from flopwatch.estimate.features import (
+    Features,
+    FrontierGate,
+    GateResult,
+    check_measured,
+    ground_truth,
+)
 from flopwatch.estimate.intervals import check_confidence, conformal_rank, log_halfwidth
 from flopwatch.estimate.models import DEFAULT_MODEL, get_model, missing_features, resolve_model
 from flopwatch.evaluate.threshold import threshold_rates
@@ -278,6 +284,7 @@ def evaluate_models(
         raise InputError(
             "must be > 0 for relative errors", file=rs.source or None, record=bad.label, field="total_flops"
         )
+    check_measured(kept)
     X = Features.from_records(kept)
     skipped: dict[str, str] = {}
     for nm in list(ests):
@@ -291,8 +298,12 @@ def evaluate_models(
                 else f"needs at least {est.min_train} training runs"
             )
             if models:  # asked for explicitly: an error, not a silent skip
+                lacking = [r.label for r in kept if miss and getattr(r, miss[0]) is None]
                 raise InputError(
-                    f"model {nm!r} {why}", file=rs.source or None, field=miss[0] if miss else "n_train"
+                    f"model {nm!r} {why}",
+                    file=rs.source or None,
+                    record=lacking[0] if lacking else None,
+                    field=miss[0] if miss else "n_train",
                 )
             skipped[nm] = why
             del ests[nm]
