@@ -70,6 +70,9 @@ RECORD_CASES = [
     ("not_records.json", ["record 0", "must be an object"]),
     ("seed_missing_ground_truth.json", ["record 'd256'", "field 'ground_truth_tf'", "missing"]),
     ("seed_wrong_type.json", ["record 'd256'", "field 'avg_gpu_pct'", "must be a number"]),
+    # range errors in the seed's own units (%, TFLOP), not in the converted ones
+    ("seed_util_over_100.json", ["record 'd256'", "field 'avg_gpu_pct'", "<= 100, got 192.8"]),
+    ("seed_bad_precision.json", ["record 'd256'", "field 'config.precision'", "unknown dtype 'fp64'"]),
 ]
 
 
@@ -132,6 +135,25 @@ def _mutations(d: dict) -> list[tuple[str, dict | str, list[str]]]:
     m = json.loads(json.dumps(d))
     m["idle_power_w"] = -1.0
     out.append(("negative_idle", m, ["field 'idle_power_w'"]))
+    # parts of the training description that estimation reads, and parameters no fit can produce
+    m = json.loads(json.dumps(d))
+    m["training"]["ranges"] = 5
+    out.append(("ranges_not_object", m, ["field 'training.ranges'", "must be an object"]))
+    m = json.loads(json.dumps(d))
+    m["training"]["ranges"]["avg_net_power_w"] = ["low", "high"]
+    out.append(("ranges_strings", m, ["field 'training.ranges.avg_net_power_w'", "[low, high]"]))
+    m = json.loads(json.dumps(d))
+    m["training"]["filters"] = [1]
+    out.append(("filters_not_object", m, ["field 'training.filters'"]))
+    m = json.loads(json.dumps(d))
+    m["training"]["filters"]["min_util"] = "high"
+    out.append(("min_util_string", m, ["field 'training.filters.min_util'"]))
+    m = json.loads(json.dumps(d))
+    m["params"]["e_per_tflop_j"] = -5.7
+    out.append(("negative_j_per_tflop", m, ["field 'params.e_per_tflop_j'", "> 0"]))
+    m = json.loads(json.dumps(d))
+    m["model"], m["params"] = "select", {"choice": 7.0}
+    out.append(("select_bad_choice", m, ["field 'params.choice'", "candidate index"]))
     return out
 
 
@@ -193,6 +215,7 @@ ARG_CASES = [
     (["calibrate", "{tmp}", "-o", "{tmp}/p.json"], ["is a directory"]),
     (["estimate", "--profile", "{tmp}/good_profile.json", "{rec}", "--threshold", "lots"], ["--threshold"]),
     (["estimate", "--profile", "{tmp}/good_profile.json", "{rec}", "--threshold", "-1e14"], ["--threshold"]),
+    (["estimate", "--profile", "{tmp}/good_profile.json", "{rec}", "--declared", "nan"], ["--declared"]),
 ]
 
 

@@ -139,3 +139,60 @@ def test_evaluate_figures(capsys, tmp_path, v2_records_path):
     assert len(d["figures"]) == 5
     for p in out.iterdir():
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
+
+
+def test_estimate_declared_and_threshold_verdicts(capsys, tmp_path, v2_records_path):
+    """--declared checks a declared FLOP count against each interval; --threshold says above/below."""
+    prof = tmp_path / "p.json"
+    assert main(["calibrate", str(v2_records_path), "-o", str(prof), "--model", "eq2"]) == 0
+    capsys.readouterr()
+    runs = tmp_path / "one.jsonl"
+    runs.write_text(json.dumps({"label": "r", "net_energy_j": 1300.0, "duration_s": 170.0}) + "\n")
+    assert main(["estimate", "-p", str(prof), str(runs), "--json"]) == 0
+    r = _json(capsys)["records"][0]
+    lo, hi = r["lower_flops"], r["upper_flops"]
+    expect = [
+        (["--declared", f"{(lo + hi) / 2:.6e}"], "declaration_verdict", "consistent"),
+        (["--declared", f"{hi * 1.5:.6e}"], "declaration_verdict", "inconsistent"),
+        (["--threshold", f"{lo * 0.5:.6e}"], "threshold_verdict", "above"),
+        (["--threshold", f"{hi * 2:.6e}"], "threshold_verdict", "below"),
+        (["--threshold", f"{(lo + hi) / 2:.6e}"], "threshold_verdict", "uncertain"),
+    ]
+    for flags, key, want in expect:
+        assert main(["estimate", "-p", str(prof), str(runs), "--json", *flags]) == 0
+        d = _json(capsys)
+        assert d["records"][0][key] == want, (flags, d["records"][0])
+    assert d["threshold_flops"] == pytest.approx((lo + hi) / 2, rel=1e-6)
+    # human table shows both columns
+    assert main(["estimate", "-p", str(prof), str(runs), "--threshold", "1e20", "--declared", "1e20"]) == 0
+    out = capsys.readouterr().out
+    assert "below" in out and "inconsistent" in out
+
+
+def test_estimate_refuses_records_of_another_device(capsys, tmp_path):
+    """Profiles calibrated on our own records carry the device name; other devices' records are refused."""
+    base = {"schema": "flopwatch.record/1", "dtype": "fp32", "mean_util": 0.95, "tb_moved": 0.08}
+    cal = tmp_path / "a100.jsonl"
+    lines = []
+    for i in range(8):
+        tf, t = 60 + 12 * i, 120 + 9 * i
+        lines.append(
+            {
+                **base,
+                "label": f"g{i}",
+                "device_name": "NVIDIA A100-SXM4-80GB",
+                "net_energy_j": 5.7 * tf + 3.0 * t + (-1) ** i * 4,
+                "duration_s": t,
+                "total_flops": tf * 1e12,
+            }
+        )
+    cal.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    prof = tmp_path / "p.json"
+    assert main(["calibrate", str(cal), "-o", str(prof), "--model", "eq2"]) == 0
+    assert json.loads(prof.read_text())["fingerprint"] == {"device_name": "NVIDIA A100-SXM4-80GB"}
+    other = tmp_path / "h100.jsonl"
+    other.write_text(cal.read_text().replace("A100-SXM4-80GB", "H100 80GB HBM3"))
+    capsys.readouterr()
+    assert main(["estimate", "-p", str(prof), str(other)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "field 'fingerprint.device_name'" in err[0] and str(other) in err[0]

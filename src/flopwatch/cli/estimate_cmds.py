@@ -176,6 +176,11 @@ def register(app: typer.Typer) -> None:
             "--threshold",
             help="Compute threshold in FLOP (e.g. 1e14): say above/below/uncertain per record.",
         ),
+        declared: str | None = typer.Option(
+            None,
+            "--declared",
+            help="Declared FLOP count (e.g. 1.2e14): say consistent/inconsistent per record.",
+        ),
         strict: bool = typer.Option(
             False,
             "--strict",
@@ -192,6 +197,7 @@ def register(app: typer.Typer) -> None:
         from flopwatch.records import load_records
 
         thr = _flops_opt(threshold, "--threshold")
+        decl = _flops_opt(declared, "--declared")
         if confidence is not None:
             _check_confidence(confidence)
         prof = Profile.load(profile)
@@ -224,6 +230,8 @@ def register(app: typer.Typer) -> None:
             }
             if thr is not None:
                 row["threshold_verdict"] = verdict(e, threshold_flops=thr)
+            if decl is not None:
+                row["declaration_verdict"] = verdict(e, declared_flops=decl)
             rows.append(row)
         errs = np.array([x["rel_error_pct"] for x in rows if x["rel_error_pct"] is not None], dtype=float)
         inside = [x["in_interval"] for x in rows if x["in_interval"] is not None]
@@ -240,6 +248,7 @@ def register(app: typer.Typer) -> None:
             "profile_sha256": prof.sha256(),
             "model": prof.model_name,
             "threshold_flops": thr,
+            "declared_flops": decl,
             "records": rows,
             "skipped": skipped,
             "summary": summary,
@@ -257,7 +266,9 @@ def register(app: typer.Typer) -> None:
         for col in ("label", "estimate", "lower", "upper", "ground truth", "error %"):
             t.add_column(col, justify="left" if col == "label" else "right", no_wrap=True)
         if thr is not None:
-            t.add_column("vs threshold")
+            t.add_column(f"vs {_fmt_flops(thr)}")
+        if decl is not None:
+            t.add_column(f"declared {_fmt_flops(decl)}")
         for x in rows:
             cells = [
                 x["label"],
@@ -269,6 +280,8 @@ def register(app: typer.Typer) -> None:
             ]
             if thr is not None:
                 cells.append(x["threshold_verdict"])
+            if decl is not None:
+                cells.append(x["declaration_verdict"])
             t.add_row(*cells)
         con.print(t)
         if summary["mae_pct"] is not None:

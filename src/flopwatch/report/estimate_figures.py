@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from flopwatch.errors import InputError
+from flopwatch.estimate.intervals import conformal_rank
 from flopwatch.evaluate.splits import COVERAGE_LEVELS, EvaluationResult
 
 
@@ -140,12 +141,13 @@ def fig_coverage(result: EvaluationResult, path: Path, *, watermark: str | None 
     for name in _order(result):
         m = result.models[name]
         n = m.loo_residuals.shape[1]
-        levels = [c for c in (*COVERAGE_LEVELS, 0.92) if np.ceil((n + 1) * c - 1e-9) <= n]
+        # the levels the JSON reports (coverage_by_level); conformal needs ⌈(n+1)·c⌉ <= n
+        levels = [c for c in COVERAGE_LEVELS if conformal_rank(n, c) <= n]
         ax.plot(levels, [m.coverage_at(c) for c in levels], "o-", ms=3, label=name)
     ax.plot([0.45, 1], [0.45, 1], "k--", lw=0.8, label="nominal")
     ax.set_xlabel("nominal confidence")
     ax.set_ylabel("held-out coverage")
-    ax.set_title("Prediction-interval coverage (LOO-conformal)", fontsize=9)
+    ax.set_title("Held-out coverage of the prediction intervals (LOO-conformal)", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     _save(fig, path, watermark)
