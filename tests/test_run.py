@@ -173,8 +173,28 @@ def test_join_reports_every_mismatch():
     assert by["ok"]["join"]["status"] == "ok" and by["ok"]["net_energy_j"] == 50.0
     assert by["missed"]["join"]["status"] == "not detected" and "net_energy_j" not in by["missed"]
     assert by["split"]["join"]["status"] == "split"
+    # A split run would hand the calibration the energy of one piece only: no measured energy, reported.
+    assert "net_energy_j" not in by["split"] and by["split"]["join"]["segment_net_energy_j"] == 50.0
     kinds = sorted(p["kind"] for p in problems)
     assert kinds == ["not detected", "split", "unmatched segment"]
+
+
+def test_join_merged_runs_get_no_energy():
+    """Two runs detected as one segment: both are 'merged' (not just the second), neither gets the shared energy."""
+    recs = [
+        {"label": "a", "start_monotonic_s": 10.0, "end_monotonic_s": 20.0},
+        {"label": "b", "start_monotonic_s": 21.0, "end_monotonic_s": 30.0},
+        {"label": "c", "start_monotonic_s": 50.0, "end_monotonic_s": 60.0},
+        {"label": "d", "start_monotonic_s": 80.0, "end_monotonic_s": 100.0},
+    ]
+    det = SimpleNamespace(idle_power_w=48.0, segments=[_seg(9.0, 31.0), _seg(49.5, 60.5), _seg(80.0, 85.0)])
+    joined, problems = join_records(recs, det, t0_monotonic_s=0.0, device="sim:a100")
+    by = {r["label"]: r for r in joined}
+    assert by["a"]["join"]["status"] == by["b"]["join"]["status"] == "merged"
+    assert "net_energy_j" not in by["a"] and "net_energy_j" not in by["b"]
+    assert by["c"]["join"]["status"] == "ok" and by["c"]["net_energy_j"] == 50.0
+    assert by["d"]["join"]["status"] == "partial" and "net_energy_j" not in by["d"]
+    assert sorted(p["kind"] for p in problems) == ["merged", "merged", "partial"]
 
 
 def test_failed_analysis_keeps_data_and_says_why(tmp_path, capsys):

@@ -771,75 +771,89 @@ def join_records(
 
     The measured fields (``duration_s``, ``energy_j``, ``net_energy_j``, ``idle_power_w``, ``mean_util``,
     ``tb_moved``, ``coverage``) come from the detected segment, as in the study (the estimate sees only telemetry);
-    the record keeps its own timed region. Returns (joined records, mismatches).
+    the record keeps its own timed region. Only a clean one-to-one match (``join.status == "ok"``) gets them: a run
+    split into several segments, two runs merged into one segment, or a segment covering < 90 % of its run would
+    give the calibration a wrong energy, so those records keep the join details but no measured energy (they are
+    reported and left out of calibration and evaluation). Returns (joined records, mismatches).
     """
     segs = [s for s in detection.segments if s.device == device] or list(detection.segments)
-    used: dict[int, str] = {}
-    out: list[dict[str, Any]] = []
     problems: list[dict[str, Any]] = []
+    # Pass 1: each record's best segment and its own status; pass 2 needs every record to see merges.
+    plans: list[tuple[dict[str, Any], float, float, int | None, str, float, int]] = []
+    claimed: dict[int, list[str]] = {}
+    split_pieces: dict[int, str] = {}
     for rec in records:
         a = float(rec["start_monotonic_s"]) - t0_monotonic_s
         b = float(rec["end_monotonic_s"]) - t0_monotonic_s
-        overlaps = [(max(0.0, min(b, s.end_s) - max(a, s.start_s)), i) for i, s in enumerate(segs)]
+        overlaps = sorted(
+            ((max(0.0, min(b, s.end_s) - max(a, s.start_s)), i) for i, s in enumerate(segs)), reverse=True
+        )
         overlaps = [(o, i) for o, i in overlaps if o > 0]
+        if not overlaps:
+            plans.append((rec, a, b, None, "not detected", 0.0, 0))
+            continue
+        o, i = overlaps[0]
+        n_big = sum(1 for x, _ in overlaps if x > 0.1 * (b - a))
+        status = "split" if n_big > 1 else ("partial" if o / max(b - a, 1e-9) < 0.9 else "ok")
+        for _, j in overlaps[1:]:  # pieces of this run: not "unmatched" activity
+            split_pieces.setdefault(j, str(rec["label"]))
+        claimed.setdefault(i, []).append(str(rec["label"]))
+        plans.append((rec, a, b, i, status, o / max(b - a, 1e-9), len(overlaps)))
+
+    out: list[dict[str, Any]] = []
+    for rec, a, b, i, status, cover, n_overlaps in plans:
         r = dict(rec)
         r["idle_power_w"] = detection.idle_power_w
-        if not overlaps:
+        if i is None:
             problems.append(
                 {"label": rec["label"], "kind": "not detected", "detail": "no segment overlaps its run"}
             )
             r["join"] = {"status": "not detected"}
             out.append(r)
             continue
-        overlaps.sort(reverse=True)
-        o, i = overlaps[0]
         seg = segs[i]
-        status = "ok"
-        if len(overlaps) > 1 and overlaps[1][0] > 0.1 * (b - a):
-            status = "split"
+        others = [x for x in claimed[i] if x != str(rec["label"])]
+        if others:
+            status = "merged"
             problems.append(
                 {
                     "label": rec["label"],
-                    "kind": "split",
-                    "detail": f"{len(overlaps)} segments overlap its run",
+                    "kind": "merged",
+                    "detail": f"shares a segment with {', '.join(others)}",
                 }
             )
-            for _, j in overlaps[1:]:  # the pieces belong to this run: not "unmatched" activity
-                used.setdefault(j, rec["label"])
-        if i in used:
-            status = "merged"
+        elif status == "split":
             problems.append(
-                {"label": rec["label"], "kind": "merged", "detail": f"shares a segment with {used[i]}"}
+                {"label": rec["label"], "kind": "split", "detail": f"{n_overlaps} segments overlap its run"}
             )
-        cover = o / max(b - a, 1e-9)
-        if cover < 0.9 and status == "ok":
-            status = "partial"
+        elif status == "partial":
             problems.append(
                 {"label": rec["label"], "kind": "partial", "detail": f"segment covers {cover:.0%} of its run"}
             )
-        used.setdefault(i, rec["label"])
-        r.update(
-            {
-                "duration_s": seg.duration_s,
-                "energy_j": seg.energy_j,
-                "net_energy_j": seg.net_energy_j,
-                "mean_util": seg.mean_util,
-                "tb_moved": seg.tb_moved,
-                "coverage": seg.coverage,
-                "join": {
-                    "status": status,
-                    "segment_start_s": seg.start_s,
-                    "segment_end_s": seg.end_s,
-                    "run_start_s": a,
-                    "run_end_s": b,
-                    "overlap_frac": cover,
-                    "energy_method": getattr(seg, "method", None),
-                },
-            }
-        )
+        if status == "ok":
+            r.update(
+                {
+                    "duration_s": seg.duration_s,
+                    "energy_j": seg.energy_j,
+                    "net_energy_j": seg.net_energy_j,
+                    "mean_util": seg.mean_util,
+                    "tb_moved": seg.tb_moved,
+                    "coverage": seg.coverage,
+                }
+            )
+        r["join"] = {
+            "status": status,
+            "segment_start_s": seg.start_s,
+            "segment_end_s": seg.end_s,
+            "segment_net_energy_j": seg.net_energy_j,
+            "run_start_s": a,
+            "run_end_s": b,
+            "overlap_frac": cover,
+            "energy_method": getattr(seg, "method", None),
+        }
         out.append(r)
     for i, s in enumerate(segs):
-        if i not in used:
+        if i not in claimed and i not in split_pieces:
             problems.append(
                 {
                     "label": None,
