@@ -237,7 +237,8 @@ def register(app: typer.Typer) -> None:
             ("total_flops", f"{rec['total_flops']:.6e}"),
             ("achieved TFLOP/s", "n/a" if rec["achieved_flops_per_s"] is None else f"{rec['achieved_flops_per_s'] / 1e12:.4f}"),
             ("MFU", "n/a" if rec["mfu"] is None else f"{rec['mfu'] * 100:.2f} % of {rec['peak_flops'] / 1e12:g} TFLOP/s"
-             f" ({rec['peak_dtype']}, {rec['device_spec']})"),
+             f" ({rec['peak_dtype']}, {rec['device_spec']}"
+             + (", nominal placeholder peak)" if "placeholder" in (rec.get("peak_source") or "") else ")")),
             ("step time median / p10 / p90 (ms)",
              f"{st.get('median', 0) * 1e3:.2f} / {st.get('p10', 0) * 1e3:.2f} / {st.get('p90', 0) * 1e3:.2f}"),
             ("attention convention", rec["attention_convention"]),
