@@ -109,6 +109,13 @@ def test_bad_device_and_options(tmp_path, capsys):
     assert main(["run", "--device", "tpu", "-o", str(tmp_path / "x")]) == 2
     assert "unknown device" in capsys.readouterr().err
     assert main(["run", "--device", "sim:a100", "--budget-s", "-5", "-o", str(tmp_path / "y")]) == 2
+    assert "--budget-s" in capsys.readouterr().err
+    # Checked before the sweep runs, not after it has spent the budget; nothing is written.
+    for bad in (["--splits", "0"], ["--rate", "0"], ["--seed", "-1"]):
+        assert main(["run", "--device", "sim:a100", *bad, "-o", str(tmp_path / "w")]) == 2
+        err = capsys.readouterr().err
+        assert bad[0] in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "w").exists()
     assert main(["run", "--device", "sim:a100", "--sweep", "nope", "-o", str(tmp_path / "z")]) == 2
     with pytest.raises(InputError, match="one device"):
         resolve_device("sim:a100x2")

@@ -86,13 +86,23 @@ class RunOptions:
     models: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
+        # Checked before anything runs (a bad value found after the sweep would waste the GPU budget); fields
+        # are named by their CLI flags.
         self.outdir = Path(self.outdir)
         if self.budget_s is not None and not (math.isfinite(self.budget_s) and self.budget_s > 0):
-            raise InputError(f"must be a positive number of seconds, got {self.budget_s!r}", field="budget_s")
+            raise InputError(
+                f"must be a positive number of seconds, got {self.budget_s!r}", field="--budget-s"
+            )
         if isinstance(self.seed, bool) or int(self.seed) != self.seed or self.seed < 0:
-            raise InputError(f"must be a non-negative integer, got {self.seed!r}", field="seed")
-        if not self.rate_hz > 0:
-            raise InputError(f"must be > 0, got {self.rate_hz!r}", field="rate_hz")
+            raise InputError(f"must be a non-negative integer, got {self.seed!r}", field="--seed")
+        if not (math.isfinite(self.rate_hz) and self.rate_hz > 0):
+            raise InputError(
+                f"must be a positive number of samples per second, got {self.rate_hz!r}", field="--rate"
+            )
+        if self.n_splits is not None and (
+            isinstance(self.n_splits, bool) or int(self.n_splits) != self.n_splits or self.n_splits < 1
+        ):
+            raise InputError(f"must be an integer ≥ 1, got {self.n_splits!r}", field="--splits")
 
 
 @dataclass(frozen=True)
@@ -984,7 +994,7 @@ def _analyse(
 
     prog.stage("repeated-split evaluation of all estimators")
     n_train = max(2, min(14, int(round(TRAIN_FRACTION * n_frontier)), n_frontier - 1))
-    n_splits = opts.n_splits or 200
+    n_splits = 200 if opts.n_splits is None else opts.n_splits
     models = list(opts.models) if opts.models else None
     # models=None lets evaluate_models skip (and list) estimators this data cannot support: too few
     # calibration runs, or no DRAM-traffic counter (eq1 and the bandwidth models on pre-Hopper NVML).
