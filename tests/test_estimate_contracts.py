@@ -194,3 +194,13 @@ def test_device_name_of_our_records_becomes_the_profile_fingerprint(tmp_path):
     rows[0]["device_name"] = "NVIDIA H100 80GB HBM3"
     p.write_text("".join(json.dumps(d) + "\n" for d in rows))
     assert load_records(p).fingerprint == {}
+
+
+def test_too_few_runs_of_the_gate_precision_suggests_the_one_present():
+    """Our own sweeps are mostly bf16: the fp32 default gate leaves too few runs, and the error says so."""
+    recs = [WorkloadRecord(**{**r.__dict__, "dtype": "bf16"}) for r in synthetic_records(10)]
+    with pytest.raises(InputError, match=r"bf16 10 \(use --precision bf16\)"):
+        calibrate(recs, "eq2")
+    with pytest.raises(InputError, match=r"use --precision bf16"):
+        evaluate_models(recs, ["eq2"])
+    assert calibrate(recs, "eq2", gate=FrontierGate(precision="bf16")).training["n"] == 10

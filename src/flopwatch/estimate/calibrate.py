@@ -14,7 +14,6 @@ from flopwatch.errors import InputError, ProfileError
 from flopwatch.estimate.features import (
     Features,
     FrontierGate,
-    GateResult,
     check_measured,
     ground_truth,
 )
@@ -22,11 +21,6 @@ from flopwatch.estimate.intervals import check_confidence, log_halfwidth
 from flopwatch.estimate.models import DEFAULT_MODEL, SelectModel, get_model, resolve_model
 from flopwatch.estimate.profile import PROFILE_SCHEMA, Profile
 from flopwatch.records import RecordSet, WorkloadRecord, as_record_set
-
-
-def _describe_excluded(gr: GateResult) -> str:
-    c = gr.counts()
-    return ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in c.items()) or "none"
 
 
 def calibrate(
@@ -51,9 +45,8 @@ def calibrate(
     kept = gr.kept
     if len(kept) < est.min_train:
         raise InputError(
-            f"only {len(kept)} of {len(rs)} records pass the filters (min util {gate.min_util:.0%}, precision "
-            f"{gate.precision}; excluded: {_describe_excluded(gr)}); model {model!r} needs at least "
-            f"{est.min_train}",
+            f"only {len(kept)} of {len(rs)} records pass the filters ({gr.describe()}); model {model!r} "
+            f"needs at least {est.min_train}",
             file=rs.source or None,
         )
     F = ground_truth(kept)

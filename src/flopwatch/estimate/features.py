@@ -62,13 +62,17 @@ class FrontierGate:
         rs = as_record_set(records)
         kept: list[WorkloadRecord] = []
         excluded: list[tuple[str, str]] = []
+        # runs that fail only the precision filter, per precision: the hint when too few runs are left
+        other: Counter[str] = Counter()
         for r in rs:
             why = self.reason(r)
             if why is None:
                 kept.append(r)
             else:
                 excluded.append((r.label, why))
-        return GateResult(rs.subset(kept), excluded, self, n_input=len(rs))
+                if why.startswith("precision") and FrontierGate(self.min_util, "all").reason(r) is None:
+                    other[r.dtype] += 1
+        return GateResult(rs.subset(kept), excluded, self, n_input=len(rs), other_precisions=dict(other))
 
     def to_dict(self) -> dict[str, Any]:
         return {"min_util": float(self.min_util), "precision": self.precision}
@@ -88,6 +92,7 @@ class GateResult:
     excluded: list[tuple[str, str]]
     gate: FrontierGate
     n_input: int
+    other_precisions: dict[str, int] = field(default_factory=dict)  # dtype → runs failing only precision
 
     def counts(self) -> dict[str, int]:
         """Excluded records per kind of reason ("precision", "mean", "run", …) — for reports."""
@@ -102,6 +107,16 @@ class GateResult:
             else:
                 c["failed_run"] += 1
         return dict(c)
+
+    def describe(self) -> str:
+        """One line for messages: the filters, what they excluded, and which other precisions would pass."""
+        counts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in self.counts().items()) or "none"
+        text = f"min util {self.gate.min_util:.0%}, precision {self.gate.precision}; excluded: {counts}"
+        if self.other_precisions:
+            best = max(sorted(self.other_precisions), key=self.other_precisions.__getitem__)
+            runs = ", ".join(f"{k} {v}" for k, v in sorted(self.other_precisions.items()))
+            text += f"; frontier runs of other precisions: {runs} (use --precision {best})"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {

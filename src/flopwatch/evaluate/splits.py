@@ -39,10 +39,6 @@ COVERAGE_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9)
 MAX_SPLITS = 20_000
 
 
-def _excluded_text(gr: GateResult) -> str:
-    return ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in gr.counts().items()) or "none"
-
-
 def draw_splits(n: int, n_splits: int, n_train: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(train, test) index arrays of shape (n_splits, n_train) and (n_splits, n − n_train), seeded."""
     rng = np.random.default_rng(seed)
@@ -274,7 +270,7 @@ def evaluate_models(
     if n_train >= n:
         raise InputError(
             f"n_train={n_train} leaves no test runs: only {n} of {len(rs)} records pass the filters "
-            f"(min util {gate.min_util:.0%}, precision {gate.precision}; excluded: {_excluded_text(gr)})",
+            f"({gr.describe()})",
             file=rs.source or None,
             field="n_train",
         )
