@@ -39,6 +39,15 @@ def test_defaults_are_the_studys() -> None:
     assert (g.nhead, g.dim_feedforward) == (4, 1024)  # head size 64, MLP 4·d
 
 
+def test_gpt_refuses_explicit_zero_sizes_instead_of_defaulting() -> None:
+    for name in ("nhead", "dim_feedforward"):
+        with pytest.raises(ConfigError) as e:
+            make_config("gpt", d_model=128, batch_size=2, seq_len=8, **{name: 0})
+        assert e.value.field == name
+    g = make_config("gpt", d_model=128, batch_size=2, seq_len=8)
+    assert (g.nhead, g.dim_feedforward) == (2, 512)
+
+
 @pytest.mark.parametrize(
     ("kw", "field"),
     [

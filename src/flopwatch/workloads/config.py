@@ -179,8 +179,8 @@ class GPTConfig(_Common):
     batch_size: int
     seq_len: int
     num_layers: int = 4
-    nhead: int = field(default=0)  # 0 → d_model // 64 (at least 1)
-    dim_feedforward: int = field(default=0)  # 0 → 4 · d_model
+    nhead: int = field(default=None)  # type: ignore[assignment]  # None → d_model // 64 (at least 1)
+    dim_feedforward: int = field(default=None)  # type: ignore[assignment]  # None → 4 · d_model
     vocab_size: int = 8192
     steps: int = 100
     optimizer: str = "adamw"
@@ -189,11 +189,12 @@ class GPTConfig(_Common):
     label: str | None = None
 
     def __post_init__(self) -> None:
-        if self.nhead in (0, None):
+        # Only None means "default": an explicit 0 is a non-positive size and refused by _validate_common.
+        if self.nhead is None:
             object.__setattr__(
                 self, "nhead", max(1, int(self.d_model) // 64) if _is_number(self.d_model) else 1
             )
-        if self.dim_feedforward in (0, None):
+        if self.dim_feedforward is None:
             object.__setattr__(
                 self, "dim_feedforward", 4 * int(self.d_model) if _is_number(self.d_model) else 1
             )
