@@ -207,6 +207,10 @@ def test_cli_flops_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
         ["workload", "run", *TINY, "--device", "cpu", "--precision", "fp16"],
         ["workload", "run", *TINY, "--device", "cpu", "--steps", "2", "--seconds", "1"],
         ["workload", "flops", *TINY, "--attention", "flash"],
+        ["workload", "flops", "--arch", "gpt", "--sweep", "quick", "--label", "d128_b8_s64_L3"],
+        ["workload", "flops", "--arch", "gpt", *TINY, "--nhead", "0"],
+        ["workload", "run", *TINY, "--device", "cpu", "--warmup", "-1"],
+        ["workload", "run", *TINY, "--device", "cpu", "--seconds", "nan"],
     ],
 )
 def test_cli_invalid_configs_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:

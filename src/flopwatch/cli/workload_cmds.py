@@ -74,6 +74,11 @@ def config_from_options(
                 field=given[0],
             )
         cfg = get_config(sweep, label)
+        if arch not in ("seed-encoder", cfg.arch):  # --arch left at its default says nothing
+            raise ConfigError(
+                f"--arch {arch} contradicts {sweep}/{label}, which is a {cfg.arch} configuration",
+                field="arch",
+            )
         return replace(cfg, steps=steps) if steps is not None else cfg
     if arch != "gpt" and vocab_size is not None:
         raise ConfigError("--vocab-size applies to --arch gpt only", field="vocab_size")
