@@ -28,7 +28,14 @@ from flopwatch.estimate.features import (
     ground_truth,
 )
 from flopwatch.estimate.intervals import check_confidence, conformal_rank, log_halfwidth
-from flopwatch.estimate.models import DEFAULT_MODEL, get_model, missing_features, resolve_model
+from flopwatch.estimate.models import (
+    DEFAULT_MODEL,
+    BatchFit,
+    FlopModel,
+    get_model,
+    missing_features,
+    resolve_model,
+)
 from flopwatch.evaluate.threshold import threshold_rates
 from flopwatch.records import RecordSet, WorkloadRecord, as_record_set
 
@@ -37,6 +44,26 @@ EVAL_MODELS = ("eq1", "eq2", "loglin-p", "loglin-p-bw", DEFAULT_MODEL)
 HYPERPARAMS = ("d_model", "batch_size", "seq_len", "num_layers")  # the study's Figure 5 axes
 COVERAGE_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9)
 MAX_SPLITS = 20_000
+# Splits fitted per batch: eq. 1's LOO grid search holds a few (splits × 321 × runs) arrays, ~70 MB each
+# per 2000 splits of 14 runs; chunking keeps the peak memory flat for large --splits at no cost in speed.
+FIT_CHUNK = 2000
+
+
+def _fit_chunked(est: FlopModel, X: Features, flops: np.ndarray, chunk: int = FIT_CHUNK) -> BatchFit:
+    """``est.fit_batch`` over consecutive blocks of at most ``chunk`` splits, concatenated."""
+    B = flops.shape[0]
+    if B <= chunk:
+        return est.fit_batch(X, flops)
+    parts = []
+    for s in range(0, B, chunk):
+        sl = slice(s, min(s + chunk, B))
+        Xs = Features(X.net_energy_j[sl], X.duration_s[sl], X.tb_moved[sl], X.mean_util[sl])
+        parts.append(est.fit_batch(Xs, flops[sl]))
+    return BatchFit(
+        {k: np.concatenate([f.params[k] for f in parts]) for k in parts[0].params},
+        np.concatenate([f.loo_flops for f in parts]),
+        {k: np.concatenate([f.hyper[k] for f in parts]) for k in parts[0].hyper},
+    )
 
 
 def draw_splits(n: int, n_splits: int, n_train: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -315,7 +342,7 @@ def evaluate_models(
     Ftr, Fte = F[tr], F[te]
     results: dict[str, ModelEvaluation] = {}
     for nm, est in ests.items():
-        fit = est.fit_batch(Xtr, Ftr)
+        fit = _fit_chunked(est, Xtr, Ftr)
         pred = est.predict_params(fit.params, Xte)
         with np.errstate(divide="ignore", invalid="ignore"):
             loo_res = np.log(Ftr / fit.loo_flops)
