@@ -143,3 +143,19 @@ def test_inverse_and_evaluate(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "Inverse" in out
     code, _, err = _run(capsys, "powermodel", "evaluate", "--gpu", "H100")
     assert code == 2 and "no runs" in err
+
+
+def test_fit_on_a_baseline_only_file_names_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import pandas as pd
+
+    from flopwatch.powermodel.datasets import bundled_path
+
+    df = pd.read_csv(bundled_path("L4"))
+    p = tmp_path / "idle_only.csv"
+    df[df.model_name == "baseline"].to_csv(p, index=False)
+    assert main(["powermodel", "fit", str(p), "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert "idle_only.csv" in err and "baseline" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "m.json").exists()

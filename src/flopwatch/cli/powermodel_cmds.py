@@ -46,9 +46,14 @@ def _fmt(v: float | None, d: int) -> str:
 
 
 def _load(data: list[Path] | None, gpu: str | None = None, keep_nan_mfu: bool = False):  # noqa: ANN202
+    from flopwatch.errors import InputError
     from flopwatch.powermodel.datasets import load_aggregates
 
-    return load_aggregates(data or None, gpu=gpu, keep_nan_mfu=keep_nan_mfu)
+    loaded = load_aggregates(data or None, gpu=gpu, keep_nan_mfu=keep_nan_mfu)
+    if loaded.df.empty:  # e.g. a file holding only the idle baseline row, or only rows without power
+        why = "; ".join(loaded.notes) or "no data rows"
+        raise InputError(f"no benchmark runs left to analyse ({why})", file=", ".join(loaded.sources))
+    return loaded
 
 
 @pm_app.command("reproduce")
