@@ -134,7 +134,9 @@ def test_sklearn_conventions(frontier):
     with pytest.raises(NotFittedError):
         m.predict(X)
     assert m.fit(X, F) is m
-    assert all(k.endswith("_") for k in ("params_", "hyper_", "loo_flops_", "n_train_"))
+    learned = {k for k in vars(m) if k.endswith("_")}
+    assert learned == {"params_", "hyper_", "loo_flops_", "n_train_"}  # only fit() sets these
+    assert m.n_train_ == 21 and len(m.loo_flops_) == 21
     assert m.get_params()["features"] == ["log_power", "log_bw"]
     assert m.get_params()["penalty"] == [list(r) for r in PENALTY_EQ1_COORDS]
 

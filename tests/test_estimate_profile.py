@@ -130,3 +130,13 @@ def test_saved_profile_is_world_readable_and_keeps_an_existing_mode(profile, tmp
     p.chmod(0o640)
     profile.save(p)  # replacing a profile keeps the mode its owner chose
     assert p.stat().st_mode & 0o777 == 0o640
+
+
+def test_low_telemetry_coverage_is_flagged(profile):
+    from flopwatch.records import WorkloadRecord
+
+    base = {"label": "r", "net_energy_j": 1200.0, "duration_s": 150.0, "tb_moved": 0.08, "mean_util": 0.93}
+    full = profile.estimate_record(WorkloadRecord(**base, raw={"coverage": 1.0}))
+    gappy = profile.estimate_record(WorkloadRecord(**base, raw={"coverage": 0.7}))
+    assert gappy.flops == full.flops and not full.warnings
+    assert any("covers only 70%" in w for w in gappy.warnings)

@@ -16,6 +16,7 @@ non-finite number is a :class:`ProfileError` naming the file and the field.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -36,6 +37,7 @@ from flopwatch.records import RecordSet, WorkloadRecord
 
 PROFILE_SCHEMA = "flopwatch.profile/1"
 _REQUIRED = ("schema", "model", "params", "confidence", "interval", "training", "created")
+MIN_COVERAGE = 0.95  # telemetry coverage of a run below which an estimate carries a warning
 
 
 def _finite(x: Any) -> bool:
@@ -212,7 +214,7 @@ class Profile:
         return out
 
     def estimate_record(self, record: WorkloadRecord, *, confidence: float | None = None) -> Estimate:
-        return self.estimate(
+        est = self.estimate(
             record.net_energy_j,
             record.duration_s,
             tb_moved=record.tb_moved,
@@ -221,6 +223,13 @@ class Profile:
             confidence=confidence,
             label=record.label,
         )
+        # coverage (0–1, validated by load_records): share of the run with telemetry samples no further apart
+        # than the gap tolerance; below it the energy was bridged over sensor gaps, so say so.
+        cov = record.raw.get("coverage")
+        if isinstance(cov, (int, float)) and not isinstance(cov, bool) and cov < MIN_COVERAGE:
+            note = f"telemetry covers only {cov:.0%} of the run: its energy is partly interpolated over gaps"
+            est = dataclasses.replace(est, warnings=(*est.warnings, note))
+        return est
 
     def estimate_records(
         self, records: RecordSet | Sequence[WorkloadRecord], *, confidence: float | None = None
