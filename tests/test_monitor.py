@@ -305,3 +305,40 @@ def test_simulated_accelerator_with_a_schedule(tmp_path, capsys):
     assert 28 <= w["start_t_s"] <= 32 and w["duration_s"] > 10
     assert doc["totals"][w["device"]]["workloads"] == 1
     assert main(["ledger", "verify", str(led)]) == 0
+
+
+class _StallOnce(FlakySensor):
+    """Wraps a live-clock sensor; one read (at sensor time ``at``) blocks for ``stall_s`` real seconds."""
+
+    def __init__(self, inner, at: float, stall_s: float) -> None:  # noqa: ANN001
+        super().__init__(inner, failing=lambda t: False)
+        self.at, self.stall_s, self.stalled = at, stall_s, False
+
+    def read(self):  # noqa: ANN201
+        r = self.inner.read()
+        if not self.stalled and r.t_s >= self.at:
+            self.stalled = True
+            import time
+
+            time.sleep(self.stall_s)
+        return r
+
+
+def test_one_sampler_per_device_a_hung_read_does_not_delay_the_other(tmp_path):
+    """Issue: one sampler per device. A read on GPU A that hangs for 0.6 s (12 s of sensor time at 20×) leaves
+    a hole in A's samples only; B keeps its 2 Hz grid, and both workloads are recorded."""
+    from flopwatch.telemetry.sensors.base import ScaledClock
+
+    clk = ScaledClock(20.0, t0=0.0, lazy=True)
+    busy = busy_fn([(10, 50)])
+    a = open_replay(write_trace(tmp_path / "a.parquet", t_total=60, busy=busy, device="gpu:A"), clock=clk)[0]
+    b = open_replay(write_trace(tmp_path / "b.parquet", t_total=60, busy=busy, device="gpu:B"), clock=clk)[0]
+    mon = Monitor(_cfg(tmp_path), sensors=[_StallOnce(a, at=25.0, stall_s=0.6), b], profile=LinearProfile())
+    res = mon.run(install_signals=False)
+    assert len(mon.samplers) == 2 and res.end_reason == "trace ended"
+    cov_a, cov_b = res.totals["gpu:A"]["coverage"], res.totals["gpu:B"]["coverage"]
+    print(f"coverage A {cov_a:.3f}, B {cov_b:.3f}; overruns A {res.totals['gpu:A']['missed_ticks']}")
+    assert res.totals["gpu:A"]["missed_ticks"] >= 1  # A's overrun, recorded as a gap
+    assert cov_a < 0.9  # ~12 of ~60 s without samples
+    assert cov_b > 0.95  # B kept its grid (with one shared sampler it would have lost the same 12 s)
+    assert sorted(w["device"] for w in res.workloads) == ["gpu:A", "gpu:B"]

@@ -1,7 +1,8 @@
 """The verification daemon behind ``flopwatch monitor``.
 
-One :class:`~flopwatch.telemetry.sampler.Sampler` reads every device at ``sample_hz`` (the study sampled power
-at 2 Hz) on the *sensor's* clock, so a replay at 50× or a simulator on virtual time detects and integrates
+One :class:`~flopwatch.telemetry.sampler.Sampler` per device reads it at ``sample_hz`` (the study sampled power
+at 2 Hz) on its own thread, so a slow or hung read on one GPU never delays another's samples (sensors on a
+virtual clock share one synchronous sampler: virtual time has a single owner). Time is the *sensor's* clock, so a replay at 50× or a simulator on virtual time detects and integrates
 exactly as a live run would. Each reading feeds a :class:`DeviceAccount`, which
 
 * integrates energy continuously (the hardware counter's delta when there is one, else the trapezoid over
@@ -508,7 +509,7 @@ class Monitor:
         self.has_dram: dict[str, bool] = {}
         self.workloads: list[dict[str, Any]] = []
         self.ledger: Ledger | None = None
-        self.sampler: Any = None
+        self.samplers: list[Any] = []
         self.idle_power_w = 0.0
         self.profile_sha256: str | None = None
         self._stop = threading.Event()
@@ -729,8 +730,8 @@ class Monitor:
         """Ask the daemon to finish (thread- and signal-safe)."""
         self._stop.set()
         self._stop_reason = reason
-        if self.sampler is not None:
-            self.sampler._stop.set()
+        for sampler in self.samplers:
+            sampler.request_stop()
 
     def _sink(self, item: Reading | Gap) -> None:
         try:
@@ -756,9 +757,34 @@ class Monitor:
             self.fatal = e
             self.stop(f"internal error: {type(e).__name__}: {e}")
 
-    def run(self, *, install_signals: bool = True) -> MonitorResult:
+    def _sample(self, sensors: list[Sensor], sinks: list[Any]) -> str:
+        """Run the samplers until every one has finished; returns the end reason."""
         from flopwatch.telemetry.sampler import Sampler
 
+        cfg = self.config
+        virtual = any(isinstance(s.clock, VirtualClock) for s in sensors)
+        groups = [sensors] if virtual or len(sensors) == 1 else [[s] for s in sensors]
+        self.samplers = [Sampler(g, cfg.sample_hz, sinks=sinks, duration_s=cfg.duration_s) for g in groups]
+        if self._stop.is_set():
+            for sampler in self.samplers:
+                sampler.request_stop()
+        if len(self.samplers) == 1:
+            reasons = [self.samplers[0].run().end_reason]
+        else:
+            for sampler in self.samplers:
+                sampler.start()
+            while not all(sampler.wait(0) for sampler in self.samplers):
+                crashed = [x.exception for x in self.samplers if x.exception is not None]
+                if crashed and not self._stop.is_set():  # as in the single-sampler case: stop everything
+                    self.stop(f"internal error: {type(crashed[0]).__name__}: {crashed[0]}")
+                time.sleep(0.05)  # short sleeps: the main thread stays responsive to signals
+            for sampler in self.samplers:
+                if sampler.exception is not None and self.fatal is None:
+                    self.fatal = sampler.exception
+            reasons = [sampler.stats.end_reason for sampler in self.samplers]
+        return self._stop_reason or "; ".join(dict.fromkeys(r for r in reasons if r)) or "stopped"
+
+    def run(self, *, install_signals: bool = True) -> MonitorResult:
         cfg = self.config
         self._stop_reason = ""
         self._load_profile()
@@ -842,12 +868,14 @@ class Monitor:
                         "simulated": any(i["simulated"] for i in self.sensor_info.values()),
                     },
                 )
-                sinks.append(trace_writer)
-            self.sampler = Sampler(sensors, cfg.sample_hz, sinks=sinks, duration_s=cfg.duration_s)
-            if self._stop.is_set():
-                self.sampler._stop.set()
-            stats = self.sampler.run()
-            end_reason = self._stop_reason or stats.end_reason or "stopped"
+                writer = trace_writer
+
+                def keep(item: Reading | Gap) -> None:
+                    with self._lock:  # samplers of several devices write to one file
+                        writer(item)
+
+                sinks.append(keep)
+            end_reason = self._sample(sensors, sinks)
             for s in sensors:
                 try:
                     s.close()

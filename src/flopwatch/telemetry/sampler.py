@@ -131,6 +131,10 @@ class Sampler:
         self._thread.start()
         return self
 
+    def request_stop(self) -> None:
+        """Ask the loop to finish after the current tick, without waiting (safe in signal handlers)."""
+        self._stop.set()
+
     def stop(self, timeout: float | None = 5.0) -> SamplerStats:
         self._stop.set()
         if self._thread is not None:
