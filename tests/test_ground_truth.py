@@ -179,3 +179,32 @@ def test_closed_form_equals_count_for_random_shapes() -> None:
             assert count_flops(cfg, conv).flops_per_step == closed_form_flops_per_step(cfg, conv)
 
     check()
+
+
+def test_attention_in_another_thread_does_not_leak_into_a_count() -> None:
+    import threading
+
+    import torch.nn.functional as F
+
+    from flopwatch.workloads.ground_truth import clear_cache
+
+    cfg = EncoderConfig(d_model=32, batch_size=2, seq_len=8, num_layers=1)
+    clear_cache()
+    expected = count_flops(cfg).flops_per_step
+    clear_cache()
+    stop = threading.Event()
+    q = torch.randn(1, 2, 4, 8)
+
+    def other_training_thread() -> None:
+        while not stop.is_set():
+            F.scaled_dot_product_attention(q, q, q)
+
+    t = threading.Thread(target=other_training_thread)
+    t.start()
+    try:
+        for _ in range(3):
+            clear_cache()
+            assert count_flops(cfg).flops_per_step == expected
+    finally:
+        stop.set()
+        t.join()

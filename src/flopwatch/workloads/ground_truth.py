@@ -143,10 +143,15 @@ def _count_shape(config: WorkloadConfig) -> _RawCount:
 
     real_sdpa = F.scaled_dot_product_attention
 
+    counting_thread = threading.get_ident()
+
     def _sdpa_spy(query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
         # MultiheadAttention (F.multi_head_attention_forward) and our GPT both look this name up in
-        # torch.nn.functional at call time, so a temporary rebinding sees every attention call.
-        sdpa_shapes.append((tuple(query.shape), tuple(key.shape), tuple(value.shape)))
+        # torch.nn.functional at call time, so a temporary rebinding sees every attention call. The
+        # rebinding is process-wide: a training thread running attention meanwhile must not be counted
+        # (FlopCounterMode, a dispatch mode, is thread-local too).
+        if threading.get_ident() == counting_thread:
+            sdpa_shapes.append((tuple(query.shape), tuple(key.shape), tuple(value.shape)))
         return real_sdpa(query, key, value, *args, **kwargs)
 
     class _ElementwiseCounter(TorchDispatchMode):
