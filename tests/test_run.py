@@ -135,7 +135,13 @@ def test_plan_fits_the_budget():
     plan = plan_run(choice, RunOptions(outdir="unused", budget_s=420.0))
     # Planned wall time stays inside the budget (real runs: startup, per-run overhead, gaps included).
     assert plan.expected_s <= 420.0 * 1.02
-    assert len(plan.workloads) >= 15
+    # Fewer, longer runs: ≥ 12 runs of ≥ ~15 s (10 s runs lost a third of the frontier to the gate on the twin).
+    assert len(plan.workloads) >= 12 and min(w.target_s for w in plan.workloads) >= 0.85 * 15.0
+    # The twin previews exactly the plan a real H200 gets.
+    twin = plan_run(DeviceChoice("sim", "sim:h200", "h200"), RunOptions(outdir="unused", budget_s=420.0))
+    assert [(w.config.name, w.target_s) for w in twin.workloads] == [
+        (w.config.name, w.target_s) for w in plan.workloads
+    ]
     # The budget drops the runs that cannot pass the gate first: other precisions, and configs the H200's twin
     # puts near the 80 % utilisation gate (small models outrun the host on a fast GPU); both families stay.
     from flopwatch.sim.accelerator import SimulatedAccelerator
