@@ -73,6 +73,9 @@ RECORD_CASES = [
     # range errors in the seed's own units (%, TFLOP), not in the converted ones
     ("seed_util_over_100.json", ["record 'd256'", "field 'avg_gpu_pct'", "<= 100, got 192.8"]),
     ("seed_bad_precision.json", ["record 'd256'", "field 'config.precision'", "unknown dtype 'fp64'"]),
+    # the wrong kind of file: a profile given as records, a pretty-printed record (not JSON Lines)
+    ("records_is_profile.json", ["is a calibration profile", "--profile"]),
+    ("pretty_printed_record.json", ["multi-line JSON object", "JSON Lines"]),
 ]
 
 

@@ -323,6 +323,17 @@ def load_records(
             doc = json.loads(text)
         except json.JSONDecodeError:
             doc = None
+        if isinstance(doc, Mapping) and str(doc.get("schema", "")).startswith("flopwatch.profile/"):
+            raise InputError(
+                "is a calibration profile, not workload records (pass it with --profile)", file=file
+            )
+        if isinstance(doc, Mapping) and "records" not in doc and "\n" in text.strip():
+            # one JSON object spread over several lines: not JSON Lines (which needs one object per line)
+            raise InputError(
+                "is one multi-line JSON object without a 'records' list; expected JSON Lines (one record "
+                "per line) or the study's eval_results_*_records.json",
+                file=file,
+            )
         if isinstance(doc, Mapping) and "records" in doc:
             seed_like = True
             recs = doc["records"]
