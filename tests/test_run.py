@@ -355,3 +355,15 @@ def test_constant_jpf_baseline_uses_the_evaluation_splits():
     # split 1: k = 10 → errors 20 %, 5 %; split 2: k = 10.25 → errors 2.44 %, 17.07 %
     assert b["mae_pct"] == pytest.approx((20 + 5 + 100 * (0.25 / 10.25) + 100 * (1.75 / 10.25)) / 4)
     assert b["frac_splits_any_over_10pct"] == 1.0 and b["jpf_cv_pct"] > 5
+
+
+def test_progress_bar_draws_on_stderr(capsys):
+    """The bar must not mix into stdout, where the results (or --json) go."""
+    from flopwatch.pipeline import _Progress
+
+    p = _Progress(True, 10.0)
+    p.stage("sweep")
+    p.advance(4.0)
+    p.close()
+    out, err = capsys.readouterr()
+    assert out == "" and "done" in err and p._done == 4.0

@@ -537,6 +537,7 @@ class _Progress:
         self._task: Any = None
         self._done = 0.0
         if enabled:
+            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 Progress,
@@ -554,6 +555,7 @@ class _Progress:
                 TextColumn("ETA"),
                 TimeRemainingColumn(),
                 transient=False,
+                console=Console(stderr=True),  # stdout stays for the results (and --json)
             )
             self._p.start()
             self._task = self._p.add_task("starting", total=total)
