@@ -196,3 +196,33 @@ def test_estimate_refuses_records_of_another_device(capsys, tmp_path):
     assert main(["estimate", "-p", str(prof), str(other)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "field 'fingerprint.device_name'" in err[0] and str(other) in err[0]
+
+
+def test_simulated_runs_are_labelled(capsys, tmp_path):
+    """Numbers from simulator records are never shown as measurements: JSON flags, a SIMULATED line."""
+    p = tmp_path / "sim.jsonl"
+    rows = []
+    for i in range(10):
+        tf, t = 60 + 12 * i, 120 + 9 * i
+        rows.append(
+            {
+                "label": f"s{i}",
+                "net_energy_j": 5.7 * tf + 3.0 * t + (-1) ** i * 4,
+                "duration_s": t,
+                "total_flops": tf * 1e12,
+                "mean_util": 0.95,
+                "simulated": True,
+            }
+        )
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["evaluate", str(p), "--models", "eq2", "--train", "7", "--splits", "20", "--json"]) == 0
+    assert _json(capsys)["n_simulated"] == 10
+    assert main(["evaluate", str(p), "--models", "eq2", "--train", "7", "--splits", "20"]) == 0
+    assert "SIMULATED: 10 of 10 runs come from the simulator" in capsys.readouterr().out
+    prof = tmp_path / "p.json"
+    assert main(["calibrate", str(p), "-o", str(prof), "--model", "eq2"]) == 0
+    assert "SIMULATED: 10 of 10" in capsys.readouterr().out
+    assert main(["estimate", "-p", str(prof), str(p), "--json"]) == 0
+    assert all(r["simulated"] for r in _json(capsys)["records"])
+    assert main(["estimate", "-p", str(prof), str(p)]) == 0
+    assert "SIMULATED: 10 of 10" in capsys.readouterr().out

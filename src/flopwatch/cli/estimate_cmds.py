@@ -91,6 +91,12 @@ def _filters_line(gd: dict[str, Any]) -> str:
     )
 
 
+def _simulated_line(n_sim: int, n: int) -> str:
+    return (
+        f"[bold red]SIMULATED[/bold red]: {n_sim} of {n} runs come from the simulator, not from measurements"
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add ``calibrate``, ``estimate`` and ``evaluate`` to ``app``."""
 
@@ -159,6 +165,8 @@ def register(app: typer.Typer) -> None:
         )
         t.add_row("LOO MAE", f"{d['diagnostics']['loo_mae_pct']:.2f} %")
         con.print(t)
+        if d["training"].get("n_simulated"):
+            con.print(_simulated_line(d["training"]["n_simulated"], d["training"]["n"]))
         con.print(_filters_line(d["training"]["filters"]))
         con.print(f"sha256 {prof.sha256()}")
 
@@ -226,6 +234,7 @@ def register(app: typer.Typer) -> None:
                 "rel_error_pct": rel,
                 "confidence": e.confidence,
                 "in_interval": None if gt is None else bool(e.lower_flops <= gt <= e.upper_flops),
+                "simulated": r.simulated,
                 "warnings": list(e.warnings),
             }
             if thr is not None:
@@ -284,6 +293,9 @@ def register(app: typer.Typer) -> None:
                 cells.append(x["declaration_verdict"])
             t.add_row(*cells)
         con.print(t)
+        n_sim = sum(1 for x in rows if x["simulated"])
+        if n_sim:
+            con.print(_simulated_line(n_sim, len(rows)))
         if summary["mae_pct"] is not None:
             con.print(
                 f"MAE {summary['mae_pct']:.2f} %, max |error| {summary['max_abs_pct']:.2f} %, mean signed "
@@ -342,7 +354,9 @@ def register(app: typer.Typer) -> None:
         if figures is not None:
             from flopwatch.report.estimate_figures import write_figures
 
-            written = write_figures(res, figures)
+            # figures of simulated runs carry a watermark, so a PNG is never mistaken for a measurement
+            sim = any(r.simulated for r in res.records)
+            written = write_figures(res, figures, watermark="SIMULATED" if sim else None)
         d = res.to_dict(detail=detail)
         if figures is not None:
             d["figures"] = [str(p) for p in written]
@@ -378,6 +392,8 @@ def register(app: typer.Typer) -> None:
                 f"{m['coverage']:.1%}",
             )
         con.print(t)
+        if d["n_simulated"]:
+            con.print(_simulated_line(d["n_simulated"], d["n_frontier"]))
         con.print(_filters_line(d["filters"]))
         for name, why in d.get("skipped_models", {}).items():
             con.print(f"model {name} not evaluated: {why}")

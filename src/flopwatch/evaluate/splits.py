@@ -240,6 +240,8 @@ class EvaluationResult:
             models[name] = d
         out: dict[str, Any] = {
             "n_frontier": len(self.records),
+            # runs from the simulator (records' "simulated": true): their numbers are not measurements
+            "n_simulated": sum(1 for r in self.records if r.simulated),
             "n_splits": self.n_splits,
             "n_train": int(self.train_idx.shape[1]),
             "n_test": int(self.test_idx.shape[1]),
