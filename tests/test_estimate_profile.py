@@ -140,3 +140,11 @@ def test_low_telemetry_coverage_is_flagged(profile):
     gappy = profile.estimate_record(WorkloadRecord(**base, raw={"coverage": 0.7}))
     assert gappy.flops == full.flops and not full.warnings
     assert any("covers only 70%" in w for w in gappy.warnings)
+
+
+def test_confidence_override_keeps_a_student_t_profile_student_t(v2):
+    prof = calibrate(v2, "eq2", interval="student-t")
+    e = prof.estimate(1200.0, 150.0, confidence=0.8)
+    assert e.interval_method == "student-t"
+    q, _ = log_halfwidth(prof.residuals, 0.8, "student-t")
+    assert e.upper_flops == pytest.approx(e.flops * math.exp(float(q)))

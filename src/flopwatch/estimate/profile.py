@@ -171,7 +171,9 @@ class Profile:
             q = float(self._data["interval"]["log_halfwidth"])
             method = str(self._data["interval"]["method"])
         else:
-            qa, used = log_halfwidth(self.residuals, conf, "auto")
+            # a profile calibrated with Student-t intervals keeps them; otherwise conformal where n allows
+            stored = self._data["interval"]["method"]
+            qa, used = log_halfwidth(self.residuals, conf, "student-t" if stored == "student-t" else "auto")
             q, method = float(qa), str(used)
         warnings = self._warnings(net_energy_j / duration_s, mean_util)
         if net_energy_j == 0:
