@@ -367,3 +367,12 @@ def test_progress_bar_draws_on_stderr(capsys):
     p.close()
     out, err = capsys.readouterr()
     assert out == "" and "done" in err and p._done == 4.0
+
+
+def test_report_shows_figure_failures(quick_run):
+    from flopwatch.report.html import render_report
+
+    s = json.loads((quick_run / "summary.json").read_text())
+    s["figure_errors"] = ["est_figs: ValueError: cannot draw"]
+    html = render_report(quick_run, s)
+    assert "A figure could not be drawn: est_figs: ValueError: cannot draw" in html

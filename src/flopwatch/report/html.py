@@ -289,6 +289,9 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
                 cap = _CAPTIONS.get(f.stem, f.stem.replace("_", " "))
                 p.append(f"<figure>{_img(f)}<figcaption>{_e(cap)}</figcaption></figure>")
 
+    for fe in summary.get("figure_errors") or []:
+        p.append(f"<p class='warn'>A figure could not be drawn: {_e(fe)}</p>")
+
     # Mismatches
     mm = summary.get("join_mismatches") or []
     p.append("<h2>Detection ↔ record join</h2>")
