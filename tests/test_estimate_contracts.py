@@ -204,3 +204,15 @@ def test_too_few_runs_of_the_gate_precision_suggests_the_one_present():
     with pytest.raises(InputError, match=r"use --precision bf16"):
         evaluate_models(recs, ["eq2"])
     assert calibrate(recs, "eq2", gate=FrontierGate(precision="bf16")).training["n"] == 10
+
+
+def test_by_hyperparameter_tolerates_free_form_configs():
+    """Configs are free-form JSON: a value typed as a string, or a list, must not break Figure 5's table."""
+    recs = [
+        WorkloadRecord(**{**r.__dict__, "config": {"d_model": "256" if i % 2 else 256, "batch_size": [1, 2]}})
+        for i, r in enumerate(synthetic_records(10))
+    ]
+    res = evaluate_models(recs, ["eq2"], n_train=7, n_splits=20)
+    table = res.by_hyperparameter("eq2")
+    assert [row["value"] for row in table["d_model"]] == [256, "256"]
+    assert "batch_size" not in table  # lists are not grouped

@@ -171,11 +171,17 @@ class EvaluationResult:
         m = self.models[name]
         out: dict[str, list[dict[str, Any]]] = {}
         for hp in HYPERPARAMS:
-            vals = [r.config.get(hp) for r in self.records]
+            # configs are free-form JSON: group only scalar values, numbers before strings (so a "256" typed
+            # as a string in one record does not break the sort — it is simply its own group)
+            vals = [
+                v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else None
+                for v in (r.config.get(hp) for r in self.records)
+            ]
             if all(v is None for v in vals):
                 continue
             rows = []
-            for v in sorted({v for v in vals if v is not None}):
+            distinct = {(isinstance(v, str), v) for v in vals if v is not None}
+            for _, v in sorted(distinct):
                 idx = [i for i, x in enumerate(vals) if x == v]
                 sel = np.isin(self.test_idx, idx)
                 a = np.abs(m.rel_err[sel]) * 100.0
