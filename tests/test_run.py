@@ -117,6 +117,7 @@ def test_bad_device_and_options(tmp_path, capsys):
         assert bad[0] in err and len(err.strip().splitlines()) == 1
         assert not (tmp_path / "w").exists()
     assert main(["run", "--device", "sim:a100", "--sweep", "nope", "-o", str(tmp_path / "z")]) == 2
+    assert not (tmp_path / "z").exists()
     with pytest.raises(InputError, match="one device"):
         resolve_device("sim:a100x2")
 

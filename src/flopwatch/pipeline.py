@@ -915,8 +915,8 @@ def run_pipeline(opts: RunOptions, *, log: Callable[[str], None] | None = None) 
     say = log or (lambda s: None)
     outdir = opts.outdir
     choice = resolve_device(opts.device)
+    plan = plan_run(choice, opts)  # before touching DIR: a bad --sweep leaves nothing behind
     prepare_outdir(outdir, opts.force)
-    plan = plan_run(choice, opts)
     sweep_units = prog_weight_sweep(choice.simulated, plan, opts.rate_hz)
     prog = _Progress(opts.progress, sweep_units + _analysis_units())
     try:
