@@ -226,3 +226,15 @@ def test_simulated_runs_are_labelled(capsys, tmp_path):
     assert all(r["simulated"] for r in _json(capsys)["records"])
     assert main(["estimate", "-p", str(prof), str(p)]) == 0
     assert "SIMULATED: 10 of 10" in capsys.readouterr().out
+
+
+def test_evaluate_says_when_the_default_was_not_evaluated(capsys, v2_records_path):
+    """With 3 training runs the default (needs 4) is skipped: the stand-in is named, not called 'default'."""
+    args = ["evaluate", str(v2_records_path), "--train", "3", "--splits", "20"]
+    assert main([*args, "--json"]) == 0
+    d = _json(capsys)
+    assert d["default_evaluated"] is False and d["default_model"] == "eq2" and "default" in d["skipped_models"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "the default model was not evaluated; comparisons below use eq2" in out
+    assert "eq2 vs eq1:" in out and "default vs" not in out

@@ -381,9 +381,8 @@ def register(app: typer.Typer) -> None:
         ):
             t.add_column(col, justify="left" if col == "model" else "right")
         for name, m in d["models"].items():
-            mark = " (default)" if name == d["default_model"] and name != "default" else ""
             t.add_row(
-                name + mark,
+                name,
                 f"{m['mae_pct']:.2f}",
                 f"{m['sd_pct']:.2f}",
                 f"{m['mean_signed_pct']:+.2f}",
@@ -397,9 +396,12 @@ def register(app: typer.Typer) -> None:
         con.print(_filters_line(d["filters"]))
         for name, why in d.get("skipped_models", {}).items():
             con.print(f"model {name} not evaluated: {why}")
+        dm = d["default_model"]
+        if not d["default_evaluated"]:
+            con.print(f"the default model was not evaluated; comparisons below use {dm}")
         for base, imp in d.get("default_vs_published", {}).items():
             con.print(
-                f"default vs {base}: MAE {imp['mae_diff_pp']:+.2f} pp better (95 % of splits within "
+                f"{dm} vs {base}: MAE {imp['mae_diff_pp']:+.2f} pp better (95 % of splits within "
                 f"[{imp['p025']:+.2f}, {imp['p975']:+.2f}])"
             )
         con.print(f"evaluation took {d['timing_s'] * 1000:.0f} ms")

@@ -253,6 +253,9 @@ class EvaluationResult:
             "n_test": int(self.test_idx.shape[1]),
             "seed": self.seed,
             "default_model": self.default_model,
+            # False when the project's default could not be (or was not asked to be) evaluated: then
+            # default_model names the stand-in (the last model evaluated) used for the comparisons below
+            "default_evaluated": self.default_model == DEFAULT_MODEL,
             "source": self.records.source,
             "filters": self.gate.to_dict(),
             "models": models,
