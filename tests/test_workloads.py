@@ -304,14 +304,16 @@ def test_tf32_switch_uses_the_api_in_force_and_restores_it() -> None:
         mm.fp32_precision = before
 
 
-def test_missing_fused_kernel_is_a_config_error() -> None:
+def test_missing_fused_kernel_and_oom_are_config_errors() -> None:
     pytest.importorskip("torch")
-    from flopwatch.workloads.run import kernel_error, sdpa_backends
+    from flopwatch.workloads.run import sdpa_backends, step_error
 
     cfg = EncoderConfig(d_model=36, nhead=4, batch_size=2, seq_len=8)
-    err = kernel_error(RuntimeError("No available kernel. Aborting execution."), cfg, "fused")
+    err = step_error(RuntimeError("No available kernel. Aborting execution."), cfg, "fused")
     assert isinstance(err, ConfigError) and err.field == "attention" and "head size 9" in str(err)
-    assert kernel_error(RuntimeError("CUDA out of memory"), cfg, "fused") is None
+    oom = step_error(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), cfg, "fused")
+    assert isinstance(oom, ConfigError) and oom.field == "batch_size"
+    assert step_error(RuntimeError("CUBLAS_STATUS_EXECUTION_FAILED"), cfg, "fused") is None
     assert len(sdpa_backends("cuda:0", "fused")) == 3 and len(sdpa_backends("cpu", "math")) == 1
 
 

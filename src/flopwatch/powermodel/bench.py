@@ -416,11 +416,11 @@ def make_torch_step(
 
     from flopwatch.workloads.config import check_device_support
     from flopwatch.workloads.run import (
-        kernel_error,
         make_train_step,
         matmul_precision,
         parse_device,
         sdpa_backends,
+        step_error,
     )
 
     device = parse_device(device)
@@ -442,7 +442,7 @@ def make_torch_step(
             try:
                 yield
             except RuntimeError as e:
-                err = kernel_error(e, config, conv)
+                err = step_error(e, config, conv)
                 if err is None:
                     raise
                 raise err from None

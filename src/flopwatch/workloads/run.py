@@ -83,7 +83,7 @@ def sdpa_backends(device: str, attention: str) -> list[Any]:
     Pinning them makes the counting convention of the record the one that actually ran: ``fused`` on CUDA
     allows flash, memory-efficient and cuDNN attention only (FlopCounterMode: 3.5x forward); ``math`` the
     math kernel only (3x). A fused run whose shapes no fused kernel supports fails instead of silently
-    falling back to the math kernel (see :func:`kernel_error`).
+    falling back to the math kernel (see :func:`step_error`).
     """
     from torch.nn.attention import SDPBackend
 
@@ -97,8 +97,18 @@ def sdpa_backends(device: str, attention: str) -> list[Any]:
     return [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
 
 
-def kernel_error(exc: RuntimeError, config: WorkloadConfig, attention: str) -> ConfigError | None:
-    """A ConfigError for "no attention kernel for these shapes" under pinned backends, else None."""
+def step_error(exc: RuntimeError, config: WorkloadConfig, attention: str) -> ConfigError | None:
+    """A ConfigError for a configuration the device cannot run (raised by its first step), else None.
+
+    Two cases, both before anything is recorded: no attention kernel for these shapes under the pinned
+    backends, and a configuration that does not fit in device memory.
+    """
+    if "out of memory" in str(exc).lower():
+        return ConfigError(
+            f"{config.name} does not fit in device memory ({config.tokens_per_step} tokens/step, "
+            f"{config.precision}); reduce --batch-size or --seq-len",
+            field="batch_size",
+        )
     if "No available kernel" not in str(exc):
         return None
     return ConfigError(
@@ -329,7 +339,7 @@ def run_workload(
         try:
             start_mono, end_mono, start_wall, end_wall, done, last, events = timed_region()
         except RuntimeError as e:  # nothing is recorded yet: a missing fused kernel is a config error
-            err = kernel_error(e, config, conv)
+            err = step_error(e, config, conv)
             if err is None:
                 raise
             raise err from None
