@@ -280,6 +280,21 @@ def _from_seed(rec: Mapping[str, Any], *, file: str, index: int) -> dict[str, An
     return out
 
 
+def read_text_file(path: str | os.PathLike[str], *, kind: str, error: type[InputError] = InputError) -> str:
+    """The file's UTF-8 text; ``error`` (naming the file) when it is missing, a directory or unreadable."""
+    file = str(path)
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error("no such file", file=file) from None
+    except IsADirectoryError:
+        raise error(f"is a directory, expected a {kind}", file=file) from None
+    except UnicodeDecodeError:
+        raise error(f"is not UTF-8 text (expected a {kind})", file=file) from None
+    except OSError as e:
+        raise error(f"cannot read ({e.strerror})", file=file) from None
+
+
 def _parse_json_text(text: str, file: str) -> Any:
     try:
         return json.loads(text)
@@ -297,18 +312,8 @@ def load_records(
     ``require`` names fields that must be present and numeric in every record (calibration and evaluation
     add ``"total_flops"``). Raises :class:`InputError` naming file, record and field on the first problem.
     """
-    p = Path(path)
     file = str(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("no such file", file=file) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, expected a records file", file=file) from None
-    except UnicodeDecodeError:
-        raise InputError("is not UTF-8 text (expected JSON or JSON Lines)", file=file) from None
-    except OSError as e:
-        raise InputError(f"cannot read ({e.strerror})", file=file) from None
+    text = read_text_file(path, kind="records file (JSON or JSON Lines)")
     if not text.strip():
         raise InputError("is empty (no records)", file=file)
 

@@ -33,7 +33,7 @@ from flopwatch.errors import InputError, ProfileError
 from flopwatch.estimate.features import Features
 from flopwatch.estimate.intervals import Estimate, check_confidence, log_halfwidth
 from flopwatch.estimate.models import FlopModel, get_model
-from flopwatch.records import RecordSet, WorkloadRecord
+from flopwatch.records import RecordSet, WorkloadRecord, read_text_file
 
 PROFILE_SCHEMA = "flopwatch.profile/1"
 _REQUIRED = ("schema", "model", "params", "confidence", "interval", "training", "created")
@@ -297,16 +297,7 @@ class Profile:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Profile:
         file = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ProfileError("no such file", file=file) from None
-        except IsADirectoryError:
-            raise ProfileError("is a directory, expected a profile JSON file", file=file) from None
-        except UnicodeDecodeError:
-            raise ProfileError("is not UTF-8 text (expected a JSON profile)", file=file) from None
-        except OSError as e:
-            raise ProfileError(f"cannot read ({e.strerror})", file=file) from None
+        text = read_text_file(path, kind="profile JSON file", error=ProfileError)
         if not text.strip():
             raise ProfileError("is empty (expected a JSON profile)", file=file)
         try:
