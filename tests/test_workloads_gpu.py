@@ -53,3 +53,21 @@ def test_cuda_run_record() -> None:
         rec["total_flops"]
         == 5 * count_flops(EncoderConfig(d_model=128, batch_size=4, seq_len=64)).flops_per_step
     )
+
+
+def test_cuda_tf32_run_restores_the_matmul_setting_and_uses_the_tf32_peak() -> None:
+    from flopwatch.devices import get_device
+    from flopwatch.workloads.run import run_workload
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 8:
+        pytest.skip("needs CUDA compute capability >= 8.0 for TF32")
+    mm = torch.backends.cuda.matmul
+    read = (lambda: mm.fp32_precision) if hasattr(mm, "fp32_precision") else (lambda: mm.allow_tf32)
+    before = read()
+    rec = run_workload(
+        EncoderConfig(d_model=128, batch_size=4, seq_len=64, steps=3, precision="tf32"), "cuda"
+    )
+    assert read() == before
+    assert rec["tf32_matmul"] is True and rec["peak_dtype"] == "tf32"
+    if rec["device_spec"]:
+        assert rec["peak_flops"] == get_device(rec["device_spec"]).peak("tf32")
