@@ -571,6 +571,13 @@ def bench_cmd(
         raise InputError("exists; refusing to overwrite (use --append)", file=str(output))
     state = {"append": append}
     con = None if json_out else _console()
+    if window_s < 1.0:
+        # Not the study's protocol (>= 1 s windows); allowed for quick checks, said so on stderr.
+        typer.echo(
+            f"flopwatch: warning: --window-s {window_s:g} is shorter than the protocol's 1 s windows; "
+            "rows record window_s_mean",
+            err=True,
+        )
 
     def on_row(row: dict[str, Any]) -> None:
         # Each configuration is written as soon as it is measured: an interrupted grid keeps what it measured.
