@@ -136,7 +136,7 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
             _num(100 * (summary.get("frac_splits_any_over_10pct") or 0), ".1f") + " %",
         ),
         ("frontier / workloads", f"{summary.get('n_frontier')} / {summary.get('n_workloads')}"),
-        ("idle power", _num(summary.get("idle_power_w"), ".1f") + " W"),
+        ("idle power", _num(summary.get("idle_power_w"), ".3g") + " W"),
         (
             "interval coverage",
             _num(100 * ((summary.get("heldout") or {}).get("coverage") or 0), ".0f") + " %",
