@@ -56,7 +56,14 @@ def fig_timeline(
     util = s["util"].to_numpy(float)
     ax2.plot(t, util * 100, lw=0.6, color="#7f3f00")
     ax2.axhline(80, color="green", ls=":", lw=0.8)
-    ax2.text(t.min() if t.size else 0, 82, "frontier gate 80 %", fontsize=7, color="green")
+    ax2.text(
+        t.min() if t.size else 0,
+        82,
+        "frontier gate 80 %",
+        fontsize=7,
+        color="green",
+        bbox={"facecolor": "white", "alpha": 0.8, "lw": 0},
+    )
     for seg in detection.segments:
         for ax in (ax1, ax2):
             ax.axvspan(seg.start_s, seg.end_s, color="#9ecae1", alpha=0.35, lw=0)
@@ -64,10 +71,14 @@ def fig_timeline(
     ax2.set_ylabel("util (%)")
     ax2.set_xlabel("time since trace start (s)")
     ax2.set_ylim(-5, 105)
-    ax1.legend(loc="upper right", fontsize=8)
+    # Legend above the axes, beside a left-aligned title: inside, it hid the power of the last workloads.
+    ax1.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, fontsize=8, frameon=False)
     ax1.set_title(
-        f"Telemetry: {len(detection.segments)} workloads detected (shaded); {len(records)} were run"
+        f"Telemetry: {len(detection.segments)} workloads detected (shaded); {len(records)} were run",
+        loc="left",
+        fontsize=10,
     )
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.9, bottom=0.1, hspace=0.12)
     _mark_simulated(fig, simulated)
     fig.savefig(path, dpi=100)
     plt.close(fig)
