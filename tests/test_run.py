@@ -377,3 +377,26 @@ def test_report_shows_figure_failures(quick_run):
     s["figure_errors"] = ["est_figs: ValueError: cannot draw"]
     html = render_report(quick_run, s)
     assert "A figure could not be drawn: est_figs: ValueError: cannot draw" in html
+
+
+def test_analysis_bug_keeps_records_and_writes_summary(tmp_path, monkeypatch):
+    """Even an unexpected exception in the analysis (a bug) leaves the trace, the ground truth, summary.json and
+    report.html behind: on a real GPU they cost minutes of device time."""
+    import flopwatch.detect as detect
+
+    def boom(*a, **k):
+        raise RuntimeError("detector exploded")
+
+    monkeypatch.setattr(detect, "detect_workloads", boom)
+    out = tmp_path / "b"
+    opts = RunOptions(outdir=out, device="sim:a100", sweep="quick", quick=True, progress=False)
+    from flopwatch.pipeline import run_pipeline
+
+    with pytest.raises(RuntimeError, match="exploded"):
+        run_pipeline(opts)
+    s = json.loads((out / "summary.json").read_text())
+    assert s["error"] == "RuntimeError: detector exploded" and s["heldout_mae_pct"] is None
+    lines = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    assert len(lines) == 5 and all(r["join"]["status"] == "not analysed" for r in lines)
+    assert "analysis failed: RuntimeError" in lines[0]["join"]["detail"]
+    assert (out / "trace.parquet").is_file() and "analysis failed" in (out / "report.html").read_text()

@@ -706,7 +706,12 @@ def _execute_cuda(
         except BaseException as e:
             # Ctrl-C, a dead sampler or a crashed driver mid-sweep: the trace is closed by the writer's context;
             # keep the ground truth of the workloads that finished (minutes of GPU time) next to it.
-            _save_unjoined(trace_path.parent / "records.jsonl", records, failures, f"{type(e).__name__}: {e}")
+            _save_unjoined(
+                trace_path.parent / "records.jsonl",
+                records,
+                failures,
+                f"sweep interrupted: {type(e).__name__}: {e}",
+            )
             raise
         finally:
             stats = sampler.stop()
@@ -718,11 +723,11 @@ def _execute_cuda(
 def _save_unjoined(
     path: Path, records: list[dict[str, Any]], failures: list[dict[str, Any]], reason: str
 ) -> None:
-    """Append the records of an interrupted sweep, unjoined, so ``flopwatch detect``/``evaluate`` can finish it."""
+    """Append the records of a sweep that could not be analysed, unjoined, so nothing measured is lost."""
     from flopwatch.records import append_record
 
     failed = "; ".join(f"{f['label']}: {f['error']}" for f in failures)
-    detail = f"sweep interrupted: {reason}" + (f"; failed runs: {failed}" if failed else "")
+    detail = reason + (f"; failed runs: {failed}" if failed else "")
     for rec in records:
         append_record(path, {**rec, "join": {"status": "not analysed", "detail": detail}})
 
@@ -929,8 +934,15 @@ def run_pipeline(opts: RunOptions, *, log: Callable[[str], None] | None = None) 
             ex = _execute_cuda(choice, plan, opts, prog, trace_path)
         try:
             summary = _analyse(choice, plan, opts, ex, prog)
-        except FlopwatchError as e:
-            # The trace and records on disk stay; say what failed in summary.json and the report, then raise.
+        except Exception as e:
+            # Minutes of GPU time are on disk: keep the trace and the ground truth (appended unjoined if the
+            # analysis failed before writing records.jsonl), say what failed in summary.json and the report,
+            # then raise (an InputError prints one line; anything else is a bug and keeps its traceback).
+            if not (outdir / "records.jsonl").exists():
+                reason = str(e) if isinstance(e, FlopwatchError) else f"{type(e).__name__}: {e}"
+                _save_unjoined(
+                    outdir / "records.jsonl", ex.records, ex.failures, f"analysis failed: {reason}"
+                )
             summary = _failed_summary(choice, plan, opts, ex, e)
             summary["wall_time_s"] = time.perf_counter() - t_start
             summary["started_wall"] = wall_start
@@ -1177,7 +1189,7 @@ def _failed_summary(
         "idle_power_w": None,
         "schema": "flopwatch.run/1",
         "flopwatch_version": __version__,
-        "error": str(err),
+        "error": str(err) if isinstance(err, FlopwatchError) else f"{type(err).__name__}: {err}",
         "device_name": ex.device_name,
         "device_reason": choice.reason,
         "sweep": plan.sweep_name,
