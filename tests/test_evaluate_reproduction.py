@@ -117,3 +117,15 @@ def test_chunked_fit_equals_one_batch(v2):
             np.testing.assert_array_equal(parts.params[k], whole.params[k])
         for k in whole.hyper:
             np.testing.assert_array_equal(parts.hyper[k], whole.hyper[k])
+
+
+def test_threshold_summary_matches_the_sweep(result):
+    """The compact summary printed by `flopwatch evaluate` is the full sweep's extremes and means; on v2 the
+    interval decision never falsely says "above", the point-estimate decision does (docs/estimator.md)."""
+    full = result.thresholds("default")
+    s = result.to_dict(detail=False)["models"]["default"]["threshold_summary"]
+    fp = [x for x in full["fp_rate"] if x is not None]
+    fn = [x for x in full["fn_rate"] if x is not None]
+    assert s["max_fp_rate"] == max(fp) and s["mean_fn_rate"] == pytest.approx(np.mean(fn))
+    assert s["n_thresholds"] == 25 and s["min_threshold_flops"] < 1e14 < s["max_threshold_flops"]
+    assert s["max_fp_rate"] == 0.0 and s["point_max_fp_rate"] > 0.2

@@ -404,6 +404,19 @@ def register(app: typer.Typer) -> None:
                 f"{dm} vs {base}: MAE {imp['mae_diff_pp']:+.2f} pp better (95 % of splits within "
                 f"[{imp['p025']:+.2f}, {imp['p975']:+.2f}])"
             )
+        ts = d["models"][dm]["threshold_summary"]
+
+        def pct(x: float | None) -> str:
+            return "—" if x is None else f"{x:.0%}"
+
+        con.print(
+            f"threshold sweep ({dm}, {ts['n_thresholds']} thresholds {_fmt_flops(ts['min_threshold_flops'])}–"
+            f"{_fmt_flops(ts['max_threshold_flops'])} FLOP): 'above' only when the {confidence:.0%} interval is "
+            f"above → false positives ≤ {pct(ts['max_fp_rate'])}, false negatives {pct(ts['mean_fn_rate'])} "
+            f"on average ({pct(ts['mean_uncertain_rate'])} uncertain); deciding on the point estimate: "
+            f"false positives ≤ {pct(ts['point_max_fp_rate'])}, false negatives {pct(ts['point_mean_fn_rate'])}",
+            highlight=False,
+        )
         con.print(f"evaluation took {d['timing_s'] * 1000:.0f} ms")
         for p in written:
             con.print(f"wrote {p}")

@@ -204,6 +204,30 @@ class EvaluationResult:
         )
         return {k: [None if not np.isfinite(x) else float(x) for x in v] for k, v in rates.items()}
 
+    def threshold_summary(self, name: str) -> dict[str, float | None]:
+        """The threshold sweep in a few numbers: worst FP rate and mean FN / uncertain rates (interval
+        decision at the evaluation's confidence), and the same FP/FN for a decision on the point estimate."""
+        m = self.models[name]
+        r = threshold_rates(
+            self.truth[self.test_idx], m.lower_flops, m.upper_flops, m.pred_flops, self.thresholds_flops
+        )
+
+        def agg(fn: Any, key: str) -> float | None:
+            v = r[key][np.isfinite(r[key])]
+            return float(fn(v)) if v.size else None
+
+        return {
+            "n_thresholds": int(len(self.thresholds_flops)),
+            "min_threshold_flops": float(self.thresholds_flops.min()),
+            "max_threshold_flops": float(self.thresholds_flops.max()),
+            "max_fp_rate": agg(np.max, "fp_rate"),
+            "mean_fn_rate": agg(np.mean, "fn_rate"),
+            "mean_uncertain_rate": agg(np.mean, "uncertain_rate"),
+            "max_wrong_below_rate": agg(np.max, "wrong_below_rate"),
+            "point_max_fp_rate": agg(np.max, "point_fp_rate"),
+            "point_mean_fn_rate": agg(np.mean, "point_fn_rate"),
+        }
+
     def paired_improvement(self, name: str, baseline: str) -> dict[str, float]:
         """MAE(baseline) − MAE(name) in percentage points, with a 95 % interval over splits (paired)."""
         d = self.models[baseline].abs_pct.mean(1) - self.models[name].abs_pct.mean(1)
@@ -237,6 +261,7 @@ class EvaluationResult:
                 else:
                     summ = {f"{v:g}": int(c) for v, c in zip(vals, counts, strict=True)}
                 d.setdefault("hyper_chosen", {})[hk] = summ
+            d["threshold_summary"] = self.threshold_summary(name)
             if m.idle_shift_mae:
                 d["idle_shift_mae_pct"] = {f"{k:+g}": v for k, v in m.idle_shift_mae.items()}
             if detail:
