@@ -69,14 +69,20 @@ def register(app: typer.Typer) -> None:
         t = Table(title=f"flopwatch run on {summary['device']}" + (" (simulated)" if sim else ""))
         t.add_column("quantity")
         t.add_column("value", justify="right")
+        dm = summary["default_model"]
+        if summary.get("component") not in (None, dm):  # "default" without DRAM traffic → "default-p"
+            dm = f"{dm} → {summary['component']}"
         rows = [
             ("workloads run / frontier", f"{summary['n_workloads']} / {summary['n_frontier']}"),
             ("idle power", f"{summary['idle_power_w']:.2f} W"),
-            (f"held-out MAE ({summary['default_model']})", f"{summary['heldout_mae_pct']:.2f} %"),
+            (f"held-out MAE ({dm})", f"{summary['heldout_mae_pct']:.2f} %"),
             ("splits with a workload > 10 % off", f"{100 * summary['frac_splits_any_over_10pct']:.1f} %"),
         ]
         for m, v in summary.get("published_models_mae_pct", {}).items():
             rows.append((f"held-out MAE ({m})", f"{v:.2f} %"))
+        base = summary.get("constant_jpf_baseline")
+        if base:
+            rows.append(("no-model yardstick (median J/FLOP)", f"{base['mae_pct']:.2f} %"))
         if summary.get("skipped_models"):
             rows.append(("models not evaluated (see report)", ", ".join(summary["skipped_models"])))
         rows.append(("join mismatches", str(len(summary.get("join_mismatches", [])))))
