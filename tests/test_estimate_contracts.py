@@ -216,3 +216,12 @@ def test_by_hyperparameter_tolerates_free_form_configs():
     table = res.by_hyperparameter("eq2")
     assert [row["value"] for row in table["d_model"]] == [256, "256"]
     assert "batch_size" not in table  # lists are not grouped
+
+
+def test_non_positive_estimate_keeps_ordered_bounds():
+    """Net power below eq. 2's overhead gives a negative estimate; the interval must still be ordered."""
+    prof = calibrate(synthetic_records(), "eq2")
+    e = prof.estimate(100.0, 150.0)  # 0.67 W net, below the ~3 W overhead
+    assert e.flops < 0 and e.lower_flops <= e.flops <= e.upper_flops
+    assert any("not positive" in w for w in e.warnings)
+    assert verdict(e, threshold_flops=1e12) == "below" and verdict(e, declared_flops=1e12) == "inconsistent"

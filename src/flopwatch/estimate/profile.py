@@ -192,10 +192,13 @@ class Profile:
             warnings.append(
                 "estimate is not positive: the workload's net power is below the model's overhead"
             )
+        # a non-positive estimate (power below the model's overhead, warned above) scales the other way:
+        # keep lower <= flops <= upper
+        a, b = flops * math.exp(-q), flops * math.exp(q)
         return Estimate(
             flops=flops,
-            lower_flops=flops * math.exp(-q),
-            upper_flops=flops * math.exp(q),
+            lower_flops=min(a, b),
+            upper_flops=max(a, b),
             confidence=conf,
             model=self.model_name,
             interval_method=method,

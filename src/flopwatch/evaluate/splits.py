@@ -396,8 +396,9 @@ def evaluate_models(
             description=est.description + (f" (resolved to {est.name})" if est.name != nm else ""),
             rel_err=pred / Fte - 1.0,
             pred_flops=pred,
-            lower_flops=pred * np.exp(-q)[:, None],
-            upper_flops=pred * np.exp(q)[:, None],
+            # min/max: a negative prediction (power below eq. 2's overhead) keeps lower <= pred <= upper
+            lower_flops=np.minimum(pred * np.exp(-q)[:, None], pred * np.exp(q)[:, None]),
+            upper_flops=np.maximum(pred * np.exp(-q)[:, None], pred * np.exp(q)[:, None]),
             log_halfwidth=q,
             loo_residuals=loo_res,
             test_log_ratio=np.where(np.isfinite(test_lr), test_lr, np.inf),
