@@ -233,7 +233,9 @@ def test_evaluate_says_when_the_default_was_not_evaluated(capsys, v2_records_pat
     args = ["evaluate", str(v2_records_path), "--train", "3", "--splits", "20"]
     assert main([*args, "--json"]) == 0
     d = _json(capsys)
-    assert d["default_evaluated"] is False and d["default_model"] == "eq2" and "default" in d["skipped_models"]
+    assert (
+        d["default_evaluated"] is False and d["default_model"] == "eq2" and "default" in d["skipped_models"]
+    )
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "the default model was not evaluated; comparisons below use eq2" in out
