@@ -400,3 +400,22 @@ def test_analysis_bug_keeps_records_and_writes_summary(tmp_path, monkeypatch):
     assert len(lines) == 5 and all(r["join"]["status"] == "not analysed" for r in lines)
     assert "analysis failed: RuntimeError" in lines[0]["join"]["detail"]
     assert (out / "trace.parquet").is_file() and "analysis failed" in (out / "report.html").read_text()
+
+
+def test_gpm_dram_share_becomes_bytes():
+    """Hopper's GPM DRAM bandwidth share × the datasheet peak fills dram_bytes_per_s, marked as derived."""
+    from flopwatch.pipeline import gpm_dram_bytes
+    from flopwatch.telemetry.sensors.base import Gap, Reading
+
+    got: list = []
+    sink = gpm_dram_bytes(got.append, 4.8e12)
+    sink(Reading(1.0, 0.0, "GPU-x", 500.0, extra={"dram_bw_util": 0.25}))
+    sink(Reading(1.1, 0.0, "GPU-x", 500.0))  # first GPM sample: no metric yet
+    sink(
+        Reading(1.2, 0.0, "GPU-x", 500.0, dram_bytes_per_s=1e9, extra={"dram_bw_util": 0.5})
+    )  # measured wins
+    sink(Gap(1.3, 0.0, "GPU-x", "SensorError: x"))
+    assert got[0].dram_bytes_per_s == pytest.approx(1.2e12) and got[0].extra["dram_from_gpm"] == 1.0
+    assert got[1].dram_bytes_per_s is None and got[2].dram_bytes_per_s == 1e9 and isinstance(got[3], Gap)
+    plain = got.append
+    assert gpm_dram_bytes(plain, None) is plain  # unknown peak: unchanged

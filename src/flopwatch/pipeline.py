@@ -637,7 +637,8 @@ def _execute_sim(
     with TraceWriter(
         trace_path, md, flush_every_s=1e9, row_group_rows=50_000, overwrite=opts.force
     ) as writer:
-        sampler = Sampler(sensors, opts.rate_hz, sinks=[writer, progress_sink], duration_s=total_virtual)
+        sink = gpm_dram_bytes(writer, acc.spec.mem_bw_bytes_per_s)
+        sampler = Sampler(sensors, opts.rate_hz, sinks=[sink, progress_sink], duration_s=total_virtual)
         prog.stage(f"simulating {len(plan.workloads)} workloads on {choice.label}")
         stats = sampler.run()
     prog.advance(max(0.0, (total_virtual - last[0]) * scale * weight))
@@ -679,7 +680,8 @@ def _execute_cuda(
     per_unit = 1.0  # progress units are wall seconds on a real GPU
     dev = f"cuda:{choice.index}"
     with TraceWriter(trace_path, md, overwrite=opts.force) as writer:
-        sampler = Sampler(sensors, opts.rate_hz, sinks=[writer])
+        sink = gpm_dram_bytes(writer, _mem_bw(choice.spec_key))
+        sampler = Sampler(sensors, opts.rate_hz, sinks=[sink])
         sampler.start()
         try:
             prog.stage(f"idle baseline ({plan.idle_s:.0f} s) while counting FLOPs on the meta device")
@@ -730,6 +732,42 @@ def _save_unjoined(
     detail = reason + (f"; failed runs: {failed}" if failed else "")
     for rec in records:
         append_record(path, {**rec, "join": {"status": "not analysed", "detail": detail}})
+
+
+def _mem_bw(spec_key: str | None) -> float | None:
+    if spec_key is None:
+        return None
+    from flopwatch.devices import get_device
+
+    return get_device(spec_key).mem_bw_bytes_per_s
+
+
+def gpm_dram_bytes(sink: Callable[[Any], None], mem_bw_bytes_per_s: float | None) -> Callable[[Any], None]:
+    """A sink that fills ``dram_bytes_per_s`` from NVML GPM's DRAM bandwidth utilisation before ``sink`` sees it.
+
+    NVML has no DRAM byte counter, but on Hopper and later GPM reports ``DRAM_BW_UTIL``, the share of the
+    theoretical peak bandwidth used over the last sample interval (NVML API reference, ``nvmlGpmMetricsGet``);
+    flopwatch's NVML sensor (and the Hopper twins) put it in ``extra["dram_bw_util"]`` (0–1). Times the datasheet
+    peak (``devices.py``) it is DRAM bytes per second, so the study's eq. 1 (which needs TB moved) can be evaluated on
+    an H100/H200. The converted readings say so: ``extra["dram_from_gpm"] = 1``. Without GPM, or without a known
+    peak, readings pass through unchanged.
+    """
+    if not mem_bw_bytes_per_s:
+        return sink
+
+    def convert(item: Any) -> None:
+        extra = getattr(item, "extra", None)
+        if extra and getattr(item, "dram_bytes_per_s", 1.0) is None and "dram_bw_util" in extra:
+            from dataclasses import replace
+
+            item = replace(
+                item,
+                dram_bytes_per_s=float(extra["dram_bw_util"]) * mem_bw_bytes_per_s,
+                extra={**extra, "dram_from_gpm": 1.0},
+            )
+        sink(item)
+
+    return convert
 
 
 def _precount_flops(plan: Plan) -> None:
