@@ -243,7 +243,7 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
             "<p class='warn'>Not evaluated: "
             + "; ".join(f"<code>{_e(m)}</code> ({_e(why)})" for m, why in skipped.items())
             + ". eq. 1 and the bandwidth models need DRAM traffic per run, which this sensor does not report "
-            "(NVML has no DRAM byte counter; Jetson's EMC monitor does).</p>"
+            "(NVML has no DRAM byte counter before Hopper's GPM; Jetson's EMC monitor has one).</p>"
         )
     p.append(
         "<p>For reference, the Jetson Orin Nano study (Fowler 2026) reported held-out MAE "
