@@ -137,3 +137,11 @@ def test_append_is_one_write_per_record(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", lambda fd: calls.append(("fsync", 0)) or real_fsync(fd))
     append_record(tmp_path / "r.jsonl", {"label": "a", "net_energy_j": 1.0, "duration_s": 1.0})
     assert [c[0] for c in calls] == ["write", "fsync"]
+
+
+def test_byte_order_mark_is_accepted(tmp_path):
+    p = tmp_path / "bom.jsonl"
+    p.write_bytes(
+        b"\xef\xbb\xbf" + json.dumps({"label": "a", "net_energy_j": 1.0, "duration_s": 1.0}).encode()
+    )
+    assert load_records(p).labels == ["a"]

@@ -284,7 +284,8 @@ def read_text_file(path: str | os.PathLike[str], *, kind: str, error: type[Input
     """The file's UTF-8 text; ``error`` (naming the file) when it is missing, a directory or unreadable."""
     file = str(path)
     try:
-        return Path(path).read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark (files saved by some Windows editors) is dropped, not a JSON error
+        return Path(path).read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise error("no such file", file=file) from None
     except IsADirectoryError:
