@@ -2,11 +2,11 @@
 # Prepared real-GPU checks, in stages that each fit one 10-minute device command. Everything goes under
 # ${OUT:-gpu_check_out}/ (log.txt collects what to quote in the closing note).
 #
-#   STAGES="setup sensors run" scripts/gpu_check.sh      # ~9 min: issue 3 (sensors, 30 s record) + issue 6
-#   STAGES="setup workloads bench pytest" scripts/gpu_check.sh   # ~6 min: issues 4 and 5
+#   STAGES="setup sensors run" bash scripts/gpu_check.sh      # ~9 min: issue 3 (sensors, 30 s record) + issue 6
+#   STAGES="setup workloads bench pytest" bash scripts/gpu_check.sh   # ~6 min: issues 4 and 5
 #
 #   sensors    `flopwatch sensors` and a 30 s `flopwatch record` on NVML            (issue 3)
-#   run        `flopwatch run --device cuda --budget-s 420`                          (issue 6)
+#   run        `flopwatch run --device cuda --budget-s 420`                       (issue 6)
 #   workloads  three datacenter-sweep workloads really training: TFLOP/s and MFU     (issue 4)
 #   bench      a small `flopwatch bench` grid with the MASCOTS protocol and its fit  (issue 5)
 #   pytest     `pytest -m gpu`: fused-attention counts, CUDA records, TF32 switch    (issue 4)
@@ -17,32 +17,37 @@ mkdir -p "$out"
 log() { echo "== $*" | tee -a "$out/log.txt"; }
 has() { [[ " $stages " == *" $1 "* ]]; }
 
+# The device image has torch, nvidia-ml-py, numpy/pandas/pyarrow, typer and rich but no network: run from
+# the source tree instead of installing (cryptography, needed only by the monitor, may be missing there).
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+fw() { python3 -m flopwatch "$@"; }
 if has setup; then
-  pip install -q -e '.[dev,torch,nvidia]' >"$out/pip.txt" 2>&1 || { echo "pip install failed"; tail -5 "$out/pip.txt"; }
   nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+  python3 -c "import torch, pynvml, pandas, pyarrow, typer, rich; print('torch', torch.__version__, torch.cuda.get_device_name(0))" \
+    2>&1 | tee -a "$out/log.txt"
 fi
 if has sensors; then
-  log "sensors"; flopwatch sensors --json >"$out/sensors.json" 2>>"$out/log.txt"; flopwatch sensors | tee -a "$out/log.txt"
+  log "sensors"; fw sensors --json >"$out/sensors.json" 2>>"$out/log.txt"; fw sensors | tee -a "$out/log.txt"
   log "record 30 s"
-  flopwatch record --sensor nvml:0 --rate 10 --duration 30 -o "$out/idle30.parquet" 2>&1 | tail -5 | tee -a "$out/log.txt"
-  flopwatch detect "$out/idle30.parquet" --json >"$out/idle30_detect.json" 2>>"$out/log.txt"
+  fw record --sensor nvml:0 --rate 10 --duration 30 -o "$out/idle30.parquet" 2>&1 | tail -5 | tee -a "$out/log.txt"
+  fw detect "$out/idle30.parquet" --json >"$out/idle30_detect.json" 2>>"$out/log.txt"
 fi
 if has run; then
   log "run --device cuda --budget-s 420"
-  timeout 540 flopwatch run --device cuda --budget-s 420 -o "$out/run" 2>&1 | tail -25 | tee -a "$out/log.txt"
+  timeout 540 fw run --device cuda --budget-s 420 -o "$out/run" 2>&1 | tail -25 | tee -a "$out/log.txt"
   cp "$out/run/summary.json" "$out/summary.json" 2>/dev/null || true
 fi
 if has workloads; then
-  for label in $(flopwatch workload sweeps datacenter --json \
+  for label in $(fw workload sweeps datacenter --json \
       | python -c 'import json,sys; print(" ".join(c["label"] for c in json.load(sys.stdin)[:3]))'); do
     log "workload $label"
-    timeout 120 flopwatch workload run --sweep datacenter --label "$label" --device cuda --seconds 20 \
+    timeout 120 fw workload run --sweep datacenter --label "$label" --device cuda --seconds 20 \
       --records "$out/workloads.jsonl" 2>&1 | tail -8 | tee -a "$out/log.txt"
   done
 fi
 if has bench; then
   log "bench"
-  timeout 200 flopwatch bench --device cuda --arch gpt --d-model 1024 --seq-len 512 --num-layers 8 \
+  timeout 200 fw bench --device cuda --arch gpt --d-model 1024 --seq-len 512 --num-layers 8 \
     --batch 1,64 --dtype fp32,bf16 --min-samples 10 --max-samples 50 --cooldown-s 2 -o "$out/bench.csv" --fit 2>&1 \
     | tail -15 | tee -a "$out/log.txt"
 fi
