@@ -214,3 +214,45 @@ def test_models_refuse_bad_training_input(frontier):
         get_model("eq3")
     with pytest.raises(InputError, match="unknown feature"):
         LogLinearModel(("log_magic",))
+
+
+def test_zero_dram_counter_is_missing_not_minus_infinity(v2_records_path, tmp_path):
+    """A DRAM counter that reads 0 everywhere: `default` falls back to power only; explicit log-bandwidth
+    models refuse with a clear error instead of an SVD failure on log(0)."""
+    import json
+
+    from flopwatch.errors import InputError
+    from flopwatch.estimate.features import Features, FrontierGate
+    from flopwatch.estimate.models import get_model, resolve_model
+    from flopwatch.records import load_records
+
+    d = json.loads(v2_records_path.read_text())
+    for r in d["records"]:
+        r["tb_moved"] = 0.0
+    p = tmp_path / "zero_tb.json"
+    p.write_text(json.dumps(d))
+    kept = FrontierGate().apply(load_records(p)).kept
+    X = Features.from_records(kept)
+    assert resolve_model("default", X).name == "default-p"
+    with pytest.raises(InputError, match="tb_moved"):
+        get_model("default-v1").check_features(X)
+
+
+def test_gate_reason_never_prints_equal_values():
+    from flopwatch.estimate.features import FrontierGate
+    from flopwatch.records import WorkloadRecord
+
+    r = WorkloadRecord(
+        label="x",
+        net_energy_j=1.0,
+        duration_s=1.0,
+        mean_util=0.79996,
+        tb_moved=None,
+        total_flops=1.0,
+        dtype="fp32",
+        config={},
+        idle_power_w=0.0,
+        raw={},
+    )
+    reason = FrontierGate().reason(r)
+    assert reason is not None and "80% < 80%" not in reason and "< 80%" in reason

@@ -52,7 +52,9 @@ class FrontierGate:
             if r.mean_util is None:
                 return "mean utilisation unknown"
             if r.mean_util < self.min_util:
-                return f"mean utilisation {r.mean_util:.0%} < {self.min_util:.0%}"
+                # enough digits that a value just under the gate never prints as equal to it ("80% < 80%")
+                digits = next((d for d in range(6) if round(r.mean_util * 100, d) < self.min_util * 100), 6)
+                return f"mean utilisation {r.mean_util:.{digits}%} < {self.min_util:.0%}"
         rc = r.raw.get("returncode")
         if isinstance(rc, int) and not isinstance(rc, bool) and rc != 0:
             return f"run failed (returncode {rc})"

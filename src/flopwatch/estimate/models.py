@@ -404,6 +404,23 @@ class LogLinearModel(FlopModel):
     def needs(self) -> tuple[str, ...]:
         return tuple(sorted({c for f in self.features for c in _FEATURES[f][1]}))
 
+    @property
+    def positive_needs(self) -> tuple[str, ...]:
+        """Needed columns that enter a logarithm, so must be > 0."""
+        return tuple(sorted({c for f in self.features if f.startswith("log") for c in _FEATURES[f][1]}))
+
+    def check_features(self, X: Features) -> None:
+        super().check_features(X)
+        for col in ("net_energy_j", *self.positive_needs):
+            arr = np.asarray(getattr(X, col))
+            if np.any(arr <= 0):
+                i = int(np.argmax(np.ravel(arr) <= 0))
+                raise InputError(
+                    f"model {self.name!r} takes its logarithm, so it must be > 0 for every record "
+                    f"(record #{i} has {float(np.ravel(arr)[i]):g})",
+                    field=col,
+                )
+
     def get_params(self) -> dict[str, Any]:
         return {
             "features": list(self.features),
@@ -665,8 +682,17 @@ def get_model(name: str) -> FlopModel:
 
 
 def missing_features(model: FlopModel, X: Features) -> list[str]:
-    """Feature columns ``model`` needs that are unknown (NaN) for at least one record of X."""
-    return [c for c in model.needs if np.isnan(getattr(X, c)).any()]
+    """Feature columns ``model`` needs that are unknown (NaN) for at least one record of X.
+
+    A column that enters a log feature must also be > 0: a DRAM counter that reads zero (no traffic
+    reported) carries no information for log bandwidth, so it counts as missing rather than as −inf.
+    """
+    positive = getattr(model, "positive_needs", ())
+    return [
+        c
+        for c in model.needs
+        if np.isnan(getattr(X, c)).any() or (c in positive and (getattr(X, c) <= 0).any())
+    ]
 
 
 def resolve_model(name: str, X: Features) -> FlopModel:
