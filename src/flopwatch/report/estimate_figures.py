@@ -20,35 +20,7 @@ import numpy as np
 from flopwatch.errors import InputError
 from flopwatch.estimate.intervals import conformal_rank
 from flopwatch.evaluate.splits import COVERAGE_LEVELS, EvaluationResult
-
-
-def _plt():  # noqa: ANN202 - returns the pyplot module
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path: Path, watermark: str | None) -> None:  # noqa: ANN001 - a matplotlib Figure
-    # A simulated run's figures carry a faint watermark so a number from the simulator is never
-    # mistaken for a measurement when a PNG travels without its report.
-    if watermark:
-        fig.text(
-            0.5,
-            0.5,
-            watermark,
-            fontsize=60,
-            color="red",
-            alpha=0.08,
-            ha="center",
-            va="center",
-            rotation=25,
-            transform=fig.transFigure,
-        )
-    fig.savefig(path, dpi=110)
-    _plt().close(fig)
+from flopwatch.report.mpl import pyplot, save
 
 
 def _order(result: EvaluationResult) -> list[str]:
@@ -57,7 +29,7 @@ def _order(result: EvaluationResult) -> list[str]:
 
 
 def fig4_per_workload(result: EvaluationResult, path: Path, *, watermark: str | None = None) -> Path:
-    plt = _plt()
+    plt = pyplot()
     names = _order(result)
     fig, axes = plt.subplots(len(names), 1, figsize=(11, 2.6 * len(names) + 1), sharex=True, squeeze=False)
     labels = result.records.labels
@@ -84,12 +56,12 @@ def fig4_per_workload(result: EvaluationResult, path: Path, *, watermark: str | 
     axes[-1, 0].set_xticks(x, [labels[i] for i in order], rotation=70, fontsize=7)
     fig.suptitle(f"Per-workload held-out estimates ({result.n_splits} splits; sorted by ground truth)")
     fig.tight_layout()
-    _save(fig, path, watermark)
+    save(fig, path, watermark)
     return path
 
 
 def fig5_by_hyperparameter(result: EvaluationResult, path: Path, *, watermark: str | None = None) -> Path:
-    plt = _plt()
+    plt = pyplot()
     names = _order(result)
     hps = list(result.by_hyperparameter(names[0]))
     if not hps:
@@ -109,12 +81,12 @@ def fig5_by_hyperparameter(result: EvaluationResult, path: Path, *, watermark: s
     axes[0, 0].legend(fontsize=7)
     fig.suptitle("Held-out error by hyper-parameter")
     fig.tight_layout()
-    _save(fig, path, watermark)
+    save(fig, path, watermark)
     return path
 
 
 def fig6_ablation(result: EvaluationResult, path: Path, *, watermark: str | None = None) -> Path:
-    plt = _plt()
+    plt = pyplot()
     names = _order(result)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
     bins = np.linspace(-25, 25, 51)
@@ -131,12 +103,12 @@ def fig6_ablation(result: EvaluationResult, path: Path, *, watermark: str | None
     a2.set_ylabel("per-split MAE (%)")
     a2.set_title("eq. 1 vs eq. 2 ablation (and ours), same splits", fontsize=9)
     fig.tight_layout()
-    _save(fig, path, watermark)
+    save(fig, path, watermark)
     return path
 
 
 def fig_coverage(result: EvaluationResult, path: Path, *, watermark: str | None = None) -> Path:
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 4.5))
     for name in _order(result):
         m = result.models[name]
@@ -150,12 +122,12 @@ def fig_coverage(result: EvaluationResult, path: Path, *, watermark: str | None 
     ax.set_title("Held-out coverage of the prediction intervals (LOO-conformal)", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    _save(fig, path, watermark)
+    save(fig, path, watermark)
     return path
 
 
 def fig_thresholds(result: EvaluationResult, path: Path, *, watermark: str | None = None) -> Path:
-    plt = _plt()
+    plt = pyplot()
     names = _order(result)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for name in names:
@@ -177,7 +149,7 @@ def fig_thresholds(result: EvaluationResult, path: Path, *, watermark: str | Non
     axes[0].set_ylabel("rate")
     axes[0].legend(fontsize=6, ncol=2)
     fig.tight_layout()
-    _save(fig, path, watermark)
+    save(fig, path, watermark)
     return path
 
 

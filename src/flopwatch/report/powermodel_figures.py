@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from flopwatch.report.mpl import pyplot
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -22,17 +24,8 @@ if TYPE_CHECKING:
 DTYPE_COLORS = {"fp32": "#1f77b4", "fp16": "#ff7f0e", "bf16": "#2ca02c"}
 
 
-def _plt():  # noqa: ANN202 - returns the pyplot module
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _grid(n: int):  # noqa: ANN202
-    plt = _plt()
+    plt = pyplot()
     cols = 3 if n > 2 else n
     rows = int(np.ceil(n / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.5 * rows), squeeze=False)

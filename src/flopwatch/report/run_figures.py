@@ -13,37 +13,14 @@ from typing import Any
 
 import numpy as np
 
-
-def _plt():  # noqa: ANN202 - returns the pyplot module
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _mark_simulated(fig: Any, simulated: bool) -> None:
-    if simulated:
-        fig.text(
-            0.5,
-            0.5,
-            "SIMULATED",
-            fontsize=60,
-            color="red",
-            alpha=0.08,
-            ha="center",
-            va="center",
-            rotation=25,
-            transform=fig.transFigure,
-        )
+from flopwatch.report.mpl import pyplot, watermark
 
 
 def fig_timeline(
     trace: Any, detection: Any, records: list[dict[str, Any]], path: Path, *, simulated: bool
 ) -> Path:
     """Power and utilisation over the whole run, detected workloads shaded, frontier ones labelled."""
-    plt = _plt()
+    plt = pyplot()
     s = trace.samples
     fig, (ax1, ax2) = plt.subplots(
         2, 1, figsize=(12, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]}
@@ -79,7 +56,7 @@ def fig_timeline(
         fontsize=10,
     )
     fig.subplots_adjust(left=0.07, right=0.98, top=0.9, bottom=0.1, hspace=0.12)
-    _mark_simulated(fig, simulated)
+    watermark(fig, "SIMULATED" if simulated else None)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
@@ -87,7 +64,7 @@ def fig_timeline(
 
 def fig_energy_vs_flops(records: list[dict[str, Any]], gate: Any, path: Path, *, simulated: bool) -> Path:
     """Net energy against ground-truth FLOPs; frontier runs filled, gated-out runs hollow (with the reason)."""
-    plt = _plt()
+    plt = pyplot()
     kept = {r.label for r in gate.kept}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11.5, 4.5))
     fig.subplots_adjust(left=0.07, right=0.98, top=0.92, bottom=0.12, wspace=0.25)
@@ -111,7 +88,7 @@ def fig_energy_vs_flops(records: list[dict[str, Any]], gate: Any, path: Path, *,
     ax2.set_yscale("log")
     ax2.set_xscale("log")
     ax2.set_title("Energy per FLOP against MFU")
-    _mark_simulated(fig, simulated)
+    watermark(fig, "SIMULATED" if simulated else None)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
@@ -119,7 +96,7 @@ def fig_energy_vs_flops(records: list[dict[str, Any]], gate: Any, path: Path, *,
 
 def fig_loo_fit(evaluation: Any, path: Path, *, simulated: bool) -> Path:
     """Held-out estimate vs ground truth of the default model, every split pooled."""
-    plt = _plt()
+    plt = pyplot()
     m = evaluation.models[evaluation.default_model]
     truth = evaluation.truth[evaluation.test_idx]
     fig, ax = plt.subplots(figsize=(5.5, 5))
@@ -138,7 +115,7 @@ def fig_loo_fit(evaluation: Any, path: Path, *, simulated: bool) -> Path:
     ax.set_title(
         f"{evaluation.default_model}: held-out estimates over {evaluation.n_splits} splits", fontsize=9
     )
-    _mark_simulated(fig, simulated)
+    watermark(fig, "SIMULATED" if simulated else None)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
