@@ -58,3 +58,17 @@ def test_usage_errors_are_one_line(capsys):
     assert main(["evaluate", "--splits", "abc", "x.json"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("flopwatch: error:") and "--splits" in err[0]
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    """`.ci/run` must call the README's test command verbatim, and the README's main job must be `run`."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    readme = (repo / "README.md").read_text()
+    blocks = [b.split("```", 1)[0].strip() for b in readme.split("```bash\n")[1:]]
+    main_cmd, test_cmd = blocks[0], blocks[1]
+    assert main_cmd.startswith("pip install torch==2.13.0") and "flopwatch run --quick" in main_cmd
+    assert test_cmd.startswith("pip install torch==2.13.0") and "pytest" in test_cmd
+    ci_lines = [ln.strip() for ln in (repo / ".ci" / "run").read_text().splitlines()]
+    assert test_cmd in ci_lines
