@@ -149,3 +149,17 @@ def test_describe_without_torch_uses_the_exact_closed_form() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "closed form" in r.stdout
+
+
+def test_describe_closed_form_matches_counted_and_rejects_unknown_counter():
+    from flopwatch.errors import ConfigError
+    from flopwatch.workloads.formulas import describe
+    from flopwatch.workloads.sweeps import get_sweep
+
+    cfg = get_sweep("quick")[0]
+    fast, counted = describe(cfg, counter="closed_form"), describe(cfg, counter="flop_counter")
+    assert fast.flops_per_step == counted.flops_per_step
+    assert fast.optimizer_flops_per_step == counted.optimizer_flops_per_step
+    assert fast.bytes_per_step == counted.bytes_per_step
+    with pytest.raises(ConfigError):
+        describe(cfg, counter="guess")

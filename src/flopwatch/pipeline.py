@@ -365,42 +365,11 @@ def frontier_sweep(dtype: str = "bf16", *, quick: bool = False) -> list[Any]:
 
 
 def describe_fast(config: Any) -> Any:
-    """A :class:`~flopwatch.workloads.formulas.WorkloadDescription` from the closed-form FLOP count.
+    """The simulator's workload description from the closed-form FLOP count (equal to ``FlopCounterMode``'s
+    for both families, by test): no torch import on the simulator path; real runs count with torch."""
+    from flopwatch.workloads.formulas import describe
 
-    The closed form equals ``FlopCounterMode``'s count for both model families (the workloads tests check it), and
-    avoids importing torch, so the simulator path stays fast; real runs count with ``FlopCounterMode``.
-    """
-    from flopwatch.workloads.formulas import (
-        WorkloadDescription,
-        bytes_per_step,
-        closed_form_flops_per_step,
-        param_count,
-    )
-    from flopwatch.workloads.ground_truth import GRADSCALER_FLOPS_PER_PARAM, OPTIMIZER_FLOPS_PER_PARAM
-
-    c = config
-    n = param_count(c)
-    per = OPTIMIZER_FLOPS_PER_PARAM[c.optimizer] + (
-        GRADSCALER_FLOPS_PER_PARAM if c.precision == "fp16" else 0
-    )
-    return WorkloadDescription(
-        label=c.name,
-        arch=c.arch,
-        dtype=c.precision,
-        batch_size=c.batch_size,
-        tokens_per_step=c.tokens_per_step,
-        flops_per_step=float(closed_form_flops_per_step(c, "fused")),
-        bytes_per_step=bytes_per_step(c, "fused"),
-        params=n,
-        steps=c.steps,
-        seq_len=c.seq_len,
-        d_model=c.d_model,
-        num_layers=c.num_layers,
-        attention_convention="fused",
-        optimizer_flops_per_step=float(per * n),
-        flops_source="closed form (formulas.closed_form_flops_per_step; equal to FlopCounterMode by test)",
-        config=c.to_dict(),
-    )
+    return describe(config, "fused", counter="closed_form")
 
 
 def plan_run(choice: DeviceChoice, opts: RunOptions) -> Plan:

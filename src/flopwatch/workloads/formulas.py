@@ -223,16 +223,30 @@ class WorkloadDescription:
         return asdict(self)
 
 
-def describe(config: WorkloadConfig, attention: str = "fused") -> WorkloadDescription:
-    """Describe ``config`` for the simulator: FLOPs from ``count_flops`` when torch is importable,
-    otherwise from :func:`closed_form_flops_per_step` (identical by test), bytes from :func:`bytes_per_step`."""
-    c = _check(config)
-    try:
-        from flopwatch.workloads.ground_truth import count_flops
+def describe(
+    config: WorkloadConfig, attention: str = "fused", *, counter: str = "auto"
+) -> WorkloadDescription:
+    """Describe ``config`` for the simulator; bytes from :func:`bytes_per_step`.
 
-        fc = count_flops(c, attention)
+    ``counter``: ``"flop_counter"`` counts with ``FlopCounterMode`` (needs torch); ``"closed_form"`` uses
+    :func:`closed_form_flops_per_step`, identical for our two families (by test) and free of the ~2 s torch
+    import per process; ``"auto"`` counts with torch when it is importable, else the closed form.
+    """
+    if counter not in ("auto", "flop_counter", "closed_form"):
+        raise ConfigError(f"must be auto, flop_counter or closed_form, got {counter!r}", field="counter")
+    c = _check(config)
+    fc = None
+    if counter != "closed_form":
+        try:
+            from flopwatch.workloads.ground_truth import count_flops
+
+            fc = count_flops(c, attention)
+        except ImportError:
+            if counter == "flop_counter":
+                raise
+    if fc is not None:
         flops, opt, source = fc.flops_per_step, fc.optimizer_flops_per_step, fc.method
-    except ImportError:  # torch missing: the closed form is exact for our two families
+    else:
         from flopwatch.workloads.ground_truth import GRADSCALER_FLOPS_PER_PARAM, OPTIMIZER_FLOPS_PER_PARAM
 
         flops = closed_form_flops_per_step(c, attention)
