@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from flopwatch.report.mpl import pyplot
+from flopwatch.report.mpl import pyplot, save
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,10 +51,7 @@ def figure1_power_vs_mfu(df: pd.DataFrame, gpu_fit: PowerModelResult, path: str 
         ax.axis("off")
     fig.suptitle("Power vs MFU per GPU (per-run means; MASCOTS 2026 data)")
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return save(fig, Path(path), dpi=120)
 
 
 def figure4_measured_vs_predicted(
@@ -88,10 +85,7 @@ def figure4_measured_vs_predicted(
         ax.axis("off")
     fig.suptitle("Measured vs predicted power (in-sample)")
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return save(fig, Path(path), dpi=120)
 
 
 def write_figures(

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from flopwatch.report.mpl import pyplot, watermark
+from flopwatch.report.mpl import pyplot, save
 
 
 def fig_timeline(
@@ -56,10 +56,7 @@ def fig_timeline(
         fontsize=10,
     )
     fig.subplots_adjust(left=0.07, right=0.98, top=0.9, bottom=0.1, hspace=0.12)
-    watermark(fig, "SIMULATED" if simulated else None)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save(fig, path, "SIMULATED" if simulated else None, dpi=100)
 
 
 def fig_energy_vs_flops(records: list[dict[str, Any]], gate: Any, path: Path, *, simulated: bool) -> Path:
@@ -88,10 +85,7 @@ def fig_energy_vs_flops(records: list[dict[str, Any]], gate: Any, path: Path, *,
     ax2.set_yscale("log")
     ax2.set_xscale("log")
     ax2.set_title("Energy per FLOP against MFU")
-    watermark(fig, "SIMULATED" if simulated else None)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save(fig, path, "SIMULATED" if simulated else None, dpi=100)
 
 
 def fig_loo_fit(evaluation: Any, path: Path, *, simulated: bool) -> Path:
@@ -115,10 +109,7 @@ def fig_loo_fit(evaluation: Any, path: Path, *, simulated: bool) -> Path:
     ax.set_title(
         f"{evaluation.default_model}: held-out estimates over {evaluation.n_splits} splits", fontsize=9
     )
-    watermark(fig, "SIMULATED" if simulated else None)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save(fig, path, "SIMULATED" if simulated else None, dpi=100)
 
 
 def write_run_figures(
