@@ -335,3 +335,30 @@ def test_amd_library_error_becomes_sensor_error():
     m.amdsmi_get_gpu_activity = boom
     with pytest.raises(SensorError, match="DRIVER_NOT_LOADED"):
         s.read()
+
+
+def test_library_refcount_is_per_object_and_dies_with_it():
+    """A leaked reference to one (fake) library must never skip another library object's init, even when
+    Python reuses the dead object's address (the old id()-keyed count did, making init errors flaky)."""
+    import gc
+
+    from flopwatch.telemetry.sensors import _libref
+
+    class Lib:
+        pass
+
+    calls: list[str] = []
+    a = Lib()
+    _libref.acquire(a, lambda: calls.append("init a"))
+    _libref.acquire(a, lambda: calls.append("init a again"))  # shared: no second init
+    assert calls == ["init a"]
+    n_before = len(_libref._refs)
+    del a  # leaked: never released
+    gc.collect()
+    assert len(_libref._refs) == n_before - 1
+    for _ in range(50):  # new objects (some at a reused address) always get their own init
+        b = Lib()
+        _libref.acquire(b, lambda: calls.append("init b"))
+        _libref.release(b, lambda: calls.append("shutdown b"))
+        del b
+    assert calls.count("init b") == 50 and calls.count("shutdown b") == 50

@@ -12,16 +12,13 @@ mem_util), in %. The module is a constructor parameter (``amdsmi=``) so tests ru
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from flopwatch.errors import SensorError, SensorUnavailable
+from flopwatch.telemetry.sensors import _libref
 from flopwatch.telemetry.sensors._counter import ResetAwareEnergy
 from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, Reading, SensorInfo
 from flopwatch.units import uj_to_j
-
-_lock = threading.Lock()
-_refs: dict[int, int] = {}
 
 
 def _load(amdsmi: Any | None) -> Any:
@@ -58,24 +55,23 @@ def _exc(m: Any) -> tuple[type[BaseException], ...]:
 
 
 def _init(m: Any) -> None:
-    with _lock:
-        if _refs.get(id(m), 0) == 0:
-            try:
-                m.amdsmi_init()
-            except _exc(m) as e:
-                raise SensorUnavailable(f"amdsmi could not initialise: {e} (no amdgpu driver?)") from None
-        _refs[id(m)] = _refs.get(id(m), 0) + 1
+    def init() -> None:
+        try:
+            m.amdsmi_init()
+        except _exc(m) as e:
+            raise SensorUnavailable(f"amdsmi could not initialise: {e} (no amdgpu driver?)") from None
+
+    _libref.acquire(m, init)
 
 
 def _shutdown(m: Any) -> None:
-    with _lock:
-        n = _refs.get(id(m), 0) - 1
-        _refs[id(m)] = max(0, n)
-        if n == 0:
-            try:
-                m.amdsmi_shut_down()
-            except _exc(m):
-                pass
+    def shutdown() -> None:
+        try:
+            m.amdsmi_shut_down()
+        except _exc(m):
+            pass
+
+    _libref.release(m, shutdown)
 
 
 #: All-ones "not supported" markers of the amdsmi C structs (uint16/32/64). The Python layer turns only

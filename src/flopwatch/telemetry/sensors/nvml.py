@@ -18,17 +18,14 @@ Every ``NVMLError`` becomes :class:`SensorError` at this boundary. The NVML modu
 
 from __future__ import annotations
 
-import threading
 from types import ModuleType
 from typing import Any
 
 from flopwatch.errors import SensorError, SensorUnavailable
+from flopwatch.telemetry.sensors import _libref
 from flopwatch.telemetry.sensors._counter import ResetAwareEnergy
 from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, Reading, SensorInfo
 from flopwatch.units import mj_to_j, mw_to_w
-
-_init_lock = threading.Lock()
-_init_count: dict[int, int] = {}
 
 
 def _load_nvml(nvml: Any | None) -> Any:
@@ -43,28 +40,24 @@ def _load_nvml(nvml: Any | None) -> Any:
 
 def _init(nvml: Any) -> None:
     """nvmlInit with reference counting, so several sensors can share (and shut down) the library."""
-    with _init_lock:
-        key = id(nvml)
-        if _init_count.get(key, 0) == 0:
-            try:
-                nvml.nvmlInit()
-            except nvml.NVMLError as e:
-                raise SensorUnavailable(
-                    f"NVML could not initialise: {e} (no NVIDIA driver or GPU?)"
-                ) from None
-        _init_count[key] = _init_count.get(key, 0) + 1
+
+    def init() -> None:
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as e:
+            raise SensorUnavailable(f"NVML could not initialise: {e} (no NVIDIA driver or GPU?)") from None
+
+    _libref.acquire(nvml, init)
 
 
 def _shutdown(nvml: Any) -> None:
-    with _init_lock:
-        key = id(nvml)
-        n = _init_count.get(key, 0) - 1
-        _init_count[key] = max(0, n)
-        if n == 0:
-            try:
-                nvml.nvmlShutdown()
-            except nvml.NVMLError:
-                pass
+    def shutdown() -> None:
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError:
+            pass
+
+    _libref.release(nvml, shutdown)
 
 
 def _str(v: Any) -> str:
