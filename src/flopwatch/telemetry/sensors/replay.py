@@ -299,7 +299,7 @@ class ReplaySensor:
         age = t - r.t[h]
         due = age >= 0.75 * self.period_s
         if (due and not tick < 0.75 * self.period_s) or age > HOLD_PERIODS * self.period_s:
-            raise SensorError(f"replay: the recording has no sample for {age:.3f} s")
+            raise SensorError("replay: the recording has no sample here (a hole in the recording)")
         self.n_held += 1
         return self._reading(h, t)
 
