@@ -132,6 +132,15 @@ def check_records_path(records: str | os.PathLike[str]) -> None:
         raise InputError("is not writable", file=str(records), field="records")
 
 
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when torch sees a CUDA device, else ``cpu``; anything else through :func:`parse_device`."""
+    if str(device).strip().lower() == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return parse_device(device)
+
+
 def parse_device(device: str) -> str:
     """``cpu``, ``cuda`` or ``cuda:N`` (lower-cased); anything else is a ConfigError."""
     dev = str(device).strip().lower()
