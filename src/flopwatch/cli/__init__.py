@@ -65,6 +65,7 @@ def _register_all() -> None:
     from flopwatch.cli import (
         bench_cmds,
         estimate_cmds,
+        join_cmds,
         monitor_cmds,
         powermodel_cmds,
         run_cmds,
@@ -75,6 +76,7 @@ def _register_all() -> None:
 
     estimate_cmds.register(app)
     telemetry_cmds.register(app)
+    join_cmds.register(app)
     workload_cmds.register(app)
     powermodel_cmds.register(app)
     bench_cmds.register(app)

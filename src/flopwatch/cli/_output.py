@@ -90,6 +90,8 @@ def to_jsonable(obj: Any) -> Any:
         return [to_jsonable(v) for v in obj]
     if isinstance(obj, Path):
         return str(obj)
+    if callable(getattr(obj, "to_dict", None)):  # records, results: their own JSON form
+        return to_jsonable(obj.to_dict())
     if is_dataclass(obj) and not isinstance(obj, type):
         return to_jsonable(asdict(obj))
     if hasattr(obj, "tolist"):  # numpy arrays and scalars
