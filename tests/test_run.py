@@ -266,7 +266,9 @@ def _fake_run(fail: dict[int, BaseException]):
 def _configs(*widths: int) -> list:
     from flopwatch.workloads.config import make_config
 
-    return [make_config("gpt", d_model=d, num_layers=1, batch_size=1, seq_len=8, vocab_size=64) for d in widths]
+    return [
+        make_config("gpt", d_model=d, num_layers=1, batch_size=1, seq_len=8, vocab_size=64) for d in widths
+    ]
 
 
 def test_real_gpu_execution_mechanics(tmp_path):
