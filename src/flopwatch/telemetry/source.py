@@ -293,7 +293,7 @@ class TraceSource:
         (``validate``: default :attr:`validate`)."""
         check = self.validate if validate is None else validate
         v = Validator(self.name, self.metadata) if check else None
-        cols = tuple(dict.fromkeys((*columns, *(("power_w", "energy_j", "util") if check else ()))))
+        cols = tuple(dict.fromkeys((*columns, *(VALUE_COLUMNS if check else ()))))
         for ch in self._raw_chunks(cols, wall, gap_error, extras):
             if v is not None:
                 ch = v.check(ch, self.device_names)
