@@ -429,8 +429,9 @@ class ParquetSource(TraceSource):
         read = [c for c in self._names if c in want]
         row0 = 0
         try:
-            pf = pq.ParquetFile(self.path)
-            for batch in pf.iter_batches(batch_size=self.batch_rows, columns=read):
+            # no pre-buffering or threaded decoding: they read ahead whole row groups (memory grows with them)
+            pf = pq.ParquetFile(self.path, pre_buffer=False)
+            for batch in pf.iter_batches(batch_size=self.batch_rows, columns=read, use_threads=False):
                 yield _batch_to_chunk(self, batch, row0, columns, wall, gap_error, extras)
                 row0 += batch.num_rows
         except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
