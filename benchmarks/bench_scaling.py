@@ -98,7 +98,20 @@ def write_trace(path: Path, duration_s: float, hz: float, seed: int = 0, rows_pe
 def child(case: str, path: str, duration_s: float) -> dict[str, object]:
     t_wall = time.perf_counter()
     out: dict[str, object] = {}
-    if case == "detect":
+    if case.startswith("baseline-"):  # the fixed cost: interpreter and the case's imports, no work
+        import pyarrow.parquet  # noqa: F401
+
+        import flopwatch.detect  # noqa: F401
+        import flopwatch.telemetry.integrate  # noqa: F401
+        import flopwatch.telemetry.sensors.replay  # noqa: F401
+
+        if case in ("baseline-replay", "baseline-record"):
+            import pandas  # noqa: F401
+
+            import flopwatch.monitor.daemon  # noqa: F401
+            import flopwatch.sim.sensor  # noqa: F401
+            import flopwatch.telemetry.reading  # noqa: F401
+    elif case == "detect":
         from flopwatch.detect import detect_workloads
 
         det = detect_workloads(path)
@@ -199,6 +212,12 @@ def main() -> None:
         print("start-up:")
         startup()
     cases = [c for c in args.cases if c in CASES]
+    base = {c: run_child(f"baseline-{c}", Path("-"), 0.0) for c in cases}
+    print("fixed cost per process (interpreter + imports, no work):")
+    for c, r in base.items():
+        print(
+            f"  {c:<10} CPU {r.get('cpu_s', math.nan):8.2f} s  peak RSS {r.get('peak_rss_mib', math.nan):7.1f} MiB"
+        )
     with tempfile.TemporaryDirectory() as d:
         results: dict[str, list[tuple[str, int, dict[str, object]]]] = {c: [] for c in cases}
         for name, dur, hz in sizes:
@@ -226,10 +245,17 @@ def main() -> None:
                     f"peak RSS {r['peak_rss_mib']:7.1f} MiB  {extra}"
                 )
             trace.unlink()
-        print("\ngrowth (CPU ∝ rows^b, RSS ∝ rows^b, fitted over 10 Hz lengths ≥ 1 h; 1 h → 24 h ratios):")
+        print(
+            "\ngrowth over the 10 Hz lengths ≥ 1 h: CPU above the fixed cost ∝ rows^b_cpu (1 = linear), "
+            "peak RSS ∝ rows^b_rss (0 = flat); 24 h / 1 h ratios of the totals:"
+        )
         for c, rs in results.items():
             ok = [(nm, n, r) for nm, n, r in rs if "error" not in r and nm not in ("10min", "24h@100Hz")]
-            b_cpu = exponent([n for _, n, _ in ok], [float(r["cpu_s"]) for _, _, r in ok])  # type: ignore[arg-type]
+            c0 = float(base[c].get("cpu_s", 0.0))  # type: ignore[arg-type]
+            b_cpu = exponent(
+                [n for _, n, _ in ok],
+                [max(1e-3, float(r["cpu_s"]) - c0) for _, _, r in ok],  # type: ignore[arg-type]
+            )
             b_mem = exponent([n for _, n, _ in ok], [float(r["peak_rss_mib"]) for _, _, r in ok])  # type: ignore[arg-type]
             by = {nm: r for nm, _, r in ok}
             ratio = ""

@@ -75,7 +75,7 @@ class StreamingMedian:
     ``resolution / 2`` of the exact value. Memory: ``cap`` floats, or one count per occupied bin.
     """
 
-    def __init__(self, resolution: float, cap: int = 1 << 20) -> None:
+    def __init__(self, resolution: float, cap: int = 1 << 18) -> None:
         self.resolution = float(resolution)
         self.cap = int(cap)
         self.n = 0

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from flopwatch.telemetry.reading import Trace
 
 #: Rows per chunk when a source is not already chunked (Parquet row groups are read as written).
-CHUNK_ROWS = 65_536
+CHUNK_ROWS = 16_384
 #: Numeric columns the validator checks (a subset of the trace schema's float columns).
 VALUE_COLUMNS = ("power_w", "energy_j", "util", "mem_util", "dram_bytes_per_s", "sm_clock_mhz", "temp_c")
 #: Power above ``TDP_FACTOR × TDP`` is refused. Board power as the drivers report it (NVML's
