@@ -244,3 +244,27 @@ def test_open_source_refuses_unknown_device_window(tmp_path):
     with pytest.raises(Exception, match="not in trace"):
         integrate_windows(tr, [Window(0, 10, "nope")])
     assert open_source(tr).validate is False
+
+
+def test_poll_stream_equals_poll_series_at_any_chunking():
+    """The streamed 1.5 s poll grid and its sample-and-hold values are bit-identical to poll_series."""
+    from flopwatch.detect import _PollStream, poll_series
+
+    rng = np.random.default_rng(9)
+    for _ in range(20):
+        n = int(rng.integers(2, 3000))
+        t = np.sort(rng.uniform(0, 1e4, n)) + float(rng.uniform(0, 1e6))
+        u = rng.uniform(0, 1, n)
+        ref_t, ref_u = poll_series(t, u, 1.5)
+        ps = _PollStream(1.5)
+        got_t, got_u = [], []
+        cuts = np.sort(rng.choice(np.arange(1, n), size=min(n - 1, int(rng.integers(0, 12))), replace=False))
+        for a, b in zip([0, *cuts], [*cuts, n], strict=True):
+            pt, pu = ps.feed(t[a:b], u[a:b])
+            got_t.append(pt)
+            got_u.append(pu)
+        pt, pu = ps.finish()
+        got_t.append(pt)
+        got_u.append(pu)
+        assert np.array_equal(np.concatenate(got_t), ref_t)
+        assert np.array_equal(np.concatenate(got_u), ref_u)

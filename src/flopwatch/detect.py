@@ -216,7 +216,9 @@ class _PollStream:
         # polls up to the newest reading are decided: a later reading can only be newer than them
         upto = int(np.floor((float(t[-1]) - self.origin) / self.delta)) + 1
         while upto > self.k and self.origin + (upto - 1) * self.delta > t[-1]:
-            upto -= 1
+            upto -= 1  # floor rounded up: that poll is after the newest reading
+        while self.origin + upto * self.delta <= t[-1]:
+            upto += 1  # floor rounded down: that poll is already decided
         out = self._emit(t, u, max(upto, self.k))
         self.last = (float(t[-1]), float(u[-1]))
         return out

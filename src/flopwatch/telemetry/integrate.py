@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -144,7 +144,9 @@ class _Acc:
         self.last_c = math.nan
         self._carry: dict[str, tuple[float, float, float] | None] = {"c": None, "p": None, "d": None}
 
-    def _nodes(self, key: str, t: np.ndarray, y: np.ndarray, aux: np.ndarray | None = None):
+    def _nodes(
+        self, key: str, t: np.ndarray, y: np.ndarray, aux: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Chunk rows prefixed by the previous chunk's last row of this series."""
         carry = self._carry[key]
         if t.size:
@@ -324,7 +326,7 @@ def _integrate_pass(
     wins: Sequence[Window],
     gaps: Mapping[str, float] | None,
     gap_all: float | None,
-    on_chunk: object = None,
+    on_chunk: Callable[[Chunk], None] | None = None,
 ) -> tuple[dict[str, _Acc], list[str]]:
     """The one pass: every chunk's readings into each device's accumulators. ``on_chunk(chunk)`` (if
     given) sees every chunk too (detection uses it for the idle baseline)."""
@@ -332,7 +334,7 @@ def _integrate_pass(
     accs: dict[int, _Acc] = {}
     seen: set[int] = set()
     for ch in src.chunks(INTEGRATE_COLUMNS):
-        if callable(on_chunk):
+        if on_chunk is not None:
             on_chunk(ch)
         seen.update(int(c) for c in np.unique(ch.device) if c >= 0)
         for code, idx in _by_device(ch, ~ch.is_gap):
