@@ -109,3 +109,14 @@ class FlakySensor:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class GlitchSensor(FlakySensor):
+    """Wraps a sensor; ``edit(reading)`` may return a changed reading (glitches, unit errors, NaN …)."""
+
+    def __init__(self, inner, edit: Callable[[Reading], Reading]) -> None:  # noqa: ANN001
+        super().__init__(inner, failing=lambda t: False)
+        self.edit = edit
+
+    def read(self) -> Reading:
+        return self.edit(self.inner.read())

@@ -178,6 +178,8 @@ class Ledger:
             raise
 
     def _open(self, new_chain: bool, key_explicit: bool, expected_key_uid: int | None) -> None:
+        if not self.path.exists() and os.path.lexists(self.key_path) and not new_chain:
+            raise self._kept_key_error()
         try:
             con = self._con = connect(self.path, readonly=False)
             con.execute("PRAGMA journal_mode=WAL")
@@ -201,10 +203,7 @@ class Ledger:
                 "refusing to start a new key on an existing chain"
             )
         if not n and key_exists and not new_chain:
-            raise LedgerError(
-                f"{self.path}: the ledger is empty or new but the signing key {self.key_path} exists: a new chain "
-                "beside a kept key would hide a wiped ledger; pass --new-chain to start one on purpose"
-            )
+            raise self._kept_key_error()
         if not key_exists and not key_explicit:
             tree = git_worktree_of(self.key_path)
             if tree is not None:
@@ -238,6 +237,12 @@ class Ledger:
         self.genesis_hash = genesis.hash
         self.pin = Pin(self.public_key, genesis.hash, str(genesis.payload.get("ledger_id") or "") or None)
         self._write_pin()
+
+    def _kept_key_error(self) -> LedgerError:
+        return LedgerError(
+            f"{self.path}: the ledger is empty or new but the signing key {self.key_path} exists: a new chain "
+            "beside a kept key would hide a wiped ledger; pass --new-chain to start one on purpose"
+        )
 
     def _write_pin(self) -> None:
         """Export the pin for verifiers (rewritten only when missing or different)."""
