@@ -593,3 +593,20 @@ def test_fully_edited_ledger_names_every_row(tmp_path: Path) -> None:
     )
     res = verify_ledger(p)
     assert [(x.seq, x.kind) for x in res.problems] == [(s, "edited") for s in range(2, 52)]
+
+
+def test_verify_locates_every_row_of_a_moved_block(tmp_path: Path) -> None:
+    """Rows 2..11 and 12..21 exchanged as blocks: inner rows still link to their neighbours, yet each is
+    found at the position it was signed at."""
+    p = tmp_path / "blocks.db"
+    with Ledger(p) as led:
+        for i in range(25):
+            led.append("workload", _workload(i))
+    _sql(
+        p,
+        "UPDATE entries SET seq = -seq WHERE seq BETWEEN 2 AND 21",
+        "UPDATE entries SET seq = CASE WHEN -seq <= 11 THEN -seq + 10 ELSE -seq - 10 END WHERE seq < 0",
+    )
+    res = verify_ledger(p)
+    assert [(x.seq, x.kind) for x in res.problems] == [(s, "moved") for s in range(2, 22)]
+    assert "signed row 12" in res.problems[0].message

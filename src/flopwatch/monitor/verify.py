@@ -1,11 +1,12 @@
 """``flopwatch ledger verify``: schema, pin, every row's hash, signature, sequence number and chain link.
 
 Streaming and linear: rows are read from the cursor in sequence order and never held all at once; each row
-costs one SHA-256 and at most one Ed25519 check. A row that is out of place (its link does not match the row
-before it) is located without trying neighbours with signatures: its ``prev_hash`` names the row it originally
-followed, so a second streaming pass over ``(seq, hash)`` finds that row, the candidate position is the next
-one, and a single signature check confirms it (a cheap SHA-256 search of ±64 positions covers a row whose
-predecessor moved too). Memory is bounded by the number of out-of-place rows, not by the ledger.
+costs one SHA-256 and at most one Ed25519 check. A row that fails is first reported where it stands (edited,
+or forged when only the signature fails). If any row's hash fails, a second pass locates moved rows without
+trying neighbours: moving a row keeps its ``hash`` and ``prev_hash``, so its position in the signed chain is
+its depth along the ``prev_hash → hash`` links from the genesis, which SQLite computes with an index in its
+temporary store; one SHA-256 and one signature check at that depth confirm the move, wherever the row went
+(single swaps, whole blocks, a shuffled ledger). Python memory is bounded by the number of failing rows.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ from flopwatch.monitor.ledger_format import (
     signed_bytes,
 )
 
-#: How far (in sequence numbers) the cheap hash-only search looks for a moved row whose predecessor moved too.
-_MOVE_SEARCH = 64
 _SIG_HEX = re.compile(r"[0-9a-f]{128}")
 
 
@@ -244,8 +243,8 @@ def _verify(
             "with the same key would pass; re-export it with `flopwatch ledger export-key`"
         )
 
-    # Pass 1: stream every row once.
-    pending: dict[str, list[LedgerEntry]] = {}  # prev_hash → out-of-place rows that claim to follow it
+    # Pass 1: stream every row once; failures are classified in place, moved rows are found in pass 2.
+    failing: dict[int, tuple[int, bool]] = {}  # seq → (index of its problem, hash ok at its position)
     expected_seq = 1
     prev_hash_stored = GENESIS_PREV
     prev_auth = True
@@ -256,8 +255,7 @@ def _verify(
         msg = signed_bytes(r.seq, r.kind, r.prev_hash, r.payload_text)
         h_ok = hashlib.sha256(msg).hexdigest() == r.hash
         # One signature check per row; a row whose hash is wrong at this position cannot be authentic here.
-        s_ok = h_ok and _sig_ok(key, r.signature, msg)
-        auth = h_ok and s_ok
+        auth = h_ok and _sig_ok(key, r.signature, msg)
         link_ok = r.prev_hash == prev_hash_stored
         in_place = r.seq == expected_seq
         if first and r.kind != "genesis":
@@ -266,28 +264,15 @@ def _verify(
             gap = f"{expected_seq}" if r.seq - expected_seq == 1 else f"{expected_seq}..{r.seq - 1}"
             problems.append(Problem(r.seq, "deleted", f"row(s) {gap} missing before this row: deleted"))
         if not auth:
-            if link_ok and in_place:
-                problems.append(_in_place_problem(r, h_ok))
-            else:
-                pending.setdefault(r.prev_hash, []).append(r)
+            failing[r.seq] = (len(problems), h_ok)
+            problems.append(_in_place_problem(r, h_ok))
         elif not link_ok and in_place and prev_auth:
             # Two authentic neighbours that do not link: something between them was replaced.
             problems.append(Problem(r.seq, "chain", f"does not follow row {r.seq - 1} in the hash chain"))
         prev_hash_stored, prev_auth, expected_seq, first = r.hash, auth, r.seq + 1, False
     result.n_rows = n
-
-    # Pass 2: locate out-of-place rows by the row they claim to follow.
-    if pending:
-        located: dict[int, int] = {}  # stored seq → original seq
-        if GENESIS_PREV in pending:
-            for r in pending[GENESIS_PREV]:
-                located.setdefault(r.seq, 1)
-        for seq, h in con.execute("SELECT seq, hash FROM main.entries ORDER BY seq"):
-            for r in pending.get(str(h), ()):
-                located.setdefault(r.seq, int(seq) + 1)
-        for rows in pending.values():
-            for r in rows:
-                problems.append(_locate(key, r, located.get(r.seq)))
+    if any(not h_ok for _, h_ok in failing.values()):
+        _locate_moved(con, key, failing, problems)
 
 
 def _in_place_problem(r: LedgerEntry, h_ok: bool) -> Problem:
@@ -298,24 +283,42 @@ def _in_place_problem(r: LedgerEntry, h_ok: bool) -> Problem:
     return Problem(r.seq, "edited", f"({r.kind}) content does not match its hash/signature: row edited")
 
 
-def _locate(key: Ed25519PublicKey, r: LedgerEntry, guess: int | None) -> Problem:
-    """Where the out-of-place row ``r`` was signed: the guess from its predecessor, else a SHA-256 search."""
-    cand: int | None = None
-    if guess is not None and guess != r.seq:
-        if hashlib.sha256(signed_bytes(guess, r.kind, r.prev_hash, r.payload_text)).hexdigest() == r.hash:
-            cand = guess
-    if cand is None:
-        for c in range(max(1, r.seq - _MOVE_SEARCH), r.seq + _MOVE_SEARCH + 1):
-            if (
-                c != r.seq
-                and hashlib.sha256(signed_bytes(c, r.kind, r.prev_hash, r.payload_text)).hexdigest() == r.hash
-            ):
-                cand = c
-                break
-    if cand is not None and _sig_ok(
-        key, r.signature, signed_bytes(cand, r.kind, r.prev_hash, r.payload_text)
-    ):
-        return Problem(r.seq, "moved", f"({r.kind}) holds the signed row {cand}: rows reordered/swapped")
-    return _in_place_problem(
-        r, hashlib.sha256(signed_bytes(r.seq, r.kind, r.prev_hash, r.payload_text)).hexdigest() == r.hash
+def _locate_moved(
+    con: sqlite3.Connection,
+    key: Ed25519PublicKey,
+    failing: dict[int, tuple[int, bool]],
+    problems: list[Problem],
+) -> None:
+    """Pass 2: which failing rows are authentic rows signed at another position?
+
+    A row's position in the *signed* chain is its depth along the ``prev_hash → hash`` links from the genesis
+    (moves keep both columns). SQLite walks the links with an index built in its temporary store (on disk,
+    not in Python memory); each row found at a depth other than its sequence number costs one SHA-256 and one
+    signature check at that depth.
+    """
+    n_max = int(con.execute("SELECT COALESCE(MAX(seq), 0) FROM main.entries").fetchone()[0])
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS _links AS SELECT seq, hash, prev_hash FROM main.entries")
+    con.execute("CREATE INDEX IF NOT EXISTS temp._links_prev ON _links(prev_hash)")
+    walk = con.execute(
+        "WITH RECURSIVE w(seq, hash, depth) AS ("
+        " SELECT seq, hash, 1 FROM _links WHERE prev_hash = ?"
+        " UNION ALL SELECT l.seq, l.hash, w.depth + 1 FROM _links l JOIN w ON l.prev_hash = w.hash"
+        " WHERE w.depth < ?)"  # bounds a cycle planted in the links
+        " SELECT seq, depth FROM w WHERE seq != depth",
+        (GENESIS_PREV, n_max + 1),
     )
+    for seq, depth in walk:
+        seq, depth = int(seq), int(depth)
+        hit = failing.get(seq)
+        if hit is None or hit[1] or problems[hit[0]].kind == "moved":
+            continue
+        row = con.execute(
+            "SELECT seq, kind, prev_hash, payload, hash, signature FROM main.entries WHERE seq = ?", (seq,)
+        ).fetchone()
+        r = LedgerEntry(int(row[0]), str(row[1]), str(row[2]), str(row[3]), str(row[4]), str(row[5]))
+        msg = signed_bytes(depth, r.kind, r.prev_hash, r.payload_text)
+        if hashlib.sha256(msg).hexdigest() == r.hash and _sig_ok(key, r.signature, msg):
+            problems[hit[0]] = Problem(
+                seq, "moved", f"({r.kind}) holds the signed row {depth}: rows reordered/swapped"
+            )
+    con.execute("DROP TABLE IF EXISTS temp._links")
