@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-ledger_app = typer.Typer(help="Inspect and verify a monitor ledger.", no_args_is_help=True)
+from flopwatch.cli._output import console, echo_json, literal, new_app, styled
+
+ledger_app = new_app("Inspect and verify a monitor ledger.")
 
 
 def _fmt_flops(x: object) -> str:
@@ -16,8 +17,6 @@ def _fmt_flops(x: object) -> str:
 
 def _fmt(x: object, spec: str) -> str:
     """A number formatted with ``spec``; anything else (a hand-edited payload) printed literally."""
-    from flopwatch.monitor.literal import literal
-
     if x is None:
         return "—"
     if isinstance(x, (int, float)) and not isinstance(x, bool):
@@ -28,21 +27,12 @@ def _fmt(x: object, spec: str) -> str:
 def _ts(x: object) -> str:
     from datetime import datetime, timezone
 
-    from flopwatch.monitor.literal import literal
-
     if x is None:
         return "—"
     try:
         return datetime.fromtimestamp(float(x), timezone.utc).strftime("%Y-%m-%d %H:%M:%S")  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError, OSError):
         return literal(x)
-
-
-def _console():  # noqa: ANN202 - rich is imported lazily
-    from rich.console import Console
-
-    con = Console()
-    return con if con.is_terminal else Console(width=200)  # pipes and tests: do not squeeze to 80 columns
 
 
 def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
@@ -52,9 +42,7 @@ def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
     """
     from rich.table import Table
 
-    from flopwatch.monitor.literal import text
-
-    t = Table(title=text(title))
+    t = Table(title=styled(title, ""))
     for col in (
         "seq",
         "device",
@@ -68,14 +56,14 @@ def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
         "coverage",
         "warnings",
     ):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")  # user text is shown whole, never cut with an ellipsis
     for w in workloads:
         g = w.get
         warns = g("warnings") or g("flags") or []
         n_warn = len(warns) if isinstance(warns, list) else 1
         t.add_row(
             *(
-                text(c)
+                styled(c, "")
                 for c in (
                     g("seq", "—"),
                     g("device"),
@@ -115,19 +103,19 @@ def ledger_verify(
     anything was tampered with."""
     from flopwatch.errors import InputError
     from flopwatch.monitor.ledger import parse_head, verify_ledger
-    from flopwatch.monitor.literal import literal
+    from flopwatch.monitor.literal import literal as one_line  # newlines escaped too: one problem, one line
 
     if not ledger.exists():
         raise InputError("ledger not found", file=str(ledger))
     head = parse_head(expect_head) if expect_head is not None else None
     res = verify_ledger(ledger, public_key, expect_head=head)
     if json_out:
-        typer.echo(json.dumps(res.to_dict(), indent=2))
+        echo_json(res.to_dict())
     else:
         for p in res.problems:
-            typer.echo(literal(p.line()))
+            typer.echo(one_line(p.line()))
         for w in res.warnings:
-            typer.echo(f"warning: {literal(w)}", err=True)
+            typer.echo(f"warning: {one_line(w)}", err=True)
         status = "OK" if res.ok else "TAMPERED"
         n = len(res.problems)
         typer.echo(
@@ -147,7 +135,6 @@ def ledger_show(
 ) -> None:
     """List the recorded workloads and the latest running totals per device (printed literally)."""
     from flopwatch.monitor.ledger import summarize_ledger, verify_ledger
-    from flopwatch.monitor.literal import literal, text
 
     doc = summarize_ledger(ledger)
     # `show` lists what the file says; say so when the file fails verification, so nobody trusts it unawares.
@@ -160,11 +147,11 @@ def ledger_show(
             err=True,
         )
     if json_out:
-        typer.echo(json.dumps(doc, indent=2))
+        echo_json(doc)
         return
     from rich.table import Table
 
-    con = _console()
+    con = console()
     con.print(_workload_table(doc["workloads"], f"Workloads in {ledger}"))
     if doc["totals"]:
         tt = Table(title="Running totals since the ledger began (latest checkpoint)")
@@ -178,12 +165,12 @@ def ledger_show(
             "min idle W",
             "checkpoint",
         ):
-            tt.add_column(col)
+            tt.add_column(col, overflow="fold")
         for dev, tot in doc["totals"].items():
             g = tot.get
             tt.add_row(
                 *(
-                    text(c)
+                    styled(c, "")
                     for c in (
                         dev,
                         _fmt(g("energy_j", 0.0), "{:.1f}"),
@@ -352,28 +339,23 @@ def monitor_command(
     cfg.validate(str(config) if config else "command line")
     res = Monitor(cfg).run()
     if json_out:
-        typer.echo(
-            json.dumps(
-                {
-                    "session_id": res.session_id,
-                    "end_reason": res.end_reason,
-                    "ledger": str(cfg.ledger),
-                    "ledger_head": {"seq": res.ledger_head[0], "hash": res.ledger_head[1]},
-                    "workloads": res.workloads,
-                    "totals": res.totals,
-                },
-                indent=2,
-            )
+        echo_json(
+            {
+                "session_id": res.session_id,
+                "end_reason": res.end_reason,
+                "ledger": str(cfg.ledger),
+                "ledger_head": {"seq": res.ledger_head[0], "hash": res.ledger_head[1]},
+                "workloads": res.workloads,
+                "totals": res.totals,
+            },
         )
     else:
         if res.workloads:
-            _console().print(_workload_table(res.workloads, "Workloads recorded this session"))
-        from flopwatch.monitor.literal import literal
-
-        typer.echo(
-            f"flopwatch monitor: {literal(res.end_reason)}; {len(res.workloads)} workload(s) recorded in "
-            f"{literal(cfg.ledger)} (head {res.ledger_head[0]}:{res.ledger_head[1]})"
-        )
+            console().print(_workload_table(res.workloads, "Workloads recorded this session"))
+            typer.echo(
+                f"flopwatch monitor: {literal(res.end_reason)}; {len(res.workloads)} workload(s) recorded in "
+                f"{literal(cfg.ledger)} (head {res.ledger_head[0]}:{res.ledger_head[1]})"
+            )
 
 
 def register(app: typer.Typer) -> None:

@@ -1,15 +1,12 @@
-"""Printing strings that came from outside (labels, device names, ledger payloads) exactly as they are.
+"""Strings that came from outside (device names, sensor messages, ledger payloads) in the daemon's log lines.
 
-A device name like ``[/bold]`` must not be read as console markup (rich raises on unbalanced tags, so one such
-row would make ``ledger show`` fail on that ledger forever), and an ANSI escape in a label must not move the
-cursor or fake a line. :func:`literal` escapes every non-printable character (C0/C1 controls, DEL, line and
-paragraph separators) as ``\\xNN``/``\\uNNNN``; :func:`text` wraps the result in a ``rich.text.Text``, which
-rich prints verbatim, never parsing markup.
+An ANSI escape or a newline in a device name must not move the cursor or fake a log line in the journal:
+:func:`literal` escapes every non-printable character (C0/C1 controls including newline, DEL, line and paragraph
+separators) as ``\\xNN``/``\\uNNNN``. (The CLI prints through ``flopwatch.cli._output``, which does the same for
+the console and never parses markup; this module is for the daemon, which must not import the CLI.)
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 
 def literal(value: object) -> str:
@@ -25,10 +22,3 @@ def literal(value: object) -> str:
             o = ord(ch)
             out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
     return "".join(out)
-
-
-def text(value: object, style: str = "") -> Any:
-    """A rich ``Text`` of :func:`literal` (value) — printed as is, no markup parsing."""
-    from rich.text import Text
-
-    return Text(literal(value), style=style)
