@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from flopwatch.errors import SensorError
 from flopwatch.telemetry.sensors.base import Clock, Reading, SensorInfo
 
@@ -120,3 +122,14 @@ class GlitchSensor(FlakySensor):
 
     def read(self) -> Reading:
         return self.edit(self.inner.read())
+
+
+@pytest.fixture(autouse=True)
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Autouse in every monitor/ledger test module (imported there): anything that asks for a temporary
+    directory — the daemon, a subprocess, a library — gets one under ``tmp_path``, so no ledger or key is
+    ever left in the system temp directory."""
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)

@@ -14,6 +14,7 @@ import pytest
 from flopwatch.cli import main
 from flopwatch.errors import InputError, LedgerError
 from flopwatch.monitor.ledger import Ledger, read_entries, summarize_ledger, verify_ledger
+from monitor_helpers import private_tmp  # noqa: F401 - autouse: temporary files under tmp_path
 
 
 def _workload(i: int) -> dict:

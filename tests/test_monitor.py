@@ -15,7 +15,15 @@ from flopwatch.monitor.daemon import Monitor
 from flopwatch.monitor.ledger import read_entries, summarize_ledger, verify_ledger
 from flopwatch.telemetry.sensors.base import VirtualClock
 from flopwatch.telemetry.sensors.replay import open_replay
-from monitor_helpers import P_BUSY_W, P_IDLE_W, FlakySensor, LinearProfile, busy_fn, write_trace
+from monitor_helpers import (  # noqa: F401 - private_tmp: autouse, temporary files under tmp_path
+    P_BUSY_W,
+    P_IDLE_W,
+    FlakySensor,
+    LinearProfile,
+    busy_fn,
+    private_tmp,
+    write_trace,
+)
 
 #: The seed trace's run: d_model 384, batch 16, seq 128, 3 layers, 9000 steps (SOURCE.md).
 SEED_STEPS = 9000

@@ -20,16 +20,15 @@ from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
 from flopwatch.telemetry.plausibility import check_reading
 from flopwatch.telemetry.sensors.base import Reading, VirtualClock
 from flopwatch.telemetry.sensors.replay import open_replay
-from monitor_helpers import P_BUSY_W, P_IDLE_W, GlitchSensor, LinearProfile, busy_fn, write_trace
-
-
-@pytest.fixture(autouse=True)
-def _private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Anything that asks for a temporary directory gets one under tmp_path (no keys left in /tmp)."""
-    import tempfile
-
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", None)
+from monitor_helpers import (  # noqa: F401 - private_tmp: autouse fixture
+    P_BUSY_W,
+    P_IDLE_W,
+    GlitchSensor,
+    LinearProfile,
+    busy_fn,
+    private_tmp,
+    write_trace,
+)
 
 
 def _cfg(tmp_path: Path, **kw) -> MonitorConfig:
