@@ -611,3 +611,24 @@ def test_verify_locates_every_row_of_a_moved_block(tmp_path: Path) -> None:
     res = verify_ledger(p)
     assert [(x.seq, x.kind) for x in res.problems] == [(s, "moved") for s in range(2, 22)]
     assert "signed row 12" in res.problems[0].message
+
+
+def test_show_survives_hand_edited_payloads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Junk written into the file (not JSON, wrong types, NaN) is shown as it is; `show` never fails on it."""
+    p = tmp_path / "junk.db"
+    with Ledger(p) as led:
+        led.append("workload", _workload(0))
+    _sql(
+        p,
+        "INSERT INTO entries VALUES (3, 'workload', 'x', 'not json {', 'h', 's')",
+        "INSERT INTO entries VALUES (4, 'workload', 'x', '[1, 2]', 'h', 's')",
+        "INSERT INTO entries VALUES (5, 'workload', 'x', "
+        '\'{"device": 7, "duration_s": "long", "estimate_flops": NaN, "warnings": "one"}\', \'h\', \'s\')',
+        "INSERT INTO entries VALUES (6, 'checkpoint', 'x', '{\"devices\": [1], \"wall\": \"later\"}', 'h', 's')",
+    )
+    assert main(["ledger", "show", str(p)]) == 0
+    out = capsys.readouterr()
+    assert "FAILS verification" in out.err and "long" in out.out
+    assert main(["ledger", "show", str(p), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)  # strict JSON: NaN became null
+    assert len(doc["workloads"]) == 4 and doc["workloads"][3]["estimate_flops"] is None

@@ -317,3 +317,21 @@ def test_device_names_with_markup_and_escapes_print_literally(
     assert main(["ledger", "show", str(led)]) == 0
     assert _column(capsys.readouterr().out, 2) == shown
     assert summarize_ledger(led)["workloads"][0]["device"] == evil  # stored as it was, shown escaped
+
+
+def test_recovery_reads_hand_edited_checkpoints_without_trusting_bad_values(tmp_path: Path) -> None:
+    from flopwatch.monitor.ledger import Ledger
+
+    dev = "synthetic:0"
+    with Ledger(tmp_path / "ledger.db") as led:
+        led.append("start", {"session_id": "old", "config": {"threshold_flops": "big"}})
+        ow = {"workload_id": "old/w", "net_energy_j": "lots", "duration_s": 30.0, "verdict": "below"}
+        cp = {"energy_j": "x", "net_energy_j": 100.0, "sensor_errors": 2.5e300, "open_workload": ow}
+        led.append("checkpoint", {"session_id": "old", "devices": {dev: cp, "gone:1": [1, 2]}})
+    trace = write_trace(tmp_path / "t.parquet", t_total=20, busy=busy_fn([]))
+    res = Monitor(_cfg(tmp_path), sensors=[_replay(trace)], profile=LinearProfile()).run()
+    tot = res.totals[dev]
+    assert tot["net_energy_j"] < 100.0 + 1e-6 and tot["workloads"] == 1 and tot["workload_s"] == 30.0
+    assert all(math.isfinite(v) for v in tot.values() if isinstance(v, float))
+    (w,) = [r.payload for r in read_entries(tmp_path / "ledger.db") if r.kind == "workload"]
+    assert w["status"] == "interrupted" and w["net_energy_j"] is None and w["verdict"] == "uncertain"

@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from flopwatch.monitor.literal import literal
 from flopwatch.monitor.rows import Assessment, Measurement
 
 log = logging.getLogger("flopwatch.monitor")
@@ -106,7 +107,7 @@ class ProfileAssessor:
             )
         except Exception as e:  # noqa: BLE001 - an estimator failure must never stop the daemon or lose a row
             if not self._warned:
-                log.warning("cannot estimate FLOPs with this profile: %s", e)
+                log.warning("cannot estimate FLOPs with this profile: %s", literal(e))
                 self._warned = True
             warning = f"no estimate: {e}"
             return Assessment(

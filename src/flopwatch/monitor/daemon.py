@@ -48,7 +48,7 @@ from flopwatch.monitor.config import MonitorConfig
 from flopwatch.monitor.exporter import MonitorMetrics
 from flopwatch.monitor.ledger import Ledger
 from flopwatch.monitor.recovery import recover
-from flopwatch.monitor.rows import WorkloadRow
+from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
 from flopwatch.monitor.window import WindowVerdictFn, WorkloadWindow, default_window_verdict
 from flopwatch.telemetry.sensors.base import Gap, Reading, Sensor, SensorInfo, VirtualClock
 
@@ -134,7 +134,7 @@ class Monitor:
         self.fatal: BaseException | None = None
 
     # ------------------------------------------------------------------ ports of the accounts
-    def assess(self, meas: Any) -> Any:
+    def assess(self, meas: Measurement) -> Assessment:
         """The assess stage in use (the injected one, else the profile's)."""
         assert self._assess is not None
         return self._assess(meas)

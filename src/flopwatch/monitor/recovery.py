@@ -38,6 +38,7 @@ class Recovered:
 
 
 def _count(t: Totals, row: WorkloadRow) -> None:
+    # from_payload leaves only finite numbers (or None): a hand-edited row cannot poison the totals
     t.workload_net_energy_j += row.net_energy_j or 0.0
     t.workload_s += row.duration_s or 0.0
     t.workloads += 1

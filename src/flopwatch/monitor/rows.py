@@ -17,6 +17,7 @@ Versions (``row_version`` in the payload):
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -180,33 +181,69 @@ class WorkloadRow:
 
     @classmethod
     def from_payload(cls, d: Mapping[str, Any], **defaults: Any) -> WorkloadRow:
-        """Read a stored row of any version (unknown keys are ignored; ``defaults`` fill missing ones)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        vals: dict[str, Any] = {k: v for k, v in defaults.items() if k in names}
-        vals.update({k: v for k, v in d.items() if k in names and v is not None})
+        """Read a stored row of any version, as typed values (the daemon relies on them: recovery, windows).
+
+        Unknown keys are ignored and ``defaults`` fill missing ones. A value of the wrong type — a hand-edited
+        ledger — is dropped (None) rather than trusted: a number must be a finite int/float, a string a string.
+        """
+        vals: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name in ("warnings", "notes", "row_version"):
+                continue
+            for src in (d, defaults):
+                v = _typed(src.get(f.name), str(f.type))
+                if v is not None:
+                    vals[f.name] = v
+                    break
         version = d.get("row_version", 1)
-        warnings = list(d.get("warnings") or [])
-        if version == 1 or "flags" in d:
-            warnings = [*list(d.get("flags") or []), *warnings]
-        vals["warnings"] = tuple(str(w) for w in warnings)
-        vals["notes"] = tuple(str(w) for w in (d.get("notes") or []))
-        vals["row_version"] = version if isinstance(version, int) else 1
+        vals["row_version"] = version if isinstance(version, int) and not isinstance(version, bool) else 1
+        vals["warnings"] = tuple(_strings(d.get("flags")) + _strings(d.get("warnings")))
+        vals["notes"] = tuple(_strings(d.get("notes")))
         for k in ("workload_id", "device", "status"):
             vals.setdefault(k, "?")
         vals.setdefault("session_id", None)
         return cls(**vals)
 
 
-def migrate_payload(d: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored workload payload of any version as a version-2 dict (for readers: show, verdict windows).
+def _typed(v: Any, annotation: str) -> Any:
+    """``v`` if it has the type ``annotation`` names (numbers finite), else None."""
+    if v is None:
+        return None
+    if annotation.startswith("bool"):
+        return v if isinstance(v, bool) else None
+    if annotation.startswith(("float", "int")):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return None
+        return int(v) if annotation.startswith("int") and float(v).is_integer() else v
+    if annotation.startswith("str"):
+        return v if isinstance(v, str) else None
+    return v
 
-    Keys the row type does not know are kept as they were, so nothing stored is hidden.
+
+def _strings(v: Any) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, (list, tuple)):
+        return [x if isinstance(x, str) else str(x) for x in v]
+    return [str(v)]
+
+
+def migrate_payload(d: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored workload payload of any version in the version-2 layout, values as stored (``ledger show``).
+
+    Version-1 ``flags`` become ``warnings``; fields a version-1 row lacks are added as None/empty; every stored
+    key and value is kept as it is, so nothing stored is hidden or altered.
     """
-    row = WorkloadRow.from_payload(d)
     out = dict(d)
-    out.update(row.to_payload())
-    out["row_version"] = row.row_version  # what was stored, not the reader's version
-    out.pop("flags", None)
+    if "row_version" not in out:
+        out["row_version"] = 1
+    if "flags" in out:
+        out["warnings"] = _strings(out.pop("flags")) + _strings(d.get("warnings"))
+    for f in dataclasses.fields(WorkloadRow):
+        if f.name not in out:
+            out[f.name] = (
+                [] if f.name in ("warnings", "notes") else (False if f.name == "simulated" else None)
+            )
     return out
 
 

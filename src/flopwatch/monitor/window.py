@@ -47,8 +47,8 @@ WindowVerdictFn = Callable[
 ]
 
 
-def _finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def default_window_verdict(
@@ -118,9 +118,14 @@ class WorkloadWindow:
         self.threshold_flops = threshold_flops
         self.verdict_fn = verdict_fn
         self._rows: deque[WorkloadRow] = deque()
+        self._newest = -math.inf
 
     def add(self, row: WorkloadRow) -> None:
         self._rows.append(row)
+        # Rows arrive roughly in end-time order: drop what the newest row already puts out of the window.
+        if row.end_wall is not None:
+            self._newest = max(self._newest, row.end_wall)
+            self.rows(self._newest)
 
     def rows(self, now_wall: float) -> list[WorkloadRow]:
         cut = now_wall - self.window_s
