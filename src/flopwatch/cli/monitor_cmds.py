@@ -219,6 +219,15 @@ def ledger_export_key(
             "genesis row holds no Ed25519 public key", file=str(ledger), record=1, field="public_key_pem"
         )
     pin = Pin(key, first.hash, str(first.payload.get("ledger_id") or "") or None)
+    from flopwatch.monitor.ledger import verify_ledger
+
+    check = verify_ledger(ledger, Pin(key))
+    if not check.ok:  # a pin of a tampered chain would bless it: say so loudly
+        typer.echo(
+            f"warning: {literal(ledger)} FAILS verification ({len(check.problems)} problem(s)); "
+            "this pin binds the chain as it is now — run `flopwatch ledger verify` first",
+            err=True,
+        )
     if output is None:
         typer.echo(pin.text(), nl=False)
     else:
