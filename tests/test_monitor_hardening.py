@@ -335,3 +335,39 @@ def test_recovery_reads_hand_edited_checkpoints_without_trusting_bad_values(tmp_
     assert all(math.isfinite(v) for v in tot.values() if isinstance(v, float))
     (w,) = [r.payload for r in read_entries(tmp_path / "ledger.db") if r.kind == "workload"]
     assert w["status"] == "interrupted" and w["net_energy_j"] is None and w["verdict"] == "uncertain"
+
+
+_NUMERIC = [
+    "poll_s", "sample_hz", "checkpoint_s", "speed", "sensor_fault_s", "duration_s", "verdict_window_s",
+    "util_threshold", "idle_power_w", "busy_power_margin_w", "threshold_flops", "metrics_port", "seed",
+    "start_polls", "end_polls",
+]  # fmt: skip
+
+
+def test_config_validation_accepts_only_finite_in_range_values() -> None:
+    """Property: any value for any numeric setting is either refused with a ConfigError or finite and sane."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from flopwatch.errors import ConfigError
+
+    values = st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.booleans(),
+        st.text(max_size=5),
+    )
+
+    @settings(max_examples=400, deadline=None, derandomize=True)
+    @given(name=st.sampled_from(_NUMERIC), value=values)
+    def check(name: str, value: object) -> None:
+        cfg = MonitorConfig(sensors=["nvml"], ledger=Path("x.db"))
+        try:
+            cfg.update({name: value}).validate()
+        except ConfigError as e:
+            assert name in str(e) and "\n" not in str(e)
+            return
+        v = getattr(cfg, name)
+        assert isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+    check()
