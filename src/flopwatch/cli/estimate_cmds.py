@@ -119,6 +119,11 @@ def register(app: typer.Typer) -> None:
         interval: str = typer.Option(
             "auto", "--interval", help="Interval method: auto, conformal, student-t."
         ),
+        device: str | None = typer.Option(
+            None,
+            "--device",
+            help="Device model (e.g. orin-nano) for datasheet bounds (default: from records).",
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the profile summary as JSON."),
     ) -> None:
         """Fit an estimator on records with ground truth and write a calibration profile."""
@@ -128,7 +133,7 @@ def register(app: typer.Typer) -> None:
         _check_confidence(confidence)
         gate = _gate(min_util, precision)
         rs = load_records(records, require=("net_energy_j", "duration_s", "total_flops"))
-        prof = calibrate(rs, model, confidence=confidence, gate=gate, interval=interval)
+        prof = calibrate(rs, model, confidence=confidence, gate=gate, interval=interval, device=device)
         if output.exists() and output.is_dir():
             raise InputError("is a directory; give a file name for the profile", file=str(output))
         prof.save(output)
@@ -194,6 +199,9 @@ def register(app: typer.Typer) -> None:
             "--strict",
             help="Fail on records of another precision instead of skipping (and listing) them.",
         ),
+        device: str | None = typer.Option(
+            None, "--device", help="Device model for the datasheet bounds (default: the profile's)."
+        ),
         as_json: bool = typer.Option(False, "--json", help="JSON output."),
     ) -> None:
         """Estimate each record's FLOPs with a profile; report errors where ground truth is present."""
@@ -201,6 +209,7 @@ def register(app: typer.Typer) -> None:
 
         from flopwatch.errors import ProfileError
         from flopwatch.estimate.profile import Profile
+        from flopwatch.estimate.verdict import assess_record
         from flopwatch.evaluate.threshold import verdict
         from flopwatch.records import load_records
 
@@ -237,8 +246,18 @@ def register(app: typer.Typer) -> None:
                 "simulated": r.simulated,
                 "warnings": list(e.warnings),
             }
+            # sound verdict bounds from observables only (flopwatch.estimate.verdict)
+            a = assess_record(prof, r, device=device, threshold_flops=thr, confidence=confidence)
+            row.update(
+                regime=a.regime,
+                verdict_lower_flops=a.lower_flops,
+                verdict_upper_flops=a.upper_flops,
+                bound=a.bound,
+                regime_deviations=[d.to_dict() for d in a.deviations],
+                warnings=list(a.warnings),
+            )
             if thr is not None:
-                row["threshold_verdict"] = verdict(e, threshold_flops=thr)
+                row["threshold_verdict"] = a.verdict
             if decl is not None:
                 row["declaration_verdict"] = verdict(e, declared_flops=decl)
             rows.append(row)
