@@ -10,8 +10,12 @@ outside, and by how much. Only a run inside every recorded range may use the cal
 
 Tolerances (:data:`TOLERANCES`) widen each range so that a held-out honest run at the edge of the
 calibration, or one measured in another session, stays inside: on v2 the extreme fp32 frontier runs sit
-up to 5.8 % (net power) and 3.5 % (bytes/J) beyond the range of the other 20; an idle-baseline shift of
-80 mW between sessions moves net power and bytes/J by about 1 %. Settings (power limit, clock) get
+up to 5.8 % (net power) and 3.5 % (bytes/J) beyond the range of the other 20, on the simulated twins
+(8–12 calibration configurations) up to 9.4 % and 17.8 %; an idle-baseline shift of 80 mW between
+sessions moves net power and bytes/J by about 1 %. The widening costs no soundness where it matters:
+bytes/J can only be inflated (the upper bound is evaluated at the widened floor, so inflation never lowers
+it), and on the Orin Nano the widened fp32 range (≤ 0.091 GB/J) stays below every tf32/fp16/bf16 run
+(≥ 0.124 GB/J). Settings (power limit, clock) get
 tolerances of one clock step or 1 %, because a lower cap or clock is exactly what makes a run more
 efficient (flopwatch.sim.dvfs: dynamic energy per operation scales with V²).
 """
@@ -35,8 +39,8 @@ OBSERVABLES: Mapping[str, str] = {
 #: How far outside the calibrated range an observable may lie and still count as in regime:
 #: ("rel", f) widens [lo, hi] to [lo·(1−f), hi·(1+f)]; ("abs", d) to [lo−d, hi+d].
 TOLERANCES: Mapping[str, tuple[str, float]] = {
-    "bytes_per_j": ("rel", 0.075),
-    "net_power_w": ("rel", 0.075),
+    "bytes_per_j": ("rel", 0.20),
+    "net_power_w": ("rel", 0.10),
     "mean_util": ("abs", 0.02),
     "sm_clock_mhz": ("abs", 15.0),  # one step of NVIDIA's supported-clocks table
     "power_limit_w": ("rel", 0.01),
