@@ -62,6 +62,7 @@ def _register_all() -> None:
 
     for mod in (estimate_cmds, telemetry_cmds, workload_cmds, powermodel_cmds, run_cmds, monitor_cmds):
         mod.register(app)
+    __import__("flopwatch.cli.verify_cmds", fromlist=["register"]).register(app)  # verdict, redteam
 
 
 _register_all()

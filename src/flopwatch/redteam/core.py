@@ -97,7 +97,13 @@ class AttackResult:
 
     @property
     def hidden_flops(self) -> float:
-        """Compute the verifier cannot prove: truth − lower bound (0 when the lower bound reaches the truth)."""
+        """Compute still hidden: the part of the truth above the upper bound, which a threshold between the
+        two would clear ("below") although the job exceeds it. 0 when the upper bound holds."""
+        return max(0.0, self.truth_flops - self.upper_flops)
+
+    @property
+    def unproven_flops(self) -> float:
+        """The cost of soundness on the other side: compute the verifier cannot prove (truth − lower bound)."""
         return max(0.0, self.truth_flops - self.lower_flops)
 
     def to_dict(self) -> dict[str, Any]:
@@ -119,6 +125,10 @@ class AttackResult:
             "wrong_below": self.wrong_below,
             "hidden_flops": self.hidden_flops,
             "hidden_pct": self.hidden_flops / self.truth_flops * 100.0,
+            "unproven_pct": self.unproven_flops / self.truth_flops * 100.0,
+            "upper_over_truth": self.upper_flops / self.truth_flops
+            if math.isfinite(self.upper_flops)
+            else None,
             "regime": self.regime,
             "note": self.note,
             "simulated": self.simulated,

@@ -49,6 +49,8 @@ class SuiteResult:
         for (name, dev), rs in groups.items():
             n = len(rs)
             hidden = sorted(r.hidden_flops / r.truth_flops * 100 for r in rs)
+            unproven = sorted(r.unproven_flops / r.truth_flops * 100 for r in rs)
+            up = sorted(r.upper_flops / r.truth_flops for r in rs)
             ratio = sorted((r.estimate_flops or 0.0) / r.truth_flops for r in rs)
             out.append(
                 {
@@ -61,6 +63,8 @@ class SuiteResult:
                     "wrong_below": sum(r.wrong_below for r in rs),
                     "wrong_below_before": sum(r.before_verdict == "below" for r in rs),
                     "hidden_pct": [hidden[0], hidden[-1]],
+                    "unproven_pct": [unproven[0], unproven[-1]],
+                    "upper_over_truth": [up[0], up[-1]],  # inf: unbounded
                     "simulated": rs[0].simulated,
                 }
             )
