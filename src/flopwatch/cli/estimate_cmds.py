@@ -436,6 +436,14 @@ def register(app: typer.Typer) -> None:
             f"false positives ≤ {pct(ts['point_max_fp_rate'])}, false negatives {pct(ts['point_mean_fn_rate'])}",
             highlight=False,
         )
+        ss = d["models"][dm].get("session_shift")
+        if ss:
+            con.print(
+                f"simulated session shift ({dm}: J/TFLOP ×e^N(0, {ss['jpt_sd']:.2%}), idle ±{ss['idle_shift_w'] * 1000:.0f} mW"
+                f"): coverage {ss['coverage']:.1%}, {ss['coverage_widened']:.1%} with the verdict's session widening "
+                f"(median ±{ss['median_halfwidth_widened_pct']:.1f} %)",
+                highlight=False,
+            )
         con.print(f"evaluation took {d['timing_s'] * 1000:.0f} ms")
         for p in written:
             con.print(f"wrote {p}")
