@@ -29,7 +29,7 @@ sessions moved J/TFLOP by 0.76 % (SD). Both factors are assumptions, stated in e
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,3 +197,28 @@ def check_idle_baseline(
                 f"{(idle_power_w - ref) * 1000:.0f} mW (> {allow * 1000:.0f} mW drift): taken under load?"
             )
     return IdleCheck(not reasons, tuple(reasons))
+
+
+def idle_integrity(
+    readings: Sequence[Any], idle_power_w: float, device_name: str | None, reference_idle_w: float | None
+) -> dict[str, Any]:
+    """:func:`check_idle_baseline` on the readings of one baseline measurement (objects with ``util`` and
+    ``sm_clock_mhz``; the means over the samples that report them) → a JSON-ready dict."""
+    utils = [r.util for r in readings if getattr(r, "util", None) is not None]
+    clocks = [r.sm_clock_mhz for r in readings if getattr(r, "sm_clock_mhz", None) is not None]
+    spec = resolve_device(device_name)
+    chk = check_idle_baseline(
+        idle_power_w,
+        spec=spec,
+        reference_idle_w=reference_idle_w,
+        mean_util=sum(utils) / len(utils) if utils else None,
+        sm_clock_mhz=sum(clocks) / len(clocks) if clocks else None,
+    )
+    return {
+        **chk.to_dict(),
+        "device": None if spec is None else spec.key,
+        "reference_idle_w": reference_idle_w
+        if reference_idle_w is not None
+        else (spec.idle_w if spec else None),
+        "drift_w": idle_drift_w(reference_idle_w, spec),
+    }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,12 +27,14 @@ DEVICE = "orin-nano"
 
 
 def find_v2(data_root: str | Path | None = None) -> Path | None:
-    """The v2 records under ``data_root`` (default: ``../shared/data`` from the working directory, then the
-    repository's ``../shared/data``), or None when absent."""
+    """The v2 records under ``data_root`` (default: ``$FLOPWATCH_SHARED/data``, ``../shared/data`` from
+    the working directory, then the repository's ``../shared/data``), or None when absent."""
+    env = os.environ.get("FLOPWATCH_SHARED")
     roots = (
         [Path(data_root)]
         if data_root is not None
         else [
+            *([Path(env) / "data"] if env else []),
             Path.cwd() / ".." / "shared" / "data",
             Path(__file__).resolve().parents[3] / ".." / "shared" / "data",
         ]
