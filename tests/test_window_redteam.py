@@ -141,6 +141,8 @@ def test_redteam_quick_has_no_wrong_below_and_honest_runs_stay_decisive(capsys, 
         assert a["simulated"] == a["device"].startswith("sim:")
     # the code before issue 15 cleared most attacks wrongly: the suite would have caught it
     assert d["wrong_below_before"] > 40
+    # a known open attack is measured and reported apart, never hidden (docs/redteam.md)
+    assert d["open_attacks"] and d["open_wrong_below"] == sum(a["wrong_below"] for a in d["open_attacks"])
 
 
 def test_redteam_table(capsys, v2_records_path):

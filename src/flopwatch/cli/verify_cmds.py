@@ -148,6 +148,13 @@ def register(app: typer.Typer) -> None:
             "SIM: simulated digital twins (flopwatch.sim), not measurements; hidden % = compute above the upper "
             "bound, which a threshold between the two would wrongly clear"
         )
+        for g in d["open_by_attack"]:
+            con.print(
+                f"[bold red]OPEN[/bold red] {g['attack']} ({g['device']}, {g['n']} runs): wrong 'below' "
+                f"{g['wrong_below']}, est ÷ truth {g['estimate_over_truth'][0]:.2f}–{g['estimate_over_truth'][1]:.2f}, "
+                f"hidden {g['hidden_pct'][0]:.0f}–{g['hidden_pct'][1]:.0f} % — not defended (docs/redteam.md)",
+                highlight=False,
+            )
         for s in d["skipped"]:
             con.print(f"skipped: {s}")
         con.print(f"took {d['timing_s']:.1f} s")

@@ -149,3 +149,26 @@ def real_honest(path: Path) -> Iterator[HonestResult]:
         half = assess(prof, obs, device=DEVICE, threshold_flops=0.5 * truth).verdict
         double = assess(prof, obs, device=DEVICE, threshold_flops=2.0 * truth).verdict
         yield HonestResult("orin-nano (real, v2)", r.label, truth, half, double, simulated=False)
+
+
+def power_padding_attacks(path: Path) -> Iterator[AttackResult]:
+    """OPEN (not defended): a tf32/fp16/bf16 job plus a kernel that burns power without DRAM traffic or
+    FLOPs counted by anyone, raising net power into the fp32 frontier's range (6.2 and 7.0 W) at 97 %
+    utilisation. Bytes per joule fall into the fp32 range, so the run looks like an inefficient fp32 run.
+    The attacker spends 2–4× the job's own energy on the burner."""
+    rs = load_records(path)
+    loo = _LOO(rs)
+    for r in rs:
+        if r.dtype not in ("tf32", "fp16", "bf16"):
+            continue
+        for p_w in (6.2, 7.0):
+            obs = dataclasses.replace(
+                observables_from_record(r), net_energy_j=p_w * r.duration_s, mean_util=0.97
+            )
+            yield _attack(
+                "power padding to the fp32 range (open)",
+                loo.without(r.label),
+                r,
+                obs,
+                f"true {r.dtype}, padded from {r.avg_net_power_w:.2f} to {p_w} W net",
+            )

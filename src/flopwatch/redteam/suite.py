@@ -28,6 +28,7 @@ class SuiteResult:
     seed: int
     quick: bool
     skipped: list[str] = field(default_factory=list)
+    open_attacks: list[AttackResult] = field(default_factory=list)  # known, not defended: reported apart
     timing_s: float = 0.0
 
     @property
@@ -41,9 +42,9 @@ class SuiteResult:
         ok = sum((h.verdict_half if which == "half" else h.verdict_double) == want for h in self.honest)
         return ok / len(self.honest) * 100.0
 
-    def summary_by_attack(self) -> list[dict[str, Any]]:
+    def summary_by_attack(self, *, open_: bool = False) -> list[dict[str, Any]]:
         groups: dict[tuple[str, str], list[AttackResult]] = defaultdict(list)
-        for a in self.attacks:
+        for a in self.open_attacks if open_ else self.attacks:
             groups[(a.attack, a.device)].append(a)
         out = []
         for (name, dev), rs in groups.items():
@@ -82,6 +83,10 @@ class SuiteResult:
             "honest_decisive_pct_at_double": double,
             "honest": [h.to_dict() for h in self.honest],
             "by_attack": self.summary_by_attack(),
+            # attacks we know defeat the verifier (docs/redteam.md, "what remains open"): not in wrong_below
+            "open_attacks": [a.to_dict() for a in self.open_attacks],
+            "open_by_attack": self.summary_by_attack(open_=True),
+            "open_wrong_below": sum(a.wrong_below for a in self.open_attacks),
             "seed": self.seed,
             "quick": self.quick,
             "skipped": self.skipped,
@@ -99,6 +104,7 @@ def run_suite(*, quick: bool = False, seed: int = 0, data_root: str | Path | Non
     attacks: list[AttackResult] = []
     honest: list[HonestResult] = []
     skipped: list[str] = []
+    open_attacks: list[AttackResult] = []
     v2 = real.find_v2(data_root)
     if v2 is None:
         skipped.append(
@@ -108,8 +114,9 @@ def run_suite(*, quick: bool = False, seed: int = 0, data_root: str | Path | Non
     else:
         attacks.extend(real.real_attacks(v2))
         honest.extend(real.real_honest(v2))
+        open_attacks = list(real.power_padding_attacks(v2))
     attacks.extend(simulated.split_attacks(quick=quick))
     attacks.extend(simulated.burst_attacks(quick=quick))
     attacks.extend(simulated.power_cap_attacks(quick=quick))
     honest.extend(simulated.sim_honest(quick=quick))
-    return SuiteResult(attacks, honest, seed, quick, skipped, time.perf_counter() - t0)
+    return SuiteResult(attacks, honest, seed, quick, skipped, open_attacks, time.perf_counter() - t0)
