@@ -195,3 +195,23 @@ def test_assessment_json_is_strict(prof):
     json.dumps(d, allow_nan=False)
     assert set(d) >= {"estimate_flops", "lower_flops", "upper_flops", "regime", "verdict", "warnings"}
     assert np.isfinite(d["upper_flops"])
+
+
+def test_assess_workload_is_the_monitor_hook(prof):
+    from flopwatch.estimate import assess_workload
+
+    d = assess_workload(
+        prof,
+        net_energy_j=1141.0,
+        duration_s=146.7,
+        tb_moved=0.0763,
+        mean_util=0.969,
+        idle_power_w=0.642,
+        coverage=1.0,
+        threshold_flops=5e13,
+    )
+    assert d["regime"] == "calibrated" and d["verdict"] == "above" and d["warnings"] == []
+    d = assess_workload(prof, net_energy_j=1141.0, duration_s=146.7, threshold_flops=1e16)
+    assert d["regime"] == "unconfirmed" and d["verdict"] == "uncertain"
+    assert any("not measured" in w for w in d["warnings"])
+    assert assess_workload(prof, net_energy_j=float("nan"), duration_s=1.0)["verdict"] == "n/a"

@@ -358,3 +358,49 @@ def session_drift_w(profile: Profile | None, spec: DeviceSpec | None) -> float |
         return None
     d = profile.verifier.get("idle_drift_w")
     return float(d) if d is not None else idle_drift_w(profile.idle_power_w, spec)
+
+
+def assess_workload(
+    profile: Profile | None,
+    *,
+    net_energy_j: float,
+    duration_s: float,
+    tb_moved: float | None = None,
+    mean_util: float | None = None,
+    idle_power_w: float | None = None,
+    coverage: float | None = None,
+    sm_clock_mhz: float | None = None,
+    power_limit_w: float | None = None,
+    device: DeviceSpec | str | None = None,
+    threshold_flops: float | None = None,
+) -> dict[str, Any]:
+    """The monitor's hook: one workload's observables → ledger-ready fields (``estimate_flops``,
+    ``lower_flops``, ``upper_flops`` — the sound verdict bounds —, ``regime``, ``verdict``, ``warnings``,
+    plus ``calibrated_lower_flops``/``calibrated_upper_flops``, ``bound``, ``confidence``, ``model``).
+
+    Never raises on odd numbers from a live sensor: a non-finite or non-positive duration gives
+    ``verdict "n/a"`` with the reason in ``warnings``.
+    """
+    if not (isinstance(duration_s, (int, float)) and math.isfinite(duration_s) and duration_s > 0) or not (
+        isinstance(net_energy_j, (int, float)) and math.isfinite(net_energy_j)
+    ):
+        return {
+            "estimate_flops": None,
+            "lower_flops": None,
+            "upper_flops": None,
+            "regime": "unconfirmed",
+            "verdict": "n/a",
+            "warnings": [f"no assessment: duration {duration_s!r} s, net energy {net_energy_j!r} J"],
+        }
+    obs = Observables(
+        net_energy_j=float(net_energy_j),
+        duration_s=float(duration_s),
+        tb_moved=_num(tb_moved),
+        mean_util=_num(mean_util),
+        sm_clock_mhz=_num(sm_clock_mhz),
+        power_limit_w=_num(power_limit_w),
+        idle_power_w=_num(idle_power_w),
+        coverage=_num(coverage),
+    )
+    d = assess(profile, obs, device=device, threshold_flops=threshold_flops).to_dict()
+    return d
