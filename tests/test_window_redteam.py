@@ -170,3 +170,28 @@ def test_idle_cli_flags_and_refuses_a_baseline_above_the_calibration(capsys, tmp
     code = main(["idle", "--sensor", "sim:orin-nano", "--duration", "5", "--profile", str(prof), "--strict"])
     assert code == 2
     assert "baseline refused" in capsys.readouterr().err
+
+
+def test_verdict_reads_a_ledger_written_by_the_monitor(capsys, tmp_path):
+    """End to end: the daemon writes rows and checkpoints; `verdict` adds the bursts it never detected."""
+    from monitor_helpers import P_BUSY_W, P_IDLE_W, LinearProfile, busy_fn, write_trace
+
+    from flopwatch.monitor.config import MonitorConfig
+    from flopwatch.monitor.daemon import Monitor
+    from flopwatch.telemetry.sensors.base import VirtualClock
+    from flopwatch.telemetry.sensors.replay import open_replay
+
+    trace = write_trace(
+        tmp_path / "w.parquet", t_total=200, busy=busy_fn([(10, 11), (20, 21), (40, 140), (170, 171)])
+    )
+    cfg = MonitorConfig(sensors=["replay:(given)"], ledger=tmp_path / "ledger.db")
+    res = Monitor(cfg, sensors=open_replay(trace, clock=VirtualClock(t0=0.0)), profile=LinearProfile()).run()
+    assert len(res.workloads) == 1
+    assert main(["verdict", str(cfg.ledger), "--threshold", "1e30", "--json"]) == 0
+    d = _json(capsys)
+    tot = d["total"]
+    assert tot["n_workloads"] == 1
+    # the three 1 s bursts (and any baseline noise) are outside workloads: counted, and unbounded without
+    # an efficiency envelope, so even an enormous threshold is not cleared
+    assert tot["unattributed_net_energy_j"] >= 3 * (P_BUSY_W - P_IDLE_W) * 0.98
+    assert tot["verdict"] == "uncertain"

@@ -224,7 +224,19 @@ def register(app: typer.Typer) -> None:
         skipped: list[dict[str, str]] = []
         for r in rs:
             if prof.dtype != "all" and r.dtype != prof.dtype and not strict:
-                skipped.append({"label": r.label, "reason": f"precision {r.dtype} != profile's {prof.dtype}"})
+                # no calibrated estimate for a declared other precision, but a declaration is only a claim:
+                # the sound verdict (observables only) is still given
+                a = assess_record(prof, r, device=device, threshold_flops=thr)
+                skipped.append(
+                    {
+                        "label": r.label,
+                        "reason": f"precision {r.dtype} != profile's {prof.dtype}",
+                        "regime": a.regime,
+                        "verdict_lower_flops": a.lower_flops,
+                        "verdict_upper_flops": a.upper_flops,
+                        **({"threshold_verdict": a.verdict} if thr is not None else {}),
+                    }
+                )
                 continue
             try:
                 e = prof.estimate_record(r, confidence=confidence)
