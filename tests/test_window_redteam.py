@@ -174,12 +174,11 @@ def test_idle_cli_flags_and_refuses_a_baseline_above_the_calibration(capsys, tmp
 
 def test_verdict_reads_a_ledger_written_by_the_monitor(capsys, tmp_path):
     """End to end: the daemon writes rows and checkpoints; `verdict` adds the bursts it never detected."""
-    from monitor_helpers import P_BUSY_W, P_IDLE_W, LinearProfile, busy_fn, write_trace
-
     from flopwatch.monitor.config import MonitorConfig
     from flopwatch.monitor.daemon import Monitor
     from flopwatch.telemetry.sensors.base import VirtualClock
     from flopwatch.telemetry.sensors.replay import open_replay
+    from monitor_helpers import P_BUSY_W, P_IDLE_W, LinearProfile, busy_fn, write_trace
 
     trace = write_trace(
         tmp_path / "w.parquet", t_total=200, busy=busy_fn([(10, 11), (20, 21), (40, 140), (170, 171)])

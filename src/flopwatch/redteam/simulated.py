@@ -93,13 +93,9 @@ def observe(acc: SimulatedAccelerator, t0: float, t1: float, *, busy_only_util: 
 
 def _record(acc: SimulatedAccelerator, run: SimulatedRun) -> WorkloadRecord:
     o = observe(acc, run.start_s, run.end_s)
-    raw: dict[str, Any] = {
-        "device_name": acc.spec.key,
-        "mean_sm_clock_mhz": o.sm_clock_mhz,
-        "simulated": True,
-    }
+    extra: dict[str, Any] = {"mean_sm_clock_mhz": o.sm_clock_mhz}
     if o.power_limit_w is not None:
-        raw["power_limit_w"] = o.power_limit_w
+        extra["power_limit_w"] = o.power_limit_w
     return WorkloadRecord(
         label=run.label,
         net_energy_j=o.net_energy_j,
@@ -109,8 +105,9 @@ def _record(acc: SimulatedAccelerator, run: SimulatedRun) -> WorkloadRecord:
         total_flops=run.total_flops,
         dtype=run.workload.dtype,
         idle_power_w=acc.idle_power_w,
-        raw=raw,
+        device_name=acc.spec.key,
         simulated=True,
+        extra=extra,
     )
 
 
