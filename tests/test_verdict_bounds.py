@@ -115,8 +115,10 @@ def test_honest_frontier_runs_stay_decisive(v2):
         assert assess(prof, obs, threshold_flops=2.0 * r.total_flops).verdict == "below"
 
 
-def test_inflating_the_dram_counter_never_lowers_the_upper_bound(prof, v2):
+@pytest.mark.parametrize("model", ["default", "eq1", "loglin-p-bw"])
+def test_inflating_the_dram_counter_never_lowers_the_upper_bound(v2, model):
     """Issue 15 item 4: for every frontier run and every inflation factor, upper bound is non-decreasing."""
+    prof = calibrate(v2, model, device="orin-nano")
     for r in _frontier(v2):
         base = observables_from_record(r)
         uppers = [
