@@ -82,7 +82,8 @@ PARQUET_CASES = {
     "infinite power": (_set("power_w", 500, np.inf), "power_w", "not finite"),
     "infinite counter": (_set("energy_j", 500, -np.inf), "energy_j", "not finite"),
     "negative DRAM": (_set("dram_bytes_per_s", 500, -1.0), "dram_bytes_per_s", "negative DRAM"),
-    "far above any TDP": (_set("power_w", 500, 5000.0), "power_w", "implausible"),
+    "far above any TDP": (_set("power_w", 500, 6000.0), "power_w", "implausible"),
+    "negative counter": (_set("energy_j", 500, -3.0), "energy_j", "negative energy counter"),
 }
 
 
@@ -104,6 +105,10 @@ def test_power_above_the_devices_tdp(tmp_path, capsys) -> None:
     with pytest.raises(InputError, match="A100.*TDP") as ei:
         detect_workloads(path)
     assert ei.value.record == "row 77"
+    dram = _write(tmp_path, "dram.parquet", _set("dram_bytes_per_s", 78, 9e12), md)  # A100: 2.04 TB/s
+    with pytest.raises(InputError, match="peak bandwidth") as ei:
+        detect_workloads(dram)
+    assert ei.value.record == "row 78" and ei.value.field == "dram_bytes_per_s"
     ok = _write(tmp_path, "unknown.parquet", _set("power_w", 77, 900.0))
     assert detect_workloads(ok).idle_power_w > 0  # read: no spec, no TDP to compare with
 

@@ -29,20 +29,18 @@ import numpy as np
 from flopwatch.errors import InputError
 
 if TYPE_CHECKING:
+    from flopwatch.devices import DeviceSpec
     from flopwatch.telemetry.reading import Trace
 
 #: Rows per chunk when a source is not already chunked (Parquet row groups are read as written).
 CHUNK_ROWS = 16_384
 #: Numeric columns the validator checks (a subset of the trace schema's float columns).
 VALUE_COLUMNS = ("power_w", "energy_j", "util", "mem_util", "dram_bytes_per_s", "sm_clock_mhz", "temp_c")
-#: Power above ``TDP_FACTOR × TDP`` is refused. Board power as the drivers report it (NVML's
-#: ``nvmlDeviceGetPowerUsage``, ~1 s averages; amdsmi's socket power) is held at or below the enforced
-#: power limit, which datacenter boards cap at the TDP (NVIDIA A100/H100 datasheets: "Max TDP"); twice the
-#: TDP leaves room for sub-second transients of fast sensors and for sibling SKUs of the same family.
-TDP_FACTOR = 2.0
-#: Ceiling for a device whose spec is unknown: above any single accelerator package (the largest, a
-#: GB200 superchip, is specified at 2.7 kW for two GPUs and a CPU: NVIDIA GB200 NVL72 datasheet, 2024).
-GENERIC_MAX_POWER_W = 3000.0
+# Physical limits are those of :mod:`flopwatch.telemetry.plausibility` (the monitor's per-reading check),
+# applied here to whole columns: power ≤ 2 × the device's TDP (a generic ceiling without a spec), DRAM
+# traffic ≤ 1.5 × its peak bandwidth, utilisation in 0–1, no negative power, counter, traffic or clock.
+#: Float rounding allowed around the 0–1 utilisation range (as plausibility.py allows).
+RATIO_EPS = 1e-6
 #: The seed's ``timeseries.json`` files are under 1 MiB; a JSON trace is parsed whole, so cap its size.
 MAX_JSON_BYTES = 256 * 2**20
 
@@ -111,40 +109,37 @@ def check_regular_file(p: Path) -> os.stat_result:
 
 
 # ---------------------------------------------------------------------- plausibility
-def power_ceilings(metadata: Mapping[str, Any]) -> dict[str, tuple[float, str]]:
-    """Per device id: (power ceiling in W, where it comes from), from the ``devices`` list of the metadata."""
+def device_specs(metadata: Mapping[str, Any]) -> dict[str, DeviceSpec]:
+    """Per device id: its :class:`~flopwatch.devices.DeviceSpec`, from the metadata's ``devices`` list."""
     from flopwatch.devices import get_device
 
-    out: dict[str, tuple[float, str]] = {}
+    out: dict[str, DeviceSpec] = {}
     devs = metadata.get("devices")
     if isinstance(devs, list):
         for d in devs:
             if not isinstance(d, dict) or not isinstance(d.get("device_id"), str):
                 continue
             for key in (d.get("spec_key"), d.get("name")):
-                if not isinstance(key, str) or not key:
-                    continue
-                try:
-                    spec = get_device(key)
-                except InputError:
-                    continue
-                out[d["device_id"]] = (TDP_FACTOR * spec.tdp_w, f"{TDP_FACTOR:g} × the {spec.name}'s TDP")
-                break
+                if isinstance(key, str) and key:
+                    try:
+                        out[d["device_id"]] = get_device(key)
+                        break
+                    except InputError:
+                        continue
     return out
 
 
-def _device_ceiling(name: str, known: Mapping[str, tuple[float, str]]) -> tuple[float, str]:
+def _device_spec(name: str, known: Mapping[str, DeviceSpec]) -> DeviceSpec | None:
     if name in known:
         return known[name]
     if name.startswith("sim:"):  # "sim:a100#0": the simulated device's spec key
         from flopwatch.devices import get_device
 
         try:
-            spec = get_device(name[4:].split("#", 1)[0])
-            return TDP_FACTOR * spec.tdp_w, f"{TDP_FACTOR:g} × the {spec.name}'s TDP"
+            return get_device(name[4:].split("#", 1)[0])
         except InputError:
-            pass
-    return GENERIC_MAX_POWER_W, "the largest accelerator package"
+            return None
+    return None
 
 
 class Validator:
@@ -152,13 +147,42 @@ class Validator:
 
     def __init__(self, file: str, metadata: Mapping[str, Any]) -> None:
         self.file = file
-        self._known = power_ceilings(metadata)
-        self._ceiling: dict[int, tuple[float, str]] = {}
+        self._known = device_specs(metadata)
+        self._spec: dict[int, DeviceSpec | None] = {}
         self._last: dict[int, tuple[float, np.ndarray, int]] = {}  # device → (t, values, row) of last sample
         self.duplicates_dropped = 0
 
     def _fail(self, row: int, fld: str, msg: str) -> None:
         raise InputError(msg, file=self.file, record=f"row {row}", field=fld)
+
+    def _check_spec(self, ch: Chunk, idx: np.ndarray, device: str, spec: DeviceSpec | None) -> None:
+        """Power above the device's plausible ceiling; DRAM traffic above its peak bandwidth."""
+        from flopwatch.telemetry.plausibility import BANDWIDTH_FACTOR, POWER_TDP_FACTOR, max_power_w
+
+        p = ch.cols.get("power_w")
+        if p is not None:
+            cap = max_power_w(spec)
+            hi = p[idx] > cap
+            if hi.any():
+                i = int(idx[np.argmax(hi)])
+                why = f"{POWER_TDP_FACTOR:g} × the {spec.name}'s TDP" if spec else "above any board"
+                self._fail(
+                    ch.row0 + i,
+                    "power_w",
+                    f"power {p[i]:.6g} W on {device} is implausible (> {cap:g} W, {why})",
+                )
+        d = ch.cols.get("dram_bytes_per_s")
+        if d is not None and spec is not None:
+            cap = BANDWIDTH_FACTOR * spec.mem_bw_bytes_per_s
+            hi = d[idx] > cap
+            if hi.any():
+                i = int(idx[np.argmax(hi)])
+                self._fail(
+                    ch.row0 + i,
+                    "dram_bytes_per_s",
+                    f"DRAM traffic {d[i]:.6g} B/s on {device} is implausible "
+                    f"(> {BANDWIDTH_FACTOR:g} × the {spec.name}'s peak bandwidth)",
+                )
 
     def check(self, ch: Chunk, names: Sequence[str]) -> Chunk:
         """Validate ``ch`` (codes into ``names``); returns it without identical duplicate samples."""
@@ -188,34 +212,32 @@ class Validator:
             u = ch.cols.get(c)
             if u is None:
                 continue
-            out = samp & ((u < 0) | (u > 1))
+            out = samp & ((u < -RATIO_EPS) | (u > 1 + RATIO_EPS))
             if out.any():
                 i = int(np.argmax(out))
                 hint = " (a percentage? utilisation is a 0–1 ratio)" if 1 < u[i] <= 100 else ""
                 self._fail(ch.row0 + i, c, f"utilisation {u[i]} outside 0–1{hint}")
-        d = ch.cols.get("dram_bytes_per_s")
-        if d is not None:
-            neg = samp & (d < 0)
+        for c, what, unit in (
+            ("dram_bytes_per_s", "DRAM traffic", "B/s"),
+            ("energy_j", "energy counter", "J"),
+            ("sm_clock_mhz", "clock", "MHz"),
+        ):
+            v = ch.cols.get(c)
+            if v is None:
+                continue
+            neg = samp & (v < 0)
             if neg.any():
                 i = int(np.argmax(neg))
-                self._fail(ch.row0 + i, "dram_bytes_per_s", f"negative DRAM traffic ({d[i]} B/s)")
+                self._fail(ch.row0 + i, c, f"negative {what} ({v[i]} {unit})")
         keep = np.ones(n, dtype=bool)
         check_cols = [c for c in ("power_w", "energy_j", "util") if c in ch.cols]
         for code in np.unique(ch.device[samp]) if samp.any() else ():
             code = int(code)
             idx = np.flatnonzero(samp & (ch.device == code))
-            if code >= 0 and p is not None:
-                if code not in self._ceiling:
-                    self._ceiling[code] = _device_ceiling(names[code], self._known)
-                cap, why = self._ceiling[code]
-                hi = p[idx] > cap
-                if hi.any():
-                    i = int(idx[np.argmax(hi)])
-                    self._fail(
-                        ch.row0 + i,
-                        "power_w",
-                        f"power {p[i]:.6g} W on {names[code]} is implausible (above {cap:g} W, {why})",
-                    )
+            if code >= 0:
+                if code not in self._spec:
+                    self._spec[code] = _device_spec(names[code], self._known)
+                self._check_spec(ch, idx, names[code], self._spec[code])
             t = ch.t_s[idx]
             vals = (
                 np.stack([ch.cols[c][idx] for c in check_cols], axis=1)
