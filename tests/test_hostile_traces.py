@@ -109,6 +109,10 @@ def test_power_above_the_devices_tdp(tmp_path, capsys) -> None:
     with pytest.raises(InputError, match="peak bandwidth") as ei:
         detect_workloads(dram)
     assert ei.value.record == "row 78" and ei.value.field == "dram_bytes_per_s"
+    cpu = {"devices": [{"device_id": "gpu0", "spec_key": "cpu"}]}  # RAPL: a placeholder spec, generic limits
+    assert (
+        detect_workloads(_write(tmp_path, "rapl.parquet", _set("power_w", 77, 300.0), cpu)).idle_power_w > 0
+    )
     ok = _write(tmp_path, "unknown.parquet", _set("power_w", 77, 900.0))
     assert detect_workloads(ok).idle_power_w > 0  # read: no spec, no TDP to compare with
 

@@ -122,11 +122,19 @@ def device_specs(metadata: Mapping[str, Any]) -> dict[str, DeviceSpec]:
             for key in (d.get("spec_key"), d.get("name")):
                 if isinstance(key, str) and key:
                     try:
-                        out[d["device_id"]] = get_device(key)
-                        break
+                        spec = get_device(key)
                     except InputError:
                         continue
+                    if _real_spec(spec):
+                        out[d["device_id"]] = spec
+                    break
     return out
+
+
+def _real_spec(spec: DeviceSpec) -> bool:
+    """A datasheet spec, not a placeholder: the "Generic CPU" entry (RAPL) has a nominal 125 W TDP and 50 GB/s
+    that a real server package exceeds, so its readings are held to the generic limits only."""
+    return "placeholder" not in spec.sources
 
 
 def _device_spec(name: str, known: Mapping[str, DeviceSpec]) -> DeviceSpec | None:
@@ -136,9 +144,10 @@ def _device_spec(name: str, known: Mapping[str, DeviceSpec]) -> DeviceSpec | Non
         from flopwatch.devices import get_device
 
         try:
-            return get_device(name[4:].split("#", 1)[0])
+            spec = get_device(name[4:].split("#", 1)[0])
         except InputError:
             return None
+        return spec if _real_spec(spec) else None
     return None
 
 
