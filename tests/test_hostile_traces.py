@@ -217,3 +217,14 @@ def test_wrong_column_types(tmp_path, capsys) -> None:
         Trace.read(p2)
     assert ei.value.record == "row 1"
     _cli_refuses(p2, capsys, "row 1", "t_s")
+
+
+def test_tegrastats_logs_special_files_refused(tmp_path) -> None:
+    from flopwatch.telemetry.sensors.tegrastats import read_log
+
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    for path, why in ((fifo, "FIFO"), (tmp_path, "directory"), (Path("/dev/zero"), "not a regular file")):
+        if path.exists():
+            with pytest.raises(InputError, match=why):
+                read_log(path)
