@@ -483,7 +483,7 @@ def _peak_for(device_name: str, spec_key: str | None, dtype: str) -> tuple[float
             continue
         if spec.supports(dtype):
             table = CPU_PLACEHOLDER_PEAK if spec.vendor == "cpu" else DATASHEET_PEAK
-            return spec.peak(dtype), spec.name, table
+            return spec.mfu_peak(dtype), spec.name, table
     raise InputError(
         f"no datasheet peak for {device_name!r} in {dtype}; add it to flopwatch.devices", field="dtype"
     )

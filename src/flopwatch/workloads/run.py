@@ -157,7 +157,8 @@ def _cpu_name(cpuinfo: str = "/proc/cpuinfo") -> str:
 def _device_peak(device: str, device_name: str, dtype: str) -> tuple[float | None, str | None, str | None]:
     """Peak FLOP/s from ``devices.py`` (never hard-coded here), the spec key and the peak's source.
 
-    fp32 is the FP32-vector peak and tf32 the TF32 tensor peak (``matmul_precision`` runs exactly that);
+    :meth:`~flopwatch.devices.DeviceSpec.mfu_peak`: fp32 is the FP32-vector peak (the matrix peak where fp32
+    GEMMs run on matrix units, MI200) and tf32 the TF32 tensor peak (``matmul_precision`` runs exactly that);
     fp16/bf16 the dense tensor peaks. None when the device or dtype is not in the table.
     """
     from flopwatch.devices import get_device
@@ -168,10 +169,10 @@ def _device_peak(device: str, device_name: str, dtype: str) -> tuple[float | Non
         return None, None, None
     if not spec.supports(dtype):
         return None, spec.key, None
-    source = "; ".join(spec.sources)
+    source = f"{spec.mfu_peak_label(dtype)}: " + "; ".join(spec.sources)
     if spec.vendor == "cpu":
         source = f"nominal placeholder peak ({spec.idle_source.split(': ', 1)[-1]})"
-    return spec.peak(dtype), spec.key, source
+    return spec.mfu_peak(dtype), spec.key, source
 
 
 def _step_stats(times_s: list[float]) -> dict[str, float]:
