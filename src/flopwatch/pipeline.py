@@ -1163,7 +1163,9 @@ def _analyse(
             "power_model_source": pm.source,
             "true_idle_power_w": pm.idle_w,
         }
-    return summary
+    from flopwatch.report.headline import apply_headline  # the verdict on top of summary.json and the report
+
+    return apply_headline(summary, ev)
 
 
 def constant_jpf_baseline(ev: Any) -> dict[str, float]:
@@ -1194,7 +1196,7 @@ def _failed_summary(
         "heldout_mae_pct": None,
         "frac_splits_any_over_10pct": None,
         "idle_power_w": None,
-        "schema": "flopwatch.run/1",
+        "schema": "flopwatch.run/2",
         "flopwatch_version": __version__,
         "error": str(err) if isinstance(err, FlopwatchError) else f"{type(err).__name__}: {err}",
         "device_name": ex.device_name,
