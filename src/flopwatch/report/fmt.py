@@ -59,8 +59,23 @@ def share(x: Any, *, none: str = NONE) -> str:
         return str(x)
 
 
-def tick_formatter() -> Any:
-    """A matplotlib tick formatter that prints ticks like :func:`sig3` (no ``-0.0``, no mixed notations)."""
-    from matplotlib.ticker import FuncFormatter
+def tick(x: float) -> str:
+    """A tick label: :func:`sig3` without trailing zeros (``15``, ``2.8``, ``0``; never ``-0.0``)."""
+    s = sig3(x)
+    if "e" in s:
+        mant, exp = s.split("e")
+        return (mant.rstrip("0").rstrip(".") if "." in mant else mant) + "e" + exp
+    return s.rstrip("0").rstrip(".") if "." in s else s
 
-    return FuncFormatter(lambda v, _pos: sig3(v))
+
+def tick_formatter() -> Any:
+    """A matplotlib tick formatter that prints ticks like :func:`tick` (no ``-0.0``, no mixed notations)."""
+    from matplotlib.ticker import Formatter
+
+    class _Tick(Formatter):  # type: ignore[misc]
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            lo, hi = self.axis.get_view_interval() if self.axis is not None else (0.0, 0.0)
+            # 5.6e-17 is zero on an axis spanning ±15: floating-point noise of the tick locator
+            return tick(0.0 if abs(x) < 1e-9 * abs(hi - lo) else x)
+
+    return _Tick()

@@ -70,9 +70,9 @@ def _img(path: Path) -> str:
 _CAPTIONS = {
     "run_timeline": "Sensor power and utilisation over the whole run; shaded: workloads the detector found. The "
     "idle line is the baseline subtracted to get each workload's net energy E_net.",
-    "run_energy_vs_flops": "Net energy against ground-truth FLOPs (left) and energy per FLOP against MFU (right). "
-    "If energy were proportional to FLOPs the right panel would be flat; its spread is what the estimator must "
-    "explain from telemetry.",
+    "run_energy_vs_flops": "Net energy against ground-truth FLOPs, every run (left), and energy per FLOP against MFU "
+    "for the frontier runs on linear axes (right; MFU against hardware FLOPs). If energy were proportional to FLOPs "
+    "the right panel would be flat; its spread is what the estimator must explain from telemetry.",
     "run_heldout_vs_truth": "Held-out estimates of the default model against ground truth, every split pooled; the "
     "grey band is ±10 %.",
     "fig4_per_workload": "Per workload: the held-out error of each model over the splits in which that workload was "
@@ -80,7 +80,8 @@ _CAPTIONS = {
     "fig5_by_hyperparameter": "Held-out MAE grouped by model width, batch size, sequence length and depth: where an "
     "estimator is systematically worse.",
     "fig6_ablation": "Left: distribution of held-out signed errors, all splits. Right: per-split MAE of each model on "
-    "the same splits (the study's eq. 1 vs eq. 2 ablation, plus flopwatch's models).",
+    "the same splits: the study's eq. 1 vs eq. 2 ablation plus flopwatch's models where both equations could be "
+    "evaluated; a model this data cannot support is listed under 'Not evaluated' and absent here.",
     "coverage": "Calibration of the prediction intervals: share of held-out truths inside the interval against the "
     "nominal confidence (on the dashed line = honest intervals).",
     "threshold_rates": "Threshold analysis over a grid of thresholds T: false-positive (solid) and false-negative "
