@@ -586,7 +586,7 @@ def bench_cmd(
         if con is not None:
             con.print(
                 f"{row['model_name']} b{row['batch_size']} {row['dtype']} rep {row['repeat']}: "
-                f"MFU {row['mfu_percentage_calflops_mean']:.3g} %, util {_fmt(row['gpu_utilization_mean'], 1)} %, "
+                f"MFU {row['mfu_percentage_hardware_flops_mean']:.3g} % (hardware FLOPs), util {_fmt(row['gpu_utilization_mean'], 1)} %, "
                 f"power {_fmt(row['power_draw_watts_mean'], 1)} W, {row['samples_per_config']} windows ({row['stop_reason']})"
                 + (" [simulated]" if row["simulated"] else "")
             )
