@@ -200,8 +200,7 @@ def build_headline(summary: dict[str, Any], ev: Any) -> dict[str, Any]:
             "shifts_w": sorted(m.idle_shift_mae),
             "mae_pct": {f"{k:+g}": v for k, v in sorted(m.idle_shift_mae.items())},
             "basis": "±12.5 % of this device's idle power: the Jetson study's repeat sessions idled 0.08 W below "
-            "its 0.642 W v2 session (Fowler 2026); the model calibrated on this session, re-scored as if the idle "
-            "baseline were off by that much",
+            "its 0.642 W v2 session (Fowler 2026)",
         },
         "verdict": verdict,
         "supports": supports,
