@@ -187,6 +187,7 @@ def test_bench_on_the_simulated_device_is_labelled_and_fits(tmp_path: Path) -> N
 
 
 def test_bench_on_cpu_with_a_replay_sensor(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="the CPU bench trains a model with torch")
     from flopwatch.telemetry.reading import Trace
     from flopwatch.workloads.sweeps import get_sweep
 
@@ -224,6 +225,7 @@ def test_bench_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_bench_refuses_a_sensor_spec_that_opens_several_devices(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="bench_grid checks the configs on the CPU with torch first")
     from flopwatch.telemetry.reading import Trace
     from flopwatch.workloads.sweeps import get_sweep
 
@@ -246,6 +248,8 @@ def test_bench_refuses_a_sensor_spec_that_opens_several_devices(tmp_path: Path) 
 def test_bench_cli_refuses_bad_grids_before_measuring(
     tmp_path: Path, extra: list[str], needle: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    if needle == "fp16":
+        pytest.importorskip("torch", reason="whether the CPU runs fp16 is asked of torch")
     base = ["bench", "--device", "cpu", "--d-model", "32", "--seq-len", "8", "--batch", "1"]
     argv = base + [a.replace("{tmp}", str(tmp_path)) for a in extra]
     assert main(argv) == 2
