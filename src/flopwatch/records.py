@@ -76,7 +76,7 @@ class WorkloadRecord:
     """One workload run, in SI units (J, s, FLOP, util as a 0–1 ratio): the one record type of flopwatch.
 
     Real workloads (:func:`flopwatch.workloads.run.run_workload`), the simulator
-    (:meth:`flopwatch.sim.accelerator.SimRun.record`) and the join (:func:`flopwatch.join.join_records`) all
+    (:meth:`flopwatch.sim.accelerator.SimulatedRun.record`) and the join (:func:`flopwatch.join.join_records`) all
     produce it; :func:`load_records` reads it back. **Adding a field means adding it here** (and, when it must be
     a checked number, to ``_NUMERIC_FIELDS``/``_RANGES``): :meth:`from_dict` and :meth:`to_dict` follow the
     dataclass fields. Keys a producer adds that are not fields (``sim``, ``host``, ``torch_version`` …) are kept
