@@ -275,6 +275,14 @@ def as_record_set(records: RecordSet | Sequence[WorkloadRecord]) -> RecordSet:
 
 def _number(value: Any, *, file: str, record: str | int, name: str, required: bool) -> float | None:
     """A finite float in its allowed range, or None when absent/null and not required."""
+    tv = type(value)
+    if tv is float or tv is int:  # the common case, checked inline (exact types: a bool is not a number here)
+        v = float(value)
+        if math.isfinite(v):
+            rng = _RANGES.get(name)
+            if rng is None or ((v > rng[0] or (v == rng[0] and rng[1])) and v <= rng[2]):
+                return v
+        # out of range or not finite: the checks below say how
     if value is None:
         if required:
             raise InputError("is missing (null)", file=file, record=record, field=name)
