@@ -34,6 +34,7 @@ from flopwatch.pipeline.plan import Plan, RunOptions
 from flopwatch.pipeline.progress import ANALYSIS_S, Progress
 from flopwatch.records import RecordSet, WorkloadRecord, append_record, record_set
 from flopwatch.telemetry.reading import Trace
+from flopwatch.telemetry.source import TraceSource, open_source
 
 #: The study's split ratio: 14 training runs of 21 (Fowler 2026).
 TRAIN_FRACTION = 14 / 21
@@ -54,7 +55,8 @@ class Stages:
 class Analysis:
     """Everything the stages produced, for the summary and the report."""
 
-    trace: Trace
+    trace_path: Path
+    trace_rows: int  # rows of the trace file, gaps included (identical repeated samples counted once)
     detection: Detection
     joined: list[WorkloadRecord]
     mismatches: list[Mismatch]
@@ -108,6 +110,11 @@ def threshold_verdicts(profile: Any, kept: RecordSet, threshold_flops: float) ->
     return out
 
 
+def trace_rows(src: TraceSource) -> int:
+    """The rows of a trace as :meth:`Trace.read` would load them, counted in one streaming pass."""
+    return sum(len(ch) for ch in src.chunks(()))
+
+
 def analyse(
     choice: DeviceChoice,
     plan: Plan,
@@ -122,9 +129,13 @@ def analyse(
     rec_path = outdir / RECORDS_FILE
 
     prog.stage("detecting workloads")
-    trace = Trace.read(ex.trace_path)
-    det = st.detect(trace)
-    jr = st.join(ex.records, det, t0_s=trace.t0_monotonic_s or 0.0, device=ex.sensor_info.device_id)
+    # Streamed from the file (detection and energy in passes over row groups, memory bounded by a chunk); only
+    # the timeline figure loads the whole trace.
+    src = open_source(ex.trace_path)
+    det = st.detect(src)
+    jr = st.join(
+        ex.records, det, t0_s=src.metadata.get("t0_monotonic_s") or 0.0, device=ex.sensor_info.device_id
+    )
     mismatches = list(jr.mismatches) + [Mismatch(f["label"], "failed", f["error"]) for f in ex.failures]
     joined = [replace(r, simulated=bool(choice.simulated)) for r in jr.records]
     for r in joined:
@@ -166,7 +177,20 @@ def analyse(
     verdicts = threshold_verdicts(profile, gres.kept, threshold)
     prog.advance(ANALYSIS_S["threshold"])
 
-    a = Analysis(trace, det, joined, mismatches, rs, gate.precision, gres, profile, ev, threshold, verdicts)
+    a = Analysis(
+        Path(ex.trace_path),
+        trace_rows(src),
+        det,
+        joined,
+        mismatches,
+        rs,
+        gate.precision,
+        gres,
+        profile,
+        ev,
+        threshold,
+        verdicts,
+    )
     write_figures(a, outdir, simulated=choice.simulated, prog=prog)
     return a
 
@@ -179,7 +203,7 @@ def write_figures(a: Analysis, outdir: Path, *, simulated: bool, prog: Progress)
         from flopwatch.report.run_figures import write_run_figures
 
         return write_run_figures(
-            a.trace,
+            Trace.read(a.trace_path),
             a.detection,
             [r.to_dict() for r in a.joined],
             a.gate,

@@ -123,7 +123,7 @@ def build_summary(
             "rates": ev.thresholds(dm),
         },
         "sampler": ex.sampler_stats,
-        "trace_rows": len(a.trace),
+        "trace_rows": a.trace_rows,
         "figures": [str(p.relative_to(outdir)) for p in a.figures],
         "figure_errors": a.figure_errors,
         "outputs": [n for n in OUTPUT_FILES if (outdir / n).exists()] + [SUMMARY_FILE, REPORT_FILE],
