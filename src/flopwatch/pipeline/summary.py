@@ -56,6 +56,21 @@ def constant_jpf_baseline(ev: Any) -> dict[str, float]:
     return yardstick(ev)
 
 
+def _run_keys(choice: DeviceChoice, plan: Plan, opts: RunOptions, ex: Execution) -> dict[str, Any]:
+    """What was asked for and where: the keys a completed and a failed run's summary share."""
+    return {
+        "device_name": ex.device_name,
+        "device_reason": choice.reason,
+        "spec_key": choice.spec_key,
+        "sweep": plan.sweep_name,
+        "sweep_note": plan.sweep_note,
+        "plan_notes": plan.notes,
+        "quick": opts.quick,
+        "budget_s": opts.budget_s,
+        "seed": opts.seed,
+    }
+
+
 def build_summary(
     choice: DeviceChoice, plan: Plan, opts: RunOptions, ex: Execution, a: Analysis
 ) -> dict[str, Any]:
@@ -77,15 +92,7 @@ def build_summary(
         # extra keys
         "schema": SUMMARY_SCHEMA,
         "flopwatch_version": __version__,
-        "device_name": ex.device_name,
-        "device_reason": choice.reason,
-        "spec_key": choice.spec_key,
-        "sweep": plan.sweep_name,
-        "sweep_note": plan.sweep_note,
-        "plan_notes": plan.notes,
-        "quick": opts.quick,
-        "budget_s": opts.budget_s,
-        "seed": opts.seed,
+        **_run_keys(choice, plan, opts, ex),
         "rate_hz": opts.rate_hz,
         "idle_baseline_s": plan.idle_s,
         "idle_source": a.detection.idle_source,
@@ -151,14 +158,7 @@ def failed_summary(
         "schema": SUMMARY_SCHEMA,
         "flopwatch_version": __version__,
         "error": str(err) if isinstance(err, FlopwatchError) else f"{type(err).__name__}: {err}",
-        "device_name": ex.device_name,
-        "device_reason": choice.reason,
-        "sweep": plan.sweep_name,
-        "sweep_note": plan.sweep_note,
-        "plan_notes": plan.notes,
-        "quick": opts.quick,
-        "budget_s": opts.budget_s,
-        "seed": opts.seed,
+        **_run_keys(choice, plan, opts, ex),
         "join_mismatches": [
             {"label": f["label"], "kind": "failed", "detail": f["error"]} for f in ex.failures
         ],
