@@ -103,7 +103,7 @@ def ledger_verify(
     anything was tampered with."""
     from flopwatch.errors import InputError
     from flopwatch.monitor.ledger import parse_head, verify_ledger
-    from flopwatch.monitor.literal import literal as one_line  # newlines escaped too: one problem, one line
+    from flopwatch.text import literal as one_line  # newlines escaped too: one problem, one line
 
     if not ledger.exists():
         raise InputError("ledger not found", file=str(ledger))
