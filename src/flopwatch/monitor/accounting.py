@@ -272,21 +272,24 @@ class DeviceAccount:
             dnet = de - self.idle_power_w * dt
             u0, u1 = prev.util, r.util
             ubar = _mean(u0, u1)
-            b0, b1 = prev.dram_bytes_per_s, r.dram_bytes_per_s
+            b0, b1 = self._dram_rate(prev), self._dram_rate(r)
             dbytes = (
                 0.5 * ((b0 if b0 is not None else b1) + (b1 if b1 is not None else b0)) * dt  # type: ignore[operator]
                 if (b0 is not None or b1 is not None)
                 else 0.0
             )
-            clk = _mean(prev.sm_clock_mhz, r.sm_clock_mhz)
-            plim = _mean(_power_limit(prev), _power_limit(r))
+            # The clock and power limit the work ran at: intervals busy at both ends only (an idle edge inside
+            # a detected workload would dilute the clock with the idle clock).
+            thr = self.s.util_threshold
+            both_busy = u0 is not None and u1 is not None and u0 > thr and u1 > thr
+            clk = _mean(prev.sm_clock_mhz, r.sm_clock_mhz) if both_busy else None
+            plim = _mean(_power_limit(prev), _power_limit(r)) if both_busy else None
             if not all(math.isfinite(x) for x in (de, dnet, dbytes, dt)):
                 # Cannot happen with plausible readings; never let a non-finite value reach the totals.
                 self._fault(r.t_s, "non-finite energy increment", implausible=True)
                 return
             # A gap longer than 1.5 nominal periods is only partly covered by telemetry.
             covered = dt if dt <= 1.5 * self.period_s + 1e-9 else self.period_s
-            thr = self.s.util_threshold
             busy = (
                 self.open is not None
                 or (u0 is not None and u0 > thr)
@@ -372,6 +375,17 @@ class DeviceAccount:
             self.next_poll += self.s.poll_s * max(
                 1, math.floor((r.t_s - self.next_poll) / self.s.poll_s + 1e-9) + 1
             )
+
+    def _dram_rate(self, r: Reading) -> float | None:
+        """DRAM bytes/s of a reading: the sensor's own, else NVML GPM's DRAM bandwidth utilisation (0–1,
+        ``extra["dram_bw_util"]``) × the datasheet bandwidth (as the pipeline's ``execute`` stage does)."""
+        if r.dram_bytes_per_s is not None:
+            return r.dram_bytes_per_s
+        u = r.extra.get("dram_bw_util") if r.extra else None
+        spec = self.ctx.spec
+        if spec is None or isinstance(u, bool) or not isinstance(u, (int, float)) or not 0 <= u <= 1:
+            return None
+        return float(u) * spec.mem_bw_bytes_per_s
 
     def _end_quiet_stretch(self) -> None:
         t = self.totals

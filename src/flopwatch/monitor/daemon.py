@@ -49,7 +49,12 @@ from flopwatch.monitor.exporter import MonitorMetrics
 from flopwatch.monitor.ledger import Ledger
 from flopwatch.monitor.recovery import recover
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
-from flopwatch.monitor.window import WindowVerdictFn, WorkloadWindow, default_window_verdict
+from flopwatch.monitor.window import (
+    WindowVerdict,
+    WindowVerdictFn,
+    WorkloadWindow,
+    default_window_verdict,
+)
 from flopwatch.telemetry.sensors.base import Gap, Reading, Sensor, SensorInfo, VirtualClock
 
 if TYPE_CHECKING:
@@ -118,6 +123,7 @@ class Monitor:
             verdict_fn=window_verdict or default_window_verdict,
         )
         self._names: dict[str, str] = {}  # device id → name (sensor info; earlier sessions' start rows)
+        self.window_verdict: WindowVerdict | None = None  # the gauge's latest state
         self.session_id = uuid.uuid4().hex[:12]
         self.accounts: dict[str, DeviceAccount] = {}
         self.sensor_info: dict[str, dict[str, Any]] = {}
@@ -153,6 +159,7 @@ class Monitor:
         if row is not None:
             self.window.add(row)
         v = self.window.evaluate(self._outside_now(), now_wall=self._now_wall())
+        self.window_verdict = v
         self.metrics.set_window_verdict(v)
 
     def _outside_now(self) -> dict[str, float]:
@@ -338,13 +345,15 @@ class Monitor:
             "fingerprint": dict(info.fingerprint),
             "capabilities": caps,
         }
+        spec = device_spec(info)
         ctx = DeviceContext(
             device=dev,
             name=info.name,
             kind=info.kind,
             simulated=info.simulated,
-            has_dram="dram_bytes_per_s" in caps,
-            spec=device_spec(info),
+            # DRAM traffic: bytes/s from the sensor, or GPM bandwidth utilisation × the datasheet bandwidth
+            has_dram="dram_bytes_per_s" in caps or ("dram_bw_util" in caps and spec is not None),
+            spec=spec,
         )
         if info.name:
             self._names[dev] = str(info.name)

@@ -50,7 +50,7 @@ class Measurement:
     coverage: float | None
     sensor_errors: int = 0
     implausible_readings: int = 0
-    mean_sm_clock_mhz: float | None = None  # time-weighted over the workload, where the sensor reports it
+    mean_sm_clock_mhz: float | None = None  # time-weighted over busy intervals, where the sensor reports it
     power_limit_w: float | None = None  # enforced power limit (time-weighted), where the sensor reports it
     #: Violated measurement assumptions found by the accounting (coverage, sensor errors, implausible readings,
     #: idle baseline above the lowest settled idle power, negative net energy), with their reasons.
