@@ -192,6 +192,30 @@ def test_a_baseline_above_the_settled_idle_power_is_tracked_and_flags_rows(tmp_p
     assert g == pytest.approx(P_IDLE_W)
 
 
+def test_idle_energy_under_a_high_baseline_cannot_cancel_bursts(tmp_path: Path) -> None:
+    """Bursts under the hysteresis plus long idle under an 80 W baseline (device idles at 50 W): the energy
+    outside workloads that window verdicts bound is at least the bursts' busy net energy, not their sum with
+    the (negative) idle net energy."""
+    bursts = [(20 + 8 * i, 21 + 8 * i) for i in range(10)]
+    trace = write_trace(tmp_path / "t.parquet", t_total=400, busy=busy_fn(bursts))
+    res = Monitor(_cfg(tmp_path, idle_power_w=80.0), sensors=[_replay(trace)], profile=LinearProfile()).run()
+    assert res.workloads == []
+    (tot,) = res.totals.values()
+    assert tot["net_energy_j"] < 0  # all of it together would cancel the bursts
+    assert tot["outside_busy_net_energy_j"] > 0
+    assert tot["outside_net_energy_j"] >= tot["outside_busy_net_energy_j"]
+
+
+def test_the_cli_and_the_daemon_escape_user_strings_with_one_helper() -> None:
+    from flopwatch.cli._output import literal as cli_literal
+    from flopwatch.text import literal
+
+    s = "gpu[/bold]\x1b[31m\nfake line\u2028\t\U0001f600"
+    assert literal(s) == "gpu[/bold]\\x1b[31m\\x0afake line\\u2028\\x09\U0001f600"
+    assert cli_literal(s) == "gpu[/bold]\\x1b[31m\nfake line\\u2028\t\U0001f600"  # the console keeps \n, \t
+    assert literal(42) == "42" and literal("plain") == "plain"
+
+
 def test_a_clean_workload_can_still_be_decided_below(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "t.parquet", t_total=200, busy=busy_fn([(60, 120)]))
     res = Monitor(

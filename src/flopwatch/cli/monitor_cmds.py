@@ -281,8 +281,8 @@ def monitor_command(
     dtype: str | None = typer.Option(
         None,
         "--dtype",
-        help="The operator's precision claim (recorded as a claim, never trusted; default: the profile's "
-        "calibrated precision).",
+        help="The operator's precision claim (recorded in each row as a claim; never used: the regime is "
+        "observed).",
     ),
     verdict_window_s: float | None = typer.Option(
         None, "--verdict-window-s", help="Window of the running window verdict metric (default 86400 s)."

@@ -97,9 +97,10 @@ class Monitor:
 
     ``sensors`` and ``profile`` may be passed in (tests, embedding); otherwise they are opened from the config
     — sensors last, because a replay's clock starts running when it is opened. ``assess`` replaces the default
-    estimate-and-verdict stage (:class:`~flopwatch.monitor.assess.ProfileAssessor` over the profile);
-    ``window_verdict`` replaces the running window verdict behind the exporter's gauge
-    (:func:`~flopwatch.monitor.window.default_window_verdict`).
+    estimate-and-verdict stage (:class:`~flopwatch.monitor.assess.ProfileAssessor`: the sound assessment of
+    ``flopwatch.estimate.assess_workload`` over the profile); ``window_verdict`` replaces the running window
+    verdict behind the exporter's gauge (:func:`~flopwatch.monitor.window.default_window_verdict`:
+    ``flopwatch.evaluate.window.combine_window``, as ``flopwatch verdict``).
     """
 
     def __init__(
