@@ -16,7 +16,7 @@ from flopwatch.errors import InputError
 
 
 def _open(spec: str, speed: float | None) -> list[Any]:
-    from flopwatch.telemetry.sensors.discover import open_sensors
+    from flopwatch.backends import open_sensors
 
     return open_sensors(spec, speed=speed)
 
@@ -27,7 +27,7 @@ def sensors_cmd(
     rapl_root: str = typer.Option("/", "--rapl-root", help="sysfs root to probe for RAPL zones."),
 ) -> None:
     """List the sensors found on this machine, their capabilities, and why a backend is unavailable."""
-    from flopwatch.telemetry.sensors.discover import probe_all
+    from flopwatch.backends import probe_all
 
     statuses = probe_all(jetson_root=jetson_root, rapl_root=rapl_root)
     if as_json:

@@ -11,8 +11,9 @@ therefore adds up, soundly:
 
 "above" when lower > T, "below" when upper < T and no row in the window carries a warning, else
 "uncertain" (:func:`combine_window`, a pure function; the monitor's ``flopwatch_window_verdict`` gauge calls it
-on the same rows and the same outside energy, so the live gauge and ``flopwatch verdict`` agree). :func:`ledger_window_verdicts` reads a ledger through
-:mod:`flopwatch.monitor.ledger` (read-only) and groups by device, job or everything.
+on the same rows and the same outside energy, so the live gauge and ``flopwatch verdict`` agree).
+:func:`ledger_window_verdicts` judges a ledger's entries, read by the caller through
+:mod:`flopwatch.monitor.ledger` (read-only), grouped by device, job or everything.
 """
 
 from __future__ import annotations
@@ -210,22 +211,22 @@ def _outside_at(
 
 
 def ledger_window_verdicts(
-    path: str,
+    entries: Iterable[Any],
     *,
+    source: str = "",
     threshold_flops: float | None,
     window_s: float | None,
     by: str = "all",
     profile: Profile | None = None,
     device: str | None = None,
 ) -> dict[str, Any]:
-    """Window verdicts of a ledger (read-only). ``by``: "all", "device" or "job"."""
+    """Window verdicts of a ledger's entries (``flopwatch.monitor.ledger.read_entries``, read by the caller: evaluate
+    does not import the monitor, which imports evaluate). ``by``: "all", "device" or "job"."""
     from flopwatch.estimate.bounds import resolve_device
     from flopwatch.estimate.verdict import profile_envelope
-    from flopwatch.monitor.ledger import read_entries
 
     if by not in ("all", "device", "job"):
         raise InputError(f"must be device, job or all, got {by!r}", field="--by")
-    entries = read_entries(path)
     rows: list[dict[str, Any]] = []
     cps: list[tuple[float, Mapping[str, Any]]] = []
     names: dict[str, str] = {}
@@ -312,7 +313,7 @@ def ledger_window_verdicts(
         groups.append(group([], "(outside workloads)", [], devices))
     total = group(in_win, "all", inside, devices)
     return {
-        "ledger": str(path),
+        "ledger": source,
         "threshold_flops": threshold_flops,
         "window_s": window_s,
         "window_start_wall": start,
