@@ -2,7 +2,8 @@
 
 One console factory: markup and highlighting are off, so text the user controls (labels, file names, device
 names, sensor messages) prints literally — ``pip install 'flopwatch[nvidia]'`` keeps its brackets — and
-control characters in it are shown escaped (``\\x1b``) instead of driving the terminal. Colour is applied
+control characters in it are shown escaped (``\\x1b``) instead of driving the terminal (the escaping is
+:func:`flopwatch.text.literal`, shared with the daemon's log lines). Colour is applied
 with ``style=`` or :func:`styled`, never with markup.
 
 One JSON writer: NaN and ±inf become ``null`` and numpy scalars plain numbers, so stdout is strict JSON.
