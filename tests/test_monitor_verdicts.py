@@ -42,10 +42,10 @@ def profile_path(family, tmp_path_factory) -> Path:  # noqa: ANN001
 
 def _monitor(tmp_path: Path, profile_path: Path, schedule: list[Any], *, threshold: float | None,
              cap: float | None = None, duration: float = 130.0, name: str = "ledger.db",
-             window_s: float = 86400.0) -> tuple[Monitor, Any, float]:  # fmt: skip
+             window_s: float = 86400.0, wall0: float = 1.7e9) -> tuple[Monitor, Any, float]:  # fmt: skip
     from flopwatch.estimate.profile import Profile
 
-    sensors = from_spec(DEVICE, seed=2, power_cap_w=cap, schedule=schedule)
+    sensors = from_spec(DEVICE, seed=2, power_cap_w=cap, schedule=schedule, wall0=wall0)
     cfg = MonitorConfig(
         sensors=[f"sim:{DEVICE}"],
         ledger=tmp_path / name,
@@ -171,3 +171,22 @@ def test_the_live_window_gauge_agrees_with_flopwatch_verdict(
         assert "below" in [w["verdict"] for w in res.workloads] and g.verdict != "below"
     if k == 0.3:
         assert g.verdict == "above"
+
+
+def test_the_gauge_spans_a_restart_as_the_command_does(tmp_path, capsys, profile_path, family):  # noqa: ANN001
+    """Two sessions on one ledger (the second 1000 s later): the restarted daemon's gauge, over a window that
+    reaches into the first session, starts from the first session's rows and checkpoint marks, as the command."""
+    sched = _split_and_bursts(family[0])
+    _monitor(tmp_path, profile_path, sched, threshold=1e17, duration=400.0, window_s=1000.0)
+    mon, res, _ = _monitor(tmp_path, profile_path, _one_job(family[0]), threshold=1e17, window_s=1000.0,
+                           wall0=1.7e9 + 1000.0)  # fmt: skip
+    g = mon.window_verdict
+    # the window (1000 s back from the end, 1130 s) starts at 130 s: inside the 4th chunk (125–140 s)
+    cli = _cli_verdict(capsys, tmp_path / "ledger.db", 1e17, profile_path, "1000s")
+    assert len(res.workloads) == 1 and g.workloads == cli["n_workloads"] == 2  # the 4th chunk + the job
+    assert (
+        0 < g.outside_net_energy_j < res.totals[f"sim:{DEVICE}"]["outside_net_energy_j"]
+    )  # a baseline applied
+    assert (cli["verdict"], cli["lower_flops"]) == (g.verdict, pytest.approx(g.lower_flops, rel=1e-9))
+    assert cli["upper_flops"] == pytest.approx(g.upper_flops, rel=1e-9)
+    assert cli["unattributed_net_energy_j"] == pytest.approx(g.outside_net_energy_j, rel=1e-9)

@@ -130,9 +130,9 @@ class _Point:
     covered_s: float
     errors: int
     implausible: int
-    clock_s: float = 0.0  # ∫ SM clock dt over intervals where the sensor reports it (MHz·s)
+    clock_s: float = 0.0  # ∫ SM clock dt over intervals busy at both ends where reported (MHz·s)
     clock_dt: float = 0.0
-    plim_s: float = 0.0  # ∫ enforced power limit dt, where reported (W·s)
+    plim_s: float = 0.0  # ∫ enforced power limit dt, likewise (W·s)
     plim_dt: float = 0.0
 
 
