@@ -190,3 +190,29 @@ def test_the_gauge_spans_a_restart_as_the_command_does(tmp_path, capsys, profile
     assert (cli["verdict"], cli["lower_flops"]) == (g.verdict, pytest.approx(g.lower_flops, rel=1e-9))
     assert cli["upper_flops"] == pytest.approx(g.upper_flops, rel=1e-9)
     assert cli["unattributed_net_energy_j"] == pytest.approx(g.outside_net_energy_j, rel=1e-9)
+
+
+def test_an_fp16_job_under_an_fp32_orin_profile_is_never_below(tmp_path):  # noqa: ANN001
+    """The Jetson attack through the daemon (SIMULATED Orin Nano; its profile records no power limit): an
+    fp16 run of an fp32-calibrated configuration does ~6 × the FLOPs per joule; its row is out of regime on
+    bytes per joule and net power, and "uncertain" at T = 0.8 × truth although its point estimate is ~1/6 of
+    the truth."""
+    from flopwatch.estimate.profile import Profile
+    from flopwatch.redteam.simulated import orin_family, sim_profile
+
+    fam = orin_family(quick=True)
+    prof = sim_profile("orin-nano", fam, "fp32", exclude=fam[3].label)
+    job = dataclasses.replace(fam[3], dtype="fp16", label="fp16-job")
+    sched = [Idle(30.0), Run(job, duration_s=60.0), Idle(40.0)]
+    (s,) = from_spec("orin-nano", seed=2, schedule=sched)
+    truth = sum(r.total_flops for r in s.accelerator.runs)
+    cfg = MonitorConfig(
+        sensors=["sim:orin-nano"], ledger=tmp_path / "l.db", threshold_flops=0.8 * truth, duration_s=130.0
+    )
+    prof_path = prof.save(tmp_path / "orin.json")
+    (row,) = Monitor(cfg, sensors=[s], profile=Profile.load(prof_path)).run().workloads
+    assert row["estimate_flops"] < 0.3 * truth  # the evasion fools the point estimate
+    assert row["verdict"] == "uncertain" and row["regime"] == "out-of-regime"
+    text = " ".join(row["warnings"])
+    assert "bytes_per_j" in text and "net_power_w" in text
+    assert row["upper_flops"] is None or row["upper_flops"] >= truth
