@@ -266,6 +266,8 @@ def main() -> None:
         print("start-up:")
         startup()
     cases = [c for c in args.cases if c in CASES]
+    if not cases:
+        return
     base = {c: run_child(f"baseline-{c}", Path("-"), 0.0) for c in cases}
     print("fixed cost per process (interpreter + imports, no work):")
     for c, r in base.items():
