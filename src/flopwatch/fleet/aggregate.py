@@ -1,0 +1,215 @@
+"""Per (group, GPU) accumulation of window aggregates: energy from the counter, busy time, DRAM, pipe cycles.
+
+Energy (``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, mJ since boot) is exact between two samples of the same
+series: the increment of window k is ``last_k − last_{k−1}``, which also bridges windows without samples (a gap
+in scraping loses no energy while the counter keeps counting). A reset (driver reload, reboot: ``resets() > 0``
+or a value below the previous one) makes that window's increment unknowable, so it comes from the power gauge
+instead (Σ P_i × step) and is counted in ``resets``. The first and last sample of a series stand for half a
+step each beyond them (the scrape that first saw a job is on average half a step after it started), the same
+convention as Σ P_i × step for the power gauge. Without the counter, all energy comes from power.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from flopwatch.fleet import metrics as M
+from flopwatch.fleet.reader import WindowBlock
+
+
+@dataclass
+class GpuJob:
+    """What one GPU did for one group (job, pod, namespace …) in the range."""
+
+    group: str
+    gpu: str
+    labels: dict[str, str]  # identifying labels of the GPU (UUID, Hostname, gpu, modelName)
+    energy_j: float = 0.0
+    energy_from_power_j: float = 0.0  # part of energy_j that came from the power gauge
+    covered_s: float = 0.0  # time with samples (n_samples × step)
+    t_first: float = math.inf
+    t_last: float = -math.inf
+    busy_s: float = 0.0  # ∫ GR_ENGINE_ACTIVE (or GPU_UTIL) dt
+    busy_covered_s: float = 0.0
+    sm_active_s: float = 0.0
+    dram_active_s: float = 0.0  # ∫ DRAM_ACTIVE dt
+    dram_covered_s: float = 0.0
+    clock_mhz_s: float = 0.0
+    clock_covered_s: float = 0.0
+    tensor_af: float = 0.0  # ∫ activity × clock dt  (ratio · MHz · s)
+    tensor_a: float = 0.0  # ∫ activity dt  (ratio · s), when the clock is missing
+    tensor_covered_s: float = 0.0
+    fp32_af: float = 0.0
+    fp32_a: float = 0.0
+    fp32_covered_s: float = 0.0
+    other_pipes_s: dict[str, float] = field(default_factory=dict)  # imma/dfma/fp16/fp64 ∫ activity dt
+    power_limit_w: float = math.nan
+    resets: int = 0
+    counter_s: float = 0.0  # covered time whose energy came from the counter
+    n_series: int = 0
+
+    @property
+    def span_s(self) -> float:
+        return max(0.0, self.t_last - self.t_first)
+
+
+def _f(a: np.ndarray | None, i: int, k: int) -> float:
+    if a is None:
+        return math.nan
+    return float(a[i, k])
+
+
+@dataclass
+class _SeriesState:
+    job: GpuJob
+    last_e: float = math.nan  # J, last counter value seen
+    last_p: float = math.nan  # W, mean power of the last window with samples
+    counted: bool = False  # some energy came from the counter (so the end edge applies)
+
+
+class Accumulator:
+    """Folds :class:`WindowBlock` s into :class:`GpuJob` s keyed by (group, GPU); state stays per series."""
+
+    def __init__(self, by_labels: tuple[str, ...], step_s: float) -> None:
+        self.by_labels = by_labels
+        self.step_s = float(step_s)
+        self.jobs: dict[tuple[str, str], GpuJob] = {}
+        self.unattributed_j = 0.0  # energy of series without the group label (unallocated GPUs)
+        self.unattributed_series: set[tuple[tuple[str, str], ...]] = set()
+        self._series: dict[tuple[tuple[str, str], ...], _SeriesState] = {}
+
+    def add(self, block: WindowBlock) -> None:
+        v = block.values
+        get = v.get
+        step = self.step_s
+        for i, labels in enumerate(block.labels):
+            key = M.group_key(labels, self.by_labels)
+            gid = M.gpu_id(labels)
+            if key is None:
+                self._unattributed(block, i, labels)
+                continue
+            skey = tuple(sorted(labels.items()))
+            st = self._series.get(skey)
+            if st is None:
+                job = self.jobs.get((key, gid))
+                if job is None:
+                    ident = {
+                        k: labels[k]
+                        for k in ("UUID", "Hostname", "gpu", "modelName", "instance")
+                        if k in labels
+                    }
+                    job = self.jobs[(key, gid)] = GpuJob(group=key, gpu=gid, labels=ident)
+                job.n_series += 1
+                st = self._series[skey] = _SeriesState(job)
+            job = st.job
+            for k in range(len(block.t)):
+                e_n = _f(get("e_n"), i, k)
+                p_n = _f(get("p_n"), i, k)
+                n = max(e_n if e_n == e_n else 0.0, p_n if p_n == p_n else 0.0)
+                if n <= 0:
+                    continue
+                dt = n * step
+                p_avg = _f(get("p_sum"), i, k) / p_n if p_n == p_n and p_n > 0 else math.nan
+                tf, tl = _f(get("t_first"), i, k), _f(get("t_last"), i, k)
+                if tf == tf:
+                    job.t_first = min(job.t_first, tf)
+                if tl == tl:
+                    job.t_last = max(job.t_last, tl)
+                self._energy(st, get, i, k, e_n, p_avg, p_n)
+                job.covered_s += dt
+                if p_avg == p_avg:
+                    st.last_p = p_avg
+                gr_n, gu_n = _f(get("gr_n"), i, k), _f(get("gpu_util_n"), i, k)
+                if gr_n == gr_n and gr_n > 0:
+                    job.busy_s += _f(get("gr_sum"), i, k) * step
+                    job.busy_covered_s += gr_n * step
+                elif gu_n == gu_n and gu_n > 0:
+                    job.busy_s += _f(get("gpu_util_sum"), i, k) / 100.0 * step
+                    job.busy_covered_s += gu_n * step
+                sm_n = _f(get("sm_n"), i, k)
+                if sm_n == sm_n and sm_n > 0:
+                    job.sm_active_s += _f(get("sm_sum"), i, k) * step
+                d_n = _f(get("dram_n"), i, k)
+                if d_n == d_n and d_n > 0:
+                    job.dram_active_s += _f(get("dram_sum"), i, k) * step
+                    job.dram_covered_s += d_n * step
+                c_n = _f(get("clock_n"), i, k)
+                if c_n == c_n and c_n > 0:
+                    job.clock_mhz_s += _f(get("clock_sum"), i, k) * step
+                    job.clock_covered_s += c_n * step
+                for pipe in ("tensor", "fp32"):
+                    pn = _f(get(f"{pipe}_n"), i, k)
+                    if not (pn == pn and pn > 0):
+                        continue
+                    setattr(job, f"{pipe}_a", getattr(job, f"{pipe}_a") + _f(get(f"{pipe}_sum"), i, k) * step)
+                    setattr(job, f"{pipe}_covered_s", getattr(job, f"{pipe}_covered_s") + pn * step)
+                    af = _f(get(f"{pipe}_af"), i, k)
+                    if af == af:
+                        setattr(job, f"{pipe}_af", getattr(job, f"{pipe}_af") + af * step)
+                for other in ("imma", "dfma", "fp16", "fp64"):
+                    on = _f(get(f"{other}_n"), i, k)
+                    if on == on and on > 0:
+                        job.other_pipes_s[other] = (
+                            job.other_pipes_s.get(other, 0.0) + _f(get(f"{other}_sum"), i, k) * step
+                        )
+                pl = _f(get("plimit"), i, k)
+                if pl == pl:
+                    job.power_limit_w = (
+                        pl if job.power_limit_w != job.power_limit_w else max(job.power_limit_w, pl)
+                    )
+
+    def _energy(
+        self,
+        st: _SeriesState,
+        g: Callable[[str], np.ndarray | None],
+        i: int,
+        k: int,
+        e_n: float,
+        p_avg: float,
+        p_n: float,
+    ) -> None:
+        step = self.step_s
+        job = st.job
+        if e_n == e_n and e_n > 0:
+            last = _f(g("e_last"), i, k) / 1000.0  # mJ → J
+            lo = _f(g("e_first"), i, k) / 1000.0
+            resets = _f(g("e_resets"), i, k)
+            prev = st.last_e
+            edge = 0.5 * step * p_avg if p_avg == p_avg else 0.0
+            if resets == resets and resets > 0 or (prev == prev and lo < prev):
+                job.resets += int(resets) if resets == resets and resets > 0 else 1
+                de = p_avg * p_n * step if p_avg == p_avg else 0.0
+                job.energy_from_power_j += de
+            elif prev == prev:
+                de = last - prev
+                job.counter_s += e_n * step
+            else:  # the first samples of this series: start edge of half a step
+                de = (last - lo) + edge
+                job.counter_s += e_n * step
+            job.energy_j += de
+            st.last_e = last
+            st.counted = True
+        elif p_avg == p_avg:
+            de = p_avg * p_n * step
+            job.energy_j += de
+            job.energy_from_power_j += de
+
+    def _unattributed(self, block: WindowBlock, i: int, labels: Mapping[str, str]) -> None:
+        self.unattributed_series.add(tuple(sorted(labels.items())))
+        ps, pn = block.values.get("p_sum"), block.values.get("p_n")
+        if ps is not None and pn is not None:
+            s = ps[i]
+            self.unattributed_j += float(np.nansum(s)) * self.step_s
+
+    def finish(self) -> list[GpuJob]:
+        """Close every series (end edge of half a step) and return the GPU-jobs."""
+        for st in self._series.values():
+            if st.counted and st.last_p == st.last_p:
+                st.job.energy_j += 0.5 * self.step_s * st.last_p
+        out = list(self.jobs.values())
+        self.jobs, self._series = {}, {}
+        return out
