@@ -18,22 +18,34 @@ def parse_time(value: str | float, *, field: str = "start") -> float:
         t = float(value)
     else:
         s = str(value).strip()
-        try:
-            t = float(s)
-        except ValueError:
-            try:
-                d = datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
-            except ValueError:
+        t = _float(s)
+        if t is None:
+            d = _iso(s)
+            if d is None:
                 raise InputError(
                     f"not RFC 3339 or Unix seconds: {value!r} (e.g. 2026-11-30T12:00:00Z or 1764504000)",
                     field=field,
-                ) from None
+                )
             if d.tzinfo is None:
                 raise InputError(f"RFC 3339 time needs a zone (Z or ±hh:mm): {value!r}", field=field)
             t = d.astimezone(timezone.utc).timestamp()
     if not math.isfinite(t) or t < 0:
         raise InputError(f"must be a time after 1970, got {value!r}", field=field)
     return t
+
+
+def _float(s: str) -> float | None:
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def _iso(s: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def parse_duration(value: str | float, *, field: str = "step") -> float:

@@ -434,7 +434,8 @@ class SimulatedFleet:
                             prefix = f"{name}{{{lstr}}} "
                             fh.write(
                                 "".join(
-                                    f"{prefix}{x:.15g} {ts[i]}\n" for x, i in zip(v.tolist(), seg.tolist())
+                                    f"{prefix}{x:.15g} {ts[i]}\n"
+                                    for x, i in zip(v.tolist(), seg.tolist(), strict=True)
                                 )
                             )
                     if progress is not None:
