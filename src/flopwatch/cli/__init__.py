@@ -62,6 +62,9 @@ def _register_all() -> None:
 
     for mod in (estimate_cmds, telemetry_cmds, workload_cmds, powermodel_cmds, run_cmds, monitor_cmds):
         mod.register(app)
+    from flopwatch.cli import fleet_cmds
+
+    fleet_cmds.register(app)
 
 
 _register_all()

@@ -97,6 +97,9 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
     )
     app.add_typer(sim_app, name="sim")
+    from flopwatch.cli.fleet_cmds import register_sim  # `sim openmetrics` (issue 12)
+
+    register_sim(sim_app)
 
     @sim_app.command("specs")
     def sim_specs(as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout.")) -> None:

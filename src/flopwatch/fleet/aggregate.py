@@ -68,6 +68,7 @@ class _SeriesState:
     job: GpuJob
     last_e: float = math.nan  # J, last counter value seen
     last_p: float = math.nan  # W, mean power of the last window with samples
+    last_t: float = math.nan  # s, time of the last sample seen
     counted: bool = False  # some energy came from the counter (so the end edge applies)
 
 
@@ -174,15 +175,27 @@ class Accumulator:
     ) -> None:
         step = self.step_s
         job = st.job
+        tf, tl = _f(g("t_first"), i, k), _f(g("t_last"), i, k)
+        # Time the power samples of this window stand for: since the previous sample of the series (bridging
+        # missed scrapes, as the counter does), or first-to-last sample plus half a step at each end.
+        if tl == tl and st.last_t == st.last_t:
+            span = tl - st.last_t
+        elif tl == tl and tf == tf:
+            span = tl - tf + step
+        else:
+            span = (p_n if p_n == p_n else 0.0) * step
+        power_j = p_avg * span if p_avg == p_avg else 0.0
+        if tl == tl:
+            st.last_t = tl
         if e_n == e_n and e_n > 0:
             last = _f(g("e_last"), i, k) / 1000.0  # mJ → J
             lo = _f(g("e_first"), i, k) / 1000.0
             resets = _f(g("e_resets"), i, k)
             prev = st.last_e
             edge = 0.5 * step * p_avg if p_avg == p_avg else 0.0
-            if resets == resets and resets > 0 or (prev == prev and lo < prev):
+            if (resets == resets and resets > 0) or (prev == prev and lo < prev):
                 job.resets += int(resets) if resets == resets and resets > 0 else 1
-                de = p_avg * p_n * step if p_avg == p_avg else 0.0
+                de = power_j
                 job.energy_from_power_j += de
             elif prev == prev:
                 de = last - prev
@@ -194,9 +207,8 @@ class Accumulator:
             st.last_e = last
             st.counted = True
         elif p_avg == p_avg:
-            de = p_avg * p_n * step
-            job.energy_j += de
-            job.energy_from_power_j += de
+            job.energy_j += power_j
+            job.energy_from_power_j += power_j
 
     def _unattributed(self, block: WindowBlock, i: int, labels: Mapping[str, str]) -> None:
         self.unattributed_series.add(tuple(sorted(labels.items())))

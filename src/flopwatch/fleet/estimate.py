@@ -75,7 +75,7 @@ def estimate_fleet(
         if progress is not None:
             progress(done[0], total)
 
-    by_labels = M.group_labels(by)
+    by_labels = _resolve_by(client, by, plan, present)
     groups: dict[str, dict[str, Any]] = {}
     unattributed_j, unattributed_series = 0.0, 0
     for matchers in chunks:
@@ -121,6 +121,25 @@ def estimate_fleet(
         "elapsed_s": time.perf_counter() - t0,
     }
     return FleetResult(out, meta)
+
+
+def _resolve_by(
+    client: PrometheusClient, by: str, plan: ReadPlan, present: frozenset[str]
+) -> tuple[str, ...]:
+    """The group label actually in use: the first candidate with values in the range.
+
+    With ``exported_pod`` present, the plain ``pod`` label is the exporter's own pod (Kubernetes scrape without
+    ``honor_labels``) and must not become a group; so only one candidate is kept.
+    """
+    cands = M.group_labels(by)
+    if len(cands) == 1:
+        return cands
+    ref = M.ENERGY if M.ENERGY in present else M.POWER
+    match = f"{ref}{{{plan.matchers}}}" if plan.matchers else ref
+    for c in cands:
+        if client.label_values(c, match, plan.start, plan.end):
+            return (c,)
+    return cands
 
 
 def _fold(
@@ -205,7 +224,7 @@ def _close(g: dict[str, Any], threshold: float | None) -> dict[str, Any]:
     flags = []
     dis = disagree(lo, hi, plo, phi)
     if dis:
-        flags.append("estimators disagree beyond their bounds (pipe vs energy): inspect this job")
+        flags.append("energy and pipe estimates disagree beyond their bounds")
     out = {
         "key": g["key"],
         "gpus": len(g.pop("_gpus")),
