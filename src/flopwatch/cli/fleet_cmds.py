@@ -167,6 +167,10 @@ def _print_table(d: dict[str, Any]) -> None:
     from rich.table import Table
 
     con = Console()
+    if d.get("simulated"):
+        con.print(
+            "[bold white on red] SIMULATED [/] this Prometheus holds flopwatch's simulated fleet history"
+        )
     t = Table(title=f"flopwatch fleet estimate — {d['prometheus']} by {d['by']} ({d['start']} → {d['end']})")
     for c, j in (
         ("group", "left"),

@@ -87,6 +87,9 @@ def estimate_fleet(
         for job in acc.finish():  # per chunk: memory stays bounded by the chunk
             _fold(groups, job, present, profile, dtype, device, plan.step_s)
     missing_metrics = sorted(set(M.METRICS) - set(present))
+    simulated = bool(
+        client.label_values("__name__", '{__name__="flopwatch_simulated"}', plan.start - 600, plan.end)
+    )
     out = [_close(g, threshold) for g in sorted(groups.values(), key=lambda g: g["key"])]
     if not out:
         from flopwatch.errors import InputError
@@ -98,6 +101,7 @@ def estimate_fleet(
         )
     meta = {
         "prometheus": client.display_url,
+        "simulated": simulated,
         "start": _iso(plan.start),
         "end": _iso(plan.end),
         "step_s": plan.step_s,

@@ -447,8 +447,10 @@ class SimulatedFleet:
                 dst.write(
                     "# HELP flopwatch_simulated 1: every series in this file is SIMULATED by flopwatch (not measured).\n"
                     "# TYPE flopwatch_simulated gauge\n"
-                    f"flopwatch_simulated 1 {self.wall0:.3f}\n"
                 )
+                # every 5 min, so any range query over this history can tell it is simulated
+                for tm in np.arange(0.0, self.hours * 3600.0, 300.0):
+                    dst.write(f"flopwatch_simulated 1 {self.wall0 + tm:.3f}\n")
                 for i, (name, typ, help_) in enumerate(self.families):
                     dst.write(f"# HELP {name} {help_}\n# TYPE {name} {typ}\n")
                     with open(tmpdir / f"{i:02d}") as src:

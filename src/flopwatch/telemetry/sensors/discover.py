@@ -16,7 +16,7 @@ from typing import Any
 from flopwatch.errors import FlopwatchError, InputError, SensorUnavailable
 from flopwatch.telemetry.sensors.base import BackendStatus, Sensor
 
-KINDS = ("nvml", "jetson", "tegrastats", "amd", "rapl", "replay", "sim")
+KINDS = ("nvml", "jetson", "tegrastats", "amd", "rapl", "replay", "sim", "prometheus")
 
 
 def _split(spec: str) -> tuple[str, str | None]:
@@ -67,6 +67,12 @@ def _open_replay(arg: str | None, **opts: Any) -> list[Sensor]:
     return list(open_replay(arg, **opts))
 
 
+def _open_prometheus(arg: str | None, **opts: Any) -> list[Sensor]:
+    from flopwatch.telemetry.sensors.prometheus import open_prometheus
+
+    return list(open_prometheus(arg, **opts))
+
+
 def _open_sim(arg: str | None, **opts: Any) -> list[Sensor]:
     try:
         mod = importlib.import_module("flopwatch.sim.sensor")
@@ -90,6 +96,7 @@ _OPENERS: dict[str, Callable[..., list[Sensor]]] = {
     "rapl": _open_rapl,
     "replay": _open_replay,
     "sim": _open_sim,
+    "prometheus": _open_prometheus,
 }
 
 # options each backend understands (others are dropped, so one CLI can pass e.g. speed= to every backend)
@@ -101,6 +108,7 @@ _OPTS = {
     "rapl": {"clock", "reader"},
     "replay": {"speed", "device", "clock"},
     "sim": None,  # everything goes to the simulator
+    "prometheus": {"clock", "speed"},
 }
 
 
