@@ -230,7 +230,9 @@ def open_prometheus(
                     break
             if shared is None:
                 shared = ScaledClock(speed or 1.0, t0=t0, wall0=t0, lazy=True)
-        out.append(
-            PrometheusSensor(client, u, m, clock=shared, history=history, labels=labels, speed=speed or 1.0)
+        sensor = PrometheusSensor(
+            client, u, m, clock=shared, history=history, labels=labels, speed=speed or 1.0
         )
+        sensor.simulated = simulated
+        out.append(sensor)
     return out
