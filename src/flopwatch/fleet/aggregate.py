@@ -31,6 +31,7 @@ class GpuJob:
     energy_j: float = 0.0
     energy_from_power_j: float = 0.0  # part of energy_j that came from the power gauge
     covered_s: float = 0.0  # time with samples (n_samples × step)
+    duration_s: float = 0.0  # time the samples stand for (missed scrapes bridged, half a step at each end)
     t_first: float = math.inf
     t_last: float = -math.inf
     busy_s: float = 0.0  # ∫ GR_ENGINE_ACTIVE (or GPU_UTIL) dt
@@ -183,7 +184,8 @@ class Accumulator:
         elif tl == tl and tf == tf:
             span = tl - tf + step
         else:
-            span = (p_n if p_n == p_n else 0.0) * step
+            span = max(p_n if p_n == p_n else 0.0, e_n if e_n == e_n else 0.0) * step
+        job.duration_s += span
         power_j = p_avg * span if p_avg == p_avg else 0.0
         if tl == tl:
             st.last_t = tl

@@ -94,7 +94,7 @@ def energy_estimate(
 ) -> tuple[float, float, float, float, float, list[str]]:
     """(flops, lower, upper, net_energy_j, idle_w, notes) of the energy estimator for one GPU-job."""
     notes: list[str] = []
-    t = job.covered_s
+    t = job.duration_s
     if t <= 0:
         return (math.nan,) * 5 + (["no samples"],)  # type: ignore[return-value]
     if profile is not None:
