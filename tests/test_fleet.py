@@ -115,25 +115,25 @@ def test_counter_bridges_gaps_and_falls_back_to_power_on_reset():
         "e_n": [[10, 9, 10, 10]],
         "p_sum": [[3000, 2700, 3000, 3000]],
         "p_n": [[10, 9, 10, 10]],
-        "t_first": [[5, 95, 195, 295]],  # a subquery sees the previous window's last sample (lookback)
-        "t_last": [[95, 195, 295, 395]],
     }
-    acc = Accumulator(("pod",), 10.0)
-    acc.add(_block([100, 200, 300, 400], lab, vals))
+    acc = Accumulator(("pod",), 10.0, 100.0)
+    acc.add(_block([100, 200], lab, {k: [v[0][:2]] for k, v in vals.items()}))  # two time chunks
+    acc.add(_block([300, 400], lab, {k: [v[0][2:]] for k, v in vals.items()}))
     (job,) = acc.finish()
     # window 1: counter + half a step before the first sample; window 2 bridges the missed scrape; window 3
-    # (reset) from power over 195–295 s; window 4 from the counter again; half a step after the last sample
+    # (reset) from power over the whole window (samples on both sides); window 4 from the counter again; half
+    # a step after the last sample
     assert job.resets == 1
     assert job.energy_from_power_j == pytest.approx(300 * 100)
     assert job.energy_j == pytest.approx(300 * 400, rel=1e-12)
     assert job.duration_s == pytest.approx(400)
     assert job.covered_s == pytest.approx(390)  # one scrape missing
-    assert (job.t_first, job.t_last) == (5, 395)
+    assert (job.t_first, job.t_last) == (0, 400)
 
 
 def test_series_without_the_group_label_are_unattributed():
     lab = [{"UUID": "GPU-1", "pod": ""}]
-    acc = Accumulator(M.group_labels("pod"), 10.0)
+    acc = Accumulator(M.group_labels("pod"), 10.0, 100.0)
     acc.add(_block([100], lab, {"p_sum": [[1000]], "p_n": [[10]]}))
     assert acc.finish() == [] and acc.unattributed_j == pytest.approx(10000)
     assert M.group_labels("job") == ("hpc_job",) and M.group_labels("team") == ("team",)

@@ -69,16 +69,23 @@ class _SeriesState:
     job: GpuJob
     last_e: float = math.nan  # J, last counter value seen
     last_p: float = math.nan  # W, mean power of the last window with samples
-    last_t: float = math.nan  # s, time of the last sample seen
     counted: bool = False  # some energy came from the counter (so the end edge applies)
+    prev_k: int = -(10**9)  # index of the last window with samples
+    # the last window with samples, waiting to learn whether the series continues into the next one:
+    # (window end time, samples, mean power, energy from power?, previous window had samples?)
+    pending: tuple[float, float, float, bool, bool] | None = None
+    interior_n: float = 0.0  # samples in windows with samples on both sides (for the missed-scrape rate)
+    interior_w: int = 0
+    edges: list[tuple[float, float, float, bool, bool, bool]] = field(default_factory=list)
 
 
 class Accumulator:
     """Folds :class:`WindowBlock` s into :class:`GpuJob` s keyed by (group, GPU); state stays per series."""
 
-    def __init__(self, by_labels: tuple[str, ...], step_s: float) -> None:
+    def __init__(self, by_labels: tuple[str, ...], step_s: float, window_s: float) -> None:
         self.by_labels = by_labels
         self.step_s = float(step_s)
+        self.window_s = float(window_s)
         self.jobs: dict[tuple[str, str], GpuJob] = {}
         self.unattributed_j = 0.0  # energy of series without the group label (unallocated GPUs)
         self.unattributed_series: set[tuple[tuple[str, str], ...]] = set()
@@ -116,12 +123,13 @@ class Accumulator:
                     continue
                 dt = n * step
                 p_avg = _f(get("p_sum"), i, k) / p_n if p_n == p_n and p_n > 0 else math.nan
-                tf, tl = _f(get("t_first"), i, k), _f(get("t_last"), i, k)
-                if tf == tf:
-                    job.t_first = min(job.t_first, tf)
-                if tl == tl:
-                    job.t_last = max(job.t_last, tl)
-                self._energy(st, get, i, k, e_n, p_avg, p_n)
+                ka = int(round(float(block.t[k]) / self.window_s))
+                cont = st.prev_k == ka - 1
+                if st.pending is not None:
+                    self._settle(st, next_present=cont)
+                use_power = self._energy(st, get, i, k, e_n, p_avg)
+                st.pending = (float(block.t[k]), n, p_avg, use_power, cont)
+                st.prev_k = ka
                 job.covered_s += dt
                 if p_avg == p_avg:
                     st.last_p = p_avg
@@ -149,7 +157,9 @@ class Accumulator:
                         continue
                     setattr(job, f"{pipe}_a", getattr(job, f"{pipe}_a") + _f(get(f"{pipe}_sum"), i, k) * step)
                     setattr(job, f"{pipe}_covered_s", getattr(job, f"{pipe}_covered_s") + pn * step)
-                    af = _f(get(f"{pipe}_af"), i, k)
+                    af = _f(get(f"{pipe}_af"), i, k)  # Σ a·f per sample (exact_clock)
+                    if af != af and c_n == c_n and c_n > 0:  # else Σa × the window's mean clock
+                        af = _f(get(f"{pipe}_sum"), i, k) * _f(get("clock_sum"), i, k) / c_n
                     if af == af:
                         setattr(job, f"{pipe}_af", getattr(job, f"{pipe}_af") + af * step)
                 for other in ("imma", "dfma", "fp16", "fp64"):
@@ -172,45 +182,73 @@ class Accumulator:
         k: int,
         e_n: float,
         p_avg: float,
-        p_n: float,
-    ) -> None:
+    ) -> bool:
+        """Counter energy of window k (added now); True when the window's energy must come from power instead
+        (added by :meth:`_settle` once the time it stands for is known)."""
         step = self.step_s
         job = st.job
-        tf, tl = _f(g("t_first"), i, k), _f(g("t_last"), i, k)
-        # Time the power samples of this window stand for: since the previous sample of the series (bridging
-        # missed scrapes, as the counter does), or first-to-last sample plus half a step at each end.
-        if tl == tl and st.last_t == st.last_t:
-            span = tl - st.last_t
-        elif tl == tl and tf == tf:
-            span = tl - tf + step
-        else:
-            span = max(p_n if p_n == p_n else 0.0, e_n if e_n == e_n else 0.0) * step
-        job.duration_s += span
-        power_j = p_avg * span if p_avg == p_avg else 0.0
-        if tl == tl:
-            st.last_t = tl
         if e_n == e_n and e_n > 0:
             last = _f(g("e_last"), i, k) / 1000.0  # mJ → J
             lo = _f(g("e_first"), i, k) / 1000.0
             resets = _f(g("e_resets"), i, k)
             prev = st.last_e
-            edge = 0.5 * step * p_avg if p_avg == p_avg else 0.0
+            st.last_e = last
             if (resets == resets and resets > 0) or (prev == prev and lo < prev):
                 job.resets += int(resets) if resets == resets and resets > 0 else 1
-                de = power_j
-                job.energy_from_power_j += de
-            elif prev == prev:
+                return True
+            if prev == prev:  # bridges windows and missed scrapes: the counter kept counting
                 de = last - prev
-                job.counter_s += e_n * step
             else:  # the first samples of this series: start edge of half a step
-                de = (last - lo) + edge
-                job.counter_s += e_n * step
+                de = (last - lo) + (0.5 * step * p_avg if p_avg == p_avg else 0.0)
             job.energy_j += de
-            st.last_e = last
+            job.counter_s += e_n * step
             st.counted = True
-        elif p_avg == p_avg:
-            job.energy_j += power_j
-            job.energy_from_power_j += power_j
+            return False
+        return p_avg == p_avg
+
+    def _settle(self, st: _SeriesState, *, next_present: bool) -> None:
+        """Close the pending window: the time it stands for and its power energy.
+
+        A window with samples before and after it stands for the whole window (missed scrapes bridged). An edge
+        window (a series starts or ends in it) stands for its samples × step, corrected for the series' rate of
+        missed scrapes in its interior windows, and is placed against the neighbouring window; it is settled in
+        :meth:`finish`, when that rate is known. A series that lives inside one window is placed at its middle
+        (its start and end are then known to ± half a window).
+        """
+        assert st.pending is not None
+        t_end, n, p_avg, use_power, prev_present = st.pending
+        st.pending = None
+        if prev_present and next_present:
+            st.interior_n += n
+            st.interior_w += 1
+            self._add_span(st, self.window_s, p_avg, use_power)
+        else:
+            st.edges.append((t_end, n, p_avg, use_power, prev_present, next_present))
+
+    def _add_span(self, st: _SeriesState, span: float, p_avg: float, use_power: bool) -> None:
+        job = st.job
+        job.duration_s += span
+        if use_power and p_avg == p_avg:
+            job.energy_j += p_avg * span
+            job.energy_from_power_j += p_avg * span
+
+    def _settle_edges(self, st: _SeriesState) -> None:
+        W, step = self.window_s, self.step_s
+        kept = st.interior_n * step / (st.interior_w * W) if st.interior_w else 1.0
+        kept = min(
+            max(kept, 0.5), 1.0
+        )  # share of scrapes that arrived (missed ones are bridged in the interior)
+        job = st.job
+        for t_end, n, p_avg, use_power, prev_present, next_present in st.edges:
+            span = min(W, n * step / kept)
+            if not prev_present:
+                start = t_end - span if next_present else t_end - W / 2 - span / 2
+                job.t_first = min(job.t_first, start)
+            if not next_present:
+                end = t_end - W + span if prev_present else t_end - W / 2 + span / 2
+                job.t_last = max(job.t_last, end)
+            self._add_span(st, span, p_avg, use_power)
+        st.edges = []
 
     def _unattributed(self, block: WindowBlock, i: int, labels: Mapping[str, str]) -> None:
         self.unattributed_series.add(tuple(sorted(labels.items())))
@@ -222,6 +260,9 @@ class Accumulator:
     def finish(self) -> list[GpuJob]:
         """Close every series (end edge of half a step) and return the GPU-jobs."""
         for st in self._series.values():
+            if st.pending is not None:
+                self._settle(st, next_present=False)
+            self._settle_edges(st)
             if st.counted and st.last_p == st.last_p:
                 st.job.energy_j += 0.5 * self.step_s * st.last_p
         out = list(self.jobs.values())

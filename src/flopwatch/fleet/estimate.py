@@ -76,16 +76,19 @@ def estimate_fleet(
             progress(done[0], total)
 
     by_labels = _resolve_by(client, by, plan, present)
+    warm = _prewarm(client, plan, present, device) if profile is None else None
     groups: dict[str, dict[str, Any]] = {}
     unattributed_j, unattributed_series = 0.0, 0
     for matchers in chunks:
-        acc = Accumulator(by_labels, plan.step_s)
+        acc = Accumulator(by_labels, plan.step_s, plan.window_s)
         for block in reader.blocks(matchers, on_query=tick):
             acc.add(block)
         unattributed_j += acc.unattributed_j
         unattributed_series += len(acc.unattributed_series)
         for job in acc.finish():  # per chunk: memory stays bounded by the chunk
             _fold(groups, job, present, profile, dtype, device, plan.step_s)
+    if warm is not None:
+        warm.join()
     missing_metrics = sorted(set(M.METRICS) - set(present))
     simulated = bool(
         client.label_values("__name__", '{__name__="flopwatch_simulated"}', plan.start - 600, plan.end)
@@ -125,6 +128,31 @@ def estimate_fleet(
         "elapsed_s": time.perf_counter() - t0,
     }
     return FleetResult(out, meta)
+
+
+def _prewarm(client: PrometheusClient, plan: ReadPlan, present: frozenset[str], device: str | None) -> Any:
+    """Build the built-in power models of the fleet's device models while the queries run (≈ 1 s of pandas)."""
+    import threading
+
+    from flopwatch.devices import get_device
+    from flopwatch.errors import InputError
+    from flopwatch.fleet.powerinv import power_inverse
+
+    ref = M.ENERGY if M.ENERGY in present else M.POWER
+    names = [device] if device else client.label_values("modelName", ref, plan.start, plan.end)
+
+    def build() -> None:
+        for n in names:
+            try:
+                key = get_device(n).key
+                for d in ("bf16", "fp32"):
+                    power_inverse(key, d)
+            except InputError:
+                continue  # unknown or unsupported model: reported when its GPU-jobs are estimated
+
+    t = threading.Thread(target=build, name="flopwatch-powerinv", daemon=True)
+    t.start()
+    return t
 
 
 def _resolve_by(
@@ -178,11 +206,11 @@ def _fold(
         },
     )
     g["_gpus"].add(job.gpu)
-    g["_start"] = min(g["_start"], job.t_first - step_s / 2)
-    g["_end"] = max(g["_end"], job.t_last + step_s / 2)
+    g["_start"] = min(g["_start"], job.t_first)
+    g["_end"] = max(g["_end"], job.t_last)
     g["energy_j"] += job.energy_j
     g["_covered"] += job.covered_s
-    g["_span"] += job.span_s + step_s
+    g["_span"] += job.duration_s
     g["_busy"] += job.busy_s
     g["_busy_cov"] += job.busy_covered_s
     g["_from_power"] += job.energy_from_power_j
