@@ -5,7 +5,7 @@ Simulated fleets (``flopwatch.sim.dcgm``, every series labelled simulated) are w
 with promtool into one TSDB (one fleet per day of timestamps), and served by one ``prometheus`` on 127.0.0.1.
 Each estimate runs in a fresh subprocess so its peak RSS is its own; Prometheus's CPU time is read from /proc.
 
-    python benchmarks/bench_fleet.py                      # GPUs 8,16,32,64 × 6 h and 16 GPUs × 3,6,12,24 h
+    python benchmarks/bench_fleet.py                      # GPUs 16,32,64,128 × 6 h and 32 GPUs × 6,12,24 h
     python benchmarks/bench_fleet.py --gpus 1024 --hours 24 --sweep-hours ''   # the full size (slow)
 
 The full 1024 GPUs × 24 h at 15 s is 88 M samples; promtool backfills ~60 k lines/s on this 2-core machine,
@@ -45,11 +45,11 @@ def _cpu_s(pid: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpus", default="8,16,32,64", help="fleet sizes at --hours-fixed")
+    ap.add_argument("--gpus", default="16,32,64,128", help="fleet sizes at --hours-fixed")
     ap.add_argument("--hours-fixed", type=float, default=6.0)
-    ap.add_argument("--sweep-hours", default="3,6,12,24", help="history lengths at --gpus-fixed ('' to skip)")
-    ap.add_argument("--gpus-fixed", type=int, default=16)
-    ap.add_argument("--chunk", type=int, default=16, help="GPUs per query chunk")
+    ap.add_argument("--sweep-hours", default="6,12,24", help="history lengths at --gpus-fixed ('' to skip)")
+    ap.add_argument("--gpus-fixed", type=int, default=32)
+    ap.add_argument("--chunk", type=int, default=32, help="GPUs per query chunk")
     ap.add_argument("--device", default="h100")
     args = ap.parse_args()
 

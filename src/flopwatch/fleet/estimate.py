@@ -197,6 +197,8 @@ def _fold(
             "_span": 0.0,
             "_busy": 0.0,
             "_busy_cov": 0.0,
+            "_sm": 0.0,
+            "_plimit": [],
             "_from_power": 0.0,
             "resets": 0,
             "_missing": set(),
@@ -213,6 +215,9 @@ def _fold(
     g["_span"] += job.duration_s
     g["_busy"] += job.busy_s
     g["_busy_cov"] += job.busy_covered_s
+    g["_sm"] += job.sm_active_s
+    if math.isfinite(job.power_limit_w):
+        g["_plimit"].append(job.power_limit_w)
     g["_from_power"] += job.energy_from_power_j
     g["resets"] += job.resets
     if job.counter_s <= 0:
@@ -253,6 +258,7 @@ def _close(g: dict[str, Any], threshold: float | None) -> dict[str, Any]:
     phi = sum_finite([e.pipe_upper for e in ok])
     covered, span = g.pop("_covered"), g.pop("_span")
     busy, busy_cov = g.pop("_busy"), g.pop("_busy_cov")
+    sm, plimit = g.pop("_sm"), g.pop("_plimit")
     flags = []
     dis = disagree(lo, hi, plo, phi)
     if dis:
@@ -277,6 +283,8 @@ def _close(g: dict[str, Any], threshold: float | None) -> dict[str, Any]:
         "missing": sorted(g.pop("_missing")),
         "gpu_hours": covered / 3600.0,
         "mean_util": (busy / busy_cov) if busy_cov > 0 else None,
+        "mean_sm_active": (sm / busy_cov) if busy_cov > 0 and sm > 0 else None,
+        "power_limit_w": [min(plimit), max(plimit)] if plimit else None,
         "energy_from_power_j": g.pop("_from_power"),
         "counter_resets": g.pop("resets"),
         "devices": sorted(g.pop("_devices")),
