@@ -272,3 +272,53 @@ def test_sensor_plays_back_history(prom):
 
     with pytest.raises(TraceEnded):
         ss[0].read()
+
+
+def _sim_profile(path):
+    """An eq2 profile calibrated on simulated H100 bf16 runs (their exact integrated energy), saved to ``path``."""
+    import numpy as np
+
+    from flopwatch.estimate import FrontierGate, calibrate
+    from flopwatch.records import RecordSet, WorkloadRecord
+    from flopwatch.sim.accelerator import SimulatedAccelerator
+    from flopwatch.sim.sensor import RawWorkload
+
+    acc = SimulatedAccelerator("h100", seed=5)
+    rng = np.random.default_rng(0)
+    recs = []
+    for i in range(14):
+        n, T = float(rng.uniform(3e8, 8e9)), float(rng.choice([2048, 4096, 8192]))
+        acc.idle(30)
+        r = acc.run(RawWorkload(f"w{i}", 6 * n * T, 25 * n, T, 8, "bf16", "gpt", 24, n), duration_s=600)
+        recs.append(
+            WorkloadRecord(
+                label=r.label,
+                net_energy_j=r.true_energy_j - acc.idle_power_w * r.duration_s,
+                duration_s=r.duration_s,
+                mean_util=r.point.util,
+                total_flops=r.total_flops,
+                dtype="bf16",
+                idle_power_w=acc.idle_power_w,
+                simulated=True,
+            )
+        )
+    prof = calibrate(
+        RecordSet(recs, idle_power_w=acc.idle_power_w), model="eq2", gate=FrontierGate(precision="bf16")
+    )
+    prof.save(path)
+    return path
+
+
+def test_calibrated_profile_energy_estimate(prom, tmp_path):
+    from flopwatch.estimate import Profile
+
+    p, truth = prom
+    prof = Profile.load(_sim_profile(tmp_path / "h100_bf16.json"))
+    res = _run(p.url, WALL_A, extra={"profile": prof, "threshold": 1e19})
+    assert res.meta["energy_model"].startswith("profile")
+    by = {g["key"]: g for g in res.groups}
+    for pod in ("train-7b-0", "train-7b-1"):
+        g, t = by[pod], truth["A"].pods[pod]
+        assert g["lower_flops"] <= t["flops"] <= g["upper_flops"]
+        assert g["estimate_flops"] == pytest.approx(t["flops"], rel=0.25)
+    assert any("profile" in n and "fp32" in n for n in by["vit"]["notes"])  # a bf16 profile on an fp32 job

@@ -233,6 +233,11 @@ def _fold(
     d = dtype or (profile.dtype if profile is not None else None) or _infer_dtype(job)
     g["_dtypes"].add(d)
     est = estimate_gpu_job(job, spec, d, profile)
+    if profile is not None and dtype is None and (_infer_dtype(job) == "fp32") != (profile.dtype == "fp32"):
+        g["_notes"].add(
+            f"profile calibrated on {profile.dtype} but the pipes say this job is {_infer_dtype(job)}-like: "
+            "energy estimate suspect"
+        )
     g["net_energy_j"] += est.net_energy_j if math.isfinite(est.net_energy_j) else 0.0
     g["_est"].append(est)
     g["_notes"].update(est.notes)
