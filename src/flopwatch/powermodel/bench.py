@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from flopwatch.devices import STUDY_DTYPE_NAMES
 from flopwatch.errors import ConfigError, InputError
 
 #: Column order of the study's aggregate CSVs (plus our extra columns at the end).
@@ -80,7 +81,6 @@ EXTRA_COLUMNS: tuple[str, ...] = (
 )
 DATASHEET_PEAK = "datasheet (flopwatch.devices)"
 CPU_PLACEHOLDER_PEAK = "nominal CPU placeholder (flopwatch.devices 'cpu'), not a datasheet value"
-_STUDY_DTYPE = {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16"}
 
 
 @dataclass(frozen=True)
@@ -333,7 +333,7 @@ def aggregate_row(
     return {
         "model_name": label,
         "batch_size": int(batch_size),
-        "dtype": _STUDY_DTYPE.get(dtype, dtype),
+        "dtype": STUDY_DTYPE_NAMES.get(dtype, dtype),
         "sequence_length": int(seq_len),
         "context_window": int(seq_len),
         "learning_rate": learning_rate,
