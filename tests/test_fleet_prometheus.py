@@ -86,6 +86,18 @@ def prom(tmp_path_factory):
             label_style="hpc",
         ),
     }
+    import time
+
+    live0 = float(int(time.time()) - 1200)  # fleet L ends about now: what a live instant query sees
+    fleets["L"] = SimulatedFleet(
+        2,
+        1200 / 3600,
+        random_schedule(2, 1200 / 3600, gpus_per_node=2, seed=4),
+        device="h100",
+        gpus_per_node=2,
+        wall0=live0,
+        seed=4,
+    )
     truth = {}
     tsdb = d / "tsdb"
     for k, f in fleets.items():
@@ -250,6 +262,16 @@ def test_cli_json_contract_and_errors(prom, capsys):
     )
     err = capsys.readouterr().err
     assert rc == 2 and "too coarse" in err
+
+
+def test_sensor_reads_live(prom):
+    from flopwatch.telemetry.sensors.discover import open_sensors
+
+    p, _ = prom
+    ss = open_sensors(f"prometheus:{p.url}?gpu=0")
+    assert len(ss) == 1 and ss[0].info().kind == "prometheus" and ss[0].info().spec_key == "h100"
+    r = ss[0].read()
+    assert r.power_w is not None and r.power_w > 0 and r.energy_j is not None and r.sm_clock_mhz is not None
 
 
 def test_sensor_plays_back_history(prom):
