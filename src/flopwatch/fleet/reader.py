@@ -1,7 +1,7 @@
 """Chunked reading of dcgm-exporter history: Prometheus does the per-sample work, flopwatch gets window sums.
 
 For every window of ``window_s`` (default 1 h) and every series, Prometheus evaluates range functions over the
-raw samples (``last_over_time``, ``min_over_time``, ``resets``, ``count_over_time``, ``sum_over_time``). Only
+raw samples (``last_over_time``, ``min_over_time``, ``resets``, ``count_over_time``, ``avg_over_time``). Only
 those window aggregates cross the network: a day of a GPU at a 15 s scrape is 5760 samples per metric but 24
 points here. The pipe estimator weights activity by the SM clock with the window means (Σa · mean f); with
 ``exact_clock`` a subquery multiplies each activity sample by the clock of the same instant
@@ -104,7 +104,7 @@ def _queries(
         q["p_n"] = f"count_over_time({sel(M.POWER)}[{W}])"
     for key, name in (
         ("gr", M.GR_ACTIVE),
-        ("gpu_util", M.GPU_UTIL),
+        ("gpu_util", M.GPU_UTIL if M.GR_ACTIVE not in present else ""),  # a fallback only
         ("sm", M.SM_ACTIVE),
         ("dram", M.DRAM),
         ("clock", M.SM_CLOCK),
@@ -113,9 +113,8 @@ def _queries(
         ("fp16", M.FP16),
         ("fp64", M.FP64),
     ):
-        if name in present:
-            q[f"{key}_sum"] = f"sum_over_time({sel(name)}[{W}])"
-            q[f"{key}_n"] = f"count_over_time({sel(name)}[{W}])"
+        if name and name in present:  # one query per gauge: its count is the power's (same scrape)
+            q[f"{key}_avg"] = f"avg_over_time({sel(name)}[{W}])"
     if M.POWER_LIMIT in present:
         q["plimit"] = f"max_over_time({sel(M.POWER_LIMIT)}[{W}])"
     # The tensor pipe: HMMA where the GPU reports it (Hopper), else TENSOR_ACTIVE.
@@ -123,8 +122,7 @@ def _queries(
     for key, name in pipes:
         if name not in present:
             continue
-        q[f"{key}_sum"] = f"sum_over_time({sel(name)}[{W}])"
-        q[f"{key}_n"] = f"count_over_time({sel(name)}[{W}])"
+        q[f"{key}_avg"] = f"avg_over_time({sel(name)}[{W}])"
         if M.SM_CLOCK in present and exact_clock:
             q[f"{key}_af"] = (
                 f"sum_over_time((last_over_time({sel(name)}[{s}]) * last_over_time({sel(M.SM_CLOCK)}[{s}]))"
@@ -264,4 +262,25 @@ def _assemble(
             ok = (j >= 0) & (j < len(t))
             a[i, j[ok]] = s.v[ok]
         values[name] = a
+    _sums_from_means(values)
     return WindowBlock(t=t, labels=labels, values=values, present=present)
+
+
+#: Gauges read as window means; their sample count is the power's (else the counter's): dcgm-exporter exports
+#: every field at each scrape, and one count query instead of one per gauge saves a pass over the samples.
+_GAUGES = ("gr", "gpu_util", "sm", "dram", "clock", "tensor", "fp32", "imma", "dfma", "fp16", "fp64")
+
+
+def _sums_from_means(values: dict[str, np.ndarray]) -> None:
+    ref = values.get("p_n")
+    if ref is None:
+        ref = values.get("e_n")
+    elif "e_n" in values:
+        ref = np.fmax(ref, values["e_n"])
+    for key in _GAUGES:
+        avg = values.pop(f"{key}_avg", None)
+        if avg is None or ref is None:
+            continue
+        ok = np.isfinite(avg) & np.isfinite(ref)
+        values[f"{key}_n"] = np.where(ok, ref, np.nan)
+        values[f"{key}_sum"] = np.where(ok, avg * ref, np.nan)
