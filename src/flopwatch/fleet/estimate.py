@@ -16,14 +16,7 @@ from typing import Any
 from flopwatch.fleet import metrics as M
 from flopwatch.fleet.aggregate import Accumulator, GpuJob
 from flopwatch.fleet.client import PrometheusClient
-from flopwatch.fleet.estimators import (
-    GpuEstimate,
-    device_for,
-    disagree,
-    estimate_gpu_job,
-    sum_finite,
-    verdict,
-)
+from flopwatch.fleet.estimators import device_for, disagree, estimate_gpu_job, verdict
 from flopwatch.fleet.reader import FleetReader, ReadPlan
 
 FLEET_SCHEMA = "flopwatch.fleet/1"
@@ -192,7 +185,8 @@ def _fold(
             "_end": -math.inf,
             "energy_j": 0.0,
             "net_energy_j": 0.0,
-            "_est": [],
+            "_est": [math.nan] * 6,  # running sums: energy f/lo/hi, pipe f/lo/hi (NaN: nothing finite yet)
+            "_incomplete": False,
             "_covered": 0.0,
             "_span": 0.0,
             "_busy": 0.0,
@@ -227,7 +221,7 @@ def _fold(
         g["_missing"].add(
             f"modelName (unknown device {job.labels.get('modelName')!r}: no estimate; use --device)"
         )
-        g["_est"].append(None)
+        g["_incomplete"] = True
         return
     g["_devices"].add(spec.key)
     d = dtype or (profile.dtype if profile is not None else None) or _infer_dtype(job)
@@ -239,7 +233,17 @@ def _fold(
             "energy estimate suspect"
         )
     g["net_energy_j"] += est.net_energy_j if math.isfinite(est.net_energy_j) else 0.0
-    g["_est"].append(est)
+    vals = (
+        est.energy_flops,
+        est.energy_lower,
+        est.energy_upper,
+        est.pipe_flops,
+        est.pipe_lower,
+        est.pipe_upper,
+    )
+    g["_est"] = [
+        _add(a, b) for a, b in zip(g["_est"], vals, strict=True)
+    ]  # O(groups) memory, not O(GPU-jobs)
     g["_notes"].update(est.notes)
     if job.tensor_covered_s <= 0 and job.fp32_covered_s <= 0:
         g["_missing"].add("pipe activity (no pipe estimate)")
@@ -252,15 +256,9 @@ def _fold(
 
 
 def _close(g: dict[str, Any], threshold: float | None) -> dict[str, Any]:
-    ests: list[GpuEstimate | None] = g.pop("_est")
-    ok = [e for e in ests if e is not None]
-    complete = len(ok) == len(ests)
-    f = sum_finite([e.energy_flops for e in ok]) if complete else math.nan
-    lo = sum_finite([e.energy_lower for e in ok]) if complete else math.nan
-    hi = sum_finite([e.energy_upper for e in ok]) if complete else math.nan
-    p = sum_finite([e.pipe_flops for e in ok])
-    plo = sum_finite([e.pipe_lower for e in ok])
-    phi = sum_finite([e.pipe_upper for e in ok])
+    f, lo, hi, p, plo, phi = g.pop("_est")
+    if g.pop("_incomplete"):  # a GPU of the group had no usable device model: no energy total
+        f = lo = hi = math.nan
     covered, span = g.pop("_covered"), g.pop("_span")
     busy, busy_cov = g.pop("_busy"), g.pop("_busy_cov")
     sm, plimit = g.pop("_sm"), g.pop("_plimit")
@@ -298,6 +296,13 @@ def _close(g: dict[str, Any], threshold: float | None) -> dict[str, Any]:
         "notes": sorted(g.pop("_notes")),
     }
     return out
+
+
+def _add(a: float, b: float) -> float:
+    """Sum that skips NaN terms (a GPU-job an estimator could not handle) but stays NaN if all are NaN."""
+    if not math.isfinite(b):
+        return a
+    return b if not math.isfinite(a) else a + b
 
 
 def _nan_none(x: float) -> float | None:

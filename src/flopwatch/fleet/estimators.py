@@ -19,7 +19,6 @@ have no peak in ``devices.py`` and are reported, not counted.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,8 +188,3 @@ def disagree(e_lo: float, e_hi: float, p_lo: float, p_hi: float) -> bool:
     if not all(math.isfinite(v) for v in vals):
         return False
     return p_hi < e_lo or p_lo > e_hi
-
-
-def sum_finite(xs: Sequence[float]) -> float:
-    fin = [x for x in xs if math.isfinite(x)]
-    return float(sum(fin)) if fin else math.nan
