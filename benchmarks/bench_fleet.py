@@ -23,18 +23,21 @@ import tempfile
 import time
 from pathlib import Path
 
+# Timing without tracemalloc (it slows allocation several-fold); memory as peak RSS over the baseline after
+# imports (the built-in power model's pandas is part of the growth, a fixed ≈ 50 MB).
 CHILD = r"""
-import json, resource, sys, time, tracemalloc
+import json, resource, sys, time
+import numpy
 from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
 url, t0, t1, chunk = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-tracemalloc.start()
+rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 w0, c0 = time.perf_counter(), time.process_time()
 r = estimate_fleet(PrometheusClient(url), ReadPlan(t0, t1, gpus_per_chunk=chunk), by="pod")
 wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-peak = tracemalloc.get_traced_memory()[1]
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"wall_s": wall, "cpu_s": cpu, "gpu_hours": r.meta["gpu_hours"], "groups": len(r.groups),
-                  "queries": r.meta["queries"], "bytes": r.meta["bytes_received"], "py_peak_mb": peak / 2**20,
-                  "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "queries": r.meta["queries"], "bytes": r.meta["bytes_received"], "rss_growth_mb": rss - rss0,
+                  "maxrss_mb": rss}))
 """
 
 
@@ -103,7 +106,7 @@ def main() -> None:
             runs += [(args.gpus_fixed, float(h), w0) for h in args.sweep_hours.split(",")]
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
         print(
-            "gpus  hours  gpu_h   wall_s  cpu_s  prom_cpu_s  gpu_h_per_s  py_peak_MB  maxrss_MB  queries  MB_recv"
+            "gpus  hours  gpu_h   wall_s  cpu_s  prom_cpu_s  gpu_h_per_s  rss_growth_MB  maxrss_MB  queries  MB_recv"
         )
         rows = []
         with LocalPrometheus(tsdb) as p:
@@ -122,14 +125,33 @@ def main() -> None:
                 rows.append(r)
                 print(
                     f"{g:4d}  {h:5.1f}  {r['gpu_hours']:6.1f}  {r['wall_s']:6.2f}  {r['cpu_s']:5.2f}  "
-                    f"{r['prom_cpu_s']:10.2f}  {r['gpu_hours'] / r['wall_s']:11.0f}  {r['py_peak_mb']:10.1f}  "
+                    f"{r['prom_cpu_s']:10.2f}  {r['gpu_hours'] / r['wall_s']:11.0f}  {r['rss_growth_mb']:13.1f}  "
                     f"{r['maxrss_mb']:9.0f}  {r['queries']:7d}  {r['bytes'] / 1e6:7.2f}"
                 )
+        import numpy as np
+
+        gh = np.array([r["gpu_hours"] for r in rows])
+
+        def per_gpu_h(key: str) -> float:
+            """Least-squares slope of ``key`` on GPU-hours: the marginal cost, fixed costs removed."""
+            y = np.array([r[key] for r in rows])
+            slope = float(np.polyfit(gh, y, 1)[0]) if len(rows) > 1 else float("nan")
+            return 1.0 / slope if slope > 0 else float("inf")
+
         big = max(rows, key=lambda r: r["gpu_hours"])
-        rate = big["gpu_hours"] / big["wall_s"]
+        fixed = min(r["cpu_s"] for r in rows)
         print(
-            f"# at the largest size measured, {rate:.0f} GPU-h/s; 1024 GPUs × 24 h = 24576 GPU-h would take "
-            f"≈ {24576 / rate:.0f} s at that rate (extrapolated, not measured)"
+            f"# largest run: {big['gpu_hours']:.0f} GPU-h at {big['gpu_hours'] / big['wall_s']:.0f} GPU-h/s end to end "
+            f"(a fixed ≈ {fixed:.1f} CPU-s of imports and the built-in power model included)"
+        )
+        w, c, pc = per_gpu_h("wall_s"), per_gpu_h("cpu_s"), per_gpu_h("prom_cpu_s")
+        print(
+            f"# marginal (least squares over the runs): {w:.0f} GPU-h per wall-second, {c:.0f} GPU-h per flopwatch "
+            f"CPU-second, {pc:.0f} GPU-h per Prometheus CPU-second"
+        )
+        print(
+            f"# 1024 GPUs × 24 h = 24576 GPU-h ≈ {24576 / c + 24576 / pc:.0f} CPU-s (flopwatch + Prometheus) at the "
+            "marginal rates (extrapolated, not measured); wall depends on the cores Prometheus gets"
         )
         print(json.dumps(rows))
 

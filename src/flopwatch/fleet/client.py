@@ -194,9 +194,11 @@ class PrometheusClient:
             vals = r.get("values") or []
             if not vals:
                 continue
-            arr = np.array(vals, dtype=object)
-            t = arr[:, 0].astype(float)
-            v = np.array([_num(x) for x in arr[:, 1]], dtype=float)
+            t = np.fromiter((p[0] for p in vals), dtype=float, count=len(vals))
+            try:  # numpy parses "1.5", "NaN", "+Inf" itself
+                v = np.array([p[1] for p in vals], dtype=float)
+            except ValueError:
+                v = np.array([_num(p[1]) for p in vals], dtype=float)
             out.append(Series(r.get("metric", {}), t, v))
         return out
 

@@ -236,15 +236,15 @@ def _re_escape(v: str) -> str:
     return "".join(out)
 
 
-def _key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
+def _key(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+    return frozenset((k, v) for k, v in labels.items() if k != "__name__")
 
 
 def _assemble(
     results: Mapping[str, list[Series]], t_first: float, t_last: float, step: float, present: frozenset[str]
 ) -> WindowBlock:
     t = np.arange(t_first, t_last + step / 2, step)
-    index: dict[tuple[tuple[str, str], ...], int] = {}
+    index: dict[frozenset[tuple[str, str]], int] = {}
     labels: list[Mapping[str, str]] = []
     for ss in results.values():
         for s in ss:
