@@ -72,6 +72,7 @@ def _register_all() -> None:
         run_cmds,
         sim_cmds,
         telemetry_cmds,
+        verify_cmds,
         workload_cmds,
     )
 
@@ -84,6 +85,7 @@ def _register_all() -> None:
     run_cmds.register(app)
     sim_cmds.register(app)
     monitor_cmds.register(app)
+    verify_cmds.register(app)
     fleet_cmds.register(app)
 
 
