@@ -69,11 +69,13 @@ def energy_bounds(
     """Interval of the energy estimate of one GPU-job, and why it was widened.
 
     Today: the model's own interval, made to contain the point, widened to the model's ceiling over the busy
-    time when the job ran below the frontier gate's utilisation (where power says little about FLOPs). The
-    regime-aware bounds of the verification-integrity work (``flopwatch.estimate``) replace this function; its
-    inputs (the GPU-job's features and the device) are what such bounds need.
+    time when the job ran below the frontier gate's utilisation (where power says little about FLOPs), and
+    capped by the peak-rate bound of :mod:`flopwatch.estimate.bounds`. The regime-aware assessment there
+    (``flopwatch.estimate.verdict.assess``: efficiency envelope, regime checks) is the next step for this
+    function; its inputs (the GPU-job's features and the device) are what it needs.
     """
-    del spec
+    from flopwatch.estimate.bounds import peak_rate_bound
+
     lo, hi = min(lower, flops), max(upper, flops)
     notes = []
     util = job.busy_s / job.busy_covered_s if job.busy_covered_s > 0 else None
@@ -85,6 +87,11 @@ def energy_bounds(
             "utilisation unknown" if util is None else f"mean utilisation {util:.0%} < {MIN_UTIL:.0%}"
         )
         notes[-1] += ": outside the energy model's regime, bounds widened to [0, ceiling]"
+    # no device computes faster than its dense peak at its fastest precision (flopwatch.estimate.bounds)
+    cap = peak_rate_bound(spec, job.duration_s)
+    if math.isfinite(cap) and cap > 0:
+        hi = min(hi, cap)
+        lo = min(lo, hi)
     return lo, hi, notes
 
 
