@@ -228,3 +228,36 @@ def test_prometheus_sensor_spec_parsing():
     assert url == "http://p:9090/prom" and opts == {"match": '{Hostname="n1"}', "gpu": "0"}
     with pytest.raises(InputError, match="unknown"):
         parse_spec("http://p:9090?foo=1")
+
+
+def test_cli_sim_openmetrics_writes_truth_and_refuses_to_overwrite(tmp_path, capsys):
+    from flopwatch.cli import main
+
+    out = tmp_path / "f.om"
+    args = [
+        "sim",
+        "openmetrics",
+        "--gpus",
+        "2",
+        "--hours",
+        "0.25",
+        "--gpus-per-node",
+        "2",
+        "--device",
+        "l4",
+        "--label-style",
+        "hpc",
+        "-o",
+        str(out),
+    ]
+    assert main(args) == 0
+    truth = json.loads((tmp_path / "f.om.truth.json").read_text())
+    assert truth["simulated"] is True and truth["device"] == "l4" and truth["jobs"]
+    assert 'hpc_job="' in out.read_text()
+    assert "SIMULATED" in capsys.readouterr().out
+    assert main(args) == 2 and "exists" in capsys.readouterr().err
+    from flopwatch.fleet.localprom import backfill, find_tool
+
+    if find_tool("promtool"):
+        backfill(out, tmp_path / "tsdb")  # what the command promises: promtool accepts it
+        assert any((tmp_path / "tsdb").iterdir())

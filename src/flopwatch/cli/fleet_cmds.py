@@ -94,6 +94,7 @@ def fleet_estimate(
             TextColumn("{task.completed}/{task.total}"),
             TimeElapsedColumn(),
             transient=True,
+            console=console(stderr=True),
         ) as bar:
             task = bar.add_task("q", total=None)
             res = estimate_fleet(

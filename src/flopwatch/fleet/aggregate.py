@@ -20,6 +20,11 @@ import numpy as np
 from flopwatch.fleet import metrics as M
 from flopwatch.fleet.reader import WindowBlock
 
+#: A window with samples on both sides stands for the whole window (missed scrapes bridged) only if at least
+#: this share of its scrapes arrived; otherwise the series may have left and come back inside it (a GPU idle
+#: between two jobs), and the window stands for its samples only.
+FULL_WINDOW = 0.8
+
 
 @dataclass
 class GpuJob:
@@ -90,6 +95,8 @@ class Accumulator:
         self.unattributed_j = 0.0  # energy of series without the group label (unallocated GPUs)
         self.unattributed_series: set[tuple[tuple[str, str], ...]] = set()
         self._series: dict[tuple[tuple[str, str], ...], _SeriesState] = {}
+        self._gpu_n: dict[tuple[str, int], float] = {}  # (GPU, window) → samples over all its series
+        self._last_k = -(10**9)
 
     def add(self, block: WindowBlock) -> None:
         v = block.values
@@ -115,6 +122,8 @@ class Accumulator:
                 job.n_series += 1
                 st = self._series[skey] = _SeriesState(job)
             job = st.job
+            pn_, en_ = v.get("p_n"), v.get("e_n")
+            self._count_gpu(block, i, labels, pn_ if pn_ is not None else en_)
             for k in range(len(block.t)):
                 e_n = _f(get("e_n"), i, k)
                 p_n = _f(get("p_n"), i, k)
@@ -195,6 +204,13 @@ class Accumulator:
             st.last_e = last
             if (resets == resets and resets > 0) or (prev == prev and lo < prev):
                 job.resets += int(resets) if resets == resets and resets > 0 else 1
+                hi = _f(g("e_max"), i, k) / 1000.0
+                if resets == 1 and prev == prev and hi >= prev and p_avg == p_avg:
+                    # before the reset: prev → max; after it: min → last; across it: one interval of power
+                    job.energy_j += (hi - prev) + (last - lo) + p_avg * step
+                    job.counter_s += e_n * step
+                    st.counted = True
+                    return False
                 return True
             if prev == prev:  # bridges windows and missed scrapes: the counter kept counting
                 de = last - prev
@@ -209,8 +225,9 @@ class Accumulator:
     def _settle(self, st: _SeriesState, *, next_present: bool) -> None:
         """Close the pending window: the time it stands for and its power energy.
 
-        A window with samples before and after it stands for the whole window (missed scrapes bridged). An edge
-        window (a series starts or ends in it) stands for its samples × step, corrected for the series' rate of
+        A window with samples before and after it and at least :data:`FULL_WINDOW` of its scrapes stands for the
+        whole window (missed scrapes bridged). Any other (an edge
+        window: a series starts or ends in it) stands for its samples × step, corrected for the series' rate of
         missed scrapes in its interior windows, and is placed against the neighbouring window; it is settled in
         :meth:`finish`, when that rate is known. A series that lives inside one window is placed at its middle
         (its start and end are then known to ± half a window).
@@ -218,7 +235,7 @@ class Accumulator:
         assert st.pending is not None
         t_end, n, p_avg, use_power, prev_present = st.pending
         st.pending = None
-        if prev_present and next_present:
+        if prev_present and next_present and n >= FULL_WINDOW * self.window_s / self.step_s:
             st.interior_n += n
             st.interior_w += 1
             self._add_span(st, self.window_s, p_avg, use_power)
@@ -232,9 +249,9 @@ class Accumulator:
             job.energy_j += p_avg * span
             job.energy_from_power_j += p_avg * span
 
-    def _settle_edges(self, st: _SeriesState) -> None:
+    def _settle_edges(self, st: _SeriesState, fleet_kept: float) -> None:
         W, step = self.window_s, self.step_s
-        kept = st.interior_n * step / (st.interior_w * W) if st.interior_w else 1.0
+        kept = st.interior_n * step / (st.interior_w * W) if st.interior_w else fleet_kept
         kept = min(
             max(kept, 0.5), 1.0
         )  # share of scrapes that arrived (missed ones are bridged in the interior)
@@ -251,20 +268,41 @@ class Accumulator:
         st.edges = []
 
     def _unattributed(self, block: WindowBlock, i: int, labels: Mapping[str, str]) -> None:
-        self.unattributed_series.add(tuple(sorted(labels.items())))
-        ps, pn = block.values.get("p_sum"), block.values.get("p_n")
+        key = tuple(sorted(labels.items()))
+        self.unattributed_series.add(key)
+        ps, pn, en = block.values.get("p_sum"), block.values.get("p_n"), block.values.get("e_n")
         if ps is not None and pn is not None:
-            s = ps[i]
-            self.unattributed_j += float(np.nansum(s)) * self.step_s
+            self.unattributed_j += float(np.nansum(ps[i])) * self.step_s
+        self._count_gpu(block, i, labels, pn if pn is not None else en)
+
+    def _count_gpu(
+        self, block: WindowBlock, i: int, labels: Mapping[str, str], counts: np.ndarray | None
+    ) -> None:
+        if counts is None:
+            return
+        gid = M.gpu_id(labels)
+        for k in range(len(block.t)):
+            n = float(counts[i, k])
+            if n == n and n > 0:
+                ka = int(round(float(block.t[k]) / self.window_s))
+                self._gpu_n[(gid, ka)] = self._gpu_n.get((gid, ka), 0.0) + n
+                self._last_k = max(self._last_k, ka)
 
     def finish(self) -> list[GpuJob]:
         """Close every series (end edge of half a step) and return the GPU-jobs."""
         for st in self._series.values():
             if st.pending is not None:
                 self._settle(st, next_present=False)
-            self._settle_edges(st)
+        # a series without interior windows (a job shorter than two windows) borrows the chunk's scrape rate: a
+        # GPU is scraped the whole time whichever series (job) it is in, so its samples per window over all its
+        # series, over the scrapes a window holds, is the share that arrived (median over GPUs and windows; the
+        # last window may be cut by the end of the range)
+        full = [n for (_g, k), n in self._gpu_n.items() if k < self._last_k]
+        fleet_kept = float(np.median(full)) * self.step_s / self.window_s if full else 1.0
+        for st in self._series.values():
+            self._settle_edges(st, fleet_kept)
             if st.counted and st.last_p == st.last_p:
                 st.job.energy_j += 0.5 * self.step_s * st.last_p
         out = list(self.jobs.values())
-        self.jobs, self._series = {}, {}
+        self.jobs, self._series, self._gpu_n = {}, {}, {}
         return out

@@ -96,6 +96,7 @@ def _queries(
         q |= {
             "e_last": f"last_over_time({e}[{W}])",
             "e_first": f"min_over_time({e}[{W}])",
+            "e_max": f"max_over_time({e}[{W}])",  # the value before a reset inside the window
             "e_resets": f"resets({e}[{W}])",
             "e_n": f"count_over_time({e}[{W}])",
         }
