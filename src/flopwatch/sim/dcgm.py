@@ -389,9 +389,15 @@ class SimulatedFleet:
 
     # ------------------------------------------------------------------------------------------ output
     def write_openmetrics(
-        self, path: str | os.PathLike[str], *, progress: Callable[[int, int], None] | None = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        gpus: range | None = None,
     ) -> FleetTruth:
         """Write the fleet's history as OpenMetrics text (``# EOF``-terminated) and return its ground truth.
+
+        ``gpus`` writes only those GPUs (a large fleet in several files, each backfilled into the same TSDB).
 
         Families must be contiguous in OpenMetrics, so each family goes to its own temporary file while the GPUs
         are simulated one at a time (memory: one GPU's history), and the files are concatenated at the end.
@@ -416,7 +422,8 @@ class SimulatedFleet:
                 f[0]: open(tmpdir / f"{i:02d}", "w", buffering=1 << 20) for i, f in enumerate(self.families)
             }
             try:
-                for g in range(self.n_gpus):
+                todo = range(self.n_gpus) if gpus is None else gpus
+                for g in todo:
                     acc = self.accelerator(g)
                     t, vals, alloc = self.sample(g, acc)
                     self._truth(truth, g, acc)
@@ -439,7 +446,7 @@ class SimulatedFleet:
                                 )
                             )
                     if progress is not None:
-                        progress(g + 1, self.n_gpus)
+                        progress(g + 1 - todo.start, len(todo))
             finally:
                 for fh in files.values():
                     fh.close()
