@@ -261,3 +261,15 @@ def test_cli_sim_openmetrics_writes_truth_and_refuses_to_overwrite(tmp_path, cap
     if find_tool("promtool"):
         backfill(out, tmp_path / "tsdb")  # what the command promises: promtool accepts it
         assert any((tmp_path / "tsdb").iterdir())
+
+
+def test_missing_energy_metrics_is_a_clear_error():
+    from flopwatch.fleet.reader import FleetReader
+
+    names = {"status": "success", "data": ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_SM_CLOCK"]}
+    c = PrometheusClient("prom:9090", opener=_Opener([names]))
+    with pytest.raises(InputError, match="missing metrics: neither DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"):
+        FleetReader(c, ReadPlan(0, 3600)).discover()
+    c = PrometheusClient("prom:9090", opener=_Opener([{"status": "success", "data": []}]))
+    with pytest.raises(InputError, match="empty result"):
+        FleetReader(c, ReadPlan(0, 3600)).discover()
