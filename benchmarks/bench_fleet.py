@@ -150,15 +150,18 @@ def main() -> None:
             f"# largest run: {big['gpu_hours']:.0f} GPU-h at {big['gpu_hours'] / big['wall_s']:.0f} GPU-h/s end to end "
             f"(a fixed ≈ {fixed:.1f} CPU-s of imports and the built-in power model included)"
         )
-        w, c, pc = per_gpu_h("wall_s"), per_gpu_h("cpu_s"), per_gpu_h("prom_cpu_s")
-        print(
-            f"# marginal (least squares over the runs): {w:.0f} GPU-h per wall-second, {c:.0f} GPU-h per flopwatch "
-            f"CPU-second, {pc:.0f} GPU-h per Prometheus CPU-second"
-        )
-        print(
-            f"# 1024 GPUs × 24 h = 24576 GPU-h ≈ {24576 / c + 24576 / pc:.0f} CPU-s (flopwatch + Prometheus) at the "
-            "marginal rates (extrapolated, not measured); wall depends on the cores Prometheus gets"
-        )
+        if len(rows) < 2:
+            print("# one run: no marginal rate (give several sizes)")
+        else:
+            w, c, pc = per_gpu_h("wall_s"), per_gpu_h("cpu_s"), per_gpu_h("prom_cpu_s")
+            print(
+                f"# marginal (least squares over the runs): {w:.0f} GPU-h per wall-second, {c:.0f} GPU-h per "
+                f"flopwatch CPU-second, {pc:.0f} GPU-h per Prometheus CPU-second"
+            )
+            print(
+                f"# 1024 GPUs × 24 h = 24576 GPU-h ≈ {24576 / c + 24576 / pc:.0f} CPU-s (flopwatch + Prometheus) at "
+                "the marginal rates (extrapolated, not measured); wall depends on the cores Prometheus gets"
+            )
         print(json.dumps(rows))
 
 

@@ -51,7 +51,9 @@ def fleet_estimate(
         None, "--dtype", help="Training dtype (default: from the profile, else inferred)."
     ),
     device: str = typer.Option(None, "--device", help="Device model when modelName is missing or unknown."),
-    gpus_per_chunk: int = typer.Option(256, "--gpus-per-chunk", help="GPUs per query chunk (memory bound)."),
+    gpus_per_chunk: int = typer.Option(
+        32, "--gpus-per-chunk", help="GPUs per query chunk (memory grows with it)."
+    ),
     time_chunk: str = typer.Option("6h", "--time-chunk", help="Time per query chunk."),
     timeout_s: float = typer.Option(60.0, "--timeout", help="Seconds per HTTP request."),
     retries: int = typer.Option(3, "--retries", help="Retries on connection errors, timeouts and 5xx."),
