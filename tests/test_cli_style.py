@@ -94,3 +94,31 @@ def test_sub_apps_print_help_literally() -> None:
 
     for sub in (powermodel_cmds.pm_app, sim_cmds.sim_app, workload_cmds.workload_app):
         assert isinstance(sub, typer.Typer) and sub.rich_markup_mode is None
+
+
+def test_a_command_needing_torch_says_so_without_it(capsys) -> None:  # noqa: ANN001
+    """Runs under `pytest --without-torch` (or where torch is missing): one line, exit 2, how to install it."""
+    import pytest
+
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("torch is installed: run `python -m pytest --without-torch` to check this path")
+    code = main(
+        [
+            "workload",
+            "run",
+            "--sweep",
+            "quick",
+            "--label",
+            "d128_b8_s64_L3",
+            "--steps",
+            "1",
+            "--device",
+            "cpu",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE and "flopwatch[torch]" in err and len(err.strip().splitlines()) == 1

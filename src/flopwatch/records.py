@@ -21,7 +21,6 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, overload
 
 from flopwatch.devices import normalize_dtype
@@ -77,7 +76,7 @@ class WorkloadRecord:
     """One workload run, in SI units (J, s, FLOP, util as a 0–1 ratio): the one record type of flopwatch.
 
     Real workloads (:func:`flopwatch.workloads.run.run_workload`), the simulator
-    (:meth:`flopwatch.sim.accelerator.SimRun.record`) and the join (:func:`flopwatch.join.join_records`) all
+    (:meth:`flopwatch.sim.accelerator.SimulatedRun.record`) and the join (:func:`flopwatch.join.join_records`) all
     produce it; :func:`load_records` reads it back. **Adding a field means adding it here** (and, when it must be
     a checked number, to ``_NUMERIC_FIELDS``/``_RANGES``): :meth:`from_dict` and :meth:`to_dict` follow the
     dataclass fields. Keys a producer adds that are not fields (``sim``, ``host``, ``torch_version`` …) are kept
@@ -124,18 +123,29 @@ class WorkloadRecord:
     join: Mapping[str, Any] | None = None
     # -- every other key, verbatim
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    raw: Mapping[str, Any] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "raw", MappingProxyType(self.to_dict()))
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        """The record's JSON form (:meth:`to_dict`) as a read-only mapping, built lazily key by key."""
+        return _RecordView(self)
 
     def __getitem__(self, key: str) -> Any:
         """Read access to the JSON form (``rec["mfu"]``), for code written against the record dicts."""
-        return self.raw[key]
+        if key in _FIELD_SET:
+            v = getattr(self, key)
+            if key in ("net_energy_j", "duration_s") and isinstance(v, float) and math.isnan(v):
+                return None
+            return v
+        if key == "schema":
+            return RECORD_SCHEMA
+        return self.extra[key]
 
     def get(self, key: str, default: Any = None) -> Any:
-        """``raw.get``: a key of the JSON form, or ``default``."""
-        return self.raw.get(key, default)
+        """A key of the JSON form, or ``default``."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
     @property
     def avg_net_power_w(self) -> float:
@@ -176,8 +186,27 @@ class WorkloadRecord:
         return _build(d, file=file, where=where if where is not None else "<memory>", require=require)
 
 
-#: The record's data fields, in file order (``raw`` is derived).
+class _RecordView(Mapping[str, Any]):
+    """:attr:`WorkloadRecord.raw`: the JSON form, read key by key (no dict is built unless iterated)."""
+
+    __slots__ = ("_r",)
+
+    def __init__(self, record: WorkloadRecord) -> None:
+        self._r = record
+
+    def __getitem__(self, key: str) -> Any:
+        return self._r[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._r.to_dict())
+
+    def __len__(self) -> int:
+        return len(self._r.to_dict())
+
+
+#: The record's data fields, in file order.
 _FIELD_NAMES = tuple(f.name for f in fields(WorkloadRecord) if f.init and f.name != "extra")
+_FIELD_SET = frozenset(_FIELD_NAMES)
 _STR_FIELDS = tuple(
     f.name for f in fields(WorkloadRecord) if f.init and f.type in ("str | None",) and f.name != "label"
 )
@@ -246,6 +275,14 @@ def as_record_set(records: RecordSet | Sequence[WorkloadRecord]) -> RecordSet:
 
 def _number(value: Any, *, file: str, record: str | int, name: str, required: bool) -> float | None:
     """A finite float in its allowed range, or None when absent/null and not required."""
+    tv = type(value)
+    if tv is float or tv is int:  # the common case, checked inline (exact types: a bool is not a number here)
+        v = float(value)
+        if math.isfinite(v):
+            rng = _RANGES.get(name)
+            if rng is None or ((v > rng[0] or (v == rng[0] and rng[1])) and v <= rng[2]):
+                return v
+        # out of range or not finite: the checks below say how
     if value is None:
         if required:
             raise InputError("is missing (null)", file=file, record=record, field=name)
@@ -322,7 +359,13 @@ def _build(
     dur = vals["duration_s"]
     kw: dict[str, Any] = {}
     for name in _PLAIN_NUMERIC_FIELDS:
-        kw[name] = _number(d.get(name), file=file, record=label, name=name, required=False)
+        v = d.get(name)
+        # the common cases inline (thousands of records per file): null, or a finite float
+        kw[name] = (
+            v
+            if v is None or (type(v) is float and math.isfinite(v))
+            else _number(v, file=file, record=label, name=name, required=False)
+        )
     for name, v in (("steps", vals["steps"]), ("warmup_steps", kw["warmup_steps"])):  # counts stay integers
         if v is not None and float(v).is_integer():
             kw[name] = int(v)
@@ -351,7 +394,7 @@ def _build(
         flops_per_step=vals["flops_per_step"],
         energy_j=vals["energy_j"],
         coverage=vals["coverage"],
-        extra={k: v for k, v in d.items() if k not in _FIELD_NAMES and k != "schema"},
+        extra={k: v for k, v in d.items() if k not in _FIELD_SET and k != "schema"},
         **kw,
     )
 

@@ -116,6 +116,15 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"flopwatch: error: {literal(e)}", file=sys.stderr)
         code = e.exit_code
+    except ModuleNotFoundError as e:
+        if debug or (e.name or "").split(".")[0] != "torch":
+            raise
+        # an optional extra, not a bug: say how to get it (a usage error, like a sensor this machine lacks)
+        print(
+            "flopwatch: error: this command needs torch, which is not installed (pip install 'flopwatch[torch]')",
+            file=sys.stderr,
+        )
+        code = EXIT_USAGE
     except KeyboardInterrupt:
         print("flopwatch: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED

@@ -56,8 +56,9 @@ def bench_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
 ) -> None:
     """Measure MFU, utilisation and power per configuration with the MASCOTS protocol; write aggregate CSV rows."""
+    from flopwatch.backends import open_sensors
     from flopwatch.errors import InputError
-    from flopwatch.powermodel.bench import BenchSettings, bench_grid, bench_grid_sim, write_aggregate_csv
+    from flopwatch.powermodel.bench import BenchSettings, bench_grid, default_sensor_spec, write_aggregate_csv
 
     settings = BenchSettings(
         window_s=window_s, min_samples=min_samples, max_samples=max_samples, rel_ci=rel_ci,
@@ -87,34 +88,26 @@ def bench_cmd(
         if con is not None:
             con.print(
                 f"{row['model_name']} b{row['batch_size']} {row['dtype']} rep {row['repeat']}: "
-                f"MFU {row['mfu_percentage_calflops_mean']:.3g} %, util {fmt_num(row['gpu_utilization_mean'], 1)} %, "
+                f"MFU {row['mfu_percentage_hardware_flops_mean']:.3g} % (hardware FLOPs), util {fmt_num(row['gpu_utilization_mean'], 1)} %, "
                 f"power {fmt_num(row['power_draw_watts_mean'], 1)} W, {row['samples_per_config']} windows ({row['stop_reason']})"
                 + (" [simulated]" if row["simulated"] else "")
             )
 
     if device.startswith("sim"):
+        from flopwatch.sim.bench import bench_grid_sim
+
         rows = bench_grid_sim(
             configs, spec=device, settings=settings, repeats=repeats, seed=seed, on_row=on_row
         )
     else:
-        spec = sensor
-        if spec is None and device.startswith("cuda"):
-            from flopwatch.powermodel.bench import nvml_spec_for
-            from flopwatch.workloads.run import parse_device
-
-            parse_device(device)
-            import torch
-
-            if not torch.cuda.is_available():
-                raise InputError("device 'cuda' requested but torch sees no CUDA device", field="device")
-            spec = nvml_spec_for(device)  # the workload's own GPU, not every GPU NVML sees
+        spec = sensor if sensor is not None else default_sensor_spec(device)
         if spec is None and con is not None:
             con.print(
                 "no --sensor on the CPU: power is not measured (MFU and step timing only)", style="yellow"
             )
         rows = bench_grid(
             configs, device=device, sensor_spec=None if spec == "none" else spec, settings=settings,
-            repeats=repeats, seed=seed, on_row=on_row,
+            repeats=repeats, seed=seed, on_row=on_row, open_sensors=open_sensors,
         )  # fmt: skip
     result: dict[str, Any] = {"output": str(output), "rows": rows}
     if fit:

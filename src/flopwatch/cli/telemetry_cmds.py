@@ -16,7 +16,7 @@ from flopwatch.errors import InputError
 
 
 def _open(spec: str, speed: float | None) -> list[Any]:
-    from flopwatch.telemetry.sensors.discover import open_sensors
+    from flopwatch.backends import open_sensors
 
     return open_sensors(spec, speed=speed)
 
@@ -27,7 +27,7 @@ def sensors_cmd(
     rapl_root: str = typer.Option("/", "--rapl-root", help="sysfs root to probe for RAPL zones."),
 ) -> None:
     """List the sensors found on this machine, their capabilities, and why a backend is unavailable."""
-    from flopwatch.telemetry.sensors.discover import probe_all
+    from flopwatch.backends import probe_all
 
     statuses = probe_all(jetson_root=jetson_root, rapl_root=rapl_root)
     if as_json:
@@ -300,7 +300,6 @@ def detect_cmd(
 ) -> None:
     """Detect workloads in a trace with the study's utilisation hysteresis and integrate their energy."""
     from flopwatch.detect import HysteresisParams, detect_workloads
-    from flopwatch.telemetry.reading import Trace
 
     params = HysteresisParams(
         poll_s=poll,
@@ -309,8 +308,7 @@ def detect_cmd(
         end_polls=end_polls,
         edges=edges,  # type: ignore[arg-type]
     )
-    tr = Trace.read(trace)
-    det = detect_workloads(tr, params, idle_power_w=idle_power, device=device)
+    det = detect_workloads(trace, params, idle_power_w=idle_power, device=device)  # streams the file
     if as_json:
         echo_json(det.to_dict())
         return

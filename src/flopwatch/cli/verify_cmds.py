@@ -58,8 +58,16 @@ def verdict_cmd(
         from flopwatch.estimate.profile import Profile
 
         prof = Profile.load(profile)
+    from flopwatch.monitor.ledger import read_entries
+
     res = ledger_window_verdicts(
-        str(ledger), threshold_flops=thr, window_s=win, by=by, profile=prof, device=device
+        read_entries(str(ledger)),
+        source=str(ledger),
+        threshold_flops=thr,
+        window_s=win,
+        by=by,
+        profile=prof,
+        device=device,
     )
     if as_json:
         echo_json(res)

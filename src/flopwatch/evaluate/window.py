@@ -10,8 +10,8 @@ therefore adds up, soundly:
   :mod:`flopwatch.estimate.bounds`). A workload without a finite upper bound makes the sum unbounded.
 
 "above" when lower > T, "below" when upper < T, else "uncertain" (:func:`combine_window`, a pure function
-the monitor's gauge can call on its running totals). :func:`ledger_window_verdicts` reads a ledger through
-:mod:`flopwatch.monitor.ledger` (read-only) and groups by device, job or everything.
+the monitor's gauge can call on its running totals). :func:`ledger_window_verdicts` judges a ledger's
+entries, read by the caller through :mod:`flopwatch.monitor.ledger` (read-only), grouped by device, job or everything.
 """
 
 from __future__ import annotations
@@ -197,22 +197,22 @@ def _outside_at(
 
 
 def ledger_window_verdicts(
-    path: str,
+    entries: Iterable[Any],
     *,
+    source: str = "",
     threshold_flops: float | None,
     window_s: float | None,
     by: str = "all",
     profile: Profile | None = None,
     device: str | None = None,
 ) -> dict[str, Any]:
-    """Window verdicts of a ledger (read-only). ``by``: "all", "device" or "job"."""
+    """Window verdicts of a ledger's entries (``flopwatch.monitor.ledger.read_entries``, read by the caller: evaluate
+    does not import the monitor, which imports evaluate). ``by``: "all", "device" or "job"."""
     from flopwatch.estimate.bounds import resolve_device
     from flopwatch.estimate.verdict import profile_envelope
-    from flopwatch.monitor.ledger import read_entries
 
     if by not in ("all", "device", "job"):
         raise InputError(f"must be device, job or all, got {by!r}", field="--by")
-    entries = read_entries(path)
     rows: list[dict[str, Any]] = []
     cps: list[tuple[float, Mapping[str, Any]]] = []
     names: dict[str, str] = {}
@@ -299,7 +299,7 @@ def ledger_window_verdicts(
         groups.append(group([], "(outside workloads)", [], devices))
     total = group(in_win, "all", inside, devices)
     return {
-        "ledger": str(path),
+        "ledger": source,
         "threshold_flops": threshold_flops,
         "window_s": window_s,
         "window_start_wall": start,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from flopwatch.backends import open_sensors
 from flopwatch.devices import get_device
 from flopwatch.errors import FlopwatchError, InputError
 from flopwatch.sim.sensor import parse_spec
-from flopwatch.telemetry.sensors.discover import open_sensors
 
 
 @dataclass(frozen=True)

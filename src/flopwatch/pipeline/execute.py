@@ -143,7 +143,7 @@ class CudaExecutor:
             from flopwatch.workloads.run import run_workload
         open_sensors = self._open_sensors
         if open_sensors is None:
-            from flopwatch.telemetry.sensors.discover import open_sensors
+            from flopwatch.backends import open_sensors
 
         try:
             sensors = open_sensors(choice.nvml_spec or f"nvml:{choice.index}")
