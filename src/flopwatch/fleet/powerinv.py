@@ -57,15 +57,16 @@ class PowerInverse:
 
     @property
     def ceiling_flops(self) -> float:
-        """The largest FLOP rate the model can return (1.5 × the largest MFU observed)."""
-        return 1.5 * max([self.mfu_max_pct, *(c[2] for c in self.cells)]) * self.peak_flops / 100.0
+        """The largest FLOP rate an upper bound can reach: the peak MFU is taken against."""
+        return self.peak_flops
 
     def rate(self, power_w: float, z: float = Z95) -> tuple[float, float, float]:
         """(FLOP/s, lower, upper) at mean power ``power_w``.
 
         The point inverts the pooled line; the interval is the envelope over the compute-bound cells, each
         inverted at ``power ∓ z·SD_cell`` (the batch regime is unknown, so any of them may apply). A cell whose
-        line is flat (power saturated at the board limit) bounds MFU only by its ceiling.
+        line is flat (power saturated at the board limit), or whose clip the power reaches, bounds MFU only by
+        the peak.
         """
         f = self.peak_flops / 100.0
         mid = float(self.mfu_pct(power_w)) * f
@@ -77,10 +78,12 @@ class PowerInverse:
             cap = 1.5 * hi_pct
             if b <= 1e-9:
                 los.append(0.0)
-                his.append(cap)
+                his.append(100.0)
                 continue
             los.append(min(max((power_w - z * sd - a) / b, 0.0), cap))
-            his.append(min(max((power_w + z * sd - a) / b, 0.0), cap))
+            up = (power_w + z * sd - a) / b
+            # at or past the cell's clip the line is saturated: power no longer bounds MFU below the peak
+            his.append(100.0 if up >= cap else max(up, 0.0))
         return mid, min(min(los) * f, mid), max(max(his) * f, mid)
 
 
@@ -123,9 +126,8 @@ def power_inverse(device: str, dtype: str) -> PowerInverse:
     else:
         idle, max_w = float(spec.idle_w), float(spec.tdp_w)
         k = (max_w - idle) / (TEMPLATE_MAX_W - float(idle_t))
-        # MFU against this device's peak; fp32 against TF32 where it has tensor cores, like the A100 data.
-        pd_ = "tf32" if d == "fp32" and spec.supports("tf32") else d
-        peak = spec.peak(pd_ if spec.supports(pd_) else "fp32")
+        # MFU against the peak measured runs use (DeviceSpec.mfu_peak), as flopwatch.sim.power's spec models do
+        peak = spec.mfu_peak(d if spec.supports(d) else "fp32")
         src = (
             f"assumption: the A100's MASCOTS {cell_dtype} line (batch ≥ {MIN_BATCH}) scaled to {spec.name}'s "
             f"idle {idle:g} W – TDP {max_w:g} W, MFU against its own peak"
