@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from flopwatch.errors import InputError
-from flopwatch.fleet import metrics as M
 from flopwatch.fleet.aggregate import Accumulator
-from flopwatch.fleet.client import PrometheusClient, PrometheusError
 from flopwatch.fleet.estimators import disagree, verdict
 from flopwatch.fleet.reader import ReadPlan, WindowBlock
-from flopwatch.fleet.timespec import parse_duration, parse_time, selector_matchers
+from flopwatch.telemetry import dcgm_metrics as M
+from flopwatch.telemetry.prom_client import PrometheusClient, PrometheusError
+from flopwatch.telemetry.timespec import parse_duration, parse_time, selector_matchers
 
 
 def test_times_durations_selectors():

@@ -61,10 +61,10 @@ def fleet_estimate(
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
     """Per-job FLOP estimates (energy and pipe activity), bounds and verdicts for a whole fleet."""
-    from flopwatch.fleet.client import PrometheusClient
     from flopwatch.fleet.estimate import estimate_fleet
     from flopwatch.fleet.reader import ReadPlan
-    from flopwatch.fleet.timespec import parse_duration, parse_time, selector_matchers
+    from flopwatch.telemetry.prom_client import PrometheusClient
+    from flopwatch.telemetry.timespec import parse_duration, parse_time, selector_matchers
 
     plan = ReadPlan(
         start=parse_time(start, field="start"),
@@ -120,7 +120,7 @@ def fleet_estimate(
 @fleet_app.command("metrics")
 def fleet_metrics(as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout.")) -> None:
     """The dcgm-exporter metrics flopwatch reads and what each contributes."""
-    from flopwatch.fleet.metrics import METRICS
+    from flopwatch.telemetry.dcgm_metrics import METRICS
 
     rows = [{"metric": m.name, "unit": m.unit, "kind": m.kind, "role": m.role} for m in METRICS.values()]
     if as_json:
@@ -222,8 +222,8 @@ def sim_openmetrics(
     import json
 
     from flopwatch.errors import InputError
-    from flopwatch.fleet.timespec import parse_duration, parse_time
     from flopwatch.sim.dcgm import SimulatedFleet, load_fleet_schedule, random_schedule
+    from flopwatch.telemetry.timespec import parse_duration, parse_time
 
     truth_path = truth or out.with_name(out.name + ".truth.json")
     for p in (out, truth_path):

@@ -14,7 +14,7 @@ __all__ = ["FleetResult", "PrometheusClient", "ReadPlan", "estimate_fleet"]
 
 def __getattr__(name: str) -> Any:
     if name == "PrometheusClient":
-        from flopwatch.fleet.client import PrometheusClient
+        from flopwatch.telemetry.prom_client import PrometheusClient
 
         return PrometheusClient
     if name == "ReadPlan":

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from flopwatch.fleet import metrics as M
 from flopwatch.fleet.reader import WindowBlock
+from flopwatch.telemetry import dcgm_metrics as M
 
 #: A window with samples on both sides stands for the whole window (missed scrapes bridged) only if at least
 #: this share of its scrapes arrived; otherwise the series may have left and come back inside it (a GPU idle

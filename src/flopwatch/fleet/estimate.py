@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from flopwatch.fleet import metrics as M
 from flopwatch.fleet.aggregate import Accumulator, GpuJob
-from flopwatch.fleet.client import PrometheusClient
 from flopwatch.fleet.estimators import device_for, disagree, estimate_gpu_job, verdict
 from flopwatch.fleet.reader import FleetReader, ReadPlan
+from flopwatch.telemetry import dcgm_metrics as M
+from flopwatch.telemetry.prom_client import PrometheusClient
 
 FLEET_SCHEMA = "flopwatch.fleet/1"
 

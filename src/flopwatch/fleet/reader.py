@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from flopwatch.errors import InputError
-from flopwatch.fleet import metrics as M
-from flopwatch.fleet.client import MAX_POINTS_PER_SERIES, PrometheusClient, Series
+from flopwatch.telemetry import dcgm_metrics as M
+from flopwatch.telemetry.prom_client import MAX_POINTS_PER_SERIES, PrometheusClient, Series
 
 #: Above this step a range subquery at ``step`` would fall outside Prometheus's default 5 min lookback, and job
 #: boundaries blur by more than the scrape intervals dcgm-exporter deployments use (15–60 s).

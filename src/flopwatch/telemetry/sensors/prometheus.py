@@ -10,8 +10,9 @@ then optional query parameters (removed before any request is sent):
   value of the latest scrape, so reading faster than the scrape interval repeats values.
 
 One sensor per GPU (``UUID``). Units are converted here, once: mJ → J, % → ratio, DRAM_ACTIVE × the device's
-peak bandwidth → B/s. The HTTP client and the metric names are :mod:`flopwatch.fleet.client` and
-:mod:`flopwatch.fleet.metrics` (standard library only), imported lazily.
+peak bandwidth → B/s. The HTTP client and the metric names are :mod:`flopwatch.telemetry.prom_client` and
+:mod:`flopwatch.telemetry.dcgm_metrics` (standard library and numpy only), imported lazily; the fleet estimator
+(:mod:`flopwatch.fleet`) reads through the same client.
 """
 
 from __future__ import annotations
@@ -85,7 +86,6 @@ class PrometheusSensor:
         return self._clock
 
     def info(self) -> SensorInfo:
-        from flopwatch.fleet import metrics as M
 
         caps = ["power_w", "energy_j", "util", "sm_clock_mhz", "temp_c"]
         if self.spec is not None:
@@ -100,7 +100,7 @@ class PrometheusSensor:
                     "model": self.labels.get("modelName"),
                     "hostname": self.labels.get("Hostname"),
                     "uuid": self.uuid,
-                    "source": M.__name__,
+                    "prometheus": self.client.display_url,
                 }.items()
                 if v
             },
@@ -110,7 +110,7 @@ class PrometheusSensor:
         )
 
     def _values_now(self) -> tuple[dict[str, float], float]:
-        from flopwatch.fleet import metrics as M
+        from flopwatch.telemetry import dcgm_metrics as M
 
         if self.history is not None:
             t = self._clock.now()
@@ -136,7 +136,7 @@ class PrometheusSensor:
         return out, time.time()
 
     def read(self) -> Reading:
-        from flopwatch.fleet import metrics as M
+        from flopwatch.telemetry import dcgm_metrics as M
 
         v, wall = self._values_now()
 
@@ -183,9 +183,9 @@ def open_prometheus(
     arg: str | None, *, clock: Clock | None = None, speed: float | None = None
 ) -> list[PrometheusSensor]:
     """Sensors for the GPUs a ``prometheus:`` spec names (see the module docstring)."""
-    from flopwatch.fleet import metrics as M
-    from flopwatch.fleet.client import PrometheusClient
-    from flopwatch.fleet.timespec import parse_duration, parse_time, selector_matchers
+    from flopwatch.telemetry import dcgm_metrics as M
+    from flopwatch.telemetry.prom_client import PrometheusClient
+    from flopwatch.telemetry.timespec import parse_duration, parse_time, selector_matchers
 
     url, opts = parse_spec(arg or "")
     client = PrometheusClient(url, timeout_s=10.0, retries=1)
