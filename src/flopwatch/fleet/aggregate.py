@@ -3,10 +3,12 @@
 Energy (``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, mJ since boot) is exact between two samples of the same
 series: the increment of window k is ``last_k − last_{k−1}``, which also bridges windows without samples (a gap
 in scraping loses no energy while the counter keeps counting). A reset (driver reload, reboot: ``resets() > 0``
-or a value below the previous one) makes that window's increment unknowable, so it comes from the power gauge
-instead (Σ P_i × step) and is counted in ``resets``. The first and last sample of a series stand for half a
-step each beyond them (the scrape that first saw a job is on average half a step after it started), the same
-convention as Σ P_i × step for the power gauge. Without the counter, all energy comes from power.
+or a value below the previous one) breaks that: with one reset in the window the counter still gives the part
+before it (``max − last_{k−1}``) and after it (``last − min``), and one scrape interval of power bridges the
+reset; otherwise the window's energy comes from the power gauge (mean power × the time the window stands for)
+and the reset is counted. The first and last sample of a series stand for half a step each beyond them (the
+scrape that first saw a job is on average half a step after it started). Without the counter, all energy comes
+from power.
 """
 
 from __future__ import annotations
