@@ -11,10 +11,11 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "flopwatch"
 
-BASE = {"__init__", "errors", "units", "devices"}
+BASE = {"__init__", "errors", "units", "devices", "text"}
 #: unit (a top-level module or package of flopwatch) → the units it may import. Keep docs/architecture.md in step.
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
+    "text": set(),  # literal printing of user strings (CLI console and daemon logs)
     "__init__": {"errors"},
     "units": {"errors"},
     "devices": {"__init__", "errors", "units"},
