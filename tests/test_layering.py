@@ -29,6 +29,8 @@ ALLOWED: dict[str, set[str]] = {
     "sim": BASE | {"records", "telemetry", "workloads", "powermodel"},
     "join": BASE | {"records", "telemetry", "detect"},
     "backends": BASE | {"telemetry", "sim"},
+    # fleet scale (issue 12): Prometheus history through telemetry's client, estimate's bounds, the built-in power model
+    "fleet": BASE | {"telemetry", "estimate", "powermodel"},
     "report": BASE | {"records", "telemetry", "detect", "estimate", "evaluate", "powermodel"},
     "monitor": BASE
     | {"records", "telemetry", "detect", "join", "workloads", "estimate", "evaluate", "backends"},
@@ -51,6 +53,7 @@ NEVER_SIM = (
     "evaluate",
     "join",
     "report",
+    "fleet",
 )
 
 
