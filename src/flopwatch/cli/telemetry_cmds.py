@@ -5,6 +5,7 @@ Heavy modules (pandas, pyarrow, vendor libraries) are imported inside the comman
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -95,8 +96,12 @@ def record_cmd(
         raise InputError(f"--rate must be > 0, got {rate}", field="rate")
     if not duration > 0:
         raise InputError(f"--duration must be > 0, got {duration}", field="duration")
-    if output.exists() and not force:
-        raise InputError("file exists (use --force to overwrite)", file=str(output))
+    from flopwatch.outputs import check_output
+
+    replayed = [x.split(":", 1)[1] for x in sensor.split(",") if x.startswith("replay:")]
+    check_output(output, inputs=replayed, overwrite=force, what="trace", create_parents=True)
+    if not (math.isfinite(flush_every) and flush_every > 0):
+        raise InputError(f"--flush-every must be a finite number > 0, got {flush_every}", field="flush_every")
     sensors = _open(sensor, speed)
     infos = [s.info() for s in sensors]
     md = base_metadata(
