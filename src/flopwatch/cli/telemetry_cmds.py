@@ -210,6 +210,11 @@ def idle_cmd(
 
     if not duration > 0 or not rate > 0:
         raise InputError("--duration and --rate must be > 0", field="duration")
+    # an idle baseline is minutes at a few Hz (the study: 90 s at 2 Hz); beyond a day or 1 kHz it is a typo
+    if not duration <= 86400:
+        raise InputError(f"must be at most 86400 s, got {duration}", field="duration")
+    if not rate <= 1000:
+        raise InputError(f"must be at most 1000 Hz, got {rate}", field="rate")
     sensors = _open(sensor, speed)
     items: list[Any] = []
     sampler = Sampler(sensors, rate, sinks=[items.append], duration_s=duration)
