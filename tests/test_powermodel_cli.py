@@ -102,7 +102,7 @@ def test_predict_from_tokens_uses_the_implied_peak(capsys: pytest.CaptureFixture
                 "--mfu",
                 "1",
             ],
-            "not found",
+            "no such file",
         ),
     ],
 )

@@ -20,11 +20,11 @@ import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, overload
 
 from flopwatch.devices import normalize_dtype
 from flopwatch.errors import InputError
+from flopwatch.io import is_out_of_range, parse_json, read_text
 from flopwatch.units import MW_PER_W, TERA
 
 RECORD_SCHEMA = "flopwatch.record/1"
@@ -58,6 +58,18 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
     "idle_baseline_mw": (0.0, True, math.inf),
     "baseline_mw": (0.0, True, math.inf),
 }
+
+# Physical plausibility of a whole record (a unit mix-up or a corrupted number, not a real run).
+# No telemetry resolves a run shorter than 1 ms: NVML's power reading is refreshed every 20–100 ms (NVML API
+# reference, nvmlDeviceGetPowerUsage) and tegrastats at ≥ 1 ms intervals. A 1e-300 s duration otherwise
+# reaches the fit and gives a "LOO MAE 7.6e32 %" profile.
+MIN_DURATION_S = 1e-3
+# 100 kW of net power is a full rack (~140 H100 at their 700 W TDP, devices.py); one record is one node.
+MAX_NET_POWER_W = 1e5
+# 1e18 FLOP/s is ~250 H100 SXM at their dense FP8 peak (3.96e15, devices.py): far beyond one node.
+MAX_FLOP_RATE = 1e18
+# 1 PB/s of DRAM traffic is ~200× an H200's 4.8 TB/s (devices.py).
+MAX_TB_PER_S = 1e3
 
 
 @dataclass(frozen=True)
@@ -157,6 +169,14 @@ def _number(value: Any, *, file: str, record: str | int, name: str, required: bo
         raise InputError(
             f"must be a number, got {type(value).__name__} {value!r}", file=file, record=record, field=name
         )
+    literal = is_out_of_range(value)
+    if literal is not None:
+        raise InputError(
+            f"number {literal} is out of range (too large for a 64-bit float)",
+            file=file,
+            record=record,
+            field=name,
+        )
     v = float(value)
     if math.isnan(v):
         raise InputError("is NaN", file=file, record=record, field=name)
@@ -222,6 +242,7 @@ def _build(
         raise InputError("must be true or false", file=file, record=label, field="simulated")
     net = vals["net_energy_j"]
     dur = vals["duration_s"]
+    _check_plausible(vals, file=file, record=label, names=names)
     # Records that only describe a workload (no telemetry yet) may lack energy unless it is required.
     return WorkloadRecord(
         label=label,
@@ -236,6 +257,40 @@ def _build(
         raw=dict(d),
         simulated=bool(simulated),
     )
+
+
+def _check_plausible(
+    vals: Mapping[str, float | None], *, file: str, record: str, names: Mapping[str, str]
+) -> None:
+    """Refuse a record whose numbers together describe no physical run (see the bounds above)."""
+
+    def bad(name: str, msg: str) -> InputError:
+        return InputError(msg, file=file, record=record, field=names.get(name, name))
+
+    dur = vals.get("duration_s")
+    if dur is None:
+        return
+    if dur < MIN_DURATION_S:
+        raise bad("duration_s", f"{dur:g} s is implausibly short (no telemetry resolves a run under 1 ms)")
+    net, flops, tb = vals.get("net_energy_j"), vals.get("total_flops"), vals.get("tb_moved")
+    if net is not None and net / dur > MAX_NET_POWER_W:
+        raise bad(
+            "net_energy_j",
+            f"{net:g} J over {dur:g} s is {net / dur:.3g} W of net power, above the {MAX_NET_POWER_W:g} W "
+            "plausibility bound for one node (units?)",
+        )
+    if flops is not None and flops / dur > MAX_FLOP_RATE:
+        raise bad(
+            "total_flops",
+            f"{flops:g} FLOP over {dur:g} s is {flops / dur:.3g} FLOP/s, above the {MAX_FLOP_RATE:g} FLOP/s "
+            "plausibility bound for one node (units?)",
+        )
+    if tb is not None and tb / dur > MAX_TB_PER_S:
+        raise bad(
+            "tb_moved",
+            f"{tb:g} TB over {dur:g} s is {tb / dur:.3g} TB/s of DRAM traffic, above the {MAX_TB_PER_S:g} TB/s "
+            "plausibility bound (units?)",
+        )
 
 
 # Our field → the seed's key, so errors name the key the user sees in the file.
@@ -281,26 +336,13 @@ def _from_seed(rec: Mapping[str, Any], *, file: str, index: int) -> dict[str, An
 
 
 def read_text_file(path: str | os.PathLike[str], *, kind: str, error: type[InputError] = InputError) -> str:
-    """The file's UTF-8 text; ``error`` (naming the file) when it is missing, a directory or unreadable."""
-    file = str(path)
-    try:
-        # utf-8-sig: a byte-order mark (files saved by some Windows editors) is dropped, not a JSON error
-        return Path(path).read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise error("no such file", file=file) from None
-    except IsADirectoryError:
-        raise error(f"is a directory, expected a {kind}", file=file) from None
-    except UnicodeDecodeError:
-        raise error(f"is not UTF-8 text (expected a {kind})", file=file) from None
-    except OSError as e:
-        raise error(f"cannot read ({e.strerror})", file=file) from None
+    """The file's UTF-8 text; ``error`` (naming the file) when it is missing, not a regular file (FIFO,
+    device, directory), larger than the input cap, or not UTF-8 (see :mod:`flopwatch.io`)."""
+    return read_text(path, kind=kind, error=error)
 
 
 def _parse_json_text(text: str, file: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"line {e.lineno}: invalid JSON ({e.msg})", file=file) from None
+    return parse_json(text, file=file)
 
 
 def load_records(
@@ -326,9 +368,9 @@ def load_records(
     if stripped.startswith("{"):
         # One JSON document (the seed format) or JSON Lines whose first line is an object: try the whole first.
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError:
-            doc = None
+            doc = parse_json(text, file=file)
+        except InputError:
+            doc = None  # JSON Lines (or broken): parsed line by line below, which names the line
         if isinstance(doc, Mapping) and str(doc.get("schema", "")).startswith("flopwatch.profile/"):
             raise InputError(
                 "is a calibration profile, not workload records (pass it with --profile)", file=file
@@ -380,12 +422,7 @@ def load_records(
         for lineno, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(
-                    f"line {lineno}: invalid JSON ({e.msg} at column {e.colno})", file=file
-                ) from None
+            rec = parse_json(line, file=file, line=lineno)
             if not isinstance(rec, Mapping):
                 raise InputError(
                     f"line {lineno}: expected a JSON object, got {type(rec).__name__}", file=file

@@ -16,17 +16,11 @@ Example (``/etc/flopwatch/monitor.toml``)::
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flopwatch.errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 @dataclass
@@ -85,14 +79,14 @@ class MonitorConfig:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> MonitorConfig:
+        from flopwatch.io import read_toml
+
         p = Path(path)
-        try:
-            doc = tomllib.loads(p.read_text())
-        except OSError as e:
-            raise ConfigError(f"cannot read config: {e.strerror}", file=str(p)) from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"invalid TOML: {e}", file=str(p)) from None
+        # regular file, size-capped, no RecursionError/ValueError escapes (flopwatch.io)
+        doc = read_toml(p, kind="monitor config (TOML)", error=ConfigError)
         table = doc.get("monitor", doc)
+        if not isinstance(table, dict):
+            raise ConfigError("must be a table", file=str(p), field="monitor")
         return cls().update(table, source=str(p))
 
     def update(self, values: dict[str, Any], *, source: str | None = None) -> MonitorConfig:

@@ -21,7 +21,6 @@ path to a JSON (a list, or ``{"schedule": [...]}``) or TOML (``[[schedule]]`` ta
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +30,7 @@ from typing import Any
 
 from flopwatch.devices import get_device, normalize_dtype
 from flopwatch.errors import InputError, SensorError
+from flopwatch.io import is_out_of_range, parse_toml, read_json, read_text
 from flopwatch.sim.accelerator import Idle, Run, SimulatedAccelerator
 from flopwatch.sim.artefacts import SensorReadout
 from flopwatch.telemetry.sensors.base import Clock, Reading, ScaledClock, SensorInfo, VirtualClock
@@ -211,27 +211,33 @@ def load_schedule(schedule: Any, *, file: str | None = None) -> list[Idle | Run]
 
 
 def _load_schedule_file(p: Path) -> list[Idle | Run]:
-    if not p.exists():
-        raise InputError("schedule file not found", file=str(p))
-    text = p.read_text()
-    try:
-        if p.suffix.lower() == ".toml":
-            import tomllib
-
-            data: Any = tomllib.loads(text)
-        else:
-            data = json.loads(text)
-    except Exception as e:  # JSONDecodeError / TOMLDecodeError: report where
-        raise InputError(f"not valid {p.suffix.lstrip('.').upper() or 'JSON'}: {e}", file=str(p)) from None
+    # regular file, size-capped, parsed without RecursionError/OverflowError (flopwatch.io)
+    if p.suffix.lower() == ".toml":
+        data: Any = parse_toml(read_text(p, kind="schedule (TOML)"), file=str(p))
+    else:
+        data = read_json(p, kind="schedule (JSON)")
     return load_schedule(data, file=str(p))
 
 
-def _num(d: Mapping[str, Any], k: str, i: int, file: str | None, *, positive: bool = True) -> float:
+# Sanity bounds of a scripted schedule: a simulated run or gap longer than ~3 years, or more than 1e15 steps,
+# is a typo or a hostile file (and would make the virtual clock's arithmetic meaningless).
+MAX_SCHEDULE_S = 1e8
+MAX_STEPS = 1e15
+
+
+def _num(
+    d: Mapping[str, Any], k: str, i: int, file: str | None, *, positive: bool = True, upper: float = math.inf
+) -> float:
     v = d.get(k)
+    lit = is_out_of_range(v)
+    if lit is not None:
+        raise InputError(f"number {lit} is out of range", file=file, record=i, field=k)
+    if isinstance(v, bool):
+        raise InputError(f"expected a number, got {v!r}", file=file, record=i, field=k)
     try:
         x = float(v)
-    except (TypeError, ValueError):
-        raise InputError(f"expected a number, got {v!r}", file=file, record=i, field=k) from None
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"expected a number, got {v!r}"[:120], file=file, record=i, field=k) from None
     if not math.isfinite(x) or (positive and x <= 0) or x < 0:
         raise InputError(
             f"expected a {'positive' if positive else 'non-negative'} number, got {v!r}",
@@ -239,6 +245,8 @@ def _num(d: Mapping[str, Any], k: str, i: int, file: str | None, *, positive: bo
             record=i,
             field=k,
         )
+    if x > upper:
+        raise InputError(f"{x:g} exceeds the sanity bound {upper:g}", file=file, record=i, field=k)
     return x
 
 
@@ -246,7 +254,7 @@ def _item(it: Any, i: int, file: str | None) -> Idle | Run:
     if isinstance(it, (Idle, Run)):
         return it
     if isinstance(it, tuple) and len(it) == 2:
-        return Run(it[0], steps=int(it[1]))
+        return Run(it[0], steps=int(_num({"steps": it[1]}, "steps", i, file, upper=MAX_STEPS)))
     if not isinstance(it, Mapping):
         if all(hasattr(it, f) for f in (*_RAW_FIELDS, "label", "dtype")):
             raise InputError(
@@ -256,16 +264,21 @@ def _item(it: Any, i: int, file: str | None) -> Idle | Run:
     d = dict(it)
     for k in ("idle_s", "idle"):
         if k in d:
-            return Idle(_num(d, k, i, file, positive=False))
+            return Idle(_num(d, k, i, file, positive=False, upper=MAX_SCHEDULE_S))
     steps = d.pop("steps", None)
     duration = d.pop("duration_s", None)
-    warmup = int(d.pop("warmup_steps", 0) or 0)
+    warmup_v = d.pop("warmup_steps", None)
+    warmup = (
+        0
+        if warmup_v is None
+        else int(_num({"warmup_steps": warmup_v}, "warmup_steps", i, file, positive=False, upper=MAX_STEPS))
+    )
     if steps is None and duration is None:
         raise InputError("a workload needs steps or duration_s", file=file, record=i, field="steps")
     if steps is not None:
-        steps = int(_num({"steps": steps}, "steps", i, file))
+        steps = int(_num({"steps": steps}, "steps", i, file, upper=MAX_STEPS))
     if duration is not None:
-        duration = _num({"duration_s": duration}, "duration_s", i, file)
+        duration = _num({"duration_s": duration}, "duration_s", i, file, upper=MAX_SCHEDULE_S)
     extra: dict[str, Any] = {}
     if "workload" in d and isinstance(d["workload"], Mapping):
         d = {**d, **d.pop("workload")}
