@@ -237,6 +237,14 @@ def _build(
         dtype = normalize_dtype(dt)
     except InputError as e:
         raise InputError(e.detail, file=file, record=label, field=dt_field) from None
+    fp = d.get("fingerprint")
+    if fp is not None and not isinstance(fp, Mapping):
+        raise InputError(
+            f"must be an object or null, got {type(fp).__name__}",
+            file=file,
+            record=label,
+            field="fingerprint",
+        )
     simulated = d.get("simulated", False)
     if not isinstance(simulated, bool) and simulated is not None:
         raise InputError("must be true or false", file=file, record=label, field="simulated")

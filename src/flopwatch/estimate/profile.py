@@ -37,6 +37,9 @@ from flopwatch.records import RecordSet, WorkloadRecord, read_text_file
 
 PROFILE_SCHEMA = "flopwatch.profile/1"
 _REQUIRED = ("schema", "model", "params", "confidence", "interval", "training", "created")
+# Bound on log-ratio widths and residuals: e^50 ≈ 5e21 is already meaningless as an error factor, and it keeps
+# exp() of any interval width (even recomputed at another confidence) far from float overflow (e^709).
+MAX_LOG_RATIO = 50.0
 MIN_COVERAGE = 0.95  # telemetry coverage of a run below which an estimate carries a warning
 
 
@@ -341,10 +344,11 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
     for key in ("method", "log_halfwidth", "residuals_log_ratio"):
         if key not in iv:
             raise ProfileError("is missing", file=file, field=f"interval.{key}")
-    if not _finite(iv["log_halfwidth"]) or iv["log_halfwidth"] <= 0:
+    if not _finite(iv["log_halfwidth"]) or not 0 < iv["log_halfwidth"] <= MAX_LOG_RATIO:
         # zero width would claim an exact estimate: no calibration on measured energy supports that
         raise ProfileError(
-            f"must be a finite number > 0 (a zero-width interval is not a calibration), "
+            f"must be a number in (0, {MAX_LOG_RATIO:g}] (a zero-width interval is not a calibration, "
+            f"one wider than a factor e^{MAX_LOG_RATIO:g} is no estimate), "
             f"got {_show(iv['log_halfwidth'])}",
             file=file,
             field="interval.log_halfwidth",
@@ -355,6 +359,13 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
     if not isinstance(res, list) or len(res) < 2 or not all(_finite(x) for x in res):
         raise ProfileError(
             "must be a list of at least 2 finite numbers", file=file, field="interval.residuals_log_ratio"
+        )
+    if max(abs(x) for x in res) > MAX_LOG_RATIO:
+        raise ProfileError(
+            f"holds a log-ratio beyond ±{MAX_LOG_RATIO:g} (an estimate off by more than e^{MAX_LOG_RATIO:g}): "
+            "not a usable calibration",
+            file=file,
+            field="interval.residuals_log_ratio",
         )
     tr = d["training"]
     if not isinstance(tr, dict):

@@ -99,10 +99,12 @@ class MonitorConfig:
             if key not in names or key.startswith("_"):
                 raise ConfigError(f"unknown setting {k!r}", file=source, field=k)
             if key == "sensors":
-                v = [v] if isinstance(v, str) else list(v)
-                if not all(isinstance(s, str) for s in v):
+                v = [v] if isinstance(v, str) else v
+                if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
                     raise ConfigError("sensors must be strings", file=source, field=k)
             elif key in self._PATHS:
+                if not isinstance(v, (str, Path)):
+                    raise ConfigError(f"must be a path string, got {type(v).__name__}", file=source, field=k)
                 v = Path(v).expanduser()
             elif key in ("metrics_port", "start_polls", "end_polls", "seed"):
                 if isinstance(v, bool) or not isinstance(v, int):
@@ -113,6 +115,8 @@ class MonitorConfig:
             else:
                 if isinstance(v, bool) or not isinstance(v, (int, float)):
                     raise ConfigError(f"must be a number, got {v!r}", file=source, field=k)
+                if isinstance(v, int) and abs(v) > 2**1023:  # a TOML integer beyond float range
+                    raise ConfigError("is out of range (too large for a 64-bit float)", file=source, field=k)
                 v = float(v)
             setattr(self, key, v)
         return self

@@ -229,7 +229,12 @@ def read_aggregate_csv(
     for canon in ("batch_size", "context_window", "warmup", "samples"):
         src = CANONICAL_FROM_SOURCE[canon]
         vals = work[canon].to_numpy()
-        bad = (vals != np.round(vals)) | (vals < (1 if canon in ("batch_size", "samples") else 0))
+        bad = (
+            ~np.isfinite(vals)
+            | (vals != np.round(vals))
+            | (vals < (1 if canon in ("batch_size", "samples") else 0))
+            | (vals > 2**53)  # beyond exact float integers: a corrupted cell, not a batch size
+        )
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise InputError(

@@ -216,6 +216,8 @@ def _load_schedule_file(p: Path) -> list[Idle | Run]:
         data: Any = parse_toml(read_text(p, kind="schedule (TOML)"), file=str(p))
     else:
         data = read_json(p, kind="schedule (JSON)")
+    if isinstance(data, (str, Path)):  # a file's content is never read as another path
+        raise InputError("a schedule must be a list, got str", file=str(p), field="schedule")
     return load_schedule(data, file=str(p))
 
 
@@ -250,11 +252,19 @@ def _num(
     return x
 
 
+def _count(d: Mapping[str, Any], k: str, i: int, file: str | None, *, positive: bool = True) -> int:
+    """A whole number of steps (0.5 steps is a typo, not 0 steps)."""
+    x = _num(d, k, i, file, positive=positive, upper=MAX_STEPS)
+    if x != round(x):
+        raise InputError(f"expected a whole number, got {d.get(k)!r}", file=file, record=i, field=k)
+    return int(x)
+
+
 def _item(it: Any, i: int, file: str | None) -> Idle | Run:
     if isinstance(it, (Idle, Run)):
         return it
     if isinstance(it, tuple) and len(it) == 2:
-        return Run(it[0], steps=int(_num({"steps": it[1]}, "steps", i, file, upper=MAX_STEPS)))
+        return Run(it[0], steps=_count({"steps": it[1]}, "steps", i, file))
     if not isinstance(it, Mapping):
         if all(hasattr(it, f) for f in (*_RAW_FIELDS, "label", "dtype")):
             raise InputError(
@@ -269,14 +279,12 @@ def _item(it: Any, i: int, file: str | None) -> Idle | Run:
     duration = d.pop("duration_s", None)
     warmup_v = d.pop("warmup_steps", None)
     warmup = (
-        0
-        if warmup_v is None
-        else int(_num({"warmup_steps": warmup_v}, "warmup_steps", i, file, positive=False, upper=MAX_STEPS))
+        0 if warmup_v is None else _count({"warmup_steps": warmup_v}, "warmup_steps", i, file, positive=False)
     )
     if steps is None and duration is None:
         raise InputError("a workload needs steps or duration_s", file=file, record=i, field="steps")
     if steps is not None:
-        steps = int(_num({"steps": steps}, "steps", i, file, upper=MAX_STEPS))
+        steps = _count({"steps": steps}, "steps", i, file)
     if duration is not None:
         duration = _num({"duration_s": duration}, "duration_s", i, file, upper=MAX_SCHEDULE_S)
     extra: dict[str, Any] = {}
@@ -297,10 +305,10 @@ def _item(it: Any, i: int, file: str | None) -> Idle | Run:
             flops_per_step=_num(d, "flops_per_step", i, file),
             bytes_per_step=_num(d, "bytes_per_step", i, file, positive=False),
             tokens_per_step=_num(d, "tokens_per_step", i, file),
-            batch_size=int(_num(d, "batch_size", i, file)) if "batch_size" in d else 1,
+            batch_size=_count(d, "batch_size", i, file) if "batch_size" in d else 1,
             dtype=dtype,
             arch=d.get("arch"),
-            num_layers=int(_num(d, "num_layers", i, file)) if "num_layers" in d else None,
+            num_layers=_count(d, "num_layers", i, file) if "num_layers" in d else None,
         )
     return Run(wl, steps=steps, duration_s=duration, warmup_steps=warmup, extra=extra)
 
@@ -313,6 +321,10 @@ def _describe_config(d: Mapping[str, Any], i: int, file: str | None) -> tuple[An
         from flopwatch.workloads.sweeps import get_config
     except ImportError as e:  # pragma: no cover - depends on the workloads package being installed
         raise InputError(f"workload configs need flopwatch.workloads ({e})", file=file, record=i) from None
+    if "sweep" not in d and not isinstance(d["config"], Mapping):
+        raise InputError(
+            f"must be an object, got {type(d['config']).__name__}", file=file, record=i, field="config"
+        )
     try:
         if "sweep" in d:
             cfg = get_config(str(d["sweep"]), str(d.get("label", "")))
@@ -320,6 +332,10 @@ def _describe_config(d: Mapping[str, Any], i: int, file: str | None) -> tuple[An
             cfg = config_from_dict(d["config"])
     except InputError as e:
         raise InputError(e.detail, file=file, record=i, field=e.field or "config") from None
+    except (TypeError, ValueError, OverflowError) as e:  # a value of the wrong type deep in the config
+        raise InputError(
+            f"invalid ({type(e).__name__}: {str(e)[:100]})", file=file, record=i, field="config"
+        ) from None
     return describe(cfg), {"config": cfg.to_dict() if hasattr(cfg, "to_dict") else None}
 
 
