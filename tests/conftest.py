@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.abc
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,33 @@ JETSON_DIR = SHARED / "data" / "jetson_flop_estimator"
 V2_RECORDS = JETSON_DIR / "eval_results_v2_records.json"
 TIMESERIES = JETSON_DIR / "writeup" / "timeseries.json"
 MASCOTS_DIR = SHARED / "data" / "gpu_power_benchmark" / "aggregation_results"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--without-torch",
+        action="store_true",
+        help="hide torch (import torch raises ImportError) to check the suite where torch is not installed: "
+        "torch-dependent tests must skip, saying why",
+    )
+
+
+class _HideTorch(importlib.abc.MetaPathFinder):
+    """An import hook under which ``import torch`` raises ModuleNotFoundError, as where torch is not installed.
+    (``sys.modules["torch"] = None`` would do the same for imports but trips libraries such as scipy that look
+    torch up in ``sys.modules`` to recognise tensors.)"""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r} (hidden by --without-torch)", name=name)
+        return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--without-torch"):
+        if any(m == "torch" or m.startswith("torch.") for m in sys.modules):
+            raise pytest.UsageError("--without-torch: torch was imported before the tests started")
+        sys.meta_path.insert(0, _HideTorch())
 
 
 def _need(path: Path) -> Path:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from flopwatch.backends import open_sensors
 from flopwatch.cli import main
 from flopwatch.errors import ConfigError, InputError
 from flopwatch.powermodel.bench import (
@@ -19,7 +20,6 @@ from flopwatch.powermodel.bench import (
     WindowTelemetry,
     aggregate_row,
     bench_grid,
-    bench_grid_sim,
     ci_rel_halfwidth,
     run_protocol,
     stop_decision,
@@ -27,6 +27,7 @@ from flopwatch.powermodel.bench import (
 )
 from flopwatch.powermodel.datasets import read_aggregate_csv
 from flopwatch.powermodel.fit import fit_power_model
+from flopwatch.sim.bench import bench_grid_sim
 from flopwatch.telemetry.sensors.base import Gap, Reading
 
 
@@ -186,6 +187,7 @@ def test_bench_on_the_simulated_device_is_labelled_and_fits(tmp_path: Path) -> N
 
 
 def test_bench_on_cpu_with_a_replay_sensor(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="the CPU bench trains a model with torch")
     from flopwatch.telemetry.reading import Trace
     from flopwatch.workloads.sweeps import get_sweep
 
@@ -203,7 +205,7 @@ def test_bench_on_cpu_with_a_replay_sensor(tmp_path: Path) -> None:
     assert r["n_readings"] > 0 and r["n_gaps"] >= 0 and r["samples_per_config"] in (3, 4)
     assert r["peak_flops"] == 1e12 and "placeholder" in r["peak_table"]  # the CPU's nominal peak, said so
     with pytest.raises(ConfigError, match="virtual time"):
-        bench_grid([cfg], device="cpu", sensor_spec="sim:a100", settings=s)
+        bench_grid([cfg], device="cpu", sensor_spec="sim:a100", settings=s, open_sensors=open_sensors)
 
 
 def test_bench_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -223,6 +225,7 @@ def test_bench_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_bench_refuses_a_sensor_spec_that_opens_several_devices(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="bench_grid checks the configs on the CPU with torch first")
     from flopwatch.telemetry.reading import Trace
     from flopwatch.workloads.sweeps import get_sweep
 
@@ -245,6 +248,8 @@ def test_bench_refuses_a_sensor_spec_that_opens_several_devices(tmp_path: Path) 
 def test_bench_cli_refuses_bad_grids_before_measuring(
     tmp_path: Path, extra: list[str], needle: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    if needle == "fp16":
+        pytest.importorskip("torch", reason="whether the CPU runs fp16 is asked of torch")
     base = ["bench", "--device", "cpu", "--d-model", "32", "--seq-len", "8", "--batch", "1"]
     argv = base + [a.replace("{tmp}", str(tmp_path)) for a in extra]
     assert main(argv) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -166,7 +167,7 @@ def test_unmeasured_record_is_named_by_calibrate_and_evaluate(tmp_path):
 
 def test_model_needing_a_column_names_the_record_lacking_it():
     recs = synthetic_records(10)
-    recs[3] = WorkloadRecord(**{**recs[3].__dict__, "tb_moved": None})
+    recs[3] = dataclasses.replace(recs[3], tb_moved=None)
     with pytest.raises(InputError) as ei:
         calibrate(recs, "eq1")
     assert (ei.value.record, ei.value.field) == ("run3", "tb_moved") and "'eq1'" in ei.value.detail
@@ -198,7 +199,7 @@ def test_device_name_of_our_records_becomes_the_profile_fingerprint(tmp_path):
 
 def test_too_few_runs_of_the_gate_precision_suggests_the_one_present():
     """Our own sweeps are mostly bf16: the fp32 default gate leaves too few runs, and the error says so."""
-    recs = [WorkloadRecord(**{**r.__dict__, "dtype": "bf16"}) for r in synthetic_records(10)]
+    recs = [dataclasses.replace(r, dtype="bf16") for r in synthetic_records(10)]
     with pytest.raises(InputError, match=r"bf16 10 \(use --precision bf16\)"):
         calibrate(recs, "eq2")
     with pytest.raises(InputError, match=r"use --precision bf16"):
@@ -209,7 +210,7 @@ def test_too_few_runs_of_the_gate_precision_suggests_the_one_present():
 def test_by_hyperparameter_tolerates_free_form_configs():
     """Configs are free-form JSON: a value typed as a string, or a list, must not break Figure 5's table."""
     recs = [
-        WorkloadRecord(**{**r.__dict__, "config": {"d_model": "256" if i % 2 else 256, "batch_size": [1, 2]}})
+        dataclasses.replace(r, config={"d_model": "256" if i % 2 else 256, "batch_size": [1, 2]})
         for i, r in enumerate(synthetic_records(10))
     ]
     res = evaluate_models(recs, ["eq2"], n_train=7, n_splits=20)

@@ -252,7 +252,6 @@ def test_gate_reason_never_prints_equal_values():
         dtype="fp32",
         config={},
         idle_power_w=0.0,
-        raw={},
     )
     reason = FrontierGate().reason(r)
     assert reason is not None and "80% < 80%" not in reason and "< 80%" in reason

@@ -136,8 +136,8 @@ def test_low_telemetry_coverage_is_flagged(profile):
     from flopwatch.records import WorkloadRecord
 
     base = {"label": "r", "net_energy_j": 1200.0, "duration_s": 150.0, "tb_moved": 0.08, "mean_util": 0.93}
-    full = profile.estimate_record(WorkloadRecord(**base, raw={"coverage": 1.0}))
-    gappy = profile.estimate_record(WorkloadRecord(**base, raw={"coverage": 0.7}))
+    full = profile.estimate_record(WorkloadRecord(**base, coverage=1.0))
+    gappy = profile.estimate_record(WorkloadRecord(**base, coverage=0.7))
     assert gappy.flops == full.flops and not full.warnings
     assert any("covers only 70%" in w for w in gappy.warnings)
 

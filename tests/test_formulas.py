@@ -152,6 +152,7 @@ def test_describe_without_torch_uses_the_exact_closed_form() -> None:
 
 
 def test_describe_closed_form_matches_counted_and_rejects_unknown_counter():
+    pytest.importorskip("torch", reason="the counted side is FlopCounterMode")
     from flopwatch.errors import ConfigError
     from flopwatch.workloads.formulas import describe
     from flopwatch.workloads.sweeps import get_sweep

@@ -41,6 +41,7 @@ def v2_profile(v2_records_path: Path):
 
 @pytest.fixture(scope="module")
 def seed_ground_truth_flops() -> float:
+    pytest.importorskip("torch", reason="the ground truth is counted with FlopCounterMode")
     from flopwatch.workloads.config import make_config
     from flopwatch.workloads.ground_truth import count_flops
 

@@ -10,16 +10,27 @@ import pytest
 
 from flopwatch.cli import main
 from flopwatch.errors import InputError
+from flopwatch.join import join_records
 from flopwatch.pipeline import (
     SUMMARY_KEYS,
+    CudaExecutor,
     DeviceChoice,
+    Plan,
+    PlannedWorkload,
+    Progress,
     RunOptions,
+    Stages,
     describe_fast,
-    join_records,
     plan_run,
     prepare_outdir,
     resolve_device,
+    run_pipeline,
 )
+from flopwatch.records import WorkloadRecord
+
+
+def _rec(label: str, a: float, b: float, **kw) -> WorkloadRecord:
+    return WorkloadRecord(label=label, start_monotonic_s=a, end_monotonic_s=b, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -173,42 +184,40 @@ def _seg(a: float, b: float, device: str = "sim:a100") -> SimpleNamespace:
 
 
 def test_join_reports_every_mismatch():
-    recs = [
-        {"label": "ok", "start_monotonic_s": 110.0, "end_monotonic_s": 130.0},
-        {"label": "missed", "start_monotonic_s": 150.0, "end_monotonic_s": 151.0},
-        {"label": "split", "start_monotonic_s": 200.0, "end_monotonic_s": 240.0},
-    ]
+    recs = [_rec("ok", 110.0, 130.0), _rec("missed", 150.0, 151.0), _rec("split", 200.0, 240.0)]
     det = SimpleNamespace(
         idle_power_w=48.0,
         segments=[_seg(9.5, 31.0), _seg(99.0, 118.0), _seg(121.0, 141.0), _seg(300.0, 310.0)],
     )
-    joined, problems = join_records(recs, det, t0_monotonic_s=100.0, device="sim:a100")
-    by = {r["label"]: r for r in joined}
-    assert by["ok"]["join"]["status"] == "ok" and by["ok"]["net_energy_j"] == 50.0
-    assert by["missed"]["join"]["status"] == "not detected" and "net_energy_j" not in by["missed"]
-    assert by["split"]["join"]["status"] == "split"
+    res = join_records(recs, det, t0_s=100.0, device="sim:a100")
+    by = {r.label: r for r in res.records}
+    assert by["ok"].join["status"] == "ok" and by["ok"].net_energy_j == 50.0 and by["ok"].idle_power_w == 48.0
+    assert by["missed"].join["status"] == "not detected" and not by["missed"].measured
+    assert by["split"].join["status"] == "split"
     # A split run would hand the calibration the energy of one piece only: no measured energy, reported.
-    assert "net_energy_j" not in by["split"] and by["split"]["join"]["segment_net_energy_j"] == 50.0
-    kinds = sorted(p["kind"] for p in problems)
+    assert not by["split"].measured and by["split"].join["segment_net_energy_j"] == 50.0
+    kinds = sorted(p.kind for p in res.mismatches)
     assert kinds == ["not detected", "split", "unmatched segment"]
+    assert res.n_ok == 1
 
 
 def test_join_merged_runs_get_no_energy():
     """Two runs detected as one segment: both are 'merged' (not just the second), neither gets the shared energy."""
-    recs = [
-        {"label": "a", "start_monotonic_s": 10.0, "end_monotonic_s": 20.0},
-        {"label": "b", "start_monotonic_s": 21.0, "end_monotonic_s": 30.0},
-        {"label": "c", "start_monotonic_s": 50.0, "end_monotonic_s": 60.0},
-        {"label": "d", "start_monotonic_s": 80.0, "end_monotonic_s": 100.0},
-    ]
+    recs = [_rec("a", 10.0, 20.0), _rec("b", 21.0, 30.0), _rec("c", 50.0, 60.0), _rec("d", 80.0, 100.0)]
     det = SimpleNamespace(idle_power_w=48.0, segments=[_seg(9.0, 31.0), _seg(49.5, 60.5), _seg(80.0, 85.0)])
-    joined, problems = join_records(recs, det, t0_monotonic_s=0.0, device="sim:a100")
-    by = {r["label"]: r for r in joined}
-    assert by["a"]["join"]["status"] == by["b"]["join"]["status"] == "merged"
-    assert "net_energy_j" not in by["a"] and "net_energy_j" not in by["b"]
-    assert by["c"]["join"]["status"] == "ok" and by["c"]["net_energy_j"] == 50.0
-    assert by["d"]["join"]["status"] == "partial" and "net_energy_j" not in by["d"]
-    assert sorted(p["kind"] for p in problems) == ["merged", "merged", "partial"]
+    res = join_records(recs, det, t0_s=0.0, device="sim:a100")
+    by = {r.label: r for r in res.records}
+    assert by["a"].join["status"] == by["b"].join["status"] == "merged"
+    assert by["a"].to_dict()["net_energy_j"] is None and by["b"].to_dict()["net_energy_j"] is None
+    assert by["c"].join["status"] == "ok" and by["c"].net_energy_j == 50.0
+    assert by["d"].join["status"] == "partial" and not by["d"].measured
+    assert sorted(p.kind for p in res.mismatches) == ["merged", "merged", "partial"]
+
+
+def test_join_needs_timestamps():
+    det = SimpleNamespace(idle_power_w=48.0, segments=[_seg(9.0, 31.0)])
+    with pytest.raises(InputError, match="start_monotonic_s"):
+        join_records([WorkloadRecord(label="x")], det, t0_s=0.0)
 
 
 def test_failed_analysis_keeps_data_and_says_why(tmp_path, capsys):
@@ -225,44 +234,55 @@ def test_failed_analysis_keeps_data_and_says_why(tmp_path, capsys):
     assert "analysis failed" in (out / "report.html").read_text()
 
 
-def test_real_gpu_execution_mechanics(tmp_path, monkeypatch):
-    """The real-GPU path without a GPU: a sampler thread records a live (monotonic-clock) sensor while workloads
-    run in the main thread; a failing workload is recorded and the sweep goes on."""
+def _live_sensors(spec, **kw):
+    from flopwatch.sim.sensor import from_spec
+    from flopwatch.telemetry.sensors.base import MonotonicClock
+
+    return from_spec("a100", clock=MonotonicClock())
+
+
+def _fake_run(fail: dict[int, BaseException]):
+    """A workload runner that sleeps for the planned time and returns its record (or raises for some widths)."""
     import time
 
-    import flopwatch.telemetry.sensors.discover as discover
-    import flopwatch.workloads.run as wrun
-    from flopwatch.pipeline import Plan, PlannedWorkload, _execute_cuda, _Progress
-    from flopwatch.sim.sensor import from_spec
-    from flopwatch.telemetry.reading import Trace
-    from flopwatch.telemetry.sensors.base import MonotonicClock
-    from flopwatch.workloads.config import make_config
-
-    monkeypatch.setattr(
-        discover, "open_sensors", lambda spec, **kw: from_spec("a100", clock=MonotonicClock())
-    )
-
-    def fake_run(config, device, *, seconds, warmup, seed):
-        if config.d_model == 96:
-            raise RuntimeError("CUDA out of memory (fake)")
+    def run(config, device, *, seconds, warmup, seed):
+        if config.d_model in fail:
+            raise fail[config.d_model]
         t0 = time.monotonic()
         time.sleep(seconds)
-        return {
-            "label": config.name,
-            "device": device,
-            "start_monotonic_s": t0,
-            "end_monotonic_s": time.monotonic(),
-        }
+        return WorkloadRecord(
+            label=config.name,
+            device=device,
+            start_monotonic_s=t0,
+            end_monotonic_s=time.monotonic(),
+            steps=3,
+            flops_per_step=1e9,
+            total_flops=3e9,
+        )
 
-    import flopwatch.workloads.ground_truth as gt
+    return run
+
+
+def _configs(*widths: int) -> list:
+    from flopwatch.workloads.config import make_config
+
+    return [
+        make_config("gpt", d_model=d, num_layers=1, batch_size=1, seq_len=8, vocab_size=64) for d in widths
+    ]
+
+
+def test_real_gpu_execution_mechanics(tmp_path):
+    """The real-GPU path without a GPU: a sampler thread records a live (monotonic-clock) sensor while workloads
+    run in the main thread; a failing workload is recorded and the sweep goes on."""
+    from flopwatch.telemetry.reading import Trace
 
     counted: list[str] = []
-    monkeypatch.setattr(gt, "count_flops", lambda c, attention="fused": counted.append(c.name))
-    monkeypatch.setattr(wrun, "run_workload", fake_run)
-    cfgs = [
-        make_config("gpt", d_model=d, num_layers=1, batch_size=1, seq_len=8, vocab_size=64)
-        for d in (64, 96, 128)
-    ]
+    execute = CudaExecutor(
+        run_workload=_fake_run({96: RuntimeError("CUDA out of memory (fake)")}),
+        open_sensors=_live_sensors,
+        count_flops=lambda c, attention="fused": counted.append(c.name),
+    )
+    cfgs = _configs(64, 96, 128)
     plan = Plan(
         "t",
         "",
@@ -274,63 +294,36 @@ def test_real_gpu_execution_mechanics(tmp_path, monkeypatch):
     )
     opts = RunOptions(outdir=tmp_path, device="cuda", rate_hz=20.0, progress=False)
     choice = DeviceChoice("cuda", "cuda:0", "a100", nvml_spec="nvml:0")
-    ex = _execute_cuda(choice, plan, opts, _Progress(False, 1.0), tmp_path / "trace.parquet")
-    assert [r["label"] for r in ex.records] == [cfgs[0].name, cfgs[2].name]
+    ex = execute(choice, plan, opts, Progress(False, 1.0), tmp_path / "trace.parquet")
+    assert [r.label for r in ex.records] == [cfgs[0].name, cfgs[2].name]
+    assert ex.records[0].extra["target_s"] == 0.3
     # FLOPs were counted during the idle baseline (cached by shape), not between workloads on the budget.
     assert counted == [c.name for c in cfgs]
     assert ex.failures and "out of memory" in ex.failures[0]["error"]
     tr = Trace.read(tmp_path / "trace.parquet")
     assert len(tr) >= 20 and tr.t0_monotonic_s is not None
     # Records and trace share the monotonic clock, so the join can line them up.
-    assert tr.t0_monotonic_s <= ex.records[0]["start_monotonic_s"] <= tr.t0_monotonic_s + tr.duration_s
+    assert tr.t0_monotonic_s <= ex.records[0].start_monotonic_s <= tr.t0_monotonic_s + tr.duration_s
 
 
-def test_interrupted_real_gpu_sweep_keeps_finished_records(tmp_path, monkeypatch):
+def test_interrupted_real_gpu_sweep_keeps_finished_records(tmp_path):
     """Ctrl-C (or a dead driver) in the middle of a real-GPU sweep: the trace is closed and the ground truth of the
     workloads that already finished is on disk, not lost with the process."""
-    import time
-
-    import flopwatch.telemetry.sensors.discover as discover
-    import flopwatch.workloads.run as wrun
-    from flopwatch.pipeline import Plan, PlannedWorkload, _execute_cuda, _Progress
     from flopwatch.records import load_records
-    from flopwatch.sim.sensor import from_spec
     from flopwatch.telemetry.reading import Trace
-    from flopwatch.telemetry.sensors.base import MonotonicClock
-    from flopwatch.workloads.config import make_config
 
-    monkeypatch.setattr(
-        discover, "open_sensors", lambda spec, **kw: from_spec("a100", clock=MonotonicClock())
+    execute = CudaExecutor(
+        run_workload=_fake_run({96: RuntimeError("CUDA out of memory (fake)"), 128: KeyboardInterrupt()}),
+        open_sensors=_live_sensors,
+        count_flops=lambda c, attention="fused": None,
     )
-
-    def fake_run(config, device, *, seconds, warmup, seed):
-        if config.d_model == 96:
-            raise RuntimeError("CUDA out of memory (fake)")
-        if config.d_model == 128:
-            raise KeyboardInterrupt
-        t0 = time.monotonic()
-        time.sleep(seconds)
-        return {
-            "label": config.name,
-            "device": device,
-            "start_monotonic_s": t0,
-            "end_monotonic_s": time.monotonic(),
-            "steps": 3,
-            "flops_per_step": 1e9,
-            "total_flops": 3e9,
-        }
-
-    monkeypatch.setattr(wrun, "run_workload", fake_run)
-    cfgs = [
-        make_config("gpt", d_model=d, num_layers=1, batch_size=1, seq_len=8, vocab_size=64)
-        for d in (64, 96, 128, 160)
-    ]
+    cfgs = _configs(64, 96, 128, 160)
     plan = Plan("t", "", [PlannedWorkload(c, 0.2) for c in cfgs], 0.2, 0.1, 1, 2.0)
     opts = RunOptions(outdir=tmp_path, device="cuda", rate_hz=20.0, progress=False)
     choice = DeviceChoice("cuda", "cuda:0", "a100", nvml_spec="nvml:0")
-    prog = _Progress(False, 1.0)
+    prog = Progress(False, 1.0)
     with pytest.raises(KeyboardInterrupt):
-        _execute_cuda(choice, plan, opts, prog, tmp_path / "trace.parquet")
+        execute(choice, plan, opts, prog, tmp_path / "trace.parquet")
     rs = load_records(tmp_path / "records.jsonl", require=())
     assert rs.labels == [cfgs[0].name]
     raw = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[0])
@@ -360,9 +353,7 @@ def test_constant_jpf_baseline_uses_the_evaluation_splits():
 
 def test_progress_bar_draws_on_stderr(capsys):
     """The bar must not mix into stdout, where the results (or --json) go."""
-    from flopwatch.pipeline import _Progress
-
-    p = _Progress(True, 10.0)
+    p = Progress(True, 10.0)
     p.stage("sweep")
     p.advance(4.0)
     p.close()
@@ -379,21 +370,17 @@ def test_report_shows_figure_failures(quick_run):
     assert "A figure could not be drawn: est_figs: ValueError: cannot draw" in html
 
 
-def test_analysis_bug_keeps_records_and_writes_summary(tmp_path, monkeypatch):
+def test_analysis_bug_keeps_records_and_writes_summary(tmp_path):
     """Even an unexpected exception in the analysis (a bug) leaves the trace, the ground truth, summary.json and
     report.html behind: on a real GPU they cost minutes of device time."""
-    import flopwatch.detect as detect
 
     def boom(*a, **k):
         raise RuntimeError("detector exploded")
 
-    monkeypatch.setattr(detect, "detect_workloads", boom)
     out = tmp_path / "b"
     opts = RunOptions(outdir=out, device="sim:a100", sweep="quick", quick=True, progress=False)
-    from flopwatch.pipeline import run_pipeline
-
     with pytest.raises(RuntimeError, match="exploded"):
-        run_pipeline(opts)
+        run_pipeline(opts, stages=Stages(detect=boom))
     s = json.loads((out / "summary.json").read_text())
     assert s["error"] == "RuntimeError: detector exploded" and s["heldout_mae_pct"] is None
     lines = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]

@@ -283,7 +283,7 @@ def test_records_are_labelled_simulated():
 
 
 def test_open_sensors_delegates_to_simulator():
-    from flopwatch.telemetry.sensors.discover import open_sensors
+    from flopwatch.backends import open_sensors
 
     sensors = open_sensors("sim:l40", seed=1, schedule=[Idle(3.0)])
     assert sensors[0].info().simulated and sensors[0].info().name.endswith("(simulated)")

@@ -20,27 +20,40 @@ from flopwatch.errors import InputError
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
-_DTYPE_ALIASES = {
-    "float32": "fp32",
-    "fp32": "fp32",
-    "f32": "fp32",
-    "tf32": "tf32",
-    "float16": "fp16",
-    "fp16": "fp16",
-    "half": "fp16",
-    "f16": "fp16",
-    "bfloat16": "bf16",
-    "bf16": "bf16",
-    "fp8": "fp8",
-    "float8": "fp8",
-}
+#: The one dtype alias table of the project: every spelling flopwatch accepts (CLI options, torch dtype names,
+#: the MASCOTS CSVs' ``float32``/``bfloat16``) → the canonical short name.
+DTYPE_ALIASES: Mapping[str, str] = MappingProxyType(
+    {
+        "float32": "fp32",
+        "fp32": "fp32",
+        "f32": "fp32",
+        "tf32": "tf32",
+        "float16": "fp16",
+        "fp16": "fp16",
+        "half": "fp16",
+        "f16": "fp16",
+        "bfloat16": "bf16",
+        "bf16": "bf16",
+        "fp8": "fp8",
+        "float8": "fp8",
+    }
+)
+
+#: Canonical name → the spelling of the MASCOTS aggregate CSVs (``dtype`` column), for files we write.
+STUDY_DTYPE_NAMES: Mapping[str, str] = MappingProxyType(
+    {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8"}
+)
+
+
+def dtype_key(dtype: object) -> str:
+    """The lookup key of a dtype spelling: lower-cased, ``torch.`` prefix dropped (``torch.bfloat16``)."""
+    return str(dtype).strip().lower().replace("torch.", "")
 
 
 def normalize_dtype(dtype: str) -> str:
     """Canonical dtype name (``float32``→``fp32``, ``bfloat16``→``bf16`` …)."""
-    key = str(dtype).strip().lower().replace("torch.", "")
     try:
-        return _DTYPE_ALIASES[key]
+        return DTYPE_ALIASES[dtype_key(dtype)]
     except KeyError:
         raise InputError(
             f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}", field="dtype"

@@ -62,11 +62,19 @@ class SensorError(FlopwatchError):
 
 
 class SensorUnavailable(SensorError):
-    """A backend is not present on this machine (library missing, no device, no sysfs node)."""
+    """A backend is not present on this machine (library missing, no device, no sysfs node).
+
+    Exit status 2: the user named a sensor this machine does not have (``record --sensor nvml`` without a GPU),
+    a usage error like a bad option, not a failure of a run that had started.
+    """
+
+    exit_code = 2
 
 
 class SensorPermissionError(SensorError, PermissionError):
     """A sensor exists but cannot be read with the current privileges; the message says how to fix it."""
+
+    exit_code = 2  # fixable by the user before the run starts, like a bad option
 
 
 class LedgerError(FlopwatchError):

@@ -19,7 +19,7 @@ import json
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, overload
 
 from flopwatch.devices import normalize_dtype
@@ -41,6 +41,17 @@ _NUMERIC_FIELDS = (
     "steps",
     "flops_per_step",
     "coverage",
+)
+# Numbers that are only carried (timestamps, throughput): a wrong type is an error, no range applies.
+_PLAIN_NUMERIC_FIELDS = (
+    "start_monotonic_s",
+    "end_monotonic_s",
+    "start_wall",
+    "end_wall",
+    "warmup_steps",
+    "achieved_flops_per_s",
+    "peak_flops",
+    "mfu",
 )
 # Sign/range rules, checked whenever the value is present: (lower, lower inclusive, upper).
 _RANGES: dict[str, tuple[float, bool, float]] = {
@@ -74,28 +85,144 @@ MAX_TB_PER_S = 1e3
 
 @dataclass(frozen=True)
 class WorkloadRecord:
-    """One workload run, in SI units (J, s, FLOP, util as a 0–1 ratio).
+    """One workload run, in SI units (J, s, FLOP, util as a 0–1 ratio): the one record type of flopwatch.
 
-    ``total_flops`` is the ground truth (``None`` for runs being estimated); ``raw`` keeps every original
-    key of the record so nothing is lost when it is written back or reported.
+    Real workloads (:func:`flopwatch.workloads.run.run_workload`), the simulator
+    (:meth:`flopwatch.sim.accelerator.SimRun.record`) and the join (:func:`flopwatch.join.join_records`) all
+    produce it; :func:`load_records` reads it back. **Adding a field means adding it here** (and, when it must be
+    a checked number, to ``_NUMERIC_FIELDS``/``_RANGES``): :meth:`from_dict` and :meth:`to_dict` follow the
+    dataclass fields. Keys a producer adds that are not fields (``sim``, ``host``, ``torch_version`` …) are kept
+    verbatim in ``extra`` and written back.
+
+    ``total_flops`` is the ground truth (``None`` for runs being estimated). ``net_energy_j`` and ``duration_s`` are
+    NaN until the record is joined with telemetry (``duration_s`` of an unjoined record from a runner is its timed
+    region). ``raw`` is the record as a JSON-ready mapping (:meth:`to_dict`), derived, never passed in.
     """
 
     label: str
-    net_energy_j: float
-    duration_s: float
+    net_energy_j: float = math.nan
+    duration_s: float = math.nan
     mean_util: float | None = None
     tb_moved: float | None = None
     total_flops: float | None = None
     dtype: str = "fp32"
     config: Mapping[str, Any] = field(default_factory=dict)
     idle_power_w: float | None = None
-    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     simulated: bool = False
+    # -- what ran, where and when (the runner's timed region, on the host's monotonic clock)
+    arch: str | None = None
+    device: str | None = None
+    device_name: str | None = None
+    device_spec: str | None = None
+    start_monotonic_s: float | None = None
+    end_monotonic_s: float | None = None
+    start_wall: float | None = None
+    end_wall: float | None = None
+    steps: int | float | None = None
+    warmup_steps: int | float | None = None
+    # -- ground truth and throughput
+    flops_per_step: float | None = None
+    attention_convention: str | None = None
+    achieved_flops_per_s: float | None = None
+    peak_flops: float | None = None
+    peak_dtype: str | None = None
+    peak_source: str | None = None
+    mfu: float | None = None
+    step_time_s: Mapping[str, Any] | None = None
+    # -- measured by the join (telemetry of the detected segment)
+    energy_j: float | None = None
+    coverage: float | None = None
+    join: Mapping[str, Any] | None = None
+    # -- every other key, verbatim
+    extra: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        """The record's JSON form (:meth:`to_dict`) as a read-only mapping, built lazily key by key."""
+        return _RecordView(self)
+
+    def __getitem__(self, key: str) -> Any:
+        """Read access to the JSON form (``rec["mfu"]``), for code written against the record dicts."""
+        if key in _FIELD_SET:
+            v = getattr(self, key)
+            if key in ("net_energy_j", "duration_s") and isinstance(v, float) and math.isnan(v):
+                return None
+            return v
+        if key == "schema":
+            return RECORD_SCHEMA
+        return self.extra[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A key of the JSON form, or ``default``."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
     @property
     def avg_net_power_w(self) -> float:
         """Mean power above idle over the run."""
         return self.net_energy_j / self.duration_s
+
+    @property
+    def measured(self) -> bool:
+        """Joined with telemetry: net energy and duration known, and ground truth present."""
+        return (
+            not math.isnan(self.net_energy_j) and not math.isnan(self.duration_s) and bool(self.total_flops)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Our JSON-Lines representation (``flopwatch.record/1``): every field (null when unknown), then ``extra``."""
+        out: dict[str, Any] = {"schema": RECORD_SCHEMA}
+        for name in _FIELD_NAMES:
+            v = getattr(self, name)
+            if name in ("net_energy_j", "duration_s") and isinstance(v, float) and math.isnan(v):
+                v = None
+            elif isinstance(v, Mapping):
+                v = dict(v)
+            out[name] = v
+        for k, v in self.extra.items():
+            out.setdefault(k, v)
+        return out
+
+    @classmethod
+    def from_dict(
+        cls,
+        d: Mapping[str, Any],
+        *,
+        file: str = "<memory>",
+        where: str | int | None = None,
+        require: Sequence[str] = (),
+    ) -> WorkloadRecord:
+        """Validate ``d`` (our field names) into a record; :class:`InputError` names file, record and field."""
+        return _build(d, file=file, where=where if where is not None else "<memory>", require=require)
+
+
+class _RecordView(Mapping[str, Any]):
+    """:attr:`WorkloadRecord.raw`: the JSON form, read key by key (no dict is built unless iterated)."""
+
+    __slots__ = ("_r",)
+
+    def __init__(self, record: WorkloadRecord) -> None:
+        self._r = record
+
+    def __getitem__(self, key: str) -> Any:
+        return self._r[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._r.to_dict())
+
+    def __len__(self) -> int:
+        return len(self._r.to_dict())
+
+
+#: The record's data fields, in file order.
+_FIELD_NAMES = tuple(f.name for f in fields(WorkloadRecord) if f.init and f.name != "extra")
+_FIELD_SET = frozenset(_FIELD_NAMES)
+_STR_FIELDS = tuple(
+    f.name for f in fields(WorkloadRecord) if f.init and f.type in ("str | None",) and f.name != "label"
+)
+_MAPPING_FIELDS = ("step_time_s", "join")
 
 
 class RecordSet(Sequence[WorkloadRecord]):
@@ -251,6 +378,28 @@ def _build(
     net = vals["net_energy_j"]
     dur = vals["duration_s"]
     _check_plausible(vals, file=file, record=label, names=names)
+    kw: dict[str, Any] = {}
+    for name in _PLAIN_NUMERIC_FIELDS:
+        v = d.get(name)
+        # the common cases inline (thousands of records per file): null, or a finite float
+        kw[name] = (
+            v
+            if v is None or (type(v) is float and math.isfinite(v))
+            else _number(v, file=file, record=label, name=name, required=False)
+        )
+    for name, v in (("steps", vals["steps"]), ("warmup_steps", kw["warmup_steps"])):  # counts stay integers
+        if v is not None and float(v).is_integer():
+            kw[name] = int(v)
+    for name in _STR_FIELDS:
+        v = d.get(name)
+        kw[name] = None if v is None else str(v)
+    for name in _MAPPING_FIELDS:
+        v = d.get(name)
+        if v is not None and not isinstance(v, Mapping):
+            raise InputError(
+                f"must be an object or null, got {type(v).__name__}", file=file, record=label, field=name
+            )
+        kw[name] = None if v is None else dict(v)
     # Records that only describe a workload (no telemetry yet) may lack energy unless it is required.
     return WorkloadRecord(
         label=label,
@@ -262,8 +411,12 @@ def _build(
         dtype=dtype,
         config=dict(cfg),
         idle_power_w=vals["idle_power_w"] if vals["idle_power_w"] is not None else default_idle_w,
-        raw=dict(d),
         simulated=bool(simulated),
+        flops_per_step=vals["flops_per_step"],
+        energy_j=vals["energy_j"],
+        coverage=vals["coverage"],
+        extra={k: v for k, v in d.items() if k not in _FIELD_SET and k != "schema"},
+        **kw,
     )
 
 
@@ -443,21 +596,42 @@ def load_records(
                     field="schema",
                 )
             records.append(_build(rec, file=file, where=f"line {lineno}", require=require))
-        idles = {r.idle_power_w for r in records if r.idle_power_w is not None}
-        idle_w = idles.pop() if len(idles) == 1 else None
-        fps = {
-            json.dumps(r.raw.get("fingerprint"), sort_keys=True) for r in records if r.raw.get("fingerprint")
-        }
-        if len(fps) == 1:
-            fingerprint = json.loads(fps.pop())
-        # Records written by `flopwatch run` / `workload run` name their device but carry no fingerprint
-        # object: one device name shared by every record identifies the device (profiles store it, and
-        # `estimate` refuses records from another device model).
-        names = {r.raw.get("device_name") for r in records}
-        if len(names) == 1 and isinstance(next(iter(names)), str) and next(iter(names)):
-            fingerprint.setdefault("device_name", names.pop())
+        if not records:
+            raise InputError("contains no records", file=file)
+        return record_set(records, source=file)
     if not records:
         raise InputError("contains no records", file=file)
+    _check_unique(records, file)
+    return RecordSet(records, source=file, idle_power_w=idle_w, fingerprint=fingerprint)
+
+
+def record_to_dict(record: WorkloadRecord) -> dict[str, Any]:
+    """Our JSON-Lines representation of a record (see :meth:`WorkloadRecord.to_dict`)."""
+    return record.to_dict()
+
+
+def record_set(records: Sequence[WorkloadRecord], *, source: str = "<memory>") -> RecordSet:
+    """A :class:`RecordSet` of records built in memory, with the provenance :func:`load_records` derives from
+    a JSON-Lines file: the idle power and fingerprint they all share (one device name is a fingerprint).
+    Duplicate labels are an :class:`InputError`."""
+    recs = list(records)
+    idles = {r.idle_power_w for r in recs if r.idle_power_w is not None}
+    idle_w = idles.pop() if len(idles) == 1 else None
+    fingerprint: dict[str, Any] = {}
+    fps = {json.dumps(r.extra.get("fingerprint"), sort_keys=True) for r in recs if r.extra.get("fingerprint")}
+    if len(fps) == 1:
+        fingerprint = json.loads(fps.pop())
+    # Records written by `flopwatch run` / `workload run` name their device but carry no fingerprint
+    # object: one device name shared by every record identifies the device (profiles store it, and
+    # `estimate` refuses records from another device model).
+    names = {r.device_name for r in recs}
+    if len(names) == 1 and isinstance(next(iter(names)), str) and next(iter(names)):
+        fingerprint.setdefault("device_name", names.pop())
+    _check_unique(recs, source)
+    return RecordSet(recs, source=source, idle_power_w=idle_w, fingerprint=fingerprint)
+
+
+def _check_unique(records: Sequence[WorkloadRecord], file: str) -> None:
     seen: dict[str, int] = {}
     for i, r in enumerate(records):
         if r.label in seen:
@@ -465,26 +639,6 @@ def load_records(
                 f"duplicate label (also record {seen[r.label]})", file=file, record=r.label, field="label"
             )
         seen[r.label] = i
-    return RecordSet(records, source=file, idle_power_w=idle_w, fingerprint=fingerprint)
-
-
-def record_to_dict(record: WorkloadRecord) -> dict[str, Any]:
-    """Our JSON-Lines representation of a record (original keys kept, canonical fields overwritten)."""
-    out = dict(record.raw)
-    out.update(
-        schema=RECORD_SCHEMA,
-        label=record.label,
-        dtype=record.dtype,
-        config=dict(record.config),
-        net_energy_j=None if math.isnan(record.net_energy_j) else record.net_energy_j,
-        duration_s=None if math.isnan(record.duration_s) else record.duration_s,
-        mean_util=record.mean_util,
-        tb_moved=record.tb_moved,
-        total_flops=record.total_flops,
-        idle_power_w=record.idle_power_w,
-        simulated=record.simulated,
-    )
-    return out
 
 
 def _json_default(o: Any) -> Any:

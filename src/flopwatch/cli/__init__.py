@@ -3,8 +3,19 @@
 Each area registers its commands from its own module (``register(app)``), so the modules stay small
 and import their heavy dependencies lazily inside the commands: ``flopwatch --help`` must stay fast.
 
-Errors: an :class:`~flopwatch.errors.InputError` (or a usage error) prints one line on stderr and exits
-with status 2; other flopwatch errors exit 1. ``--debug`` shows the traceback instead.
+Every command is a module-level function; each module's ``register(app)`` adds its commands (one line each
+in :func:`_register_all`). Shared output helpers (console, strict JSON, number formats) live in
+:mod:`flopwatch.cli._output`; domain logic lives in the packages, never here.
+
+Exit status (the one table; README "Exit status" repeats it):
+
+* 0 — success;
+* 1 — the command ran and found a failure (a ledger that does not verify, a sensor that broke mid-run);
+* 2 — usage or input error: bad option or argument, bad file/record/field, a sensor not available here
+  (an :class:`~flopwatch.errors.InputError` or any error whose ``exit_code`` is 2): one line on stderr;
+* 130 — interrupted (Ctrl-C).
+
+``--debug`` shows the traceback instead of the one line.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx
 
 from flopwatch import __version__
+from flopwatch.cli._output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, literal
 from flopwatch.errors import FlopwatchError
 
 app = typer.Typer(
@@ -27,10 +39,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help text prints literally: "pip install 'flopwatch[nvidia]'", "[monitor] table"
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-_STATE = {"debug": False}
 
 
 def _version_cb(value: bool) -> None:
@@ -47,21 +58,31 @@ def _root(
     ),
 ) -> None:
     """flopwatch: independent estimates of training FLOPs from power and utilisation telemetry."""
-    _STATE["debug"] = debug
+    # --debug is acted on by main(), which must know it before typer parses (to re-raise errors).
 
 
 def _register_all() -> None:
     from flopwatch.cli import (
+        bench_cmds,
         estimate_cmds,
+        join_cmds,
         monitor_cmds,
         powermodel_cmds,
         run_cmds,
+        sim_cmds,
         telemetry_cmds,
         workload_cmds,
     )
 
-    for mod in (estimate_cmds, telemetry_cmds, workload_cmds, powermodel_cmds, run_cmds, monitor_cmds):
-        mod.register(app)
+    estimate_cmds.register(app)
+    telemetry_cmds.register(app)
+    join_cmds.register(app)
+    workload_cmds.register(app)
+    powermodel_cmds.register(app)
+    bench_cmds.register(app)
+    run_cmds.register(app)
+    sim_cmds.register(app)
+    monitor_cmds.register(app)
 
 
 _register_all()
@@ -77,25 +98,34 @@ def main(argv: list[str] | None = None) -> int:
         code = e.exit_code
     except typer.Abort:
         print("flopwatch: aborted", file=sys.stderr)
-        code = 130
+        code = EXIT_INTERRUPTED
     except _cx.NoArgsIsHelpError as e:
         e.show()
-        code = 0
+        code = EXIT_OK
     except _cx.ClickException as e:  # usage errors: bad option, missing argument — one line, like InputError
         ctx = getattr(e, "ctx", None)
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-        print(f"flopwatch: error: {e.format_message()}{hint}", file=sys.stderr)
-        code = 2
+        print(f"flopwatch: error: {literal(e.format_message())}{hint}", file=sys.stderr)
+        code = EXIT_USAGE
     except FlopwatchError as e:
         if debug:
             raise
-        print(f"flopwatch: error: {e}", file=sys.stderr)
+        print(f"flopwatch: error: {literal(e)}", file=sys.stderr)
         code = e.exit_code
+    except ModuleNotFoundError as e:
+        if debug or (e.name or "").split(".")[0] != "torch":
+            raise
+        # an optional extra, not a bug: say how to get it (a usage error, like a sensor this machine lacks)
+        print(
+            "flopwatch: error: this command needs torch, which is not installed (pip install 'flopwatch[torch]')",
+            file=sys.stderr,
+        )
+        code = EXIT_USAGE
     except KeyboardInterrupt:
         print("flopwatch: interrupted", file=sys.stderr)
-        code = 130
+        code = EXIT_INTERRUPTED
     else:
-        code = rv if isinstance(rv, int) else 0
+        code = rv if isinstance(rv, int) else EXIT_OK
     if argv is None:
         sys.exit(code)
     return code

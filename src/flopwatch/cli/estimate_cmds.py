@@ -5,34 +5,16 @@ Heavy imports (numpy/scipy models, matplotlib) happen inside the commands so ``f
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from flopwatch.cli._output import console, echo_json, fmt_flops
 from flopwatch.errors import InputError
 
 _RECORDS_HELP = "Workload records: our JSON Lines, or the Jetson study's eval_results_*_records.json."
-
-
-def _emit_json(obj: Any) -> None:
-    """Pure JSON on stdout (NaN/inf become null so the output is strict JSON)."""
-
-    def clean(o: Any) -> Any:
-        if isinstance(o, float):
-            return o if math.isfinite(o) else None
-        if isinstance(o, dict):
-            return {str(k): clean(v) for k, v in o.items()}
-        if isinstance(o, (list, tuple)):
-            return [clean(v) for v in o]
-        if hasattr(o, "item"):
-            return clean(o.item())
-        return o
-
-    sys.stdout.write(json.dumps(clean(obj), indent=2, allow_nan=False) + "\n")
 
 
 def _gate(min_util: float, precision: str) -> Any:
@@ -67,22 +49,6 @@ def _flops_opt(value: str | None, name: str) -> float | None:
     return v
 
 
-def _console():  # noqa: ANN202 - rich Console, imported lazily
-    """A rich console; when stdout is not a terminal (pipes, CI logs) use 160 columns instead of rich's 80,
-    so tables of labels and FLOP counts are not truncated."""
-    from rich.console import Console
-
-    return Console() if sys.stdout.isatty() else Console(width=160)
-
-
-def _fmt_flops(x: float | None) -> str:
-    """Compact scientific notation (``1.218e14``) so wide tables fit an 80-column terminal."""
-    if x is None or not math.isfinite(x):
-        return "—"
-    mant, exp = f"{x:.3e}".split("e")
-    return f"{mant}e{int(exp)}"
-
-
 def _filters_line(gd: dict[str, Any]) -> str:
     counts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in gd["excluded_counts"].items()) or "none"
     return (
@@ -91,332 +57,291 @@ def _filters_line(gd: dict[str, Any]) -> str:
     )
 
 
-def _simulated_line(n_sim: int, n: int) -> str:
-    return (
-        f"[bold red]SIMULATED[/bold red]: {n_sim} of {n} runs come from the simulator, not from measurements"
+def _simulated_line(n_sim: int, n: int) -> Any:
+    from rich.text import Text
+
+    t = Text()
+    t.append("SIMULATED", style="bold red")
+    t.append(f": {n_sim} of {n} runs come from the simulator, not from measurements")
+    return t
+
+
+def calibrate_cmd(
+    records: Path = typer.Argument(..., help=_RECORDS_HELP),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the profile JSON."),
+    model: str = typer.Option(
+        "default", "--model", help="Estimator: default, eq1, eq2, loglin-p, loglin-p-bw."
+    ),
+    confidence: float = typer.Option(
+        0.9, "--confidence", help="Confidence of the prediction intervals (0–1)."
+    ),
+    min_util: float = typer.Option(0.8, "--min-util", help="Frontier gate: minimum mean utilisation (0–1)."),
+    precision: str = typer.Option(
+        "fp32", "--precision", help="Keep only this precision (fp32, tf32, fp16, bf16) or 'all'."
+    ),
+    interval: str = typer.Option("auto", "--interval", help="Interval method: auto, conformal, student-t."),
+    as_json: bool = typer.Option(False, "--json", help="Print the profile summary as JSON."),
+) -> None:
+    """Fit an estimator on records with ground truth and write a calibration profile."""
+    from flopwatch.estimate.calibrate import calibrate
+    from flopwatch.records import load_records
+
+    _check_confidence(confidence)
+    gate = _gate(min_util, precision)
+    rs = load_records(records, require=("net_energy_j", "duration_s", "total_flops"))
+    prof = calibrate(rs, model, confidence=confidence, gate=gate, interval=interval)
+    if output.exists() and output.is_dir():
+        raise InputError("is a directory; give a file name for the profile", file=str(output))
+    prof.save(output)
+    d = prof.to_dict()
+    summary = {
+        "profile": str(output),
+        "sha256": prof.sha256(),
+        "model": prof.model_name,
+        "component": prof.component,
+        "params": prof.params,
+        "n_train": d["training"]["n"],
+        "filters": d["training"]["filters"],
+        "confidence": prof.confidence,
+        "interval": {k: v for k, v in d["interval"].items() if k != "residuals_log_ratio"},
+        "diagnostics": d["diagnostics"],
+    }
+    if as_json:
+        echo_json(summary)
+        return
+    from rich.table import Table
+
+    con = console()
+    t = Table(title=f"calibration profile → {output}")
+    t.add_column("parameter")
+    t.add_column("value", justify="right")
+    # "default → eq1": the default resolves to a component; say so only when they differ
+    comp = "" if prof.component in (None, prof.model_name) else f" → {prof.component}"
+    t.add_row("model", f"{prof.model_name}{comp}")
+    for k, v in prof.params.items():
+        t.add_row(k, f"{v:.6g}")
+    t.add_row("training runs", str(d["training"]["n"]))
+    t.add_row(
+        "interval",
+        f"±{d['interval']['rel_halfwidth_pct']:.2f} % at {prof.confidence:.0%} ({d['interval']['method']})",
     )
+    t.add_row("LOO MAE", f"{d['diagnostics']['loo_mae_pct']:.2f} %")
+    con.print(t)
+    if d["training"].get("n_simulated"):
+        con.print(_simulated_line(d["training"]["n_simulated"], d["training"]["n"]))
+    con.print(_filters_line(d["training"]["filters"]))
+    con.print(f"sha256 {prof.sha256()}")
+
+
+def estimate_cmd(
+    records: Path = typer.Argument(..., help=_RECORDS_HELP),
+    profile: Path = typer.Option(
+        ..., "--profile", "-p", help="Calibration profile JSON (flopwatch calibrate)."
+    ),
+    confidence: float | None = typer.Option(None, "--confidence", help="Override the profile's confidence."),
+    threshold: str | None = typer.Option(
+        None,
+        "--threshold",
+        help="Compute threshold in FLOP (e.g. 1e14): say above/below/uncertain per record.",
+    ),
+    declared: str | None = typer.Option(
+        None,
+        "--declared",
+        help="Declared FLOP count (e.g. 1.2e14): say consistent/inconsistent per record.",
+    ),
+    strict: bool = typer.Option(
+        False,
+        "--strict",
+        help="Fail on records of another precision instead of skipping (and listing) them.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Estimate each record's FLOPs with a profile; report errors where ground truth is present."""
+    from flopwatch.estimate.profile import Profile
+    from flopwatch.evaluate.apply_profile import estimate_records
+    from flopwatch.records import load_records
+
+    thr = _flops_opt(threshold, "--threshold")
+    decl = _flops_opt(declared, "--declared")
+    if confidence is not None:
+        _check_confidence(confidence)
+    prof = Profile.load(profile)
+    rs = load_records(records)
+    prof.check_fingerprint(rs.fingerprint, file=str(records))
+    run = estimate_records(
+        prof,
+        rs,
+        profile_path=str(profile),
+        records_path=str(records),
+        confidence=confidence,
+        threshold_flops=thr,
+        declared_flops=decl,
+        strict=strict,
+    )
+    out = run.to_dict()
+    rows, skipped, summary = out["records"], out["skipped"], out["summary"]
+    if as_json:
+        echo_json(out)
+        return
+    from rich.table import Table
+
+    con = console()
+    t = Table(
+        title=f"FLOP estimates ({prof.model_name}, {rows[0]['confidence'] if rows else prof.confidence:.0%}"
+        " interval)"
+    )
+    for col in ("label", "estimate", "lower", "upper", "ground truth", "error %"):
+        t.add_column(col, justify="left" if col == "label" else "right", no_wrap=True)
+    if thr is not None:
+        t.add_column(f"vs {fmt_flops(thr)}")
+    if decl is not None:
+        t.add_column(f"declared {fmt_flops(decl)}")
+    for x in rows:
+        cells = [
+            x["label"],
+            fmt_flops(x["estimate_flops"]),
+            fmt_flops(x["lower_flops"]),
+            fmt_flops(x["upper_flops"]),
+            fmt_flops(x["ground_truth_flops"]),
+            "—" if x["rel_error_pct"] is None else f"{x['rel_error_pct']:+.2f}",
+        ]
+        if thr is not None:
+            cells.append(x["threshold_verdict"])
+        if decl is not None:
+            cells.append(x["declaration_verdict"])
+        t.add_row(*cells)
+    con.print(t)
+    n_sim = sum(1 for x in rows if x["simulated"])
+    if n_sim:
+        con.print(_simulated_line(n_sim, len(rows)))
+    if summary["mae_pct"] is not None:
+        con.print(
+            f"MAE {summary['mae_pct']:.2f} %, max |error| {summary['max_abs_pct']:.2f} %, mean signed "
+            f"{summary['mean_signed_pct']:+.2f} %, interval coverage {summary['coverage']:.0%}"
+        )
+    for x in rows:
+        for w in x["warnings"]:
+            con.print(f"warning {x['label']}: {w}", style="yellow")
+    if skipped:
+        con.print(f"skipped {len(skipped)} record(s) of another precision (use --strict to fail instead)")
+
+
+def evaluate_cmd(
+    records: Path = typer.Argument(..., help=_RECORDS_HELP),
+    splits: int = typer.Option(200, "--splits", help="Number of random train/test splits."),
+    train: int = typer.Option(14, "--train", help="Training runs per split."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split draw."),
+    models: str | None = typer.Option(None, "--models", help="Comma-separated models (default: all)."),
+    confidence: float = typer.Option(0.9, "--confidence", help="Confidence of the prediction intervals."),
+    min_util: float = typer.Option(0.8, "--min-util", help="Frontier gate: minimum mean utilisation (0–1)."),
+    precision: str = typer.Option("fp32", "--precision", help="Precision to evaluate, or 'all'."),
+    figures: Path | None = typer.Option(None, "--figures", help="Write the figures (PNG) to this folder."),
+    detail: bool = typer.Option(
+        False,
+        "--detail",
+        help="Include per-workload, per-hyper-parameter and threshold tables in --json.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="JSON output (the evaluate contract)."),
+) -> None:
+    """The study's repeated-split evaluation of every model (held-out errors, coverage, thresholds)."""
+    from flopwatch.evaluate.splits import evaluate_models
+    from flopwatch.records import load_records
+
+    _check_confidence(confidence)
+    gate = _gate(min_util, precision)
+    names = None
+    if models is not None:
+        names = [m.strip() for m in models.split(",") if m.strip()]
+        if not names:
+            raise InputError("is empty; give comma-separated model names", field="--models")
+    rs = load_records(records, require=("net_energy_j", "duration_s", "total_flops"))
+    try:
+        res = evaluate_models(
+            rs, names, n_splits=splits, n_train=train, seed=seed, gate=gate, confidence=confidence
+        )
+    except InputError as e:  # name the CLI flag the user typed
+        flag = {"n_splits": "--splits", "n_train": "--train", "seed": "--seed"}.get(e.field or "")
+        if flag is None:
+            raise
+        raise InputError(e.detail, file=e.file, record=e.record, field=flag) from None
+    written: list[Path] = []
+    if figures is not None:
+        from flopwatch.report.estimate_figures import write_figures
+
+        # figures of simulated runs carry a watermark, so a PNG is never mistaken for a measurement
+        sim = any(r.simulated for r in res.records)
+        written = write_figures(res, figures, watermark="SIMULATED" if sim else None)
+    d = res.to_dict(detail=detail)
+    if figures is not None:
+        d["figures"] = [str(p) for p in written]
+    if as_json:
+        echo_json(d)
+        return
+    from rich.table import Table
+
+    con = console()
+    t = Table(
+        title=f"held-out errors: {d['n_splits']} splits of {d['n_frontier']} runs "
+        f"({d['n_train']} train / {d['n_test']} test), seed {d['seed']}"
+    )
+    for col in (
+        "model",
+        "MAE %",
+        "SD %",
+        "mean signed %",
+        "splits >10 %",
+        "worst %",
+        f"coverage ({confidence:.0%})",
+    ):
+        t.add_column(col, justify="left" if col == "model" else "right")
+    for name, m in d["models"].items():
+        t.add_row(
+            name,
+            f"{m['mae_pct']:.2f}",
+            f"{m['sd_pct']:.2f}",
+            f"{m['mean_signed_pct']:+.2f}",
+            f"{m['frac_splits_any_over_10pct']:.1%}",
+            f"{m['worst_pct']:.1f}",
+            f"{m['coverage']:.1%}",
+        )
+    con.print(t)
+    if d["n_simulated"]:
+        con.print(_simulated_line(d["n_simulated"], d["n_frontier"]))
+    con.print(_filters_line(d["filters"]))
+    for name, why in d.get("skipped_models", {}).items():
+        con.print(f"model {name} not evaluated: {why}")
+    dm = d["default_model"]
+    if not d["default_evaluated"]:
+        con.print(f"the default model was not evaluated; comparisons below use {dm}")
+    for base, imp in d.get("default_vs_published", {}).items():
+        con.print(
+            f"{dm} vs {base}: MAE {imp['mae_diff_pp']:+.2f} pp better (95 % of splits within "
+            f"[{imp['p025']:+.2f}, {imp['p975']:+.2f}])"
+        )
+    ts = d["models"][dm]["threshold_summary"]
+
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{x:.0%}"
+
+    def fp(x: float | None) -> str:  # the worst threshold's rate; "≤ 0%" read as a bound on nothing
+        if x is None:
+            return "false positives —"
+        return "no false positives" if x == 0 else f"false positives up to {pct(x)}"
+
+    con.print(
+        f"threshold sweep ({dm}, {ts['n_thresholds']} thresholds {fmt_flops(ts['min_threshold_flops'])}–"
+        f"{fmt_flops(ts['max_threshold_flops'])} FLOP): 'above' only when the {confidence:.0%} interval is "
+        f"above → {fp(ts['max_fp_rate'])}, false negatives {pct(ts['mean_fn_rate'])} "
+        f"on average ({pct(ts['mean_uncertain_rate'])} uncertain); deciding on the point estimate: "
+        f"{fp(ts['point_max_fp_rate'])}, false negatives {pct(ts['point_mean_fn_rate'])}"
+    )
+    con.print(f"evaluation took {d['timing_s'] * 1000:.0f} ms")
+    for p in written:
+        con.print(f"wrote {p}")
 
 
 def register(app: typer.Typer) -> None:
     """Add ``calibrate``, ``estimate`` and ``evaluate`` to ``app``."""
-
-    @app.command("calibrate")
-    def calibrate_cmd(
-        records: Path = typer.Argument(..., help=_RECORDS_HELP),
-        output: Path = typer.Option(..., "-o", "--output", help="Where to write the profile JSON."),
-        model: str = typer.Option(
-            "default", "--model", help="Estimator: default, eq1, eq2, loglin-p, loglin-p-bw."
-        ),
-        confidence: float = typer.Option(
-            0.9, "--confidence", help="Confidence of the prediction intervals (0–1)."
-        ),
-        min_util: float = typer.Option(
-            0.8, "--min-util", help="Frontier gate: minimum mean utilisation (0–1)."
-        ),
-        precision: str = typer.Option(
-            "fp32", "--precision", help="Keep only this precision (fp32, tf32, fp16, bf16) or 'all'."
-        ),
-        interval: str = typer.Option(
-            "auto", "--interval", help="Interval method: auto, conformal, student-t."
-        ),
-        as_json: bool = typer.Option(False, "--json", help="Print the profile summary as JSON."),
-    ) -> None:
-        """Fit an estimator on records with ground truth and write a calibration profile."""
-        from flopwatch.estimate.calibrate import calibrate
-        from flopwatch.records import load_records
-
-        _check_confidence(confidence)
-        gate = _gate(min_util, precision)
-        rs = load_records(records, require=("net_energy_j", "duration_s", "total_flops"))
-        prof = calibrate(rs, model, confidence=confidence, gate=gate, interval=interval)
-        if output.exists() and output.is_dir():
-            raise InputError("is a directory; give a file name for the profile", file=str(output))
-        prof.save(output)
-        d = prof.to_dict()
-        summary = {
-            "profile": str(output),
-            "sha256": prof.sha256(),
-            "model": prof.model_name,
-            "component": prof.component,
-            "params": prof.params,
-            "n_train": d["training"]["n"],
-            "filters": d["training"]["filters"],
-            "confidence": prof.confidence,
-            "interval": {k: v for k, v in d["interval"].items() if k != "residuals_log_ratio"},
-            "diagnostics": d["diagnostics"],
-        }
-        if as_json:
-            _emit_json(summary)
-            return
-        from rich.table import Table
-
-        con = _console()
-        t = Table(title=f"calibration profile → {output}")
-        t.add_column("parameter")
-        t.add_column("value", justify="right")
-        t.add_row("model", f"{prof.model_name} ({prof.component})")
-        for k, v in prof.params.items():
-            t.add_row(k, f"{v:.6g}")
-        t.add_row("training runs", str(d["training"]["n"]))
-        t.add_row(
-            "interval",
-            f"±{d['interval']['rel_halfwidth_pct']:.2f} % at {prof.confidence:.0%} "
-            f"({d['interval']['method']})",
-        )
-        t.add_row("LOO MAE", f"{d['diagnostics']['loo_mae_pct']:.2f} %")
-        con.print(t)
-        if d["training"].get("n_simulated"):
-            con.print(_simulated_line(d["training"]["n_simulated"], d["training"]["n"]))
-        con.print(_filters_line(d["training"]["filters"]))
-        con.print(f"sha256 {prof.sha256()}")
-
-    @app.command("estimate")
-    def estimate_cmd(
-        records: Path = typer.Argument(..., help=_RECORDS_HELP),
-        profile: Path = typer.Option(
-            ..., "--profile", "-p", help="Calibration profile JSON (flopwatch calibrate)."
-        ),
-        confidence: float | None = typer.Option(
-            None, "--confidence", help="Override the profile's confidence."
-        ),
-        threshold: str | None = typer.Option(
-            None,
-            "--threshold",
-            help="Compute threshold in FLOP (e.g. 1e14): say above/below/uncertain per record.",
-        ),
-        declared: str | None = typer.Option(
-            None,
-            "--declared",
-            help="Declared FLOP count (e.g. 1.2e14): say consistent/inconsistent per record.",
-        ),
-        strict: bool = typer.Option(
-            False,
-            "--strict",
-            help="Fail on records of another precision instead of skipping (and listing) them.",
-        ),
-        as_json: bool = typer.Option(False, "--json", help="JSON output."),
-    ) -> None:
-        """Estimate each record's FLOPs with a profile; report errors where ground truth is present."""
-        import numpy as np
-
-        from flopwatch.errors import ProfileError
-        from flopwatch.estimate.profile import Profile
-        from flopwatch.evaluate.threshold import verdict
-        from flopwatch.records import load_records
-
-        thr = _flops_opt(threshold, "--threshold")
-        decl = _flops_opt(declared, "--declared")
-        if confidence is not None:
-            _check_confidence(confidence)
-        prof = Profile.load(profile)
-        rs = load_records(records)
-        prof.check_fingerprint(rs.fingerprint, file=str(records))
-        rows: list[dict[str, Any]] = []
-        skipped: list[dict[str, str]] = []
-        for r in rs:
-            if prof.dtype != "all" and r.dtype != prof.dtype and not strict:
-                skipped.append({"label": r.label, "reason": f"precision {r.dtype} != profile's {prof.dtype}"})
-                continue
-            try:
-                e = prof.estimate_record(r, confidence=confidence)
-            except ProfileError as err:
-                raise ProfileError(err.detail, file=str(records), record=r.label, field=err.field) from None
-            except InputError as err:
-                raise InputError(err.detail, file=str(records), record=r.label, field=err.field) from None
-            gt = r.total_flops
-            rel = None if gt is None else (e.flops / gt - 1.0) * 100.0
-            row = {
-                "label": r.label,
-                "estimate_flops": e.flops,
-                "lower_flops": e.lower_flops,
-                "upper_flops": e.upper_flops,
-                "ground_truth_flops": gt,
-                "rel_error_pct": rel,
-                "confidence": e.confidence,
-                "in_interval": None if gt is None else bool(e.lower_flops <= gt <= e.upper_flops),
-                "simulated": r.simulated,
-                "warnings": list(e.warnings),
-            }
-            if thr is not None:
-                row["threshold_verdict"] = verdict(e, threshold_flops=thr)
-            if decl is not None:
-                row["declaration_verdict"] = verdict(e, declared_flops=decl)
-            rows.append(row)
-        errs = np.array([x["rel_error_pct"] for x in rows if x["rel_error_pct"] is not None], dtype=float)
-        inside = [x["in_interval"] for x in rows if x["in_interval"] is not None]
-        summary = {
-            "n": len(rows),
-            "n_with_ground_truth": int(errs.size),
-            "mae_pct": float(np.mean(np.abs(errs))) if errs.size else None,
-            "max_abs_pct": float(np.max(np.abs(errs))) if errs.size else None,
-            "mean_signed_pct": float(np.mean(errs)) if errs.size else None,
-            "coverage": float(np.mean(inside)) if inside else None,
-        }
-        out = {
-            "profile": str(profile),
-            "profile_sha256": prof.sha256(),
-            "model": prof.model_name,
-            "threshold_flops": thr,
-            "declared_flops": decl,
-            "records": rows,
-            "skipped": skipped,
-            "summary": summary,
-        }
-        if as_json:
-            _emit_json(out)
-            return
-        from rich.table import Table
-
-        con = _console()
-        t = Table(
-            title=f"FLOP estimates ({prof.model_name}, {rows[0]['confidence'] if rows else prof.confidence:.0%}"
-            " interval)"
-        )
-        for col in ("label", "estimate", "lower", "upper", "ground truth", "error %"):
-            t.add_column(col, justify="left" if col == "label" else "right", no_wrap=True)
-        if thr is not None:
-            t.add_column(f"vs {_fmt_flops(thr)}")
-        if decl is not None:
-            t.add_column(f"declared {_fmt_flops(decl)}")
-        for x in rows:
-            cells = [
-                x["label"],
-                _fmt_flops(x["estimate_flops"]),
-                _fmt_flops(x["lower_flops"]),
-                _fmt_flops(x["upper_flops"]),
-                _fmt_flops(x["ground_truth_flops"]),
-                "—" if x["rel_error_pct"] is None else f"{x['rel_error_pct']:+.2f}",
-            ]
-            if thr is not None:
-                cells.append(x["threshold_verdict"])
-            if decl is not None:
-                cells.append(x["declaration_verdict"])
-            t.add_row(*cells)
-        con.print(t)
-        n_sim = sum(1 for x in rows if x["simulated"])
-        if n_sim:
-            con.print(_simulated_line(n_sim, len(rows)))
-        if summary["mae_pct"] is not None:
-            con.print(
-                f"MAE {summary['mae_pct']:.2f} %, max |error| {summary['max_abs_pct']:.2f} %, mean signed "
-                f"{summary['mean_signed_pct']:+.2f} %, interval coverage {summary['coverage']:.0%}"
-            )
-        for x in rows:
-            for w in x["warnings"]:
-                con.print(f"[yellow]warning[/yellow] {x['label']}: {w}", highlight=False)
-        if skipped:
-            con.print(f"skipped {len(skipped)} record(s) of another precision (use --strict to fail instead)")
-
-    @app.command("evaluate")
-    def evaluate_cmd(
-        records: Path = typer.Argument(..., help=_RECORDS_HELP),
-        splits: int = typer.Option(200, "--splits", help="Number of random train/test splits."),
-        train: int = typer.Option(14, "--train", help="Training runs per split."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the split draw."),
-        models: str | None = typer.Option(None, "--models", help="Comma-separated models (default: all)."),
-        confidence: float = typer.Option(0.9, "--confidence", help="Confidence of the prediction intervals."),
-        min_util: float = typer.Option(
-            0.8, "--min-util", help="Frontier gate: minimum mean utilisation (0–1)."
-        ),
-        precision: str = typer.Option("fp32", "--precision", help="Precision to evaluate, or 'all'."),
-        figures: Path | None = typer.Option(
-            None, "--figures", help="Write the figures (PNG) to this folder."
-        ),
-        detail: bool = typer.Option(
-            False,
-            "--detail",
-            help="Include per-workload, per-hyper-parameter and threshold tables in --json.",
-        ),
-        as_json: bool = typer.Option(False, "--json", help="JSON output (the evaluate contract)."),
-    ) -> None:
-        """The study's repeated-split evaluation of every model (held-out errors, coverage, thresholds)."""
-        from flopwatch.evaluate.splits import evaluate_models
-        from flopwatch.records import load_records
-
-        _check_confidence(confidence)
-        gate = _gate(min_util, precision)
-        names = None
-        if models is not None:
-            names = [m.strip() for m in models.split(",") if m.strip()]
-            if not names:
-                raise InputError("is empty; give comma-separated model names", field="--models")
-        rs = load_records(records, require=("net_energy_j", "duration_s", "total_flops"))
-        try:
-            res = evaluate_models(
-                rs, names, n_splits=splits, n_train=train, seed=seed, gate=gate, confidence=confidence
-            )
-        except InputError as e:  # name the CLI flag the user typed
-            flag = {"n_splits": "--splits", "n_train": "--train", "seed": "--seed"}.get(e.field or "")
-            if flag is None:
-                raise
-            raise InputError(e.detail, file=e.file, record=e.record, field=flag) from None
-        written: list[Path] = []
-        if figures is not None:
-            from flopwatch.report.estimate_figures import write_figures
-
-            # figures of simulated runs carry a watermark, so a PNG is never mistaken for a measurement
-            sim = any(r.simulated for r in res.records)
-            written = write_figures(res, figures, watermark="SIMULATED" if sim else None)
-        d = res.to_dict(detail=detail)
-        if figures is not None:
-            d["figures"] = [str(p) for p in written]
-        if as_json:
-            _emit_json(d)
-            return
-        from rich.table import Table
-
-        con = _console()
-        t = Table(
-            title=f"held-out errors: {d['n_splits']} splits of {d['n_frontier']} runs "
-            f"({d['n_train']} train / {d['n_test']} test), seed {d['seed']}"
-        )
-        for col in (
-            "model",
-            "MAE %",
-            "SD %",
-            "mean signed %",
-            "splits >10 %",
-            "worst %",
-            f"coverage ({confidence:.0%})",
-        ):
-            t.add_column(col, justify="left" if col == "model" else "right")
-        for name, m in d["models"].items():
-            t.add_row(
-                name,
-                f"{m['mae_pct']:.2f}",
-                f"{m['sd_pct']:.2f}",
-                f"{m['mean_signed_pct']:+.2f}",
-                f"{m['frac_splits_any_over_10pct']:.1%}",
-                f"{m['worst_pct']:.1f}",
-                f"{m['coverage']:.1%}",
-            )
-        con.print(t)
-        if d["n_simulated"]:
-            con.print(_simulated_line(d["n_simulated"], d["n_frontier"]))
-        con.print(_filters_line(d["filters"]))
-        for name, why in d.get("skipped_models", {}).items():
-            con.print(f"model {name} not evaluated: {why}")
-        dm = d["default_model"]
-        if not d["default_evaluated"]:
-            con.print(f"the default model was not evaluated; comparisons below use {dm}")
-        for base, imp in d.get("default_vs_published", {}).items():
-            con.print(
-                f"{dm} vs {base}: MAE {imp['mae_diff_pp']:+.2f} pp better (95 % of splits within "
-                f"[{imp['p025']:+.2f}, {imp['p975']:+.2f}])"
-            )
-        ts = d["models"][dm]["threshold_summary"]
-
-        def pct(x: float | None) -> str:
-            return "—" if x is None else f"{x:.0%}"
-
-        con.print(
-            f"threshold sweep ({dm}, {ts['n_thresholds']} thresholds {_fmt_flops(ts['min_threshold_flops'])}–"
-            f"{_fmt_flops(ts['max_threshold_flops'])} FLOP): 'above' only when the {confidence:.0%} interval is "
-            f"above → false positives ≤ {pct(ts['max_fp_rate'])}, false negatives {pct(ts['mean_fn_rate'])} "
-            f"on average ({pct(ts['mean_uncertain_rate'])} uncertain); deciding on the point estimate: "
-            f"false positives ≤ {pct(ts['point_max_fp_rate'])}, false negatives {pct(ts['point_mean_fn_rate'])}",
-            highlight=False,
-        )
-        con.print(f"evaluation took {d['timing_s'] * 1000:.0f} ms")
-        for p in written:
-            con.print(f"wrote {p}")
+    app.command("calibrate")(calibrate_cmd)
+    app.command("estimate")(estimate_cmd)
+    app.command("evaluate")(evaluate_cmd)

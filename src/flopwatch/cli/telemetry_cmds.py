@@ -5,32 +5,20 @@ Heavy modules (pandas, pyarrow, vendor libraries) are imported inside the comman
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from flopwatch.cli._output import console, echo_json, styled
 from flopwatch.errors import InputError
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    return Console(stderr=False, highlight=False)
-
-
 def _open(spec: str, speed: float | None) -> list[Any]:
-    from flopwatch.telemetry.sensors.discover import open_sensors
+    from flopwatch.backends import open_sensors
 
     return open_sensors(spec, speed=speed)
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, float) and v != v:  # NaN is not JSON
-        return None
-    return v
 
 
 def sensors_cmd(
@@ -39,7 +27,7 @@ def sensors_cmd(
     rapl_root: str = typer.Option("/", "--rapl-root", help="sysfs root to probe for RAPL zones."),
 ) -> None:
     """List the sensors found on this machine, their capabilities, and why a backend is unavailable."""
-    from flopwatch.telemetry.sensors.discover import probe_all
+    from flopwatch.backends import probe_all
 
     statuses = probe_all(jetson_root=jetson_root, rapl_root=rapl_root)
     if as_json:
@@ -63,7 +51,7 @@ def sensors_cmd(
             }
             for s in statuses
         ]
-        sys.stdout.write(json.dumps({"backends": out}, indent=2) + "\n")
+        echo_json({"backends": out})
         return
     from rich.table import Table
 
@@ -73,12 +61,14 @@ def sensors_cmd(
     for s in statuses:
         if s.available and s.sensors:
             for i in s.sensors:
-                t.add_row(s.kind, "[green]found[/]", f"{i.name}\n{i.device_id}", ", ".join(i.capabilities))
+                t.add_row(
+                    s.kind, styled("found", "green"), f"{i.name}\n{i.device_id}", ", ".join(i.capabilities)
+                )
         elif s.available:
-            t.add_row(s.kind, "[green]available[/]", "", s.reason)
+            t.add_row(s.kind, styled("available", "green"), "", s.reason)
         else:
-            t.add_row(s.kind, "[red]unavailable[/]", "", s.reason)
-    _console().print(t)
+            t.add_row(s.kind, styled("unavailable", "red"), "", s.reason)
+    console().print(t)
 
 
 def record_cmd(
@@ -140,7 +130,7 @@ def record_cmd(
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
             with Progress(
-                TextColumn("[bold]recording[/]"),
+                TextColumn("recording", style="bold", markup=False),
                 BarColumn(),
                 TextColumn("{task.fields[info]}"),
                 TimeRemainingColumn(),
@@ -177,13 +167,13 @@ def record_cmd(
         "rows": writer.rows_written,
         "row_groups": writer.row_groups,
         "interrupted": interrupted,
-        **{k: _jsonable(v) for k, v in st.to_dict().items()},
+        **st.to_dict(),
         "simulated": md["simulated"],
     }
     if as_json:
-        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        echo_json(summary)
         return
-    c = _console()
+    c = console()
     mp = st.mean_period_s
     c.print(
         f"wrote {writer.rows_written} rows ({writer.row_groups} row groups) to {output}; "
@@ -192,7 +182,7 @@ def record_cmd(
         else f"wrote {writer.rows_written} rows to {output}"
     )
     if sum(st.n_gaps.values()):
-        c.print(f"[yellow]gaps[/]: {dict(st.n_gaps)}; errors: {dict(st.errors)}")
+        c.print(f"gaps: {dict(st.n_gaps)}; errors: {dict(st.errors)}", style="yellow")
     c.print(f"ended: {st.end_reason}{' (interrupted)' if interrupted else ''}")
 
 
@@ -243,7 +233,7 @@ def idle_cmd(
         }
     out["simulated"] = any(s.info().simulated for s in sensors)
     if as_json:
-        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        echo_json(out)
         return
     from rich.table import Table
 
@@ -262,7 +252,7 @@ def idle_cmd(
                 str(d["n"]),
                 str(d["n_gaps"]),
             )
-    _console().print(t)
+    console().print(t)
 
 
 def detect_cmd(
@@ -292,19 +282,19 @@ def detect_cmd(
     tr = Trace.read(trace)
     det = detect_workloads(tr, params, idle_power_w=idle_power, device=device)
     if as_json:
-        d = det.to_dict()
-        d["workloads"] = [{k: _jsonable(v) for k, v in w.items()} for w in d["workloads"]]
-        sys.stdout.write(json.dumps(d, indent=2) + "\n")
+        echo_json(det.to_dict())
         return
     from rich.table import Table
 
-    c = _console()
-    sim = " [bold red](SIMULATED)[/]" if det.simulated else ""
+    c = console()
     c.print(
-        f"{trace}: {len(det.segments)} workload(s); idle {det.idle_power_w:.3f} W ({det.idle_source}){sim}"
+        f"{trace}: {len(det.segments)} workload(s); idle {det.idle_power_w:.3f} W ({det.idle_source})", end=""
     )
+    if det.simulated:
+        c.print(styled(" (SIMULATED)", "bold red"), end="")
+    c.print()
     if det.skipped_devices:
-        c.print(f"[yellow]not segmented (no utilisation series)[/]: {', '.join(det.skipped_devices)}")
+        c.print(f"not segmented (no utilisation series): {', '.join(det.skipped_devices)}", style="yellow")
     if not det.segments:
         return
     multi = len({s.device for s in det.segments}) > 1

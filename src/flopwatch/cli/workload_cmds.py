@@ -7,12 +7,15 @@ or ``--sweep NAME --label LABEL`` for a named configuration. torch is imported i
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import typer
 
+from flopwatch.cli._output import console, echo_json, new_app
 from flopwatch.errors import ConfigError
+from flopwatch.workloads.select import select_config
+
+workload_app = new_app("Training workloads with exact ground-truth FLOPs.")
 
 _ARCH = typer.Option("seed-encoder", "--arch", help="Model family: seed-encoder (the Jetson study's) or gpt.")
 _D_MODEL = typer.Option(None, "--d-model", help="Model width.")
@@ -31,265 +34,196 @@ _SWEEP = typer.Option(None, "--sweep", help="Named sweep (see `flopwatch workloa
 _LABEL = typer.Option(None, "--label", help="Label of a configuration in --sweep, e.g. d256_b16_s128_L3.")
 
 
-def config_from_options(
-    *,
-    arch: str = "seed-encoder",
-    d_model: int | None = None,
-    nhead: int | None = None,
-    num_layers: int | None = None,
-    dim_feedforward: int | None = None,
-    batch_size: int | None = None,
-    seq_len: int | None = None,
-    steps: int | None = None,
-    optimizer: str | None = None,
-    precision: str | None = None,
-    vocab_size: int | None = None,
-    sweep: str | None = None,
-    label: str | None = None,
-) -> Any:
-    """Build the workload config from CLI options (ConfigError on a bad combination)."""
-    from dataclasses import replace
+@workload_app.command("flops")
+def flops_cmd(
+    arch: str = _ARCH,
+    d_model: int | None = _D_MODEL,
+    nhead: int | None = _NHEAD,
+    num_layers: int | None = _LAYERS,
+    dim_feedforward: int | None = _FF,
+    batch_size: int | None = _BATCH,
+    seq_len: int | None = _SEQ,
+    steps: int | None = _STEPS,
+    optimizer: str | None = _OPT,
+    precision: str | None = _PREC,
+    vocab_size: int | None = _VOCAB,
+    sweep: str | None = _SWEEP,
+    label: str | None = _LABEL,
+    attention: str = typer.Option("fused", "--attention", help="fused (3.5x fwd, the study's) or math (3x)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+) -> None:
+    """Ground-truth FLOPs per training step (FlopCounterMode on the meta device; nothing is trained)."""
+    cfg = select_config(
+        arch=arch, d_model=d_model, nhead=nhead, num_layers=num_layers, dim_feedforward=dim_feedforward,
+        batch_size=batch_size, seq_len=seq_len, steps=steps, optimizer=optimizer, precision=precision,
+        vocab_size=vocab_size, sweep=sweep, label=label,
+    )  # fmt: skip
+    from flopwatch.workloads import formulas
+    from flopwatch.workloads.ground_truth import count_flops
 
-    from flopwatch.workloads.config import make_config
-    from flopwatch.workloads.sweeps import get_config
-
-    sizes = {
-        "d_model": d_model,
-        "nhead": nhead,
-        "num_layers": num_layers,
-        "dim_feedforward": dim_feedforward,
-        "batch_size": batch_size,
-        "seq_len": seq_len,
-        "optimizer": optimizer,
-        "precision": precision,
-        "vocab_size": vocab_size,
+    fc = count_flops(cfg, attention=attention)
+    out: dict[str, Any] = {
+        "label": cfg.name,
+        "arch": cfg.arch,
+        "config": cfg.to_dict(),
+        "flops_per_step": fc.flops_per_step,
+        "matmul_flops_per_step": fc.matmul_flops_per_step,
+        "attention_flops_per_step": fc.attention_flops_per_step,
+        "other_flops_per_step": fc.other_flops_per_step,
+        "attention_convention": fc.attention_convention,
+        "attention_forward_flops_per_step": fc.attention_forward_flops_per_step,
+        "optimizer_flops_per_step": fc.optimizer_flops_per_step,
+        "elementwise_flops_per_step": fc.elementwise_flops_per_step,
+        "params": fc.params,
+        "steps": cfg.steps,
+        "total_flops": fc.total(cfg.steps),
+        "bytes_per_step": formulas.bytes_per_step(cfg, attention),
+        "formulas": {
+            "palm_flops_per_step": formulas.palm_flops_per_step(cfg),
+            "chinchilla_flops_per_step": formulas.chinchilla_flops_per_step(cfg),
+            "megatron_flops_per_step": formulas.megatron_flops_per_step(cfg),
+        },
+        "method": fc.method,
     }
-    if sweep is not None or label is not None:
-        if sweep is None or label is None:
-            raise ConfigError("--sweep and --label go together", field="sweep" if sweep is None else "label")
-        given = [k for k, v in sizes.items() if v is not None]
-        if given:
-            raise ConfigError(
-                f"--sweep/--label name a full configuration; do not combine with --{given[0].replace('_', '-')}",
-                field=given[0],
-            )
-        cfg = get_config(sweep, label)
-        if arch not in ("seed-encoder", cfg.arch):  # --arch left at its default says nothing
-            raise ConfigError(
-                f"--arch {arch} contradicts {sweep}/{label}, which is a {cfg.arch} configuration",
-                field="arch",
-            )
-        return replace(cfg, steps=steps) if steps is not None else cfg
-    if arch != "gpt" and vocab_size is not None:
-        raise ConfigError("--vocab-size applies to --arch gpt only", field="vocab_size")
-    return make_config(arch, steps=steps, **sizes)
+    if as_json:
+        echo_json(out, indent=None)
+        return
+    from rich.table import Table
+
+    t = Table(title=f"{cfg.name} ({cfg.arch}, {cfg.precision}, attention={fc.attention_convention})")
+    t.add_column("quantity")
+    t.add_column("FLOPs", justify="right")
+    t.add_column("note")
+    t.add_row("flops_per_step", f"{fc.flops_per_step:.6e}", "ground truth (FlopCounterMode, meta device)")
+    t.add_row("  matmul", f"{fc.matmul_flops_per_step:.6e}", "linear layers fwd+bwd")
+    t.add_row("  attention", f"{fc.attention_flops_per_step:.6e}",
+              f"{'3.5' if attention == 'fused' else '3'}x forward {fc.attention_forward_flops_per_step:.4e}")  # fmt: skip
+    t.add_row("  other", f"{fc.other_flops_per_step:.6e}", "other counted ops")
+    t.add_row(
+        f"total × {cfg.steps} steps",
+        f"{fc.total(cfg.steps):.6e}",
+        f"{fc.total(cfg.steps) / 1e12:.4f} TFLOP",
+    )
+    t.add_row("optimizer (not in total)", f"{fc.optimizer_flops_per_step:.4e}", f"{cfg.optimizer}, analytic")
+    t.add_row("element-wise (not in total)", f"{fc.elementwise_flops_per_step:.4e}", "coarse estimate")
+    for k, v in out["formulas"].items():
+        rel = (v - fc.flops_per_step) / fc.flops_per_step * 100
+        t.add_row(k.replace("_flops_per_step", ""), f"{v:.6e}", f"{rel:+.2f} % vs ground truth")
+    t.add_row("DRAM bytes/step (estimate)", f"{out['bytes_per_step']:.4e}", f"params {fc.params:,}")
+    console().print(t)
+
+
+@workload_app.command("run")
+def run_cmd(
+    arch: str = _ARCH,
+    d_model: int | None = _D_MODEL,
+    nhead: int | None = _NHEAD,
+    num_layers: int | None = _LAYERS,
+    dim_feedforward: int | None = _FF,
+    batch_size: int | None = _BATCH,
+    seq_len: int | None = _SEQ,
+    steps: int | None = _STEPS,
+    optimizer: str | None = _OPT,
+    precision: str | None = _PREC,
+    vocab_size: int | None = _VOCAB,
+    sweep: str | None = _SWEEP,
+    label: str | None = _LABEL,
+    device: str = typer.Option("auto", "--device", help="cpu, cuda, cuda:N or auto (cuda when available)."),
+    seconds: float | None = typer.Option(None, "--seconds", help="Train for this long instead of --steps."),
+    warmup: int = typer.Option(5, "--warmup", help="Untimed warm-up steps."),
+    records: str | None = typer.Option(None, "--records", help="Append the record to this JSONL file."),
+    attention: str | None = typer.Option(None, "--attention", help="fused (CUDA default) or math (CPU)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of weights and inputs."),
+    as_json: bool = typer.Option(False, "--json", help="Print the record as JSON to stdout."),
+) -> None:
+    """Train a workload and append one record (timestamps, FLOPs, achieved FLOP/s, MFU, step times)."""
+    cfg = select_config(
+        arch=arch, d_model=d_model, nhead=nhead, num_layers=num_layers, dim_feedforward=dim_feedforward,
+        batch_size=batch_size, seq_len=seq_len, steps=None if seconds is not None else steps,
+        optimizer=optimizer, precision=precision, vocab_size=vocab_size, sweep=sweep, label=label,
+    )  # fmt: skip
+    if steps is not None and seconds is not None:
+        raise ConfigError("give either --steps or --seconds, not both", field="seconds")
+    from flopwatch.workloads.run import resolve_device, run_workload
+
+    rec = run_workload(
+        cfg,
+        resolve_device(device),
+        steps=steps,
+        seconds=seconds,
+        warmup=warmup,
+        records=records,
+        seed=seed,
+        attention=attention,
+    )
+    if as_json:
+        echo_json(rec, indent=None)
+        return
+    from rich.table import Table
+
+    st = rec["step_time_s"] or {}
+    t = Table(title=f"{rec['label']} on {rec['device']} ({rec['device_name']})")
+    t.add_column("field")
+    t.add_column("value", justify="right")
+    rows = [
+        ("steps", f"{rec['steps']}"),
+        ("duration_s", f"{rec['duration_s']:.3f}"),
+        ("flops_per_step", f"{rec['flops_per_step']:.6e}"),
+        ("total_flops", f"{rec['total_flops']:.6e}"),
+        ("achieved TFLOP/s", "n/a" if rec["achieved_flops_per_s"] is None else f"{rec['achieved_flops_per_s'] / 1e12:.4f}"),
+        ("MFU", "n/a" if rec["mfu"] is None else f"{rec['mfu'] * 100:.2f} % of {rec['peak_flops'] / 1e12:g} TFLOP/s"
+         f" ({rec['peak_dtype']}, {rec['device_spec']}"
+         + (", nominal placeholder peak)" if "placeholder" in (rec.get("peak_source") or "") else ")")),
+        ("step time median / p10 / p90 (ms)",
+         f"{st.get('median', 0) * 1e3:.2f} / {st.get('p10', 0) * 1e3:.2f} / {st.get('p90', 0) * 1e3:.2f}"),
+        ("attention convention", rec["attention_convention"]),
+        ("records", records or "(not written)"),
+    ]  # fmt: skip
+    for k, v in rows:
+        t.add_row(k, v)
+    console().print(t)
+
+
+@workload_app.command("sweeps")
+def sweeps_cmd(
+    name: str | None = typer.Argument(None, help="List the configurations of this sweep."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+) -> None:
+    """List the named sweeps, or the configurations of one (labels, sizes, counted FLOPs)."""
+    from flopwatch.workloads.formulas import closed_form_flops_per_step
+    from flopwatch.workloads.sweeps import SWEEP_DESCRIPTIONS, SWEEPS, get_sweep
+
+    if name is None:
+        data: Any = [
+            {"name": s, "n_configs": len(get_sweep(s)), "description": SWEEP_DESCRIPTIONS[s]} for s in SWEEPS
+        ]
+    else:
+        data = [
+            {**c.to_dict(), "flops_per_step": closed_form_flops_per_step(c), "total_flops":
+             closed_form_flops_per_step(c) * c.steps}
+            for c in get_sweep(name)
+        ]  # fmt: skip
+    if as_json:
+        echo_json(data, indent=None)
+        return
+    from rich.table import Table
+
+    if name is None:
+        t = Table(title="workload sweeps")
+        for col in ("name", "n_configs", "description"):
+            t.add_column(col)
+        for row in data:
+            t.add_row(row["name"], str(row["n_configs"]), row["description"])
+    else:
+        t = Table(title=f"sweep {name} (FLOPs: fused attention)")
+        for col in ("label", "arch", "precision", "steps", "flops_per_step", "total TFLOP"):
+            t.add_column(col)
+        for row in data:
+            t.add_row(row["label"], row["arch"], row["precision"], str(row["steps"]),
+                      f"{row['flops_per_step']:.4e}", f"{row['total_flops'] / 1e12:.4f}")  # fmt: skip
+    console().print(t)
 
 
 def register(app: typer.Typer) -> None:
     """Add ``flopwatch workload ...`` to ``app``."""
-    wl = typer.Typer(help="Training workloads with exact ground-truth FLOPs.", no_args_is_help=True)
-    app.add_typer(wl, name="workload")
-
-    @wl.command("flops")
-    def flops_cmd(
-        arch: str = _ARCH,
-        d_model: int | None = _D_MODEL,
-        nhead: int | None = _NHEAD,
-        num_layers: int | None = _LAYERS,
-        dim_feedforward: int | None = _FF,
-        batch_size: int | None = _BATCH,
-        seq_len: int | None = _SEQ,
-        steps: int | None = _STEPS,
-        optimizer: str | None = _OPT,
-        precision: str | None = _PREC,
-        vocab_size: int | None = _VOCAB,
-        sweep: str | None = _SWEEP,
-        label: str | None = _LABEL,
-        attention: str = typer.Option(
-            "fused", "--attention", help="fused (3.5x fwd, the study's) or math (3x)."
-        ),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
-    ) -> None:
-        """Ground-truth FLOPs per training step (FlopCounterMode on the meta device; nothing is trained)."""
-        cfg = config_from_options(
-            arch=arch, d_model=d_model, nhead=nhead, num_layers=num_layers, dim_feedforward=dim_feedforward,
-            batch_size=batch_size, seq_len=seq_len, steps=steps, optimizer=optimizer, precision=precision,
-            vocab_size=vocab_size, sweep=sweep, label=label,
-        )  # fmt: skip
-        from flopwatch.workloads import formulas
-        from flopwatch.workloads.ground_truth import count_flops
-
-        fc = count_flops(cfg, attention=attention)
-        out: dict[str, Any] = {
-            "label": cfg.name,
-            "arch": cfg.arch,
-            "config": cfg.to_dict(),
-            "flops_per_step": fc.flops_per_step,
-            "matmul_flops_per_step": fc.matmul_flops_per_step,
-            "attention_flops_per_step": fc.attention_flops_per_step,
-            "other_flops_per_step": fc.other_flops_per_step,
-            "attention_convention": fc.attention_convention,
-            "attention_forward_flops_per_step": fc.attention_forward_flops_per_step,
-            "optimizer_flops_per_step": fc.optimizer_flops_per_step,
-            "elementwise_flops_per_step": fc.elementwise_flops_per_step,
-            "params": fc.params,
-            "steps": cfg.steps,
-            "total_flops": fc.total(cfg.steps),
-            "bytes_per_step": formulas.bytes_per_step(cfg, attention),
-            "formulas": {
-                "palm_flops_per_step": formulas.palm_flops_per_step(cfg),
-                "chinchilla_flops_per_step": formulas.chinchilla_flops_per_step(cfg),
-                "megatron_flops_per_step": formulas.megatron_flops_per_step(cfg),
-            },
-            "method": fc.method,
-        }
-        if as_json:
-            typer.echo(json.dumps(out))
-            return
-        from rich.console import Console
-        from rich.table import Table
-
-        t = Table(title=f"{cfg.name} ({cfg.arch}, {cfg.precision}, attention={fc.attention_convention})")
-        t.add_column("quantity")
-        t.add_column("FLOPs", justify="right")
-        t.add_column("note")
-        t.add_row("flops_per_step", f"{fc.flops_per_step:.6e}", "ground truth (FlopCounterMode, meta device)")
-        t.add_row("  matmul", f"{fc.matmul_flops_per_step:.6e}", "linear layers fwd+bwd")
-        t.add_row("  attention", f"{fc.attention_flops_per_step:.6e}",
-                  f"{'3.5' if attention == 'fused' else '3'}x forward {fc.attention_forward_flops_per_step:.4e}")  # fmt: skip
-        t.add_row("  other", f"{fc.other_flops_per_step:.6e}", "other counted ops")
-        t.add_row(
-            f"total × {cfg.steps} steps",
-            f"{fc.total(cfg.steps):.6e}",
-            f"{fc.total(cfg.steps) / 1e12:.4f} TFLOP",
-        )
-        t.add_row(
-            "optimizer (not in total)", f"{fc.optimizer_flops_per_step:.4e}", f"{cfg.optimizer}, analytic"
-        )
-        t.add_row("element-wise (not in total)", f"{fc.elementwise_flops_per_step:.4e}", "coarse estimate")
-        for k, v in out["formulas"].items():
-            rel = (v - fc.flops_per_step) / fc.flops_per_step * 100
-            t.add_row(k.replace("_flops_per_step", ""), f"{v:.6e}", f"{rel:+.2f} % vs ground truth")
-        t.add_row("DRAM bytes/step (estimate)", f"{out['bytes_per_step']:.4e}", f"params {fc.params:,}")
-        Console().print(t)
-
-    @wl.command("run")
-    def run_cmd(
-        arch: str = _ARCH,
-        d_model: int | None = _D_MODEL,
-        nhead: int | None = _NHEAD,
-        num_layers: int | None = _LAYERS,
-        dim_feedforward: int | None = _FF,
-        batch_size: int | None = _BATCH,
-        seq_len: int | None = _SEQ,
-        steps: int | None = _STEPS,
-        optimizer: str | None = _OPT,
-        precision: str | None = _PREC,
-        vocab_size: int | None = _VOCAB,
-        sweep: str | None = _SWEEP,
-        label: str | None = _LABEL,
-        device: str = typer.Option(
-            "auto", "--device", help="cpu, cuda, cuda:N or auto (cuda when available)."
-        ),
-        seconds: float | None = typer.Option(
-            None, "--seconds", help="Train for this long instead of --steps."
-        ),
-        warmup: int = typer.Option(5, "--warmup", help="Untimed warm-up steps."),
-        records: str | None = typer.Option(None, "--records", help="Append the record to this JSONL file."),
-        attention: str | None = typer.Option(None, "--attention", help="fused (CUDA default) or math (CPU)."),
-        seed: int = typer.Option(0, "--seed", help="Seed of weights and inputs."),
-        as_json: bool = typer.Option(False, "--json", help="Print the record as JSON to stdout."),
-    ) -> None:
-        """Train a workload and append one record (timestamps, FLOPs, achieved FLOP/s, MFU, step times)."""
-        cfg = config_from_options(
-            arch=arch, d_model=d_model, nhead=nhead, num_layers=num_layers, dim_feedforward=dim_feedforward,
-            batch_size=batch_size, seq_len=seq_len, steps=None if seconds is not None else steps,
-            optimizer=optimizer, precision=precision, vocab_size=vocab_size, sweep=sweep, label=label,
-        )  # fmt: skip
-        if steps is not None and seconds is not None:
-            raise ConfigError("give either --steps or --seconds, not both", field="seconds")
-        dev = device
-        if dev == "auto":
-            import torch
-
-            dev = "cuda" if torch.cuda.is_available() else "cpu"
-        from flopwatch.workloads.run import run_workload
-
-        rec = run_workload(
-            cfg,
-            dev,
-            steps=steps,
-            seconds=seconds,
-            warmup=warmup,
-            records=records,
-            seed=seed,
-            attention=attention,
-        )
-        if as_json:
-            typer.echo(json.dumps(rec))
-            return
-        from rich.console import Console
-        from rich.table import Table
-
-        st = rec["step_time_s"] or {}
-        t = Table(title=f"{rec['label']} on {rec['device']} ({rec['device_name']})")
-        t.add_column("field")
-        t.add_column("value", justify="right")
-        rows = [
-            ("steps", f"{rec['steps']}"),
-            ("duration_s", f"{rec['duration_s']:.3f}"),
-            ("flops_per_step", f"{rec['flops_per_step']:.6e}"),
-            ("total_flops", f"{rec['total_flops']:.6e}"),
-            ("achieved TFLOP/s", "n/a" if rec["achieved_flops_per_s"] is None else f"{rec['achieved_flops_per_s'] / 1e12:.4f}"),
-            ("MFU", "n/a" if rec["mfu"] is None else f"{rec['mfu'] * 100:.2f} % of {rec['peak_flops'] / 1e12:g} TFLOP/s"
-             f" ({rec['peak_dtype']}, {rec['device_spec']}"
-             + (", nominal placeholder peak)" if "placeholder" in (rec.get("peak_source") or "") else ")")),
-            ("step time median / p10 / p90 (ms)",
-             f"{st.get('median', 0) * 1e3:.2f} / {st.get('p10', 0) * 1e3:.2f} / {st.get('p90', 0) * 1e3:.2f}"),
-            ("attention convention", rec["attention_convention"]),
-            ("records", records or "(not written)"),
-        ]  # fmt: skip
-        for k, v in rows:
-            t.add_row(k, v)
-        Console().print(t)
-
-    @wl.command("sweeps")
-    def sweeps_cmd(
-        name: str | None = typer.Argument(None, help="List the configurations of this sweep."),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
-    ) -> None:
-        """List the named sweeps, or the configurations of one (labels, sizes, counted FLOPs)."""
-        from flopwatch.workloads.formulas import closed_form_flops_per_step
-        from flopwatch.workloads.sweeps import SWEEP_DESCRIPTIONS, SWEEPS, get_sweep
-
-        if name is None:
-            data: Any = [
-                {"name": s, "n_configs": len(get_sweep(s)), "description": SWEEP_DESCRIPTIONS[s]}
-                for s in SWEEPS
-            ]
-        else:
-            data = [
-                {**c.to_dict(), "flops_per_step": closed_form_flops_per_step(c), "total_flops":
-                 closed_form_flops_per_step(c) * c.steps}
-                for c in get_sweep(name)
-            ]  # fmt: skip
-        if as_json:
-            typer.echo(json.dumps(data))
-            return
-        from rich.console import Console
-        from rich.table import Table
-
-        if name is None:
-            t = Table(title="workload sweeps")
-            for col in ("name", "n_configs", "description"):
-                t.add_column(col)
-            for row in data:
-                t.add_row(row["name"], str(row["n_configs"]), row["description"])
-        else:
-            t = Table(title=f"sweep {name} (FLOPs: fused attention)")
-            for col in ("label", "arch", "precision", "steps", "flops_per_step", "total TFLOP"):
-                t.add_column(col)
-            for row in data:
-                t.add_row(row["label"], row["arch"], row["precision"], str(row["steps"]),
-                          f"{row['flops_per_step']:.4e}", f"{row['total_flops'] / 1e12:.4f}")  # fmt: skip
-        Console().print(t)
+    app.add_typer(workload_app, name="workload")

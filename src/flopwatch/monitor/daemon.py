@@ -711,7 +711,7 @@ class Monitor:
     def _open_sensors(self) -> list[Sensor]:
         if self._sensors is not None:
             return list(self._sensors)
-        from flopwatch.telemetry.sensors.discover import open_sensors
+        from flopwatch.backends import open_sensors
 
         cfg = self.config
         out: list[Sensor] = []

@@ -19,7 +19,7 @@ datasheet peak in :mod:`flopwatch.devices` (recorded in the ``peak_flops``/``pea
 
 The protocol itself (:func:`run_protocol`) is a pure function of injected callables — a step function, a
 clock and a telemetry window reader — so it is tested without hardware; :func:`bench_grid` wires it to torch
-and to live sensors, and :func:`bench_grid_sim` to the simulated accelerator (virtual time, labelled simulated).
+and to live sensors, and :func:`flopwatch.sim.bench.bench_grid_sim` to the simulated accelerator (virtual time, labelled simulated).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from flopwatch.devices import STUDY_DTYPE_NAMES
 from flopwatch.errors import ConfigError, InputError
 
 #: Column order of the study's aggregate CSVs (plus our extra columns at the end).
@@ -80,7 +81,6 @@ EXTRA_COLUMNS: tuple[str, ...] = (
 )
 DATASHEET_PEAK = "datasheet (flopwatch.devices)"
 CPU_PLACEHOLDER_PEAK = "nominal CPU placeholder (flopwatch.devices 'cpu'), not a datasheet value"
-_STUDY_DTYPE = {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16"}
 
 
 @dataclass(frozen=True)
@@ -333,7 +333,7 @@ def aggregate_row(
     return {
         "model_name": label,
         "batch_size": int(batch_size),
-        "dtype": _STUDY_DTYPE.get(dtype, dtype),
+        "dtype": STUDY_DTYPE_NAMES.get(dtype, dtype),
         "sequence_length": int(seq_len),
         "context_window": int(seq_len),
         "learning_rate": learning_rate,
@@ -470,7 +470,7 @@ def make_torch_step(
     return step
 
 
-def _peak_for(device_name: str, spec_key: str | None, dtype: str) -> tuple[float, str, str]:
+def peak_for(device_name: str, spec_key: str | None, dtype: str) -> tuple[float, str, str]:
     """(peak FLOP/s, spec name, peak-table label) of the device the workload runs on (else the sensor's)."""
     from flopwatch.devices import get_device
 
@@ -499,8 +499,12 @@ def bench_grid(
     seed: int = 0,
     on_row: Callable[[dict[str, Any]], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    open_sensors: Callable[..., list[Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Run the protocol for every config × repeat on a real device (torch), power from ``sensor_spec``.
+
+    ``open_sensors`` (spec → sensors) defaults to the hardware backends of
+    :func:`flopwatch.telemetry.sensors.discover.open_sensors`; the CLI passes :func:`flopwatch.backends.open_sensors`.
 
     Sensors are sampled by one :class:`Sampler` for the whole grid; windows are timed on the sensor's clock
     (the monotonic clock for live sensors). ``sensor_spec=None`` measures without power (the row's power is
@@ -514,16 +518,17 @@ def bench_grid(
 
     s = settings or BenchSettings()
     if device.startswith("sim"):
-        raise ConfigError("use bench_grid_sim for simulated devices", field="device")
+        raise ConfigError("use flopwatch.sim.bench.bench_grid_sim for simulated devices", field="device")
     device = parse_device(device)
     # Every configuration is checked before the first one runs: a grid must not die halfway on a dtype
     # the device cannot run or has no peak for.
     for config in configs:
         check_device_support(config, device)
-        _peak_for(_device_name(device), None, config.precision)
+        peak_for(_device_name(device), None, config.precision)
     sensors = []
     if sensor_spec:
-        from flopwatch.telemetry.sensors.discover import open_sensors
+        if open_sensors is None:
+            from flopwatch.telemetry.sensors.discover import open_sensors
 
         sensors = open_sensors(sensor_spec)
         if len(sensors) > 1:
@@ -555,7 +560,7 @@ def bench_grid(
         for config in configs:
             conv = "fused" if device.startswith("cuda") else "math"  # what make_torch_step pins
             fc = count_flops(config, attention=conv)
-            peak, spec_name, peak_table = _peak_for(
+            peak, spec_name, peak_table = peak_for(
                 _device_name(device), info.spec_key if info else None, config.precision
             )
             for rep in range(repeats):
@@ -601,6 +606,21 @@ def bench_grid(
     return rows
 
 
+def default_sensor_spec(device: str) -> str | None:
+    """The sensor ``flopwatch bench`` reads when none is given: the workload's own GPU on CUDA (by UUID, not
+    every GPU NVML sees), none on the CPU. InputError when CUDA is asked for and torch sees none."""
+    if not device.startswith("cuda"):
+        return None
+    from flopwatch.workloads.run import parse_device
+
+    parse_device(device)
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InputError("device 'cuda' requested but torch sees no CUDA device", field="device")
+    return nvml_spec_for(device)
+
+
 def nvml_spec_for(device: str) -> str:
     """The NVML sensor spec of the GPU torch calls ``device`` (by UUID: CUDA and NVML number GPUs differently)."""
     import torch
@@ -620,90 +640,3 @@ def _device_name(device: str) -> str:
 
         return torch.cuda.get_device_name(torch.device(device))
     return "cpu"
-
-
-def bench_grid_sim(
-    configs: Sequence[Any],
-    *,
-    spec: str = "a100",
-    settings: BenchSettings | None = None,
-    repeats: int = 1,
-    seed: int = 0,
-    on_row: Callable[[dict[str, Any]], None] | None = None,
-) -> list[dict[str, Any]]:
-    """The protocol on the simulated accelerator (``sim:KEY``), in virtual time: every number is simulated.
-
-    Each config × repeat is scheduled on the digital twin (warm-up, then enough steps for ``max_samples``
-    windows, then ``cooldown_s`` idle); windows advance virtual time by the simulated step time and the
-    Sampler reads the simulated sensor jointly over each window at ``rate_hz``.
-    """
-    from flopwatch.sim.sensor import from_spec
-    from flopwatch.telemetry.sampler import Sampler
-    from flopwatch.workloads.formulas import describe
-
-    s = settings or BenchSettings()
-    key = spec.split(":", 1)[1] if spec.startswith("sim:") else spec
-    sensors = from_spec(key, seed=seed)
-    sensor = sensors[0]
-    acc = sensor.accelerator
-    clock = sensor.clock
-    collector = ReadingCollector()
-    sampler = Sampler([sensor], s.rate_hz, sinks=[collector])
-    info = sensor.info()
-    # The whole grid is scheduled on the twin before the first reading (the simulated sensor reads a fixed
-    # schedule): per config × repeat, warm-up + enough steps for max_samples windows (+20 % for the
-    # run-to-run speed spread), then the cool-down idle.
-    plan = []
-    for config in configs:
-        desc = describe(config)
-        peak, _, _ = _peak_for(info.name, info.spec_key, config.precision)
-        for rep in range(repeats):
-            st0 = acc.operating_point(desc).step_time_s
-            per_window = max(1, math.ceil(s.window_s / st0))
-            run = acc.run(desc, int((s.max_samples + 2) * per_window * 1.2) + 1, warmup_steps=s.warmup_steps)
-            acc.idle(s.cooldown_s)
-            plan.append((config, desc, peak, rep, run))
-    rows: list[dict[str, Any]] = []
-    for config, desc, peak, rep, run in plan:
-        st = run.point.step_time_s
-        cursor = {"t": run.warmup_start_s}
-
-        def step(st: float = st, cursor: dict[str, float] = cursor) -> float:
-            cursor["t"] += st
-            return st
-
-        def window(t0: float, t1: float) -> WindowTelemetry:
-            clock.sleep_until(t0)
-            n_ticks = max(1, int(round((t1 - t0) * s.rate_hz)))
-            sampler.run(n_ticks=sampler.stats.n_ticks + n_ticks)
-            clock.sleep_until(t1)
-            return collector.window(t0, t1)
-
-        m = run_protocol(
-            step,
-            now=lambda cursor=cursor: cursor["t"],
-            telemetry=window,
-            flops_per_step=desc.flops_per_step,
-            tokens_per_step=desc.tokens_per_step,
-            peak_flops=peak,
-            settings=s,
-        )
-        row = aggregate_row(
-            m,
-            label=config.name,
-            batch_size=config.batch_size,
-            dtype=config.precision,
-            seq_len=config.seq_len,
-            flops_per_step=desc.flops_per_step,
-            peak_flops=peak,
-            settings=s,
-            gpu=info.name if info.simulated and "simulated" in info.name else f"{info.name} (simulated)",
-            device=f"sim:{key}",
-            sensor=f"sim:{key}",
-            simulated=True,
-            repeat=rep,
-        )
-        rows.append(row)
-        if on_row:
-            on_row(row)
-    return rows

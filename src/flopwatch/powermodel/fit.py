@@ -278,13 +278,20 @@ class PowerModelResult:
         p = self.params
         head = f"Linear power model: power_w ~ 1 + {self.x}, by {self.by} ({len(p)} groups, {self.nobs} runs)"
         lines = [head, "=" * len(head)]
-        idx_names = list(p.index.names)
+        idx_names = [str(n) for n in p.index.names]
         cols = ["intercept", "slope", "n", "r2", "mape_pct", "resid_sd_pct"]
-        lines.append("  ".join(f"{c:>16}" for c in idx_names) + "  " + "  ".join(f"{c:>12}" for c in cols))
-        for key, r in p.iterrows():
-            k = key if isinstance(key, tuple) else (key,)
+        keys = [key if isinstance(key, tuple) else (key,) for key in p.index]
+        # Key columns as wide as their longest value (GPU names like "RTX 4070 Ti" or a CPU model string),
+        # so the header stays over its column.
+        kw = [max([len(n)] + [len(str(k[i])) for k in keys]) for i, n in enumerate(idx_names)]
+        lines.append(
+            "  ".join(f"{c:<{w}}" for c, w in zip(idx_names, kw, strict=True))
+            + "  "
+            + "  ".join(f"{c:>12}" for c in cols)
+        )
+        for k, (_, r) in zip(keys, p.iterrows(), strict=True):
             lines.append(
-                "  ".join(f"{str(v):>16}" for v in k)
+                "  ".join(f"{str(v):<{w}}" for v, w in zip(k, kw, strict=True))
                 + "  "
                 + "  ".join(f"{r[c]:>12.4g}" if c != "n" else f"{int(r[c]):>12d}" for c in cols)
             )

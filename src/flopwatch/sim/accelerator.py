@@ -41,6 +41,7 @@ import numpy as np
 
 from flopwatch.devices import DeviceSpec, get_device, normalize_dtype
 from flopwatch.errors import ConfigError, InputError
+from flopwatch.records import WorkloadRecord
 from flopwatch.sim.dvfs import DVFSModel
 from flopwatch.sim.power import PowerModel, power_model_for
 
@@ -183,8 +184,8 @@ class SimulatedRun:
     def total_flops(self) -> float:
         return float(self.workload.flops_per_step) * self.steps
 
-    def record(self, **extra: Any) -> dict[str, Any]:
-        """The ground-truth workload record (``flopwatch.record/1``), labelled simulated."""
+    def record(self, **extra: Any) -> WorkloadRecord:
+        """The ground-truth workload record, labelled simulated; ``extra`` keys override (config, arch …)."""
         w = self.workload
         p = self.point
         cv = float(self.extra.get("step_jitter_cv", 0.015))
@@ -193,7 +194,6 @@ class SimulatedRun:
         if config is not None and hasattr(config, "to_dict"):
             config = config.to_dict()
         rec: dict[str, Any] = {
-            "schema": "flopwatch.record/1",
             "label": self.label,
             "arch": getattr(w, "arch", None),
             "config": config if isinstance(config, dict) else None,
@@ -234,7 +234,7 @@ class SimulatedRun:
         rec.update({k: v for k, v in self.extra.items() if k != "step_jitter_cv"})
         rec.update(extra)
         rec["simulated"] = True
-        return rec
+        return WorkloadRecord.from_dict(rec, file="simulator", where=self.label)
 
 
 @dataclass

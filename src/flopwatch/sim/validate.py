@@ -222,3 +222,20 @@ def roofline_vs_mascots(gpu: str = "A100") -> dict[str, Any]:
         "step_time_median_abs_log_ratio": float(np.median(np.abs(a[:, 2]))),
         "simulated": True,
     }
+
+
+def validate_twins(gpus: list[str] | tuple[str, ...], *, seed: int = 0) -> dict[str, Any]:
+    """Everything ``flopwatch sim validate`` reports: per GPU the replay, the leave-one-model-out replay and the
+    roofline check, plus the A100 batch-1 floor. Labelled simulated."""
+    out: dict[str, Any] = {
+        "replay": [],
+        "leave_one_model_out": [],
+        "roofline": [],
+        "batch1_floor": batch1_floor("a100"),
+        "simulated": True,
+    }
+    for g in gpus:
+        out["replay"].append(replay_mascots(g, seed=seed).to_dict())
+        out["leave_one_model_out"].append(leave_one_model_out(g, seed=seed))
+        out["roofline"].append(roofline_vs_mascots(g))
+    return out

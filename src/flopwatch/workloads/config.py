@@ -19,22 +19,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar
 
+from flopwatch.devices import DTYPE_ALIASES
 from flopwatch.errors import ConfigError
 
 ARCHS = ("seed-encoder", "gpt")
 OPTIMIZERS = ("adamw", "sgd")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-
-_PRECISION_ALIASES = {
-    "fp32": "fp32",
-    "float32": "fp32",
-    "tf32": "tf32",
-    "fp16": "fp16",
-    "float16": "fp16",
-    "half": "fp16",
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-}
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -79,7 +69,7 @@ class _Common:
         object.__setattr__(
             self,
             "precision",
-            _choice("precision", self.precision, PRECISIONS, _PRECISION_ALIASES),
+            _choice("precision", self.precision, PRECISIONS, DTYPE_ALIASES),
         )
         dropout = getattr(self, "dropout", 0.0)
         try:

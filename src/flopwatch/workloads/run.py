@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from flopwatch.errors import ConfigError, InputError
+from flopwatch.records import WorkloadRecord, append_record
 from flopwatch.workloads.config import WorkloadConfig, check_device_support
 
-RECORD_SCHEMA = "flopwatch.record/1"
 # Optimizers as in the study: AdamW lr 1e-4 (torch defaults otherwise), or SGD with momentum 0.9.
 LEARNING_RATE = 1e-4
 SGD_MOMENTUM = 0.9
@@ -132,6 +132,15 @@ def check_records_path(records: str | os.PathLike[str]) -> None:
         raise InputError("is not writable", file=str(records), field="records")
 
 
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when torch sees a CUDA device, else ``cpu``; anything else through :func:`parse_device`."""
+    if str(device).strip().lower() == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return parse_device(device)
+
+
 def parse_device(device: str) -> str:
     """``cpu``, ``cuda`` or ``cuda:N`` (lower-cased); anything else is a ConfigError."""
     dev = str(device).strip().lower()
@@ -186,19 +195,8 @@ def _step_stats(times_s: list[float]) -> dict[str, float]:
     }
 
 
-def append_jsonl(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
-    """Append ``record`` as one JSON line (``flopwatch.records.append_record`` when available)."""
-    try:
-        from flopwatch.records import append_record
-    except ImportError:  # pragma: no cover - records module not installed
-        line = (json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n").encode()
-        fd = os.open(os.fspath(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return
+def append_jsonl(path: str | os.PathLike[str], record: WorkloadRecord) -> None:
+    """Append ``record`` as one JSON line (:func:`flopwatch.records.append_record`: one write, fsync)."""
     append_record(path, record)
 
 
@@ -258,7 +256,7 @@ def run_workload(
     records: str | os.PathLike[str] | None = None,
     seed: int = 0,
     attention: str | None = None,
-) -> dict[str, Any]:
+) -> WorkloadRecord:
     """Train ``config`` on ``device`` and return (and append to ``records``) its record.
 
     ``steps`` (default ``config.steps``) or ``seconds`` (train until that much time has passed, at least
@@ -351,8 +349,7 @@ def run_workload(
     total = fc.flops_per_step * done
     achieved = total / duration_s if duration_s > 0 else None
     peak, spec_key, peak_source = _device_peak(dev, device_name, config.precision)
-    record: dict[str, Any] = {
-        "schema": RECORD_SCHEMA,
+    fields: dict[str, Any] = {
         "label": config.name,
         "arch": config.arch,
         "config": config.to_dict(),
@@ -397,6 +394,7 @@ def run_workload(
         "coverage": None,
         "simulated": False,
     }
+    record = WorkloadRecord.from_dict(fields, file="run_workload", where=config.name)
     if records is not None:
         try:
             append_jsonl(records, record)
@@ -404,7 +402,7 @@ def run_workload(
             # The run is done and cannot be repeated for free: keep the record on stderr before failing.
             import sys
 
-            print(json.dumps(record), file=sys.stderr)
+            print(json.dumps(record.to_dict()), file=sys.stderr)
             raise InputError(
                 f"could not append the record ({e.strerror or e}); it was printed on stderr above",
                 file=str(records),

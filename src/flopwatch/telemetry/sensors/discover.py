@@ -2,21 +2,24 @@
 
 Specs (contracts.md): ``nvml``, ``nvml:N`` or ``nvml:UUID``; ``jetson`` or ``jetson:ROOT`` (sysfs root);
 ``tegrastats`` (live) or ``tegrastats:FILE`` (a recorded log, played back); ``amd`` or ``amd:N``; ``rapl`` or ``rapl:ROOT``; ``replay:FILE``
-(option ``speed``); ``sim:NAME`` (delegated to :func:`flopwatch.sim.sensor.from_spec`).
+(option ``speed``).
 Vendor modules are imported lazily, inside the backend that needs them. Probing never raises: each
 backend reports either its sensors or why it is unavailable (Zeus-style discovery).
+
+This module knows the hardware backends and replay only: telemetry never imports the simulator. Further backends
+(``sim:NAME``) are passed in by a composition root — :mod:`flopwatch.backends` — through the ``backends`` argument
+of :func:`open_sensors` and the ``extra`` argument of :func:`probe_all`; there is no global registry.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from flopwatch.errors import FlopwatchError, InputError, SensorUnavailable
 from flopwatch.telemetry.sensors.base import BackendStatus, Sensor
 
-KINDS = ("nvml", "jetson", "tegrastats", "amd", "rapl", "replay", "sim")
+KINDS = ("nvml", "jetson", "tegrastats", "amd", "rapl", "replay")
 
 
 def _split(spec: str) -> tuple[str, str | None]:
@@ -67,29 +70,17 @@ def _open_replay(arg: str | None, **opts: Any) -> list[Sensor]:
     return list(open_replay(arg, **opts))
 
 
-def _open_sim(arg: str | None, **opts: Any) -> list[Sensor]:
-    try:
-        mod = importlib.import_module("flopwatch.sim.sensor")
-    except ImportError as e:
-        raise SensorUnavailable(
-            f"the simulator backend is not available (flopwatch.sim.sensor: {e})"
-        ) from None
-    from_spec = getattr(mod, "from_spec", None)
-    if from_spec is None:
-        raise SensorUnavailable(
-            "the simulator backend is not available (flopwatch.sim.sensor.from_spec missing)"
-        )
-    return list(from_spec(arg or "", **opts))
+#: An opener: (the spec's argument after "kind:", or None; backend options) → the sensors.
+Opener = Callable[..., list[Sensor]]
 
-
-_OPENERS: dict[str, Callable[..., list[Sensor]]] = {
+#: The backends this module knows: hardware and replay.
+OPENERS: Mapping[str, Opener] = {
     "nvml": _open_nvml,
     "jetson": _open_jetson,
     "tegrastats": _open_tegrastats,
     "amd": _open_amd,
     "rapl": _open_rapl,
     "replay": _open_replay,
-    "sim": _open_sim,
 }
 
 # options each backend understands (others are dropped, so one CLI can pass e.g. speed= to every backend)
@@ -100,22 +91,24 @@ _OPTS = {
     "amd": {"amdsmi", "clock"},
     "rapl": {"clock", "reader"},
     "replay": {"speed", "device", "clock"},
-    "sim": None,  # everything goes to the simulator
 }
 
 
-def open_sensors(spec: str, **opts: Any) -> list[Sensor]:
+def open_sensors(spec: str, *, backends: Mapping[str, Opener] | None = None, **opts: Any) -> list[Sensor]:
     """Open the sensors named by ``spec`` (see the module docstring).
 
-    Raises :class:`InputError` for an unknown spec and :class:`SensorUnavailable` (with the reason) when the
-    backend exists but cannot be used here; never returns an empty list.
+    ``backends`` (kind → opener) replaces :data:`OPENERS` (a composition root adds ``sim`` this way); a backend not
+    in the options table gets every option. Raises :class:`InputError` for an unknown spec and
+    :class:`SensorUnavailable` (with the reason) when the backend exists but cannot be used here; never returns an
+    empty list.
     """
+    table = OPENERS if backends is None else backends
     kind, arg = _split(spec)
-    if kind not in _OPENERS:
-        raise InputError(f"unknown sensor spec {spec!r} (known kinds: {', '.join(KINDS)})", field="sensor")
-    allowed = _OPTS[kind]
+    if kind not in table:
+        raise InputError(f"unknown sensor spec {spec!r} (known kinds: {', '.join(table)})", field="sensor")
+    allowed = _OPTS.get(kind)
     kw = {k: v for k, v in opts.items() if v is not None and (allowed is None or k in allowed)}
-    sensors = _OPENERS[kind](arg, **kw)
+    sensors = table[kind](arg, **kw)
     if not sensors:
         raise SensorUnavailable(f"{spec}: no devices found")
     return sensors
@@ -139,9 +132,10 @@ def _probe(kind: str, spec: str) -> BackendStatus:
 
 
 def probe_all(
-    *, jetson_root: str = "/", rapl_root: str = "/", include_sim: bool = True
+    *, jetson_root: str = "/", rapl_root: str = "/", extra: Sequence[BackendStatus] = ()
 ) -> list[BackendStatus]:
-    """Probe every hardware backend (and the simulator's availability); never raises."""
+    """Probe every hardware backend, list replay, then ``extra`` (statuses of backends a composition root adds,
+    e.g. the simulator); never raises."""
     out = [
         _probe("nvml", "nvml"),
         _probe("jetson", f"jetson:{jetson_root}"),
@@ -153,16 +147,5 @@ def probe_all(
             kind="replay", available=True, reason="replay:FILE plays back a recorded trace (any machine)"
         )
     )
-    if include_sim:
-        try:
-            mod = importlib.import_module("flopwatch.sim.sensor")
-            ok = hasattr(mod, "from_spec")
-            reason = (
-                "sim:NAME runs the simulated accelerator (virtual clock, labelled simulated)"
-                if ok
-                else ("flopwatch.sim.sensor.from_spec missing")
-            )
-        except ImportError as e:
-            ok, reason = False, f"flopwatch.sim.sensor not importable: {e}"
-        out.append(BackendStatus(kind="sim", available=ok, reason=reason))
+    out.extend(extra)
     return out

@@ -1,0 +1,137 @@
+"""Output helpers shared by every CLI module: the console, JSON on stdout, and number formats.
+
+One console factory: markup and highlighting are off, so text the user controls (labels, file names, device
+names, sensor messages) prints literally — ``pip install 'flopwatch[nvidia]'`` keeps its brackets — and
+control characters in it are shown escaped (``\\x1b``) instead of driving the terminal. Colour is applied
+with ``style=`` or :func:`styled`, never with markup.
+
+One JSON writer: NaN and ±inf become ``null`` and numpy scalars plain numbers, so stdout is strict JSON.
+
+rich is imported inside the functions: ``flopwatch --help`` must stay light.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+# Exit statuses of every command (also in README "Exit status" and docs/architecture.md).
+EXIT_OK = 0
+EXIT_FAILED = 1  # the command ran and found a failure: a ledger check failed, a sensor broke mid-run
+EXIT_USAGE = 2  # bad option, file, record or field; a sensor that is not available here
+EXIT_INTERRUPTED = 130  # Ctrl-C
+
+_NON_TTY_WIDTH = 160  # pipes and CI logs: wide enough that tables of labels and FLOP counts do not truncate
+
+
+def new_app(help: str) -> typer.Typer:  # noqa: A002 - typer's own parameter name
+    """A typer (sub-)app in the project's one style: help text printed literally, no completion options."""
+    return typer.Typer(help=help, no_args_is_help=True, rich_markup_mode=None, add_completion=False)
+
+
+def literal(text: object) -> str:
+    """``text`` with control characters escaped (newline and tab kept): safe to print to a terminal."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    out = []
+    for ch in s:
+        if ch in "\n\t" or ch.isprintable():
+            out.append(ch)
+        else:
+            o = ord(ch)
+            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
+    return "".join(out)
+
+
+@functools.cache
+def _console_class() -> type:
+    from rich.console import Console
+
+    class LiteralConsole(Console):
+        def render_str(self, text: str, **kwargs: Any) -> Any:  # every str renderable passes here
+            return super().render_str(literal(text), **kwargs)
+
+    return LiteralConsole
+
+
+def console(*, stderr: bool = False, width: int | None = None) -> Any:
+    """The rich console every command prints through (markup off, control characters escaped)."""
+    stream = sys.stderr if stderr else sys.stdout
+    if width is None and not stream.isatty():
+        width = _NON_TTY_WIDTH
+    return _console_class()(stderr=stderr, markup=False, highlight=False, emoji=False, width=width)
+
+
+def styled(text: object, style: str) -> Any:
+    """A rich Text of ``text`` (escaped, literal) in ``style``: for table cells and headline words."""
+    from rich.text import Text
+
+    return Text(literal(text), style=style)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """``obj`` as plain JSON values: NaN/inf → None, numpy scalars/arrays → numbers/lists, Paths → str."""
+    if isinstance(obj, bool) or obj is None or isinstance(obj, (int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if callable(getattr(obj, "to_dict", None)):  # records, results: their own JSON form
+        return to_jsonable(obj.to_dict())
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return to_jsonable(asdict(obj))
+    if hasattr(obj, "tolist"):  # numpy arrays and scalars
+        return to_jsonable(obj.tolist())
+    if hasattr(obj, "item"):
+        return to_jsonable(obj.item())
+    return str(obj)
+
+
+def dump_json(obj: Any, *, indent: int | None = 2) -> str:
+    """Strict JSON text of ``obj`` (see :func:`to_jsonable`)."""
+    return json.dumps(to_jsonable(obj), indent=indent, allow_nan=False)
+
+
+def echo_json(obj: Any, *, indent: int | None = 2) -> None:
+    """Write ``obj`` to stdout as strict JSON, one trailing newline."""
+    sys.stdout.write(dump_json(obj, indent=indent) + "\n")
+    sys.stdout.flush()
+
+
+def fmt_flops(x: float | None) -> str:
+    """Compact scientific notation (``1.218e14``) so wide tables fit; ``—`` for missing."""
+    if x is None or not math.isfinite(x):
+        return "—"
+    mant, exp = f"{x:.3e}".split("e")
+    return f"{mant}e{int(exp)}"
+
+
+def fmt_num(v: float | None, digits: int) -> str:
+    """Fixed-point with ``digits`` decimals; ``—`` for missing or non-finite."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    return f"{v:.{digits}f}"
+
+
+def simulated_banner(con: Any, what: str) -> None:
+    """The SIMULATED label in front of numbers that come from the simulator (never presented as measured)."""
+    from rich.text import Text
+
+    t = Text()
+    t.append(" SIMULATED ", style="bold white on red")
+    t.append(" " + literal(what))
+    con.print(t)

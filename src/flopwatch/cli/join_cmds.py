@@ -1,0 +1,63 @@
+"""``flopwatch join TRACE RECORDS -o joined.jsonl``: the join stage of the study, by hand.
+
+The same :func:`flopwatch.join.join_records` that ``flopwatch run`` uses: detect the workloads in a trace recorded
+with ``flopwatch record`` and give each ``flopwatch workload run`` record the energy of the segment it ran in.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from flopwatch.cli._output import console, echo_json
+
+
+def join_cmd(
+    trace: Path = typer.Argument(
+        ..., help="Trace: flopwatch Parquet (flopwatch record) or the seed's timeseries.json."
+    ),
+    records: Path = typer.Argument(..., help="Workload records (JSON Lines from flopwatch workload run)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Joined records to write (JSON Lines)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite OUTPUT if it exists."),
+    clock: str = typer.Option(
+        "auto",
+        "--clock",
+        help="Match by 'monotonic' time (same host), 'wall' time (UTC), or 'auto' (monotonic when both have it).",
+    ),
+    device: str | None = typer.Option(None, "--device", help="Only this device of a multi-device trace."),
+    idle_power: float | None = typer.Option(
+        None, "--idle-power", help="Idle power in W (default: from the trace, as `flopwatch detect`)."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print a JSON summary (counts and mismatches) to stdout."
+    ),
+) -> None:
+    """Join workload records with the workloads detected in a trace, by time; write the joined records."""
+    from rich.table import Table
+
+    from flopwatch.join import join_trace_file
+
+    res = join_trace_file(
+        trace, records, output, overwrite=force, clock=clock, device=device, idle_power_w=idle_power
+    )
+    if as_json:
+        echo_json(res.to_dict())
+        return
+    con = console()
+    con.print(
+        f"wrote {res.n_records} record(s) to {output}: {res.n_ok} joined with telemetry, "
+        f"{len(res.mismatches)} mismatch(es); {res.n_segments} workload(s) detected, idle {res.idle_power_w:.3f} W"
+    )
+    if res.mismatches:
+        t = Table(title="not joined one-to-one (no measured energy)")
+        for c in ("record", "kind", "detail"):
+            t.add_column(c)
+        for m in res.mismatches:
+            t.add_row(m.label or "—", m.kind, m.detail)
+        con.print(t)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``join`` to ``app``."""
+    app.command("join")(join_cmd)

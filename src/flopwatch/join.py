@@ -1,0 +1,265 @@
+"""Stage **join**: match ground-truth workload records to the workloads detected in a telemetry trace, by time.
+
+The stage between :mod:`flopwatch.detect` and the estimators. The records come from a workload runner
+(``flopwatch workload run``, the simulator) and know *what* ran and *when* (the timed region, on the host's
+monotonic clock and in wall time); the detected segments know *what the device drew*. The joined record carries the
+segment's measured fields (``duration_s``, ``energy_j``, ``net_energy_j``, ``mean_util``, ``tb_moved``,
+``coverage``), as in Fowler (2026): the estimate sees only telemetry, the record keeps its ground truth.
+
+Only a clean one-to-one match (``join["status"] == "ok"``) gets measured fields. A run split into several segments,
+two runs merged into one segment, a segment covering < 90 % of its run, or a run nothing was detected in would hand
+the calibration a wrong energy: those records keep the join details but no energy, and each is reported as a
+:class:`Mismatch` (as is detected activity no record explains).
+
+``flopwatch run`` and ``flopwatch join TRACE RECORDS`` call the same :func:`join_records`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from flopwatch.detect import detect_workloads
+from flopwatch.errors import InputError
+from flopwatch.records import WorkloadRecord, append_record, load_records
+from flopwatch.telemetry.reading import Trace
+
+#: A segment must cover this share of its run's timed region for the run to get the segment's energy.
+MIN_OVERLAP_FRAC = 0.9
+#: A second segment overlapping more than this share of a run makes the run "split".
+SPLIT_FRAC = 0.1
+
+Clock = Literal["monotonic", "wall"]
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A record or segment the join could not pair one-to-one (``label`` None: a segment without a record)."""
+
+    label: str | None
+    kind: str  # "not detected" | "split" | "merged" | "partial" | "unmatched segment" | "failed"
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "kind": self.kind, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    """The joined records (input order; only ``join["status"] == "ok"`` ones carry energy) and the mismatches."""
+
+    records: list[WorkloadRecord]
+    mismatches: list[Mismatch]
+
+    @property
+    def n_ok(self) -> int:
+        return sum(1 for r in self.records if (r.join or {}).get("status") == "ok")
+
+
+def _times(rec: WorkloadRecord, clock: Clock) -> tuple[float, float]:
+    a, b = (
+        (rec.start_monotonic_s, rec.end_monotonic_s)
+        if clock == "monotonic"
+        else (rec.start_wall, rec.end_wall)
+    )
+    if a is None or b is None:
+        raise InputError(
+            f"has no {'start_monotonic_s/end_monotonic_s' if clock == 'monotonic' else 'start_wall/end_wall'}: "
+            "cannot be joined by time",
+            record=rec.label,
+            field="start_monotonic_s" if clock == "monotonic" else "start_wall",
+        )
+    return float(a), float(b)
+
+
+def join_records(
+    records: Sequence[WorkloadRecord],
+    detection: Any,
+    *,
+    t0_s: float,
+    device: str | None = None,
+    clock: Clock = "monotonic",
+) -> JoinResult:
+    """Match each record to the detected segment it overlaps most (one-to-one); see the module docstring.
+
+    ``detection`` is a :class:`flopwatch.detect.Detection` (segments with ``start_s``/``end_s`` relative to the trace
+    start). ``t0_s`` is the trace start on ``clock``: the trace's ``t0_monotonic_s`` for records' monotonic
+    timestamps, or its first wall time for ``clock="wall"``. Segments of ``device`` are used (all segments when
+    none match it). Every record gets the detection's idle power.
+    """
+    segs = [s for s in detection.segments if device is None or s.device == device] or list(detection.segments)
+    # Pass 1: each record's best segment and its own status; pass 2 needs every record to see merges.
+    plans: list[tuple[WorkloadRecord, float, float, int | None, str, float, int]] = []
+    claimed: dict[int, list[str]] = {}
+    split_pieces: dict[int, str] = {}
+    for rec in records:
+        a, b = _times(rec, clock)
+        a, b = a - t0_s, b - t0_s
+        overlaps = sorted(
+            ((max(0.0, min(b, s.end_s) - max(a, s.start_s)), i) for i, s in enumerate(segs)), reverse=True
+        )
+        overlaps = [(o, i) for o, i in overlaps if o > 0]
+        if not overlaps:
+            plans.append((rec, a, b, None, "not detected", 0.0, 0))
+            continue
+        o, i = overlaps[0]
+        n_big = sum(1 for x, _ in overlaps if x > SPLIT_FRAC * (b - a))
+        status = "split" if n_big > 1 else ("partial" if o / max(b - a, 1e-9) < MIN_OVERLAP_FRAC else "ok")
+        for _, j in overlaps[1:]:  # pieces of this run: not "unmatched" activity
+            split_pieces.setdefault(j, rec.label)
+        claimed.setdefault(i, []).append(rec.label)
+        plans.append((rec, a, b, i, status, o / max(b - a, 1e-9), len(overlaps)))
+
+    out: list[WorkloadRecord] = []
+    problems: list[Mismatch] = []
+    for rec, a, b, i, status, cover, n_overlaps in plans:
+        if i is None:
+            problems.append(Mismatch(rec.label, "not detected", "no segment overlaps its run"))
+            out.append(replace(rec, idle_power_w=detection.idle_power_w, join={"status": "not detected"}))
+            continue
+        seg = segs[i]
+        others = [x for x in claimed[i] if x != rec.label]
+        if others:
+            status = "merged"
+            problems.append(Mismatch(rec.label, "merged", f"shares a segment with {', '.join(others)}"))
+        elif status == "split":
+            problems.append(Mismatch(rec.label, "split", f"{n_overlaps} segments overlap its run"))
+        elif status == "partial":
+            problems.append(Mismatch(rec.label, "partial", f"segment covers {cover:.0%} of its run"))
+        measured: dict[str, Any] = {}
+        if status == "ok":
+            measured = {
+                "duration_s": seg.duration_s,
+                "energy_j": seg.energy_j,
+                "net_energy_j": seg.net_energy_j,
+                "mean_util": seg.mean_util,
+                "tb_moved": seg.tb_moved,
+                "coverage": seg.coverage,
+            }
+        info = {
+            "status": status,
+            "segment_start_s": seg.start_s,
+            "segment_end_s": seg.end_s,
+            "segment_net_energy_j": seg.net_energy_j,
+            "run_start_s": a,
+            "run_end_s": b,
+            "overlap_frac": cover,
+            "energy_method": getattr(seg, "method", None),
+        }
+        out.append(replace(rec, idle_power_w=detection.idle_power_w, join=info, **measured))
+    for i, s in enumerate(segs):
+        if i not in claimed and i not in split_pieces:
+            problems.append(
+                Mismatch(
+                    None,
+                    "unmatched segment",
+                    f"activity {s.start_s:.1f}–{s.end_s:.1f} s ({s.duration_s:.1f} s) matches no record",
+                )
+            )
+    return JoinResult(out, problems)
+
+
+def trace_origin(trace: Any, records: Sequence[WorkloadRecord], clock: str = "auto") -> tuple[Clock, float]:
+    """The clock to join on and the trace's start on it.
+
+    ``auto``: the host's monotonic clock when the trace has ``t0_monotonic_s`` and every record monotonic
+    timestamps (``flopwatch record`` and ``workload run`` on one host), else wall time (UTC; records carry
+    ``start_wall``, traces a ``wall_time`` column), which also works across hosts with synchronised clocks.
+    """
+    has_mono = trace.t0_monotonic_s is not None and all(r.start_monotonic_s is not None for r in records)
+    if clock == "monotonic" or (clock == "auto" and has_mono):
+        if trace.t0_monotonic_s is None:
+            raise InputError("the trace has no t0_monotonic_s: join with --clock wall", field="clock")
+        return "monotonic", float(trace.t0_monotonic_s)
+    if clock not in ("auto", "wall"):
+        raise InputError(f"must be auto, monotonic or wall, got {clock!r}", field="clock")
+    df = trace.df
+    if df.empty or trace.metadata.get("wall_time_synthetic"):
+        raise InputError("the trace has no measured wall time to join records by", field="wall_time")
+    wall0 = df["wall_time"].iloc[0].timestamp() - float(df["t_s"].iloc[0])
+    if not math.isfinite(wall0):
+        raise InputError("the trace's first wall time is not a number", field="wall_time")
+    return "wall", wall0
+
+
+@dataclass(frozen=True)
+class JoinFileResult:
+    """What :func:`join_trace_file` wrote."""
+
+    output: str
+    n_records: int
+    n_ok: int
+    n_segments: int
+    idle_power_w: float
+    clock: str
+    mismatches: list[Mismatch]
+    simulated: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "output": self.output,
+            "n_records": self.n_records,
+            "n_joined": self.n_ok,
+            "n_segments": self.n_segments,
+            "idle_power_w": self.idle_power_w,
+            "clock": self.clock,
+            "mismatches": [m.to_dict() for m in self.mismatches],
+            "simulated": self.simulated,
+        }
+
+
+def join_trace_file(
+    trace_path: Any,
+    records_path: Any,
+    output: Any,
+    *,
+    overwrite: bool = False,
+    clock: str = "auto",
+    device: str | None = None,
+    idle_power_w: float | None = None,
+) -> JoinFileResult:
+    """Detect the workloads in a trace file, join a records file with them, and write the joined records.
+
+    The file-level form of :func:`join_records` (``flopwatch join``). Detection uses the study's hysteresis
+    defaults (:class:`flopwatch.detect.HysteresisParams`). The output is written whole (temp file, then rename):
+    an existing file is refused unless ``overwrite``; the inputs are never modified.
+    """
+    out = Path(output)
+    if out.is_dir():
+        raise InputError("is a directory; give a file name for the joined records", file=str(out))
+    if out.exists() and not overwrite:
+        raise InputError("file exists (use --force to overwrite)", file=str(out))
+    if out.resolve() in (Path(records_path).resolve(), Path(trace_path).resolve()):
+        raise InputError("is an input file; write the joined records elsewhere", file=str(out))
+    tr = Trace.read(trace_path)
+    rs = load_records(records_path, require=())
+    det = detect_workloads(tr, idle_power_w=idle_power_w, device=device)
+    try:
+        which, t0 = trace_origin(tr, list(rs), clock)
+    except InputError as e:
+        raise InputError(e.detail, file=str(trace_path), field=e.field) from None
+    try:
+        res = join_records(list(rs), det, t0_s=t0, device=device, clock=which)
+    except InputError as e:
+        raise InputError(e.detail, file=str(records_path), record=e.record, field=e.field) from None
+    sim = tr.simulated
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        tmp.unlink()
+    for r in res.records:
+        append_record(tmp, replace(r, simulated=r.simulated or sim))
+    os.replace(tmp, out)
+    return JoinFileResult(
+        output=str(out),
+        n_records=len(res.records),
+        n_ok=res.n_ok,
+        n_segments=len(det.segments),
+        idle_power_w=det.idle_power_w,
+        clock=which,
+        mismatches=res.mismatches,
+        simulated=sim or any(r.simulated for r in res.records),
+    )

@@ -1,0 +1,204 @@
+"""The analysis of ``flopwatch run``: the stages after the trace, in order, each a public function elsewhere.
+
+detect (:func:`flopwatch.detect.detect_workloads`) → join (:func:`flopwatch.join.join_records`) → features and the
+frontier gate (:class:`flopwatch.estimate.features.FrontierGate`) → calibrate
+(:func:`flopwatch.estimate.calibrate.calibrate`) → evaluate (:func:`flopwatch.evaluate.splits.evaluate_models`) →
+verdict (:func:`flopwatch.evaluate.apply_profile.estimate_records` at a threshold) → figures (:mod:`flopwatch.report`).
+
+:func:`analyse` runs them on an :class:`~flopwatch.pipeline.execute.Execution` and writes each stage's output file as
+soon as it exists (records, profile, evaluation, figures), so a later failure loses nothing already computed. The
+records go from the join to the calibration in memory (no write-then-read). Stage functions are injectable through
+:class:`Stages` (tests replace one to check the failure paths).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flopwatch.detect import Detection, detect_workloads
+from flopwatch.errors import InputError
+from flopwatch.estimate.calibrate import calibrate
+from flopwatch.estimate.features import DEFAULT_MIN_UTIL, FrontierGate, GateResult
+from flopwatch.evaluate.apply_profile import estimate_records
+from flopwatch.evaluate.splits import EvaluationResult, evaluate_models
+from flopwatch.join import JoinResult, Mismatch, join_records
+from flopwatch.pipeline.device import DeviceChoice
+from flopwatch.pipeline.execute import Execution
+from flopwatch.pipeline.layout import EVALUATION_FILE, FIGURES_DIR, PROFILE_FILE, RECORDS_FILE, write_json
+from flopwatch.pipeline.plan import Plan, RunOptions
+from flopwatch.pipeline.progress import ANALYSIS_S, Progress
+from flopwatch.records import RecordSet, WorkloadRecord, append_record, record_set
+from flopwatch.telemetry.reading import Trace
+
+#: The study's split ratio: 14 training runs of 21 (Fowler 2026).
+TRAIN_FRACTION = 14 / 21
+MIN_FRONTIER = 6
+
+
+@dataclass(frozen=True)
+class Stages:
+    """The stage functions :func:`analyse` calls (flopwatch's own by default)."""
+
+    detect: Callable[..., Detection] = detect_workloads
+    join: Callable[..., JoinResult] = join_records
+    calibrate: Callable[..., Any] = calibrate
+    evaluate: Callable[..., EvaluationResult] = evaluate_models
+
+
+@dataclass
+class Analysis:
+    """Everything the stages produced, for the summary and the report."""
+
+    trace: Trace
+    detection: Detection
+    joined: list[WorkloadRecord]
+    mismatches: list[Mismatch]
+    measured: RecordSet  # joined records with ground truth (the gate's input)
+    calibration_dtype: str
+    gate: GateResult
+    profile: Any  # flopwatch.estimate.profile.Profile
+    evaluation: EvaluationResult
+    threshold_flops: float
+    verdicts: list[dict[str, Any]]
+    figures: list[Path] = field(default_factory=list)
+    figure_errors: list[str] = field(default_factory=list)
+
+
+def frontier_gate(measured: RecordSet, *, where: str, sweep: str, file: str) -> FrontierGate:
+    """The gate of the run: mean utilisation ≥ :data:`DEFAULT_MIN_UTIL` and the most common precision among the
+    runs that pass it (one precision per calibration, as the study's fp32-only frontier)."""
+    util_ok = [r for r in measured if r.mean_util is not None and r.mean_util >= DEFAULT_MIN_UTIL]
+    if not util_ok:
+        raise InputError(
+            f"no workload reached {DEFAULT_MIN_UTIL * 100:.0f} % mean utilisation on {where}; nothing to "
+            f"calibrate on ({len(measured)} measured, sweep {sweep!r})",
+            file=file,
+        )
+    dtypes = [r.dtype for r in util_ok]
+    return FrontierGate(min_util=DEFAULT_MIN_UTIL, precision=max(sorted(set(dtypes)), key=dtypes.count))
+
+
+def threshold_verdicts(profile: Any, kept: RecordSet, threshold_flops: float) -> list[dict[str, Any]]:
+    """Stage **verdict** on the frontier runs at one threshold: above / below / uncertain, against the truth."""
+    run = estimate_records(
+        profile, kept, profile_path="", records_path=kept.source, threshold_flops=threshold_flops
+    )
+    out = []
+    for row in run.rows:
+        v = row["threshold_verdict"]
+        truth = "above" if row["ground_truth_flops"] > threshold_flops else "below"
+        out.append(
+            {
+                "label": row["label"],
+                "total_flops": row["ground_truth_flops"],
+                "estimate_flops": row["estimate_flops"],
+                "lower_flops": row["lower_flops"],
+                "upper_flops": row["upper_flops"],
+                "err_pct": row["rel_error_pct"],
+                "verdict": v,
+                "truth": truth,
+                "correct": v == truth if v != "uncertain" else None,
+            }
+        )
+    return out
+
+
+def analyse(
+    choice: DeviceChoice,
+    plan: Plan,
+    opts: RunOptions,
+    ex: Execution,
+    prog: Progress,
+    stages: Stages | None = None,
+) -> Analysis:
+    """Run the analysis stages on what the executor recorded (see the module docstring)."""
+    st = stages or Stages()
+    outdir = opts.outdir
+    rec_path = outdir / RECORDS_FILE
+
+    prog.stage("detecting workloads")
+    trace = Trace.read(ex.trace_path)
+    det = st.detect(trace)
+    jr = st.join(ex.records, det, t0_s=trace.t0_monotonic_s or 0.0, device=ex.sensor_info.device_id)
+    mismatches = list(jr.mismatches) + [Mismatch(f["label"], "failed", f["error"]) for f in ex.failures]
+    joined = [replace(r, simulated=bool(choice.simulated)) for r in jr.records]
+    for r in joined:
+        append_record(rec_path, r)
+    prog.advance(ANALYSIS_S["detect"])
+
+    prog.stage("frontier gate and calibration")
+    allrs = record_set(joined, source=str(rec_path))
+    # Every run with ground truth goes to the gate; one the join gave no telemetry has no utilisation, so the gate
+    # lists it as excluded ("mean utilisation unknown") beside its join mismatch.
+    rs = allrs.subset([r for r in allrs if r.total_flops])
+    gate = frontier_gate(rs, where=choice.label, sweep=plan.sweep_name, file=str(rec_path))
+    gres = gate.apply(rs)
+    if len(gres.kept) < MIN_FRONTIER:
+        raise InputError(
+            f"only {len(gres.kept)} workloads pass the frontier gate (util ≥ {DEFAULT_MIN_UTIL * 100:.0f} %, "
+            f"{gate.precision}); at least {MIN_FRONTIER} are needed to calibrate and evaluate",
+            file=str(rec_path),
+        )
+    profile = st.calibrate(rs, "default", gate=gate)
+    profile.save(outdir / PROFILE_FILE)
+    prog.advance(ANALYSIS_S["calibrate"])
+
+    prog.stage("repeated-split evaluation of all estimators")
+    n_frontier = len(gres.kept)
+    n_train = max(2, min(14, int(round(TRAIN_FRACTION * n_frontier)), n_frontier - 1))
+    n_splits = 200 if opts.n_splits is None else opts.n_splits
+    models = list(opts.models) if opts.models else None
+    # models=None lets evaluate_models skip (and list) estimators this data cannot support: too few
+    # calibration runs, or no DRAM-traffic counter (eq1 and the bandwidth models on pre-Hopper NVML).
+    ev = st.evaluate(rs, models, n_splits=n_splits, n_train=n_train, seed=opts.seed, gate=gate)
+    evd = ev.to_dict()
+    evd["simulated"] = bool(choice.simulated)
+    write_json(outdir / EVALUATION_FILE, evd)
+    prog.advance(ANALYSIS_S["evaluate"])
+
+    prog.stage("threshold analysis")
+    threshold = float(np.exp(np.mean(np.log(ev.truth))))  # geometric middle of the sweep's compute range
+    verdicts = threshold_verdicts(profile, gres.kept, threshold)
+    prog.advance(ANALYSIS_S["threshold"])
+
+    a = Analysis(trace, det, joined, mismatches, rs, gate.precision, gres, profile, ev, threshold, verdicts)
+    write_figures(a, outdir, simulated=choice.simulated, prog=prog)
+    return a
+
+
+def write_figures(a: Analysis, outdir: Path, *, simulated: bool, prog: Progress) -> None:
+    """The run's figures into ``outdir/figures``; one that cannot be drawn is recorded in ``a.figure_errors``."""
+    prog.stage("figures")
+
+    def run_figs() -> list[Path]:
+        from flopwatch.report.run_figures import write_run_figures
+
+        return write_run_figures(
+            a.trace,
+            a.detection,
+            [r.to_dict() for r in a.joined],
+            a.gate,
+            a.evaluation,
+            outdir / FIGURES_DIR,
+            simulated=simulated,
+        )
+
+    def est_figs() -> list[Path]:
+        from flopwatch.report.estimate_figures import write_figures
+
+        return list(
+            write_figures(a.evaluation, outdir / FIGURES_DIR, watermark="SIMULATED" if simulated else None)
+        )
+
+    for make, n in ((run_figs, 3), (est_figs, 5)):
+        # A figure that cannot be drawn must not cost the run its summary and report: say so in both.
+        try:
+            a.figures += make()
+        except Exception as e:
+            a.figure_errors.append(f"{make.__name__}: {type(e).__name__}: {e}")
+        prog.advance(ANALYSIS_S["figure"] * n)

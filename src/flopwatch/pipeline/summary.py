@@ -1,0 +1,171 @@
+"""``summary.json`` of ``flopwatch run``: assembled here and nowhere else.
+
+:func:`build_summary` is the one place the summary dict is put together from the plan, the execution and the
+analysis (contract keys in :data:`SUMMARY_KEYS`, extra keys freely added); :func:`failed_summary` is its
+counterpart for a run whose analysis failed. A block another module computes (e.g. a report headline) is added in
+:func:`build_summary`, beside the others.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from flopwatch import __version__
+from flopwatch.errors import FlopwatchError
+from flopwatch.pipeline.analyse import Analysis
+from flopwatch.pipeline.device import DeviceChoice
+from flopwatch.pipeline.execute import Execution
+from flopwatch.pipeline.layout import OUTPUT_FILES, REPORT_FILE, SUMMARY_FILE
+from flopwatch.pipeline.plan import Plan, RunOptions
+
+SUMMARY_SCHEMA = "flopwatch.run/1"
+
+#: Keys of summary.json that acceptance checks rely on (contract).
+SUMMARY_KEYS = (
+    "device",
+    "simulated",
+    "n_workloads",
+    "n_frontier",
+    "default_model",
+    "heldout_mae_pct",
+    "frac_splits_any_over_10pct",
+    "idle_power_w",
+)
+
+_HELDOUT_KEYS = (
+    "mae_pct",
+    "sd_pct",
+    "mean_signed_pct",
+    "median_abs_pct",
+    "p90_abs_pct",
+    "worst_pct",
+    "coverage",
+    "confidence",
+    "median_interval_halfwidth_pct",
+)
+
+
+def constant_jpf_baseline(ev: Any) -> dict[str, float]:
+    """The no-model yardstick on the evaluation's own splits: every test run predicted as E_net / (median J/FLOP of
+    its split's calibration runs). An estimator is worth its features only by how far it beats this; and the spread
+    of J/FLOP (``jpf_cv_pct``) says how far from proportional energy and FLOPs are on this device."""
+    e = np.array([float(r.net_energy_j) for r in ev.records])
+    jpf = e / ev.truth
+    k = np.median(jpf[ev.train_idx], axis=1, keepdims=True)  # (splits, 1)
+    err = np.abs(e[ev.test_idx] / k / ev.truth[ev.test_idx] - 1.0)
+    return {
+        "mae_pct": float(100 * err.mean()),
+        "frac_splits_any_over_10pct": float((err > 0.10).any(axis=1).mean()),
+        "jpf_cv_pct": float(100 * jpf.std(ddof=1) / jpf.mean()),
+    }
+
+
+def build_summary(
+    choice: DeviceChoice, plan: Plan, opts: RunOptions, ex: Execution, a: Analysis
+) -> dict[str, Any]:
+    """The summary of a completed run (without ``wall_time_s``/``started_wall``, which the orchestrator adds)."""
+    outdir = opts.outdir
+    ev = a.evaluation
+    evd = ev.to_dict()
+    dm = ev.default_model
+    metrics = evd["models"][dm]
+    published = {m: evd["models"][m]["mae_pct"] for m in ("eq1", "eq2") if m in evd["models"]}
+    summary: dict[str, Any] = {
+        "device": choice.label,
+        "simulated": bool(choice.simulated),
+        "n_workloads": len(ex.records),
+        "n_frontier": len(a.gate.kept),
+        "default_model": dm,
+        "heldout_mae_pct": metrics["mae_pct"],
+        "frac_splits_any_over_10pct": metrics["frac_splits_any_over_10pct"],
+        "idle_power_w": a.detection.idle_power_w,
+        # extra keys
+        "schema": SUMMARY_SCHEMA,
+        "flopwatch_version": __version__,
+        "device_name": ex.device_name,
+        "device_reason": choice.reason,
+        "spec_key": choice.spec_key,
+        "sweep": plan.sweep_name,
+        "sweep_note": plan.sweep_note,
+        "plan_notes": plan.notes,
+        "quick": opts.quick,
+        "budget_s": opts.budget_s,
+        "seed": opts.seed,
+        "rate_hz": opts.rate_hz,
+        "idle_baseline_s": plan.idle_s,
+        "idle_source": a.detection.idle_source,
+        "calibration_dtype": a.calibration_dtype,
+        "n_detected": len(a.detection.segments),
+        "n_measured": len(a.measured),
+        "gate": {**a.gate.to_dict(), "kept_labels": a.gate.kept.labels},
+        "join_mismatches": [m.to_dict() for m in a.mismatches],
+        "component": a.profile.component,
+        "profile_sha256": a.profile.sha256(),
+        "profile_params": a.profile.params,
+        "heldout": {k: metrics.get(k) for k in _HELDOUT_KEYS},
+        "heldout_mae_pct_by_model": {m: d["mae_pct"] for m, d in evd["models"].items()},
+        "frac_splits_any_over_10pct_by_model": {
+            m: d["frac_splits_any_over_10pct"] for m, d in evd["models"].items()
+        },
+        "published_models_mae_pct": published,
+        # estimators the data cannot support, with the reason
+        "skipped_models": dict(ev.skipped_models),
+        "constant_jpf_baseline": constant_jpf_baseline(ev),
+        "n_splits": evd["n_splits"],
+        "n_train": evd["n_train"],
+        "n_test": evd["n_test"],
+        "threshold": {
+            "threshold_flops": a.threshold_flops,
+            "verdicts": a.verdicts,
+            "rates": ev.thresholds(dm),
+        },
+        "sampler": ex.sampler_stats,
+        "trace_rows": len(a.trace),
+        "figures": [str(p.relative_to(outdir)) for p in a.figures],
+        "figure_errors": a.figure_errors,
+        "outputs": [n for n in OUTPUT_FILES if (outdir / n).exists()] + [SUMMARY_FILE, REPORT_FILE],
+    }
+    if choice.simulated:
+        from flopwatch.sim.power import power_model_for
+
+        pm = power_model_for(choice.spec_key or "a100")
+        summary["simulation"] = {
+            "note": "SIMULATED: every number comes from flopwatch's simulated accelerator, not a measurement",
+            "power_model": pm.kind,
+            "power_model_source": pm.source,
+            "true_idle_power_w": pm.idle_w,
+        }
+    return summary
+
+
+def failed_summary(
+    choice: DeviceChoice, plan: Plan, opts: RunOptions, ex: Execution, err: BaseException
+) -> dict[str, Any]:
+    """The summary of a run whose analysis failed: contract keys present (null where unknown) plus the error."""
+    return {
+        "device": choice.label,
+        "simulated": bool(choice.simulated),
+        "n_workloads": len(ex.records),
+        "n_frontier": None,
+        "default_model": None,
+        "heldout_mae_pct": None,
+        "frac_splits_any_over_10pct": None,
+        "idle_power_w": None,
+        "schema": SUMMARY_SCHEMA,
+        "flopwatch_version": __version__,
+        "error": str(err) if isinstance(err, FlopwatchError) else f"{type(err).__name__}: {err}",
+        "device_name": ex.device_name,
+        "device_reason": choice.reason,
+        "sweep": plan.sweep_name,
+        "sweep_note": plan.sweep_note,
+        "plan_notes": plan.notes,
+        "quick": opts.quick,
+        "budget_s": opts.budget_s,
+        "seed": opts.seed,
+        "join_mismatches": [
+            {"label": f["label"], "kind": "failed", "detail": f["error"]} for f in ex.failures
+        ],
+        "outputs": [n for n in OUTPUT_FILES if (opts.outdir / n).exists()],
+    }

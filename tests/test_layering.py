@@ -1,0 +1,153 @@
+"""Layering: which flopwatch package may import which (the table of docs/architecture.md), and no cycles.
+
+Walks every source file's imports with ``ast`` — module-level and inside functions, ``import``, ``from … import``
+and ``importlib.import_module("flopwatch…")`` — so a lazy import cannot hide a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "flopwatch"
+
+BASE = {"__init__", "errors", "units", "devices"}
+#: unit (a top-level module or package of flopwatch) → the units it may import. Keep docs/architecture.md in step.
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "__init__": {"errors"},
+    "units": {"errors"},
+    "devices": {"__init__", "errors", "units"},
+    "records": BASE,
+    "telemetry": BASE,
+    "detect": BASE | {"telemetry"},
+    "workloads": BASE | {"records"},
+    "estimate": BASE | {"records"},
+    "evaluate": BASE | {"records", "estimate"},
+    "powermodel": BASE | {"telemetry", "workloads"},
+    "sim": BASE | {"records", "telemetry", "workloads", "powermodel"},
+    "join": BASE | {"records", "telemetry", "detect"},
+    "backends": BASE | {"telemetry", "sim"},
+    "report": BASE | {"records", "telemetry", "detect", "estimate", "evaluate", "powermodel"},
+    "monitor": BASE
+    | {"records", "telemetry", "detect", "join", "workloads", "estimate", "evaluate", "backends"},
+    "pipeline": BASE
+    | {"records", "telemetry", "detect", "join", "workloads", "estimate", "evaluate", "powermodel", "sim"}
+    | {"backends", "report"},
+    "cli": {"*"},  # the outermost composition root: may import anything
+    "__main__": {"cli"},
+}
+#: Stated outright by the architecture: these never reach the simulator, by any route.
+NEVER_SIM = (
+    "telemetry",
+    "estimate",
+    "powermodel",
+    "detect",
+    "records",
+    "workloads",
+    "evaluate",
+    "join",
+    "report",
+)
+
+
+def _unit(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "flopwatch":
+        return None
+    if len(parts) == 1 or parts[1] == "__version__":
+        return "__init__"
+    return parts[1]
+
+
+def _own_unit(path: Path) -> str:
+    rel = path.relative_to(SRC)
+    return rel.parts[0].removesuffix(".py") if rel.parts[0] != "__init__.py" else "__init__"
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every flopwatch module ``path`` imports (any scope), including importlib.import_module string literals."""
+    out: set[str] = set()
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(n, ast.Import):
+            out |= {a.name for a in n.names}
+        elif isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
+            out.add(n.module)
+            if n.module == "flopwatch":
+                out |= {f"flopwatch.{a.name}" for a in n.names}
+        elif isinstance(n, ast.ImportFrom) and n.level > 0:
+            raise AssertionError(f"{path}: relative import (use absolute flopwatch.… imports)")
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute | ast.Name)
+            and getattr(n.func, "attr", getattr(n.func, "id", "")) == "import_module"
+            and n.args
+            and isinstance(n.args[0], ast.Constant)
+            and isinstance(n.args[0].value, str)
+        ):
+            out.add(n.args[0].value)
+    return {m for m in out if m.split(".")[0] == "flopwatch"}
+
+
+def unit_graph() -> dict[str, set[str]]:
+    g: dict[str, set[str]] = {}
+    for f in SRC.rglob("*.py"):
+        u = _own_unit(f)
+        deps = {v for m in imports_of(f) if (v := _unit(m)) is not None and v != u}
+        g.setdefault(u, set()).update(deps)
+    return g
+
+
+def test_every_unit_is_in_the_table() -> None:
+    assert set(unit_graph()) <= set(ALLOWED), set(unit_graph()) - set(ALLOWED)
+
+
+def test_imports_follow_the_allowed_table() -> None:
+    bad = []
+    for u, deps in unit_graph().items():
+        allowed = ALLOWED[u]
+        if "*" in allowed:
+            continue
+        bad += [f"{u} -> {d}" for d in sorted(deps - allowed)]
+    assert not bad, "imports outside docs/architecture.md's table: " + ", ".join(bad)
+
+
+def test_nothing_below_the_composition_roots_reaches_the_simulator() -> None:
+    g = unit_graph()
+    for u in NEVER_SIM:
+        seen, todo = set(), [u]
+        while todo:
+            x = todo.pop()
+            for d in g.get(x, ()):
+                if d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+        assert "sim" not in seen, f"{u} reaches flopwatch.sim"
+
+
+def test_no_package_cycles() -> None:
+    g = unit_graph()
+    state: dict[str, int] = {}
+
+    def visit(u: str, path: list[str]) -> None:
+        state[u] = 1
+        for d in sorted(g.get(u, ())):
+            if state.get(d) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*path, u, d]))
+            if d not in state:
+                visit(d, [*path, u])
+        state[u] = 2
+
+    for u in sorted(g):
+        if u not in state:
+            visit(u, [])
+
+
+def test_the_walker_sees_lazy_and_importlib_imports(tmp_path: Path) -> None:
+    f = tmp_path / "m.py"
+    f.write_text(
+        "import importlib\n"
+        "def f():\n    from flopwatch.sim.sensor import from_spec\n"
+        "def g():\n    return importlib.import_module('flopwatch.sim.accelerator')\n"
+    )
+    assert imports_of(f) == {"flopwatch.sim.sensor", "flopwatch.sim.accelerator"}
