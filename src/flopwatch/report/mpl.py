@@ -36,7 +36,10 @@ def watermark(fig: Any, text: str | None) -> None:
 
 def save(fig: Any, path: Path, watermark_text: str | None = None, *, dpi: int = 110) -> Path:
     """Watermark (if asked), write ``fig`` to ``path`` and close it."""
+    from flopwatch.io import atomic_path
+
     watermark(fig, watermark_text)
-    fig.savefig(path, dpi=dpi)
+    with atomic_path(path) as tmp:  # temp file + rename: an interrupted save never leaves half a PNG
+        fig.savefig(tmp, dpi=dpi)
     pyplot().close(fig)
     return path
