@@ -77,6 +77,8 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
 MIN_DURATION_S = 1e-3
 # 100 kW of net power is a full rack (~140 H100 at their 700 W TDP, devices.py); one record is one node.
 MAX_NET_POWER_W = 1e5
+# HGX/DGX nodes hold 8 accelerators, the most of any node flopwatch knows (NVIDIA DGX H100/H200 datasheets).
+MAX_DEVICES_PER_NODE = 8
 # 1e18 FLOP/s is ~250 H100 SXM at their dense FP8 peak (3.96e15, devices.py): far beyond one node.
 MAX_FLOP_RATE = 1e18
 # 1 PB/s of DRAM traffic is ~200× an H200's 4.8 TB/s (devices.py).
@@ -377,7 +379,9 @@ def _build(
         raise InputError("must be true or false", file=file, record=label, field="simulated")
     net = vals["net_energy_j"]
     dur = vals["duration_s"]
-    _check_plausible(vals, file=file, record=label, names=names)
+    _check_plausible(
+        vals, file=file, record=label, names=names, device=d.get("device_spec") or d.get("device_name")
+    )
     kw: dict[str, Any] = {}
     for name in _PLAIN_NUMERIC_FIELDS:
         v = d.get(name)
@@ -420,8 +424,30 @@ def _build(
     )
 
 
+def _device_power_bound(device: Any) -> tuple[float, str] | None:
+    """The net-power bound for a record naming a known device: a node holds at most
+    :data:`MAX_DEVICES_PER_NODE` of them, each drawing at most 1.5× its TDP (devices.py)."""
+    if not isinstance(device, str) or not device.strip():
+        return None
+    from flopwatch.devices import get_device
+
+    try:
+        spec = get_device(device)
+    except InputError:
+        return None
+    return (
+        MAX_DEVICES_PER_NODE * 1.5 * spec.tdp_w,
+        f"{MAX_DEVICES_PER_NODE} × 1.5 × the {spec.tdp_w:g} W TDP of {spec.name}",
+    )
+
+
 def _check_plausible(
-    vals: Mapping[str, float | None], *, file: str, record: str, names: Mapping[str, str]
+    vals: Mapping[str, float | None],
+    *,
+    file: str,
+    record: str,
+    names: Mapping[str, str],
+    device: Any = None,
 ) -> None:
     """Refuse a record whose numbers together describe no physical run (see the bounds above)."""
 
@@ -434,11 +460,13 @@ def _check_plausible(
     if dur < MIN_DURATION_S:
         raise bad("duration_s", f"{dur:g} s is implausibly short (no telemetry resolves a run under 1 ms)")
     net, flops, tb = vals.get("net_energy_j"), vals.get("total_flops"), vals.get("tb_moved")
-    if net is not None and net / dur > MAX_NET_POWER_W:
+    bound = _device_power_bound(device) if net is not None and net / dur > 100.0 else None
+    limit, why = bound if bound else (MAX_NET_POWER_W, "the bound for one node")
+    if net is not None and net / dur > limit:
         raise bad(
             "net_energy_j",
-            f"{net:g} J over {dur:g} s is {net / dur:.3g} W of net power, above the {MAX_NET_POWER_W:g} W "
-            "plausibility bound for one node (units?)",
+            f"{net:g} J over {dur:g} s is {net / dur:.3g} W of net power, above the {limit:g} W plausibility "
+            f"bound ({why}; units?)",
         )
     if flops is not None and flops / dur > MAX_FLOP_RATE:
         raise bad(

@@ -128,6 +128,10 @@ def main() -> None:
     add("records/util_in_percent.jsonl", with_bad("mean_util", "95"), "field 'mean_util'")
     add("records/util_negative.jsonl", with_bad("mean_util", "-0.2"), "field 'mean_util'")
     add("records/power_megawatts.jsonl", with_bad("net_energy_j", "3e9"), "plausibility bound")
+    h100 = dict(
+        good_records()[0], label="h100", device_name="NVIDIA H100 80GB HBM3", net_energy_j=20_000.0 * 120
+    )
+    add("records/power_above_8x_tdp.jsonl", jsonl([*good_records(), h100]), "700 W TDP")
     add("records/flop_rate_impossible.jsonl", with_bad("total_flops", "6e25"), "plausibility bound")
     add("records/label_is_object.jsonl", with_bad("label", '{"a": 1}'), "field 'label'")
     add("records/energy_is_string.jsonl", with_bad("net_energy_j", '"lots"'), "must be a number")
