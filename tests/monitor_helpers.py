@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from flopwatch.errors import SensorError
 from flopwatch.telemetry.sensors.base import Clock, Reading, SensorInfo
 
@@ -109,3 +111,25 @@ class FlakySensor:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class GlitchSensor(FlakySensor):
+    """Wraps a sensor; ``edit(reading)`` may return a changed reading (glitches, unit errors, NaN …)."""
+
+    def __init__(self, inner, edit: Callable[[Reading], Reading]) -> None:  # noqa: ANN001
+        super().__init__(inner, failing=lambda t: False)
+        self.edit = edit
+
+    def read(self) -> Reading:
+        return self.edit(self.inner.read())
+
+
+@pytest.fixture(autouse=True)
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Autouse in every monitor/ledger test module (imported there): anything that asks for a temporary
+    directory — the daemon, a subprocess, a library — gets one under ``tmp_path``, so no ledger or key is
+    ever left in the system temp directory."""
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)

@@ -147,7 +147,9 @@ def test_estimate_declared_and_threshold_verdicts(capsys, tmp_path, v2_records_p
     assert main(["calibrate", str(v2_records_path), "-o", str(prof), "--model", "eq2"]) == 0
     capsys.readouterr()
     runs = tmp_path / "one.jsonl"
-    runs.write_text(json.dumps({"label": "r", "net_energy_j": 1300.0, "duration_s": 170.0}) + "\n")
+    # the observables that place the run in the calibrated fp32 regime (7.6 W net, 65 MB/J, 95 % busy)
+    obs = {"net_energy_j": 1300.0, "duration_s": 170.0, "mean_util": 0.95, "tb_moved": 0.0845}
+    runs.write_text(json.dumps({"label": "r", **obs}) + "\n")
     assert main(["estimate", "-p", str(prof), str(runs), "--json"]) == 0
     r = _json(capsys)["records"][0]
     lo, hi = r["lower_flops"], r["upper_flops"]
@@ -163,6 +165,13 @@ def test_estimate_declared_and_threshold_verdicts(capsys, tmp_path, v2_records_p
         d = _json(capsys)
         assert d["records"][0][key] == want, (flags, d["records"][0])
     assert d["threshold_flops"] == pytest.approx((lo + hi) / 2, rel=1e-6)
+    # without utilisation and DRAM traffic the regime cannot be confirmed: never a decisive "below"
+    runs.write_text(json.dumps({"label": "r", "net_energy_j": 1300.0, "duration_s": 170.0}) + "\n")
+    assert main(["estimate", "-p", str(prof), str(runs), "--json", "--threshold", f"{hi * 2:.6e}"]) == 0
+    r = _json(capsys)["records"][0]
+    assert r["threshold_verdict"] == "uncertain" and r["regime"] == "unconfirmed"
+    assert any("mean_util not measured" in w for w in r["warnings"])
+    runs.write_text(json.dumps({"label": "r", **obs}) + "\n")
     # human table shows both columns
     assert main(["estimate", "-p", str(prof), str(runs), "--threshold", "1e20", "--declared", "1e20"]) == 0
     out = capsys.readouterr().out

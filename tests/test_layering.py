@@ -34,6 +34,8 @@ ALLOWED: dict[str, set[str]] = {
     "pipeline": BASE
     | {"records", "telemetry", "detect", "join", "workloads", "estimate", "evaluate", "powermodel", "sim"}
     | {"backends", "report"},
+    # red-team suites attack real records and simulated twins: a composition level like pipeline
+    "redteam": BASE | {"records", "telemetry", "detect", "join", "workloads", "estimate", "evaluate", "sim"},
     "cli": {"*"},  # the outermost composition root: may import anything
     "__main__": {"cli"},
 }

@@ -15,7 +15,15 @@ from flopwatch.monitor.daemon import Monitor
 from flopwatch.monitor.ledger import read_entries, summarize_ledger, verify_ledger
 from flopwatch.telemetry.sensors.base import VirtualClock
 from flopwatch.telemetry.sensors.replay import open_replay
-from monitor_helpers import P_BUSY_W, P_IDLE_W, FlakySensor, LinearProfile, busy_fn, write_trace
+from monitor_helpers import (  # noqa: F401 - private_tmp: autouse, temporary files under tmp_path
+    P_BUSY_W,
+    P_IDLE_W,
+    FlakySensor,
+    LinearProfile,
+    busy_fn,
+    private_tmp,
+    write_trace,
+)
 
 #: The seed trace's run: d_model 384, batch 16, seq 128, 3 layers, 9000 steps (SOURCE.md).
 SEED_STEPS = 9000
@@ -128,7 +136,7 @@ def test_sensor_failures_are_counted_flagged_and_survived(tmp_path):
     assert res.end_reason == "trace ended"  # kept running to the end of the data
     w1, w2 = res.workloads
     assert w1["status"] == "complete" and w1["sensor_errors"] == 20  # 10 s at 2 Hz
-    assert 0.85 < w1["coverage"] < 0.95 and any("sensor read error" in f for f in w1["flags"])
+    assert 0.85 < w1["coverage"] < 0.95 and any("sensor read error" in f for f in w1["warnings"])
     # With no counter, the energy across the gap is interpolated from the readings either side.
     assert w1["duration_s"] == pytest.approx(101.5, abs=2.0)
     assert w2["status"] == "sensor_fault" and w2["end_t_s"] == pytest.approx(249.5, abs=0.6)
@@ -217,6 +225,7 @@ def test_no_trace_unless_opted_in(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "ledger.db",
         "ledger.db.key",
+        "ledger.db.lock",
         "ledger.db.pub",
         "t.parquet",
     ]
@@ -264,8 +273,22 @@ def test_config_file_and_flags(tmp_path, capsys):
     assert main(["monitor", "--config", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "bad.toml" in err and "poll_s" in err and err.count("\n") == 1
-    assert main(["monitor", "--sensor", "nvml"]) == 2  # no ledger
-    assert "--ledger" in capsys.readouterr().err
+
+
+def test_default_ledger_is_in_the_state_dir_never_the_working_directory(tmp_path, monkeypatch):
+    """Keys never land in a working tree by default: the ledger (and its key beside it) default to the
+    systemd state directory, else $XDG_STATE_HOME/flopwatch, else ~/.local/state/flopwatch."""
+    from flopwatch.monitor.config import default_ledger_path
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "sd"))
+    assert MonitorConfig().ledger == tmp_path / "sd" / "ledger.db"
+    monkeypatch.delenv("STATE_DIRECTORY")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert default_ledger_path() == tmp_path / "xdg" / "flopwatch" / "ledger.db"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_ledger_path() == tmp_path / "home" / ".local" / "state" / "flopwatch" / "ledger.db"
 
 
 def test_cli_runs_a_replay_with_duration(tmp_path, capsys):

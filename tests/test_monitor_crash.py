@@ -14,7 +14,12 @@ import pytest
 
 from flopwatch.cli import main
 from flopwatch.monitor.ledger import read_entries, verify_ledger
-from monitor_helpers import P_BUSY_W, busy_fn, write_trace
+from monitor_helpers import (  # noqa: F401 - private_tmp: autouse, temporary files under tmp_path
+    P_BUSY_W,
+    busy_fn,
+    private_tmp,
+    write_trace,
+)
 
 CLI = "import sys; from flopwatch.cli import main; sys.exit(main())"
 CHECKPOINT_S = 5.0

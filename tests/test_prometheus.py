@@ -18,7 +18,14 @@ import pytest
 from flopwatch.monitor.config import MonitorConfig
 from flopwatch.monitor.daemon import Monitor
 from flopwatch.telemetry.sensors.replay import open_replay
-from monitor_helpers import P_BUSY_W, P_IDLE_W, LinearProfile, busy_fn, write_trace
+from monitor_helpers import (  # noqa: F401 - private_tmp: autouse, temporary files under tmp_path
+    P_BUSY_W,
+    P_IDLE_W,
+    LinearProfile,
+    busy_fn,
+    private_tmp,
+    write_trace,
+)
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(

@@ -90,7 +90,7 @@ class WorkloadRecord:
     """One workload run, in SI units (J, s, FLOP, util as a 0–1 ratio): the one record type of flopwatch.
 
     Real workloads (:func:`flopwatch.workloads.run.run_workload`), the simulator
-    (:meth:`flopwatch.sim.accelerator.SimRun.record`) and the join (:func:`flopwatch.join.join_records`) all
+    (:meth:`flopwatch.sim.accelerator.SimulatedRun.record`) and the join (:func:`flopwatch.join.join_records`) all
     produce it; :func:`load_records` reads it back. **Adding a field means adding it here** (and, when it must be
     a checked number, to ``_NUMERIC_FIELDS``/``_RANGES``): :meth:`from_dict` and :meth:`to_dict` follow the
     dataclass fields. Keys a producer adds that are not fields (``sim``, ``host``, ``torch_version`` …) are kept
@@ -289,6 +289,14 @@ def as_record_set(records: RecordSet | Sequence[WorkloadRecord]) -> RecordSet:
 
 def _number(value: Any, *, file: str, record: str | int, name: str, required: bool) -> float | None:
     """A finite float in its allowed range, or None when absent/null and not required."""
+    tv = type(value)
+    if tv is float or tv is int:  # the common case, checked inline (exact types: a bool is not a number here)
+        v = float(value)
+        if math.isfinite(v):
+            rng = _RANGES.get(name)
+            if rng is None or ((v > rng[0] or (v == rng[0] and rng[1])) and v <= rng[2]):
+                return v
+        # out of range or not finite: the checks below say how
     if value is None:
         if required:
             raise InputError("is missing (null)", file=file, record=record, field=name)

@@ -71,6 +71,7 @@ def _register_all() -> None:
         run_cmds,
         sim_cmds,
         telemetry_cmds,
+        verify_cmds,
         workload_cmds,
     )
 
@@ -83,6 +84,7 @@ def _register_all() -> None:
     run_cmds.register(app)
     sim_cmds.register(app)
     monitor_cmds.register(app)
+    verify_cmds.register(app)
 
 
 _register_all()

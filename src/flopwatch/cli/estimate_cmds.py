@@ -89,6 +89,9 @@ def calibrate_cmd(
         "fp32", "--precision", help="Keep only this precision (fp32, tf32, fp16, bf16) or 'all'."
     ),
     interval: str = typer.Option("auto", "--interval", help="Interval method: auto, conformal, student-t."),
+    device: str | None = typer.Option(
+        None, "--device", help="Device model (e.g. orin-nano) for datasheet bounds (default: from records)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the profile summary as JSON."),
 ) -> None:
     """Fit an estimator on records with ground truth and write a calibration profile."""
@@ -99,7 +102,7 @@ def calibrate_cmd(
     _check_confidence(confidence)
     gate = _gate(min_util, precision)
     rs = load_records(records, require=("net_energy_j", "duration_s", "total_flops"))
-    prof = calibrate(rs, model, confidence=confidence, gate=gate, interval=interval)
+    prof = calibrate(rs, model, confidence=confidence, gate=gate, interval=interval, device=device)
     if output.exists() and output.is_dir():
         raise InputError("is a directory; give a file name for the profile", file=str(output))
     prof.save(output)
@@ -169,6 +172,9 @@ def estimate_cmd(
         "--strict",
         help="Fail on records of another precision instead of skipping (and listing) them.",
     ),
+    device: str | None = typer.Option(
+        None, "--device", help="Device model for the verdicts' datasheet bounds (default: the profile's)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Estimate each record's FLOPs with a profile; report errors where ground truth is present."""
@@ -192,6 +198,7 @@ def estimate_cmd(
         threshold_flops=thr,
         declared_flops=decl,
         strict=strict,
+        device=device,
     )
     out = run.to_dict()
     rows, skipped, summary = out["records"], out["skipped"], out["summary"]
@@ -376,6 +383,13 @@ def evaluate_cmd(
         f"on average ({pct(ts['mean_uncertain_rate'])} uncertain); deciding on the point estimate: "
         f"{fp(ts['point_max_fp_rate'])}, false negatives {pct(ts['point_mean_fn_rate'])}"
     )
+    ss = d["models"][dm].get("session_shift")
+    if ss:
+        con.print(
+            f"simulated session shift ({dm}: J/TFLOP ×e^N(0, {ss['jpt_sd']:.2%}), idle ±{ss['idle_shift_w'] * 1000:.0f} mW"
+            f"): coverage {ss['coverage']:.1%}, {ss['coverage_widened']:.1%} with the verdict's session widening "
+            f"(median ±{ss['median_halfwidth_widened_pct']:.1f} %)"
+        )
     con.print(f"evaluation took {d['timing_s'] * 1000:.0f} ms")
     for p in written:
         con.print(f"wrote {p}")

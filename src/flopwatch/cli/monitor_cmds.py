@@ -2,36 +2,47 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-ledger_app = typer.Typer(help="Inspect and verify a monitor ledger.", no_args_is_help=True)
+from flopwatch.cli._output import console, echo_json, literal, new_app, styled
+
+ledger_app = new_app("Inspect and verify a monitor ledger.")
 
 
-def _fmt_flops(x: float | None) -> str:
-    return "—" if x is None else f"{x:.4g}"
+def _fmt_flops(x: object) -> str:
+    return _fmt(x, "{:.4g}")
 
 
-def _ts(x: float | None) -> str:
+def _fmt(x: object, spec: str) -> str:
+    """A number formatted with ``spec``; anything else (a hand-edited payload) printed literally."""
+    if x is None:
+        return "—"
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return spec.format(x)
+    return literal(x)
+
+
+def _ts(x: object) -> str:
     from datetime import datetime, timezone
 
-    return "—" if x is None else datetime.fromtimestamp(x, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _console():  # noqa: ANN202 - rich is imported lazily
-    from rich.console import Console
-
-    con = Console()
-    return con if con.is_terminal else Console(width=200)  # pipes and tests: do not squeeze to 80 columns
+    if x is None:
+        return "—"
+    try:
+        return datetime.fromtimestamp(float(x), timezone.utc).strftime("%Y-%m-%d %H:%M:%S")  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError, OSError):
+        return literal(x)
 
 
 def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
-    """Rich table of workload rows (ledger payloads): estimate, interval, verdict, status, coverage."""
+    """Rich table of workload rows (ledger payloads): estimate, interval, verdict, status, coverage.
+
+    Every cell is a ``Text`` (printed literally): device names and payload values are user-controlled.
+    """
     from rich.table import Table
 
-    t = Table(title=title)
+    t = Table(title=styled(title, ""))
     for col in (
         "seq",
         "device",
@@ -43,21 +54,30 @@ def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
         "verdict",
         "status",
         "coverage",
+        "warnings",
     ):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")  # user text is shown whole, never cut with an ellipsis
     for w in workloads:
-        cov = w.get("coverage")
+        g = w.get
+        warns = g("warnings") or g("flags") or []
+        n_warn = len(warns) if isinstance(warns, list) else 1
         t.add_row(
-            str(w.get("seq", "—")),
-            str(w["device"]),
-            _ts(w["start_wall"]),
-            "—" if w["duration_s"] is None else f"{w['duration_s']:.1f}",
-            "—" if w["net_energy_j"] is None else f"{w['net_energy_j']:.1f}",
-            _fmt_flops(w["estimate_flops"]),
-            f"[{_fmt_flops(w['lower_flops'])}, {_fmt_flops(w['upper_flops'])}]",
-            str(w["verdict"]),
-            str(w["status"]),
-            "—" if cov is None else f"{cov:.3f}",
+            *(
+                styled(c, "")
+                for c in (
+                    g("seq", "—"),
+                    g("device"),
+                    _ts(g("start_wall")),
+                    _fmt(g("duration_s"), "{:.1f}"),
+                    _fmt(g("net_energy_j"), "{:.1f}"),
+                    _fmt_flops(g("estimate_flops")),
+                    f"[{_fmt_flops(g('lower_flops'))}, {_fmt_flops(g('upper_flops'))}]",
+                    g("verdict"),
+                    g("status"),
+                    _fmt(g("coverage"), "{:.3f}"),
+                    n_warn or "",
+                )
+            )
         )
     return t
 
@@ -68,7 +88,8 @@ def ledger_verify(
     public_key: Path | None = typer.Option(
         None,
         "--public-key",
-        help="PEM public key exported at installation (default: LEDGER.pub, else the genesis key).",
+        help="Pin exported at installation (`ledger export-key`: public key + chain genesis); "
+        "default: LEDGER.pub, else the genesis key.",
     ),
     expect_head: str | None = typer.Option(
         None,
@@ -78,27 +99,30 @@ def ledger_verify(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Check every row's hash, signature, sequence number and chain link; exit 1 if anything was tampered with."""
+    """Check the schema, the pin, and every row's hash, signature, sequence number and chain link; exit 1 if
+    anything was tampered with."""
     from flopwatch.errors import InputError
     from flopwatch.monitor.ledger import parse_head, verify_ledger
+    from flopwatch.monitor.literal import literal as one_line  # newlines escaped too: one problem, one line
 
     if not ledger.exists():
         raise InputError("ledger not found", file=str(ledger))
     head = parse_head(expect_head) if expect_head is not None else None
     res = verify_ledger(ledger, public_key, expect_head=head)
     if json_out:
-        typer.echo(json.dumps(res.to_dict(), indent=2))
+        echo_json(res.to_dict())
     else:
         for p in res.problems:
-            typer.echo(p.line())
+            typer.echo(one_line(p.line()))
         for w in res.warnings:
-            typer.echo(f"warning: {w}", err=True)
+            typer.echo(f"warning: {one_line(w)}", err=True)
         status = "OK" if res.ok else "TAMPERED"
         n = len(res.problems)
         typer.echo(
-            f"{ledger}: {status}: {res.n_rows} rows, {n} problem{'s' if n != 1 else ''}; "
-            f"head {res.head_seq}:{res.head_hash}; key {res.key_source}"
+            f"{literal(ledger)}: {status}: {res.n_rows} rows, {n} problem{'s' if n != 1 else ''}; "
+            f"head {res.head_seq}:{literal(res.head_hash)}; key {literal(res.key_source)}"
             + (f" (sha256 {res.key_fingerprint[:16]}…)" if res.key_fingerprint else "")
+            + (f"; genesis {literal(res.genesis_hash)[:16]}…" if res.genesis_hash else "")
         )
     if not res.ok:
         raise typer.Exit(1)
@@ -109,7 +133,7 @@ def ledger_show(
     ledger: Path = typer.Argument(..., help="Ledger file (SQLite)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON: {workloads: [...], totals: {...}}."),
 ) -> None:
-    """List the recorded workloads and the latest running totals per device."""
+    """List the recorded workloads and the latest running totals per device (printed literally)."""
     from flopwatch.monitor.ledger import summarize_ledger, verify_ledger
 
     doc = summarize_ledger(ledger)
@@ -118,16 +142,16 @@ def ledger_show(
     doc["verified"] = check.ok
     if not check.ok:
         typer.echo(
-            f"warning: {ledger} FAILS verification ({len(check.problems)} problem(s)); "
+            f"warning: {literal(ledger)} FAILS verification ({len(check.problems)} problem(s)); "
             "run `flopwatch ledger verify` before trusting these rows",
             err=True,
         )
     if json_out:
-        typer.echo(json.dumps(doc, indent=2))
+        echo_json(doc)
         return
     from rich.table import Table
 
-    con = _console()
+    con = console()
     con.print(_workload_table(doc["workloads"], f"Workloads in {ledger}"))
     if doc["totals"]:
         tt = Table(title="Running totals since the ledger began (latest checkpoint)")
@@ -138,18 +162,26 @@ def ledger_show(
             "est. FLOPs",
             "outside workloads J",
             "busy s",
+            "min idle W",
             "checkpoint",
         ):
-            tt.add_column(col)
+            tt.add_column(col, overflow="fold")
         for dev, tot in doc["totals"].items():
+            g = tot.get
             tt.add_row(
-                dev,
-                f"{tot.get('energy_j', 0.0):.1f}",
-                f"{tot.get('net_energy_j', 0.0):.1f}",
-                _fmt_flops(tot.get("estimated_flops")),
-                f"{tot.get('outside_net_energy_j', 0.0):.1f}",
-                f"{tot.get('busy_s', 0.0):.1f}",
-                f"row {tot['checkpoint_seq']} {_ts(tot.get('checkpoint_wall'))}",
+                *(
+                    styled(c, "")
+                    for c in (
+                        dev,
+                        _fmt(g("energy_j", 0.0), "{:.1f}"),
+                        _fmt(g("net_energy_j", 0.0), "{:.1f}"),
+                        _fmt_flops(g("estimated_flops")),
+                        _fmt(g("outside_net_energy_j", 0.0), "{:.1f}"),
+                        _fmt(g("busy_s", 0.0), "{:.1f}"),
+                        _fmt(g("min_idle_power_w"), "{:.3f}"),
+                        f"row {g('checkpoint_seq')} {_ts(g('checkpoint_wall'))}",
+                    )
+                )
             )
         con.print(tt)
 
@@ -157,20 +189,54 @@ def ledger_show(
 @ledger_app.command("export-key")
 def ledger_export_key(
     ledger: Path = typer.Argument(..., help="Ledger file (SQLite)."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write the PEM here (default: stdout)."),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Write the pin here (default: stdout); never the ledger or its key."
+    ),
 ) -> None:
-    """Print the ledger's public key (PEM) from its genesis row, for verifiers to pin."""
-    from flopwatch.errors import InputError
-    from flopwatch.monitor.ledger import read_entries
+    """Print the ledger's pin — its public key (PEM) and chain genesis hash — for verifiers to keep off the node.
 
-    rows = read_entries(ledger)
-    if not rows or rows[0].kind != "genesis":
+    Read from the genesis row. `ledger verify --public-key PIN` then rejects another key and a wiped-and-
+    restarted chain signed with the same key. The output is written atomically and never through a symlink.
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from flopwatch.errors import InputError
+    from flopwatch.monitor.keys import Pin, ledger_companions, refuse_clobber, write_public_file
+    from flopwatch.monitor.ledger import iter_ledger
+
+    if output is not None:
+        refuse_clobber(output, ledger_companions(ledger), "exported key")
+    first = next(iter_ledger(ledger), None)
+    if first is None or first.kind != "genesis":
         raise InputError("no genesis row", file=str(ledger), record=1)
-    pem = rows[0].payload["public_key_pem"]
+    try:
+        key = serialization.load_pem_public_key(str(first.payload.get("public_key_pem", "")).encode())
+    except (ValueError, TypeError):
+        key = None
+    if not isinstance(key, Ed25519PublicKey):
+        raise InputError(
+            "genesis row holds no Ed25519 public key", file=str(ledger), record=1, field="public_key_pem"
+        )
+    pin = Pin(key, first.hash, str(first.payload.get("ledger_id") or "") or None)
+    from flopwatch.monitor.ledger import verify_ledger
+
+    check = verify_ledger(ledger, Pin(key))
+    if not check.ok:  # a pin of a tampered chain would bless it: say so loudly
+        typer.echo(
+            f"warning: {literal(ledger)} FAILS verification ({len(check.problems)} problem(s)); "
+            "this pin binds the chain as it is now — run `flopwatch ledger verify` first",
+            err=True,
+        )
     if output is None:
-        typer.echo(pem, nl=False)
+        typer.echo(pin.text(), nl=False)
     else:
-        output.write_text(pem)
+        from flopwatch.errors import LedgerError
+
+        try:
+            write_public_file(output, pin.text())
+        except (LedgerError, OSError) as e:
+            raise InputError(str(e), file=str(output), field="output") from None
 
 
 def monitor_command(
@@ -181,7 +247,10 @@ def monitor_command(
         None, "--profile", help="Calibration profile (JSON) from `flopwatch calibrate`."
     ),
     ledger: Path | None = typer.Option(
-        None, "--ledger", help="Ledger file (SQLite, created with its signing key)."
+        None,
+        "--ledger",
+        help="Ledger file (SQLite, created with its signing key). Default: $STATE_DIRECTORY/ledger.db, else "
+        "$XDG_STATE_HOME/flopwatch/ledger.db, else ~/.local/state/flopwatch/ledger.db — never the current directory.",
     ),
     config: Path | None = typer.Option(
         None, "--config", help="TOML file ([monitor] table); flags override it."
@@ -210,7 +279,18 @@ def monitor_command(
         None, "--threshold-flops", help="Verdict threshold (FLOPs)."
     ),
     dtype: str | None = typer.Option(
-        None, "--dtype", help="Precision the profile should assume (default fp32)."
+        None,
+        "--dtype",
+        help="The operator's precision claim (recorded as a claim, never trusted; default: the profile's "
+        "calibrated precision).",
+    ),
+    verdict_window_s: float | None = typer.Option(
+        None, "--verdict-window-s", help="Window of the running window verdict metric (default 86400 s)."
+    ),
+    new_chain: bool = typer.Option(
+        False,
+        "--new-chain",
+        help="Start a new chain although the signing key exists (the old ledger was moved away on purpose).",
     ),
     key: Path | None = typer.Option(
         None, "--key", help="Signing key path (default LEDGER.key, created with mode 0600)."
@@ -231,7 +311,6 @@ def monitor_command(
     """Run the verification daemon: detect workloads, estimate their FLOPs, sign them into the ledger, export metrics."""
     import logging
 
-    from flopwatch.errors import ConfigError
     from flopwatch.monitor.config import MonitorConfig
     from flopwatch.monitor.daemon import Monitor
 
@@ -256,6 +335,8 @@ def monitor_command(
             "idle_power_w": idle_power_w,
             "threshold_flops": threshold_flops,
             "dtype": dtype,
+            "verdict_window_s": verdict_window_s,
+            "new_chain": new_chain or None,
             "key_path": key,
             "keep_trace": keep_trace,
             "schedule": schedule,
@@ -263,31 +344,27 @@ def monitor_command(
         },
         source="command line",
     )
-    if config is None and ledger is None:
-        raise ConfigError("--ledger is required (or set ledger in --config)", field="ledger")
+    # Every option is checked here, before the ledger, the port or a sensor is touched.
     cfg.validate(str(config) if config else "command line")
     res = Monitor(cfg).run()
     if json_out:
-        typer.echo(
-            json.dumps(
-                {
-                    "session_id": res.session_id,
-                    "end_reason": res.end_reason,
-                    "ledger": str(cfg.ledger),
-                    "ledger_head": {"seq": res.ledger_head[0], "hash": res.ledger_head[1]},
-                    "workloads": res.workloads,
-                    "totals": res.totals,
-                },
-                indent=2,
-            )
+        echo_json(
+            {
+                "session_id": res.session_id,
+                "end_reason": res.end_reason,
+                "ledger": str(cfg.ledger),
+                "ledger_head": {"seq": res.ledger_head[0], "hash": res.ledger_head[1]},
+                "workloads": res.workloads,
+                "totals": res.totals,
+            },
         )
     else:
         if res.workloads:
-            _console().print(_workload_table(res.workloads, "Workloads recorded this session"))
-        typer.echo(
-            f"flopwatch monitor: {res.end_reason}; {len(res.workloads)} workload(s) recorded in {cfg.ledger} "
-            f"(head {res.ledger_head[0]}:{res.ledger_head[1]})"
-        )
+            console().print(_workload_table(res.workloads, "Workloads recorded this session"))
+            typer.echo(
+                f"flopwatch monitor: {literal(res.end_reason)}; {len(res.workloads)} workload(s) recorded in "
+                f"{literal(cfg.ledger)} (head {res.ledger_head[0]}:{res.ledger_head[1]})"
+            )
 
 
 def register(app: typer.Typer) -> None:

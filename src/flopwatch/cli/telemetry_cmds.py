@@ -228,9 +228,13 @@ def idle_cmd(
         help="Replay speed factor.",
         callback=options.speed(),
     ),
+    profile: Path | None = typer.Option(
+        None, "--profile", help="Compare with this calibration's idle (else the device's spec idle)."
+    ),
+    strict: bool = typer.Option(False, "--strict", help="Refuse (exit 2) a baseline taken under load."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
 ) -> None:
-    """Measure the idle power baseline: median over DURATION seconds, with its spread."""
+    """Measure the idle power baseline: median over DURATION seconds, with its spread; flag one taken under load."""
     import numpy as np
 
     from flopwatch.telemetry.sampler import Sampler
@@ -248,6 +252,14 @@ def idle_cmd(
         sampler.stop()
         for s in sensors:
             s.close()
+    from flopwatch.estimate.bounds import idle_integrity
+
+    names = {s.info().device_id: s.info().name for s in sensors}
+    ref_idle = None
+    if profile is not None:
+        from flopwatch.estimate.profile import Profile
+
+        ref_idle = Profile.load(profile).idle_power_w
     out: dict[str, Any] = {"duration_s": duration, "rate_hz": rate, "devices": {}}
     for dev in dict.fromkeys(x.device for x in items):
         p = np.array(
@@ -268,7 +280,22 @@ def idle_cmd(
             "n": int(p.size),
             "n_gaps": n_gaps,
         }
+        # integrity (flopwatch.estimate.bounds.check_idle_baseline): util, clocks, power vs a reference idle
+        out["devices"][dev]["integrity"] = idle_integrity(
+            [x for x in items if isinstance(x, Reading) and x.device == dev],
+            float(np.median(p)),
+            names.get(dev),
+            ref_idle,
+        )
     out["simulated"] = any(s.info().simulated for s in sensors)
+    flagged = {
+        d: v["integrity"]["reasons"]
+        for d, v in out["devices"].items()
+        if not v.get("integrity", {}).get("ok", True)
+    }
+    if strict and flagged:
+        dev, why = next(iter(flagged.items()))
+        raise InputError(f"baseline refused: {'; '.join(why)}", record=dev, field="idle_power_w")
     if as_json:
         echo_json(out)
         return
@@ -290,6 +317,9 @@ def idle_cmd(
                 str(d["n_gaps"]),
             )
     console().print(t)
+    for dev, why in flagged.items():
+        for w in why:
+            console().print(f"warning {dev}: {w}")
 
 
 def detect_cmd(

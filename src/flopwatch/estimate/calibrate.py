@@ -30,12 +30,19 @@ def calibrate(
     confidence: float = 0.9,
     gate: FrontierGate | None = None,
     interval: str = "auto",
+    device: str | None = None,
 ) -> Profile:
     """Fit ``model`` on the records that pass ``gate`` (default: the study's frontier gate, fp32) → Profile.
 
     The prediction interval comes from the leave-one-out residuals of the calibration records
     (:mod:`flopwatch.estimate.intervals`). Raises :class:`InputError` when too few records pass the gate
     (the message says how many were excluded and why) or a record lacks ground truth.
+
+    ``device`` (a :data:`flopwatch.devices.DEVICES` key or name) names the hardware for the datasheet
+    bounds of :mod:`flopwatch.estimate.bounds`; by default it is read from the records' device names or
+    fingerprint. The profile's ``verifier`` block records the regime (the observed range of every
+    observable), the best FLOP/J per precision over *all* records with ground truth (not only those the
+    gate keeps: the envelope must cover the most efficient regime the hardware reached) and the idle.
     """
     conf = check_confidence(confidence)
     rs = as_record_set(records)
@@ -107,6 +114,7 @@ def calibrate(
                 "total_flops": [float(F.min()), float(F.max())],
             },
         },
+        "verifier": _verifier_block(rs, kept, gate, device),
         "diagnostics": {
             "insample_mae_pct": float(np.mean(np.abs(pred / F - 1)) * 100),
             "loo_mae_pct": float(np.mean(np.abs(est.loo_flops_ / F - 1)) * 100),
@@ -128,3 +136,43 @@ def _idle(rs: RecordSet, kept: RecordSet) -> float | None:
         return float(rs.idle_power_w)
     vals = [r.idle_power_w for r in kept if r.idle_power_w is not None]
     return float(np.median(vals)) if vals else None
+
+
+def _verifier_block(rs: RecordSet, kept: RecordSet, gate: FrontierGate, device: str | None) -> dict[str, Any]:
+    from flopwatch.devices import get_device
+    from flopwatch.estimate.bounds import idle_drift_w, measured_efficiency, resolve_device
+    from flopwatch.estimate.regime import regime_ranges
+    from flopwatch.estimate.verdict import observables_from_record
+
+    if device is not None:
+        try:
+            spec = get_device(device)
+        except InputError as e:
+            raise InputError(e.detail, field="device") from None
+    else:
+        fp = rs.fingerprint or {}
+        names = [fp.get(k) for k in ("device", "model", "device_name", "name")]
+        names += [r.raw.get("device_name") for r in rs] + [r.raw.get("device") for r in rs]
+        spec = resolve_device(*names)
+    eff = measured_efficiency(
+        (r.dtype, r.total_flops, r.net_energy_j) for r in rs if r.total_flops is not None
+    )
+    counts: dict[str, int] = {}
+    for r in rs:
+        if r.total_flops is not None and r.net_energy_j > 0:
+            counts[r.dtype] = counts.get(r.dtype, 0) + 1
+    idle = _idle(rs, kept)
+    return {
+        "version": 1,
+        "device": spec.key if spec is not None else None,
+        "regime": regime_ranges(
+            (observables_from_record(r) for r in kept), min_util=gate.min_util if gate.min_util > 0 else None
+        ),
+        "efficiency": {
+            "flops_per_j": eff,
+            "n_runs": counts,
+            "source": "best total_flops / net_energy_j per precision over every calibration record with ground truth",
+        },
+        "idle_power_w": idle,
+        "idle_drift_w": idle_drift_w(idle, spec),
+    }

@@ -8,7 +8,13 @@ Schema ``flopwatch.profile/1`` (all keys written, unknown extra keys ignored on 
     idle_power_w, fingerprint (device, nullable),
     confidence, interval {method, log_halfwidth, residuals_log_ratio},
     training {source, n, labels, dtype, filters {min_util, precision, excluded …}, ranges},
-    diagnostics {loo_mae_pct, insample_mae_pct, loo_max_abs_pct}
+    diagnostics {loo_mae_pct, insample_mae_pct, loo_max_abs_pct},
+    verifier {version, device, regime {observable: [low, high]}, efficiency {flops_per_j {dtype: best},
+              n_runs {dtype: n}}, idle_power_w, idle_drift_w}   (optional; added 2026-11-30)
+
+The ``verifier`` block (its own ``version``, currently :data:`VERIFIER_VERSION`) feeds the regime check and
+the sound bounds of :mod:`flopwatch.estimate.verdict`. Profiles written before it existed still load: the
+regime then falls back to ``training.ranges.avg_net_power_w`` and the efficiency envelope is unbounded.
 
 A profile that is not JSON, not an object, of another schema/version, missing a field, or holding a
 non-finite number is a :class:`ProfileError` naming the file and the field.
@@ -40,6 +46,7 @@ _REQUIRED = ("schema", "model", "params", "confidence", "interval", "training", 
 # Bound on log-ratio widths and residuals: e^50 ≈ 5e21 is already meaningless as an error factor, and it keeps
 # exp() of any interval width (even recomputed at another confidence) far from float overflow (e^709).
 MAX_LOG_RATIO = 50.0
+VERIFIER_VERSION = 1
 MIN_COVERAGE = 0.95  # telemetry coverage of a run below which an estimate carries a warning
 
 
@@ -113,6 +120,33 @@ class Profile:
     @property
     def dtype(self) -> str:
         return str(self._data["training"].get("dtype") or "fp32")
+
+    @property
+    def verifier(self) -> dict[str, Any]:
+        """The verifier block (regime ranges, measured efficiency, idle), {} for older profiles."""
+        return dict(self._data.get("verifier") or {})
+
+    @property
+    def regime_ranges(self) -> dict[str, list[float]]:
+        """Observed [low, high] of every regime observable in the calibration runs.
+
+        Older profiles carry only the net-power range (``training.ranges.avg_net_power_w``)."""
+        reg = self.verifier.get("regime")
+        if isinstance(reg, dict):
+            return {k: list(v) for k, v in reg.items()}
+        rng = (self.training.get("ranges") or {}).get("avg_net_power_w")
+        return {"net_power_w": list(rng)} if rng else {}
+
+    @property
+    def efficiency(self) -> dict[str, float]:
+        """Best FLOP per net joule measured per precision in the calibration file ({} when unknown)."""
+        eff = (self.verifier.get("efficiency") or {}).get("flops_per_j") or {}
+        return {str(k): float(v) for k, v in eff.items()}
+
+    @property
+    def device_key(self) -> str | None:
+        d = self.verifier.get("device")
+        return str(d) if d else None
 
     def to_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(self._data))
@@ -422,4 +456,53 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
                     file=file,
                     field=f"diagnostics.{key}",
                 )
+    _validate_verifier(d.get("verifier"), file)
     return d
+
+
+def _validate_verifier(v: Any, file: str | None) -> None:
+    if v is None:
+        return
+    if not isinstance(v, dict):
+        raise ProfileError("must be an object", file=file, field="verifier")
+    ver = v.get("version")
+    if not (isinstance(ver, int) and not isinstance(ver, bool) and 1 <= ver <= VERIFIER_VERSION):
+        raise ProfileError(
+            f"unsupported verifier block version {ver!r}; this flopwatch reads 1–{VERIFIER_VERSION}",
+            file=file,
+            field="verifier.version",
+        )
+    dev = v.get("device")
+    if dev is not None and not isinstance(dev, str):
+        raise ProfileError("must be a device key or null", file=file, field="verifier.device")
+    reg = v.get("regime", {})
+    if not isinstance(reg, dict):
+        raise ProfileError("must be an object", file=file, field="verifier.regime")
+    for key, rng in reg.items():
+        if not (
+            isinstance(rng, list) and len(rng) == 2 and all(_finite(x) for x in rng) and rng[0] <= rng[1]
+        ):
+            raise ProfileError(
+                f"must be a [low, high] pair of finite numbers, got {rng!r}",
+                file=file,
+                field=f"verifier.regime.{key}",
+            )
+    eff_block = v.get("efficiency") or {}
+    if not isinstance(eff_block, dict):
+        raise ProfileError("must be an object", file=file, field="verifier.efficiency")
+    eff = eff_block.get("flops_per_j", {})
+    if not isinstance(eff, dict):
+        raise ProfileError("must be an object", file=file, field="verifier.efficiency.flops_per_j")
+    for key, x in eff.items():
+        if not (_finite(x) and x > 0):
+            raise ProfileError(
+                f"must be a positive finite number, got {x!r}",
+                file=file,
+                field=f"verifier.efficiency.flops_per_j.{key}",
+            )
+    for key in ("idle_power_w", "idle_drift_w"):
+        x = v.get(key)
+        if x is not None and not (_finite(x) and x >= 0):
+            raise ProfileError(
+                f"must be a finite number >= 0 or null, got {x!r}", file=file, field=f"verifier.{key}"
+            )

@@ -23,7 +23,7 @@ class EstimateRun:
     threshold_flops: float | None
     declared_flops: float | None
     rows: list[dict[str, Any]]
-    skipped: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -64,17 +64,37 @@ def estimate_records(
     threshold_flops: float | None = None,
     declared_flops: float | None = None,
     strict: bool = False,
+    device: str | None = None,
 ) -> EstimateRun:
     """Estimate every record with ``profile`` (a :class:`~flopwatch.estimate.profile.Profile`).
 
     Records of another precision than the profile's are skipped and listed unless ``strict`` (then the
     profile's own check raises). Errors name ``records_path`` and the record's label.
+
+    Threshold verdicts use the sound bounds of :func:`flopwatch.estimate.verdict.assess` (regime from
+    observables only; ``device`` names the hardware for the datasheet bounds, default the profile's):
+    each row adds ``regime``, ``verdict_lower_flops``, ``verdict_upper_flops``, ``bound``,
+    ``regime_deviations`` and every violated assumption in ``warnings``; ``lower_flops``/``upper_flops``
+    stay the calibrated interval (the quantity whose coverage is measured). A skipped record still gets
+    the sound verdict: a declared precision is a claim, not an input.
     """
+    from flopwatch.estimate.verdict import assess_record
+
     rows: list[dict[str, Any]] = []
-    skipped: list[dict[str, str]] = []
+    skipped: list[dict[str, Any]] = []
     for r in records:
         if profile.dtype != "all" and r.dtype != profile.dtype and not strict:
-            skipped.append({"label": r.label, "reason": f"precision {r.dtype} != profile's {profile.dtype}"})
+            a = assess_record(profile, r, device=device, threshold_flops=threshold_flops)
+            skipped.append(
+                {
+                    "label": r.label,
+                    "reason": f"precision {r.dtype} != profile's {profile.dtype}",
+                    "regime": a.regime,
+                    "verdict_lower_flops": a.lower_flops,
+                    "verdict_upper_flops": a.upper_flops,
+                    **({"threshold_verdict": a.verdict} if threshold_flops is not None else {}),
+                }
+            )
             continue
         try:
             e = profile.estimate_record(r, confidence=confidence)
@@ -95,8 +115,22 @@ def estimate_records(
             "simulated": r.simulated,
             "warnings": list(e.warnings),
         }
+        try:
+            a = assess_record(
+                profile, r, device=device, threshold_flops=threshold_flops, confidence=confidence
+            )
+        except InputError as err:
+            raise InputError(err.detail, file=records_path, record=r.label, field=err.field) from None
+        row.update(
+            regime=a.regime,
+            verdict_lower_flops=a.lower_flops,
+            verdict_upper_flops=a.upper_flops,
+            bound=a.bound,
+            regime_deviations=[d.to_dict() for d in a.deviations],
+            warnings=list(a.warnings),
+        )
         if threshold_flops is not None:
-            row["threshold_verdict"] = verdict(e, threshold_flops=threshold_flops)
+            row["threshold_verdict"] = a.verdict
         if declared_flops is not None:
             row["declaration_verdict"] = verdict(e, declared_flops=declared_flops)
         rows.append(row)

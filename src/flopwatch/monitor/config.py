@@ -16,11 +16,13 @@ Example (``/etc/flopwatch/monitor.toml``)::
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flopwatch.errors import ConfigError
+from flopwatch.errors import ConfigError, InputError
 
 
 @dataclass
@@ -29,7 +31,7 @@ class MonitorConfig:
 
     sensors: list[str] = field(default_factory=list)
     profile: Path | None = None
-    ledger: Path = Path("flopwatch-ledger.db")
+    ledger: Path = field(default_factory=lambda: default_ledger_path())
     key_path: Path | None = None  # default LEDGER.key, mode 0600
     public_key_path: Path | None = None  # default LEDGER.pub
     metrics_port: int = 0  # 0: no exporter
@@ -48,33 +50,66 @@ class MonitorConfig:
     )
     sensor_fault_s: float = 30.0  # a workload whose sensor fails this long is closed as sensor_fault
     threshold_flops: float | None = None
-    dtype: str = "fp32"
+    dtype: str | None = None  # the operator's precision claim; None: the profile's calibrated precision
+    verdict_window_s: float = 86400.0  # window of the running window verdict (exporter)
+    new_chain: bool = False  # allow a new chain beside an existing signing key (see docs/monitor.md)
     keep_trace: Path | None = None  # opt-in raw trace (privacy: off by default)
     seed: int = 0
     schedule: Path | None = None  # simulator schedule (TOML/JSON) for sim: sensors
 
     _PATHS = ("profile", "ledger", "key_path", "public_key_path", "keep_trace", "schedule")
+    #: Positive finite settings and their upper limits (a rate of 1e7 Hz would run away; a week-long poll is a typo).
+    _LIMITS = {
+        "poll_s": 3600.0,
+        "sample_hz": 1000.0,
+        "checkpoint_s": 86400.0,
+        "speed": 1e6,
+        "sensor_fault_s": 86400.0,
+        "duration_s": 1e9,
+        "verdict_window_s": 3.2e7,  # about a year
+    }
+    _OPTIONAL = ("duration_s", "idle_power_w", "busy_power_margin_w", "threshold_flops")
 
     def validate(self, source: str | None = None) -> MonitorConfig:
+        """Check every setting before any work starts (one line naming the setting; exit status 2)."""
+
         def bad(fld: str, msg: str) -> ConfigError:
             return ConfigError(msg, file=source, field=fld)
 
+        def number(name: str, *, lo: float, hi: float = math.inf, lo_open: bool = True) -> None:
+            v = getattr(self, name)
+            if v is None and name in self._OPTIONAL:
+                return
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            ok = ok and (v > lo if lo_open else v >= lo) and v <= hi
+            if not ok:
+                rng = f"{'>' if lo_open else '>='} {lo:g}" + (f" and <= {hi:g}" if math.isfinite(hi) else "")
+                raise bad(name, f"must be a finite number {rng}, got {v!r}")
+
         if not self.sensors:
             raise bad("sensors", "at least one sensor spec is required (e.g. --sensor nvml)")
-        for name in ("poll_s", "sample_hz", "checkpoint_s", "speed", "sensor_fault_s"):
+        for name, hi in self._LIMITS.items():
+            number(name, lo=0.0, hi=hi)
+        number("util_threshold", lo=0.0, hi=0.999999, lo_open=False)
+        number("idle_power_w", lo=0.0, hi=1e5, lo_open=False)
+        number("busy_power_margin_w", lo=0.0, hi=1e5, lo_open=False)
+        number("threshold_flops", lo=0.0, hi=1e40)
+        for name in ("start_polls", "end_polls"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and v > 0):
-                raise bad(name, f"must be > 0, got {v!r}")
-        if self.duration_s is not None and not self.duration_s > 0:
-            raise bad("duration_s", f"must be > 0, got {self.duration_s!r}")
-        if not 0 <= self.util_threshold < 1:
-            raise bad("util_threshold", f"must be in [0, 1), got {self.util_threshold!r}")
-        if self.start_polls < 1 or self.end_polls < 1:
-            raise bad("start_polls", "start_polls and end_polls must be >= 1")
-        if not 0 <= int(self.metrics_port) <= 65535:
-            raise bad("metrics_port", f"must be 0..65535, got {self.metrics_port!r}")
-        if self.idle_power_w is not None and self.idle_power_w < 0:
-            raise bad("idle_power_w", "must be >= 0")
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1000:
+                raise bad(name, f"must be an integer in 1..1000, got {v!r}")
+        p = self.metrics_port
+        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p <= 65535:
+            raise bad("metrics_port", f"must be an integer in 0..65535, got {p!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise bad("seed", f"must be an integer >= 0, got {self.seed!r}")
+        if self.dtype is not None:
+            from flopwatch.devices import normalize_dtype
+
+            try:
+                self.dtype = normalize_dtype(self.dtype)
+            except InputError as e:
+                raise bad("dtype", e.detail) from None
         return self
 
     @classmethod
@@ -109,6 +144,9 @@ class MonitorConfig:
             elif key in ("metrics_port", "start_polls", "end_polls", "seed"):
                 if isinstance(v, bool) or not isinstance(v, int):
                     raise ConfigError(f"must be an integer, got {v!r}", file=source, field=k)
+            elif key == "new_chain":
+                if not isinstance(v, bool):
+                    raise ConfigError(f"must be true or false, got {v!r}", file=source, field=k)
             elif key in ("metrics_addr", "dtype"):
                 if not isinstance(v, str):
                     raise ConfigError(f"must be a string, got {v!r}", file=source, field=k)
@@ -122,8 +160,24 @@ class MonitorConfig:
         return self
 
     def to_dict(self) -> dict[str, Any]:
+        """Settings as JSON-safe values (paths as strings)."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             out[f.name] = str(v) if isinstance(v, Path) else v
         return out
+
+
+def default_ledger_path() -> Path:
+    """Where the ledger (and beside it the signing key) lives when no path is given.
+
+    Never the current directory, which is often a git working tree where a key could be committed: systemd's
+    ``$STATE_DIRECTORY`` (the unit's ``StateDirectory=flopwatch``), else ``$XDG_STATE_HOME/flopwatch``, else
+    ``~/.local/state/flopwatch`` (XDG Base Directory Specification, "state" data).
+    """
+    state = os.environ.get("STATE_DIRECTORY")
+    if state:
+        return Path(state.split(":")[0]) / "ledger.db"
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
+    return base / "flopwatch" / "ledger.db"

@@ -15,7 +15,11 @@ Metric names follow the Prometheus naming guide (base units, ``_total`` for coun
 
 plus ``flopwatch_net_energy_joules_total{device}``, ``flopwatch_outside_workload_net_energy_joules_total{device}``,
 ``flopwatch_workload_estimated_flops{device}`` (running estimate of the open workload) and
-``flopwatch_ledger_head_seq`` (compare with the ledger to detect truncation).
+``flopwatch_ledger_head_seq`` (compare with the ledger to detect truncation),
+``flopwatch_idle_power_min_watts{device}`` (lowest settled idle power) and the running window verdict:
+``flopwatch_window_verdict{flopwatch_window_verdict=above|below|uncertain|n/a}`` (a state set: 1 for the
+current state), ``flopwatch_window_lower_flops``, ``flopwatch_window_upper_flops`` (+Inf: unknown),
+``flopwatch_window_seconds``. The verdict comes from a swappable function (see ``monitor/window.py``).
 
 Counters restored from the ledger after a restart continue from the checkpointed totals, so
 ``increase()`` over a restart stays correct. Only totals are exposed, never traces (privacy).
@@ -23,11 +27,16 @@ Counters restored from the ledger after a restart continue from the checkpointed
 
 from __future__ import annotations
 
-from typing import Any
+import errno
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Info, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Info, start_http_server
 
 from flopwatch import __version__
+from flopwatch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from flopwatch.monitor.window import WindowVerdict
 
 
 class MonitorMetrics:
@@ -77,6 +86,28 @@ class MonitorMetrics:
         self.ledger_head = Gauge(
             "flopwatch_ledger_head_seq", "Sequence number of the newest ledger row.", registry=r
         )
+        self.min_idle_power = Gauge(
+            "flopwatch_idle_power_min_watts",
+            "Lowest mean power over a settled idle window (an idle baseline above it hides energy).",
+            ["device"],
+            registry=r,
+        )
+        self.window_verdict = Enum(
+            "flopwatch_window_verdict",
+            "Threshold verdict over all compute of the last window (workloads and busy energy outside them).",
+            states=["above", "below", "uncertain", "n/a"],
+            registry=r,
+        )
+        self.window_verdict.state("n/a")
+        self.window_lower = Gauge(
+            "flopwatch_window_lower_flops", "Lower bound on the FLOPs of the verdict window.", registry=r
+        )
+        self.window_upper = Gauge(
+            "flopwatch_window_upper_flops",
+            "Upper bound on the FLOPs of the verdict window (+Inf: unknown).",
+            registry=r,
+        )
+        self.window_seconds = Gauge("flopwatch_window_seconds", "Length of the verdict window.", registry=r)
         self.info = Info("flopwatch", "flopwatch daemon build and configuration.", registry=r)
         self.info.info({"version": __version__})
         self._server: Any = None
@@ -92,6 +123,12 @@ class MonitorMetrics:
     def set_info(self, **labels: str) -> None:
         self.info.info({"version": __version__, **{k: str(v) for k, v in labels.items()}})
 
+    def set_window_verdict(self, v: WindowVerdict) -> None:
+        self.window_verdict.state(v.verdict)
+        self.window_lower.set(v.lower_flops)
+        self.window_upper.set(v.upper_flops)
+        self.window_seconds.set(v.window_s)
+
     @staticmethod
     def inc(counter: Counter, amount: float, **labels: str) -> None:
         """Increment a counter by a non-negative amount (counters never go down)."""
@@ -100,7 +137,12 @@ class MonitorMetrics:
 
     def start(self, port: int, addr: str = "127.0.0.1") -> int:
         """Serve ``/metrics`` on ``addr:port`` (port 0: any free port); returns the bound port."""
-        self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
+        try:
+            self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
+        except OSError as e:
+            # One line and exit 2 (ConfigError), not a traceback and a systemd restart loop.
+            why = "is in use" if e.errno == errno.EADDRINUSE else f"cannot be bound ({e.strerror or e})"
+            raise ConfigError(f"metrics port {port} on {addr} {why}", field="metrics_port") from None
         return int(self._server.server_port)
 
     def stop(self) -> None:

@@ -27,7 +27,7 @@ class Progress:
             )
 
             self._p = Progress(
-                TextColumn("[bold]{task.description}"),
+                TextColumn("{task.description}", style="bold", markup=False),  # labels print literally
                 BarColumn(),
                 TaskProgressColumn(),
                 TimeElapsedColumn(),

@@ -1,0 +1,171 @@
+"""CLI: ``flopwatch verdict`` (window verdicts over a ledger) and ``flopwatch redteam`` (the attack suite).
+
+Domain logic lives in :mod:`flopwatch.evaluate.window` and :mod:`flopwatch.redteam`; this module parses
+options and prints.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from flopwatch.cli._output import console, echo_json, fmt_flops, styled
+from flopwatch.cli.estimate_cmds import _flops_opt
+from flopwatch.errors import InputError
+
+
+def _range(v: list[float | None]) -> str:
+    lo, hi = v
+    if lo is None or not math.isfinite(lo):
+        return "unbounded"
+    if hi is None or not math.isfinite(hi):
+        return f"{lo:.2f}–∞"
+    return f"{lo:.2f}–{hi:.2f}" if not math.isclose(lo, hi) else f"{lo:.2f}"
+
+
+def _counts(c: dict[str, int]) -> str:
+    return " ".join(f"{k} {v}" for k, v in c.items() if v)
+
+
+def verdict_cmd(
+    ledger: Path = typer.Argument(..., help="Monitor ledger (SQLite) to read; never written."),
+    threshold: str = typer.Option(..., "--threshold", help="Compute threshold in FLOP (e.g. 1e14)."),
+    window: str = typer.Option(
+        "all", "--window", help="Window ending at the ledger's last entry: 24h, 7d, 90m, … or all."
+    ),
+    by: str = typer.Option("all", "--by", help="Group by device, job or all."),
+    profile: Path | None = typer.Option(
+        None,
+        "--profile",
+        "-p",
+        help="Recompute each row's sound bounds from its observables with this profile.",
+    ),
+    device: str | None = typer.Option(None, "--device", help="Device model for the datasheet bounds."),
+    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Judge everything a ledger recorded over a window as a whole (chunks and bursts included)."""
+    from flopwatch.evaluate.window import ledger_window_verdicts, parse_window
+
+    thr = _flops_opt(threshold, "--threshold")
+    win = parse_window(window)
+    if not ledger.is_file():
+        raise InputError("not found (expected a flopwatch ledger)", file=str(ledger))
+    prof = None
+    if profile is not None:
+        from flopwatch.estimate.profile import Profile
+
+        prof = Profile.load(profile)
+    from flopwatch.monitor.ledger import read_entries
+
+    res = ledger_window_verdicts(
+        read_entries(str(ledger)),
+        source=str(ledger),
+        threshold_flops=thr,
+        window_s=win,
+        by=by,
+        profile=prof,
+        device=device,
+    )
+    if as_json:
+        echo_json(res)
+        return
+    from rich.table import Table
+
+    con = console()
+    t = Table(title=f"window verdicts vs {fmt_flops(thr)} FLOP ({window}, by {by})")
+    for col in ("group", "workloads", "estimate", "lower", "upper", "outside-workload J", "verdict"):
+        t.add_column(col, justify="left" if col in ("group", "verdict") else "right")
+    for g in res["groups"] + ([res["total"]] if by != "all" else []):
+        t.add_row(
+            g["key"],
+            str(g["n_workloads"]),
+            fmt_flops(g["estimate_flops"]),
+            fmt_flops(g["lower_flops"]),
+            "unbounded" if g["upper_flops"] is None else fmt_flops(g["upper_flops"]),
+            f"{g['unattributed_net_energy_j']:.4g}",
+            g["verdict"],
+        )
+    con.print(t)
+    for w in res["warnings"] + res["total"]["warnings"]:
+        con.print(styled("warning ", "yellow"), w, sep="")
+
+
+def redteam_cmd(
+    quick: bool = typer.Option(False, "--quick", help="Fewer simulated configurations (CI)."),
+    seed: int = typer.Option(0, "--seed", help="Offset of the simulated sessions' seeds."),
+    data: Path | None = typer.Option(
+        None, "--data", help="Folder holding jetson_flop_estimator/ (default ../shared/data)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="JSON output (the redteam contract)."),
+) -> None:
+    """Run every attack of issue 15 against the verifier: truth, bounds and verdict at T = 0.8 × truth."""
+    from flopwatch.redteam import run_suite
+
+    if seed < 0:
+        raise InputError(f"must be >= 0, got {seed}", field="--seed")
+    d: dict[str, Any] = run_suite(quick=quick, seed=seed, data_root=data).to_dict()
+    if as_json:
+        echo_json(d)
+        return
+    from rich.table import Table
+
+    con = console()
+    t = Table(
+        title="red team: verdicts at T = 0.8 × truth (expected: above; uncertain is sound, below is wrong)"
+    )
+    cols = (
+        "attack",
+        "device",
+        "n",
+        "est ÷ truth",
+        "upper ÷ truth",
+        "verdict now",
+        "before",
+        "wrong below",
+        "hidden %",
+    )
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("attack", "device") else "right")
+    for g in d["by_attack"]:
+        hl, hh = g["hidden_pct"]
+        t.add_row(
+            g["attack"],
+            g["device"] + (" SIM" if g["simulated"] else ""),
+            str(g["n"]),
+            _range(g["estimate_over_truth"]),
+            _range(g["upper_over_truth"]),
+            _counts(g["verdicts"]),
+            _counts(g["before_verdicts"]),
+            f"{g['wrong_below']} (before {g['wrong_below_before']})",
+            f"{hl:.0f}–{hh:.0f}" if not math.isclose(hl, hh) else f"{hl:.0f}",
+        )
+    con.print(t)
+    con.print(
+        f"wrong 'below': {d['wrong_below']} (before: {d['wrong_below_before']}); honest frontier runs decided "
+        f"correctly: {d['honest_decisive_pct_at_half']:.1f} % at 0.5 × truth, "
+        f"{d['honest_decisive_pct_at_double']:.1f} % at 2 × truth ({len(d['honest'])} runs)"
+    )
+    con.print(
+        "SIM: simulated digital twins (flopwatch.sim), not measurements; hidden % = compute above the upper "
+        "bound, which a threshold between the two would wrongly clear"
+    )
+    for g in d["open_by_attack"]:
+        con.print(
+            styled("OPEN ", "bold red"),
+            f"{g['attack']} ({g['device']}, {g['n']} runs): wrong 'below' {g['wrong_below']}, est ÷ truth "
+            f"{_range(g['estimate_over_truth'])}, hidden {g['hidden_pct'][0]:.0f}–{g['hidden_pct'][1]:.0f} % "
+            "— not defended (docs/redteam.md)",
+            sep="",
+        )
+    for s in d["skipped"]:
+        con.print(f"skipped: {s}")
+    con.print(f"took {d['timing_s']:.1f} s")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``verdict`` and ``redteam`` to ``app``."""
+    app.command("verdict")(verdict_cmd)
+    app.command("redteam")(redteam_cmd)

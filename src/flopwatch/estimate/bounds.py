@@ -1,0 +1,224 @@
+"""Bounds that hold whatever regime a run is in: the efficiency envelope and the peak-rate bound.
+
+A verdict of "below T" must survive every way an operator could have run the job. Two bounds need no
+calibration of the run's own regime:
+
+* **Peak rate** — no device computes faster than its dense datasheet peak at its fastest precision
+  (``devices.py``, each value cited there): ``F ≤ max_p peak_p · t``.
+* **Efficiency envelope** — FLOPs ≤ net energy × the best FLOP per net joule the hardware can reach:
+  ``F ≤ E_net · η_env``. ``η_env`` is built from measurements where they exist and from datasheet ratios
+  where they do not (:func:`envelope_flops_per_j`):
+
+  1. the best FLOP/J measured in the calibration runs of each precision (all runs with ground truth,
+     whatever their utilisation), times :data:`ENVELOPE_MARGIN`;
+  2. for precisions the calibration lacks: the best measured one scaled by the ratio of datasheet peaks,
+     ``η_p ≤ η_q · peak_p / peak_q`` (same silicon and clocks; a precision with k× the peak moves k× the
+     operands per joule at most — on the Orin Nano the measured fp16/fp32 efficiency ratio is 3.3–3.6
+     against a peak ratio of 4, tf32/fp32 1.8–2.0 against 2);
+  3. unless the run's SM clock and power limit are observed and inside the calibrated ones, times
+     :data:`DVFS_FACTOR`: lowering the clock (power cap, nvpmodel mode, locked clocks) lowers the voltage
+     and dynamic energy per operation scales with V² (Mei, Wang & Chu 2017, "A Survey and Measurement
+     Study of GPU DVFS on Energy Conservation", DCN 3(2); the V–f curve is flat below a knee). With
+     V_min/V_max ≥ 0.6 (the simulator assumes 0.65, flopwatch.sim.dvfs) the gain is at most 1/0.6² ≈ 2.78.
+
+The margin 1.25 covers a new run beating the best calibration run of its precision: leaving each v2 run
+out, the best of the others is within 1 % of it for every precision (docs/redteam.md), and repeat
+sessions moved J/TFLOP by 0.76 % (SD). Both factors are assumptions, stated in every result that uses them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flopwatch.devices import DeviceSpec, get_device
+
+#: Safety factor on the best measured FLOP/J of a precision (see module docstring).
+ENVELOPE_MARGIN = 1.25
+#: Upper bound on the efficiency gain of an uncalibrated clock/power state: (V_max / V_min)² with
+#: V_min/V_max ≥ 0.6 (Mei, Wang & Chu 2017; flopwatch.sim.dvfs uses 0.65).
+V_MIN_RATIO = 0.6
+DVFS_FACTOR = 1.0 / V_MIN_RATIO**2
+#: Idle-baseline drift between sessions measured on the Orin Nano (Fowler 2026: repeat sessions idled at
+#: ~563 mW against v2's 642 mW, i.e. up to 80 mW = 12.5 % of idle). Scaled with the idle power for other
+#: devices (idle power varies with temperature and fan/board state roughly in proportion).
+IDLE_DRIFT_W_ORIN = 0.080
+IDLE_DRIFT_FRACTION = IDLE_DRIFT_W_ORIN / 0.642
+
+
+def idle_drift_w(idle_power_w: float | None, spec: DeviceSpec | None = None) -> float | None:
+    """Largest idle-baseline shift between sessions that is not suspicious, for a device idling at
+    ``idle_power_w`` (or the spec's idle): 80 mW on the Orin Nano, the same 12.5 % of idle elsewhere."""
+    base = idle_power_w if idle_power_w is not None and idle_power_w > 0 else (spec.idle_w if spec else None)
+    if base is None:
+        return None
+    return IDLE_DRIFT_FRACTION * float(base)
+
+
+def resolve_device(*names: Any) -> DeviceSpec | None:
+    """The first name that :func:`flopwatch.devices.get_device` knows (simulated names included), else None."""
+    for n in names:
+        if not n:
+            continue
+        s = str(n).replace("(simulated)", "").strip()
+        if s.startswith("sim:"):
+            s = s[4:].split(":")[0]
+        try:
+            spec = get_device(s)
+        except Exception:  # noqa: BLE001 - unknown device names are normal here
+            continue
+        if spec.vendor != "cpu":
+            return spec
+    return None
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """Best FLOP per net joule a device can reach, and how that number was obtained."""
+
+    flops_per_j: float  # math.inf when nothing bounds it
+    basis: str
+    precision: str | None
+    dvfs_factor: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flops_per_j": self.flops_per_j if math.isfinite(self.flops_per_j) else None,
+            "basis": self.basis,
+            "precision": self.precision,
+            "dvfs_factor": self.dvfs_factor,
+        }
+
+
+def measured_efficiency(pairs: Iterable[tuple[str, float, float]]) -> dict[str, float]:
+    """Best FLOP/J per precision from (dtype, total_flops, net_energy_j) of calibration runs."""
+    best: dict[str, float] = {}
+    for dtype, flops, e in pairs:
+        if flops is None or e is None or not (e > 0 and flops > 0) or not math.isfinite(flops / e):
+            continue
+        best[dtype] = max(best.get(dtype, 0.0), flops / e)
+    return best
+
+
+def envelope_flops_per_j(
+    measured: Mapping[str, float], spec: DeviceSpec | None, *, power_state_calibrated: bool
+) -> Envelope:
+    """The efficiency envelope (module docstring). Unbounded (inf) when nothing was measured, or when the
+    device is unknown so precisions beyond the measured ones cannot be bounded from a datasheet."""
+    dvfs = 1.0 if power_state_calibrated else DVFS_FACTOR
+    if not measured:
+        return Envelope(math.inf, "no calibrated efficiency: unbounded", None, dvfs)
+    cand: dict[str, tuple[float, str]] = {p: (v, "measured") for p, v in measured.items()}
+    if spec is None:
+        return Envelope(
+            math.inf,
+            "device unknown: precisions other than the calibrated "
+            f"({', '.join(sorted(measured))}) cannot be bounded from a datasheet",
+            None,
+            dvfs,
+        )
+    for p, peak in spec.peak_flops.items():
+        if p in cand:
+            continue
+        ratios = [
+            (v * peak / spec.peak_flops[q], q) for q, v in measured.items() if spec.peak_flops.get(q, 0) > 0
+        ]
+        if ratios:
+            v, q = max(ratios)
+            cand[p] = (v, f"{q} measured × datasheet peak ratio {p}/{q} ({peak / spec.peak_flops[q]:.3g})")
+    if not cand:
+        return Envelope(math.inf, "no precision of the device was calibrated", None, dvfs)
+    p, (v, how) = max(cand.items(), key=lambda kv: kv[1][0])
+    basis = f"{p}: {how} × margin {ENVELOPE_MARGIN:g}"
+    if dvfs != 1.0:
+        basis += f" × DVFS {dvfs:.3g} (clock/power state not calibrated)"
+    return Envelope(v * ENVELOPE_MARGIN * dvfs, basis, p, dvfs)
+
+
+def peak_rate_bound(spec: DeviceSpec | None, duration_s: float, n_devices: int = 1) -> float:
+    """F ≤ fastest dense datasheet peak × duration (× devices); inf when the device is unknown."""
+    if spec is None or not (duration_s >= 0):
+        return math.inf
+    return max(spec.peak_flops.values()) * float(duration_s) * n_devices
+
+
+@dataclass(frozen=True)
+class IdleCheck:
+    """Verdict on an idle baseline: is it plausible as a device at rest?"""
+
+    ok: bool
+    reasons: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "reasons": list(self.reasons)}
+
+
+def check_idle_baseline(
+    idle_power_w: float,
+    *,
+    spec: DeviceSpec | None = None,
+    reference_idle_w: float | None = None,
+    mean_util: float | None = None,
+    sm_clock_mhz: float | None = None,
+    max_util: float = 0.05,
+) -> IdleCheck:
+    """Flag a baseline taken under load: utilisation above the detector's threshold (5 %, Fowler 2026),
+    an SM clock above half the maximum (an idle GPU drops to its lowest clocks), or power above the
+    reference idle (a calibration's, else the spec's) by more than the session drift (:func:`idle_drift_w`).
+    A baseline *below* the reference is never suspicious for soundness: it only makes net energy larger."""
+    reasons: list[str] = []
+    if mean_util is not None and mean_util > max_util:
+        reasons.append(
+            f"utilisation {mean_util:.0%} during the baseline (> {max_util:.0%}): the device was busy"
+        )
+    if spec is not None and spec.max_sm_clock_mhz and sm_clock_mhz is not None:
+        if sm_clock_mhz > 0.5 * spec.max_sm_clock_mhz:
+            reasons.append(
+                f"SM clock {sm_clock_mhz:.0f} MHz during the baseline (> half of {spec.max_sm_clock_mhz:.0f} MHz): "
+                "the device was not idle"
+            )
+    ref = reference_idle_w if reference_idle_w is not None else (spec.idle_w if spec is not None else None)
+    if ref is not None:
+        drift = idle_drift_w(ref, spec) or 0.0
+        # against a datasheet/spec idle (not a measurement of this board), allow 3× the drift
+        allow = drift if reference_idle_w is not None else 3.0 * drift
+        if idle_power_w > ref + allow:
+            what = (
+                "the calibration idle"
+                if reference_idle_w is not None
+                else f"{spec.name}'s idle"
+                if spec
+                else "idle"
+            )
+            reasons.append(
+                f"idle baseline {idle_power_w:.4g} W exceeds {what} {ref:.4g} W by "
+                f"{(idle_power_w - ref) * 1000:.0f} mW (> {allow * 1000:.0f} mW drift): taken under load?"
+            )
+    return IdleCheck(not reasons, tuple(reasons))
+
+
+def idle_integrity(
+    readings: Sequence[Any], idle_power_w: float, device_name: str | None, reference_idle_w: float | None
+) -> dict[str, Any]:
+    """:func:`check_idle_baseline` on the readings of one baseline measurement (objects with ``util`` and
+    ``sm_clock_mhz``; the means over the samples that report them) → a JSON-ready dict."""
+    utils = [r.util for r in readings if getattr(r, "util", None) is not None]
+    clocks = [r.sm_clock_mhz for r in readings if getattr(r, "sm_clock_mhz", None) is not None]
+    spec = resolve_device(device_name)
+    chk = check_idle_baseline(
+        idle_power_w,
+        spec=spec,
+        reference_idle_w=reference_idle_w,
+        mean_util=sum(utils) / len(utils) if utils else None,
+        sm_clock_mhz=sum(clocks) / len(clocks) if clocks else None,
+    )
+    return {
+        **chk.to_dict(),
+        "device": None if spec is None else spec.key,
+        "reference_idle_w": reference_idle_w
+        if reference_idle_w is not None
+        else (spec.idle_w if spec else None),
+        "drift_w": idle_drift_w(reference_idle_w, spec),
+    }

@@ -1,0 +1,311 @@
+"""Verdicts over a time window and across workloads: a job split into pieces is judged as a whole.
+
+A per-workload verdict can be gamed by splitting a job into chunks that each stay under the threshold, or
+into bursts too short for the detector's hysteresis (no ledger row at all). Over a window the verifier
+therefore adds up, soundly:
+
+* **lower** = Σ lower bounds of the workloads that lie entirely inside the window;
+* **upper** = Σ upper bounds of the workloads that end inside it + the net energy measured *outside* any
+  workload in the window × the efficiency envelope (best FLOP per joule the hardware can reach,
+  :mod:`flopwatch.estimate.bounds`). A workload without a finite upper bound makes the sum unbounded.
+
+"above" when lower > T, "below" when upper < T, else "uncertain" (:func:`combine_window`, a pure function
+the monitor's gauge can call on its running totals). :func:`ledger_window_verdicts` judges a ledger's
+entries, read by the caller through :mod:`flopwatch.monitor.ledger` (read-only), grouped by device, job or everything.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from flopwatch.errors import InputError
+
+if TYPE_CHECKING:
+    from flopwatch.estimate.profile import Profile
+
+WINDOW_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+
+
+def parse_window(text: str) -> float | None:
+    """Seconds in ``"24h"``, ``"7d"``, ``"90m"``, ``"3600s"``; None for ``"all"``."""
+    t = str(text).strip().lower()
+    if t == "all":
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw])", t)
+    if not m or float(m.group(1)) <= 0:
+        raise InputError(f"must be like 24h, 7d, 90m or 'all', got {text!r}", field="--window")
+    return float(m.group(1)) * WINDOW_UNITS[m.group(2)]
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+@dataclass(frozen=True)
+class WindowVerdict:
+    """Combined bounds and verdict of a group of workloads plus unattributed energy."""
+
+    key: str
+    n_workloads: int
+    estimate_flops: float | None
+    lower_flops: float
+    upper_flops: float
+    unattributed_net_energy_j: float
+    unattributed_upper_flops: float
+    verdict: str
+    threshold_flops: float | None
+    warnings: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        def fin(x: float | None) -> float | None:
+            return x if x is None or math.isfinite(x) else None
+
+        return {
+            "key": self.key,
+            "n_workloads": self.n_workloads,
+            "estimate_flops": fin(self.estimate_flops),
+            "lower_flops": fin(self.lower_flops),
+            "upper_flops": fin(self.upper_flops),
+            "unattributed_net_energy_j": self.unattributed_net_energy_j,
+            "unattributed_upper_flops": fin(self.unattributed_upper_flops),
+            "verdict": self.verdict,
+            "threshold_flops": self.threshold_flops,
+            "warnings": list(self.warnings),
+        }
+
+
+def combine_window(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    threshold_flops: float | None = None,
+    unattributed_net_energy_j: float = 0.0,
+    envelope_flops_per_j: float = math.inf,
+    key: str = "all",
+    lower_rows: Iterable[Mapping[str, Any]] | None = None,
+) -> WindowVerdict:
+    """Sound combination (module docstring). ``rows``: mappings with ``lower_flops``/``upper_flops``/
+    ``estimate_flops`` (missing or non-finite: lower 0, upper unbounded). ``lower_rows``: the rows whose
+    lower bounds count (default: all of ``rows``; a window passes only those entirely inside it)."""
+    rows = list(rows)
+    warnings: list[str] = []
+    upper = 0.0
+    est = 0.0
+    have_est = False
+    for r in rows:
+        u = _num(r.get("upper_flops"))
+        if u is None or u < 0:
+            upper = math.inf
+            warnings.append(
+                f"workload {r.get('workload_id', '?')} has no upper bound: the window is unbounded"
+            )
+        else:
+            upper += u
+        e = _num(r.get("estimate_flops"))
+        if e is not None:
+            est += max(0.0, e)
+            have_est = True
+    lower = 0.0
+    for r in rows if lower_rows is None else lower_rows:
+        lo = _num(r.get("lower_flops"))
+        if lo is not None and lo > 0:
+            lower += lo
+    ua = max(0.0, float(unattributed_net_energy_j))
+    if ua > 0:
+        ua_up = ua * envelope_flops_per_j if math.isfinite(envelope_flops_per_j) else math.inf
+        if not math.isfinite(ua_up):
+            warnings.append(
+                f"{ua:.4g} J of net energy outside detected workloads and no efficiency envelope to bound it"
+            )
+    else:
+        ua_up = 0.0
+    upper += ua_up
+    if threshold_flops is None:
+        v = "n/a"
+    elif lower > threshold_flops:
+        v = "above"
+    elif upper < threshold_flops:
+        v = "below"
+    else:
+        v = "uncertain"
+    return WindowVerdict(
+        key=key,
+        n_workloads=len(rows),
+        estimate_flops=est if have_est else None,
+        lower_flops=lower,
+        upper_flops=upper,
+        unattributed_net_energy_j=ua,
+        unattributed_upper_flops=ua_up,
+        verdict=v,
+        threshold_flops=threshold_flops,
+        warnings=tuple(warnings),
+    )
+
+
+# --------------------------------------------------------------------------------------------- ledger
+def _get(d: Mapping[str, Any], k: str) -> Any:
+    return d.get(k) if isinstance(d, Mapping) else None
+
+
+def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = None) -> dict[str, Any]:
+    """A ledger row's sound bounds recomputed from its observables with ``profile``."""
+    from flopwatch.estimate.regime import Observables
+    from flopwatch.estimate.verdict import assess
+
+    e, t = _num(row.get("net_energy_j")), _num(row.get("duration_s"))
+    if e is None or t is None or t <= 0:
+        return {**row, "lower_flops": 0.0, "upper_flops": None, "estimate_flops": None}
+    obs = Observables(
+        net_energy_j=e,
+        duration_s=t,
+        tb_moved=_num(row.get("tb_moved")),
+        mean_util=_num(row.get("mean_util")),
+        sm_clock_mhz=_num(row.get("mean_sm_clock_mhz", row.get("sm_clock_mhz"))),
+        power_limit_w=_num(row.get("power_limit_w")),
+        idle_power_w=_num(row.get("idle_power_w")),
+        coverage=_num(row.get("coverage")),
+    )
+    a = assess(profile, obs, device=device or row.get("device_name") or row.get("device"))
+    return {
+        **row,
+        "estimate_flops": a.estimate_flops,
+        "lower_flops": a.lower_flops,
+        "upper_flops": a.upper_flops,
+        "regime": a.regime,
+        "warnings": list(a.warnings),
+    }
+
+
+def _outside_at(
+    checkpoints: Sequence[tuple[float, Mapping[str, Any]]], dev: str, wall: float | None
+) -> float:
+    """Cumulative net energy outside workloads of ``dev`` at the last checkpoint at or before ``wall``."""
+    val = 0.0
+    for w, devs in checkpoints:
+        if wall is not None and w > wall:
+            break
+        d = devs.get(dev)
+        x = _num(_get(d, "outside_net_energy_j")) if isinstance(d, Mapping) else None
+        if x is not None:
+            val = x
+    return val
+
+
+def ledger_window_verdicts(
+    entries: Iterable[Any],
+    *,
+    source: str = "",
+    threshold_flops: float | None,
+    window_s: float | None,
+    by: str = "all",
+    profile: Profile | None = None,
+    device: str | None = None,
+) -> dict[str, Any]:
+    """Window verdicts of a ledger's entries (``flopwatch.monitor.ledger.read_entries``, read by the caller: evaluate
+    does not import the monitor, which imports evaluate). ``by``: "all", "device" or "job"."""
+    from flopwatch.estimate.bounds import resolve_device
+    from flopwatch.estimate.verdict import profile_envelope
+
+    if by not in ("all", "device", "job"):
+        raise InputError(f"must be device, job or all, got {by!r}", field="--by")
+    rows: list[dict[str, Any]] = []
+    cps: list[tuple[float, Mapping[str, Any]]] = []
+    names: dict[str, str] = {}
+    walls: list[float] = []
+    for ent in entries:
+        p = ent.payload if isinstance(ent.payload, Mapping) else {}
+        if ent.kind == "workload":
+            rows.append(dict(p))
+            w = _num(p.get("end_wall"))
+            if w is not None:
+                walls.append(w)
+            if p.get("device") and p.get("device_name"):
+                names[str(p["device"])] = str(p["device_name"])
+        elif ent.kind == "checkpoint":
+            w = _num(p.get("wall"))
+            devs = p.get("devices")
+            if w is not None and isinstance(devs, Mapping):
+                cps.append((w, devs))
+                walls.append(w)
+        elif ent.kind == "start":
+            for s in p.get("sensors") or []:
+                if isinstance(s, Mapping) and s.get("device") and s.get("name"):
+                    names.setdefault(str(s["device"]), str(s["name"]))
+    cps.sort(key=lambda x: x[0])
+    end = max(walls) if walls else None
+    start = None if window_s is None or end is None else end - window_s
+    warnings: list[str] = []
+    if profile is not None:
+        rows = [reassess_row(r, profile, device) for r in rows]
+    elif any("regime" not in r for r in rows):
+        warnings.append(
+            "rows without a regime assessment carry the calibrated interval only, which no verdict may trust "
+            "outside the calibrated regime; pass --profile to recompute sound bounds from their observables"
+        )
+    in_win = [r for r in rows if start is None or (_num(r.get("end_wall")) or -math.inf) > start]
+    inside = [r for r in in_win if start is None or (_num(r.get("start_wall")) or -math.inf) >= start]
+    devices = sorted(
+        {str(r.get("device")) for r in rows if r.get("device")} | {d for _, ds in cps for d in ds}
+    )
+    ua: dict[str, float] = {}
+    env: dict[str, float] = {}
+    for d in devices:
+        ua[d] = max(
+            0.0, _outside_at(cps, d, end) - (_outside_at(cps, d, start) if start is not None else 0.0)
+        )
+        spec = resolve_device(device, names.get(d), d)
+        env[d] = profile_envelope(profile, spec, None).flops_per_j if profile is not None else math.inf
+
+    def group(
+        rs: list[dict[str, Any]], key: str, ins: list[dict[str, Any]], devs: Iterable[str]
+    ) -> WindowVerdict:
+        e = sum(ua[d] for d in devs)
+        up = sum(ua[d] * env[d] if ua[d] > 0 else 0.0 for d in devs)
+        f = up / e if e > 0 else math.inf
+        return combine_window(
+            rs,
+            threshold_flops=threshold_flops,
+            unattributed_net_energy_j=e,
+            envelope_flops_per_j=f,
+            key=key,
+            lower_rows=ins,
+        )
+
+    groups: list[WindowVerdict] = []
+    if by == "device":
+        for d in devices:
+            groups.append(
+                group(
+                    [r for r in in_win if r.get("device") == d],
+                    d,
+                    [r for r in inside if r.get("device") == d],
+                    [d],
+                )
+            )
+    elif by == "job":
+
+        def job(r: Mapping[str, Any]) -> str:
+            return str(r.get("job_id") or r.get("job") or r.get("workload_id") or "?")
+
+        for j in sorted({job(r) for r in in_win}):
+            groups.append(
+                group([r for r in in_win if job(r) == j], j, [r for r in inside if job(r) == j], [])
+            )
+        groups.append(group([], "(outside workloads)", [], devices))
+    total = group(in_win, "all", inside, devices)
+    return {
+        "ledger": source,
+        "threshold_flops": threshold_flops,
+        "window_s": window_s,
+        "window_start_wall": start,
+        "window_end_wall": end,
+        "by": by,
+        "groups": [g.to_dict() for g in groups] if by != "all" else [total.to_dict()],
+        "total": total.to_dict(),
+        "warnings": warnings,
+    }

@@ -1,0 +1,636 @@
+"""Per-device accounting: running totals, workload detection and the measurement of each workload.
+
+A :class:`DeviceAccount` is driven by readings and gaps of one device and talks to the rest of the daemon only
+through :class:`AccountPorts` (assess, emit a row, request a checkpoint, metrics): it holds no reference to
+the daemon. Each reading is
+
+* checked for physical plausibility (:func:`flopwatch.telemetry.plausibility.check_reading`): an impossible
+  reading (power far above TDP, negative, non-finite, utilisation outside 0–1) is a sensor error, is left out
+  of every integral (the interval is bridged from the last good reading, as across a failed read) and flags
+  the workload it falls in;
+* integrated into running totals that never reset (the hardware counter's delta when there is one, else the
+  trapezoid over power): gross energy, net energy above idle, and the net energy, time, DRAM traffic and
+  utilisation of *busy* intervals — busy meaning utilisation above the detection threshold at either end, or
+  net power above a margin, or inside a workload. The estimated FLOPs total is the assess stage applied to the
+  busy totals, so work split into bursts too short for the hysteresis still counts;
+* fed to the study's hysteresis detector (:class:`~flopwatch.detect.OnlineDetector`).
+
+While the device is settled idle it also tracks the lowest mean idle power over ``IDLE_WINDOW_S`` windows and
+any negative net energy there: an idle baseline above what the device really draws at idle (a baseline taken
+under load) hides energy, and every workload row then says so.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from flopwatch.monitor.literal import literal
+from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
+from flopwatch.telemetry.plausibility import check_power_rate, check_reading
+from flopwatch.telemetry.sensors.base import Gap, Reading
+from flopwatch.units import counter_delta
+
+if TYPE_CHECKING:
+    from flopwatch.devices import DeviceSpec
+    from flopwatch.monitor.exporter import MonitorMetrics
+
+log = logging.getLogger("flopwatch.monitor")
+
+#: Fraction of the idle power above which net power alone marks an interval busy (when no margin is given).
+DEFAULT_BUSY_MARGIN_FRACTION = 0.10
+#: Settled idle time averaged into one idle-power observation: long enough to average 2 Hz sensor noise and
+#: NVML's ~1 s power averaging window, short enough to see the idle floor between jobs.
+IDLE_WINDOW_S = 10.0
+#: How far the configured idle baseline may sit above the lowest settled idle power before rows are flagged:
+#: the idle baseline of one Orin Nano moved by up to 80 mW of ~0.64 W (12.5 %) across sessions (issue 15,
+#: three sessions of identical configurations), so 15 % (at least 0.05 W) is drift, not manipulation.
+IDLE_DRIFT_FRACTION = 0.15
+IDLE_DRIFT_MIN_W = 0.05
+#: Coverage below which a workload row warns (energy partly interpolated across gaps).
+MIN_ROW_COVERAGE = 0.99
+
+
+@dataclass
+class Totals:
+    """Running per-device totals since the ledger began (persisted in every checkpoint row)."""
+
+    energy_j: float = 0.0  # gross energy measured
+    net_energy_j: float = 0.0  # ∫(P − P_idle) over all measured time (idle-baseline drift included)
+    busy_s: float = 0.0
+    busy_net_energy_j: float = 0.0
+    busy_tb: float = 0.0  # DRAM traffic in busy intervals (TB), when the sensor reports it
+    busy_util_s: float = 0.0  # ∫ util dt over busy intervals (for the busy-weighted mean utilisation)
+    workload_net_energy_j: float = 0.0  # sum over recorded workload rows
+    workload_s: float = 0.0
+    workloads: int = 0
+    estimated_flops: float = 0.0  # assess stage applied to the busy totals (kept monotone)
+    observed_s: float = 0.0  # time spanned by readings
+    covered_s: float = 0.0  # of which covered by readings at the nominal rate
+    sensor_errors: int = 0  # failed reads and implausible readings
+    implausible_readings: int = 0  # readings outside physical limits (also counted in sensor_errors)
+    missed_ticks: int = 0  # sampler overruns (host too slow), not sensor faults
+    min_idle_power_w: float | None = None  # lowest mean power over a settled idle window
+    negative_net_energy_j: float = (
+        0.0  # net energy of settled idle windows that sat below the baseline (<= 0)
+    )
+    t_s: float | None = None  # sensor time of the last reading
+    wall: float | None = None
+
+    def derived(self) -> dict[str, Any]:
+        d = asdict(self)
+        # Energy that fell outside detected workloads: all of it, and the busy part (short bursts).
+        d["outside_net_energy_j"] = self.net_energy_j - self.workload_net_energy_j
+        d["outside_busy_net_energy_j"] = self.busy_net_energy_j - self.workload_net_energy_j
+        d["outside_busy_s"] = max(0.0, self.busy_s - self.workload_s)
+        d["coverage"] = self.covered_s / self.observed_s if self.observed_s > 0 else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Totals:
+        """Totals from a checkpoint; a value that is missing, null or not finite keeps its default."""
+        out = cls()
+        for name, f in cls.__dataclass_fields__.items():
+            v = d.get(name)
+            if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                continue
+            setattr(out, name, int(v) if f.type == "int" else float(v))
+        return out
+
+
+@dataclass
+class _Point:
+    """Cumulative values at one reading (for back-dating workload boundaries by interpolation)."""
+
+    t: float
+    wall: float
+    energy_j: float
+    net_energy_j: float
+    bytes: float
+    util_s: float
+    covered_s: float
+    errors: int
+    implausible: int
+
+
+@dataclass
+class OpenWorkload:
+    workload_id: str
+    start_t_s: float
+    start_wall: float
+    base: _Point
+    polls: int = 0
+    first_implausible: str | None = None
+    running: WorkloadRow | None = None
+
+
+@dataclass(frozen=True)
+class DeviceContext:
+    """What the account knows about its device (from the sensor's info)."""
+
+    device: str
+    name: str | None = None
+    kind: str | None = None
+    simulated: bool = False
+    has_dram: bool = False
+    spec: DeviceSpec | None = None  # for plausibility limits (TDP, bandwidth); None: generic limits
+
+
+@dataclass(frozen=True)
+class AccountSettings:
+    """The daemon settings an account reads (a narrow copy of the config)."""
+
+    session_id: str
+    poll_s: float = 1.5
+    util_threshold: float = 0.05
+    start_polls: int = 2
+    end_polls: int = 3
+    sample_hz: float = 2.0
+    busy_power_margin_w: float | None = None
+    sensor_fault_s: float = 30.0
+    idle_power_w: float = 0.0
+    threshold_flops: float | None = None
+    profile_sha256: str | None = None
+    declared_dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class AccountPorts:
+    """Everything an account may ask of the daemon: the narrow interface instead of a back-reference."""
+
+    assess: Callable[[Measurement], Assessment]
+    emit_row: Callable[[WorkloadRow], None]  # sign the row into the ledger (and keep it for the summary)
+    checkpoint: Callable[[str], None]  # request a checkpoint row, with a reason
+    metrics: MonitorMetrics
+
+
+@dataclass
+class _IdleWindow:
+    energy_j: float = 0.0
+    net_energy_j: float = 0.0
+    s: float = 0.0
+
+
+class DeviceAccount:
+    """Accounting, detection and workload rows of one device (driven by readings and gaps)."""
+
+    def __init__(
+        self,
+        ctx: DeviceContext,
+        settings: AccountSettings,
+        ports: AccountPorts,
+        totals: Totals | None = None,
+    ) -> None:
+        from flopwatch.detect import HysteresisParams, OnlineDetector
+
+        self.ctx = ctx
+        self.device = ctx.device
+        self.label = literal(ctx.device)  # for logs: device names are printed literally
+        self.s = settings
+        self.ports = ports
+        self.totals = totals or Totals()
+        self.params = HysteresisParams(
+            poll_s=settings.poll_s,
+            util_threshold=settings.util_threshold,
+            start_polls=settings.start_polls,
+            end_polls=settings.end_polls,
+        )
+        self._new_detector = lambda: OnlineDetector(self.params)
+        self.detector = self._new_detector()
+        self.period_s = 1.0 / settings.sample_hz
+        self.idle_power_w = settings.idle_power_w
+        self.busy_margin_w = (
+            settings.busy_power_margin_w
+            if settings.busy_power_margin_w is not None
+            else max(0.05, DEFAULT_BUSY_MARGIN_FRACTION * self.idle_power_w)
+        )
+        self.last: Reading | None = None
+        self.last_good_t: float | None = None
+        self.next_poll: float | None = None
+        self.open: OpenWorkload | None = None
+        # Session-local cumulative values (independent of restored totals) for interpolation.
+        self._cum = _Point(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0)
+        self._hist: deque[_Point] = deque()
+        self._hist_s = max(60.0, 4 * settings.poll_s * (settings.start_polls + settings.end_polls))
+        self.session_errors = 0
+        self.session_implausible = 0
+        self._idle = _IdleWindow()
+        self.reported_outside_j = self.settled_outside_j()
+
+    @property
+    def metrics(self) -> MonitorMetrics:
+        return self.ports.metrics
+
+    # ------------------------------------------------------------------ readings
+    def on_reading(self, r: Reading) -> None:
+        problems = check_reading(r, self.ctx.spec)
+        if problems:
+            self._fault(r.t_s, "implausible reading: " + "; ".join(problems), implausible=True)
+            return
+        tot = self.totals
+        prev = self.last
+        if prev is not None and r.t_s > prev.t_s:
+            dt = r.t_s - prev.t_s
+            de: float | None = None
+            if r.energy_j is not None and prev.energy_j is not None:
+                de = counter_delta(prev.energy_j, r.energy_j)
+                if de is not None and check_power_rate(de / dt, self.ctx.spec):
+                    # The counter jumped by more than the device can draw: a counter glitch, not energy.
+                    self._fault(
+                        r.t_s,
+                        f"implausible energy counter step: {de:.6g} J in {dt:.3g} s",
+                        implausible=True,
+                    )
+                    de = None
+            if de is None:
+                p0 = prev.power_w if prev.power_w is not None else r.power_w
+                p1 = r.power_w if r.power_w is not None else p0
+                de = 0.5 * (p0 + p1) * dt if p0 is not None and p1 is not None else 0.0
+            dnet = de - self.idle_power_w * dt
+            u0, u1 = prev.util, r.util
+            ubar = _mean(u0, u1)
+            b0, b1 = prev.dram_bytes_per_s, r.dram_bytes_per_s
+            dbytes = (
+                0.5 * ((b0 if b0 is not None else b1) + (b1 if b1 is not None else b0)) * dt  # type: ignore[operator]
+                if (b0 is not None or b1 is not None)
+                else 0.0
+            )
+            if not all(math.isfinite(x) for x in (de, dnet, dbytes, dt)):
+                # Cannot happen with plausible readings; never let a non-finite value reach the totals.
+                self._fault(r.t_s, "non-finite energy increment", implausible=True)
+                return
+            # A gap longer than 1.5 nominal periods is only partly covered by telemetry.
+            covered = dt if dt <= 1.5 * self.period_s + 1e-9 else self.period_s
+            thr = self.s.util_threshold
+            busy = (
+                self.open is not None
+                or (u0 is not None and u0 > thr)
+                or (u1 is not None and u1 > thr)
+                or dnet / dt > self.busy_margin_w
+            )
+            tot.energy_j += de
+            tot.net_energy_j += dnet
+            tot.observed_s += dt
+            tot.covered_s += covered
+            if busy:
+                tot.busy_s += dt
+                tot.busy_net_energy_j += dnet
+                tot.busy_tb += dbytes / 1e12
+                tot.busy_util_s += (ubar or 0.0) * dt
+                self._idle = _IdleWindow()
+            elif self.detector.settled:
+                self._track_idle(de, dnet, dt)
+            c = self._cum
+            self._cum = _Point(
+                r.t_s,
+                r.wall_time,
+                c.energy_j + de,
+                c.net_energy_j + dnet,
+                c.bytes + dbytes,
+                c.util_s + (ubar or 0.0) * dt,
+                c.covered_s + covered,
+                self.session_errors,
+                self.session_implausible,
+            )
+            self.metrics.inc(self.metrics.energy, de, device=self.device)
+            if busy:
+                self.metrics.inc(self.metrics.net_energy, dnet, device=self.device)
+        else:
+            c = self._cum
+            self._cum = _Point(
+                r.t_s,
+                r.wall_time,
+                c.energy_j,
+                c.net_energy_j,
+                c.bytes,
+                c.util_s,
+                c.covered_s,
+                self.session_errors,
+                self.session_implausible,
+            )
+        self._hist.append(self._cum)
+        while self._hist and self._hist[0].t < r.t_s - self._hist_s:
+            self._hist.popleft()
+        tot.t_s, tot.wall = r.t_s, r.wall_time
+        self.last = r
+        self.last_good_t = r.t_s
+        if r.power_w is not None:
+            self.metrics.power.labels(device=self.device).set(r.power_w)
+        if r.util is not None:
+            self.metrics.util.labels(device=self.device).set(r.util)
+
+        if log.isEnabledFor(logging.DEBUG):  # -vv: what the daemon knows after each reading
+            log.debug(
+                "reading %s t=%.3f energy_j=%.4f net_energy_j=%.4f busy_s=%.2f",
+                self.label,
+                r.t_s,
+                tot.energy_j,
+                tot.net_energy_j,
+                tot.busy_s,
+            )
+        if self.next_poll is None:
+            self.next_poll = r.t_s
+        if r.t_s >= self.next_poll - 1e-6:
+            self._poll(r)
+            # Keep the poll grid; skip polls missed during a gap.
+            self.next_poll += self.s.poll_s * max(
+                1, math.floor((r.t_s - self.next_poll) / self.s.poll_s + 1e-9) + 1
+            )
+
+    def _track_idle(self, de: float, dnet: float, dt: float) -> None:
+        w = self._idle
+        w.energy_j += de
+        w.net_energy_j += dnet
+        w.s += dt
+        if w.s < IDLE_WINDOW_S:
+            return
+        p = w.energy_j / w.s
+        tot = self.totals
+        if tot.min_idle_power_w is None or p < tot.min_idle_power_w:
+            tot.min_idle_power_w = p
+            self.metrics.min_idle_power.labels(device=self.device).set(p)
+        if w.net_energy_j < 0 and self.idle_power_w - p > self._idle_tolerance_w():
+            if tot.negative_net_energy_j == 0.0:
+                log.warning(
+                    "%s: settled idle power %.3f W is below the idle baseline %.3f W: "
+                    "net energy goes negative at idle (baseline measured under load?)",
+                    self.label,
+                    p,
+                    self.idle_power_w,
+                )
+            tot.negative_net_energy_j += w.net_energy_j
+        self._idle = _IdleWindow()
+
+    def _idle_tolerance_w(self) -> float:
+        return max(IDLE_DRIFT_MIN_W, IDLE_DRIFT_FRACTION * self.idle_power_w)
+
+    def on_gap(self, g: Gap) -> None:
+        if g.error.startswith("overrun"):
+            # The sampler fell behind (slow host, very fast replay): samples are missing, the sensor is fine.
+            # The longer interval to the next reading lowers coverage; it is not a sensor error.
+            self.totals.missed_ticks += 1
+            return
+        self._fault(g.t_s, g.error, implausible=False)
+
+    def _fault(self, t_s: float, error: str, *, implausible: bool) -> None:
+        """A failed or impossible reading: counted, logged sparsely, kept out of the integrals."""
+        self.session_errors += 1
+        self.totals.sensor_errors += 1
+        self._idle = _IdleWindow()
+        if implausible:
+            self.session_implausible += 1
+            self.totals.implausible_readings += 1
+            if self.open is not None and self.open.first_implausible is None:
+                self.open.first_implausible = error
+        self.metrics.sensor_errors.labels(device=self.device).inc()
+        if self.session_errors in (1, 10, 100) or self.session_errors % 1000 == 0:
+            log.warning(
+                "%s: sensor error #%d at t=%.1f: %s", self.label, self.session_errors, t_s, literal(error)
+            )
+        if (
+            self.open is not None
+            and self.last_good_t is not None
+            and t_s - self.last_good_t >= self.s.sensor_fault_s
+        ):
+            # The sensor has been failing too long to know when the workload ended: close it at the last
+            # good reading, flagged, and start detection afresh when readings return.
+            self.close(self.last_good_t, status="sensor_fault")
+            self.detector = self._new_detector()
+
+    # ------------------------------------------------------------------ detection
+    def _poll(self, r: Reading) -> None:
+        for ev in self.detector.update(r.t_s, r.util):
+            if ev.kind == "start":
+                self._start(ev.t_s)
+            elif ev.kind == "end" and self.open is not None:
+                self.close(ev.t_s, status="complete")
+        if self.open is not None:
+            self.open.polls += 1
+            row = self._row(self.open, self._cum, status="open")
+            self.open.running = row
+            est = row.estimate_flops
+            self.metrics.workload_flops.labels(device=self.device).set(est if est is not None else 0.0)
+            log.debug(
+                "%s: t=%.1f workload running %.1f s net %.1f J estimate %s",
+                self.label,
+                r.t_s,
+                row.duration_s,
+                row.net_energy_j,
+                est,
+            )
+        self._update_flops_total()
+        if self.open is None and self.detector.settled:
+            self._update_outside_total()
+
+    def settled_outside_j(self) -> float:
+        """Busy net energy that no workload row holds (short bursts), up to the last settled idle poll."""
+        return max(0.0, self.totals.busy_net_energy_j - self.totals.workload_net_energy_j)
+
+    def _update_outside_total(self) -> None:
+        # Only called while idle with no busy streak pending: outer-edge detection starts a workload at the last
+        # idle poll at the earliest, so busy energy before this poll can no longer be claimed by a workload.
+        f = self.settled_outside_j()
+        if f > self.reported_outside_j:
+            self.metrics.inc(self.metrics.outside_energy, f - self.reported_outside_j, device=self.device)
+            self.reported_outside_j = f
+
+    def _at(self, t: float) -> _Point:
+        """Cumulative values at sensor time ``t`` (linear interpolation between readings)."""
+        h = self._hist
+        if not h:
+            return self._cum
+        if t <= h[0].t:
+            return h[0]
+        if t >= h[-1].t:
+            return h[-1]
+        i = bisect.bisect_left([p.t for p in h], t)
+        a, b = h[i - 1], h[i]
+        w = (t - a.t) / (b.t - a.t) if b.t > a.t else 1.0
+
+        def lerp(x: float, y: float) -> float:
+            return x + w * (y - x)
+
+        return _Point(
+            t,
+            lerp(a.wall, b.wall),
+            lerp(a.energy_j, b.energy_j),
+            lerp(a.net_energy_j, b.net_energy_j),
+            lerp(a.bytes, b.bytes),
+            lerp(a.util_s, b.util_s),
+            lerp(a.covered_s, b.covered_s),
+            b.errors,
+            b.implausible,
+        )
+
+    def _start(self, t_s: float) -> None:
+        base = self._at(t_s)
+        self.open = OpenWorkload(
+            workload_id=f"{self.s.session_id}/{self.device}/{t_s:.3f}",
+            start_t_s=t_s,
+            start_wall=base.wall,
+            base=base,
+        )
+        self.metrics.active.labels(device=self.device).set(1)
+        log.info("%s: workload started at t=%.1f", self.label, t_s)
+        self.ports.checkpoint("workload start")
+
+    def _measure(self, w: OpenWorkload, end: _Point) -> Measurement:
+        b = w.base
+        dur = max(0.0, end.t - b.t)
+        net = end.net_energy_j - b.net_energy_j
+        tb = (end.bytes - b.bytes) / 1e12 if self.ctx.has_dram else None
+        mean_util = (end.util_s - b.util_s) / dur if dur > 0 else None
+        coverage = min(1.0, (end.covered_s - b.covered_s) / dur) if dur > 0 else None
+        errors = end.errors - b.errors
+        implausible = end.implausible - b.implausible
+        warnings: list[str] = []
+        if implausible:
+            warnings.append(
+                f"{implausible} physically implausible sensor reading(s) excluded from the energy "
+                f"(first: {w.first_implausible or 'n/a'})"
+            )
+        if errors - implausible > 0:
+            warnings.append(f"{errors - implausible} sensor read error(s) during the workload")
+        if coverage is not None and coverage < MIN_ROW_COVERAGE:
+            warnings.append(f"telemetry covers {100 * coverage:.1f} % of the workload")
+        if net < 0:
+            warnings.append(
+                f"net energy is negative ({net:.6g} J): the device drew less than the idle baseline "
+                f"{self.idle_power_w:.6g} W (baseline measured under load?)"
+            )
+        low = self.totals.min_idle_power_w
+        if low is not None and self.idle_power_w - low > self._idle_tolerance_w():
+            warnings.append(
+                f"idle baseline {self.idle_power_w:.6g} W is above the lowest settled idle power {low:.6g} W "
+                f"seen on this device: net energy may be understated by up to {(self.idle_power_w - low) * dur:.6g} J"
+            )
+        return Measurement(
+            device=self.device,
+            start_t_s=w.start_t_s,
+            end_t_s=end.t,
+            start_wall=w.start_wall,
+            end_wall=end.wall,
+            duration_s=dur,
+            energy_j=end.energy_j - b.energy_j,
+            net_energy_j=net,
+            idle_power_w=self.idle_power_w,
+            tb_moved=tb,
+            mean_util=mean_util,
+            coverage=coverage,
+            sensor_errors=errors,
+            implausible_readings=implausible,
+            warnings=tuple(warnings),
+            declared_dtype=self.s.declared_dtype,
+            device_name=self.ctx.name,
+            spec_key=self.ctx.spec.key if self.ctx.spec is not None else None,
+        )
+
+    def _row(self, w: OpenWorkload, end: _Point, *, status: str) -> WorkloadRow:
+        meas = self._measure(w, end)
+        return WorkloadRow.build(
+            workload_id=w.workload_id,
+            session_id=self.s.session_id,
+            status=status,
+            meas=meas,
+            assessment=self.ports.assess(meas),
+            threshold_flops=self.s.threshold_flops,
+            profile_sha256=self.s.profile_sha256,
+            sensor_kind=self.ctx.kind,
+            simulated=self.ctx.simulated,
+        )
+
+    def close(self, t_s: float, *, status: str) -> WorkloadRow | None:
+        """End the open workload at sensor time ``t_s`` with ``status``; emits and returns its row."""
+        w = self.open
+        if w is None:
+            return None
+        row = self._row(w, self._at(min(t_s, self._cum.t)), status=status)
+        self.open = None
+        self.totals.workload_net_energy_j += row.net_energy_j or 0.0
+        self.totals.workload_s += row.duration_s or 0.0
+        self.totals.workloads += 1
+        self.metrics.active.labels(device=self.device).set(0)
+        self.metrics.workload_flops.labels(device=self.device).set(0)
+        self.metrics.workloads.labels(device=self.device, status=status).inc()
+        self.ports.emit_row(row)
+        log.info(
+            "%s: workload %s: %.1f s, net %.1f J, estimate %s FLOPs [%s, %s], verdict %s, coverage %s",
+            self.label,
+            status,
+            row.duration_s,
+            row.net_energy_j,
+            _g(row.estimate_flops),
+            _g(row.lower_flops),
+            _g(row.upper_flops),
+            row.verdict,
+            _g(row.coverage),
+        )
+        self.ports.checkpoint(f"workload {status}")
+        return row
+
+    def _update_flops_total(self) -> None:
+        t = self.totals
+        if t.busy_s <= 0:
+            return
+        a = self.ports.assess(
+            Measurement(
+                device=self.device,
+                start_t_s=0.0,
+                end_t_s=t.t_s or 0.0,
+                start_wall=0.0,
+                end_wall=t.wall or 0.0,
+                duration_s=t.busy_s,
+                energy_j=t.energy_j,
+                net_energy_j=t.busy_net_energy_j,
+                idle_power_w=self.idle_power_w,
+                tb_moved=t.busy_tb if self.ctx.has_dram else None,
+                mean_util=t.busy_util_s / t.busy_s,
+                coverage=None,
+                declared_dtype=self.s.declared_dtype,
+                device_name=self.ctx.name,
+                spec_key=self.ctx.spec.key if self.ctx.spec is not None else None,
+            )
+        )
+        f = a.estimate_flops
+        if f is None or not math.isfinite(f):
+            return
+        # A counter never decreases: the total holds while the busy-time estimate dips (e.g. overhead-only time).
+        if f > t.estimated_flops:
+            self.metrics.inc(self.metrics.flops, f - t.estimated_flops, device=self.device)
+            t.estimated_flops = f
+
+    def snapshot(self) -> dict[str, Any]:
+        """Totals and the open workload's running row (status "open"), for a checkpoint."""
+        d = self.totals.derived()
+        if self.open is not None:
+            d["open_workload"] = self._row(self.open, self._cum, status="open").to_payload()
+        else:
+            d["open_workload"] = None
+        return d
+
+
+def _mean(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return 0.5 * (a + b)
+
+
+def _g(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+__all__ = [
+    "AccountPorts",
+    "AccountSettings",
+    "DeviceAccount",
+    "DeviceContext",
+    "OpenWorkload",
+    "Totals",
+]

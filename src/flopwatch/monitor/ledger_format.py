@@ -1,0 +1,182 @@
+"""The ledger's on-disk format: schema, canonical rows, the signed bytes, and safe opening of the file.
+
+Shared by the writer (:mod:`~flopwatch.monitor.ledger`) and the verifier (:mod:`~flopwatch.monitor.verify`).
+
+* ``payload`` is canonical JSON (sorted keys, no NaN) of the row's fields;
+* ``hash`` is SHA-256 over ``"flopwatch.ledger/1\\n{seq}\\n{kind}\\n{prev_hash}\\n{payload}"``;
+* ``prev_hash`` is the previous row's ``hash`` (64 zeros for the genesis row): a hash chain over ALL rows;
+* ``signature`` is Ed25519 over the same bytes.
+
+The schema itself is part of what is verified: the file must hold exactly the table and view below (as SQLite
+stores their DDL) and nothing else — a planted trigger can silently drop or rewrite new rows, a redefined view
+can show values that are not in the signed rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sqlite3
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from flopwatch.errors import InputError
+
+FORMAT = "flopwatch.ledger/1"
+GENESIS_PREV = "0" * 64
+#: Row kinds written by the daemon. Verification accepts any kind: the chain covers them all.
+KINDS = ("genesis", "start", "workload", "checkpoint", "recovery", "stop")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    seq INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    signature TEXT NOT NULL
+);
+CREATE VIEW IF NOT EXISTS workloads AS
+SELECT seq,
+       json_extract(payload, '$.device') AS device,
+       json_extract(payload, '$.start_wall') AS start_wall,
+       json_extract(payload, '$.end_wall') AS end_wall,
+       json_extract(payload, '$.duration_s') AS duration_s,
+       json_extract(payload, '$.net_energy_j') AS net_energy_j,
+       json_extract(payload, '$.estimate_flops') AS estimate_flops,
+       json_extract(payload, '$.lower_flops') AS lower_flops,
+       json_extract(payload, '$.upper_flops') AS upper_flops,
+       json_extract(payload, '$.verdict') AS verdict,
+       json_extract(payload, '$.status') AS status,
+       json_extract(payload, '$.coverage') AS coverage
+FROM entries WHERE kind = 'workload';
+"""
+
+_COLS = "seq, kind, prev_hash, payload, hash, signature"
+
+
+@lru_cache(maxsize=1)
+def expected_schema() -> frozenset[tuple[str, str, str, str]]:
+    """``(type, name, tbl_name, sql)`` of every schema object a genuine ledger holds (as SQLite stores them)."""
+    con = sqlite3.connect(":memory:")
+    try:
+        con.executescript(SCHEMA)
+        return frozenset(_schema_rows(con))
+    finally:
+        con.close()
+
+
+def _schema_rows(con: sqlite3.Connection) -> list[tuple[str, str, str, str]]:
+    return [
+        (str(t), str(n), str(tb), str(s))
+        for t, n, tb, s in con.execute("SELECT type, name, tbl_name, sql FROM main.sqlite_master")
+    ]
+
+
+def schema_problems(con: sqlite3.Connection) -> list[str]:
+    """What differs between the file's schema and the ledger's DDL (empty: identical)."""
+    want = expected_schema()
+    have = _schema_rows(con)
+    names = {(t, n) for t, n, _, _ in want}
+    out: list[str] = []
+    for t, n, _tb, s in have:
+        if (t, n, _tb, s) in want:
+            continue
+        if (t, n) in names:
+            out.append(f"{t} {n!r} was redefined: {' '.join(s.split())[:160]}")
+        else:
+            out.append(f"unexpected {t} {n!r} in the file: {' '.join(s.split())[:160]}")
+    for t, n, _tb, _s in want:
+        if not any(h[0] == t and h[1] == n for h in have):
+            out.append(f"{t} {n!r} is missing")
+    return out
+
+
+# --------------------------------------------------------------------------------------------- canonical form
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: non-finite floats become None (canonical JSON forbids NaN/inf)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return _clean(value.item())
+    return value
+
+
+def canonical_payload(payload: Mapping[str, Any]) -> str:
+    """Canonical JSON text of a row payload (sorted keys, compact, ASCII, no NaN)."""
+    return json.dumps(
+        _clean(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+
+
+def signed_bytes(seq: int, kind: str, prev_hash: str, payload_text: str) -> bytes:
+    """The exact bytes a row's hash and signature cover."""
+    return f"{FORMAT}\n{int(seq)}\n{kind}\n{prev_hash}\n{payload_text}".encode()
+
+
+def row_hash(seq: int, kind: str, prev_hash: str, payload_text: str) -> str:
+    return hashlib.sha256(signed_bytes(seq, kind, prev_hash, payload_text)).hexdigest()
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One stored row."""
+
+    seq: int
+    kind: str
+    prev_hash: str
+    payload_text: str
+    hash: str
+    signature: str
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The row's fields; ``{}`` when the stored text is not a JSON object (``ledger verify`` reports it)."""
+        try:
+            d = json.loads(self.payload_text)
+        except (ValueError, RecursionError):
+            return {}
+        return d if isinstance(d, dict) else {}
+
+
+# --------------------------------------------------------------------------------------------- opening
+def sqlite_uri(path: Path, *, mode: str) -> str:
+    """A ``file:`` URI for ``path`` with every special character escaped (``#``, ``?``, ``%`` in names).
+
+    ``f"file:{path}?mode=ro"`` would cut ``a#b.db`` at the ``#`` and decode ``%41`` to ``A``.
+    """
+    return f"{path.absolute().as_uri()}?mode={mode}"
+
+
+def connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
+    """Open the ledger file (read-only: never created, never written)."""
+    if readonly:
+        if not path.exists():
+            raise InputError("ledger not found", file=str(path))
+        if not path.is_file():
+            raise InputError("not a ledger file (a directory or device)", file=str(path))
+        return sqlite3.connect(sqlite_uri(path, mode="ro"), uri=True, timeout=10.0, check_same_thread=False)
+    return sqlite3.connect(
+        sqlite_uri(path, mode="rwc"), uri=True, timeout=10.0, isolation_level=None, check_same_thread=False
+    )
+
+
+def iter_entries(
+    con: sqlite3.Connection, kind: str | None = None, *, after: int = 0
+) -> Iterator[LedgerEntry]:
+    """Rows in sequence order, streamed from the cursor (never all in memory)."""
+    q = f"SELECT {_COLS} FROM main.entries WHERE seq > ?"
+    args: tuple[Any, ...] = (after,)
+    if kind is not None:
+        q += " AND kind = ?"
+        args = (after, kind)
+    for row in con.execute(q + " ORDER BY seq", args):
+        yield LedgerEntry(int(row[0]), str(row[1]), str(row[2]), str(row[3]), str(row[4]), str(row[5]))

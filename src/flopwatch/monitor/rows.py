@@ -1,0 +1,250 @@
+"""The typed workload row: what the daemon signs into the ledger for each workload.
+
+One dataclass, built in one place (:meth:`WorkloadRow.build`) for the normal path, the running snapshot kept
+in checkpoints, and crash recovery (which re-stamps the last snapshot as ``interrupted``). Adding a field means
+editing this file only.
+
+Versions (``row_version`` in the payload):
+
+* 1 (flopwatch ≤ 0.2): no ``row_version`` key; free-text ``flags``; no ``regime``/``notes``.
+* 2: ``warnings`` (violated assumptions with their reason; any of them turns a "below" into "uncertain"),
+  ``notes`` (informational), ``regime`` (operating regime from observables, or None when not classified),
+  ``declared_dtype`` (the operator's precision claim), ``implausible_readings``.
+
+:meth:`WorkloadRow.from_payload` reads both; version 1 ``flags`` become ``warnings``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+ROW_VERSION = 2
+#: Workload statuses: detected start and end / daemon stopped (or crashed) while open / sensor failed too long.
+STATUSES = ("complete", "interrupted", "sensor_fault", "open")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What the accounting measured over one workload (the inputs of :func:`~flopwatch.monitor.assess.assess`)."""
+
+    device: str
+    start_t_s: float
+    end_t_s: float
+    start_wall: float
+    end_wall: float
+    duration_s: float
+    energy_j: float
+    net_energy_j: float
+    idle_power_w: float
+    tb_moved: float | None
+    mean_util: float | None
+    coverage: float | None
+    sensor_errors: int = 0
+    implausible_readings: int = 0
+    #: Violated measurement assumptions found by the accounting (coverage, sensor errors, implausible readings,
+    #: idle baseline above the lowest settled idle power, negative net energy), with their reasons.
+    warnings: tuple[str, ...] = ()
+    declared_dtype: str | None = None  # the operator's claim (``--dtype``), never an observation
+    device_name: str | None = None
+    spec_key: str | None = None  # devices.DEVICES key when known
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The estimate of one workload and its threshold verdict (output of the assess stage)."""
+
+    estimate_flops: float | None = None
+    lower_flops: float | None = None
+    upper_flops: float | None = None
+    confidence: float | None = None
+    model: str | None = None
+    verdict: str = "n/a"  # above | below | uncertain | n/a (no threshold or no estimate)
+    regime: str | None = None  # None: not classified from observables
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkloadRow:
+    """One workload row of the ledger (payload of a ``workload`` entry)."""
+
+    workload_id: str
+    session_id: str | None
+    device: str
+    status: str
+    start_wall: float | None = None
+    end_wall: float | None = None
+    start_t_s: float | None = None
+    end_t_s: float | None = None
+    duration_s: float | None = None
+    energy_j: float | None = None
+    net_energy_j: float | None = None
+    idle_power_w: float | None = None
+    tb_moved: float | None = None
+    mean_util: float | None = None
+    coverage: float | None = None
+    sensor_errors: int | None = None
+    implausible_readings: int | None = None
+    estimate_flops: float | None = None
+    lower_flops: float | None = None
+    upper_flops: float | None = None
+    confidence: float | None = None
+    model: str | None = None
+    verdict: str = "n/a"
+    threshold_flops: float | None = None
+    regime: str | None = None
+    declared_dtype: str | None = None
+    profile_sha256: str | None = None
+    device_name: str | None = None
+    sensor_kind: str | None = None
+    simulated: bool = False
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    row_version: int = ROW_VERSION
+
+    # -------------------------------------------------------------------------------------------- build
+    @classmethod
+    def build(
+        cls,
+        *,
+        workload_id: str,
+        session_id: str | None,
+        status: str,
+        meas: Measurement,
+        assessment: Assessment,
+        threshold_flops: float | None,
+        profile_sha256: str | None,
+        sensor_kind: str | None = None,
+        simulated: bool = False,
+    ) -> WorkloadRow:
+        """The row for a measured, assessed workload (the one constructor of the normal path)."""
+        warnings = tuple(dict.fromkeys((*meas.warnings, *assessment.warnings)))
+        return cls(
+            workload_id=workload_id,
+            session_id=session_id,
+            device=meas.device,
+            status=status,
+            start_wall=meas.start_wall,
+            end_wall=meas.end_wall,
+            start_t_s=meas.start_t_s,
+            end_t_s=meas.end_t_s,
+            duration_s=meas.duration_s,
+            energy_j=meas.energy_j,
+            net_energy_j=meas.net_energy_j,
+            idle_power_w=meas.idle_power_w,
+            tb_moved=meas.tb_moved,
+            mean_util=meas.mean_util,
+            coverage=meas.coverage,
+            sensor_errors=meas.sensor_errors,
+            implausible_readings=meas.implausible_readings,
+            estimate_flops=assessment.estimate_flops,
+            lower_flops=assessment.lower_flops,
+            upper_flops=assessment.upper_flops,
+            confidence=assessment.confidence,
+            model=assessment.model,
+            verdict=assessment.verdict,
+            threshold_flops=threshold_flops,
+            regime=assessment.regime,
+            declared_dtype=meas.declared_dtype,
+            profile_sha256=profile_sha256,
+            device_name=meas.device_name,
+            sensor_kind=sensor_kind,
+            simulated=simulated,
+            warnings=warnings,
+            notes=assessment.notes,
+        )
+
+    def interrupted(self, reason: str, *, session_id: str | None = None) -> WorkloadRow:
+        """This (running) row closed by crash recovery: status ``interrupted``, the reason added to warnings.
+
+        A decisive "below" becomes "uncertain": the workload ran at least this long, maybe longer.
+        """
+        verdict = "uncertain" if self.verdict == "below" else self.verdict
+        return dataclasses.replace(
+            self,
+            status="interrupted",
+            session_id=session_id if session_id is not None else self.session_id,
+            warnings=(*self.warnings, reason),
+            verdict=verdict,
+        )
+
+    # -------------------------------------------------------------------------------------------- I/O
+    def to_payload(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["warnings"] = list(self.warnings)
+        d["notes"] = list(self.notes)
+        return d
+
+    @classmethod
+    def from_payload(cls, d: Mapping[str, Any], **defaults: Any) -> WorkloadRow:
+        """Read a stored row of any version, as typed values (the daemon relies on them: recovery, windows).
+
+        Unknown keys are ignored and ``defaults`` fill missing ones. A value of the wrong type — a hand-edited
+        ledger — is dropped (None) rather than trusted: a number must be a finite int/float, a string a string.
+        """
+        vals: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name in ("warnings", "notes", "row_version"):
+                continue
+            for src in (d, defaults):
+                v = _typed(src.get(f.name), str(f.type))
+                if v is not None:
+                    vals[f.name] = v
+                    break
+        version = d.get("row_version", 1)
+        vals["row_version"] = version if isinstance(version, int) and not isinstance(version, bool) else 1
+        vals["warnings"] = tuple(_strings(d.get("flags")) + _strings(d.get("warnings")))
+        vals["notes"] = tuple(_strings(d.get("notes")))
+        for k in ("workload_id", "device", "status"):
+            vals.setdefault(k, "?")
+        vals.setdefault("session_id", None)
+        return cls(**vals)
+
+
+def _typed(v: Any, annotation: str) -> Any:
+    """``v`` if it has the type ``annotation`` names (numbers finite), else None."""
+    if v is None:
+        return None
+    if annotation.startswith("bool"):
+        return v if isinstance(v, bool) else None
+    if annotation.startswith(("float", "int")):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return None
+        return int(v) if annotation.startswith("int") and float(v).is_integer() else v
+    if annotation.startswith("str"):
+        return v if isinstance(v, str) else None
+    return v
+
+
+def _strings(v: Any) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, (list, tuple)):
+        return [x if isinstance(x, str) else str(x) for x in v]
+    return [str(v)]
+
+
+def migrate_payload(d: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored workload payload of any version in the version-2 layout, values as stored (``ledger show``).
+
+    Version-1 ``flags`` become ``warnings``; fields a version-1 row lacks are added as None/empty; every stored
+    key and value is kept as it is, so nothing stored is hidden or altered.
+    """
+    out = dict(d)
+    if "row_version" not in out:
+        out["row_version"] = 1
+    if "flags" in out:
+        out["warnings"] = _strings(out.pop("flags")) + _strings(d.get("warnings"))
+    for f in dataclasses.fields(WorkloadRow):
+        if f.name not in out:
+            out[f.name] = (
+                [] if f.name in ("warnings", "notes") else (False if f.name == "simulated" else None)
+            )
+    return out
+
+
+__all__ = ["ROW_VERSION", "STATUSES", "Assessment", "Measurement", "WorkloadRow", "migrate_payload"]

@@ -1,0 +1,196 @@
+"""Window verdicts over a ledger, the red-team suite (--quick, the CI check) and the idle integrity check."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from flopwatch.cli import main
+from flopwatch.evaluate.window import combine_window, parse_window
+
+
+def _json(capsys):
+    return json.loads(capsys.readouterr().out)
+
+
+def test_combine_window_sums_bounds_and_bounds_unattributed_energy():
+    rows = [{"lower_flops": 1e12, "upper_flops": 2e12, "estimate_flops": 1.5e12} for _ in range(10)]
+    w = combine_window(rows, threshold_flops=8e12)
+    assert w.lower_flops == pytest.approx(1e13) and w.upper_flops == pytest.approx(2e13)
+    assert w.verdict == "above"  # each row alone is below 8e12; the job as a whole is above
+    w = combine_window(rows, threshold_flops=3e13, unattributed_net_energy_j=100.0, envelope_flops_per_j=1e11)
+    assert w.upper_flops == pytest.approx(3e13) and w.unattributed_upper_flops == pytest.approx(1e13)
+    assert w.verdict == "uncertain"
+    assert combine_window(rows, threshold_flops=1e14).verdict == "below"
+    # energy outside workloads with nothing to bound it: never "below"
+    w = combine_window([], threshold_flops=1e30, unattributed_net_energy_j=1.0)
+    assert math.isinf(w.upper_flops) and w.verdict == "uncertain" and w.warnings
+    # a row without an upper bound makes the window unbounded
+    assert combine_window([{"lower_flops": 0.0}], threshold_flops=1.0).verdict == "uncertain"
+
+
+def test_parse_window():
+    assert parse_window("24h") == 86400 and parse_window("7d") == 7 * 86400 and parse_window("all") is None
+    from flopwatch.errors import InputError
+
+    with pytest.raises(InputError, match="--window"):
+        parse_window("yesterday")
+
+
+def _ledger(tmp_path, rows, checkpoints):
+    from flopwatch.monitor.ledger import Ledger
+
+    path = tmp_path / "ledger.db"
+    with Ledger(path) as led:
+        for kind, payload in sorted(
+            [("workload", r) for r in rows] + [("checkpoint", c) for c in checkpoints],
+            key=lambda kp: kp[1].get("end_wall", kp[1].get("wall")),
+        ):
+            led.append(kind, payload)
+    return path
+
+
+def test_verdict_cli_judges_chunks_and_bursts_as_a_whole(capsys, tmp_path, v2_records_path):
+    prof = tmp_path / "p.json"
+    assert main(["calibrate", str(v2_records_path), "-o", str(prof), "--device", "orin-nano"]) == 0
+    capsys.readouterr()
+    # ten chunks of an fp32 frontier run (d384_b16_s128_L3: 1141 J, 146.7 s, 0.0763 TB, 96.9 % util)
+    rows = []
+    for i in range(10):
+        t0 = 1.7e9 + i * 100.0
+        rows.append(
+            {
+                "workload_id": f"s/dev0/{i}",
+                "job_id": "job-a",
+                "device": "dev0",
+                "device_name": "NVIDIA Jetson Orin Nano",
+                "start_wall": t0,
+                "end_wall": t0 + 14.67,
+                "duration_s": 14.67,
+                "net_energy_j": 114.1,
+                "tb_moved": 0.00763,
+                "mean_util": 0.969,
+                "idle_power_w": 0.642,
+                "coverage": 1.0,
+                "lower_flops": 1e12,
+                "upper_flops": 1.2e12,
+                "estimate_flops": 1.1e12,
+            }
+        )
+    cps = [
+        {"wall": 1.7e9 - 10, "devices": {"dev0": {"outside_net_energy_j": 0.0}}},
+        {"wall": 1.7e9 + 1000, "devices": {"dev0": {"outside_net_energy_j": 50.0}}},
+    ]
+    led = _ledger(tmp_path, rows, cps)
+    truth = 1.01e14  # the full run's ground truth
+    assert (
+        main(["verdict", str(led), "--threshold", f"{0.8 * truth:g}", "--profile", str(prof), "--json"]) == 0
+    )
+    d = _json(capsys)
+    tot = d["total"]
+    assert tot["n_workloads"] == 10 and tot["unattributed_net_energy_j"] == pytest.approx(50.0)
+    assert tot["lower_flops"] > 0.8 * truth  # the sum of the chunks' lower bounds proves the whole
+    assert tot["verdict"] == "above"
+    # without a profile the rows' own bounds are used (and flagged as not regime-checked); the 50 J outside
+    # workloads cannot be bounded, so the window is never "below"
+    assert main(["verdict", str(led), "--threshold", "1e30", "--json", "--by", "device"]) == 0
+    d = _json(capsys)
+    assert d["groups"][0]["key"] == "dev0" and d["groups"][0]["verdict"] == "uncertain"
+    assert any("regime" in w for w in d["warnings"])
+    assert main(["verdict", str(led), "--threshold", "1e14", "--by", "job", "--window", "24h"]) == 0
+    out = capsys.readouterr().out
+    assert "job-a" in out and "outside workloads" in out
+    assert main(["verdict", str(tmp_path / "missing.db"), "--threshold", "1e14"]) == 2
+
+
+def test_redteam_quick_has_no_wrong_below_and_honest_runs_stay_decisive(capsys, v2_records_path):
+    """The CI check of issue 15: every attack of the table, 0 wrong 'below', ≥ 90 % honest decisive."""
+    assert main(["redteam", "--quick", "--json", "--data", str(v2_records_path.parents[1])]) == 0
+    d = _json(capsys)
+    assert d["wrong_below"] == 0
+    assert d["honest_decisive_pct"] >= 90.0
+    assert d["honest_decisive_pct_at_half"] >= 90.0 and d["honest_decisive_pct_at_double"] >= 90.0
+    names = {a["attack"] for a in d["attacks"]}
+    for must in (
+        "tf32 run, precision label stripped",
+        "fp16/bf16 run, label stripped",
+        "DRAM counter x5",
+        "idle baseline under +1 W load",
+        "low utilisation (duty cycling), fp32",
+        "split into chunks that each get detected",
+        "bursts under the detection hysteresis",
+        "H100, power cap 500 W",
+        "fp8 job under a bf16 profile, 500 W cap",
+        "bf16, 200 W cap",
+    ):
+        assert must in names, must
+    for a in d["attacks"]:
+        assert set(a) >= {
+            "attack",
+            "device",
+            "truth_flops",
+            "estimate_flops",
+            "lower_flops",
+            "upper_flops",
+            "verdict",
+            "expected",
+        }
+        assert a["expected"] == "above"
+        assert a["simulated"] == a["device"].startswith("sim:")
+    # the code before issue 15 cleared most attacks wrongly: the suite would have caught it
+    assert d["wrong_below_before"] > 40
+    # a known open attack is measured and reported apart, never hidden (docs/redteam.md)
+    assert d["open_attacks"] and d["open_wrong_below"] == sum(a["wrong_below"] for a in d["open_attacks"])
+
+
+def test_redteam_table(capsys, v2_records_path):
+    assert main(["redteam", "--quick", "--data", str(v2_records_path.parents[1])]) == 0
+    out = capsys.readouterr().out
+    assert "wrong 'below': 0" in out and "SIM" in out
+
+
+def test_idle_cli_flags_and_refuses_a_baseline_above_the_calibration(capsys, tmp_path, v2_records_path):
+    assert main(["idle", "--sensor", "sim:orin-nano", "--duration", "5", "--json"]) == 0
+    d = _json(capsys)["devices"]["sim:orin-nano"]
+    assert d["integrity"]["ok"] and d["integrity"]["device"] == "orin-nano"
+    # a calibration that idled at 0.4 W: the simulated board's 0.642 W is 242 mW above it (> 50 mW drift)
+    prof = tmp_path / "p.json"
+    assert main(["calibrate", str(v2_records_path), "-o", str(prof)]) == 0
+    data = json.loads(prof.read_text())
+    data["idle_power_w"] = 0.4
+    prof.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert (
+        main(["idle", "--sensor", "sim:orin-nano", "--duration", "5", "--json", "--profile", str(prof)]) == 0
+    )
+    d = _json(capsys)["devices"]["sim:orin-nano"]
+    assert not d["integrity"]["ok"] and "taken under load" in d["integrity"]["reasons"][0]
+    code = main(["idle", "--sensor", "sim:orin-nano", "--duration", "5", "--profile", str(prof), "--strict"])
+    assert code == 2
+    assert "baseline refused" in capsys.readouterr().err
+
+
+def test_verdict_reads_a_ledger_written_by_the_monitor(capsys, tmp_path):
+    """End to end: the daemon writes rows and checkpoints; `verdict` adds the bursts it never detected."""
+    from flopwatch.monitor.config import MonitorConfig
+    from flopwatch.monitor.daemon import Monitor
+    from flopwatch.telemetry.sensors.base import VirtualClock
+    from flopwatch.telemetry.sensors.replay import open_replay
+    from monitor_helpers import P_BUSY_W, P_IDLE_W, LinearProfile, busy_fn, write_trace
+
+    trace = write_trace(
+        tmp_path / "w.parquet", t_total=200, busy=busy_fn([(10, 11), (20, 21), (40, 140), (170, 171)])
+    )
+    cfg = MonitorConfig(sensors=["replay:(given)"], ledger=tmp_path / "ledger.db")
+    res = Monitor(cfg, sensors=open_replay(trace, clock=VirtualClock(t0=0.0)), profile=LinearProfile()).run()
+    assert len(res.workloads) == 1
+    assert main(["verdict", str(cfg.ledger), "--threshold", "1e30", "--json"]) == 0
+    d = _json(capsys)
+    tot = d["total"]
+    assert tot["n_workloads"] == 1
+    # the three 1 s bursts (and any baseline noise) are outside workloads: counted, and unbounded without
+    # an efficiency envelope, so even an enormous threshold is not cleared
+    assert tot["unattributed_net_energy_j"] >= 3 * (P_BUSY_W - P_IDLE_W) * 0.98
+    assert tot["verdict"] == "uncertain"
