@@ -1,6 +1,7 @@
 """Regenerate the hostile-input corpus in this folder: ``python tests/hostile/make_corpus.py``.
 
-Every file is synthetic (written here, no published data). One folder per loader; ``MANIFEST.json`` maps
+Every file is synthetic (written here, no published data). One folder per loader (traces/ is not written
+here: the trace loaders have their own corpus and test, tests/test_hostile_traces.py); ``MANIFEST.json`` maps
 each file to a phrase its one-line error must contain. FIFOs, devices and directories cannot live in git:
 tests/test_hostile_corpus.py creates those at test time.
 """
@@ -272,9 +273,11 @@ def main() -> None:
     add("powermodel/not_an_object.json", "[1, 2]", "not a JSON object")
     add("powermodel/int_too_big.json", '{"schema": ' + BIG_INT + "}", "not a flopwatch power model")
 
-    for old in HERE.glob("*/*"):
-        if old.is_file():
-            old.unlink()
+    # only the folders written here (tests/hostile/traces/ belongs to the trace loaders' own corpus)
+    for folder in {name.split("/")[0] for name in files}:
+        for old in (HERE / folder).glob("*"):
+            if old.is_file():
+                old.unlink()
     manifest = {}
     for name, (content, expect) in sorted(files.items()):
         p = HERE / name
