@@ -182,7 +182,10 @@ def test_bench_on_the_simulated_device_is_labelled_and_fits(tmp_path: Path) -> N
     m = fit_power_model(read_aggregate_csv(out).df, by="gpu")
     assert m.params["n"].iloc[0] == 4
     # Larger model → higher MFU and higher simulated power (the twin's power rises with MFU).
-    assert rows[2]["mfu_percentage_calflops_mean"] > rows[0]["mfu_percentage_calflops_mean"]
+    assert rows[2]["mfu_percentage_hardware_flops_mean"] > rows[0]["mfu_percentage_hardware_flops_mean"]
+    # the MFU is named by its convention, never by the study's calflops column; model-FLOPs MFU beside it
+    assert all("mfu_percentage_calflops_mean" not in r for r in rows)
+    assert all(0 < r["mfu_percentage_mean"] < r["mfu_percentage_hardware_flops_mean"] * 1.5 for r in rows)
     assert rows[2]["power_draw_watts_mean"] > rows[0]["power_draw_watts_mean"]
 
 

@@ -103,3 +103,43 @@ def test_profile_is_replaced_atomically(capsys: pytest.CaptureFixture[str], tmp_
     assert main(["calibrate", str(rec), "-o", str(prof), "--model", "eq2"]) == 0
     assert prof.read_text().startswith("{") and (prof.stat().st_mode & 0o777) == 0o600  # mode kept
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json", "runs.jsonl"]  # no temp file left
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["calibrate", "{rec}", "-o", "{fifo}"], "--output"),
+        (["sim", "trace", "a100", "--schedule", "{sched}", "-o", "{fifo}"], "--out"),
+        (
+            ["sim", "trace", "a100", "--schedule", "{sched}", "-o", "{tmp}/t.parquet", "--records", "{fifo}"],
+            "--records",
+        ),
+        (["workload", "run", "--sweep", "jetson-fp32", "--label", "x", "--records", "{fifo}"], "--records"),
+    ],
+)
+def test_fifo_as_output_is_refused_before_work(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], option: str
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    subs = {"{rec}": str(_records(tmp_path)), "{sched}": str(_schedule(tmp_path)), "{fifo}": str(fifo)}
+    subs["{tmp}"] = str(tmp_path)
+    args = [a for a in argv]
+    for k, v in subs.items():
+        args = [a.replace(k, v) for a in args]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"field '{option}'" in err[0] and "FIFO" in err[0], err
+    assert not (tmp_path / "t.parquet").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_append_record_never_blocks_on_a_fifo(tmp_path: Path) -> None:
+    from flopwatch.errors import InputError
+    from flopwatch.records import append_record
+
+    fifo = tmp_path / "runs.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="FIFO"):
+        append_record(fifo, {"label": "a", "net_energy_j": 1.0, "duration_s": 1.0})

@@ -11,13 +11,14 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "flopwatch"
 
-BASE = {"__init__", "errors", "units", "devices"}
+BASE = {"__init__", "errors", "units", "devices", "io"}
 #: unit (a top-level module or package of flopwatch) → the units it may import. Keep docs/architecture.md in step.
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "__init__": {"errors"},
     "units": {"errors"},
     "devices": {"__init__", "errors", "units"},
+    "io": {"errors"},  # safe input / atomic output (flopwatch.io): a foundation like errors
     "records": BASE,
     "telemetry": BASE,
     "detect": BASE | {"telemetry"},

@@ -76,9 +76,47 @@ def test_quick_run_writes_everything(quick_run):
     assert base["mae_pct"] > 1.0 and base["jpf_cv_pct"] > 2.0 and 0 <= base["frac_splits_any_over_10pct"] <= 1
     assert "tb_moved" in s["skipped_models"]["eq1"]
     html = (out / "report.html").read_text()
-    assert "Not evaluated: <code>eq1</code>" in html and "In one sentence:" in html
+    assert "Not evaluated: <code>eq1</code>" in html and "What this supports:" in html
     assert "What the twin can and cannot show" in html and "nominal confidence" in html
     assert "Yardstick:" in html
+
+
+def test_summary_and_report_lead_with_a_held_out_verdict(quick_run):
+    s = json.loads((quick_run / "summary.json").read_text())
+    assert s["schema"] == "flopwatch.run/2" and "published_models_mae_pct" not in s
+    # eq. 2 refitted on this run's simulated data is not a published value: the two are kept apart
+    assert set(s["study_models_heldout_mae_pct"]) == {"eq2"}
+    assert s["published_heldout_mae_pct"] == {"eq1": 4.48, "eq2": 4.55}
+    h = s["headline"]
+    assert h["what_was_measured"]["kind"] == "simulated" and "SIMULATED" in h["what_was_measured"]["text"]
+    assert h["heldout"]["mae_pct"] == pytest.approx(s["heldout_mae_pct"])
+    assert h["yardstick"]["mae_pct"] == pytest.approx(s["constant_jpf_baseline"]["mae_pct"])
+    g = h["gain_over_yardstick_pp"]
+    assert g["p025"] <= g["mean_pp"] <= g["p975"]
+    assert h["heldout"]["mae_pct"] == pytest.approx(h["yardstick"]["mae_pct"] - g["mean_pp"])
+    assert h["study_models_here"]["eq2"]["data"] == "simulated" and h["published"]["eq1"]["mae_pct"] == 4.48
+    n_cases = h["heldout"]["n_splits"] * h["heldout"]["n_test"]
+    th = h["thresholds"]
+    assert th["heldout"] is True and len(th["at_sweep_quantiles"]) == 3
+    for r in th["at_sweep_quantiles"] + th["by_margin"]:
+        assert isinstance(r["correct"], int) and r["n"] == n_cases
+        assert r["correct"] + r["uncertain"] + r["wrong_accuse"] + r["wrong_clear"] == n_cases
+        assert r["n_truth_above"] + r["n_truth_below"] == n_cases
+    # wider margins are never harder to call than narrower ones
+    above = [r for r in th["by_margin"] if r["run_is"] == "above"]
+    assert [r["correct"] for r in above] == sorted(r["correct"] for r in above)
+    # counts are ints in the threshold sweep too
+    assert all(isinstance(v, int) for v in s["threshold"]["rates"]["n_truth_above"])
+    # the idle-drift check is scaled to the device's idle (±12.5 % of 48 W, not the Jetson's ±0.08 W)
+    assert h["idle_drift"]["shifts_w"] == pytest.approx([-6.03, 6.03], rel=0.05)
+    assert h["supports"] and "real hardware" in h["does_not_support"]
+    html = (quick_run / "report.html").read_text()
+    verdict_at = html.index("<h2>Verdict")
+    assert verdict_at < html.index("<h2>What ran") and "in-sample" in html
+    assert "as published" in html and "measured here, simulated data" in html
+    text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", html)
+    # one 3-significant-digit format throughout: no negative zero, no '5457' beside '1.06e+04'
+    assert not re.search(r"-0(\.0+)?(?![\d.])", text) and not re.search(r"e\+0[0-4]\b", text)
 
 
 def test_quick_run_is_labelled_simulated(quick_run):

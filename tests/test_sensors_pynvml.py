@@ -211,7 +211,9 @@ def test_a100_through_real_pynvml(real_pynvml) -> None:  # noqa: ANN001
     info = sensors[0].info()
     # POWER_INSTANT/AVERAGE answer NOT_SUPPORTED per field on this driver: the fallback is GetPowerUsage.
     assert info.fingerprint["power_source"] == "nvmlDeviceGetPowerUsage"
-    assert info.fingerprint["driver"] == "535.104.05" and info.spec_key == "a100"
+    assert (
+        info.fingerprint["driver"] == "535.104.05" and info.spec_key == "a100-sxm4-40gb"
+    )  # the fixture is an SXM4-40GB
     rs = []
     for _ in range(4):
         rs.append(sensors[0].read())

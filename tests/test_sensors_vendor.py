@@ -215,7 +215,7 @@ def test_nvml_a100_one_sensor_per_gpu_power_usage_fallback():
     assert (
         info.fingerprint["power_source"] == "nvmlDeviceGetPowerUsage"
     )  # fields not supported on this driver
-    assert info.fingerprint["driver"] == "535.104.05" and info.spec_key == "a100"
+    assert info.fingerprint["driver"] == "535.104.05" and info.spec_key == "a100-sxm4-40gb"  # its own entry
     assert "energy_j" in info.capabilities and "tensor_util" not in info.capabilities
     readings = []
     for _ in range(4):

@@ -147,6 +147,27 @@ def test_tiny_workload_runs_end_to_end_on_cpu(tmp_path: Path) -> None:
     assert json.loads(lines2[1])["arch"] == "gpt"
 
 
+def test_run_reports_progress_and_both_mfu_conventions() -> None:
+    pytest.importorskip("torch")
+    from flopwatch.workloads.formulas import model_flops_per_step
+    from flopwatch.workloads.run import run_workload
+
+    cfg = make_config("gpt", d_model=32, batch_size=2, seq_len=8, num_layers=1, vocab_size=64, steps=3)
+    seen: list[tuple[str, float, float | None]] = []
+    rec = run_workload(cfg, "cpu", warmup=2, progress=lambda *a: seen.append(a), mfu_convention="model")
+    phases = [p for p, _, _ in seen]
+    assert phases[:3] == ["loading torch", "counting FLOPs", "building model"] and "warm-up" in phases
+    assert seen[-1] == ("training", 3, 3)  # the last call says the timed steps are done
+    assert rec["mfu_convention"] == "model" and rec["mfu"] == rec["mfu_model"]
+    assert rec["model_flops_per_step"] == model_flops_per_step(cfg)
+    # same run, same peak: the two MFUs differ exactly by the FLOPs per step they count
+    assert rec["mfu_hardware"] / rec["mfu_model"] == pytest.approx(
+        rec["flops_per_step"] / rec["model_flops_per_step"]
+    )
+    with pytest.raises(ConfigError, match="MFU convention"):
+        run_workload(cfg, "cpu", mfu_convention="marketing")
+
+
 def test_run_for_seconds() -> None:
     pytest.importorskip("torch")
     from flopwatch.workloads.run import run_workload

@@ -54,6 +54,7 @@ __all__ = [
     "atomic_writer",
     "check_input_file",
     "check_not_input",
+    "check_output_file",
     "is_out_of_range",
     "parse_json",
     "parse_toml",
@@ -346,6 +347,22 @@ def check_not_input(
                 file=os.fspath(out),
                 field=option,
             )
+
+
+def check_output_file(path: str | os.PathLike[str]) -> None:
+    """InputError unless ``path`` is absent or a regular file (appending to a FIFO would block, to a device or
+    a directory would fail after the work was done)."""
+    file = os.fspath(path)
+    try:
+        st = os.stat(file)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise InputError(f"cannot write ({e.strerror or e})", file=file) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError("is a directory; expected an output file name", file=file)
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"is {_describe_mode(st.st_mode)}; expected a regular output file", file=file)
 
 
 def _prepare_target(p: Path) -> None:

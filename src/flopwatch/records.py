@@ -24,7 +24,7 @@ from typing import Any, overload
 
 from flopwatch.devices import normalize_dtype
 from flopwatch.errors import InputError
-from flopwatch.io import is_out_of_range, parse_json, read_text
+from flopwatch.io import check_output_file, is_out_of_range, parse_json, read_text
 from flopwatch.units import MW_PER_W, TERA
 
 RECORD_SCHEMA = "flopwatch.record/1"
@@ -710,7 +710,11 @@ def append_record(path: str | os.PathLike[str], record: Mapping[str, Any] | Work
             field=bad[0] if bad else None,
         ) from None
     data = line.encode("utf-8")
-    fd = os.open(os.fspath(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    check_output_file(path)
+    # O_NONBLOCK: should a FIFO appear at the path after the check, open fails instead of waiting for a reader
+    fd = os.open(
+        os.fspath(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0), 0o644
+    )
     try:
         # A previous crash may have left a partial line without "\n": start ours on a fresh line.
         if os.fstat(fd).st_size > 0:

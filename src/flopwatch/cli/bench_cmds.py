@@ -148,7 +148,7 @@ def bench_cmd(
         if con is not None:
             con.print(
                 f"{row['model_name']} b{row['batch_size']} {row['dtype']} rep {row['repeat']}: "
-                f"MFU {row['mfu_percentage_calflops_mean']:.3g} %, util {fmt_num(row['gpu_utilization_mean'], 1)} %, "
+                f"MFU {row['mfu_percentage_hardware_flops_mean']:.3g} % (hardware FLOPs), util {fmt_num(row['gpu_utilization_mean'], 1)} %, "
                 f"power {fmt_num(row['power_draw_watts_mean'], 1)} W, {row['samples_per_config']} windows ({row['stop_reason']})"
                 + (" [simulated]" if row["simulated"] else "")
             )

@@ -22,7 +22,7 @@ from typing import Any
 import typer
 
 from flopwatch.errors import InputError
-from flopwatch.io import check_not_input
+from flopwatch.io import check_not_input, check_output_file
 
 # No sensor backend refreshes faster than 1 kHz (NVML's power reading every 20–100 ms, tegrastats ≥ 1 ms,
 # RAPL's energy counter ~1 ms): sampling above that only burns CPU, and 1e7 Hz used to run away.
@@ -176,8 +176,11 @@ def not_inputs(
     outs = [(opt, Path(p)) for opt, p in outputs if p is not None]
     ins = [p for p in inputs if p is not None]
     for i, (opt, p) in enumerate(outs):
-        if opt not in directories and p.is_dir():
-            raise InputError("is a directory; expected an output file name", file=str(p), field=opt)
+        if opt not in directories:
+            try:
+                check_output_file(p)  # a directory, FIFO or device where an output file goes
+            except InputError as e:
+                raise InputError(e.detail, file=str(p), field=opt) from None
         check_not_input(p, ins, option=opt)
         # two outputs on one path: the second would overwrite the first
         check_not_input(p, [q for _, q in outs[i + 1 :]], option=opt)

@@ -190,9 +190,17 @@ def run_cmd(
         help="Seed of weights and inputs.",
         callback=options.count(ge=0, le=2**63 - 1),
     ),
+    mfu_convention: str = typer.Option(
+        "hardware",
+        "--mfu-convention",
+        help="MFU from hardware FLOPs (counted, attention recompute included) or model FLOPs (PaLM-style: "
+        "no recompute, causal attention halved); the record keeps both.",
+    ),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
     as_json: bool = typer.Option(False, "--json", help="Print the record as JSON to stdout."),
 ) -> None:
     """Train a workload and append one record (timestamps, FLOPs, achieved FLOP/s, MFU, step times)."""
+    options.not_inputs([("--records", records)], [])  # before training: a directory or FIFO is refused now
     cfg = select_config(
         arch=arch, d_model=d_model, nhead=nhead, num_layers=num_layers, dim_feedforward=dim_feedforward,
         batch_size=batch_size, seq_len=seq_len, steps=None if seconds is not None else steps,
@@ -200,18 +208,21 @@ def run_cmd(
     )  # fmt: skip
     if steps is not None and seconds is not None:
         raise ConfigError("give either --steps or --seconds, not both", field="seconds")
-    from flopwatch.workloads.run import resolve_device, run_workload
+    from flopwatch.workloads.run import progress_bar, resolve_device, run_workload
 
-    rec = run_workload(
-        cfg,
-        resolve_device(device),
-        steps=steps,
-        seconds=seconds,
-        warmup=warmup,
-        records=records,
-        seed=seed,
-        attention=attention,
-    )
+    with progress_bar(progress) as on_progress:
+        rec = run_workload(
+            cfg,
+            resolve_device(device),
+            steps=steps,
+            seconds=seconds,
+            warmup=warmup,
+            records=records,
+            seed=seed,
+            attention=attention,
+            mfu_convention=mfu_convention,
+            progress=on_progress,
+        )
     if as_json:
         echo_json(rec, indent=None)
         return
@@ -227,7 +238,7 @@ def run_cmd(
         ("flops_per_step", f"{rec['flops_per_step']:.6e}"),
         ("total_flops", f"{rec['total_flops']:.6e}"),
         ("achieved TFLOP/s", "n/a" if rec["achieved_flops_per_s"] is None else f"{rec['achieved_flops_per_s'] / 1e12:.4f}"),
-        ("MFU", "n/a" if rec["mfu"] is None else f"{rec['mfu'] * 100:.2f} % of {rec['peak_flops'] / 1e12:g} TFLOP/s"
+        (f"MFU ({rec['mfu_convention']} FLOPs)", "n/a" if rec["mfu"] is None else f"{rec['mfu'] * 100:.2f} % of {rec['peak_flops'] / 1e12:g} TFLOP/s"
          f" ({rec['peak_dtype']}, {rec['device_spec']}"
          + (", nominal placeholder peak)" if "placeholder" in (rec.get("peak_source") or "") else ")")),
         ("step time median / p10 / p90 (ms)",

@@ -20,7 +20,8 @@ from flopwatch.pipeline.execute import Execution
 from flopwatch.pipeline.layout import OUTPUT_FILES, REPORT_FILE, SUMMARY_FILE
 from flopwatch.pipeline.plan import Plan, RunOptions
 
-SUMMARY_SCHEMA = "flopwatch.run/1"
+#: run/2: the verdict ``headline``; ``published_models_mae_pct`` split (see flopwatch.report.headline)
+SUMMARY_SCHEMA = "flopwatch.run/2"
 
 #: Keys of summary.json that acceptance checks rely on (contract).
 SUMMARY_KEYS = (
@@ -137,7 +138,9 @@ def build_summary(
             "power_model_source": pm.source,
             "true_idle_power_w": pm.idle_w,
         }
-    return summary
+    from flopwatch.report.headline import apply_headline  # the verdict on top of summary.json and the report
+
+    return apply_headline(summary, ev)
 
 
 def failed_summary(

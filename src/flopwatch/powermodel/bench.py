@@ -15,7 +15,8 @@ Protocol (Enskat & Wiesner, MASCOTS 2026, arXiv:2608.03880, Sec. III-B; SOURCE.m
 
 One configuration gives one row in the study's aggregate schema (``mfu_aggregated_per_config_*.csv``), so
 ``flopwatch powermodel fit/evaluate`` analyse our measurements unchanged. MFU is normalised by the vendor
-datasheet peak in :mod:`flopwatch.devices` (recorded in the ``peak_flops``/``peak_table`` columns).
+datasheet peak in :mod:`flopwatch.devices` (``DeviceSpec.mfu_peak``; recorded in the ``peak_flops``/``peak_table``
+columns), in two conventions named by their columns (:func:`aggregate_row`).
 
 The protocol itself (:func:`run_protocol`) is a pure function of injected callables — a step function, a
 clock and a telemetry window reader — so it is tested without hardware; :func:`bench_grid` wires it to torch
@@ -50,7 +51,7 @@ AGGREGATE_COLUMNS: tuple[str, ...] = (
     "power_meter_available",
     "tokens_per_second_mean",
     "mfu_percentage_mean",
-    "mfu_percentage_calflops_mean",
+    "mfu_percentage_hardware_flops_mean",
     "sequence_length_mean",
     "gpu_utilization_mean",
     "memory_utilization_mean",
@@ -69,6 +70,8 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "peak_flops",
     "peak_table",
     "flops_counter",
+    "mfu_convention",
+    "model_flops_per_step",
     "repeat",
     "mfu_ci_rel",
     "util_ci_rel",
@@ -326,8 +329,22 @@ def aggregate_row(
     learning_rate: float = 1e-4,
     flops_counter: str = "FlopCounterMode (flopwatch.workloads.ground_truth.count_flops)",
     peak_table: str = DATASHEET_PEAK,
+    model_flops_per_step: float | None = None,
 ) -> dict[str, Any]:
-    """One row of the study's aggregate schema (plus our extra columns) for a measured configuration."""
+    """One row of the study's aggregate schema (plus our extra columns) for a measured configuration.
+
+    MFU columns, each named by its convention (workloads.formulas.MFU_CONVENTIONS):
+    ``mfu_percentage_hardware_flops_mean`` against the counted FLOPs (``flops_counter``; the study's
+    ``mfu_percentage_calflops_mean`` holds calflops' count instead, so ours is not written under that name) and
+    ``mfu_percentage_mean`` against PaLM-style model FLOPs (``model_flops_per_step``), the analogue of the
+    study's formula MFU in that column. The readers (powermodel.datasets) accept either file.
+    """
+    hw_mfu = m.mean("mfu_pct")
+    model_mfu = (
+        hw_mfu * model_flops_per_step / flops_per_step
+        if model_flops_per_step and flops_per_step and math.isfinite(hw_mfu)
+        else math.nan
+    )
     ws = m.windows
     methods = {w.telemetry.power_method for w in ws} - {"none"}
     return {
@@ -341,8 +358,8 @@ def aggregate_row(
         "cooldown_seconds": settings.cooldown_s,
         "power_meter_available": False,
         "tokens_per_second_mean": m.mean("tokens_per_s"),
-        "mfu_percentage_mean": m.mean("mfu_pct"),
-        "mfu_percentage_calflops_mean": m.mean("mfu_pct"),
+        "mfu_percentage_mean": model_mfu,
+        "mfu_percentage_hardware_flops_mean": hw_mfu,
         "sequence_length_mean": float(seq_len),
         "gpu_utilization_mean": m.mean("util_pct"),
         "memory_utilization_mean": m.mean("mem_util_pct"),
@@ -359,6 +376,9 @@ def aggregate_row(
         "peak_flops": float(peak_flops),
         "peak_table": peak_table,
         "flops_counter": flops_counter,
+        "mfu_convention": "mfu_percentage_hardware_flops_mean: hardware FLOPs (counted, attention recompute "
+        "included); mfu_percentage_mean: PaLM-style model FLOPs (no recompute, causal attention halved)",
+        "model_flops_per_step": float(model_flops_per_step) if model_flops_per_step else math.nan,
         "repeat": int(repeat),
         "mfu_ci_rel": m.mfu_ci_rel,
         "util_ci_rel": m.util_ci_rel,
@@ -483,7 +503,7 @@ def peak_for(device_name: str, spec_key: str | None, dtype: str) -> tuple[float,
             continue
         if spec.supports(dtype):
             table = CPU_PLACEHOLDER_PEAK if spec.vendor == "cpu" else DATASHEET_PEAK
-            return spec.peak(dtype), spec.name, table
+            return spec.mfu_peak(dtype), spec.name, table
     raise InputError(
         f"no datasheet peak for {device_name!r} in {dtype}; add it to flopwatch.devices", field="dtype"
     )
@@ -513,6 +533,7 @@ def bench_grid(
     from flopwatch.telemetry.sampler import Sampler
     from flopwatch.telemetry.sensors.base import MonotonicClock
     from flopwatch.workloads.config import check_device_support
+    from flopwatch.workloads.formulas import model_flops_per_step
     from flopwatch.workloads.ground_truth import count_flops
     from flopwatch.workloads.run import parse_device
 
@@ -583,6 +604,7 @@ def bench_grid(
                     flops_per_step=fc.flops_per_step,
                     peak_flops=peak,
                     settings=s,
+                    model_flops_per_step=model_flops_per_step(config),
                     gpu=gpu_name or spec_name,
                     peak_table=peak_table,
                     device=device,

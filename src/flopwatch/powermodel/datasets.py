@@ -60,6 +60,9 @@ OPTIONAL_FROM_SOURCE: dict[str, str] = {
     "temp_c": "temperature_celsius_mean",
     "power_meter_w": "power_meter_active_power_w_mean",
 }
+#: ``flopwatch bench`` writes its MFU against FlopCounterMode's (hardware) FLOPs under this name; the study's
+#: ``mfu_percentage_calflops_mean`` is against calflops' count. Read as ``mfu_pct`` when the study's column is absent.
+MFU_COLUMN_ALIASES: dict[str, str] = {"mfu_percentage_hardware_flops_mean": "mfu_percentage_calflops_mean"}
 CANONICAL_COLUMNS: tuple[str, ...] = ("gpu", *CANONICAL_FROM_SOURCE)
 _STRING_COLS = {"model_name", "dtype"}
 _INT_COLS = {"batch_size", "context_window", "warmup_iterations", "samples_per_config"}
@@ -136,6 +139,9 @@ def read_aggregate_csv(
         msg = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
         raise InputError(f"not a readable CSV ({e.__class__.__name__}: {msg})", file=fname) from None
     raw.columns = [str(c).strip() for c in raw.columns]
+    for alias, col in MFU_COLUMN_ALIASES.items():  # flopwatch bench files name their MFU by its convention
+        if col not in raw.columns and alias in raw.columns:
+            raw = raw.rename(columns={alias: col})
     required = list(CANONICAL_FROM_SOURCE.values())
     missing = [c for c in required if c not in raw.columns]
     if missing:

@@ -126,9 +126,10 @@ def paper_peak_flops(gpu: str, dtype: str) -> float:
 
 
 def datasheet_peak_flops(gpu: str, dtype: str) -> float:
-    """Dense vendor-datasheet peak FLOP/s from :mod:`flopwatch.devices` (FP32 = vector peak)."""
+    """Dense vendor-datasheet peak FLOP/s that MFU is taken against (:meth:`flopwatch.devices.DeviceSpec.mfu_peak`:
+    FP32 = vector peak, or the MI210's matrix peak where fp32 GEMMs run on matrix cores)."""
     g = canonical_gpu(gpu)
-    return get_device(GPU_DEVICE_KEYS[g]).peak(dtype)
+    return get_device(GPU_DEVICE_KEYS[g]).mfu_peak(dtype)
 
 
 def peak_flops(gpu: str, dtype: str, table: str = "implied") -> float:

@@ -4,7 +4,9 @@
   over the splits where it was a test run, relative to its ground truth (one panel per model).
 * ``fig5_by_hyperparameter.png`` — Figure 5: held-out |error| by d_model, batch size, sequence length, layers.
 * ``fig6_ablation.png`` — Figure 6: eq. 1 vs eq. 2 (and ours): distribution of held-out signed errors and
-  per-split MAE.
+  per-split MAE; titled as the study's ablation only when eq. 1 was evaluated.
+
+Layouts are ``constrained`` and every figure is drawn once (:func:`flopwatch.report.mpl.save`).
 * ``coverage.png`` — empirical coverage of the prediction intervals against the nominal confidence.
 * ``threshold_rates.png`` — false-positive / false-negative rates of the "above threshold" decision over
   a sweep of thresholds scaled to the data.
@@ -20,7 +22,16 @@ import numpy as np
 from flopwatch.errors import InputError
 from flopwatch.estimate.intervals import conformal_rank
 from flopwatch.evaluate.splits import COVERAGE_LEVELS, EvaluationResult
-from flopwatch.report.mpl import pyplot, save
+from flopwatch.report.fmt import sig3
+from flopwatch.report.mpl import inch_margins, linear_ticks, pyplot, save
+
+#: Axis labels with units for Figure 5's hyper-parameters.
+_HP_UNITS = {
+    "d_model": "model width d_model",
+    "batch_size": "batch size (sequences)",
+    "seq_len": "sequence length (tokens)",
+    "num_layers": "layers",
+}
 
 
 def _order(result: EvaluationResult) -> list[str]:
@@ -31,7 +42,12 @@ def _order(result: EvaluationResult) -> list[str]:
 def fig4_per_workload(result: EvaluationResult, path: Path, *, watermark: str | None = None) -> Path:
     plt = pyplot()
     names = _order(result)
-    fig, axes = plt.subplots(len(names), 1, figsize=(11, 2.6 * len(names) + 1), sharex=True, squeeze=False)
+    longest = max((len(str(lab)) for lab in result.records.labels), default=10)
+    bottom = 0.65 + longest * 7 / 72 * 0.55 * 0.94  # 7 pt labels rotated 70°: ~0.55 em per character
+    fig, axes = plt.subplots(
+        len(names), 1, figsize=(11, 2.6 * len(names) + bottom), sharex=True, squeeze=False
+    )
+    inch_margins(fig, left=0.75, top=0.75, bottom=bottom, hspace=0.35)
     labels = result.records.labels
     order = np.argsort(result.truth)
     x = np.arange(len(labels))
@@ -51,11 +67,12 @@ def fig4_per_workload(result: EvaluationResult, path: Path, *, watermark: str | 
             ax.axhline(band, color="tab:red", lw=0.6, ls="--")
         mae = result.models[name].abs_pct.mean()
         ax.set_ylabel("estimate vs truth (%)")
-        ax.set_title(f"{name}: held-out MAE {mae:.2f} %", fontsize=9, loc="left")
+        ax.set_title(f"{name}: held-out MAE {sig3(mae)} %", fontsize=9, loc="left")
+        linear_ticks(ax)
     axes[0, 0].legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xticks(x, [labels[i] for i in order], rotation=70, fontsize=7)
-    fig.suptitle(f"Per-workload held-out estimates ({result.n_splits} splits; sorted by ground truth)")
-    fig.tight_layout()
+    axes[-1, 0].set_xlabel("workload (sorted by ground-truth compute)")
+    fig.suptitle(f"Per-workload held-out estimates ({result.n_splits} splits)")
     save(fig, path, watermark)
     return path
 
@@ -67,6 +84,7 @@ def fig5_by_hyperparameter(result: EvaluationResult, path: Path, *, watermark: s
     if not hps:
         hps = ["(no config)"]
     fig, axes = plt.subplots(1, len(hps), figsize=(3.6 * len(hps), 3.4), squeeze=False)
+    inch_margins(fig, left=0.65, top=0.7, bottom=0.6, wspace=0.3)
     width = 0.8 / len(names)
     for j, hp in enumerate(hps):
         ax = axes[0, j]
@@ -77,10 +95,11 @@ def fig5_by_hyperparameter(result: EvaluationResult, path: Path, *, watermark: s
             ax.bar(np.arange(len(vals)) + k * width - 0.4 + width / 2, mae, width, label=name)
             ax.set_xticks(np.arange(len(vals)), vals)
         ax.set_title(hp, fontsize=9)
+        ax.set_xlabel(_HP_UNITS.get(hp, hp), fontsize=8)
         ax.set_ylabel("held-out MAE (%)" if j == 0 else "")
+        linear_ticks(ax)
     axes[0, 0].legend(fontsize=7)
     fig.suptitle("Held-out error by hyper-parameter")
-    fig.tight_layout()
     save(fig, path, watermark)
     return path
 
@@ -89,20 +108,29 @@ def fig6_ablation(result: EvaluationResult, path: Path, *, watermark: str | None
     plt = pyplot()
     names = _order(result)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    inch_margins(fig, left=0.75, top=0.4, bottom=0.85, wspace=0.22)
     bins = np.linspace(-25, 25, 51)
     for name in names:
         e = result.models[name].rel_err.ravel() * 100
         a1.hist(np.clip(e, bins[0], bins[-1]), bins=bins, histtype="step", lw=1.5, label=f"{name}")
     a1.axvline(0, color="k", lw=0.8)
-    a1.set_xlabel("held-out signed error (%)")
-    a1.set_ylabel("count")
+    a1.set_xlabel("held-out signed error (%), clipped to ±25")
+    a1.set_ylabel("count (test runs × splits)")
+    a1.set_title("Held-out signed errors, all splits", fontsize=9)
     a1.legend(fontsize=7)
     data = [result.models[n].abs_pct.mean(axis=1) for n in names]
     a2.boxplot(data, showfliers=True)
     a2.set_xticks(np.arange(1, len(names) + 1), names, rotation=20)
+    a2.set_xlabel("model")
     a2.set_ylabel("per-split MAE (%)")
-    a2.set_title("eq. 1 vs eq. 2 ablation (and ours), same splits", fontsize=9)
-    fig.tight_layout()
+    # The study's Figure 6 is the eq. 1 vs eq. 2 ablation: say so only when both were evaluated here.
+    if "eq1" in result.models and "eq2" in result.models:
+        title = "eq. 1 vs eq. 2 ablation (and ours), same splits"
+    else:
+        missing = [m for m in ("eq1", "eq2") if m not in result.models]
+        title = f"Per-split MAE of each model, same splits ({' and '.join(missing)} not evaluated here)"
+    a2.set_title(title, fontsize=9)
+    linear_ticks(a1, a2)
     save(fig, path, watermark)
     return path
 
@@ -110,18 +138,19 @@ def fig6_ablation(result: EvaluationResult, path: Path, *, watermark: str | None
 def fig_coverage(result: EvaluationResult, path: Path, *, watermark: str | None = None) -> Path:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 4.5))
+    inch_margins(fig, left=0.7, top=0.4, bottom=0.6)
     for name in _order(result):
         m = result.models[name]
         n = m.loo_residuals.shape[1]
         # the levels the JSON reports (coverage_by_level); conformal needs ⌈(n+1)·c⌉ <= n
         levels = [c for c in COVERAGE_LEVELS if conformal_rank(n, c) <= n]
-        ax.plot(levels, [m.coverage_at(c) for c in levels], "o-", ms=3, label=name)
-    ax.plot([0.45, 1], [0.45, 1], "k--", lw=0.8, label="nominal")
-    ax.set_xlabel("nominal confidence")
-    ax.set_ylabel("held-out coverage")
+        ax.plot([100 * c for c in levels], [100 * m.coverage_at(c) for c in levels], "o-", ms=3, label=name)
+    ax.plot([45, 100], [45, 100], "k--", lw=0.8, label="nominal")
+    ax.set_xlabel("nominal confidence (%)")
+    ax.set_ylabel("held-out coverage (% of test runs inside)")
     ax.set_title("Held-out coverage of the prediction intervals (LOO-conformal)", fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
+    linear_ticks(ax)
     save(fig, path, watermark)
     return path
 
@@ -130,6 +159,7 @@ def fig_thresholds(result: EvaluationResult, path: Path, *, watermark: str | Non
     plt = pyplot()
     names = _order(result)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    inch_margins(fig, left=0.75, top=0.4, bottom=0.6, wspace=0.08)
     for name in names:
         r = result.thresholds(name)
         thr = np.array(r["threshold_flops"], dtype=float)
@@ -146,9 +176,9 @@ def fig_thresholds(result: EvaluationResult, path: Path, *, watermark: str | Non
     for ax in axes:
         ax.set_xscale("log")
         ax.set_xlabel("threshold T (FLOP)")
-    axes[0].set_ylabel("rate")
+        linear_ticks(ax)
+    axes[0].set_ylabel("rate (share of held-out runs in the class)")
     axes[0].legend(fontsize=6, ncol=2)
-    fig.tight_layout()
     save(fig, path, watermark)
     return path
 

@@ -1,8 +1,9 @@
 """The self-contained ``report.html`` of a ``flopwatch run``: one file, inline CSS, figures as base64 PNGs.
 
-It says what ran (device, sweep, every workload and whether it passed the gate), how accurate the estimator was
-on held-out runs (all models, against the published eq. 1/eq. 2), the threshold analysis, the figures, every
-join mismatch and the caveats. A run on the simulated accelerator carries a SIMULATED banner on top and says so
+It opens with the verdict (:mod:`flopwatch.report.headline`): what was measured, held-out accuracy beside the
+no-model yardstick and the published models, held-out threshold verdicts, what the result does and does not
+support. Then what ran (device, sweep, every workload and whether it passed the gate), every model's held-out
+accuracy, the in-sample threshold table (labelled so), the figures, every join mismatch and the caveats. A run on the simulated accelerator carries a SIMULATED banner on top and says so
 next to every number that matters.
 """
 
@@ -16,25 +17,34 @@ import os
 from pathlib import Path
 from typing import Any
 
-#: Published held-out results of the Jetson study (Fowler 2026), for context in the report.
-PUBLISHED = {"eq1": (4.48, 0.59), "eq2": (4.55, 0.135)}
+from flopwatch.report.fmt import pct, share, sig3
+from flopwatch.report.headline import PUBLISHED, PUBLISHED_SOURCE, study_models_mae_pct
 
 _CSS = """
+*{box-sizing:border-box}
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}
 main{max-width:1100px;margin:0 auto;padding:1.2em 2em 3em}
+p,li,code{overflow-wrap:anywhere}
 h1{font-size:1.6em;margin:.4em 0}h2{font-size:1.25em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+h3{font-size:1.05em;margin:1.2em 0 .3em}
 .banner{background:#b00020;color:#fff;padding:.7em 2em;font-weight:700;letter-spacing:.03em}
 .banner small{font-weight:400;display:block;opacity:.9}
-.cards{display:flex;flex-wrap:wrap;gap:.8em;margin:1em 0}
-.card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.6em 1em;min-width:150px}
+.verdict{background:#fff;border:2px solid #1f4e79;border-radius:8px;padding:.4em 1.2em 1em;margin:1em 0}
+.verdict.simbox{border-color:#b00020}
+.verdict .lead{font-size:1.05em}
+.cards{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:.8em;margin:1em 0}
+.card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.6em 1em;min-width:0}
 .card .v{font-size:1.5em;font-weight:700}.card .k{font-size:.8em;color:#555}
+.scroll{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}
 table{border-collapse:collapse;font-size:.85em;background:#fff;margin:.6em 0}
 th,td{border:1px solid #ddd;padding:.25em .5em;text-align:right}th{background:#f0f0f0}
-td.l,th.l{text-align:left}tr.out td{color:#888}
+td.l,th.l{text-align:left}td:not(.l){white-space:nowrap}tr.out td{color:#888}tr.pub td{background:#f6f6ff}
 .sim{color:#b00020;font-weight:700}.warn{color:#a15c00}.note{font-size:.85em;color:#444}
-figure{margin:1em 0;background:#fff;border:1px solid #ddd;padding:.5em}figure img{max-width:100%}
+figure{margin:1em 0;background:#fff;border:1px solid #ddd;padding:.5em}figure img{max-width:100%;height:auto}
 figcaption{font-size:.85em;color:#444}code{background:#eee;padding:0 .25em}
 ul.caveats li{margin:.3em 0}
+@media (max-width:700px){main{padding:.8em .8em 2em}.banner{padding:.7em .8em}
+.cards{grid-template-columns:repeat(2,minmax(0,1fr))}.card .v{font-size:1.2em}}
 """
 
 
@@ -42,13 +52,14 @@ def _e(x: Any) -> str:
     return html.escape(str(x))
 
 
-def _num(x: Any, fmt: str = ".3g", none: str = "–") -> str:
-    if x is None:
-        return none
-    try:
-        return format(float(x), fmt)
-    except (TypeError, ValueError):
-        return _e(x)
+def _num(x: Any, signed: bool = False) -> str:
+    """Three significant digits everywhere (report.fmt.sig3): no '5457' beside '1.06e+04', no '-0.0'."""
+    return _e(sig3(x, signed=signed))
+
+
+def _table(head: str, rows: list[str]) -> str:
+    """A table in its own horizontally scrolling box: a wide table never widens the page."""
+    return f"<div class='scroll'><table>{head}{''.join(rows)}</table></div>"
 
 
 def _img(path: Path) -> str:
@@ -59,9 +70,9 @@ def _img(path: Path) -> str:
 _CAPTIONS = {
     "run_timeline": "Sensor power and utilisation over the whole run; shaded: workloads the detector found. The "
     "idle line is the baseline subtracted to get each workload's net energy E_net.",
-    "run_energy_vs_flops": "Net energy against ground-truth FLOPs (left) and energy per FLOP against MFU (right). "
-    "If energy were proportional to FLOPs the right panel would be flat; its spread is what the estimator must "
-    "explain from telemetry.",
+    "run_energy_vs_flops": "Net energy against ground-truth FLOPs, every run (left), and energy per FLOP against MFU "
+    "for the frontier runs on linear axes (right; MFU against hardware FLOPs). If energy were proportional to FLOPs "
+    "the right panel would be flat; its spread is what the estimator must explain from telemetry.",
     "run_heldout_vs_truth": "Held-out estimates of the default model against ground truth, every split pooled; the "
     "grey band is ±10 %.",
     "fig4_per_workload": "Per workload: the held-out error of each model over the splits in which that workload was "
@@ -69,7 +80,8 @@ _CAPTIONS = {
     "fig5_by_hyperparameter": "Held-out MAE grouped by model width, batch size, sequence length and depth: where an "
     "estimator is systematically worse.",
     "fig6_ablation": "Left: distribution of held-out signed errors, all splits. Right: per-split MAE of each model on "
-    "the same splits (the study's eq. 1 vs eq. 2 ablation, plus flopwatch's models).",
+    "the same splits: the study's eq. 1 vs eq. 2 ablation plus flopwatch's models where both equations could be "
+    "evaluated; a model this data cannot support is listed under 'Not evaluated' and absent here.",
     "coverage": "Calibration of the prediction intervals: share of held-out truths inside the interval against the "
     "nominal confidence (on the dashed line = honest intervals).",
     "threshold_rates": "Threshold analysis over a grid of thresholds T: false-positive (solid) and false-negative "
@@ -88,6 +100,103 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _verdict(summary: dict[str, Any], tag: str) -> list[str]:
+    """The box a verifier reads first (report.headline): what was measured, held-out accuracy beside the
+    yardstick and the published models, held-out threshold verdicts, and what the result supports."""
+    h = summary.get("headline")
+    if not h:
+        return []
+    sim = h["what_was_measured"]["kind"] == "simulated"
+    ho, ys, g = h["heldout"], h["yardstick"], h["gain_over_yardstick_pp"]
+    th = h["thresholds"]
+    p = [f"<section class='verdict{' simbox' if sim else ''}'><h2>Verdict{tag}</h2>"]
+    p.append(f"<p class='{'sim' if sim else ''}'>{_e(h['what_was_measured']['text'])}</p>")
+    p.append(f"<p class='lead'>{_e(h['verdict'])}</p>")
+    cards = [
+        (f"held-out MAE, {ho['model']}", pct(ho["mae_pct"])),
+        ("no-model yardstick (median J/FLOP)", pct(ys["mae_pct"])),
+        ("gain over the yardstick", f"{sig3(g['mean_pp'], signed=True)} pp"),
+        ("splits with a run &gt; 10 % off", share(ho["frac_splits_any_over_10pct"])),
+        ("frontier runs / splits", f"{ho['n_frontier']} / {ho['n_splits']}"),
+        (
+            "interval coverage",
+            share((summary.get("heldout") or {}).get("coverage")),
+        ),
+    ]
+    p.append("<div class='cards'>")
+    for k, v in cards:
+        p.append(f"<div class='card'><div class='v'>{_e(v)}</div><div class='k'>{k}{tag}</div></div>")
+    p.append("</div>")
+    data = h["what_was_measured"]["kind"]
+    rows = [
+        f"<tr style='font-weight:700'><td class='l'>flopwatch <code>{_e(ho['model'])}</code>"
+        f"{' (' + _e(ho['component']) + ')' if ho.get('component') not in (None, ho['model']) else ''}</td>"
+        f"<td>{_e(pct(ho['mae_pct']))}</td><td>{_e(share(ho['frac_splits_any_over_10pct']))}</td>"
+        f"<td class='l'>measured here, {data} data</td></tr>",
+        f"<tr><td class='l'>no model: median J/FLOP of the calibration runs</td><td>{_e(pct(ys['mae_pct']))}</td>"
+        f"<td>{_e(share(ys['frac_splits_any_over_10pct']))}</td><td class='l'>measured here, {data} data</td></tr>",
+    ]
+    for name, m in (h.get("study_models_here") or {}).items():
+        rows.append(
+            f"<tr><td class='l'>the study's {_e(name)}, refitted here</td><td>{_e(pct(m['mae_pct']))}</td>"
+            f"<td>{_e(share(m['frac_splits_any_over_10pct']))}</td><td class='l'>measured here, {data} data</td></tr>"
+        )
+    for name in ("eq1", "eq2"):
+        m = h["published"][name]
+        rows.append(
+            f"<tr class='pub'><td class='l'>{_e(name)} as published</td><td>{_e(pct(m['mae_pct']))}</td>"
+            f"<td>{_e(share(m['frac_splits_any_over_10pct']))}</td><td class='l'>published: real Jetson Orin Nano, "
+            "21 fp32 runs</td></tr>"
+        )
+    p.append(
+        f"<h3>Held-out accuracy ({ho['n_splits']} splits, {ho['n_train']} calibration / {ho['n_test']} test runs)</h3>"
+    )
+    p.append(
+        _table(
+            "<tr><th class='l'>estimator</th><th>MAE</th><th>splits with a run &gt; 10 % off</th>"
+            "<th class='l'>source</th></tr>",
+            rows,
+        )
+    )
+    p.append(
+        f"<p class='note'>Gain over the yardstick, paired per split: {_e(sig3(g['mean_pp'], signed=True))} pp "
+        f"(95 % of splits between {_e(sig3(g['p025'], signed=True))} and {_e(sig3(g['p975'], signed=True))} pp; "
+        f"better on {_e(share(g['frac_splits_better']))} of splits). Published: {_e(PUBLISHED_SOURCE)}; those "
+        "numbers come from other hardware and are context, not a comparison on the same data.</p>"
+    )
+    conf = share(th["confidence"])
+    p.append(f"<h3>Threshold verdicts on held-out runs ({conf} intervals)</h3>")
+    rows = []
+    for r in th["at_sweep_quantiles"]:
+        rows.append(
+            f"<tr><td class='l'>{_e(sig3(r['threshold_flops']))} FLOP ({100 * r['quantile']:g}th percentile "
+            f"of the sweep)</td><td>{r['n_truth_above']} / {r['n_truth_below']}</td><td>{r['correct']}</td>"
+            f"<td>{r['uncertain']}</td><td>{r['wrong_accuse']}</td><td>{r['wrong_clear']}</td></tr>"
+        )
+    for r in th["by_margin"]:
+        rows.append(
+            f"<tr><td class='l'>each run {r['margin_pct']:g} % {r['run_is']} its threshold</td>"
+            f"<td>{r['n_truth_above']} / {r['n_truth_below']}</td><td>{r['correct']}</td><td>{r['uncertain']}</td>"
+            f"<td>{r['wrong_accuse']}</td><td>{r['wrong_clear']}</td></tr>"
+        )
+    p.append(
+        _table(
+            "<tr><th class='l'>threshold T</th><th>truly above / below</th><th>correct</th><th>uncertain</th>"
+            "<th>wrongly accused</th><th>wrongly cleared</th></tr>",
+            rows,
+        )
+    )
+    p.append(
+        "<p class='note'>Every held-out test run of every split, judged by a profile calibrated without it: "
+        "'above' iff the interval's lower bound exceeds T, 'below' iff its upper bound is under T, else "
+        "'uncertain'. Counts are run × split cases.</p>"
+    )
+    p.append(f"<p><b>What this supports:</b> {_e(h['supports'])}</p>")
+    p.append(f"<p><b>What it does not support:</b> {_e(h['does_not_support'])}</p>")
+    p.append("</section>")
+    return p
+
+
 def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> str:
     """The report's HTML text (reads records.jsonl, evaluation.json and the figures from ``outdir``)."""
     out = Path(outdir)
@@ -99,6 +208,7 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
     tag = ' <span class="sim">(simulated)</span>' if sim else ""
     p: list[str] = []
     p.append("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>")
+    p.append("<meta name='viewport' content='width=device-width, initial-scale=1'>")
     p.append(f"<title>flopwatch run — {_e(summary.get('device'))}{' (SIMULATED)' if sim else ''}</title>")
     p.append(f"<style>{_CSS}</style></head><body>")
     if sim:
@@ -126,80 +236,58 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
     p.append(
         f"<p>{_e(summary.get('device_name', ''))} — {_e(summary.get('device_reason', ''))}. {_e(when)}; "
         f"flopwatch {_e(summary.get('flopwatch_version', ''))}; seed {_e(summary.get('seed'))}; "
-        f"wall time {_num(summary.get('wall_time_s'), '.1f')} s.</p>"
+        f"wall time {_num(summary.get('wall_time_s'))} s.</p>"
     )
+    p += _verdict(summary, tag)
     dm = summary.get("default_model")
-    cards = [
-        ("held-out MAE (" + _e(dm) + ")", _num(summary.get("heldout_mae_pct"), ".2f") + " %"),
-        (
-            "splits with a workload > 10 % off",
-            _num(100 * (summary.get("frac_splits_any_over_10pct") or 0), ".1f") + " %",
-        ),
-        ("frontier / workloads", f"{summary.get('n_frontier')} / {summary.get('n_workloads')}"),
-        ("idle power", _num(summary.get("idle_power_w"), ".3g") + " W"),
-        (
-            "interval coverage",
-            _num(100 * ((summary.get("heldout") or {}).get("coverage") or 0), ".0f") + " %",
-        ),
-    ]
-    p.append("<div class='cards'>")
-    for k, v in cards:
-        p.append(f"<div class='card'><div class='v'>{v}</div><div class='k'>{k}{tag}</div></div>")
-    p.append("</div>")
-    mae = summary.get("heldout_mae_pct")
-    if mae is not None:
-        p.append(
-            "<p><b>In one sentence:</b> after calibrating on "
-            f"{_e(summary.get('n_train'))} runs, flopwatch's <code>{_e(dm)}</code> estimator"
-            f"{' (resolved to <code>' + _e(summary.get('component')) + '</code>)' if summary.get('component') not in (None, dm) else ''} "
-            f"estimated the training FLOPs of unseen runs from their telemetry alone (net energy, duration"
-            f"{', DRAM traffic' if summary.get('component') in (None, dm) else ''}) with a mean absolute error of "
-            f"{_num(mae, '.1f')} %; in {_num(100 * (summary.get('frac_splits_any_over_10pct') or 0), '.0f')} % of the "
-            f"random splits at least one test run was more than 10 % off{tag}.</p>"
-        )
 
     # What ran
     p.append("<h2>What ran</h2>")
     p.append(
         f"<p>Sweep <code>{_e(summary.get('sweep'))}</code>: {_e(summary.get('sweep_note', ''))}. "
-        f"Idle baseline {_num(summary.get('idle_baseline_s'), '.0f')} s "
-        f"(idle power {_num(summary.get('idle_power_w'), '.2f')} W, {_e(summary.get('idle_source', ''))}); "
-        f"telemetry at {_num(summary.get('rate_hz'), 'g')} Hz, {_e(summary.get('trace_rows'))} trace rows; "
+        f"Idle baseline {_num(summary.get('idle_baseline_s'))} s "
+        f"(idle power {_num(summary.get('idle_power_w'))} W, {_e(summary.get('idle_source', ''))}); "
+        f"telemetry at {_num(summary.get('rate_hz'))} Hz, {_e(summary.get('trace_rows'))} trace rows; "
         f"{_e(summary.get('n_detected'))} workloads detected (poll 1.5 s, util > 5 %, 2 polls to start, 3 to end). "
         f"Calibration precision: {_e(summary.get('calibration_dtype'))}.</p>"
     )
     p.append(
         "<p class='note'>Columns: <b>duration</b>, <b>mean util</b> and <b>E_net</b> (energy above the idle baseline) "
         "come from the detected telemetry segment, as the estimator sees them; <b>steps</b>, <b>ground truth FLOPs</b> "
-        "(FlopCounterMode count × timed steps) and <b>MFU</b> (achieved FLOP/s over the device's dense peak for the "
-        "precision) come from the training loop. <b>J/TFLOP</b> = E_net / FLOPs. Grey rows did not pass the frontier "
-        "gate and are neither calibrated nor evaluated.</p>"
+        "(FlopCounterMode count × timed steps: hardware FLOPs, fused attention counted 3.5× forward) and <b>MFU</b> "
+        "(achieved hardware FLOP/s over the device's dense peak for the precision; fp32 against the vector peak, or "
+        "the matrix peak where fp32 GEMMs run on matrix units) come from the training loop. <b>J/TFLOP</b> = "
+        "E_net / FLOPs. Grey rows did not pass the frontier gate and are neither calibrated nor evaluated.</p>"
     )
     for n in summary.get("plan_notes") or []:
         p.append(f"<p class='warn'>{_e(n)}</p>")
     gate = summary.get("gate") or {}
     kept = set(gate.get("kept_labels") or [])
     reasons = {x["label"]: x["reason"] for x in gate.get("excluded") or []}
-    p.append(
-        "<table><tr><th class='l'>workload</th><th>dtype</th><th>steps</th><th>duration s</th><th>mean util</th>"
-        "<th>MFU</th><th>E_net J</th><th>ground truth FLOPs</th><th>J/TFLOP</th><th class='l'>gate</th>"
-        "<th class='l'>join</th></tr>"
-    )
+    rows = []
     for r in records:
         k = r.get("label") in kept
         e, f = r.get("net_energy_j"), r.get("total_flops")
         jpt = (float(e) / float(f) * 1e12) if (e is not None and f) else None
         util = r.get("mean_util")
         why = "frontier" if k else reasons.get(r.get("label"), "not measured")
-        p.append(
+        rows.append(
             f"<tr class='{'' if k else 'out'}'><td class='l'>{_e(r.get('label'))}</td><td>{_e(r.get('dtype'))}</td>"
-            f"<td>{_e(r.get('steps'))}</td><td>{_num(r.get('duration_s'), '.1f')}</td>"
-            f"<td>{_num(None if util is None else 100 * util, '.0f')} %</td>"
-            f"<td>{_num(None if r.get('mfu') is None else 100 * r['mfu'], '.1f')} %</td>"
-            f"<td>{_num(e, '.4g')}</td><td>{_num(f, '.3e')}</td><td>{_num(jpt, '.3g')}</td>"
-            f"<td class='l'>{why}</td><td class='l'>{_e((r.get('join') or {}).get('status', '–'))}</td></tr>"
+            f"<td>{_e(r.get('steps'))}</td><td>{_num(r.get('duration_s'))}</td>"
+            f"<td>{_e(share(util))}</td>"
+            f"<td>{_e(share(r.get('mfu')))}</td>"
+            f"<td>{_num(e)}</td><td>{_num(f)}</td><td>{_num(jpt)}</td>"
+            f"<td class='l'>{_e(why)}</td><td class='l'>{_e((r.get('join') or {}).get('status', '–'))}</td></tr>"
         )
-    p.append("</table>")
+    mfu_conv = {str(r.get("mfu_convention") or "hardware") for r in records}
+    p.append(
+        _table(
+            "<tr><th class='l'>workload</th><th>dtype</th><th>steps</th><th>duration (s)</th><th>mean util</th>"
+            f"<th>MFU ({_e('/'.join(sorted(mfu_conv)))} FLOPs)</th><th>E_net (J)</th><th>ground truth (FLOP)</th>"
+            "<th>J/TFLOP</th><th class='l'>gate</th><th class='l'>join</th></tr>",
+            rows,
+        )
+    )
 
     # Accuracy
     p.append(f"<h2>Estimator accuracy on held-out runs{tag}</h2>")
@@ -211,30 +299,33 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
     )
     models = ev.get("models", {})
     if models:
-        p.append(
-            "<table><tr><th class='l'>model</th><th>MAE %</th><th>SD %</th><th>mean signed %</th><th>p90 |err| %</th>"
-            "<th>worst %</th><th>splits any &gt; 10 %</th><th>interval coverage</th><th>median ± %</th>"
-            "<th class='l'>description</th></tr>"
-        )
+        rows = []
         for name, m in models.items():
             bold = " style='font-weight:700'" if name == dm else ""
-            p.append(
-                f"<tr{bold}><td class='l'>{_e(name)}</td><td>{_num(m.get('mae_pct'), '.2f')}</td>"
-                f"<td>{_num(m.get('sd_pct'), '.2f')}</td><td>{_num(m.get('mean_signed_pct'), '+.2f')}</td>"
-                f"<td>{_num(m.get('p90_abs_pct'), '.2f')}</td><td>{_num(m.get('worst_pct'), '.1f')}</td>"
-                f"<td>{_num(100 * (m.get('frac_splits_any_over_10pct') or 0), '.1f')} %</td>"
-                f"<td>{_num(100 * (m.get('coverage') or 0), '.0f')} %</td>"
-                f"<td>{_num(m.get('median_interval_halfwidth_pct'), '.1f')}</td>"
+            rows.append(
+                f"<tr{bold}><td class='l'>{_e(name)}</td><td>{_num(m.get('mae_pct'))}</td>"
+                f"<td>{_num(m.get('sd_pct'))}</td><td>{_num(m.get('mean_signed_pct'), signed=True)}</td>"
+                f"<td>{_num(m.get('p90_abs_pct'))}</td><td>{_num(m.get('worst_pct'))}</td>"
+                f"<td>{_e(share(m.get('frac_splits_any_over_10pct')))}</td>"
+                f"<td>{_e(share(m.get('coverage')))}</td>"
+                f"<td>{_num(m.get('median_interval_halfwidth_pct'))}</td>"
                 f"<td class='l'>{_e(m.get('description', ''))}</td></tr>"
             )
-        p.append("</table>")
+        p.append(
+            _table(
+                "<tr><th class='l'>model</th><th>MAE (%)</th><th>SD (%)</th><th>mean signed (%)</th>"
+                "<th>p90 |err| (%)</th><th>worst (%)</th><th>splits any &gt; 10 %</th><th>interval coverage</th>"
+                "<th>median ± (%)</th><th class='l'>description</th></tr>",
+                rows,
+            )
+        )
     base = summary.get("constant_jpf_baseline") or {}
     if base:
         p.append(
             "<p>Yardstick: on the same splits, predicting every test run from its net energy and the calibration "
-            f"runs' median J/FLOP alone (no model) gives MAE {_num(base.get('mae_pct'), '.2f')} % "
-            f"({_num(100 * (base.get('frac_splits_any_over_10pct') or 0), '.0f')} % of splits with a run &gt; 10 % off); "
-            f"J/FLOP varies by {_num(base.get('jpf_cv_pct'), '.1f')} % (CV) across the frontier runs{tag}. An estimator "
+            f"runs' median J/FLOP alone (no model) gives MAE {_e(pct(base.get('mae_pct')))} "
+            f"({_e(share(base.get('frac_splits_any_over_10pct')))} of splits with a run &gt; 10 % off); "
+            f"J/FLOP varies by {_e(pct(base.get('jpf_cv_pct')))} (CV) across the frontier runs{tag}. An estimator "
             "adds information only by the margin it beats this.</p>"
         )
     skipped = summary.get("skipped_models") or ev.get("skipped_models") or {}
@@ -245,40 +336,60 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
             + ". eq. 1 and the bandwidth models need DRAM traffic per run, which this sensor does not report "
             "(NVML has no DRAM byte counter before Hopper's GPM; Jetson's EMC monitor has one).</p>"
         )
+    here = study_models_mae_pct(summary)
     p.append(
-        "<p>For reference, the Jetson Orin Nano study (Fowler 2026) reported held-out MAE "
-        f"{PUBLISHED['eq1'][0]} % for eq. 1 ({PUBLISHED['eq1'][1]:.0%} of splits with a workload &gt; 10 % off) and "
-        f"{PUBLISHED['eq2'][0]} % for eq. 2 ({PUBLISHED['eq2'][1]:.1%}) on 21 fp32 runs.</p>"
+        "<p>For reference, the Jetson Orin Nano study (Fowler 2026) <b>published</b> held-out MAE "
+        f"{_e(pct(PUBLISHED['eq1']['mae_pct']))} for eq. 1 ({_e(share(PUBLISHED['eq1']['frac_splits_any_over_10pct']))} "
+        f"of splits with a workload &gt; 10 % off) and {_e(pct(PUBLISHED['eq2']['mae_pct']))} for eq. 2 "
+        f"({_e(share(PUBLISHED['eq2']['frac_splits_any_over_10pct']))}) on 21 real fp32 runs"
+        + (
+            "; <b>measured here</b> on this run's "
+            + ("simulated " if sim else "")
+            + "data: "
+            + ", ".join(f"{_e(k)} {_e(pct(v))}" for k, v in here.items())
+            if here
+            else ""
+        )
+        + ".</p>"
     )
+    drift = (summary.get("headline") or {}).get("idle_drift") or {}
+    if drift.get("mae_pct"):
+        p.append(
+            "<p>Idle drift: calibrated on this session and re-scored as if the idle baseline were off by "
+            + ", ".join(f"{_e(k)} W → MAE {_e(pct(v))}" for k, v in drift["mae_pct"].items())
+            + f" ({_e(drift.get('basis', ''))}).</p>"
+        )
 
-    # Threshold analysis
+    # In-sample threshold table
     th = summary.get("threshold") or {}
     vs = th.get("verdicts") or []
     if vs:
         n_ok = sum(1 for v in vs if v.get("correct") is True)
         n_wrong = sum(1 for v in vs if v.get("correct") is False)
         n_unc = sum(1 for v in vs if v.get("verdict") == "uncertain")
-        p.append(f"<h2>Threshold analysis{tag}</h2>")
+        p.append(f"<h2>The calibrated profile on its own runs (in-sample){tag}</h2>")
         p.append(
-            f"<p>Threshold T = {_num(th.get('threshold_flops'), '.3e')} FLOPs (the geometric middle of the sweep). "
-            f"With the calibrated profile's {_num(100 * ((summary.get('heldout') or {}).get('confidence') or 0.9), '.0f')} % "
-            f"intervals, the frontier runs are classified above/below T: {n_ok} correct, {n_unc} uncertain "
-            f"(interval straddles T), {n_wrong} wrong (in-sample; the held-out FP/FN rates over a grid of thresholds "
-            "are in the figures and in <code>evaluation.json</code>).</p>"
+            f"<p>Threshold T = {_num(th.get('threshold_flops'))} FLOP (the geometric middle of the sweep). The "
+            f"profile in <code>profile.json</code> was calibrated on these very runs, so this table is "
+            f"<b>in-sample</b> and flatters the estimator: {n_ok} correct, {n_unc} uncertain, {n_wrong} wrong. The "
+            "held-out verdicts are in the Verdict box above; the held-out FP/FN rates over a grid of thresholds are in "
+            "the figures and in <code>evaluation.json</code>.</p>"
         )
+        rows = [
+            f"<tr><td class='l'>{_e(v['label'])}</td><td>{_num(v['total_flops'])}</td>"
+            f"<td>{_num(v['estimate_flops'])}</td>"
+            f"<td>{_num(v['lower_flops'])} – {_num(v['upper_flops'])}</td>"
+            f"<td>{_num(v['err_pct'], signed=True)}</td><td class='l'>{_e(v['verdict'])}</td>"
+            f"<td class='l'>{_e(v['truth'])}</td></tr>"
+            for v in vs
+        ]
         p.append(
-            "<table><tr><th class='l'>workload</th><th>truth</th><th>estimate</th><th>interval</th><th>err %</th>"
-            "<th class='l'>verdict</th><th class='l'>truth vs T</th></tr>"
-        )
-        for v in vs:
-            p.append(
-                f"<tr><td class='l'>{_e(v['label'])}</td><td>{_num(v['total_flops'], '.3e')}</td>"
-                f"<td>{_num(v['estimate_flops'], '.3e')}</td>"
-                f"<td>{_num(v['lower_flops'], '.2e')} – {_num(v['upper_flops'], '.2e')}</td>"
-                f"<td>{_num(v['err_pct'], '+.1f')}</td><td class='l'>{_e(v['verdict'])}</td>"
-                f"<td class='l'>{_e(v['truth'])}</td></tr>"
+            _table(
+                "<tr><th class='l'>workload</th><th>truth (FLOP)</th><th>estimate (FLOP)</th><th>interval (FLOP)</th>"
+                "<th>error (%)</th><th class='l'>verdict</th><th class='l'>truth vs T</th></tr>",
+                rows,
             )
-        p.append("</table>")
+        )
 
     # Figures
     figs = [out / f for f in summary.get("figures") or []]
@@ -296,15 +407,17 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
     mm = summary.get("join_mismatches") or []
     p.append("<h2>Detection ↔ record join</h2>")
     if mm:
+        rows = [
+            f"<tr><td class='l'>{_e(m.get('label') or '–')}</td><td class='l'>{_e(m.get('kind'))}</td>"
+            f"<td class='l'>{_e(m.get('detail'))}</td></tr>"
+            for m in mm
+        ]
         p.append(
-            "<table><tr><th class='l'>workload</th><th class='l'>problem</th><th class='l'>detail</th></tr>"
-        )
-        for m in mm:
-            p.append(
-                f"<tr><td class='l'>{_e(m.get('label') or '–')}</td><td class='l'>{_e(m.get('kind'))}</td>"
-                f"<td class='l'>{_e(m.get('detail'))}</td></tr>"
+            _table(
+                "<tr><th class='l'>workload</th><th class='l'>problem</th><th class='l'>detail</th></tr>",
+                rows,
             )
-        p.append("</table>")
+        )
     else:
         p.append(
             "<p>Every workload was detected as exactly one segment, and every segment matched one workload.</p>"
@@ -332,12 +445,14 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
         )
     p.append(
         "<li>One measurement session: the calibration is specific to this device, driver, power limit and idle "
-        "baseline. Carrying it to another session adds the idle-drift error shown in "
+        "baseline. Carrying it to another session adds the idle-drift error shown above and in "
         "<code>evaluation.json</code> (<code>idle_shift_mae_pct</code>).</li>"
         "<li>Only frontier runs (mean utilisation ≥ 80 %, one precision) are calibrated and evaluated; host-bound "
         "runs draw power that does not track their FLOPs.</li>"
         "<li>Ground truth is PyTorch's <code>FlopCounterMode</code> count of one forward+backward step × steps "
-        "(fused attention counted as 3.5× forward), optimizer FLOPs excluded, as in the study.</li>"
+        "(hardware FLOPs: fused attention counted as 3.5× forward, its backward recompute included; no causal "
+        "discount), optimizer FLOPs excluded, as in the study. PaLM-style model FLOPs (no recompute, causal "
+        "attention halved) are lower; MFU here is against hardware FLOPs.</li>"
         "<li>Intervals are conformal-style from leave-one-out residuals of the calibration runs; with few runs "
         "their nominal coverage is approximate.</li>"
         "</ul>"
@@ -346,7 +461,7 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
         "<h2>Reproduce</h2><p><code>flopwatch run --device "
         f"{_e(summary.get('device'))} --sweep {_e(summary.get('sweep'))} --seed {_e(summary.get('seed'))}"
         f"{' --quick' if summary.get('quick') else ''}"
-        f"{(' --budget-s ' + _num(summary.get('budget_s'), 'g')) if summary.get('budget_s') else ''} -o DIR</code></p>"
+        f"{(' --budget-s ' + _e(sig3(summary.get('budget_s')))) if summary.get('budget_s') else ''} -o DIR</code></p>"
     )
     p.append("</main></body></html>")
     return "\n".join(p)

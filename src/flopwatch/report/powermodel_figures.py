@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from flopwatch.report.mpl import pyplot, save
+from flopwatch.report.mpl import inch_margins, linear_ticks, pyplot, save
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,6 +29,7 @@ def _grid(n: int):  # noqa: ANN202
     cols = 3 if n > 2 else n
     rows = int(np.ceil(n / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.5 * rows), squeeze=False)
+    inch_margins(fig, left=0.65, top=0.6, bottom=0.55, wspace=0.35, hspace=0.55)
     return plt, fig, axes.ravel()
 
 
@@ -44,13 +45,13 @@ def figure1_power_vs_mfu(df: pd.DataFrame, gpu_fit: PowerModelResult, path: str 
         xs = np.linspace(0, sub["mfu_pct"].max(), 50)
         ax.plot(xs, p["intercept"] + p["slope"] * xs, color="k", lw=1.2, label=f"OLS R²={p['r2']:.2f}")
         ax.set_title(gpu)
-        ax.set_xlabel("MFU (%)")
+        ax.set_xlabel("MFU (%, MASCOTS: calflops FLOPs, implied peaks)")
         ax.set_ylabel("GPU power (W)")
+        linear_ticks(ax)
         ax.legend(fontsize=7, loc="lower right")
     for ax in axes[len(gpus) :]:
         ax.axis("off")
     fig.suptitle("Power vs MFU per GPU (per-run means; MASCOTS 2026 data)")
-    fig.tight_layout()
     return save(fig, Path(path), dpi=120)
 
 
@@ -80,11 +81,11 @@ def figure4_measured_vs_predicted(
         ax.set_title(gpu)
         ax.set_xlabel("measured power (W)")
         ax.set_ylabel("predicted power (W)")
+        linear_ticks(ax)
         ax.legend(fontsize=6, loc="upper left")
     for ax in axes[len(gpus) :]:
         ax.axis("off")
     fig.suptitle("Measured vs predicted power (in-sample)")
-    fig.tight_layout()
     return save(fig, Path(path), dpi=120)
 
 

@@ -349,7 +349,7 @@ class SimulatedAccelerator:
                 f"tokens_per_step must be > 0, got {tokens!r}", record=workload.label, field="tokens_per_step"
             )
         sp = self.params
-        peak = self.spec.peak(dtype)
+        peak = self.spec.mfu_peak(dtype)
         eta_max = sp.eff_fp32 if dtype == "fp32" else sp.eff_tensor
         eta_c = eta_max * tokens / (tokens + sp.tokens_half)
         t_c0 = flops / (peak * eta_c) / speed
@@ -519,7 +519,7 @@ class SimulatedAccelerator:
             power_busy_w=p,
             power_gap_w=p,
             achieved_flops_per_s=achieved,
-            mfu=achieved / self.spec.peak(dtype),
+            mfu=achieved / self.spec.mfu_peak(dtype),
             power_model_mfu_pct=mfu_pct,
             dram_bytes_per_s=0.0,
             bound="condition",

@@ -21,7 +21,7 @@ from flopwatch.powermodel.bench import (
 )
 from flopwatch.sim.sensor import from_spec
 from flopwatch.telemetry.sampler import Sampler
-from flopwatch.workloads.formulas import describe
+from flopwatch.workloads.formulas import describe, model_flops_per_step
 
 
 def bench_grid_sim(
@@ -95,6 +95,7 @@ def bench_grid_sim(
             flops_per_step=desc.flops_per_step,
             peak_flops=peak,
             settings=s,
+            model_flops_per_step=model_flops_per_step(config),
             gpu=info.name if info.simulated and "simulated" in info.name else f"{info.name} (simulated)",
             device=f"sim:{key}",
             sensor=f"sim:{key}",

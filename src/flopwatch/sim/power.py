@@ -45,8 +45,8 @@ MASCOTS_TOKENS_PER_SAMPLE = 11
 #: (f ≈ 0.80 there) that gives a 10.5 W rail maximum, far below the 25 W module power mode.
 RAIL_MAX_W: Mapping[str, float] = {"orin-nano": 10.5}
 
-#: Which dtype's peak the power model's MFU is taken against, per device kind. The MASCOTS fp32 MFUs of the
-#: A100 imply the 156 TFLOPS TF32 peak (SOURCE.md), so for A100-shaped models fp32 is normalised by TF32.
+#: The template of the spec-based models. Its MASCOTS fp32 MFUs imply the 156 TFLOPS TF32 peak (SOURCE.md): the
+#: MASCOTS-grounded models keep the peaks their data imply; spec-based ones use DeviceSpec.mfu_peak.
 _TEMPLATE_GPU = "A100"
 
 
@@ -220,14 +220,11 @@ def build_power_model(device: str, *, exclude_models: tuple[str, ...] = ()) -> P
         )
     # Spec-based: the A100's cells as the shape, scaled to this device's idle and maximum power.
     tmpl = power_model_for("a100")
-    peaks = {}
-    for d in ("fp32", "tf32", "fp16", "bf16", "fp8"):
-        if spec.supports(d):
-            # Like the MASCOTS A100 data, fp32 MFU is taken against TF32 where the device has TF32 tensor
-            # cores; on devices without it (or the Orin, whose study ran true fp32) against the fp32 peak.
-            peaks[d] = spec.peak(
-                "tf32" if d == "fp32" and spec.supports("tf32") and spec.key != "orin-nano" else d
-            )
+    # MFU against the same peak as measured runs and ``bench`` (DeviceSpec.mfu_peak: fp32 = the vector peak, or
+    # the matrix peak where fp32 GEMMs run on matrix units), so a simulated fp32 run's MFU means what a real one's
+    # does. The A100 shape was fitted on TF32-normalised fp32 MFU; its fp32 cells are clipped at 1.5× their
+    # largest MFU, so a vector-peak MFU saturates the fp32 line instead of extrapolating it.
+    peaks = {d: spec.mfu_peak(d) for d in ("fp32", "tf32", "fp16", "bf16", "fp8") if spec.supports(d)}
     max_w = RAIL_MAX_W.get(spec.key, spec.tdp_w)
     return PowerModel(
         device=spec.key,

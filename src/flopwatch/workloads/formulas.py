@@ -22,6 +22,16 @@ published approximations below differ from it for documented reasons:
 For the seed encoder (no vocabulary) the Linear(d, d) head plays the part of the output logits (V := d)
 and there is no embedding.
 
+MFU conventions (:data:`MFU_CONVENTIONS`; every MFU flopwatch reports names the one it uses):
+
+- **hardware** FLOPs: what the kernels execute, as counted (:func:`closed_form_flops_per_step`, equal to
+  ``FlopCounterMode``): fused attention counts 3.5× forward attention (the flash/efficient backward recomputes
+  Q·Kᵀ), no causal discount (the counter counts the full s² product). The Jetson study's ground truth.
+- **model** FLOPs (PaLM, Chowdhery et al. 2022, App. B "model FLOPs utilization"): the work the model needs,
+  without rematerialisation: 6 × matmul weights × tokens + 3 × forward attention, with causal attention halved
+  (only the lower triangle of Q·Kᵀ and P·V is needed; the 12·L·H·Q·T term counted per token over the causal
+  half, as in Megatron-LM's and FlashAttention's causal accounting). :func:`model_flops_per_step`.
+
 :func:`bytes_per_step` is an analytic DRAM-traffic estimate; :func:`describe` packages what the
 simulator needs (:class:`WorkloadDescription`).
 """
@@ -98,6 +108,36 @@ def closed_form_flops_per_step(config: WorkloadConfig, attention: str = "fused")
         matmul = 3 * fwd
     a = attention_forward_flops(c)
     return matmul + (7 * a // 2 if attention == "fused" else 3 * a)
+
+
+#: MFU conventions, see the module docstring.
+MFU_CONVENTIONS = ("hardware", "model")
+
+
+def model_flops_per_step(config: WorkloadConfig) -> int:
+    """PaLM-style model FLOPs per step (module docstring): 6·W·tokens + 3·A_fwd, causal attention halved.
+
+    W = :func:`matmul_weight_count` (the 6N of PaLM over matmul weights only: biases, LayerNorm and the position
+    embedding do no matmul work), A_fwd = :func:`attention_forward_flops`. The GPT family is causal (halved); the
+    seed encoder attends both ways (not halved).
+    """
+    c = _check(config)
+    attn = 3 * attention_forward_flops(c)
+    if isinstance(c, GPTConfig):  # causal: is_causal=True in workloads.gpt
+        attn //= 2
+    return 6 * matmul_weight_count(c) * c.tokens_per_step + attn
+
+
+def mfu_flops_per_step(config: WorkloadConfig, convention: str = "hardware", attention: str = "fused") -> int:
+    """FLOPs per step under an MFU convention: ``hardware`` (counted, ``attention`` convention) or ``model``."""
+    if convention == "hardware":
+        return closed_form_flops_per_step(config, attention)
+    if convention == "model":
+        return model_flops_per_step(config)
+    raise ConfigError(
+        f"MFU convention must be one of {', '.join(MFU_CONVENTIONS)}, got {convention!r}",
+        field="mfu_convention",
+    )
 
 
 # ----------------------------------------------------------------------------------- published formulas

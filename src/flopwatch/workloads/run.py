@@ -31,6 +31,7 @@ import numpy as np
 from flopwatch.errors import ConfigError, InputError
 from flopwatch.records import WorkloadRecord, append_record
 from flopwatch.workloads.config import WorkloadConfig, check_device_support
+from flopwatch.workloads.formulas import MFU_CONVENTIONS, model_flops_per_step
 
 # Optimizers as in the study: AdamW lr 1e-4 (torch defaults otherwise), or SGD with momentum 0.9.
 LEARNING_RATE = 1e-4
@@ -166,7 +167,8 @@ def _cpu_name(cpuinfo: str = "/proc/cpuinfo") -> str:
 def _device_peak(device: str, device_name: str, dtype: str) -> tuple[float | None, str | None, str | None]:
     """Peak FLOP/s from ``devices.py`` (never hard-coded here), the spec key and the peak's source.
 
-    fp32 is the FP32-vector peak and tf32 the TF32 tensor peak (``matmul_precision`` runs exactly that);
+    :meth:`~flopwatch.devices.DeviceSpec.mfu_peak`: fp32 is the FP32-vector peak (the matrix peak where fp32
+    GEMMs run on matrix units, MI200) and tf32 the TF32 tensor peak (``matmul_precision`` runs exactly that);
     fp16/bf16 the dense tensor peaks. None when the device or dtype is not in the table.
     """
     from flopwatch.devices import get_device
@@ -177,10 +179,69 @@ def _device_peak(device: str, device_name: str, dtype: str) -> tuple[float | Non
         return None, None, None
     if not spec.supports(dtype):
         return None, spec.key, None
-    source = "; ".join(spec.sources)
+    source = f"{spec.mfu_peak_label(dtype)}: " + "; ".join(spec.sources)
     if spec.vendor == "cpu":
         source = f"nominal placeholder peak ({spec.idle_source.split(': ', 1)[-1]})"
-    return spec.peak(dtype), spec.key, source
+    return spec.mfu_peak(dtype), spec.key, source
+
+
+#: ``progress(phase, done, total)``: see :func:`run_workload`.
+ProgressCallback = Callable[[str, float, float | None], None]
+
+
+class _Throttle:
+    """Calls ``fn`` at most every ``min_interval_s`` per phase (always on a new phase or ``force``)."""
+
+    def __init__(self, fn: ProgressCallback | None, min_interval_s: float = 0.2) -> None:
+        self.fn, self.dt, self.last, self.phase = fn, min_interval_s, -math.inf, ""
+
+    def __call__(self, phase: str, done: float, total: float | None, *, force: bool = False) -> None:
+        if self.fn is None:
+            return
+        now = time.monotonic()
+        if force or phase != self.phase or now - self.last >= self.dt:
+            self.phase, self.last = phase, now
+            self.fn(phase, done, total)
+
+
+@contextlib.contextmanager
+def progress_bar(enabled: bool = True) -> Iterator[ProgressCallback | None]:
+    """A rich progress bar on stderr for :func:`run_workload`'s ``progress`` (None when disabled). On stderr so
+    stdout stays clean for ``--json``; started on the first update, so a configuration refused before anything
+    runs prints its one error line and nothing else."""
+    if not enabled:
+        yield None
+        return
+    state: dict[str, Any] = {}
+
+    def update(phase: str, done: float, total: float | None) -> None:
+        if "bar" not in state:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[count]}"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            bar.start()
+            state["bar"], state["task"] = bar, bar.add_task(phase, total=None, count="")
+        if total is None:
+            count = ""
+        elif phase == "training" and isinstance(total, float):
+            count = f"{done:.0f}/{total:.0f} s"
+        else:
+            count = f"{done:.0f}/{total:.0f}"
+        state["bar"].update(state["task"], description=phase, completed=done, total=total, count=count)
+
+    try:
+        yield update
+    finally:
+        if "bar" in state:
+            state["bar"].stop()
 
 
 def _step_stats(times_s: list[float]) -> dict[str, float]:
@@ -256,13 +317,23 @@ def run_workload(
     records: str | os.PathLike[str] | None = None,
     seed: int = 0,
     attention: str | None = None,
+    mfu_convention: str = "hardware",
+    progress: ProgressCallback | None = None,
 ) -> WorkloadRecord:
     """Train ``config`` on ``device`` and return (and append to ``records``) its record.
 
     ``steps`` (default ``config.steps``) or ``seconds`` (train until that much time has passed, at least
     one step) set the timed region; ``warmup`` steps run first, untimed. ``attention`` defaults to
     ``"fused"`` on CUDA (the study's convention) and ``"math"`` on the CPU.
-    Invalid combinations raise :class:`ConfigError` before anything is built.
+
+    MFU: the record carries both ``mfu_hardware`` (counted FLOPs, the ground truth's convention) and
+    ``mfu_model`` (PaLM-style model FLOPs: no recompute, causal attention halved; ``formulas.MFU_CONVENTIONS``);
+    ``mfu`` is the one ``mfu_convention`` selects, named in ``mfu_convention``.
+
+    ``progress(phase, done, total)`` is called as the run advances (phases ``"loading torch"``, ``"counting FLOPs"``,
+    ``"building model"``, ``"warm-up"``, ``"training"``; ``total`` is steps, or seconds with ``seconds``), at most every
+    0.2 s within a phase, never blocking on the device. Invalid combinations raise :class:`ConfigError`
+    before anything is built.
     """
     dev = _normalize_device(parse_device(device))
     check_device_support(config, dev)
@@ -274,6 +345,12 @@ def run_workload(
         raise ConfigError(f"seconds must be a positive number, got {seconds!r}", field="seconds")
     if isinstance(warmup, bool) or int(warmup) != warmup or warmup < 0:
         raise ConfigError(f"warmup must be a non-negative integer, got {warmup!r}", field="warmup")
+    if mfu_convention not in MFU_CONVENTIONS:
+        raise ConfigError(
+            f"MFU convention must be one of {', '.join(MFU_CONVENTIONS)}, got {mfu_convention!r}",
+            field="mfu_convention",
+        )
+    report = _Throttle(progress)
     conv = attention or ("fused" if dev.startswith("cuda") else "math")
     if conv not in ("fused", "math"):
         raise ConfigError(f"attention convention must be fused or math, got {attention!r}", field="attention")
@@ -282,13 +359,17 @@ def run_workload(
         check_records_path(records)
     n_steps = int(steps if steps is not None else (None if seconds is not None else config.steps) or 0)
 
+    report("loading torch", 0, None, force=True)
     import torch
     from torch.nn.attention import sdpa_kernel
 
     from flopwatch.workloads.ground_truth import count_flops
 
     # Counted once, before and outside the timed loop (meta device, cached).
+    report("counting FLOPs", 0, None, force=True)
     fc = count_flops(config, attention=conv)
+    model_flops = model_flops_per_step(config)
+    report("building model", 0, None, force=True)
 
     tdev = torch.device(dev)
     is_cuda = tdev.type == "cuda"
@@ -301,9 +382,12 @@ def run_workload(
 
     def timed_region() -> tuple[float, float, float, float, int, Any, list[Any]]:
         """Warm-up, then the timed steps: (start/end monotonic, start/end wall, steps, last loss, events)."""
-        for _ in range(int(warmup)):
+        for i in range(int(warmup)):
+            report("warm-up", i, int(warmup))
             train_step()
         sync()
+        goal = float(seconds) if seconds is not None else n_steps
+        report("training", 0, goal, force=True)
         events: list[Any] = []
         start_mono, start_wall = time.monotonic(), time.time()
         done = 0
@@ -323,6 +407,8 @@ def run_workload(
                 last = train_step()
                 step_times.append(time.perf_counter() - t0)
             done += 1
+            report("training", done if seconds is None else time.monotonic() - start_mono, goal)
+        report("training", goal, goal, force=True)
         if is_cuda:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
@@ -348,7 +434,10 @@ def run_workload(
     duration_s = end_mono - start_mono
     total = fc.flops_per_step * done
     achieved = total / duration_s if duration_s > 0 else None
+    achieved_model = model_flops * done / duration_s if duration_s > 0 else None
     peak, spec_key, peak_source = _device_peak(dev, device_name, config.precision)
+    mfu_hw = (achieved / peak) if (achieved is not None and peak) else None
+    mfu_model = (achieved_model / peak) if (achieved_model is not None and peak) else None
     fields: dict[str, Any] = {
         "label": config.name,
         "arch": config.arch,
@@ -377,7 +466,11 @@ def run_workload(
         "peak_flops": peak,
         "peak_dtype": config.precision if peak is not None else None,
         "peak_source": peak_source,
-        "mfu": (achieved / peak) if (achieved is not None and peak) else None,
+        "mfu": mfu_hw if mfu_convention == "hardware" else mfu_model,
+        "mfu_convention": mfu_convention,
+        "mfu_hardware": mfu_hw,  # counted FLOPs (attention_convention), FlopCounterMode
+        "mfu_model": mfu_model,  # PaLM-style model FLOPs: no recompute, causal attention halved
+        "model_flops_per_step": model_flops,
         "step_time_s": _step_stats(step_times) if step_times else None,
         "step_timer": "cuda_events" if is_cuda else "perf_counter",
         "tf32_matmul": bool(is_cuda and config.precision == "tf32"),
