@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from flopwatch.cli import main
 
-N_EXAMPLES = 1500
+N_EXAMPLES = 2000
 SETTINGS: dict[str, Any] = {
     "deadline": None,
     "derandomize": True,
