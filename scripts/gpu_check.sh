@@ -10,6 +10,7 @@
 #   workloads  three datacenter-sweep workloads really training: TFLOP/s and MFU     (issue 4)
 #   bench      a small `flopwatch bench` grid with the MASCOTS protocol and its fit  (issue 5)
 #   pytest     `pytest -m gpu`: fused-attention counts, CUDA records, TF32 switch    (issue 4)
+#   pipe       pipe-activity estimator (NVML GPM tensor activity × peak × clock) vs ground truth  (issue 12, ~3 min)
 set -uo pipefail
 out="${OUT:-gpu_check_out}"
 stages="${STAGES:-setup sensors run}"
@@ -53,5 +54,43 @@ if has bench; then
 fi
 if has pytest; then
   log "pytest -m gpu"; timeout 200 python -m pytest -q -m gpu 2>&1 | tail -5 | tee -a "$out/log.txt"
+fi
+if has pipe; then
+  # The fleet's pipe estimator (flopwatch.fleet.estimators) on one GPU: GPM's tensor activity stands in for
+  # DCGM_FI_PROF_PIPE_TENSOR_ACTIVE. Error = pipe estimate / ground-truth FLOPs (FlopCounterMode) − 1.
+  log "pipe-activity estimator vs ground truth"
+  fw record --sensor nvml:0 --rate 10 --duration 170 -o "$out/pipe.parquet" >"$out/pipe_record.txt" 2>&1 &
+  rec=$!
+  sleep 5
+  for label in $(fw workload sweeps datacenter --json \
+      | python -c 'import json,sys; print(" ".join(c["label"] for c in json.load(sys.stdin)[:2]))'); do
+    timeout 75 fw workload run --sweep datacenter --label "$label" --device cuda --seconds 40 \
+      --records "$out/pipe.jsonl" 2>&1 | tail -3 | tee -a "$out/log.txt"
+  done
+  wait "$rec"
+  python3 - "$out/pipe.parquet" "$out/pipe.jsonl" <<'PY' 2>&1 | tee -a "$out/log.txt"
+import json, sys
+import numpy as np
+from flopwatch.devices import get_device
+from flopwatch.telemetry.reading import Trace
+tr = Trace.read(sys.argv[1]).samples
+col = "extra_tensor_util" if "extra_tensor_util" in tr else None
+if col is None:
+    sys.exit("no GPM tensor activity in the trace (GPM unsupported or not permitted): pipe stage skipped")
+spec = get_device("h200")
+wall = tr["wall_time"].astype("int64").to_numpy() / 1e9
+dt = np.diff(wall, append=wall[-1])
+a = tr[col].to_numpy(float)
+f = tr["sm_clock_mhz"].to_numpy(float) / spec.max_sm_clock_mhz
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    m = (wall >= r["start_wall"]) & (wall < r["end_wall"])
+    d = r.get("dtype", "bf16")
+    peak = spec.peak("tf32" if d == "fp32" else d)  # fp32 matmuls use the tensor pipe only with TF32 on
+    est = float(np.nansum(a[m] * f[m] * dt[m]) * peak)
+    true = float(r["total_flops"])
+    print(f"pipe {r['label']} {d}: tensor activity {np.nanmean(a[m]):.2f}, estimate {est:.3e} vs ground truth "
+          f"{true:.3e} FLOPs: error {100 * (est / true - 1):+.1f} %")
+PY
 fi
 log "done: $stages"

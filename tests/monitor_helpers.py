@@ -23,24 +23,34 @@ class _Est:
     upper_flops: float
     confidence: float = 0.9
     model: str = "linear-test"
+    warnings: tuple[str, ...] = ()
 
 
 class LinearProfile:
-    """Test double of a calibrated profile: eq. 2 form, F = (E_net − p·t) / a, interval ±10 %."""
+    """Test double of a calibrated profile: eq. 2 form, F = (E_net − p·t) / a, interval ±10 %.
+
+    It has what :func:`flopwatch.estimate.verdict.assess` reads: no recorded regime ranges (so nothing places a
+    run out of regime), no measured efficiency and no device (so the hardware bound is unknown)."""
 
     model_name = "linear-test"
+    dtype = "fp32"
+    device_key = None
+    regime_ranges: dict = {}
+    efficiency: dict = {}
 
     def __init__(
         self, j_per_flop: float = 1e-10, overhead_w: float = 0.0, idle_power_w: float = P_IDLE_W
     ) -> None:
         self.a, self.p, self.idle_power_w = j_per_flop, overhead_w, idle_power_w
+        self.verifier = {"idle_power_w": idle_power_w}
 
     def sha256(self) -> str:
         return "0" * 64
 
     def estimate(
-        self, net_energy_j: float, duration_s: float, *, tb_moved=None, mean_util=None, dtype="fp32"
-    ) -> _Est:
+        self, net_energy_j: float, duration_s: float, *, tb_moved=None, mean_util=None, dtype="fp32",
+        confidence=None, label=None,
+    ) -> _Est:  # fmt: skip
         f = max(0.0, (net_energy_j - self.p * duration_s) / self.a)
         return _Est(f, 0.9 * f, 1.1 * f)
 

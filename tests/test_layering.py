@@ -11,10 +11,11 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "flopwatch"
 
-BASE = {"__init__", "errors", "units", "devices", "io"}
+BASE = {"__init__", "errors", "units", "devices", "text", "io"}
 #: unit (a top-level module or package of flopwatch) → the units it may import. Keep docs/architecture.md in step.
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
+    "text": set(),  # literal printing of user strings (CLI console and daemon logs)
     "__init__": {"errors"},
     "units": {"errors"},
     "devices": {"__init__", "errors", "units"},
@@ -29,6 +30,8 @@ ALLOWED: dict[str, set[str]] = {
     "sim": BASE | {"records", "telemetry", "workloads", "powermodel"},
     "join": BASE | {"records", "telemetry", "detect"},
     "backends": BASE | {"telemetry", "sim"},
+    # fleet scale (issue 12): Prometheus history through telemetry's client, estimate's bounds, the built-in power model
+    "fleet": BASE | {"telemetry", "estimate", "powermodel"},
     "report": BASE | {"records", "telemetry", "detect", "estimate", "evaluate", "powermodel"},
     "monitor": BASE
     | {"records", "telemetry", "detect", "join", "workloads", "estimate", "evaluate", "backends"},
@@ -51,6 +54,7 @@ NEVER_SIM = (
     "evaluate",
     "join",
     "report",
+    "fleet",
 )
 
 

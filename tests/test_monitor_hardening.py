@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from flopwatch.cli import main
-from flopwatch.monitor.assess import ProfileAssessor, decide
+from flopwatch.estimate.verdict import threshold_verdict
+from flopwatch.monitor.assess import ProfileAssessor
 from flopwatch.monitor.config import MonitorConfig
 from flopwatch.monitor.daemon import Monitor
 from flopwatch.monitor.ledger import read_entries, summarize_ledger, verify_ledger
@@ -191,6 +192,30 @@ def test_a_baseline_above_the_settled_idle_power_is_tracked_and_flags_rows(tmp_p
     assert g == pytest.approx(P_IDLE_W)
 
 
+def test_idle_energy_under_a_high_baseline_cannot_cancel_bursts(tmp_path: Path) -> None:
+    """Bursts under the hysteresis plus long idle under an 80 W baseline (device idles at 50 W): the energy
+    outside workloads that window verdicts bound is at least the bursts' busy net energy, not their sum with
+    the (negative) idle net energy."""
+    bursts = [(20 + 8 * i, 21 + 8 * i) for i in range(10)]
+    trace = write_trace(tmp_path / "t.parquet", t_total=400, busy=busy_fn(bursts))
+    res = Monitor(_cfg(tmp_path, idle_power_w=80.0), sensors=[_replay(trace)], profile=LinearProfile()).run()
+    assert res.workloads == []
+    (tot,) = res.totals.values()
+    assert tot["net_energy_j"] < 0  # all of it together would cancel the bursts
+    assert tot["outside_busy_net_energy_j"] > 0
+    assert tot["outside_net_energy_j"] >= tot["outside_busy_net_energy_j"]
+
+
+def test_the_cli_and_the_daemon_escape_user_strings_with_one_helper() -> None:
+    from flopwatch.cli._output import literal as cli_literal
+    from flopwatch.text import literal
+
+    s = "gpu[/bold]\x1b[31m\nfake line\u2028\t\U0001f600"
+    assert literal(s) == "gpu[/bold]\\x1b[31m\\x0afake line\\u2028\\x09\U0001f600"
+    assert cli_literal(s) == "gpu[/bold]\\x1b[31m\nfake line\\u2028\t\U0001f600"  # the console keeps \n, \t
+    assert literal(42) == "42" and literal("plain") == "plain"
+
+
 def test_a_clean_workload_can_still_be_decided_below(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "t.parquet", t_total=200, busy=busy_fn([(60, 120)]))
     res = Monitor(
@@ -198,8 +223,8 @@ def test_a_clean_workload_can_still_be_decided_below(tmp_path: Path) -> None:
     ).run()
     (w,) = res.workloads
     assert w["warnings"] == [] and w["verdict"] == "below"
-    assert w["regime"] is None and w["row_version"] == 2
-    assert any("precision not observed" in n for n in w["notes"])  # the dtype is a claim, never an input
+    assert w["regime"] == "calibrated" and w["row_version"] == 3
+    assert w["notes"] == []  # no --dtype claim given; the profile's precision is assumed only in regime
 
 
 # ------------------------------------------------------------------------------------------ verdict rules
@@ -211,11 +236,11 @@ def test_a_non_positive_or_non_finite_estimate_is_never_below() -> None:
         (1.0, 0.5, math.inf),
         (None, None, None),
     ):
-        assert decide(est, lo, hi, 1e20) == "uncertain"
-    assert decide(1.0, 0.9, 1.1, 1e20) == "below"
-    assert decide(1.0, 0.9, 1.1, 1e20, ["coverage 50 %"]) == "uncertain"
-    assert decide(1e21, 0.9e21, 1.1e21, 1e20, ["coverage 50 %"]) == "above"
-    assert decide(1.0, 0.9, 1.1, None) == "n/a"
+        assert threshold_verdict(est, lo, hi, 1e20) == "uncertain"
+    assert threshold_verdict(1.0, 0.9, 1.1, 1e20) == "below"
+    assert threshold_verdict(1.0, 0.9, 1.1, 1e20, ["coverage 50 %"]) == "uncertain"
+    assert threshold_verdict(1e21, 0.9e21, 1.1e21, 1e20, ["coverage 50 %"]) == "above"
+    assert threshold_verdict(1.0, 0.9, 1.1, None) == "n/a"
 
 
 def test_overhead_above_net_power_gives_uncertain_not_below(tmp_path: Path) -> None:
@@ -247,7 +272,14 @@ def test_the_profile_assessor_records_a_declared_dtype_as_a_claim() -> None:
     a = ProfileAssessor(LinearProfile(), threshold_flops=1e20, declared_dtype="fp32")
     m = Measurement("d", 0, 60, 0, 60, 60.0, 15000.0, 12000.0, 50.0, None, 0.95, 1.0)
     out = a(m)
-    assert out.verdict == "below" and out.regime is None and "claim" in out.notes[0]
+    assert out.verdict == "below" and out.regime == "calibrated" and "claim" in out.notes[0]
+    # the claim changes nothing: the same assessment without it
+    plain = ProfileAssessor(LinearProfile(), threshold_flops=1e20)(m)
+    assert (plain.estimate_flops, plain.upper_flops, plain.verdict) == (
+        out.estimate_flops,
+        out.upper_flops,
+        "below",
+    )
 
 
 def test_rows_round_trip_and_interrupted_rows_are_never_below() -> None:
@@ -276,13 +308,13 @@ def test_the_window_verdict_judges_a_split_run_as_a_whole(tmp_path: Path) -> Non
 
 
 def test_the_window_verdict_function_is_a_hook(tmp_path: Path) -> None:
-    from flopwatch.monitor.window import WindowVerdict
+    from flopwatch.monitor.window import WindowInput, WindowVerdict
 
     calls: list[int] = []
 
-    def fn(rows, outside, threshold, window_s) -> WindowVerdict:  # noqa: ANN001
-        calls.append(len(rows))
-        return WindowVerdict("uncertain", 1.0, 2.0, len(rows), window_s, threshold, ("stub",))
+    def fn(w: WindowInput) -> WindowVerdict:
+        calls.append(len(w.rows))
+        return WindowVerdict("uncertain", 1.0, 2.0, len(w.rows), w.window_s, w.threshold_flops, ("stub",))
 
     trace = write_trace(tmp_path / "t.parquet", t_total=100, busy=busy_fn([(20, 50)]))
     mon = Monitor(_cfg(tmp_path, threshold_flops=1e9), sensors=[_replay(trace)], profile=LinearProfile(),

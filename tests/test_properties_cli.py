@@ -1,7 +1,8 @@
 """Property-based tests (hypothesis) of the CLI's numeric options, through ``flopwatch.cli.main`` in process.
 
 Each case runs a real command with one numeric option set to a generated value (finite, NaN, ±inf, 1e400,
-huge integers, fractions for counts, text) and an input file that does not exist. Properties:
+huge integers, fractions for counts, text) and an input file that does not exist (or, for a command without
+inputs, an existing directory as its output file). Properties:
 
 * always exit status 2 and exactly one stderr line starting ``flopwatch: error:`` — no traceback;
 * a value outside the option's documented domain (the independent table ``SPEC`` below) is refused *naming
@@ -66,6 +67,11 @@ SPEC: dict[str, tuple[float, bool, float, bool, bool]] = {
     "cooldown-s": (0, T, INF, F, F),
     "rate-hz": (0, F, 1000, T, F),
     "duration-s": (0, T, INF, F, F),
+    "gpus": (1, T, INF, F, T),
+    "hours": (0, F, INF, F, F),
+    "gpus-per-node": (1, T, INF, F, T),
+    "resets": (0, T, INF, F, T),
+    "drop": (0, T, 1, F, F),
 }
 
 # (command line with {m} = a missing input and {o} = an output path, options it is tried with)
@@ -97,6 +103,8 @@ COMMANDS: list[tuple[list[str], list[str]]] = [
         ["rate", "seed", "power-cap-w", "locked-clock-mhz", "tail-s"],
     ),
     (["run", "--device", "bogus:x", "-o", "{o}"], ["budget-s", "seed", "rate", "splits"]),
+    # an existing directory as the output file: refused (naming --out) right after parsing, before any work
+    (["sim", "openmetrics", "-o", "{d}"], ["gpus", "hours", "gpus-per-node", "resets", "drop", "seed"]),
     (
         ["bench", "-o", "{o}.csv", "--sensor", "replay:{m}.parquet"],
         ["window-s", "rel-ci", "cooldown-s", "rate-hz", "seed"],
@@ -175,7 +183,10 @@ def test_numeric_options(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, case: tuple[list[str], str], value: str
 ) -> None:
     argv_t, opt = case
-    argv = [a.replace("{m}", str(tmp_path / "missing")).replace("{o}", str(tmp_path / "out")) for a in argv_t]
+    subs = {"{m}": str(tmp_path / "missing"), "{o}": str(tmp_path / "out"), "{d}": str(tmp_path)}
+    argv = list(argv_t)
+    for k, v in subs.items():
+        argv = [a.replace(k, v) for a in argv]
     extra = {k: v for k, v in NEEDS.get(argv[0], {}).items() if k != opt}
     for k, v in extra.items():
         argv += [f"--{k}", v]

@@ -16,6 +16,7 @@ polls a trace on the 1.5 s grid with sample-and-hold, as the daemon saw tegrasta
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,6 +26,7 @@ from flopwatch.errors import InputError
 
 if TYPE_CHECKING:
     from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.source import Chunk, TraceSource
 
 
 @dataclass(frozen=True)
@@ -182,8 +184,70 @@ def poll_series(t: np.ndarray, util: np.ndarray, poll_s: float) -> tuple[np.ndar
     return polls, util[idx]
 
 
+class _PollStream:
+    """:func:`poll_series` fed chunk by chunk: the polls ``t_first + k·Δ`` (Δ as ``np.arange`` steps, so the
+    grid is bit-identical to the whole-trace one) with the latest known utilisation at each."""
+
+    def __init__(self, poll_s: float) -> None:
+        self.poll_s = poll_s
+        self.origin: float | None = None
+        self.delta = poll_s
+        self.k = 0
+        self.last: tuple[float, float] | None = None  # latest utilisation reading (t, util)
+
+    def _emit(self, t: np.ndarray, u: np.ndarray, upto_k: int) -> tuple[np.ndarray, np.ndarray]:
+        assert self.origin is not None
+        ks = np.arange(self.k, upto_k)
+        polls = self.origin + ks * self.delta
+        if self.last is not None:
+            t = np.concatenate([[self.last[0]], t])
+            u = np.concatenate([[self.last[1]], u])
+        idx = np.searchsorted(t, polls, side="right") - 1
+        self.k = max(self.k, upto_k)
+        return polls, u[np.clip(idx, 0, None)]
+
+    def feed(self, t: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Utilisation readings (finite, in time order) → the polls that are now decided."""
+        if t.size == 0:
+            return np.zeros(0), np.zeros(0)
+        if self.origin is None:
+            self.origin = float(t[0])
+            self.delta = (self.origin + self.poll_s) - self.origin
+        # polls up to the newest reading are decided: a later reading can only be newer than them
+        upto = int(np.floor((float(t[-1]) - self.origin) / self.delta)) + 1
+        while upto > self.k and self.origin + (upto - 1) * self.delta > t[-1]:
+            upto -= 1  # floor rounded up: that poll is after the newest reading
+        while self.origin + upto * self.delta <= t[-1]:
+            upto += 1  # floor rounded down: that poll is already decided
+        out = self._emit(t, u, max(upto, self.k))
+        self.last = (float(t[-1]), float(u[-1]))
+        return out
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        """The polls after the last reading that ``np.arange(t_first, t_last + 1e-9, poll_s)`` still has."""
+        if self.origin is None or self.last is None:
+            return np.zeros(0), np.zeros(0)
+        n = int(math.ceil((self.last[0] + 1e-9 - self.origin) / self.poll_s))
+        return self._emit(np.zeros(0), np.zeros(0), max(n, self.k))
+
+
+def _merge(intervals: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted, merged union of closed intervals as (starts, ends)."""
+    if not intervals:
+        return np.zeros(0), np.zeros(0)
+    iv = sorted(intervals)
+    out = [list(iv[0])]
+    for a, b in iv[1:]:
+        if a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    arr = np.asarray(out, dtype=float)
+    return arr[:, 0], arr[:, 1]
+
+
 def detect_workloads(
-    trace: Trace,
+    trace: Trace | str | os.PathLike[str] | TraceSource,
     params: HysteresisParams | None = None,
     idle_power_w: float | None = None,
     *,
@@ -191,86 +255,153 @@ def detect_workloads(
 ) -> Detection:
     """Segment every device of ``trace`` (or just ``device``) into workloads and integrate their energy.
 
+    ``trace`` is a :class:`Trace`, a trace file (Parquet, journal or seed ``timeseries.json``) or a
+    :class:`~flopwatch.telemetry.source.TraceSource`. A file is streamed: two passes over its row groups
+    (hysteresis on the polled utilisation; then energy of every segment and the idle baseline, see
+    :func:`~flopwatch.telemetry.integrate.integrate_windows`), cost linear in rows and memory bounded by a
+    chunk, whatever its length.
+
     ``idle_power_w`` defaults to the median power outside all detected workloads (with the end-hysteresis
     window kept clear on both sides), as the study's idle baseline; ``Detection.idle_source`` says which.
     """
+    from flopwatch.telemetry.integrate import (
+        StreamingMedian,
+        Window,
+        _by_device,
+        _integrate_pass,
+        _period_step,
+        _results,
+    )
+    from flopwatch.telemetry.source import open_source
+
     p = params or HysteresisParams()
-    devices = trace.devices() if device is None else [device]
+    src = open_source(trace)
+    md = src.metadata
+    source_name = md.get("source")
+
+    # Pass 1: utilisation → polls → hysteresis, per device; and each device's median sampling period.
+    meds: dict[int, StreamingMedian] = {}
+    last_t: dict[int, float] = {}
+    counts: dict[int, int] = {}
+    polls: dict[int, _PollStream] = {}
+    dets: dict[int, OnlineDetector] = {}
+    starts: dict[int, float | None] = {}
+    raw_c: list[tuple[int, float, float, bool]] = []
+    all_devs: set[int] = set()
+
+    def run(code: int, pt: np.ndarray, pu: np.ndarray) -> None:
+        det = dets[code]
+        for tp, u in zip(pt.tolist(), pu.tolist(), strict=True):
+            for ev in det.update(tp, u):
+                if ev.kind == "start":
+                    starts[code] = ev.t_s
+                elif starts.get(code) is not None:
+                    raw_c.append((code, starts[code], ev.t_s, True))  # type: ignore[arg-type]
+                    starts[code] = None
+
+    for ch in src.chunks(("util",)):
+        all_devs.update(int(c) for c in np.unique(ch.device) if c >= 0)
+        _period_step(ch, meds, last_t, counts)
+        u_all = ch.cols["util"]
+        for code, idx in _by_device(ch, ~ch.is_gap & np.isfinite(u_all)):
+            if code not in polls:
+                polls[code] = _PollStream(p.poll_s)
+                dets[code] = OnlineDetector(p)
+            run(code, *polls[code].feed(ch.t_s[idx], u_all[idx]))
+    names = src.device_names
+    for code, ps in polls.items():
+        run(code, *ps.finish())
+        if starts.get(code) is not None:
+            raw_c.append((code, starts[code], last_t[code], False))  # type: ignore[arg-type]
+
+    devices = [names[c] for c in sorted(all_devs)] if device is None else [device]
+    if device is not None and device not in names:
+        raise InputError(f"device {device!r} not in trace (devices: {sorted(names)})", field="device")
     if not devices:
-        raise InputError("trace has no samples", file=trace.metadata.get("source"))
-    # A device without utilisation (e.g. RAPL next to GPUs) cannot be segmented: skip it, unless it is all we have.
-    has_util = {
-        d: bool(trace.samples.loc[trace.samples["device"] == d, "util"].notna().any()) for d in devices
-    }
-    skipped = [d for d in devices if not has_util[d]]
-    devices = [d for d in devices if has_util[d]]
+        raise InputError("trace has no samples", file=source_name)
+    has_util = {names[c] for c in polls}
+    skipped = [d for d in devices if d not in has_util]
+    devices = [d for d in devices if d in has_util]
     if not devices:
         raise InputError(
             f"no utilisation samples to detect workloads from (devices: {', '.join(skipped)})",
-            file=trace.metadata.get("source"),
+            file=source_name,
             field="util",
         )
-    raw: list[tuple[str, float, float, bool]] = []
-    for dev in devices:
-        d = trace.samples[trace.samples["device"] == dev]
-        polls, vals = poll_series(d["t_s"].to_numpy(float), d["util"].to_numpy(float), p.poll_s)
-        det = OnlineDetector(p)
-        start: float | None = None
-        for tp, u in zip(polls, vals, strict=True):
-            for ev in det.update(float(tp), float(u)):
-                if ev.kind == "start":
-                    start = ev.t_s
-                elif start is not None:
-                    raw.append((dev, start, ev.t_s, True))
-                    start = None
-        if start is not None:
-            raw.append((dev, start, float(d["t_s"].iloc[-1]), False))
-    raw = [r for r in raw if r[2] - r[1] >= p.min_duration_s]
+    raw = [
+        (names[c], a, b, complete)
+        for c, a, b, complete in raw_c
+        if names[c] in devices and b - a >= p.min_duration_s
+    ]
+    raw.sort(key=lambda r: (devices.index(r[0]), r[1]))
 
-    # Idle baseline per device: the median power outside its workloads (each widened by the end-hysteresis
-    # window), as the study measured idle on the same rail; the whole-trace median when it never idles.
+    # Pass 2: every segment's energy, coverage, mean util and DRAM bytes, and the idle baseline: the median
+    # power outside the device's workloads (each widened by the end-hysteresis window), as the study
+    # measured idle on the same rail.
+    margin = p.poll_s * p.end_polls
+    busy = {d: _merge([(a - margin, b + margin) for d_, a, b, _ in raw if d_ == d]) for d in devices}
+    outside = {d: StreamingMedian(resolution=1e-4) for d in devices}  # 0.1 mW bins past the cap
+    want = set(devices) if idle_power_w is None else set()
+
+    def idle_rows(ch: Chunk) -> None:
+        pw = ch.cols["power_w"]
+        for code, idx in _by_device(ch, ~ch.is_gap & np.isfinite(pw)):
+            d = names[code]
+            if d not in want:
+                continue
+            t = ch.t_s[idx]
+            lo, hi = busy[d]
+            k = np.searchsorted(lo, t, side="right") - 1
+            inside = (k >= 0) & (t <= hi[np.clip(k, 0, None)]) if lo.size else np.zeros(t.size, bool)
+            outside[d].add(pw[idx][~inside])
+
+    gaps = {names[c]: 3.0 * m.median() for c, m in meds.items()}
+    wins = [Window(a, b, d) for d, a, b, _ in raw]
+    accs, seen = _integrate_pass(src, wins, gaps, None, on_chunk=idle_rows)
+
     idle_by_dev: dict[str, float] = {}
     idle_source = "given"
-    for dev in devices:
+    need_all: list[str] = []
+    for d in devices:
         if idle_power_w is not None:
-            idle_by_dev[dev] = float(idle_power_w)
-            continue
-        s = trace.samples
-        mask = (s["device"] == dev) & s["power_w"].notna()
-        margin = p.poll_s * p.end_polls
-        for d_, a, b, _ in raw:
-            if d_ == dev:
-                mask &= ~((s["t_s"] >= a - margin) & (s["t_s"] <= b + margin))
-        if mask.sum() >= 5:
-            idle_by_dev[dev] = float(s.loc[mask, "power_w"].median())
+            idle_by_dev[d] = float(idle_power_w)
+        elif outside[d].n >= 5:
+            idle_by_dev[d] = outside[d].median()
             idle_source = "median outside workloads"
         else:
-            idle_by_dev[dev] = float(trace.idle_power_w(device=dev))
+            need_all.append(d)
+    if need_all:  # never idle: the whole trace's median power (a third pass, power only)
+        whole = {d: StreamingMedian(resolution=1e-4) for d in need_all}
+        for ch in src.chunks(("power_w",)):
+            pw = ch.cols["power_w"]
+            for code, idx in _by_device(ch, ~ch.is_gap & np.isfinite(pw)):
+                if names[code] in whole:
+                    whole[names[code]].add(pw[idx])
+        for d in need_all:
+            if whole[d].n == 0:
+                raise InputError(
+                    f"no power samples in [None, None] on {d}", file=source_name, field="power_w"
+                )
+            idle_by_dev[d] = whole[d].median()
             idle_source = "median of whole trace (no idle period found)"
 
-    segments = []
-    for dev, a, b, complete in raw:
-        e = trace.energy(a, b, idle_power_w=idle_by_dev[dev], device=dev)
-        d = trace.samples[
-            (trace.samples["device"] == dev) & (trace.samples["t_s"] >= a) & (trace.samples["t_s"] <= b)
-        ]
-        u = d["util"].dropna()
-        moved = trace.bytes_moved(a, b, device=dev)
-        segments.append(
-            Segment(
-                device=dev,
-                start_s=a,
-                end_s=b,
-                duration_s=b - a,
-                energy_j=e.energy_j,
-                net_energy_j=e.net_energy_j,
-                mean_util=float(u.mean()) if not u.empty else None,
-                coverage=e.coverage,
-                tb_moved=None if moved is None else moved / 1e12,
-                complete=complete,
-                method=e.method,
-            )
+    res = _results(wins, accs, seen, idle_by_dev)
+    segments = [
+        Segment(
+            device=d,
+            start_s=a,
+            end_s=b,
+            duration_s=b - a,
+            energy_j=w.energy_j,
+            net_energy_j=w.net_energy_j,
+            mean_util=w.mean_util,
+            coverage=w.coverage,
+            tb_moved=None if w.bytes_moved is None else w.bytes_moved / 1e12,
+            complete=complete,
+            method=w.method,
         )
+        for (d, a, b, complete), w in zip(raw, res, strict=True)
+    ]
     return Detection(
         idle_power_w=float(np.median(list(idle_by_dev.values()))),
         idle_power_w_by_device=idle_by_dev,
@@ -278,6 +409,6 @@ def detect_workloads(
         segments=segments,
         params=p,
         idle_source=idle_source,
-        source=trace.metadata.get("source"),
-        simulated=trace.simulated,
+        source=source_name,
+        simulated=bool(md.get("simulated", False)),
     )

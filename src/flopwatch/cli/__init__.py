@@ -65,6 +65,7 @@ def _register_all() -> None:
     from flopwatch.cli import (
         bench_cmds,
         estimate_cmds,
+        fleet_cmds,
         join_cmds,
         monitor_cmds,
         powermodel_cmds,
@@ -85,6 +86,7 @@ def _register_all() -> None:
     sim_cmds.register(app)
     monitor_cmds.register(app)
     verify_cmds.register(app)
+    fleet_cmds.register(app)
 
 
 _register_all()

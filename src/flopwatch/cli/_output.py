@@ -2,7 +2,8 @@
 
 One console factory: markup and highlighting are off, so text the user controls (labels, file names, device
 names, sensor messages) prints literally — ``pip install 'flopwatch[nvidia]'`` keeps its brackets — and
-control characters in it are shown escaped (``\\x1b``) instead of driving the terminal. Colour is applied
+control characters in it are shown escaped (``\\x1b``) instead of driving the terminal (the escaping is
+:func:`flopwatch.text.literal`, shared with the daemon's log lines). Colour is applied
 with ``style=`` or :func:`styled`, never with markup.
 
 One JSON writer: NaN and ±inf become ``null`` and numpy scalars plain numbers, so stdout is strict JSON.
@@ -23,6 +24,8 @@ from typing import Any
 
 import typer
 
+from flopwatch.text import literal as _literal
+
 # Exit statuses of every command (also in README "Exit status" and docs/architecture.md).
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran and found a failure: a ledger check failed, a sensor broke mid-run
@@ -39,17 +42,7 @@ def new_app(help: str) -> typer.Typer:  # noqa: A002 - typer's own parameter nam
 
 def literal(text: object) -> str:
     """``text`` with control characters escaped (newline and tab kept): safe to print to a terminal."""
-    s = str(text)
-    if s.isprintable():
-        return s
-    out = []
-    for ch in s:
-        if ch in "\n\t" or ch.isprintable():
-            out.append(ch)
-        else:
-            o = ord(ch)
-            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
-    return "".join(out)
+    return _literal(text, keep="\n\t")
 
 
 @functools.cache

@@ -15,6 +15,13 @@ def _fmt_flops(x: object) -> str:
     return _fmt(x, "{:.4g}")
 
 
+def _bounds(lo: object, hi: object) -> str:
+    """The verdict bounds of a row; an upper bound of null under a lower bound is unbounded (row version 3)."""
+    if lo is None and hi is None:
+        return "—"
+    return f"[{_fmt_flops(lo)}, {'∞' if hi is None else _fmt_flops(hi)}]"
+
+
 def _fmt(x: object, spec: str) -> str:
     """A number formatted with ``spec``; anything else (a hand-edited payload) printed literally."""
     if x is None:
@@ -50,8 +57,9 @@ def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
         "duration s",
         "net energy J",
         "estimate",
-        "interval",
+        "bounds",
         "verdict",
+        "regime",
         "status",
         "coverage",
         "warnings",
@@ -71,8 +79,9 @@ def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
                     _fmt(g("duration_s"), "{:.1f}"),
                     _fmt(g("net_energy_j"), "{:.1f}"),
                     _fmt_flops(g("estimate_flops")),
-                    f"[{_fmt_flops(g('lower_flops'))}, {_fmt_flops(g('upper_flops'))}]",
+                    _bounds(g("lower_flops"), g("upper_flops")),
                     g("verdict"),
+                    g("regime") or "—",
                     g("status"),
                     _fmt(g("coverage"), "{:.3f}"),
                     n_warn or "",
@@ -103,7 +112,7 @@ def ledger_verify(
     anything was tampered with."""
     from flopwatch.errors import InputError
     from flopwatch.monitor.ledger import parse_head, verify_ledger
-    from flopwatch.monitor.literal import literal as one_line  # newlines escaped too: one problem, one line
+    from flopwatch.text import literal as one_line  # newlines escaped too: one problem, one line
 
     if not ledger.exists():
         raise InputError("ledger not found", file=str(ledger))
@@ -281,8 +290,8 @@ def monitor_command(
     dtype: str | None = typer.Option(
         None,
         "--dtype",
-        help="The operator's precision claim (recorded as a claim, never trusted; default: the profile's "
-        "calibrated precision).",
+        help="The operator's precision claim (recorded in each row as a claim; never used: the regime is "
+        "observed).",
     ),
     verdict_window_s: float | None = typer.Option(
         None, "--verdict-window-s", help="Window of the running window verdict metric (default 86400 s)."

@@ -169,4 +169,7 @@ def trace_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add ``sim`` to ``app``."""
+    from flopwatch.cli.fleet_cmds import register_sim  # `sim openmetrics` (issue 12)
+
+    register_sim(sim_app)
     app.add_typer(sim_app, name="sim")

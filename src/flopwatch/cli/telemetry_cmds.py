@@ -360,7 +360,6 @@ def detect_cmd(
 ) -> None:
     """Detect workloads in a trace with the study's utilisation hysteresis and integrate their energy."""
     from flopwatch.detect import HysteresisParams, detect_workloads
-    from flopwatch.telemetry.reading import Trace
 
     params = HysteresisParams(
         poll_s=poll,
@@ -369,8 +368,7 @@ def detect_cmd(
         end_polls=end_polls,
         edges=edges,  # type: ignore[arg-type]
     )
-    tr = Trace.read(trace)
-    det = detect_workloads(tr, params, idle_power_w=idle_power, device=device)
+    det = detect_workloads(trace, params, idle_power_w=idle_power, device=device)  # streams the file
     if as_json:
         echo_json(det.to_dict())
         return

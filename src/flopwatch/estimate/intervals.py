@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from flopwatch.errors import InputError
 
@@ -94,5 +93,8 @@ def log_halfwidth(
         q = np.sort(np.abs(r), axis=-1)[..., k - 1]
         return q, np.full(q.shape, "conformal")
     s = np.sqrt(np.mean(r**2, axis=-1))
-    q = stats.t.ppf(0.5 + confidence / 2.0, df=n - 1) * s * math.sqrt(1.0 + 1.0 / n)
+    # Student-t quantile: scipy.special.stdtrit is what scipy.stats.t.ppf evaluates (scipy.stats costs ~1.5 s)
+    from scipy.special import stdtrit
+
+    q = stdtrit(n - 1, 0.5 + confidence / 2.0) * s * math.sqrt(1.0 + 1.0 / n)
     return q, np.full(np.shape(q), "student-t")

@@ -16,14 +16,16 @@ assumed only after the run's observables place it in the calibrated regime.
   (:mod:`flopwatch.estimate.bounds`): net energy × the efficiency envelope, capped by peak rate × time;
   with low coverage only peak rate × time (the energy itself is interpolated).
 
-"below" is said only when that upper bound is under the threshold and the estimate is positive and
-finite; "above" only when the lower bound is over it; otherwise "uncertain". Every violated assumption is a
-line in ``warnings`` saying what and by how much.
+The verdict (:func:`threshold_verdict`, the project's one threshold rule): "above" only when the lower
+bound is over the threshold; "below" only when the sound upper bound is under it, the estimate is positive
+and finite, and no assumption was violated — every violated assumption is a line in ``warnings`` saying what
+and by how much, and any of them turns a "below" into "uncertain"; otherwise "uncertain".
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -114,15 +116,29 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
     )
 
 
-def verdict_from_bounds(
-    lower: float, upper: float, threshold_flops: float | None, *, estimate_ok: bool = True
+def threshold_verdict(
+    estimate_flops: float | None,
+    lower_flops: float | None,
+    upper_flops: float | None,
+    threshold_flops: float | None,
+    warnings: Sequence[str] = (),
 ) -> str:
-    """ "above" (lower > T), "below" (upper < T and a positive finite estimate), else "uncertain"."""
+    """The one threshold rule of flopwatch (``estimate``, ``redteam``, the monitor's rows, window verdicts).
+
+    * "n/a" without a threshold;
+    * "above" only when the lower bound is finite and over the threshold;
+    * "below" only when the (sound) upper bound is finite and under it, the estimate is positive and finite,
+      **and** no assumption was violated: any entry in ``warnings`` (out of regime, low coverage, low
+      utilisation, suspicious idle baseline, clock or power limit outside calibration, implausible readings,
+      sensor errors, negative net energy) turns a "below" into "uncertain";
+    * otherwise "uncertain" — a non-positive or non-finite estimate or bound is never "below".
+    """
     if threshold_flops is None:
         return "n/a"
-    if lower > threshold_flops:
+    if _num(lower_flops) is not None and lower_flops > threshold_flops:  # type: ignore[operator]
         return "above"
-    if estimate_ok and upper < threshold_flops:
+    e, u = _num(estimate_flops), _num(upper_flops)
+    if e is not None and e > 0 and u is not None and 0 <= u < threshold_flops and not warnings:
         return "below"
     return "uncertain"
 
@@ -268,9 +284,9 @@ def assess(
             else ("uncalibrated" if profile is None else "unconfirmed")
         )
     ok = est_flops is not None and math.isfinite(est_flops) and est_flops > 0
-    v = verdict_from_bounds(lower, upper, threshold_flops, estimate_ok=ok)
     if threshold_flops is not None and not ok and upper < threshold_flops:
         warnings.append("no positive estimate: never 'below'")
+    v = threshold_verdict(est_flops, lower, upper, threshold_flops, (*violated, *warnings))
     return Assessment(
         estimate_flops=est_flops,
         lower_flops=float(lower),

@@ -14,6 +14,7 @@ import numpy as np
 
 from flopwatch.errors import InputError
 from flopwatch.estimate.intervals import Estimate
+from flopwatch.estimate.verdict import threshold_verdict
 
 
 def _check(value: float | None, name: str) -> None:
@@ -33,7 +34,10 @@ def verdict(
 ) -> str:
     """Decision for one estimate.
 
-    threshold: "above" (lower bound > threshold), "below" (upper bound < threshold), else "uncertain".
+    threshold: :func:`flopwatch.estimate.verdict.threshold_verdict` on the calibrated interval — "above"
+    (lower bound > threshold), "below" (upper bound < threshold, a positive estimate, no warning), else
+    "uncertain". This interval holds only in the calibrated regime: verifiers use
+    :func:`flopwatch.estimate.verdict.assess`, whose bounds hold in every regime.
     declaration: "consistent" (declared inside [lower, upper]) or "inconsistent".
     Neither: "n/a". Both at once is an InputError (ask one question at a time).
     """
@@ -44,11 +48,11 @@ def verdict(
             "give either a threshold or a declared FLOP count, not both", field="threshold_flops"
         )
     if threshold_flops is not None:
-        if est.lower_flops > threshold_flops:
-            return "above"
-        if est.upper_flops < threshold_flops:
-            return "below"
-        return "uncertain"
+        # the project's one threshold rule; the estimate's own warnings (extrapolation, low coverage, a
+        # non-positive estimate) forbid a "below" as everywhere else
+        return threshold_verdict(
+            est.flops, est.lower_flops, est.upper_flops, threshold_flops, tuple(est.warnings)
+        )
     if declared_flops is not None:
         return "consistent" if est.lower_flops <= declared_flops <= est.upper_flops else "inconsistent"
     return "n/a"

@@ -9,9 +9,11 @@ therefore adds up, soundly:
   workload in the window × the efficiency envelope (best FLOP per joule the hardware can reach,
   :mod:`flopwatch.estimate.bounds`). A workload without a finite upper bound makes the sum unbounded.
 
-"above" when lower > T, "below" when upper < T, else "uncertain" (:func:`combine_window`, a pure function
-the monitor's gauge can call on its running totals). :func:`ledger_window_verdicts` judges a ledger's
-entries, read by the caller through :mod:`flopwatch.monitor.ledger` (read-only), grouped by device, job or everything.
+"above" when lower > T, "below" when upper < T and no row in the window carries a warning, else
+"uncertain" (:func:`combine_window`, a pure function; the monitor's ``flopwatch_window_verdict`` gauge calls it
+on the same rows and the same outside energy, so the live gauge and ``flopwatch verdict`` agree).
+:func:`ledger_window_verdicts` judges a ledger's entries, read by the caller through
+:mod:`flopwatch.monitor.ledger` (read-only), grouped by device, job or everything.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flopwatch.errors import InputError
+from flopwatch.estimate.verdict import threshold_verdict
 
 if TYPE_CHECKING:
     from flopwatch.estimate.profile import Profile
@@ -39,6 +42,12 @@ def parse_window(text: str) -> float | None:
     if not m or float(m.group(1)) <= 0:
         raise InputError(f"must be like 24h, 7d, 90m or 'all', got {text!r}", field="--window")
     return float(m.group(1)) * WINDOW_UNITS[m.group(2)]
+
+
+def _strings(v: Any) -> list[str]:
+    if v is None or v == "":
+        return []
+    return [str(x) for x in v] if isinstance(v, (list, tuple)) else [str(v)]
 
 
 def _num(x: Any) -> float | None:
@@ -125,14 +134,18 @@ def combine_window(
     else:
         ua_up = 0.0
     upper += ua_up
-    if threshold_flops is None:
-        v = "n/a"
-    elif lower > threshold_flops:
-        v = "above"
-    elif upper < threshold_flops:
-        v = "below"
-    else:
-        v = "uncertain"
+    # a workload row with a violated assumption cannot be the basis of a "below" (one rule everywhere:
+    # estimate.verdict.threshold_verdict); the window's own reasons do not block it, they are notes on bounds
+    warned = [r for r in rows if _strings(r.get("warnings"))]
+    blockers: tuple[str, ...] = ()
+    if warned:
+        blockers = (f"{len(warned)} workload row(s) in the window carry warnings",)
+        warnings.append(blockers[0])
+    # The window's bounds are sums of sound per-row bounds (each row's non-positive or missing estimate is
+    # already a warning there), so the upper bound stands in for the estimate; a window with no workload and
+    # no energy outside one holds exactly zero FLOPs.
+    point = upper if upper > 0 else (math.ulp(0.0) if not rows and ua == 0 else None)
+    v = threshold_verdict(point, lower, upper, threshold_flops, blockers)
     return WindowVerdict(
         key=key,
         n_workloads=len(rows),
@@ -177,7 +190,8 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
         "lower_flops": a.lower_flops,
         "upper_flops": a.upper_flops,
         "regime": a.regime,
-        "warnings": list(a.warnings),
+        # what the monitor measured (sensor errors, idle floor, coverage) still holds: keep it
+        "warnings": list(dict.fromkeys([*_strings(row.get("warnings")), *a.warnings])),
     }
 
 

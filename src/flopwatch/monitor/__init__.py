@@ -3,7 +3,7 @@
 See docs/monitor.md. Public API: :class:`Monitor` and :class:`MonitorConfig` (the daemon),
 :class:`Ledger`, :func:`verify_ledger`, :func:`summarize_ledger` (the ledger), :class:`MonitorMetrics`,
 :class:`WorkloadRow` (the typed ledger row). Names are imported on first use, so importing a light submodule
-(``flopwatch.monitor.literal``) does not load SQLite, cryptography or prometheus-client.
+(``flopwatch.monitor.rows``) does not load SQLite, cryptography or prometheus-client.
 """
 
 from __future__ import annotations

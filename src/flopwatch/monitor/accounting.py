@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from flopwatch.monitor.literal import literal
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
 from flopwatch.telemetry.plausibility import check_power_rate, check_reading
 from flopwatch.telemetry.sensors.base import Gap, Reading
+from flopwatch.text import literal
 from flopwatch.units import counter_delta
 
 if TYPE_CHECKING:
@@ -67,6 +67,10 @@ class Totals:
     busy_tb: float = 0.0  # DRAM traffic in busy intervals (TB), when the sensor reports it
     busy_util_s: float = 0.0  # ∫ util dt over busy intervals (for the busy-weighted mean utilisation)
     workload_net_energy_j: float = 0.0  # sum over recorded workload rows
+    # Net energy of quiet (not busy) stretches: each finished stretch adds max(0, its net energy), so a
+    # baseline set too high cannot cancel bursts with the negative net energy of idle time.
+    quiet_net_energy_j: float = 0.0
+    quiet_open_net_energy_j: float = 0.0  # the current quiet stretch (may be negative)
     workload_s: float = 0.0
     workloads: int = 0
     estimated_flops: float = 0.0  # assess stage applied to the busy totals (kept monotone)
@@ -84,12 +88,22 @@ class Totals:
 
     def derived(self) -> dict[str, Any]:
         d = asdict(self)
-        # Energy that fell outside detected workloads: all of it, and the busy part (short bursts).
-        d["outside_net_energy_j"] = self.net_energy_j - self.workload_net_energy_j
+        # Energy that fell outside detected workloads (what window verdicts bound with the efficiency envelope):
+        # busy intervals no workload row holds (short bursts, open workloads) plus the positive net energy of
+        # quiet stretches; and the busy part alone.
+        d["outside_net_energy_j"] = self.outside_net_energy_j()
         d["outside_busy_net_energy_j"] = self.busy_net_energy_j - self.workload_net_energy_j
         d["outside_busy_s"] = max(0.0, self.busy_s - self.workload_s)
         d["coverage"] = self.covered_s / self.observed_s if self.observed_s > 0 else None
         return d
+
+    def outside_net_energy_j(self) -> float:
+        """Cumulative net energy outside recorded workload rows (never decreases by more than float noise)."""
+        return (
+            max(0.0, self.busy_net_energy_j - self.workload_net_energy_j)
+            + self.quiet_net_energy_j
+            + max(0.0, self.quiet_open_net_energy_j)
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Totals:
@@ -116,6 +130,10 @@ class _Point:
     covered_s: float
     errors: int
     implausible: int
+    clock_s: float = 0.0  # ∫ SM clock dt over intervals busy at both ends where reported (MHz·s)
+    clock_dt: float = 0.0
+    plim_s: float = 0.0  # ∫ enforced power limit dt, likewise (W·s)
+    plim_dt: float = 0.0
 
 
 @dataclass
@@ -254,19 +272,24 @@ class DeviceAccount:
             dnet = de - self.idle_power_w * dt
             u0, u1 = prev.util, r.util
             ubar = _mean(u0, u1)
-            b0, b1 = prev.dram_bytes_per_s, r.dram_bytes_per_s
+            b0, b1 = self._dram_rate(prev), self._dram_rate(r)
             dbytes = (
                 0.5 * ((b0 if b0 is not None else b1) + (b1 if b1 is not None else b0)) * dt  # type: ignore[operator]
                 if (b0 is not None or b1 is not None)
                 else 0.0
             )
+            # The clock and power limit the work ran at: intervals busy at both ends only (an idle edge inside
+            # a detected workload would dilute the clock with the idle clock).
+            thr = self.s.util_threshold
+            both_busy = u0 is not None and u1 is not None and u0 > thr and u1 > thr
+            clk = _mean(prev.sm_clock_mhz, r.sm_clock_mhz) if both_busy else None
+            plim = _mean(_power_limit(prev), _power_limit(r)) if both_busy else None
             if not all(math.isfinite(x) for x in (de, dnet, dbytes, dt)):
                 # Cannot happen with plausible readings; never let a non-finite value reach the totals.
                 self._fault(r.t_s, "non-finite energy increment", implausible=True)
                 return
             # A gap longer than 1.5 nominal periods is only partly covered by telemetry.
             covered = dt if dt <= 1.5 * self.period_s + 1e-9 else self.period_s
-            thr = self.s.util_threshold
             busy = (
                 self.open is not None
                 or (u0 is not None and u0 > thr)
@@ -283,8 +306,11 @@ class DeviceAccount:
                 tot.busy_tb += dbytes / 1e12
                 tot.busy_util_s += (ubar or 0.0) * dt
                 self._idle = _IdleWindow()
-            elif self.detector.settled:
-                self._track_idle(de, dnet, dt)
+                self._end_quiet_stretch()
+            else:
+                tot.quiet_open_net_energy_j += dnet
+                if self.detector.settled:
+                    self._track_idle(de, dnet, dt)
             c = self._cum
             self._cum = _Point(
                 r.t_s,
@@ -296,6 +322,10 @@ class DeviceAccount:
                 c.covered_s + covered,
                 self.session_errors,
                 self.session_implausible,
+                c.clock_s + (clk * dt if clk is not None and math.isfinite(clk) else 0.0),
+                c.clock_dt + (dt if clk is not None and math.isfinite(clk) else 0.0),
+                c.plim_s + (plim * dt if plim is not None else 0.0),
+                c.plim_dt + (dt if plim is not None else 0.0),
             )
             self.metrics.inc(self.metrics.energy, de, device=self.device)
             if busy:
@@ -312,6 +342,10 @@ class DeviceAccount:
                 c.covered_s,
                 self.session_errors,
                 self.session_implausible,
+                c.clock_s,
+                c.clock_dt,
+                c.plim_s,
+                c.plim_dt,
             )
         self._hist.append(self._cum)
         while self._hist and self._hist[0].t < r.t_s - self._hist_s:
@@ -341,6 +375,23 @@ class DeviceAccount:
             self.next_poll += self.s.poll_s * max(
                 1, math.floor((r.t_s - self.next_poll) / self.s.poll_s + 1e-9) + 1
             )
+
+    def _dram_rate(self, r: Reading) -> float | None:
+        """DRAM bytes/s of a reading: the sensor's own, else NVML GPM's DRAM bandwidth utilisation (0–1,
+        ``extra["dram_bw_util"]``) × the datasheet bandwidth (as the pipeline's ``execute`` stage does)."""
+        if r.dram_bytes_per_s is not None:
+            return r.dram_bytes_per_s
+        u = r.extra.get("dram_bw_util") if r.extra else None
+        spec = self.ctx.spec
+        if spec is None or isinstance(u, bool) or not isinstance(u, (int, float)) or not 0 <= u <= 1:
+            return None
+        return float(u) * spec.mem_bw_bytes_per_s
+
+    def _end_quiet_stretch(self) -> None:
+        t = self.totals
+        if t.quiet_open_net_energy_j != 0.0:
+            t.quiet_net_energy_j += max(0.0, t.quiet_open_net_energy_j)
+            t.quiet_open_net_energy_j = 0.0
 
     def _track_idle(self, de: float, dnet: float, dt: float) -> None:
         w = self._idle
@@ -465,6 +516,10 @@ class DeviceAccount:
             lerp(a.covered_s, b.covered_s),
             b.errors,
             b.implausible,
+            lerp(a.clock_s, b.clock_s),
+            lerp(a.clock_dt, b.clock_dt),
+            lerp(a.plim_s, b.plim_s),
+            lerp(a.plim_dt, b.plim_dt),
         )
 
     def _start(self, t_s: float) -> None:
@@ -488,6 +543,9 @@ class DeviceAccount:
         coverage = min(1.0, (end.covered_s - b.covered_s) / dur) if dur > 0 else None
         errors = end.errors - b.errors
         implausible = end.implausible - b.implausible
+        clock_dt, plim_dt = end.clock_dt - b.clock_dt, end.plim_dt - b.plim_dt
+        mean_clock = (end.clock_s - b.clock_s) / clock_dt if clock_dt > 0 else None
+        mean_plim = (end.plim_s - b.plim_s) / plim_dt if plim_dt > 0 else None
         warnings: list[str] = []
         if implausible:
             warnings.append(
@@ -524,6 +582,8 @@ class DeviceAccount:
             coverage=coverage,
             sensor_errors=errors,
             implausible_readings=implausible,
+            mean_sm_clock_mhz=mean_clock,
+            power_limit_w=mean_plim,
             warnings=tuple(warnings),
             declared_dtype=self.s.declared_dtype,
             device_name=self.ctx.name,
@@ -620,6 +680,14 @@ def _mean(a: float | None, b: float | None) -> float | None:
     if b is None:
         return a
     return 0.5 * (a + b)
+
+
+def _power_limit(r: Reading) -> float | None:
+    """The enforced power limit a reading carries (NVML and the simulator report it; sysfs does not)."""
+    v = r.extra.get("power_limit_w") if r.extra else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        return None
+    return float(v)
 
 
 def _g(x: float | None) -> str:

@@ -1,32 +1,38 @@
-"""The assess stage of the monitor: one measured workload in, an estimate with bounds and a verdict out.
+"""The assess stage of the monitor: one measured workload in, an estimate with sound bounds and a verdict out.
 
 ``assess(meas) -> Assessment`` is the single place where the daemon turns a :class:`~flopwatch.monitor.rows.
-Measurement` into FLOPs; the daemon takes any callable of that shape (``Monitor(config, assess=...)``), so a
-regime-aware estimator with sound bounds (issue 15) plugs in here without touching the accounting.
+Measurement` into FLOPs; the daemon takes any callable of that shape (``Monitor(config, assess=...)``).
 
-:class:`ProfileAssessor` is the default: today's calibrated-profile estimate, with the verdict rules that hold
-whatever estimator is plugged in (:func:`decide`):
+:class:`ProfileAssessor` is the default: :func:`flopwatch.estimate.verdict.assess_workload`, the same sound
+assessment as ``flopwatch estimate`` and ``flopwatch redteam``, on the workload's *observables* only — net
+energy, duration, DRAM traffic, utilisation, idle baseline, coverage, and the SM clock and enforced power limit
+where the sensor reports them. Nothing the operator declares is an input:
 
-* "above" only when the lower bound is over the threshold;
-* "below" only when the upper bound is under it, the estimate is positive and finite, **and** no assumption
-  was violated (every entry in ``warnings`` — low coverage, sensor errors, implausible readings, idle baseline
-  above the settled idle power, negative net energy, extrapolation — turns a "below" into "uncertain");
-* a non-positive or non-finite estimate or bound is never "below": it is "uncertain".
+* ``regime`` in the row is the observed regime ("calibrated" only when every observable the calibration
+  recorded is measured and inside its range; else "out-of-regime", "unconfirmed" or "uncalibrated");
+* ``lower_flops``/``upper_flops`` are bounds that hold in every regime the workload could be in (outside the
+  calibrated one: 0 and the hardware's efficiency envelope × net energy, capped by peak rate × time);
+* ``warnings`` carry every violated assumption with its reason — the estimator's (out of regime and by how
+  much, low coverage, suspicious idle baseline, clock or power limit outside calibration) and the accounting's
+  (implausible readings, sensor errors, idle floor, negative net energy);
+* the verdict is :func:`flopwatch.estimate.verdict.threshold_verdict` over all of them: "above" only when the
+  lower bound is over the threshold, "below" only when the upper bound is under it, the estimate positive and
+  finite and no warning present, otherwise "uncertain".
 
-The precision is not observed here: ``--dtype`` is the operator's *claim*. The estimate uses the profile's
-calibrated precision (or the claim when one is given), the row says so in ``notes`` and leaves ``regime`` None
-until a classifier from observables is plugged in.
+``--dtype`` is kept only as the operator's claim (``declared_dtype`` in the row, and a note); it never changes
+the estimate.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from flopwatch.monitor.literal import literal
+from flopwatch.estimate.verdict import assess_workload, threshold_verdict
 from flopwatch.monitor.rows import Assessment, Measurement
+from flopwatch.text import literal
 
 log = logging.getLogger("flopwatch.monitor")
 
@@ -34,36 +40,17 @@ log = logging.getLogger("flopwatch.monitor")
 AssessFn = Callable[[Measurement], Assessment]
 
 
-def _finite(x: float | None) -> bool:
-    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
-
-
-def decide(
-    estimate_flops: float | None,
-    lower_flops: float | None,
-    upper_flops: float | None,
-    threshold_flops: float | None,
-    warnings: Sequence[str] = (),
-) -> str:
-    """Three-valued threshold verdict with the soundness rules of the module docstring."""
-    if threshold_flops is None:
-        return "n/a"
-    if not (_finite(estimate_flops) and _finite(lower_flops) and _finite(upper_flops)):
-        return "uncertain"
-    assert estimate_flops is not None and lower_flops is not None and upper_flops is not None
-    if lower_flops > threshold_flops:
-        return "above"
-    if upper_flops < threshold_flops and estimate_flops > 0 and upper_flops > 0 and not warnings:
-        return "below"
-    return "uncertain"
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x)
 
 
 class ProfileAssessor:
-    """Default assess stage: a calibrated profile's estimate and interval, verdict by :func:`decide`.
+    """Default assess stage: the sound assessment of a calibrated profile (module docstring).
 
-    ``profile`` is anything with ``estimate(net_energy_j, duration_s, *, tb_moved, mean_util, dtype)``
-    returning an object with ``flops, lower_flops, upper_flops, confidence, model, warnings`` (None: energy
-    only, verdict "n/a"). ``declared_dtype`` is the operator's precision claim (None: the profile's own).
+    ``profile``: a :class:`~flopwatch.estimate.profile.Profile` (None: energy only, no estimate, verdict
+    "n/a"). ``declared_dtype``: the operator's precision claim, recorded, never used.
     """
 
     def __init__(
@@ -78,53 +65,57 @@ class ProfileAssessor:
         self.declared_dtype = declared_dtype
         self._warned = False
 
-    def _dtype(self) -> tuple[str, str]:
-        calibrated = getattr(self.profile, "dtype", None)
-        if self.declared_dtype is not None:
-            return self.declared_dtype, (
-                f"precision {self.declared_dtype} is the operator's claim (--dtype), not observed; "
-                "a lower precision does more FLOPs per joule"
-            )
-        d = calibrated if isinstance(calibrated, str) and calibrated != "all" else "fp32"
-        return d, (
-            f"precision not observed: the estimate assumes the profile's calibrated precision ({d}); "
-            "a lower precision does more FLOPs per joule"
+    def _notes(self) -> tuple[str, ...]:
+        if self.declared_dtype is None:
+            return ()
+        return (
+            f"precision {self.declared_dtype} is the operator's claim (--dtype): recorded, not used; the regime "
+            "comes from the observables",
         )
 
     def __call__(self, meas: Measurement) -> Assessment:
         if self.profile is None or not meas.duration_s > 0:
-            return Assessment()
-        dtype, note = self._dtype()
+            return Assessment(notes=self._notes())
         try:
-            # Net energy can dip below zero early in a workload or when the idle baseline drifts: estimate 0 J
-            # (the accounting has already put a warning on a negative net energy).
-            est = self.profile.estimate(
-                max(0.0, meas.net_energy_j) if _finite(meas.net_energy_j) else math.nan,
-                meas.duration_s,
+            d = assess_workload(
+                self.profile,
+                net_energy_j=meas.net_energy_j,
+                duration_s=meas.duration_s,
                 tb_moved=meas.tb_moved,
                 mean_util=meas.mean_util,
-                dtype=dtype,
+                idle_power_w=meas.idle_power_w,
+                coverage=meas.coverage,
+                sm_clock_mhz=meas.mean_sm_clock_mhz,
+                power_limit_w=meas.power_limit_w,
+                device=meas.spec_key or meas.device_name,
+                threshold_flops=self.threshold_flops,
             )
         except Exception as e:  # noqa: BLE001 - an estimator failure must never stop the daemon or lose a row
             if not self._warned:
                 log.warning("cannot estimate FLOPs with this profile: %s", literal(e))
                 self._warned = True
-            warning = f"no estimate: {e}"
             return Assessment(
                 verdict="n/a" if self.threshold_flops is None else "uncertain",
-                warnings=(warning,),
-                notes=(note,),
+                warnings=(f"no estimate: {e}",),
+                notes=self._notes(),
             )
-        warnings = tuple(str(w) for w in getattr(est, "warnings", ()) or ())
-        flops, lo, hi = float(est.flops), float(est.lower_flops), float(est.upper_flops)
+        warnings = tuple(str(w) for w in d.get("warnings") or ())
+        est, lo, hi = _num(d.get("estimate_flops")), _num(d.get("lower_flops")), _num(d.get("upper_flops"))
         return Assessment(
-            estimate_flops=flops,
-            lower_flops=lo,
-            upper_flops=hi,
-            confidence=float(est.confidence),
-            model=str(est.model),
-            verdict=decide(flops, lo, hi, self.threshold_flops, (*meas.warnings, *warnings)),
-            regime=None,
+            estimate_flops=est,
+            lower_flops=lo if lo is not None else 0.0,
+            upper_flops=hi,  # None: unbounded
+            confidence=_num(d.get("confidence")),
+            model=d.get("model"),
+            # the one rule, over the estimator's and the accounting's violated assumptions together
+            verdict=threshold_verdict(est, lo, hi, self.threshold_flops, (*meas.warnings, *warnings)),
+            regime=d.get("regime"),
+            bound=d.get("bound"),
+            calibrated_lower_flops=_num(d.get("calibrated_lower_flops")),
+            calibrated_upper_flops=_num(d.get("calibrated_upper_flops")),
             warnings=warnings,
-            notes=(note,),
+            notes=self._notes(),
         )
+
+
+__all__ = ["AssessFn", "ProfileAssessor"]

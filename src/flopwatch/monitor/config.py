@@ -50,7 +50,7 @@ class MonitorConfig:
     )
     sensor_fault_s: float = 30.0  # a workload whose sensor fails this long is closed as sensor_fault
     threshold_flops: float | None = None
-    dtype: str | None = None  # the operator's precision claim; None: the profile's calibrated precision
+    dtype: str | None = None  # the operator's precision claim: recorded in each row, never used to estimate
     verdict_window_s: float = 86400.0  # window of the running window verdict (exporter)
     new_chain: bool = False  # allow a new chain beside an existing signing key (see docs/monitor.md)
     keep_trace: Path | None = None  # opt-in raw trace (privacy: off by default)

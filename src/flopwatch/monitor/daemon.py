@@ -49,7 +49,12 @@ from flopwatch.monitor.exporter import MonitorMetrics
 from flopwatch.monitor.ledger import Ledger
 from flopwatch.monitor.recovery import recover
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
-from flopwatch.monitor.window import WindowVerdictFn, WorkloadWindow, default_window_verdict
+from flopwatch.monitor.window import (
+    WindowVerdict,
+    WindowVerdictFn,
+    WorkloadWindow,
+    default_window_verdict,
+)
 from flopwatch.telemetry.sensors.base import Gap, Reading, Sensor, SensorInfo, VirtualClock
 
 if TYPE_CHECKING:
@@ -92,9 +97,10 @@ class Monitor:
 
     ``sensors`` and ``profile`` may be passed in (tests, embedding); otherwise they are opened from the config
     — sensors last, because a replay's clock starts running when it is opened. ``assess`` replaces the default
-    estimate-and-verdict stage (:class:`~flopwatch.monitor.assess.ProfileAssessor` over the profile);
-    ``window_verdict`` replaces the running window verdict behind the exporter's gauge
-    (:func:`~flopwatch.monitor.window.default_window_verdict`).
+    estimate-and-verdict stage (:class:`~flopwatch.monitor.assess.ProfileAssessor`: the sound assessment of
+    ``flopwatch.estimate.assess_workload`` over the profile); ``window_verdict`` replaces the running window
+    verdict behind the exporter's gauge (:func:`~flopwatch.monitor.window.default_window_verdict`:
+    ``flopwatch.evaluate.window.combine_window``, as ``flopwatch verdict``).
     """
 
     def __init__(
@@ -117,6 +123,8 @@ class Monitor:
             threshold_flops=self.config.threshold_flops,
             verdict_fn=window_verdict or default_window_verdict,
         )
+        self._names: dict[str, str] = {}  # device id → name (sensor info; earlier sessions' start rows)
+        self.window_verdict: WindowVerdict | None = None  # the gauge's latest state
         self.session_id = uuid.uuid4().hex[:12]
         self.accounts: dict[str, DeviceAccount] = {}
         self.sensor_info: dict[str, dict[str, Any]] = {}
@@ -151,9 +159,15 @@ class Monitor:
     def _update_window(self, row: WorkloadRow | None = None) -> None:
         if row is not None:
             self.window.add(row)
-        outside = {d: a.totals for d, a in self.accounts.items()}
-        v = self.window.evaluate(outside, now_wall=self._now_wall())
+        v = self.window.evaluate(self._outside_now(), now_wall=self._now_wall())
+        self.window_verdict = v
         self.metrics.set_window_verdict(v)
+
+    def _outside_now(self) -> dict[str, float]:
+        """Cumulative net energy outside workload rows per device (as in the checkpoint rows)."""
+        out = {d: t.outside_net_energy_j() for d, t in self._restored.items() if d not in self.accounts}
+        out.update({d: a.totals.outside_net_energy_j() for d, a in self.accounts.items()})
+        return out
 
     def _now_wall(self) -> float:
         walls = [a.totals.wall for a in self.accounts.values() if a.totals.wall is not None]
@@ -172,22 +186,22 @@ class Monitor:
             }
             devs.update({d: a.snapshot() for d, a in self.accounts.items()})
             ts = [a.totals.t_s for a in self.accounts.values() if a.totals.t_s is not None]
+            wall = max((a.totals.wall or 0.0) for a in self.accounts.values()) if self.accounts else None
             e = self.ledger.append(
                 "checkpoint",
                 {
                     "session_id": self.session_id,
                     "reason": reason,
                     "t_s": max(ts) if ts else None,
-                    "wall": max((a.totals.wall or 0.0) for a in self.accounts.values())
-                    if self.accounts
-                    else None,
+                    "wall": wall,
                     "host_wall": time.time(),
                     "devices": devs,
                 },
             )
             self.metrics.ledger_head.set(e.seq)
-            if reason == "interval":
-                self._update_window()
+            # the window's outside-energy baseline: the values just written, as `flopwatch verdict` reads them
+            self.window.mark(wall, {d: v["outside_net_energy_j"] for d, v in devs.items()})
+            self._update_window()
         log.debug("checkpoint row %d (%s)", e.seq, reason)
 
     # ------------------------------------------------------------------ lifecycle
@@ -210,6 +224,39 @@ class Monitor:
             self._assess = ProfileAssessor(
                 self.profile, threshold_flops=cfg.threshold_flops, declared_dtype=cfg.dtype
             )
+
+    def _restore_window(self, led: Ledger) -> None:
+        """Rows and checkpoint marks of earlier sessions, in ledger order (the window spans restarts)."""
+        for e in led.entries_after(0):
+            p = e.payload if isinstance(e.payload, dict) else {}
+            if e.kind == "workload":
+                self.window.add(WorkloadRow.from_payload(p))
+            elif e.kind == "checkpoint" and isinstance(p.get("devices"), dict):
+                vals = {
+                    str(d): v.get("outside_net_energy_j")
+                    for d, v in p["devices"].items()
+                    if isinstance(v, dict)
+                }
+                w = p.get("wall")
+                self.window.mark(w if isinstance(w, (int, float)) and not isinstance(w, bool) else None, vals)
+            elif e.kind == "start":
+                for sen in p.get("sensors") or []:
+                    if isinstance(sen, dict) and sen.get("device") and sen.get("name"):
+                        self._names.setdefault(str(sen["device"]), str(sen["name"]))
+
+    def _envelope(self, device: str) -> float:
+        """Best FLOP per joule ``device`` can reach under the daemon's profile (inf: no profile, unknown device).
+
+        Resolved as ``flopwatch verdict --profile`` resolves it (device name from the sensor), so they agree."""
+        import math
+
+        if self.profile is None or not hasattr(self.profile, "efficiency"):
+            return math.inf
+        from flopwatch.estimate.bounds import resolve_device
+        from flopwatch.estimate.verdict import profile_envelope
+
+        spec = resolve_device(None, self._names.get(device), device)
+        return float(profile_envelope(self.profile, spec, None).flops_per_j)
 
     def _open_sensors(self) -> list[Sensor]:
         if self._sensors is not None:
@@ -299,14 +346,18 @@ class Monitor:
             "fingerprint": dict(info.fingerprint),
             "capabilities": caps,
         }
+        spec = device_spec(info)
         ctx = DeviceContext(
             device=dev,
             name=info.name,
             kind=info.kind,
             simulated=info.simulated,
-            has_dram="dram_bytes_per_s" in caps,
-            spec=device_spec(info),
+            # DRAM traffic: bytes/s from the sensor, or GPM bandwidth utilisation × the datasheet bandwidth
+            has_dram="dram_bytes_per_s" in caps or ("dram_bw_util" in caps and spec is not None),
+            spec=spec,
         )
+        if info.name:
+            self._names[dev] = str(info.name)
         t0 = self._restored.get(dev)
         acc = self.accounts[dev] = DeviceAccount(ctx, settings, ports, t0)
         self.metrics.add_device(dev)
@@ -343,8 +394,7 @@ class Monitor:
             self._restored = rec.totals
             for row in rec.rows:
                 self.metrics.workloads.labels(device=row.device, status="interrupted").inc()
-            for e in led.entries_after(0, "workload"):
-                self.window.add(WorkloadRow.from_payload(e.payload))
+            self._restore_window(led)
             if install_signals and threading.current_thread() is threading.main_thread():
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     old_handlers[sig] = signal.signal(sig, lambda s, f: self.stop(signal.Signals(s).name))
@@ -380,6 +430,8 @@ class Monitor:
             )
             for s in sensors:
                 self._add_device(s, settings, ports)
+            for d in {*self._names, *self.accounts, *self._restored}:
+                self.window.envelopes[d] = self._envelope(d)
             self.metrics.set_info(
                 profile_sha256=self.profile_sha256 or "none",
                 model=getattr(self.profile, "model_name", None) or "none",

@@ -22,8 +22,8 @@ from typing import Any
 
 from flopwatch.monitor.accounting import Totals
 from flopwatch.monitor.ledger import Ledger
-from flopwatch.monitor.literal import literal
 from flopwatch.monitor.rows import WorkloadRow
+from flopwatch.text import literal
 
 log = logging.getLogger("flopwatch.monitor")
 

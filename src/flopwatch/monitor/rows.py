@@ -10,6 +10,11 @@ Versions (``row_version`` in the payload):
 * 2: ``warnings`` (violated assumptions with their reason; any of them turns a "below" into "uncertain"),
   ``notes`` (informational), ``regime`` (operating regime from observables, or None when not classified),
   ``declared_dtype`` (the operator's precision claim), ``implausible_readings``.
+* 3: ``regime`` is the observed regime of :func:`flopwatch.estimate.verdict.assess` ("calibrated",
+  "out-of-regime", "unconfirmed", "uncalibrated"); ``lower_flops``/``upper_flops`` are the sound verdict bounds
+  (``upper_flops`` None: unbounded) and ``bound`` says where the upper one comes from;
+  ``calibrated_lower_flops``/``calibrated_upper_flops`` keep the profile's interval; ``mean_sm_clock_mhz`` and
+  ``power_limit_w`` (time-weighted means over the workload, where the sensor reports them).
 
 :meth:`WorkloadRow.from_payload` reads both; version 1 ``flags`` become ``warnings``.
 """
@@ -22,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-ROW_VERSION = 2
+ROW_VERSION = 3
 #: Workload statuses: detected start and end / daemon stopped (or crashed) while open / sensor failed too long.
 STATUSES = ("complete", "interrupted", "sensor_fault", "open")
 
@@ -45,6 +50,8 @@ class Measurement:
     coverage: float | None
     sensor_errors: int = 0
     implausible_readings: int = 0
+    mean_sm_clock_mhz: float | None = None  # time-weighted over busy intervals, where the sensor reports it
+    power_limit_w: float | None = None  # enforced power limit (time-weighted), where the sensor reports it
     #: Violated measurement assumptions found by the accounting (coverage, sensor errors, implausible readings,
     #: idle baseline above the lowest settled idle power, negative net energy), with their reasons.
     warnings: tuple[str, ...] = ()
@@ -66,6 +73,9 @@ class Assessment:
     regime: str | None = None  # None: not classified from observables
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    bound: str | None = None  # where upper_flops comes from
+    calibrated_lower_flops: float | None = None  # the profile's own interval (holds in its regime only)
+    calibrated_upper_flops: float | None = None
 
 
 @dataclass(frozen=True)
@@ -89,14 +99,19 @@ class WorkloadRow:
     coverage: float | None = None
     sensor_errors: int | None = None
     implausible_readings: int | None = None
+    mean_sm_clock_mhz: float | None = None
+    power_limit_w: float | None = None
     estimate_flops: float | None = None
     lower_flops: float | None = None
-    upper_flops: float | None = None
+    upper_flops: float | None = None  # None: unbounded
     confidence: float | None = None
     model: str | None = None
     verdict: str = "n/a"
     threshold_flops: float | None = None
     regime: str | None = None
+    bound: str | None = None
+    calibrated_lower_flops: float | None = None
+    calibrated_upper_flops: float | None = None
     declared_dtype: str | None = None
     profile_sha256: str | None = None
     device_name: str | None = None
@@ -141,6 +156,8 @@ class WorkloadRow:
             coverage=meas.coverage,
             sensor_errors=meas.sensor_errors,
             implausible_readings=meas.implausible_readings,
+            mean_sm_clock_mhz=meas.mean_sm_clock_mhz,
+            power_limit_w=meas.power_limit_w,
             estimate_flops=assessment.estimate_flops,
             lower_flops=assessment.lower_flops,
             upper_flops=assessment.upper_flops,
@@ -149,6 +166,9 @@ class WorkloadRow:
             verdict=assessment.verdict,
             threshold_flops=threshold_flops,
             regime=assessment.regime,
+            bound=assessment.bound,
+            calibrated_lower_flops=assessment.calibrated_lower_flops,
+            calibrated_upper_flops=assessment.calibrated_upper_flops,
             declared_dtype=meas.declared_dtype,
             profile_sha256=profile_sha256,
             device_name=meas.device_name,

@@ -2,16 +2,24 @@
 
 A run split into chunks that each stay under the threshold, or into bursts below the detection hysteresis,
 must not escape the threshold: the exporter publishes a verdict over a sliding window of the ledger's workload
-rows *plus* the busy energy outside any workload (gauge ``flopwatch_window_verdict``).
+rows *plus* the net energy measured outside any workload in that window (gauge ``flopwatch_window_verdict``).
 
-**The hook.** The combination rule is a plain function, :data:`WindowVerdictFn`::
+The combination is :func:`flopwatch.evaluate.window.combine_window` — the same function, on the same rows and
+the same outside energy, as ``flopwatch verdict LEDGER --window W --profile P``, so the live gauge and the
+verifier's command agree:
 
-    fn(rows: Sequence[WorkloadRow], outside: Mapping[str, Totals], threshold_flops: float | None,
-       window_s: float) -> WindowVerdict
+* rows: those that *end* inside the window (their upper bounds count); of them, those that also *start* inside
+  it add their lower bounds;
+* outside energy of each device: its cumulative ``outside_net_energy_j`` (checkpoint rows, see
+  :class:`~flopwatch.monitor.accounting.Totals`) now, minus its value at the last checkpoint at or before the
+  window's start — exactly what the command reads back from the ledger's checkpoint rows;
+* the outside energy is bounded by the device's efficiency envelope
+  (:func:`flopwatch.estimate.verdict.profile_envelope` of the daemon's profile and the device's spec); without a
+  profile there is no envelope and any outside energy leaves the window unbounded ("uncertain").
 
-passed as ``Monitor(config, window_verdict=fn)``. :func:`default_window_verdict` is deliberately simple and
-conservative; a ledger-wide verdict with soundly combined bounds (``flopwatch verdict``, issue 15) replaces it
-by passing its own function — nothing else in the daemon changes.
+**The hook.** The combination rule is a plain function, :data:`WindowVerdictFn`: ``fn(WindowInput) ->
+WindowVerdict``, passed as ``Monitor(config, window_verdict=fn)``; :func:`default_window_verdict` is the one
+above.
 """
 
 from __future__ import annotations
@@ -19,11 +27,10 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from flopwatch.monitor.accounting import Totals
     from flopwatch.monitor.rows import WorkloadRow
 
 VERDICTS = ("above", "below", "uncertain", "n/a")
@@ -40,98 +47,159 @@ class WindowVerdict:
     window_s: float
     threshold_flops: float | None
     reasons: tuple[str, ...] = ()
+    outside_net_energy_j: float = 0.0
+    estimate_flops: float | None = None
 
 
-WindowVerdictFn = Callable[
-    [Sequence["WorkloadRow"], Mapping[str, "Totals"], "float | None", float], WindowVerdict
-]
+@dataclass(frozen=True)
+class WindowInput:
+    """What a window verdict function is given."""
+
+    rows: Sequence[WorkloadRow]  # rows ending inside the window
+    lower_rows: Sequence[WorkloadRow]  # of them, those starting inside it too
+    outside_net_energy_j: Mapping[str, float]  # per device, net energy outside workloads in the window
+    envelope_flops_per_j: Mapping[str, float]  # per device, best FLOP per joule the hardware can reach
+    threshold_flops: float | None
+    window_s: float
+    start_wall: float
+    end_wall: float
+    notes: tuple[str, ...] = field(default=())
+
+
+WindowVerdictFn = Callable[[WindowInput], WindowVerdict]
+
+
+def default_window_verdict(w: WindowInput) -> WindowVerdict:
+    """:func:`flopwatch.evaluate.window.combine_window` on the window (as ``flopwatch verdict`` groups "all")."""
+    from flopwatch.evaluate.window import combine_window
+
+    e = 0.0
+    up = 0.0
+    for dev, j in w.outside_net_energy_j.items():
+        if j > 0:
+            e += j
+            up += j * w.envelope_flops_per_j.get(dev, math.inf)
+    v = combine_window(
+        [r.to_payload() for r in w.rows],
+        threshold_flops=w.threshold_flops,
+        unattributed_net_energy_j=e,
+        envelope_flops_per_j=up / e if e > 0 else math.inf,
+        lower_rows=[r.to_payload() for r in w.lower_rows],
+    )
+    return WindowVerdict(
+        verdict=v.verdict,
+        lower_flops=v.lower_flops,
+        upper_flops=v.upper_flops,
+        workloads=v.n_workloads,
+        window_s=w.window_s,
+        threshold_flops=w.threshold_flops,
+        reasons=(*w.notes, *v.warnings),
+        outside_net_energy_j=v.unattributed_net_energy_j,
+        estimate_flops=v.estimate_flops,
+    )
+
+
+class WorkloadWindow:
+    """Workload rows and outside-energy marks of the last ``window_s`` seconds, and the verdict over them.
+
+    ``mark(wall, outside)`` records each checkpoint's cumulative ``outside_net_energy_j`` per device (the daemon
+    calls it with the values it writes into the checkpoint row); the oldest mark at or before the window's
+    start is kept as the baseline, older ones are dropped, so memory stays bounded by the window.
+    """
+
+    def __init__(
+        self,
+        *,
+        window_s: float,
+        threshold_flops: float | None,
+        verdict_fn: WindowVerdictFn = default_window_verdict,
+        envelopes: Mapping[str, float] | None = None,
+    ) -> None:
+        self.window_s = window_s
+        self.threshold_flops = threshold_flops
+        self.verdict_fn = verdict_fn
+        self.envelopes: dict[str, float] = dict(envelopes or {})
+        self._rows: deque[WorkloadRow] = deque()
+        self._marks: deque[tuple[float, dict[str, float]]] = deque()
+        self._newest = -math.inf
+
+    def add(self, row: WorkloadRow) -> None:
+        self._rows.append(row)
+        if row.end_wall is not None:
+            self._newest = max(self._newest, row.end_wall)
+            self._trim(self._newest)
+
+    def mark(self, wall: float | None, outside: Mapping[str, float]) -> None:
+        """A checkpoint at ``wall`` with these cumulative outside energies (J per device)."""
+        if wall is None or not math.isfinite(wall):
+            return
+        vals = {d: float(x) for d, x in outside.items() if _finite(x)}
+        if self._marks and wall < self._marks[-1][0]:
+            return  # out of order (a clock step back): the newer mark stands
+        self._marks.append((wall, vals))
+        self._newest = max(self._newest, wall)
+        self._trim(self._newest)
+
+    def _trim(self, now_wall: float) -> None:
+        cut = now_wall - self.window_s
+        while self._rows and (self._rows[0].end_wall or -math.inf) <= cut:
+            self._rows.popleft()
+        # keep the last mark at or before the cut (the window's baseline) and everything after it
+        while len(self._marks) >= 2 and self._marks[1][0] <= cut:
+            self._marks.popleft()
+
+    def rows(self, now_wall: float) -> list[WorkloadRow]:
+        self._trim(now_wall)
+        return list(self._rows)
+
+    def _baseline(self, dev: str, cut: float) -> float:
+        val = 0.0
+        for w, vals in self._marks:
+            if w > cut:
+                break
+            if dev in vals:
+                val = vals[dev]
+        return val
+
+    def evaluate(self, outside_now: Mapping[str, float], *, now_wall: float) -> WindowVerdict:
+        """The verdict over ``(now_wall − window_s, now_wall]``; ``outside_now``: cumulative J per device."""
+        cut = now_wall - self.window_s
+        rows = [r for r in self.rows(now_wall) if (r.end_wall if r.end_wall is not None else -math.inf) > cut]
+        inside = [r for r in rows if (r.start_wall if r.start_wall is not None else -math.inf) >= cut]
+        outside = {
+            d: max(0.0, float(x) - self._baseline(d, cut)) for d, x in outside_now.items() if _finite(x)
+        }
+        notes: tuple[str, ...] = ()
+        missing = sorted(d for d, j in outside.items() if j > 0 and not _finite(self.envelopes.get(d)))
+        if missing:
+            notes = (
+                f"no efficiency envelope for {', '.join(missing)} (no profile or unknown device): "
+                "energy outside workloads leaves the window unbounded",
+            )
+        return self.verdict_fn(
+            WindowInput(
+                rows=rows,
+                lower_rows=inside,
+                outside_net_energy_j=outside,
+                envelope_flops_per_j=self.envelopes,
+                threshold_flops=self.threshold_flops,
+                window_s=self.window_s,
+                start_wall=cut,
+                end_wall=now_wall,
+                notes=notes,
+            )
+        )
 
 
 def _finite(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def default_window_verdict(
-    rows: Sequence[WorkloadRow],
-    outside: Mapping[str, Totals],
-    threshold_flops: float | None,
-    window_s: float,
-) -> WindowVerdict:
-    """Sum of the rows' bounds, plus an upper allowance for busy energy outside workloads.
-
-    * lower = Σ lower bounds of rows in the window (a row without one adds 0: the lower bound stays a bound);
-    * upper = Σ upper bounds; a row without a finite positive upper bound makes the upper bound unknown (inf);
-    * busy net energy outside workloads since the ledger began (short bursts, not windowed: conservative)
-      adds the devices' running FLOPs estimate in proportion, times the widest upper/estimate ratio of the
-      rows (at least 1);
-    * any row with warnings or a non-decisive verdict cannot be the basis of a "below": the window is
-      "below" only when the upper bound is finite, under the threshold, and no row carries a warning.
-    """
-    lower = 0.0
-    upper = 0.0
-    ratio = 1.0
-    reasons: list[str] = []
-    warned = 0
-    for r in rows:
-        if _finite(r.lower_flops) and r.lower_flops > 0:  # type: ignore[operator]
-            lower += r.lower_flops  # type: ignore[operator]
-        if (
-            _finite(r.upper_flops)
-            and r.upper_flops > 0
-            and _finite(r.estimate_flops)
-            and r.estimate_flops > 0
-        ):  # type: ignore[operator]
-            upper += r.upper_flops  # type: ignore[operator]
-            ratio = max(ratio, r.upper_flops / r.estimate_flops)  # type: ignore[operator]
-        else:
-            upper = math.inf
-        if r.warnings:
-            warned += 1
-    if math.isinf(upper):
-        reasons.append("a workload in the window has no finite positive upper bound")
-    if warned:
-        reasons.append(f"{warned} workload(s) in the window carry warnings")
-    for dev, t in outside.items():
-        busy, out = t.busy_net_energy_j, t.busy_net_energy_j - t.workload_net_energy_j
-        if out > 0 and busy > 0:
-            share = min(1.0, out / busy)
-            upper += ratio * share * t.estimated_flops
-            reasons.append(f"{dev}: {out:.4g} J of busy energy outside workloads counted in the upper bound")
-    if threshold_flops is None:
-        verdict = "n/a"
-    elif lower > threshold_flops:
-        verdict = "above"
-    elif upper < threshold_flops and not warned:
-        verdict = "below"
-    else:
-        verdict = "uncertain"
-    return WindowVerdict(verdict, lower, upper, len(rows), window_s, threshold_flops, tuple(reasons))
-
-
-class WorkloadWindow:
-    """Workload rows of the last ``window_s`` seconds (by end wall time) and the verdict function over them."""
-
-    def __init__(
-        self, *, window_s: float, threshold_flops: float | None, verdict_fn: WindowVerdictFn
-    ) -> None:
-        self.window_s = window_s
-        self.threshold_flops = threshold_flops
-        self.verdict_fn = verdict_fn
-        self._rows: deque[WorkloadRow] = deque()
-        self._newest = -math.inf
-
-    def add(self, row: WorkloadRow) -> None:
-        self._rows.append(row)
-        # Rows arrive roughly in end-time order: drop what the newest row already puts out of the window.
-        if row.end_wall is not None:
-            self._newest = max(self._newest, row.end_wall)
-            self.rows(self._newest)
-
-    def rows(self, now_wall: float) -> list[WorkloadRow]:
-        cut = now_wall - self.window_s
-        while self._rows and (self._rows[0].end_wall or 0.0) < cut:
-            self._rows.popleft()
-        return list(self._rows)
-
-    def evaluate(self, outside: Mapping[str, Totals], *, now_wall: float) -> WindowVerdict:
-        return self.verdict_fn(self.rows(now_wall), outside, self.threshold_flops, self.window_s)
+__all__ = [
+    "VERDICTS",
+    "WindowInput",
+    "WindowVerdict",
+    "WindowVerdictFn",
+    "WorkloadWindow",
+    "default_window_verdict",
+]

@@ -23,8 +23,6 @@ def legacy_verdict(
     (a stripped label reads as the profile's), net energy clipped at 0 as the monitor did."""
     if prof is None:
         return "none"
-    from flopwatch.evaluate.threshold import verdict
-
     try:
         est = prof.estimate(
             max(0.0, net_energy_j),
@@ -35,7 +33,10 @@ def legacy_verdict(
         )
     except InputError:
         return "none"
-    return verdict(est, threshold_flops=threshold_flops)
+    # the rule of that time, kept here as history (today's rule: estimate.verdict.threshold_verdict)
+    if est.lower_flops > threshold_flops:
+        return "above"
+    return "below" if est.upper_flops < threshold_flops else "uncertain"
 
 
 @dataclass(frozen=True)

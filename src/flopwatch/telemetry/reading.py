@@ -25,7 +25,7 @@ import math
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +33,52 @@ import numpy as np
 
 from flopwatch import __version__
 from flopwatch.errors import InputError
-from flopwatch.telemetry.sensors.base import Gap, Reading
 
 if TYPE_CHECKING:  # pandas/pyarrow are imported lazily at run time (fast CLI start-up)
     import pandas as pd
     import pyarrow as pa
+
+#: Optional scalar columns of a reading/trace, in the order the trace schema lists them.
+OPTIONAL_FIELDS = ("energy_j", "util", "mem_util", "dram_bytes_per_s", "sm_clock_mhz", "temp_c")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One sample of one device.
+
+    ``t_s`` is the sensor clock's time (monotonic seconds, or virtual seconds for replay/sim);
+    ``wall_time`` is UTC seconds since the epoch. ``energy_j`` is the device's cumulative energy counter
+    when it has one (NVML total energy, RAPL, AMD accumulator), else ``None``; ``util`` is the
+    busy ratio 0–1. ``extra`` holds vendor-specific values in SI units (``power_limit_w``,
+    ``mem_clock_mhz``, ``tensor_util``, per-rail ``rail_VDD_IN_w`` …).
+    """
+
+    t_s: float
+    wall_time: float
+    device: str
+    power_w: float | None
+    energy_j: float | None = None
+    util: float | None = None
+    mem_util: float | None = None
+    dram_bytes_per_s: float | None = None
+    sm_clock_mhz: float | None = None
+    temp_c: float | None = None
+    extra: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A tick at which a device produced no reading: the read failed, was too slow, or ticks were missed.
+
+    Gaps are written to traces (``gap_error`` column) and counted by the sampler, so a hole in the data
+    is always explained rather than silent.
+    """
+
+    t_s: float
+    wall_time: float
+    device: str
+    error: str
+
 
 #: Float columns of the trace schema, in order.
 FLOAT_COLUMNS = ("power_w", "energy_j", "util", "mem_util", "dram_bytes_per_s", "sm_clock_mhz", "temp_c")
@@ -192,20 +233,25 @@ class Trace:
     def read(cls, path: str | os.PathLike[str]) -> Trace:
         """Read a flopwatch Parquet trace (recovering a crashed recording from its journal) or the seed's
         ``timeseries.json``. Bad files raise :class:`InputError` naming the file and field."""
-        p = Path(path)
-        if p.suffix.lower() == ".json":
-            return _read_seed_timeseries(p)
-        journal = Path(str(p) + JOURNAL_SUFFIX)
-        if not p.exists():
-            if journal.exists():
-                return _read_journal(journal)
-            raise InputError("no such file", file=str(p))
-        try:
-            return _read_parquet(p)
-        except InputError:
-            if journal.exists():  # a crash left a footer-less Parquet: the journal has the data
-                return _read_journal(journal)
-            raise
+        from flopwatch.telemetry.source import VALUE_COLUMNS, FrameSource, JournalSource, open_source
+
+        src = open_source(path)
+        # one streaming pass validates every row (time order, duplicates, physical range) before loading
+        for _ in src.chunks(VALUE_COLUMNS):
+            pass
+        if isinstance(src, FrameSource):
+            tr = src.trace
+        elif isinstance(src, JournalSource):
+            tr = _read_journal(Path(src.name))
+        else:
+            tr = _read_parquet(Path(src.name))
+        dups = src.duplicates_dropped
+        if dups:  # identical repeated samples (a sink called twice): keep one of each
+            tr.df = tr.df.drop_duplicates(subset=[c for c in tr.df.columns if c != "wall_time"]).reset_index(
+                drop=True
+            )
+            tr.metadata["duplicate_samples_dropped"] = dups
+        return tr
 
     def write(self, path: str | os.PathLike[str], *, row_group_rows: int = 65536) -> Path:
         """Write as Parquet (atomically: temp file then rename)."""
@@ -299,26 +345,20 @@ class Trace:
         than ``max_gap_s`` (default 3 × the median period) are bridged linearly but do not count as covered.
         Idle subtraction: ``net = energy − idle_power_w × (t1 − t0)`` per device (the study's E_net).
         """
+        from flopwatch.telemetry.integrate import Window, integrate_windows
+        from flopwatch.telemetry.source import FrameSource
+
         if not t1 >= t0:
             raise InputError(f"interval end {t1} is before its start {t0}", field="t1")
-        total = 0.0
-        covs: list[float] = []
-        methods: set[str] = set()
-        frames = self._device_frames(device)
-        for _, d in frames:
-            e, cov, method = _interval_energy(d, t0, t1, max_gap_s)
-            total += e
-            covs.append(cov)
-            methods.add(method)
-        dur = t1 - t0
-        net = total - idle_power_w * dur * max(1, len(frames))
-        method = methods.pop() if len(methods) == 1 else ("mixed" if methods else "none")
+        (w,) = integrate_windows(
+            FrameSource(self), [Window(t0, t1, device)], idle_power_w=idle_power_w, max_gap_s=max_gap_s
+        )
         return IntervalEnergy(
-            energy_j=total,
-            net_energy_j=net,
-            coverage=min(covs) if covs else 0.0,
-            method=method,
-            duration_s=dur,
+            energy_j=w.energy_j,
+            net_energy_j=w.net_energy_j,
+            coverage=w.coverage,
+            method=w.method,
+            duration_s=w.duration_s,
         )
 
     def idle_power_w(
@@ -339,70 +379,11 @@ class Trace:
 
     def bytes_moved(self, t0: float, t1: float, device: str | None = None) -> float | None:
         """DRAM bytes moved over ``[t0, t1]``: trapezoid of ``dram_bytes_per_s`` (None without that series)."""
-        total = 0.0
-        seen = False
-        for _, d in self._device_frames(device):
-            d = d[d["dram_bytes_per_s"].notna()]
-            if len(d) < 2:
-                continue
-            seen = True
-            t = d["t_s"].to_numpy()
-            y = d["dram_bytes_per_s"].to_numpy()
-            total += _trapz_window(t, y, t0, t1)
-        return total if seen else None
+        from flopwatch.telemetry.integrate import Window, integrate_windows
+        from flopwatch.telemetry.source import FrameSource
 
-
-def _trapz_window(t: np.ndarray, y: np.ndarray, t0: float, t1: float) -> float:
-    """∫ y dt over [t0, t1] with linear interpolation, clipped to the data's span."""
-    a, b = max(t0, float(t[0])), min(t1, float(t[-1]))
-    if b <= a:
-        return 0.0
-    inside = (t > a) & (t < b)
-    tt = np.concatenate([[a], t[inside], [b]])
-    yy = np.concatenate([[np.interp(a, t, y)], y[inside], [np.interp(b, t, y)]])
-    return float(np.trapezoid(yy, tt))
-
-
-def _coverage(t: np.ndarray, t0: float, t1: float, max_gap_s: float) -> float:
-    """Fraction of [t0, t1] inside intervals between consecutive samples at most ``max_gap_s`` apart."""
-    if t1 <= t0 or t.size < 2:
-        return 0.0
-    lo = np.clip(t[:-1], t0, t1)
-    hi = np.clip(t[1:], t0, t1)
-    ok = np.diff(t) <= max_gap_s
-    return float(np.sum((hi - lo)[ok]) / (t1 - t0))
-
-
-def _interval_energy(
-    d: pd.DataFrame, t0: float, t1: float, max_gap_s: float | None
-) -> tuple[float, float, str]:
-    t_all = d["t_s"].to_numpy()
-    if t_all.size >= 2 and max_gap_s is None:
-        max_gap_s = 3.0 * float(np.median(np.diff(t_all)))
-    max_gap_s = math.inf if max_gap_s is None or not np.isfinite(max_gap_s) else max_gap_s
-    c = d[["t_s", "energy_j", "power_w"]]
-    counter = c[c["energy_j"].notna()]
-    if len(counter) >= 2 and counter["t_s"].iloc[0] <= t1 and counter["t_s"].iloc[-1] >= t0:
-        t = counter["t_s"].to_numpy()
-        e = counter["energy_j"].to_numpy()
-        p = counter["power_w"].to_numpy()
-        from flopwatch.units import unwrap_counter
-
-        inc = unwrap_counter(e)[1:]
-        # A backward step (driver reload, counter reset): the delta is unknowable, use power over that interval.
-        bad = ~np.isfinite(inc)
-        if bad.any():
-            trap = 0.5 * (p[:-1] + p[1:]) * np.diff(t)
-            inc = np.where(bad, np.nan_to_num(trap, nan=0.0), inc)
-        cum = np.concatenate([[0.0], np.cumsum(inc)])
-        a, b = max(t0, float(t[0])), min(t1, float(t[-1]))
-        energy = float(np.interp(b, t, cum) - np.interp(a, t, cum)) if b > a else 0.0
-        return energy, _coverage(t, t0, t1, max_gap_s), "counter"
-    pw = c[c["power_w"].notna()]
-    if len(pw) < 2:
-        return 0.0, 0.0, "none"
-    t = pw["t_s"].to_numpy()
-    return _trapz_window(t, pw["power_w"].to_numpy(), t0, t1), _coverage(t, t0, t1, max_gap_s), "trapezoid"
+        (w,) = integrate_windows(FrameSource(self), [Window(t0, t1, device)], max_gap_s=math.inf)
+        return w.bytes_moved
 
 
 # ---------------------------------------------------------------------- readers
@@ -502,13 +483,9 @@ def _read_seed_timeseries(p: Path) -> Trace:
     """
     import pandas as pd
 
-    try:
-        with open(p, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", file=str(p)) from None
-    except ValueError as e:
-        raise InputError(f"not valid JSON ({e})", file=str(p)) from None
+    from flopwatch.telemetry.source import finite_float, load_json
+
+    data = load_json(p)
     if not isinstance(data, dict):
         raise InputError("expected a JSON object with power_mw, gpu_pct, dram_bytes_s", file=str(p))
 
@@ -524,8 +501,7 @@ def _read_seed_timeseries(p: Path) -> Trace:
             if (
                 not isinstance(pair, list | tuple)
                 or len(pair) != 2
-                or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in pair)
-                or not all(math.isfinite(x) for x in pair)
+                or not all(finite_float(x) is not None for x in pair)
             ):
                 raise InputError(
                     f"expected a [t_s, value] pair of finite numbers, got {pair!r}",
@@ -533,7 +509,7 @@ def _read_seed_timeseries(p: Path) -> Trace:
                     record=i,
                     field=key,
                 )
-        arr = np.asarray(v, dtype=float).reshape(-1, 2)
+        arr = np.asarray([[float(a), float(b)] for a, b in v], dtype=float).reshape(-1, 2)
         if arr.shape[0] and np.any(np.diff(arr[:, 0]) < 0):
             i = int(np.argmax(np.diff(arr[:, 0]) < 0)) + 1
             raise InputError("timestamps go backwards", file=str(p), record=i, field=key)
@@ -548,11 +524,7 @@ def _read_seed_timeseries(p: Path) -> Trace:
     marks: dict[str, float] = {}
     for k in ("t_launch", "t_start", "t_end"):
         if k in data and data[k] is not None:
-            if (
-                not isinstance(data[k], int | float)
-                or isinstance(data[k], bool)
-                or not math.isfinite(data[k])
-            ):
+            if finite_float(data[k]) is None:
                 raise InputError(f"expected a number, got {data[k]!r}", file=str(p), field=k)
             marks[k] = float(data[k])
 
@@ -602,172 +574,16 @@ def _read_seed_timeseries(p: Path) -> Trace:
     return Trace(rows, md)
 
 
-# ---------------------------------------------------------------------- streaming writer
-class TraceWriter:
-    """Stream readings and gaps to a Parquet trace, one row group per flush, never holding a whole recording.
+# The streaming writer lives in telemetry/writer.py; re-exported here (``from ...reading import TraceWriter``).
+from flopwatch.telemetry.writer import TraceWriter  # noqa: E402
 
-    ``write`` only appends to a buffer; due flushes run on one background writer thread (in order), so the
-    sampling thread never waits on Parquet encoding or fsync. ``flush()`` and ``close()`` wait for them.
-
-    ``flush_every_s`` (wall time) bounds what a crash can lose; ``row_group_rows`` forces a flush when the
-    buffer is that large. Every flush also appends the batch to ``PATH.journal`` (Arrow IPC stream, readable
-    after a crash); :meth:`close` writes the Parquet footer and deletes the journal. Refuses to overwrite an
-    existing ``path`` unless ``overwrite=True``.
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        metadata: Mapping[str, Any],
-        flush_every_s: float = 5.0,
-        row_group_rows: int = 10_000,
-        *,
-        overwrite: bool = False,
-        extra_columns: Sequence[str] = (),
-        fsync: bool = True,
-    ) -> None:
-        self.path = Path(path)
-        self.journal_path = Path(str(self.path) + JOURNAL_SUFFIX)
-        if self.path.exists() and not overwrite:
-            raise InputError("file exists (use --force to overwrite)", file=str(self.path))
-        if self.journal_path.exists() and not overwrite:
-            raise InputError(
-                "a crashed recording's journal is here; read it with Trace.read (or use --force to discard it)",
-                file=str(self.journal_path),
-            )
-        self.metadata = dict(metadata)
-        self.metadata.setdefault("schema", SCHEMA_NAME)
-        self.metadata.setdefault("flopwatch_version", _now_version())
-        self.metadata.setdefault("simulated", False)
-        self.flush_every_s = float(flush_every_s)
-        self.row_group_rows = int(row_group_rows)
-        self.fsync = fsync
-        self._extra_cols = [EXTRA_PREFIX + c if not c.startswith(EXTRA_PREFIX) else c for c in extra_columns]
-        self._rows: list[dict[str, Any]] = []
-        self._t0: float | None = self.metadata.get("t0_monotonic_s")
-        self._last_flush = time.monotonic()
-        self._pq: Any = None
-        self._ipc: Any = None
-        self._sink: Any = None
-        self._schema: Any = None
-        self._pool: Any = None
-        self._pending: list[Any] = []
-        self.rows_written = 0
-        self.row_groups = 0
-        self.closed = False
-
-    def __call__(self, item: Reading | Gap) -> None:
-        """Sampler sink interface."""
-        if isinstance(item, Gap):
-            self.write_gap(item.t_s, item.wall_time, item.device, item.error)
-        else:
-            self.write(item)
-
-    def _origin(self, t_s: float) -> float:
-        if self._t0 is None:
-            self._t0 = float(t_s)
-            self.metadata["t0_monotonic_s"] = self._t0
-        return self._t0
-
-    def write(self, reading: Reading) -> None:
-        if self.closed:
-            raise ValueError("TraceWriter is closed")
-        self._rows.append(_row(reading, self._origin(reading.t_s)))
-        self._maybe_flush()
-
-    def write_gap(self, t_s: float, wall_time: float, device: str, error: str) -> None:
-        if self.closed:
-            raise ValueError("TraceWriter is closed")
-        self._rows.append(_row(Gap(t_s, wall_time, device, error), self._origin(t_s)))
-        self._maybe_flush()
-
-    def _maybe_flush(self) -> None:
-        if (
-            len(self._rows) >= self.row_group_rows
-            or time.monotonic() - self._last_flush >= self.flush_every_s
-        ):
-            self._submit()
-
-    def _submit(self) -> Any:
-        """Hand the buffered rows to the writer thread (FIFO), so a sampler calling ``write`` never waits on
-        Parquet encoding or fsync."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        self._last_flush = time.monotonic()
-        rows, self._rows = self._rows, []
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flopwatch-trace-writer")
-        fut = self._pool.submit(self._write_rows, rows)
-        self._pending.append(fut)
-        # surface errors of finished flushes on the caller's thread (a sampler records them as sink errors)
-        while self._pending and self._pending[0].done():
-            self._pending.pop(0).result()
-        return fut
-
-    def flush(self) -> None:
-        """Write buffered rows as one row group (and journal batch), fsync the journal, and wait for it."""
-        self._submit().result()
-        while self._pending:
-            self._pending.pop(0).result()
-
-    def _open(self, df: pd.DataFrame) -> None:
-        import pyarrow.ipc as ipc
-        import pyarrow.parquet as pq
-
-        if not self._extra_cols:
-            self._extra_cols = [c for c in df.columns if c.startswith(EXTRA_PREFIX) and c != EXTRA_JSON]
-        self._schema = _arrow_schema(self._extra_cols, self.metadata)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._pq = pq.ParquetWriter(str(self.path), self._schema)
-        self._sink = open(self.journal_path, "wb")  # noqa: SIM115 - closed in close()
-        self._ipc = ipc.new_stream(self._sink, self._schema)
-
-    def _write_rows(self, rows: list[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        known = set(self._extra_cols)
-        df = _frame(rows, extra_cols=None)
-        if self._pq is None:
-            self._open(df)
-            known = set(self._extra_cols)
-        late = [c for c in df.columns if c.startswith(EXTRA_PREFIX) and c != EXTRA_JSON and c not in known]
-        if late:  # extras first seen after the schema was fixed go to the JSON column, not lost
-            sub = df[late]
-            df[EXTRA_JSON] = [
-                json.dumps({k[len(EXTRA_PREFIX) :]: v for k, v in r.items() if v == v}) or None
-                for r in sub.to_dict("records")
-            ]
-        for c in self._extra_cols:
-            if c not in df:
-                df[c] = np.nan
-        table = _to_table(df, self._schema)
-        self._pq.write_table(table)
-        self._ipc.write_table(table)
-        self._sink.flush()
-        if self.fsync:
-            os.fsync(self._sink.fileno())
-        self.rows_written += table.num_rows
-        self.row_groups += 1
-
-    def close(self) -> None:
-        """Flush, write the Parquet footer, delete the journal. Idempotent."""
-        if self.closed:
-            return
-        try:
-            self.flush()
-        finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-        if self._pq is None:  # nothing was written: still produce a valid empty trace
-            self._open(_frame([]))
-        self._pq.close()
-        self._ipc.close()
-        self._sink.close()
-        self.journal_path.unlink(missing_ok=True)
-        self.closed = True
-
-    def __enter__(self) -> TraceWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+__all__ = [
+    "COLUMNS",
+    "FLOAT_COLUMNS",
+    "Gap",
+    "IntervalEnergy",
+    "Reading",
+    "Trace",
+    "TraceWriter",
+    "base_metadata",
+]

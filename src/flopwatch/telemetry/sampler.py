@@ -25,6 +25,24 @@ from flopwatch.telemetry.sensors.base import Gap, Reading, Sensor
 
 Sink = Callable[[Reading | Gap], None]
 
+#: Distinct error messages counted one by one; later new ones are counted together (bounded memory on a
+#: sensor whose messages carry a timestamp or value, over a run of months).
+MAX_ERROR_KINDS = 200
+OTHER_ERRORS = "other errors (more than 200 distinct messages)"
+
+
+class _BoundedCounter(Counter[str]):
+    """A Counter that stops adding new keys past :data:`MAX_ERROR_KINDS` (they go to one catch-all key)."""
+
+    def __missing__(self, key: str) -> int:
+        return 0
+
+    def __setitem__(self, key: str, value: int) -> None:
+        if key not in self and len(self) >= MAX_ERROR_KINDS and key != OTHER_ERRORS:
+            key = OTHER_ERRORS
+            value = self.get(OTHER_ERRORS, 0) + 1
+        super().__setitem__(key, value)
+
 
 @dataclass
 class SamplerStats:
@@ -34,7 +52,7 @@ class SamplerStats:
     n_ticks: int = 0
     n_samples: Counter[str] = field(default_factory=Counter)
     n_gaps: Counter[str] = field(default_factory=Counter)
-    errors: Counter[str] = field(default_factory=Counter)  # message → count (reads and sinks)
+    errors: Counter[str] = field(default_factory=_BoundedCounter)  # message → count (reads and sinks)
     skipped_ticks: int = 0
     first_tick_s: float | None = None
     last_tick_s: float | None = None

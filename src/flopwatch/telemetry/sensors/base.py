@@ -18,46 +18,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-#: Optional scalar columns of a reading/trace, in the order the trace schema lists them.
-OPTIONAL_FIELDS = ("energy_j", "util", "mem_util", "dram_bytes_per_s", "sm_clock_mhz", "temp_c")
+# Reading and Gap live in telemetry/reading.py (the trace's row types); re-exported here for old imports.
+from flopwatch.telemetry.reading import OPTIONAL_FIELDS, Gap, Reading  # noqa: E402
 
-
-@dataclass(frozen=True)
-class Reading:
-    """One sample of one device.
-
-    ``t_s`` is the sensor clock's time (monotonic seconds, or virtual seconds for replay/sim);
-    ``wall_time`` is UTC seconds since the epoch. ``energy_j`` is the device's cumulative energy counter
-    when it has one (NVML total energy, RAPL, AMD accumulator), else ``None``; ``util`` is the
-    busy ratio 0–1. ``extra`` holds vendor-specific values in SI units (``power_limit_w``,
-    ``mem_clock_mhz``, ``tensor_util``, per-rail ``rail_VDD_IN_w`` …).
-    """
-
-    t_s: float
-    wall_time: float
-    device: str
-    power_w: float | None
-    energy_j: float | None = None
-    util: float | None = None
-    mem_util: float | None = None
-    dram_bytes_per_s: float | None = None
-    sm_clock_mhz: float | None = None
-    temp_c: float | None = None
-    extra: Mapping[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Gap:
-    """A tick at which a device produced no reading: the read failed, was too slow, or ticks were missed.
-
-    Gaps are written to traces (``gap_error`` column) and counted by the sampler, so a hole in the data
-    is always explained rather than silent.
-    """
-
-    t_s: float
-    wall_time: float
-    device: str
-    error: str
+__all__ = [
+    "OPTIONAL_FIELDS",
+    "BackendStatus",
+    "Clock",
+    "Gap",
+    "MonotonicClock",
+    "Reading",
+    "ScaledClock",
+    "Sensor",
+    "SensorInfo",
+    "VirtualClock",
+]
 
 
 @dataclass(frozen=True)

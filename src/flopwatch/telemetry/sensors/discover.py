@@ -19,7 +19,7 @@ from typing import Any
 from flopwatch.errors import FlopwatchError, InputError, SensorUnavailable
 from flopwatch.telemetry.sensors.base import BackendStatus, Sensor
 
-KINDS = ("nvml", "jetson", "tegrastats", "amd", "rapl", "replay")
+KINDS = ("nvml", "jetson", "tegrastats", "amd", "rapl", "replay", "prometheus")
 
 
 def _split(spec: str) -> tuple[str, str | None]:
@@ -70,6 +70,12 @@ def _open_replay(arg: str | None, **opts: Any) -> list[Sensor]:
     return list(open_replay(arg, **opts))
 
 
+def _open_prometheus(arg: str | None, **opts: Any) -> list[Sensor]:
+    from flopwatch.telemetry.sensors.prometheus import open_prometheus  # dcgm-exporter series (issue 12)
+
+    return list(open_prometheus(arg, **opts))
+
+
 #: An opener: (the spec's argument after "kind:", or None; backend options) → the sensors.
 Opener = Callable[..., list[Sensor]]
 
@@ -81,6 +87,7 @@ OPENERS: Mapping[str, Opener] = {
     "amd": _open_amd,
     "rapl": _open_rapl,
     "replay": _open_replay,
+    "prometheus": _open_prometheus,
 }
 
 # options each backend understands (others are dropped, so one CLI can pass e.g. speed= to every backend)
@@ -91,6 +98,7 @@ _OPTS = {
     "amd": {"amdsmi", "clock"},
     "rapl": {"clock", "reader"},
     "replay": {"speed", "device", "clock"},
+    "prometheus": {"clock", "speed"},
 }
 
 

@@ -1,87 +1,231 @@
-"""Replay a recorded trace (flopwatch Parquet or the seed's ``timeseries.json``) as a live sensor.
+"""Replay a recorded trace (flopwatch Parquet, its journal, or the seed's ``timeseries.json``) as a sensor.
 
 Like Zeus's ``ReplayZeusMonitor``: the whole pipeline (sampler, detection, monitor) runs on recorded data
-with the same code as on hardware. Time runs on a :class:`ScaledClock` starting at the trace's first
-sample, ``speed`` times faster than real time. A read at clock time ``t`` returns what a live sensor would
-have reported then: the latest sample at or before ``t`` (sample-and-hold), with the energy counter (when
-the trace has one) interpolated linearly. Past the last sample, :meth:`ReplaySensor.read` raises
-:class:`TraceEnded` and :attr:`ReplaySensor.finished` becomes True.
+with the same code as on hardware.
+
+Exact at any speed. Given a ``speed``, time runs on a :class:`PacedClock`: virtual time that a sampler
+advances tick by tick, paced to at most ``speed`` × real time (``speed=inf``: as fast as the CPU goes). A
+slow consumer therefore slows the replay down instead of skipping ticks, so a replay at ``--speed 200``
+sees the same samples as one at ``--speed 1``. Without a speed (``speed=None``) the replay runs in real
+time on a :class:`ScaledClock`, like a live sensor, for sampling jointly with a real workload (``bench``).
+A read at clock time ``t`` returns
+
+* the first row not yet returned within ``tol`` of ``t`` (half the recording's period, and half the
+  interval between reads), *as recorded*: its own ``t_s``, wall time, values and energy counter (a
+  recorded gap is raised as :class:`SensorError`, so it stays a gap). Played at the recording's rate, a
+  replay yields the recording's samples one for one; sampled slower, it subsamples them;
+* otherwise the latest reading held at time ``t`` (sample-and-hold; the energy counter interpolated
+  linearly) while the next recorded row is not due yet, or while the replay is sampled faster than the
+  recording (for at most ``3 ×`` the recording's period); past that it is a hole in the recording: a gap.
+
+Past the last row, :meth:`ReplaySensor.read` raises :class:`TraceEnded` and :attr:`ReplaySensor.finished`
+becomes True. Rows are streamed from the file a chunk at a time and stored as numpy columns, so memory
+is bounded by a chunk whatever the length of the recording.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import os
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from flopwatch.errors import InputError, SensorError
-from flopwatch.telemetry.sensors.base import Clock, Reading, ScaledClock, SensorInfo
+from flopwatch.telemetry.sensors.base import Clock, Reading, ScaledClock, SensorInfo, VirtualClock
 
 if TYPE_CHECKING:
     from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.source import Chunk, TraceSource
 
 _FIELDS = ("power_w", "util", "mem_util", "dram_bytes_per_s", "sm_clock_mhz", "temp_c")
+_COLUMNS = (*_FIELDS, "energy_j")
+#: A held reading is reported for at most this many recorded periods (the gap tolerance detection uses).
+HOLD_PERIODS = 3.0
 
 
 class TraceEnded(SensorError):
     """A replay sensor ran past the last sample of its trace (the sampler stops cleanly on it)."""
 
 
+class PacedClock(VirtualClock):
+    """Virtual time advanced only by ``sleep_until``, which also waits until real time has caught up with
+    ``(t − t0) / speed`` (never for ``speed = inf``). Time never moves while a tick is processed, so a
+    sampler on this clock never skips a tick: a consumer slower than ``speed`` slows the replay instead.
+    The pace is anchored at the first ``sleep_until`` (a replay opened early still starts at its first row).
+    """
+
+    def __init__(self, speed: float = 1.0, t0: float = 0.0, wall0: float | None = None) -> None:
+        if not speed > 0 or math.isnan(speed):
+            raise ValueError("speed must be > 0")
+        super().__init__(t0=t0, wall0=time.time() if wall0 is None else float(wall0))
+        self.speed = float(speed)
+        self._m0: float | None = None
+        self._anchor_lock = threading.Lock()
+        self.waited_s = 0.0  # real seconds spent pacing
+
+    def sleep_until(self, t: float, stop: threading.Event | None = None) -> bool:
+        if stop is not None and stop.is_set():
+            return False
+        if math.isfinite(self.speed):
+            with self._anchor_lock:
+                if self._m0 is None:
+                    self._m0 = time.monotonic() - (self.now() - self._t0) / self.speed
+            delay = self._m0 + (t - self._t0) / self.speed - time.monotonic()
+            if delay > 0:
+                self.waited_s += delay
+                if stop is not None:
+                    if stop.wait(delay):
+                        return False
+                else:
+                    time.sleep(delay)
+        return super().sleep_until(t, stop)
+
+
+class _Rows:
+    """The rows of one device, streamed from a source and kept as numpy columns, a chunk or two at a time."""
+
+    def __init__(self, src: TraceSource, device: str) -> None:
+        self.src = src
+        self.device = device
+        self._it: Iterator[Chunk] | None = src.chunks(
+            _COLUMNS, wall=True, gap_error=True, extras=True, validate=False
+        )
+        self.t: list[float] = []  # times as a list: bisect on it is faster than numpy for one lookup
+        self.cols: dict[str, np.ndarray] = {c: np.zeros(0) for c in _COLUMNS}
+        self.wall = np.zeros(0)
+        self.gap: list[str | None] = []
+        self.extras: dict[str, np.ndarray] = {}
+        self.exhausted = False
+
+    def _next_chunk(self) -> bool:
+        """Append the next chunk's rows of this device (dropping rows already consumed); False at the end."""
+        while self._it is not None:
+            try:
+                ch = next(self._it)
+            except StopIteration:
+                self._it = None
+                self.exhausted = True
+                return False
+            code = self.src._codes.get(self.device)
+            if code is None:
+                continue
+            sel = ch.device == code
+            if not sel.any():
+                continue
+            sub = ch.take(sel)
+            self._append(sub)
+            return True
+        self.exhausted = True
+        return False
+
+    def _append(self, ch: Chunk) -> None:
+        self.t.extend(ch.t_s.tolist())
+        for c in _COLUMNS:
+            self.cols[c] = np.concatenate([self.cols[c], ch.cols[c]])
+        w = ch.wall_s if ch.wall_s is not None else np.full(len(ch), np.nan)
+        self.wall = np.concatenate([self.wall, w])
+        self.gap.extend(ch.gap_error or [None] * len(ch))
+        n_old = len(self.t) - len(ch)
+        for k, v in ch.extras.items():
+            old = self.extras.get(k, np.full(n_old, np.nan))
+            self.extras[k] = np.concatenate([old, v])
+        for k in self.extras:
+            if k not in ch.extras:
+                self.extras[k] = np.concatenate([self.extras[k], np.full(len(ch), np.nan)])
+
+    def drop_before(self, i: int) -> int:
+        """Forget rows before index ``i`` once there are many; returns how many were dropped."""
+        if i < 4096 or i < len(self.t) // 2:
+            return 0
+        del self.t[:i]
+        for c in _COLUMNS:
+            self.cols[c] = self.cols[c][i:]
+        self.wall = self.wall[i:]
+        del self.gap[:i]
+        for k in self.extras:
+            self.extras[k] = self.extras[k][i:]
+        return i
+
+    def ensure_after(self, t: float) -> None:
+        """Load chunks until a row later than ``t`` is buffered (or the trace ends)."""
+        while (not self.t or self.t[-1] <= t) and not self.exhausted:
+            self._next_chunk()
+
+
 class ReplaySensor:
-    """One device of a trace played back on ``clock`` (shared by the sensors of a multi-device trace)."""
+    """One device of a trace played back on ``clock`` (shared by the sensors of a multi-device trace).
+
+    ``trace`` is a :class:`Trace`, a trace file, or a :class:`~flopwatch.telemetry.source.TraceSource`.
+    """
 
     def __init__(
-        self, trace: Trace, device: str | None = None, *, clock: Clock | None = None, speed: float = 1.0
+        self,
+        trace: Trace | str | os.PathLike[str] | TraceSource,
+        device: str | None = None,
+        *,
+        clock: Clock | None = None,
+        speed: float | None = None,
     ) -> None:
-        devs = trace.devices()
-        if not devs:
-            raise InputError("trace has no samples to replay", file=trace.metadata.get("source"))
-        self.device = device if device is not None else devs[0]
-        sub = trace.for_device(self.device).samples
-        if sub.empty:
-            raise InputError(f"device {self.device!r} has no samples", file=trace.metadata.get("source"))
-        self.trace = trace
-        self._t = sub["t_s"].to_numpy(dtype=float)
-        self._cols = {c: sub[c].to_numpy(dtype=float) for c in _FIELDS}
-        self._energy = sub["energy_j"].to_numpy(dtype=float)
-        self._has_energy = bool(np.isfinite(self._energy).sum() >= 2)
-        if self._has_energy:
-            ok = np.isfinite(self._energy)
-            self._et, self._ev = self._t[ok], self._energy[ok]
-        self._extras = {c[len("extra_") :]: sub[c].to_numpy(dtype=float) for c in trace.extra_columns()}
-        wall = sub["wall_time"]
-        self._wall = (wall.astype("int64").to_numpy() / 1e9) if wall.notna().all() else None
-        self._clock = clock if clock is not None else ScaledClock(speed, t0=float(self._t[0]), lazy=True)
-        self._t_list = self._t.tolist()
-        self._wall_list = None if self._wall is None else self._wall.tolist()
+        from flopwatch.telemetry.reading import Trace
+        from flopwatch.telemetry.source import VALUE_COLUMNS, open_source
 
-        def _f(v: float) -> float | None:
-            return v if v == v else None  # NaN → None
-
-        cols = {c: v.tolist() for c, v in self._cols.items()}
-        ex = {k: v.tolist() for k, v in self._extras.items()}
-        self._rows = [
-            ({c: _f(cols[c][i]) for c in _FIELDS}, {k: v[i] for k, v in ex.items() if v[i] == v[i]})
-            for i in range(len(self._t_list))
-        ]
+        self.trace = trace if isinstance(trace, Trace) else None
+        src = open_source(trace)
+        if src.validate:  # refuse a bad recording before the replay starts, not halfway (one streaming pass)
+            for _ in src.chunks(VALUE_COLUMNS):
+                pass
+        self.metadata = src.metadata
+        if device is None:
+            device = _first_device(src)
+        self.device = device
+        self._rows = _Rows(src, device)
+        self._rows.ensure_after(-math.inf)
+        if not self._rows.t:
+            raise InputError(f"device {device!r} has no rows to replay", file=src.name)
+        first = _first_sample(self._rows)
+        if first is None:
+            raise InputError(f"device {device!r} has no samples", file=src.name)
+        self._t0 = first
+        rate = self.metadata.get("rate_hz")
+        t = np.asarray(self._rows.t)
+        dts = np.diff(t[~np.asarray([g is not None for g in self._rows.gap])])
+        dts = dts[dts > 0]
+        if dts.size:
+            period = float(np.median(dts))
+        elif isinstance(rate, int | float) and rate > 0:
+            period = 1.0 / float(rate)
+        else:
+            period = math.inf
+        self.period_s = period
+        self._caps = tuple(c for c in _COLUMNS if np.isfinite(self._rows.cols[c]).any())
+        self._clock = clock if clock is not None else _default_clock(speed, first)
+        self._i = -1  # newest row returned (index into the buffer)
+        self._prev_t: float | None = None  # clock time of the previous read
         self.finished = False
+        self.n_rows_replayed = 0
+        self.n_held = 0
 
     @property
     def clock(self) -> Clock:
         return self._clock
 
     @property
-    def t_end(self) -> float:
-        return float(self._t[-1])
+    def t_start(self) -> float:
+        return self._t0
 
     def info(self) -> SensorInfo:
-        md = self.trace.metadata
-        caps = tuple(c for c in ("power_w", *_FIELDS[1:]) if np.isfinite(self._cols[c]).any())
-        if self._has_energy:
-            caps = (*caps, "energy_j")
+        md = self.metadata
+        caps = tuple(c for c in ("power_w", *_FIELDS[1:], "energy_j") if c in self._caps)
+        spec_key = md.get("spec_key")
+        for d in md.get("devices") or []:
+            if isinstance(d, dict) and d.get("device_id") == self.device and d.get("spec_key"):
+                spec_key = d["spec_key"]
         return SensorInfo(
             kind="replay",
             device_id=self.device,
@@ -89,43 +233,141 @@ class ReplaySensor:
             fingerprint={str(k): str(v) for k, v in dict(md.get("fingerprint") or {}).items()},
             capabilities=caps,
             simulated=bool(md.get("simulated", False)),
-            spec_key=md.get("spec_key"),
+            spec_key=spec_key,
         )
+
+    def _reading(self, i: int, t: float | None) -> Reading:
+        """Row ``i`` as recorded (``t`` None) or held at time ``t``."""
+        r = self._rows
+        vals = {c: _f(r.cols[c][i]) for c in _FIELDS}
+        extra = {k: float(v[i]) for k, v in r.extras.items() if v[i] == v[i]}
+        t_row = r.t[i]
+        wall = float(r.wall[i])
+        if t is None:
+            energy = _f(r.cols["energy_j"][i])
+            ts = t_row
+        else:
+            energy = self._energy_at(i, t)
+            ts = t
+            wall = wall + (t - t_row)
+        if wall != wall:
+            wall = self._clock.wall_time()
+        return Reading(t_s=ts, wall_time=wall, device=self.device, energy_j=energy, extra=extra, **vals)
+
+    def _energy_at(self, i: int, t: float) -> float | None:
+        e = self._rows.cols["energy_j"]
+        if not e[i] == e[i]:
+            return None
+        j = i + 1  # the next counter reading, linearly interpolated towards
+        while j < len(self._rows.t) and not e[j] == e[j]:
+            j += 1
+        if j >= len(self._rows.t) or e[j] < e[i]:
+            return float(e[i])
+        t0, t1 = self._rows.t[i], self._rows.t[j]
+        return float(e[i] + (e[j] - e[i]) * (t - t0) / (t1 - t0)) if t1 > t0 else float(e[i])
 
     def read(self) -> Reading:
         t = self._clock.now()
-        if t > self._t_list[-1]:
+        r = self._rows
+        # A recorded row answers the read nearest to it: within half the recording's period and half the
+        # interval between reads (so returned times stay in order whatever the two rates).
+        tick = max(0.0, t - self._prev_t) if self._prev_t is not None else math.inf
+        self._prev_t = t
+        tol = 0.5 * min(self.period_s, tick)
+        tol = 0.0 if not math.isfinite(tol) else tol
+        r.ensure_after(t + tol)
+        k = bisect.bisect_left(r.t, t - tol, lo=self._i + 1)
+        if k < len(r.t) and r.t[k] <= t + tol:  # a recorded row not returned yet: return it as recorded
+            self.n_rows_replayed += 1
+            dropped = r.drop_before(k - 1)
+            k -= dropped
+            self._i = k
+            if r.gap[k] is not None:
+                raise SensorError(f"recorded gap: {r.gap[k]}")
+            return self._reading(k, None)
+        if r.exhausted and t - tol > r.t[-1]:
             self.finished = True
-            raise TraceEnded(f"replay of {self.device} ended at t={self._t_list[-1]:.3f} s")
-        # plain-Python lookups: a read costs a few µs, so the replay sensor measures the sampler, not numpy
-        i = max(0, bisect.bisect_right(self._t_list, t) - 1)
-        vals, extra = self._rows[i]
-        energy = float(np.interp(t, self._et, self._ev)) if self._has_energy else None
-        wall = (
-            self._wall_list[i] + (t - self._t_list[i])
-            if self._wall_list is not None
-            else self._clock.wall_time()
-        )
-        return Reading(t_s=t, wall_time=wall, device=self.device, energy_j=energy, extra=dict(extra), **vals)
+            raise TraceEnded(f"replay of {self.device} ended at t={r.t[-1]:.3f} s")
+        # No row near t: hold the latest sample (as a live sensor between updates) when the next recorded row
+        # is not due yet, or when the replay is sampled faster than the recording; else it is a hole in the
+        # recording (its rows missing at the rate it was recorded at): a gap.
+        h = bisect.bisect_right(r.t, t) - 1
+        if h < 0:
+            raise SensorError("replay: the recording has no sample here")
+        if r.gap[h] is not None:
+            raise SensorError(f"recorded gap: {r.gap[h]}")
+        age = t - r.t[h]
+        due = age >= 0.75 * self.period_s
+        if (due and not tick < 0.75 * self.period_s) or age > HOLD_PERIODS * self.period_s:
+            raise SensorError("replay: the recording has no sample here (a hole in the recording)")
+        self.n_held += 1
+        return self._reading(h, t)
 
     def close(self) -> None:
         pass
 
 
-def open_replay(
-    path: str | os.PathLike[str], *, speed: float = 1.0, device: str | None = None, clock: Clock | None = None
-) -> list[ReplaySensor]:
-    """One :class:`ReplaySensor` per device of the trace at ``path``, sharing one clock (``clock``, e.g. a
-    VirtualClock started at the trace's first sample, or a ScaledClock at ``speed``)."""
-    from flopwatch.telemetry.reading import Trace
+def _default_clock(speed: float | None, t0: float) -> Clock:
+    """Paced virtual time at ``speed`` (exact), or real time like a live sensor when no speed is given."""
+    if speed is None:
+        return ScaledClock(1.0, t0=t0, lazy=True)  # starts when sampling starts
+    return PacedClock(speed, t0=t0)
 
-    if not speed > 0:
+
+def _f(v: float) -> float | None:
+    v = float(v)
+    return v if v == v else None  # NaN → None
+
+
+def _first_device(src: TraceSource) -> str:
+    for ch in src.chunks((), validate=False):
+        samp = ~ch.is_gap & (ch.device >= 0)
+        if samp.any():
+            return src.device_names[int(ch.device[np.argmax(samp)])]
+    raise InputError("trace has no samples to replay", file=src.name)
+
+
+def _first_sample(r: _Rows) -> float | None:
+    while True:
+        for k, g in enumerate(r.gap):
+            if g is None:
+                return r.t[k]
+        if not r._next_chunk():
+            return None
+
+
+def open_replay(
+    path: str | os.PathLike[str],
+    *,
+    speed: float | None = None,
+    device: str | None = None,
+    clock: Clock | None = None,
+) -> list[ReplaySensor]:
+    """One :class:`ReplaySensor` per device of the trace at ``path``, sharing one clock: ``clock`` (e.g. a
+    VirtualClock started at the trace's first sample), else a :class:`PacedClock` at ``speed`` (exact;
+    ``speed=inf`` replays in virtual time, as fast as the consumer goes), else real time."""
+    from flopwatch.telemetry.source import open_source
+
+    if speed is not None and (not speed > 0 or math.isnan(speed)):
         raise InputError(f"speed must be > 0, got {speed}", field="speed")
-    trace = Trace.read(path)
-    devs = trace.devices() if device is None else [device]
+    src = open_source(path)
+    devs = _devices_with_samples(src) if device is None else [device]
     if not devs:
         raise InputError("trace has no samples to replay", file=str(path))
-    t0 = float(trace.samples["t_s"].min())
-    if clock is None:
-        clock = ScaledClock(speed, t0=t0, lazy=True)  # starts when sampling starts
-    return [ReplaySensor(trace, d, clock=clock) for d in devs]
+    sensors = [ReplaySensor(path, d, clock=clock, speed=speed) for d in devs]
+    if clock is None:  # one clock for all, starting at the earliest first sample
+        shared = _default_clock(speed, min(s.t_start for s in sensors))
+        for s in sensors:
+            s._clock = shared
+    return sensors
+
+
+def _devices_with_samples(src: TraceSource) -> list[str]:
+    """Devices with at least one reading, in order of appearance (one pass over the device column)."""
+    seen: dict[int, None] = {}
+    for ch in src.chunks((), validate=False):
+        codes = ch.device[~ch.is_gap & (ch.device >= 0)]
+        u, first = np.unique(codes, return_index=True)
+        for c in u[np.argsort(first)]:
+            seen.setdefault(int(c), None)
+    return [src.device_names[c] for c in seen]

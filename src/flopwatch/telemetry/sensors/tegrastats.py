@@ -131,6 +131,10 @@ def _to_reading(s: TegrastatsSample, t: float, wall: float, rail: str | None) ->
     )
 
 
+#: A log is read whole; a week at one line per second is ~200 MiB.
+MAX_LOG_BYTES = 512 * 2**20
+
+
 def read_log(path: str | os.PathLike[str], *, interval_s: float = 0.5, rail: str | None = None) -> Trace:
     """A tegrastats log file (``tegrastats --interval MS --logfile FILE``) as a :class:`Trace`.
 
@@ -138,8 +142,12 @@ def read_log(path: str | os.PathLike[str], *, interval_s: float = 0.5, rail: str
     within a second are spread by ``interval_s``); older lines at ``interval_s`` spacing.
     """
     from flopwatch.telemetry.reading import Trace, base_metadata
+    from flopwatch.telemetry.source import VALUE_COLUMNS, FrameSource, check_regular_file
 
     p = Path(path)
+    st = check_regular_file(p)  # a FIFO would block, /dev/zero never end
+    if st.st_size > MAX_LOG_BYTES:
+        raise InputError(f"log larger than {MAX_LOG_BYTES >> 20} MiB (read whole)", file=str(p))
     try:
         text = p.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
@@ -158,7 +166,12 @@ def read_log(path: str | os.PathLike[str], *, interval_s: float = 0.5, rail: str
     if not readings:
         raise InputError("no tegrastats lines", file=str(p))
     md = base_metadata(kind="tegrastats", rate_hz=1.0 / interval_s, source=str(p))
-    return Trace.from_readings(readings, md)
+    tr = Trace.from_readings(readings, md)
+    for _ in FrameSource(tr, validate=True).chunks(
+        VALUE_COLUMNS
+    ):  # implausible values: refused, with the row
+        pass
+    return tr
 
 
 class TegrastatsSensor:

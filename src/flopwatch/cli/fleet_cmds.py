@@ -1,0 +1,309 @@
+"""``flopwatch fleet estimate`` (a cluster's jobs from Prometheus) and ``flopwatch sim openmetrics`` (a simulated
+fleet's dcgm-exporter history as OpenMetrics text). Logic lives in :mod:`flopwatch.fleet` and
+:mod:`flopwatch.sim.dcgm`; this module parses options and prints."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from flopwatch.cli import options
+from flopwatch.cli._output import console, echo_json, fmt_flops, literal, new_app, styled
+
+
+def _threshold(v: str | None) -> float | None:
+    from flopwatch.errors import InputError
+
+    if v is None:
+        return None
+    try:
+        x = float(v)
+    except ValueError:
+        raise InputError(f"not a number of FLOPs: {v!r} (e.g. 1e25)", field="threshold") from None
+    if not x > 0:
+        raise InputError(f"must be > 0, got {v!r}", field="threshold")
+    return x
+
+
+fleet_app = new_app(
+    "Fleet scale: estimate every job of a GPU cluster from the dcgm-exporter history in Prometheus."
+)
+
+
+@fleet_app.command("estimate")
+def fleet_estimate(
+    prometheus: str = typer.Option(..., "--prometheus", help="Prometheus base URL, e.g. http://prom:9090."),
+    start: str = typer.Option(..., "--start", help="Start: RFC 3339 (2026-11-30T00:00:00Z) or Unix seconds."),
+    end: str = typer.Option(..., "--end", help="End: RFC 3339 or Unix seconds."),
+    by: str = typer.Option(
+        "pod", "--by", help="Group by pod | namespace | job (hpc_job) | node | gpu | LABEL."
+    ),
+    selector: str = typer.Option(None, "--selector", help="Label matchers, e.g. '{namespace=\"research\"}'."),
+    step: str = typer.Option("15s", "--step", help="Scrape interval of the dcgm-exporter job (resolution)."),
+    window: str = typer.Option("1h", "--window", help="Prometheus-side aggregation window."),
+    profile_path: Path = typer.Option(
+        None, "--profile", help="Calibration profile (default: the device's built-in MFU→power model)."
+    ),
+    threshold: str = typer.Option(None, "--threshold", help="FLOP threshold for the verdict, e.g. 1e25."),
+    dtype: str = typer.Option(
+        None, "--dtype", help="Training dtype (default: from the profile, else inferred)."
+    ),
+    device: str = typer.Option(None, "--device", help="Device model when modelName is missing or unknown."),
+    gpus_per_chunk: int = typer.Option(
+        32,
+        "--gpus-per-chunk",
+        help="GPUs per query chunk (memory grows with it).",
+        callback=options.count(ge=1),
+    ),
+    time_chunk: str = typer.Option("6h", "--time-chunk", help="Time per query chunk."),
+    timeout_s: float = typer.Option(
+        60.0,
+        "--timeout",
+        help="Seconds per HTTP request.",
+        callback=options.positive(unit="s"),
+    ),
+    retries: int = typer.Option(
+        3,
+        "--retries",
+        help="Retries on connection errors, timeouts and 5xx.",
+        callback=options.count(ge=0, le=100),
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
+) -> None:
+    """Per-job FLOP estimates (energy and pipe activity), bounds and verdicts for a whole fleet."""
+    from flopwatch.fleet.estimate import estimate_fleet
+    from flopwatch.fleet.reader import ReadPlan
+    from flopwatch.telemetry.prom_client import PrometheusClient
+    from flopwatch.telemetry.timespec import parse_duration, parse_time, selector_matchers
+
+    plan = ReadPlan(
+        start=parse_time(start, field="start"),
+        end=parse_time(end, field="end"),
+        step_s=parse_duration(step, field="step"),
+        window_s=parse_duration(window, field="window"),
+        time_chunk_s=parse_duration(time_chunk, field="time-chunk"),
+        gpus_per_chunk=gpus_per_chunk,
+        matchers=selector_matchers(selector),
+    ).check()
+    thr = _threshold(threshold)
+    prof = None
+    if profile_path is not None:
+        from flopwatch.estimate import Profile
+
+        prof = Profile.load(profile_path)
+    if dtype is not None:
+        from flopwatch.devices import normalize_dtype
+
+        dtype = normalize_dtype(dtype)
+    client = PrometheusClient(prometheus, timeout_s=timeout_s, retries=retries)
+    show = not (as_json or no_progress) and sys.stderr.isatty()
+    if show:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(
+            TextColumn("querying Prometheus"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            transient=True,
+            console=console(stderr=True),
+        ) as bar:
+            task = bar.add_task("q", total=None)
+            res = estimate_fleet(
+                client,
+                plan,
+                by=by,
+                profile=prof,
+                threshold=thr,
+                dtype=dtype,
+                device=device,
+                progress=lambda d, n: bar.update(task, completed=d, total=n),
+            )
+    else:
+        res = estimate_fleet(client, plan, by=by, profile=prof, threshold=thr, dtype=dtype, device=device)
+    if as_json:
+        echo_json(res.to_dict())
+        return
+    _print_table(res.to_dict())
+
+
+@fleet_app.command("metrics")
+def fleet_metrics(as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout.")) -> None:
+    """The dcgm-exporter metrics flopwatch reads and what each contributes."""
+    from flopwatch.telemetry.dcgm_metrics import METRICS
+
+    rows = [{"metric": m.name, "unit": m.unit, "kind": m.kind, "role": m.role} for m in METRICS.values()]
+    if as_json:
+        echo_json(rows)
+        return
+    from rich.table import Table
+
+    t = Table(title="dcgm-exporter metrics used by flopwatch fleet")
+    for c in ("metric", "unit", "role"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(r["metric"], r["unit"], r["role"])
+    console().print(t)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``fleet`` group to ``app``."""
+    app.add_typer(fleet_app, name="fleet")
+
+
+def _print_table(d: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    if d.get("simulated"):
+        con.print(
+            "[bold white on red] SIMULATED [/] this Prometheus holds flopwatch's simulated fleet history"
+        )
+    t = Table(title=f"flopwatch fleet estimate — {d['prometheus']} by {d['by']} ({d['start']} → {d['end']})")
+    for c, j in (
+        ("group", "left"),
+        ("GPUs", "right"),
+        ("GPU-h", "right"),
+        ("energy MJ (net)", "right"),
+        ("energy est. FLOPs [bounds]", "right"),
+        ("pipe est. FLOPs", "right"),
+        ("verdict", "left"),
+        ("coverage", "right"),
+        ("missing / flags", "left"),
+    ):
+        t.add_column(c, justify=j)  # type: ignore[arg-type]
+    for g in d["groups"]:
+        flags = [*g["missing"], *g["flags"]]
+        t.add_row(
+            literal(g["key"]),
+            str(g["gpus"]),
+            f"{g['gpu_hours']:.1f}",
+            f"{g['energy_j'] / 1e6:.2f} ({g['net_energy_j'] / 1e6:.2f})",
+            f"{fmt_flops(g['estimate_flops'])} [{fmt_flops(g['lower_flops'])}, {fmt_flops(g['upper_flops'])}]",
+            fmt_flops(g["pipe_estimate_flops"]),
+            styled(
+                str(g["verdict"] or "—") + (" ⚠" if g["disagree"] else ""),
+                "bold red" if g["disagree"] else "",
+            ),
+            f"{g['coverage']:.0%}",
+            literal("; ".join(flags)),
+        )
+    con.print(t)
+    con.print(literal(f"energy model: {d['energy_model']}"))
+    if d["metrics_missing"]:
+        con.print(f"metrics not found (estimates degrade without them): {', '.join(d['metrics_missing'])}")
+    if d["unattributed_series"]:
+        con.print(
+            f"{d['unattributed_series']} series had no {'/'.join(d['by_labels'])} label "
+            f"({d['unattributed_energy_j'] / 1e6:.2f} MJ, unallocated GPUs): not in any group"
+        )
+    con.print(
+        f"{d['gpu_hours']:.0f} GPU-hours in {d['elapsed_s']:.1f} s ({d['queries']} queries, "
+        f"{d['bytes_received'] / 1e6:.1f} MB received)"
+    )
+
+
+def sim_openmetrics(
+    out: Path = typer.Option(..., "-o", "--out", help="OpenMetrics file to write."),
+    gpus: int = typer.Option(
+        16,
+        "--gpus",
+        help="GPUs in the fleet.",
+        callback=options.count(ge=1),
+    ),
+    hours: float = typer.Option(
+        6.0,
+        "--hours",
+        help="Hours of history.",
+        callback=options.positive(unit="h"),
+    ),
+    schedule: str = typer.Option(
+        "random",
+        "--schedule",
+        help="'random' (seeded whole-node jobs) or a JSON/TOML job list (docs/fleet.md).",
+    ),
+    device: str = typer.Option("h100", "--device", help="Simulated GPU model (a100, h100, h200, l40, l4)."),
+    interval: str = typer.Option("15s", "--interval", help="Scrape interval."),
+    gpus_per_node: int = typer.Option(
+        8,
+        "--gpus-per-node",
+        help="GPUs per node (one pod per node and job).",
+        callback=options.count(ge=1),
+    ),
+    label_style: str = typer.Option("pod", "--label-style", help="pod | exported | hpc"),
+    omit: list[str] = typer.Option(
+        [], "--omit", help="Leave out a metric (repeatable), e.g. a consumer GPU's."
+    ),
+    resets: int = typer.Option(
+        0,
+        "--resets",
+        help="Energy-counter resets (driver reloads) per GPU.",
+        callback=options.count(ge=0),
+    ),
+    drop: float = typer.Option(
+        0.0,
+        "--drop",
+        help="Share of scrapes missing at random.",
+        callback=options.finite(ge=0.0, lt=1.0),
+    ),
+    start: str = typer.Option("1700000000", "--start", help="Wall time of t = 0 (RFC 3339 or Unix seconds)."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of the schedule and of every simulated draw.",
+        callback=options.count(ge=0, le=2**63 - 1),
+    ),
+    truth: Path = typer.Option(None, "--truth", help="Ground-truth JSON (default: OUT.truth.json)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite OUT."),
+) -> None:
+    """Write a simulated fleet's dcgm-exporter history (OpenMetrics, for `promtool tsdb create-blocks-from
+    openmetrics`) and its ground truth. Everything in it is SIMULATED."""
+    import json
+
+    from flopwatch.errors import InputError
+    from flopwatch.sim.dcgm import SimulatedFleet, load_fleet_schedule, random_schedule
+    from flopwatch.telemetry.timespec import parse_duration, parse_time
+
+    truth_path = truth or out.with_name(out.name + ".truth.json")
+    options.not_inputs(
+        [("--out", out), ("--truth", truth_path)], [None if schedule == "random" else schedule]
+    )
+    for p in (out, truth_path):
+        if p.exists() and not force:
+            raise InputError("exists (use --force to overwrite)", file=str(p))
+    step = parse_duration(interval, field="interval")
+    jobs = (
+        random_schedule(gpus, hours, gpus_per_node=gpus_per_node, seed=seed)
+        if schedule == "random"
+        else load_fleet_schedule(schedule)
+    )
+    fleet = SimulatedFleet(
+        gpus,
+        hours,
+        jobs,
+        device=device,
+        gpus_per_node=gpus_per_node,
+        interval_s=step,
+        wall0=parse_time(start, field="start"),
+        seed=seed,
+        label_style=label_style,
+        resets=resets,
+        drop=drop,
+        omit=omit,
+    )
+    tr = fleet.write_openmetrics(out)
+    truth_path.write_text(json.dumps(tr.to_dict(), indent=2))
+    console().print(
+        f"wrote {out} (SIMULATED {fleet.spec.name} fleet: {gpus} GPUs × {hours:g} h, {len(tr.pods)} pods) "
+        f"and {truth_path}; backfill: promtool tsdb create-blocks-from openmetrics {out} DIR"
+    )
+
+
+def register_sim(sim_app: typer.Typer) -> None:
+    """Add ``openmetrics`` to the ``sim`` group."""
+    sim_app.command("openmetrics")(sim_openmetrics)

@@ -1,0 +1,309 @@
+"""``estimate_fleet``: read a fleet's dcgm-exporter history chunk by chunk and estimate every group's FLOPs.
+
+Stages (each its own module): :mod:`.reader` (chunked window queries) → :mod:`.aggregate` (per GPU-job sums) →
+:mod:`.estimators` (energy and pipe estimates, verdicts) → :class:`FleetResult` (the JSON contract).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from flopwatch.fleet.aggregate import Accumulator, GpuJob
+from flopwatch.fleet.estimators import device_for, disagree, estimate_gpu_job, verdict
+from flopwatch.fleet.reader import FleetReader, ReadPlan
+from flopwatch.telemetry import dcgm_metrics as M
+from flopwatch.telemetry.prom_client import PrometheusClient
+
+FLEET_SCHEMA = "flopwatch.fleet/1"
+
+
+@dataclass
+class FleetResult:
+    """Per-group estimates (``groups``, the JSON contract) and how they were obtained (``meta``)."""
+
+    groups: list[dict[str, Any]]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": FLEET_SCHEMA, "groups": self.groups, **self.meta}
+
+
+def _iso(t: float) -> str | None:
+    if not math.isfinite(t):
+        return None
+    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _infer_dtype(job: GpuJob) -> str:
+    """bf16 when the tensor pipe did the work, fp32 when the FP32 pipe did (ties and no data: bf16)."""
+    return "fp32" if job.fp32_a > job.tensor_a else "bf16"
+
+
+def estimate_fleet(
+    client: PrometheusClient,
+    plan: ReadPlan,
+    *,
+    by: str = "pod",
+    profile: Any | None = None,
+    threshold: float | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> FleetResult:
+    """Estimate every group's FLOPs over ``plan``'s range (see the module docstring and ``docs/fleet.md``)."""
+    t0 = time.perf_counter()
+    reader = FleetReader(client, plan)
+    present, keys, chunk_label = reader.discover()
+    chunks = reader.chunks(keys, chunk_label)
+    total = len(chunks) * len(reader.time_chunks()) * reader.n_queries_per_chunk
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total)
+
+    by_labels = _resolve_by(client, by, plan, present)
+    warm = _prewarm(client, plan, present, device) if profile is None else None
+    groups: dict[str, dict[str, Any]] = {}
+    unattributed_j, unattributed_series = 0.0, 0
+    for matchers in chunks:
+        acc = Accumulator(by_labels, plan.step_s, plan.window_s)
+        for block in reader.blocks(matchers, on_query=tick):
+            acc.add(block)
+        unattributed_j += acc.unattributed_j
+        unattributed_series += len(acc.unattributed_series)
+        for job in acc.finish():  # per chunk: memory stays bounded by the chunk
+            _fold(groups, job, present, profile, dtype, device, plan.step_s)
+    if warm is not None:
+        warm.join()
+    missing_metrics = sorted(set(M.METRICS) - set(present))
+    simulated = bool(
+        client.label_values("__name__", '{__name__="flopwatch_simulated"}', plan.start - 600, plan.end)
+    )
+    out = [_close(g, threshold) for g in sorted(groups.values(), key=lambda g: g["key"])]
+    if not out:
+        from flopwatch.errors import InputError
+
+        raise InputError(
+            f"empty result: no series carries a {'/'.join(by_labels)} label in the range (try --by gpu or "
+            f"another label; {unattributed_series} series had none)",
+            field="by",
+        )
+    meta = {
+        "prometheus": client.display_url,
+        "simulated": simulated,
+        "start": _iso(plan.start),
+        "end": _iso(plan.end),
+        "step_s": plan.step_s,
+        "window_s": plan.window_s,
+        "by": by,
+        "by_labels": list(by_labels),
+        "selector": ("{" + plan.matchers + "}") if plan.matchers else None,
+        "threshold_flops": threshold,
+        "energy_model": (
+            f"profile {getattr(profile, 'source', None) or getattr(profile, 'model_name', '?')}"
+            if profile is not None
+            else "built-in MFU→power model of each device (MASCOTS 2026 lines; not calibrated on this fleet)"
+        ),
+        "metrics_present": sorted(present),
+        "metrics_missing": missing_metrics,
+        "unattributed_series": unattributed_series,
+        "unattributed_energy_j": unattributed_j,
+        "queries": reader.n_queries,
+        "bytes_received": client.bytes_received,
+        "gpu_hours": sum(g["gpu_hours"] for g in out),
+        "elapsed_s": time.perf_counter() - t0,
+    }
+    return FleetResult(out, meta)
+
+
+def _prewarm(client: PrometheusClient, plan: ReadPlan, present: frozenset[str], device: str | None) -> Any:
+    """Build the built-in power models of the fleet's device models while the queries run (≈ 1 s of pandas)."""
+    import threading
+
+    from flopwatch.devices import get_device
+    from flopwatch.errors import InputError
+    from flopwatch.fleet.powerinv import power_inverse
+
+    ref = M.ENERGY if M.ENERGY in present else M.POWER
+    names = [device] if device else client.label_values("modelName", ref, plan.start, plan.end)
+
+    def build() -> None:
+        for n in names:
+            try:
+                key = get_device(n).key
+                for d in ("bf16", "fp32"):
+                    power_inverse(key, d)
+            except InputError:
+                continue  # unknown or unsupported model: reported when its GPU-jobs are estimated
+
+    t = threading.Thread(target=build, name="flopwatch-powerinv", daemon=True)
+    t.start()
+    return t
+
+
+def _resolve_by(
+    client: PrometheusClient, by: str, plan: ReadPlan, present: frozenset[str]
+) -> tuple[str, ...]:
+    """The group label actually in use: the first candidate with values in the range.
+
+    With ``exported_pod`` present, the plain ``pod`` label is the exporter's own pod (Kubernetes scrape without
+    ``honor_labels``) and must not become a group; so only one candidate is kept.
+    """
+    cands = M.group_labels(by)
+    if len(cands) == 1:
+        return cands
+    ref = M.ENERGY if M.ENERGY in present else M.POWER
+    match = f"{ref}{{{plan.matchers}}}" if plan.matchers else ref
+    for c in cands:
+        if client.label_values(c, match, plan.start, plan.end):
+            return (c,)
+    return cands
+
+
+def _fold(
+    groups: dict[str, dict[str, Any]],
+    job: GpuJob,
+    present: frozenset[str],
+    profile: Any | None,
+    dtype: str | None,
+    device: str | None,
+    step_s: float,
+) -> None:
+    g = groups.setdefault(
+        job.group,
+        {
+            "key": job.group,
+            "_gpus": set(),
+            "_start": math.inf,
+            "_end": -math.inf,
+            "energy_j": 0.0,
+            "net_energy_j": 0.0,
+            "_est": [math.nan] * 6,  # running sums: energy f/lo/hi, pipe f/lo/hi (NaN: nothing finite yet)
+            "_incomplete": False,
+            "_covered": 0.0,
+            "_span": 0.0,
+            "_busy": 0.0,
+            "_busy_cov": 0.0,
+            "_sm": 0.0,
+            "_plimit": [],
+            "_from_power": 0.0,
+            "resets": 0,
+            "_missing": set(),
+            "_notes": set(),
+            "_devices": set(),
+            "_dtypes": set(),
+        },
+    )
+    g["_gpus"].add(job.gpu)
+    g["_start"] = min(g["_start"], job.t_first)
+    g["_end"] = max(g["_end"], job.t_last)
+    g["energy_j"] += job.energy_j
+    g["_covered"] += job.covered_s
+    g["_span"] += job.duration_s
+    g["_busy"] += job.busy_s
+    g["_busy_cov"] += job.busy_covered_s
+    g["_sm"] += job.sm_active_s
+    if math.isfinite(job.power_limit_w):
+        g["_plimit"].append(job.power_limit_w)
+    g["_from_power"] += job.energy_from_power_j
+    g["resets"] += job.resets
+    if job.counter_s <= 0:
+        g["_missing"].add(f"{M.ENERGY} (energy from power)")
+    spec = device_for(job, device)
+    if spec is None:
+        g["_missing"].add(
+            f"modelName (unknown device {job.labels.get('modelName')!r}: no estimate; use --device)"
+        )
+        g["_incomplete"] = True
+        return
+    g["_devices"].add(spec.key)
+    d = dtype or (profile.dtype if profile is not None else None) or _infer_dtype(job)
+    g["_dtypes"].add(d)
+    est = estimate_gpu_job(job, spec, d, profile)
+    if profile is not None and dtype is None and (_infer_dtype(job) == "fp32") != (profile.dtype == "fp32"):
+        g["_notes"].add(
+            f"profile calibrated on {profile.dtype} but the pipes say this job is {_infer_dtype(job)}-like: "
+            "energy estimate suspect"
+        )
+    g["net_energy_j"] += est.net_energy_j if math.isfinite(est.net_energy_j) else 0.0
+    vals = (
+        est.energy_flops,
+        est.energy_lower,
+        est.energy_upper,
+        est.pipe_flops,
+        est.pipe_lower,
+        est.pipe_upper,
+    )
+    g["_est"] = [
+        _add(a, b) for a, b in zip(g["_est"], vals, strict=True)
+    ]  # O(groups) memory, not O(GPU-jobs)
+    g["_notes"].update(est.notes)
+    if job.tensor_covered_s <= 0 and job.fp32_covered_s <= 0:
+        g["_missing"].add("pipe activity (no pipe estimate)")
+    if job.clock_covered_s <= 0 and (job.tensor_covered_s > 0 or job.fp32_covered_s > 0):
+        g["_missing"].add(f"{M.SM_CLOCK} (pipe peaks at the maximum clock)")
+    if job.dram_covered_s <= 0 and profile is not None:
+        g["_missing"].add(f"{M.DRAM} (no TB moved)")
+    if job.busy_covered_s <= 0:
+        g["_missing"].add(f"{M.GR_ACTIVE}/{M.GPU_UTIL} (no utilisation)")
+
+
+def _close(g: dict[str, Any], threshold: float | None) -> dict[str, Any]:
+    f, lo, hi, p, plo, phi = g.pop("_est")
+    if g.pop("_incomplete"):  # a GPU of the group had no usable device model: no energy total
+        f = lo = hi = math.nan
+    covered, span = g.pop("_covered"), g.pop("_span")
+    busy, busy_cov = g.pop("_busy"), g.pop("_busy_cov")
+    sm, plimit = g.pop("_sm"), g.pop("_plimit")
+    flags = []
+    dis = disagree(lo, hi, plo, phi)
+    if dis:
+        flags.append("energy and pipe estimates disagree beyond their bounds")
+    out = {
+        "key": g["key"],
+        "gpus": len(g.pop("_gpus")),
+        "start": _iso(g.pop("_start")),
+        "end": _iso(g.pop("_end")),
+        "energy_j": g["energy_j"],
+        "net_energy_j": g["net_energy_j"],
+        "estimate_flops": _nan_none(f),
+        "lower_flops": _nan_none(lo),
+        "upper_flops": _nan_none(hi),
+        "pipe_estimate_flops": _nan_none(p),
+        "pipe_lower_flops": _nan_none(plo),
+        "pipe_upper_flops": _nan_none(phi),
+        "verdict": verdict(lo, hi, threshold),
+        "pipe_verdict": verdict(plo, phi, threshold),
+        "disagree": dis,
+        "coverage": min(1.0, covered / span) if span > 0 else 0.0,
+        "missing": sorted(g.pop("_missing")),
+        "gpu_hours": covered / 3600.0,
+        "mean_util": (busy / busy_cov) if busy_cov > 0 else None,
+        "mean_sm_active": (sm / busy_cov) if busy_cov > 0 and sm > 0 else None,
+        "power_limit_w": [min(plimit), max(plimit)] if plimit else None,
+        "energy_from_power_j": g.pop("_from_power"),
+        "counter_resets": g.pop("resets"),
+        "devices": sorted(g.pop("_devices")),
+        "dtypes": sorted(g.pop("_dtypes")),
+        "flags": flags,
+        "notes": sorted(g.pop("_notes")),
+    }
+    return out
+
+
+def _add(a: float, b: float) -> float:
+    """Sum that skips NaN terms (a GPU-job an estimator could not handle) but stays NaN if all are NaN."""
+    if not math.isfinite(b):
+        return a
+    return b if not math.isfinite(a) else a + b
+
+
+def _nan_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None

@@ -1,0 +1,197 @@
+"""The two fleet estimators, per GPU-job, and the per-group verdict.
+
+**Energy.** With a calibrated profile (``--profile``): the profile's model on each GPU's features (net energy
+above the profile's idle, covered time, TB moved from DRAM activity, mean utilisation), with its prediction
+interval — the same :meth:`flopwatch.estimate.Profile.estimate` as for single runs. Without one: the device's
+built-in MFU→power model inverted at the GPU's mean power (:mod:`flopwatch.fleet.powerinv`), labelled as such.
+The interval comes from :func:`energy_bounds`, the one place to swap in regime-aware bounds.
+
+**Pipe activity.** FLOPs ≈ Σ_samples activity × peak(pipe, dtype) × f_SM / f_max × Δt: the DCGM profiling
+counters give the share of cycles a pipe issued instructions (DCGM field reference, ``DCGM_FI_PROF_PIPE_*``:
+"ratio of cycles the … pipe is active"), and a pipe's peak scales with the SM clock. Known errors, documented in
+``docs/fleet.md``: issue cycles are not useful FLOPs (padding to tile sizes, wave quantisation and pipeline
+bubbles all count as active, so the pipe estimate is biased *up* against model FLOPs); 2:4 structured sparsity
+doubles the FLOPs per active cycle and is invisible here (the peaks are dense, ``devices.py``); TENSOR_ACTIVE
+mixes precisions, so the dtype chooses the peak (HMMA on Hopper excludes INT8 and FP64); FP16/FP64 vector pipes
+have no peak in ``devices.py`` and are reported, not counted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from flopwatch.devices import DeviceSpec, get_device, normalize_dtype
+from flopwatch.errors import InputError
+from flopwatch.fleet.aggregate import GpuJob
+
+#: Useful FLOPs per issued pipe FLOP assumed by the pipe estimator's interval: a GEMM padded to 128-wide tiles
+#: wastes ≤ 30 % on the skinny shapes of small models and ~0 on large ones; sampling noise of the DCGM
+#: counters ±5 %. An assumption, not a measurement (scripts/gpu_check.sh records the error on a real H200).
+PIPE_USEFUL_RANGE = (0.7, 1.05)
+TENSOR_DTYPES = ("tf32", "fp16", "bf16", "fp8")
+
+
+@dataclass(frozen=True)
+class GpuEstimate:
+    """Both estimates for one GPU-job (FLOPs; NaN where an estimator had nothing to work with)."""
+
+    energy_flops: float
+    energy_lower: float
+    energy_upper: float
+    pipe_flops: float
+    pipe_lower: float
+    pipe_upper: float
+    net_energy_j: float
+    idle_w: float
+    notes: tuple[str, ...] = field(default=())
+
+
+def device_for(job: GpuJob, override: str | None) -> DeviceSpec | None:
+    name = override or job.labels.get("modelName")
+    if not name:
+        return None
+    try:
+        return get_device(name)
+    except InputError:
+        return None
+
+
+#: Mean utilisation below which a GPU-job is outside the calibrated regime (the Jetson study's frontier gate,
+#: Fowler 2026: mean GPU utilisation >= 80 %): host- or memory-bound work draws less power per FLOP.
+MIN_UTIL = 0.8
+
+
+def energy_bounds(
+    flops: float, lower: float, upper: float, job: GpuJob, spec: DeviceSpec, *, ceiling_flops_per_s: float
+) -> tuple[float, float, list[str]]:
+    """Interval of the energy estimate of one GPU-job, and why it was widened.
+
+    Today: the model's own interval, made to contain the point, widened to the model's ceiling over the busy
+    time when the job ran below the frontier gate's utilisation (where power says little about FLOPs), and
+    capped by the peak-rate bound of :mod:`flopwatch.estimate.bounds`. The regime-aware assessment there
+    (``flopwatch.estimate.verdict.assess``: efficiency envelope, regime checks) is the next step for this
+    function; its inputs (the GPU-job's features and the device) are what it needs.
+    """
+    from flopwatch.estimate.bounds import peak_rate_bound
+
+    lo, hi = min(lower, flops), max(upper, flops)
+    notes = []
+    util = job.busy_s / job.busy_covered_s if job.busy_covered_s > 0 else None
+    if util is None or util < MIN_UTIL:
+        busy = job.busy_s if util is not None else job.covered_s
+        hi = max(hi, ceiling_flops_per_s * busy)
+        lo = 0.0
+        notes.append(
+            "utilisation unknown" if util is None else f"mean utilisation {util:.0%} < {MIN_UTIL:.0%}"
+        )
+        notes[-1] += ": outside the energy model's regime, bounds widened to [0, ceiling]"
+    # no device computes faster than its dense peak at its fastest precision (flopwatch.estimate.bounds)
+    cap = peak_rate_bound(spec, job.duration_s)
+    if math.isfinite(cap) and cap > 0:
+        hi = min(hi, cap)
+        lo = min(lo, hi)
+    return lo, hi, notes
+
+
+def energy_estimate(
+    job: GpuJob, spec: DeviceSpec, dtype: str, profile: Any | None
+) -> tuple[float, float, float, float, float, list[str]]:
+    """(flops, lower, upper, net_energy_j, idle_w, notes) of the energy estimator for one GPU-job."""
+    notes: list[str] = []
+    t = job.duration_s
+    if t <= 0:
+        return (math.nan,) * 5 + (["no samples"],)  # type: ignore[return-value]
+    if profile is not None:
+        idle = profile.idle_power_w if profile.idle_power_w is not None else spec.idle_w
+        net = max(job.energy_j - idle * t, 0.0)
+        tb = job.dram_active_s * spec.mem_bw_bytes_per_s / 1e12 if job.dram_covered_s > 0 else None
+        util = job.busy_s / job.busy_covered_s if job.busy_covered_s > 0 else None
+        try:
+            est = profile.estimate(net, t, tb_moved=tb, mean_util=util, dtype=profile.dtype, label=job.group)
+        except InputError as e:
+            return math.nan, math.nan, math.nan, net, idle, [f"profile: {e.detail}"]
+        ceiling = max(spec.peak_flops.values())
+        lo, hi, more = energy_bounds(
+            est.flops, est.lower_flops, est.upper_flops, job, spec, ceiling_flops_per_s=ceiling
+        )
+        return est.flops, lo, hi, net, idle, list(est.warnings) + more
+    from flopwatch.fleet.powerinv import power_inverse
+
+    inv = power_inverse(spec.key, dtype)
+    net = max(job.energy_j - inv.idle_w * t, 0.0)
+    mid, lo, hi = inv.rate(job.energy_j / t)
+    f, flo, fhi = mid * t, lo * t, hi * t
+    flo, fhi, more = energy_bounds(f, flo, fhi, job, spec, ceiling_flops_per_s=inv.ceiling_flops)
+    return f, flo, fhi, net, inv.idle_w, notes + more
+
+
+def pipe_estimate(job: GpuJob, spec: DeviceSpec, dtype: str) -> tuple[float, list[str]]:
+    """Pipe-activity FLOPs of one GPU-job, and what limited it."""
+    notes: list[str] = []
+    fmax = spec.max_sm_clock_mhz
+    total, any_pipe = 0.0, False
+    d = normalize_dtype(dtype)
+    tensor_dtype = d if d in TENSOR_DTYPES else "tf32"
+    for pipe, pdt in (("tensor", tensor_dtype), ("fp32", "fp32")):
+        if getattr(job, f"{pipe}_covered_s") <= 0:
+            continue
+        any_pipe = True
+        if not spec.supports(pdt):
+            notes.append(f"{spec.name} has no {pdt} peak: {pipe} pipe not counted")
+            continue
+        peak = spec.peak(pdt)
+        af, a = getattr(job, f"{pipe}_af"), getattr(job, f"{pipe}_a")
+        if fmax and af > 0:
+            total += peak * af / fmax
+        else:
+            total += peak * a  # at the maximum clock: an upper bound when the clock was lower
+            if a > 0:
+                notes.append(
+                    f"{pipe} pipe at the maximum SM clock (clock {'missing' if not fmax else 'not sampled'})"
+                )
+    for other, s in job.other_pipes_s.items():
+        if s > 0:
+            notes.append(
+                f"{other} pipe active {s / max(job.covered_s, 1e-9):.1%} of the time: not counted (no peak)"
+            )
+    return (total if any_pipe else math.nan), notes
+
+
+def estimate_gpu_job(job: GpuJob, spec: DeviceSpec, dtype: str, profile: Any | None) -> GpuEstimate:
+    f, lo, hi, net, idle, notes = energy_estimate(job, spec, dtype, profile)
+    p, pnotes = pipe_estimate(job, spec, dtype)
+    a, b = PIPE_USEFUL_RANGE
+    return GpuEstimate(
+        energy_flops=f,
+        energy_lower=lo,
+        energy_upper=hi,
+        pipe_flops=p,
+        pipe_lower=p * a,
+        pipe_upper=p * b,
+        net_energy_j=net,
+        idle_w=idle,
+        notes=tuple(notes + pnotes),
+    )
+
+
+def verdict(lower: float, upper: float, threshold: float | None) -> str | None:
+    """``above`` (lower bound over the threshold), ``below`` (upper bound under it), else ``uncertain``."""
+    if threshold is None:
+        return None
+    if not (math.isfinite(lower) and math.isfinite(upper)):
+        return "unknown"
+    if lower > threshold:
+        return "above"
+    if upper < threshold:
+        return "below"
+    return "uncertain"
+
+
+def disagree(e_lo: float, e_hi: float, p_lo: float, p_hi: float) -> bool:
+    """The two intervals do not overlap: one estimator is wrong, or the workload evades one of them."""
+    vals = (e_lo, e_hi, p_lo, p_hi)
+    if not all(math.isfinite(v) for v in vals):
+        return False
+    return p_hi < e_lo or p_lo > e_hi

@@ -1,0 +1,287 @@
+"""Chunked reading of dcgm-exporter history: Prometheus does the per-sample work, flopwatch gets window sums.
+
+For every window of ``window_s`` (default 1 h) and every series, Prometheus evaluates range functions over the
+raw samples (``last_over_time``, ``min_over_time``, ``resets``, ``count_over_time``, ``avg_over_time``). Only
+those window aggregates cross the network: a day of a GPU at a 15 s scrape is 5760 samples per metric but 24
+points here. The pipe estimator weights activity by the SM clock with the window means (Σa · mean f); with
+``exact_clock`` a subquery multiplies each activity sample by the clock of the same instant
+(``sum_over_time((last_over_time(A[step]) * last_over_time(CLOCK[step]))[window:step])``), exact when clock and
+activity move together inside a window (power capping) but about ten times the Prometheus work.
+
+Memory is bounded by the chunk: the fleet is read ``gpus_per_chunk`` GPUs (by ``UUID``, else by host) at a time
+and ``time_chunk_s`` at a time; the only state carried between time chunks is one counter value per series.
+
+Range boundaries: Prometheus 2.x range selectors include both ends, 3.x only the right one. To tile time without
+counting a sample twice, ranges are ``window − 1 ms`` on 2.x (sample timestamps are whole milliseconds).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from flopwatch.errors import InputError
+from flopwatch.telemetry import dcgm_metrics as M
+from flopwatch.telemetry.prom_client import MAX_POINTS_PER_SERIES, PrometheusClient, Series
+
+#: Above this step a range subquery at ``step`` would fall outside Prometheus's default 5 min lookback, and job
+#: boundaries blur by more than the scrape intervals dcgm-exporter deployments use (15–60 s).
+MAX_STEP_S = 300.0
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What to read: time range, resolution, chunking."""
+
+    start: float
+    end: float
+    step_s: float = 15.0  # the scrape interval of the dcgm-exporter job
+    window_s: float = 3600.0  # Prometheus-side aggregation window
+    time_chunk_s: float = 6 * 3600.0
+    gpus_per_chunk: int = 32  # measured best on 1024 GPUs (benchmarks/bench_fleet.py); memory grows with it
+    matchers: str = ""  # label matchers of --selector, without braces
+    concurrency: int = 4  # queries in flight at once (Prometheus evaluates them in parallel)
+    exact_clock: bool = (
+        False  # pipe × clock per sample (a subquery: ~10× the Prometheus work) vs window means
+    )
+
+    def check(self) -> ReadPlan:
+        if not self.end > self.start:
+            raise InputError(f"end ({self.end:.0f}) must be after start ({self.start:.0f})", field="end")
+        if self.step_s > MAX_STEP_S:
+            raise InputError(
+                f"step {self.step_s:g} s is too coarse: at most {MAX_STEP_S:g} s (Prometheus's lookback); use the "
+                "dcgm-exporter scrape interval (typically 15–60 s)",
+                field="step",
+            )
+        if self.step_s > (self.end - self.start) / 2:
+            raise InputError(
+                f"step {self.step_s:g} s is too coarse for a {self.end - self.start:g} s range (fewer than two "
+                "samples per series)",
+                field="step",
+            )
+        if self.window_s < self.step_s:
+            raise InputError("window must be at least one step", field="window")
+        if self.gpus_per_chunk < 1:
+            raise InputError("gpus_per_chunk must be >= 1", field="gpus_per_chunk")
+        return self
+
+
+@dataclass
+class WindowBlock:
+    """Window aggregates of the series of one (GPU chunk, time chunk): ``values[query][i]`` per series ``i``."""
+
+    t: np.ndarray  # window end times (s)
+    labels: list[Mapping[str, str]]
+    values: dict[str, np.ndarray]  # query name → (n_series, n_windows), NaN where absent
+    present: frozenset[str] = field(default_factory=frozenset)
+
+
+def _ms_range(seconds: float, closed: bool) -> str:
+    ms = int(round(seconds * 1000))
+    return f"{ms - 1 if closed else ms}ms"
+
+
+def _queries(
+    present: frozenset[str], m: str, W: str, s: str, R_sub: str, exact_clock: bool = False
+) -> dict[str, str]:
+    """PromQL per query name, for the metrics present. ``m``: matchers; W: window range; s: step range."""
+    sel = (lambda name: f"{name}{{{m}}}") if m else (lambda name: name)
+    q: dict[str, str] = {}
+    if M.ENERGY in present:
+        e = sel(M.ENERGY)
+        q |= {
+            "e_last": f"last_over_time({e}[{W}])",
+            "e_first": f"min_over_time({e}[{W}])",
+            "e_max": f"max_over_time({e}[{W}])",  # the value before a reset inside the window
+            "e_resets": f"resets({e}[{W}])",
+            "e_n": f"count_over_time({e}[{W}])",
+        }
+    if M.POWER in present:
+        q["p_sum"] = f"sum_over_time({sel(M.POWER)}[{W}])"
+        q["p_n"] = f"count_over_time({sel(M.POWER)}[{W}])"
+    for key, name in (
+        ("gr", M.GR_ACTIVE),
+        ("gpu_util", M.GPU_UTIL if M.GR_ACTIVE not in present else ""),  # a fallback only
+        ("sm", M.SM_ACTIVE),
+        ("dram", M.DRAM),
+        ("clock", M.SM_CLOCK),
+        ("imma", M.IMMA),
+        ("dfma", M.DFMA),
+        ("fp16", M.FP16),
+        ("fp64", M.FP64),
+    ):
+        if name and name in present:  # one query per gauge: its count is the power's (same scrape)
+            q[f"{key}_avg"] = f"avg_over_time({sel(name)}[{W}])"
+    if M.POWER_LIMIT in present:
+        q["plimit"] = f"max_over_time({sel(M.POWER_LIMIT)}[{W}])"
+    # The tensor pipe: HMMA where the GPU reports it (Hopper), else TENSOR_ACTIVE.
+    pipes = [("tensor", M.HMMA if M.HMMA in present else M.TENSOR), ("fp32", M.FP32)]
+    for key, name in pipes:
+        if name not in present:
+            continue
+        q[f"{key}_avg"] = f"avg_over_time({sel(name)}[{W}])"
+        if M.SM_CLOCK in present and exact_clock:
+            q[f"{key}_af"] = (
+                f"sum_over_time((last_over_time({sel(name)}[{s}]) * last_over_time({sel(M.SM_CLOCK)}[{s}]))"
+                f"[{R_sub}])"
+            )
+    return q
+
+
+class FleetReader:
+    """Plans and runs the chunked queries of one :class:`ReadPlan` against one Prometheus."""
+
+    def __init__(self, client: PrometheusClient, plan: ReadPlan) -> None:
+        self.client = client
+        self.plan = plan.check()
+        self.present: frozenset[str] = frozenset()
+        self.n_queries = 0
+
+    # ----------------------------------------------------------------------------------- discovery
+    def discover(self) -> tuple[frozenset[str], list[str], str]:
+        """Which DCGM metrics exist for the selector in the range, and the GPU chunk keys (label, values)."""
+        p = self.plan
+        m = p.matchers
+        match = f'{{__name__=~"DCGM_FI_.*"{"," + m if m else ""}}}'
+        names = frozenset(self.client.label_values("__name__", match, p.start, p.end))
+        if not names:
+            raise InputError(
+                f"no DCGM series at {self.client.display_url} for {('{' + m + '}') if m else 'any selector'} "
+                "between the start and end times (empty result: check --selector, --start/--end, and that "
+                "dcgm-exporter is scraped)",
+                field="selector",
+            )
+        self.present = names & frozenset(M.METRICS)
+        if M.ENERGY not in self.present and M.POWER not in self.present:
+            raise InputError(
+                f"missing metrics: neither {M.ENERGY} nor {M.POWER} is present, so no energy can be measured "
+                f"(found: {', '.join(sorted(names)[:8])}{' …' if len(names) > 8 else ''})",
+                field="metrics",
+            )
+        ref = M.ENERGY if M.ENERGY in self.present else M.POWER
+        ref_match = f"{ref}{{{m}}}" if m else ref
+        for label in ("UUID", "Hostname", "instance"):
+            vals = self.client.label_values(label, ref_match, p.start, p.end)
+            if vals:
+                return self.present, vals, label
+        return self.present, [""], ""
+
+    def chunks(self, keys: Sequence[str], label: str) -> list[str]:
+        """Matchers of each GPU chunk (the user's matchers plus a regex on ``label``)."""
+        if not label:
+            return [self.plan.matchers]
+        out = []
+        n = self.plan.gpus_per_chunk
+        for i in range(0, len(keys), n):
+            alt = "|".join(_re_escape(k) for k in keys[i : i + n])
+            mm = f'{label}=~"{alt}"'
+            out.append(f"{self.plan.matchers},{mm}" if self.plan.matchers else mm)
+        return out
+
+    def time_chunks(self) -> list[tuple[float, float]]:
+        """[(t0, t1)] covering [start, end] in whole windows (the last window may end after ``end``)."""
+        p = self.plan
+        W = p.window_s
+        n_win = max(1, math.ceil((p.end - p.start) / W - 1e-9))
+        per = max(1, min(int(p.time_chunk_s // W) or 1, MAX_POINTS_PER_SERIES - 1))
+        out = []
+        for k in range(0, n_win, per):
+            t0 = p.start + k * W
+            t1 = p.start + min(n_win, k + per) * W
+            out.append((t0, t1))
+        return out
+
+    def blocks(self, matchers: str, on_query: Callable[[], None] | None = None) -> Iterator[WindowBlock]:
+        """Window aggregates of one GPU chunk, one time chunk at a time."""
+        p = self.plan
+        closed = self.client.version() < (3, 0)
+        W = _ms_range(p.window_s, closed)
+        s = _ms_range(p.step_s, closed)
+        R_sub = f"{W}:{int(round(p.step_s * 1000))}ms"
+        queries = _queries(self.present, matchers, W, s, R_sub, p.exact_clock)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, p.concurrency)) as pool:
+            for t0, t1 in self.time_chunks():
+                # Evaluate at window ends; a window (t − W, t] covers the samples of that window only.
+                futs = {
+                    name: pool.submit(self.client.query_range, expr, t0 + p.window_s, t1, p.window_s)
+                    for name, expr in queries.items()
+                }
+                results: dict[str, list[Series]] = {}
+                for name, f in futs.items():
+                    results[name] = f.result()
+                    self.n_queries += 1
+                    if on_query is not None:
+                        on_query()
+                yield _assemble(results, t0 + p.window_s, t1, p.window_s, self.present)
+
+    @property
+    def n_queries_per_chunk(self) -> int:
+        return len(_queries(self.present, "x", "1s", "1s", "1s:1s", self.plan.exact_clock))
+
+
+def _re_escape(v: str) -> str:
+    out = []
+    for ch in v:
+        if ch in ".^$*+?()[]{}|\\":
+            out.append("\\\\" + ch)
+        elif ch == '"':
+            out.append('\\"')
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _key(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+    return frozenset((k, v) for k, v in labels.items() if k != "__name__")
+
+
+def _assemble(
+    results: Mapping[str, list[Series]], t_first: float, t_last: float, step: float, present: frozenset[str]
+) -> WindowBlock:
+    t = np.arange(t_first, t_last + step / 2, step)
+    index: dict[frozenset[tuple[str, str]], int] = {}
+    labels: list[Mapping[str, str]] = []
+    for ss in results.values():
+        for s in ss:
+            k = _key(s.labels)
+            if k not in index:
+                index[k] = len(labels)
+                labels.append(dict(k))
+    n = len(labels)
+    values: dict[str, np.ndarray] = {}
+    for name, ss in results.items():
+        a = np.full((n, len(t)), np.nan)
+        for s in ss:
+            i = index[_key(s.labels)]
+            j = np.rint((s.t - t_first) / step).astype(int)
+            ok = (j >= 0) & (j < len(t))
+            a[i, j[ok]] = s.v[ok]
+        values[name] = a
+    _sums_from_means(values)
+    return WindowBlock(t=t, labels=labels, values=values, present=present)
+
+
+#: Gauges read as window means; their sample count is the power's (else the counter's): dcgm-exporter exports
+#: every field at each scrape, and one count query instead of one per gauge saves a pass over the samples.
+_GAUGES = ("gr", "gpu_util", "sm", "dram", "clock", "tensor", "fp32", "imma", "dfma", "fp16", "fp64")
+
+
+def _sums_from_means(values: dict[str, np.ndarray]) -> None:
+    ref = values.get("p_n")
+    if ref is None:
+        ref = values.get("e_n")
+    elif "e_n" in values:
+        ref = np.fmax(ref, values["e_n"])
+    for key in _GAUGES:
+        avg = values.pop(f"{key}_avg", None)
+        if avg is None or ref is None:
+            continue
+        ok = np.isfinite(avg) & np.isfinite(ref)
+        values[f"{key}_n"] = np.where(ok, ref, np.nan)
+        values[f"{key}_sum"] = np.where(ok, avg * ref, np.nan)

@@ -1,0 +1,499 @@
+"""A simulated GPU fleet that speaks DCGM: dcgm-exporter metric names and labels, written as OpenMetrics text.
+
+Every GPU is a :class:`~flopwatch.sim.accelerator.SimulatedAccelerator` running its share of a job schedule; a
+scrape every ``interval_s`` (per-node phase offset, as real scrapes have) records what dcgm-exporter would
+export at that moment (names and labels of NVIDIA/dcgm-exporter ``etc/dcp-metrics-included.csv``):
+
+* ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``: the exact integral of the twin's power since boot, in mJ (integer,
+  like NVML's counter), optionally with driver-reload resets;
+* ``DCGM_FI_DEV_POWER_USAGE``: mean power over the last second (W); ``DCGM_FI_DEV_GPU_UTIL``: busy share of
+  the last second (%); ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``: busy share since the previous scrape;
+* pipe activity from the roofline: while kernels run, the tensor (or FP32) pipe is active for
+  ``rate_busy / (peak · f/f_max) · (1 + waste)`` of the cycles, where ``rate_busy`` is the FLOP rate while busy
+  and ``waste = 0.05 + 0.10 · T½ / (T + T½)`` (T tokens per step, T½ the roofline's half-efficiency size) is the
+  share of issued tensor cycles that do no useful work (tile padding, more on skinny matmuls). The waste model is
+  an assumption of this simulator, chosen so that the pipe estimator's known upward bias is present; it is
+  not fitted to hardware;
+* ``DCGM_FI_PROF_DRAM_ACTIVE`` (the roofline's memory share), ``DCGM_FI_PROF_SM_ACTIVE`` (0.98 × busy, an
+  assumption), ``DCGM_FI_DEV_SM_CLOCK``, ``DCGM_FI_DEV_POWER_MGMT_LIMIT``, ``DCGM_FI_DEV_GPU_TEMP``.
+
+Labels: ``gpu``, ``UUID``, ``device``, ``modelName``, ``Hostname``, ``DCGM_FI_DRIVER_VERSION``, Prometheus's
+``instance`` and ``job``; while a pod holds the GPU, ``pod``/``namespace``/``container`` (``label_style="pod"``),
+or those renamed ``exported_*`` next to the exporter's own pod and namespace (``"exported"``, what a
+Kubernetes scrape without ``honor_labels`` stores), or ``hpc_job`` (``"hpc"``). Everything here is simulated:
+the file's header and the ground-truth sidecar say so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flopwatch.devices import get_device, normalize_dtype
+from flopwatch.errors import InputError
+from flopwatch.sim.accelerator import SimulatedAccelerator
+from flopwatch.sim.sensor import RawWorkload
+
+DRIVER_VERSION = "550.54.15"
+LABEL_STYLES = ("pod", "exported", "hpc")
+
+#: dcgm-exporter names written, with the OpenMetrics type. The energy counter has no ``_total`` suffix, which
+#: OpenMetrics requires of a ``counter`` family, so it is written as ``unknown`` (the TSDB stores no type).
+FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "unknown", "Total energy consumption since boot (in mJ)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+    ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned."),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    ("DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "gauge", "Ratio of cycles the tensor HMMA pipe is active."),
+    ("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge", "Ratio of cycles the fp32 pipes are active."),
+    ("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge", "Ratio of cycles the fp16 pipes are active."),
+    ("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge", "Ratio of cycles the fp64 pipes are active."),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active."),
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", "Power management limit (in W)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+)
+HOPPER = ("h100", "h200")
+
+#: Workloads of the random schedule: per-GPU steps of data-parallel training (FLOPs = 6·N·tokens, Kaplan et al.
+#: 2020 §2.1; bytes: weights, gradients and optimizer state streamed once per step plus activations).
+CATALOG: Mapping[str, RawWorkload] = {
+    "llm-7b-bf16": RawWorkload("llm-7b-bf16", 6 * 6.7e9 * 8192, 1.6e11, 8192, 8, "bf16", "gpt", 32, 6.7e9),
+    "llm-1b-bf16": RawWorkload("llm-1b-bf16", 6 * 1.3e9 * 8192, 4.0e10, 8192, 16, "bf16", "gpt", 24, 1.3e9),
+    "vit-fp32": RawWorkload("vit-fp32", 6 * 3.0e8 * 4096, 1.5e10, 4096, 64, "fp32", "vit", 24, 3.0e8),
+    "small-bf16": RawWorkload("small-bf16", 6 * 2.0e7 * 1024, 1.0e9, 1024, 8, "bf16", "gpt", 6, 2.0e7),
+}
+NAMESPACES = ("research", "prod", "eval")
+
+
+@dataclass(frozen=True)
+class FleetJob:
+    """A job of the schedule: ``gpus`` GPUs from ``start_s`` for ``duration_s`` (virtual seconds)."""
+
+    name: str
+    namespace: str
+    gpus: int
+    start_s: float
+    duration_s: float
+    workload: Any
+
+
+@dataclass
+class _Alloc:
+    job: FleetJob
+    pod: str
+    start_s: float  # pod holds the GPU from here …
+    end_s: float  # … to here
+    run: Any
+
+
+@dataclass
+class FleetTruth:
+    """Ground truth of a simulated fleet (simulated, never measured)."""
+
+    meta: dict[str, Any]
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "flopwatch.sim.fleet_truth/1",
+            "simulated": True,
+            **self.meta,
+            "pods": self.pods,
+            "jobs": self.jobs,
+        }
+
+
+def random_schedule(n_gpus: int, hours: float, *, gpus_per_node: int = 8, seed: int = 0) -> list[FleetJob]:
+    """Whole-node jobs back to back with idle gaps on every node (seeded)."""
+    rng = np.random.default_rng([seed, 0xF1EE7])
+    horizon = hours * 3600.0
+    names = list(CATALOG)
+    jobs = []
+    n_nodes = math.ceil(n_gpus / gpus_per_node)
+    for node in range(n_nodes):
+        width = min(gpus_per_node, n_gpus - node * gpus_per_node)
+        t = float(rng.uniform(0, min(1800.0, horizon / 4)))
+        while t < horizon - 600:
+            dur = float(min(rng.uniform(0.5, 4.0) * 3600.0, horizon - t - 60))
+            if dur < 300:
+                break
+            wl = CATALOG[names[int(rng.integers(len(names)))]]
+            jobs.append(
+                FleetJob(
+                    f"job-{node:04d}-{len(jobs):05d}", NAMESPACES[int(rng.integers(3))], width, t, dur, wl
+                )
+            )
+            t += dur + float(rng.uniform(60.0, 1800.0))
+    return jobs
+
+
+def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
+    """Jobs from JSON (a list or ``{"jobs": [...]}``) or TOML (``[[jobs]]``): name, namespace, gpus, start_s or
+    start_h, duration_s or hours, and a workload: a catalog name or a raw workload table."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InputError(f"cannot read schedule: {e.strerror}", file=str(p)) from None
+    try:
+        if p.suffix.lower() == ".toml":
+            try:
+                import tomllib
+            except ImportError:  # pragma: no cover - Python 3.10
+                import tomli as tomllib  # type: ignore[no-redef]
+            doc: Any = tomllib.loads(text)
+        else:
+            doc = json.loads(text)
+    except ValueError as e:
+        raise InputError(f"not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {e}", file=str(p)) from None
+    items = doc.get("jobs") if isinstance(doc, dict) else doc
+    if not isinstance(items, list) or not items:
+        raise InputError("expected a non-empty list of jobs", file=str(p), field="jobs")
+    out = []
+    for i, it in enumerate(items):
+        if not isinstance(it, dict):
+            raise InputError("each job must be a table/object", file=str(p), record=i)
+        name = str(it.get("name", f"job-{i}"))
+        try:
+            start = float(it["start_s"]) if "start_s" in it else float(it.get("start_h", 0.0)) * 3600.0
+            dur = float(it["duration_s"]) if "duration_s" in it else float(it["hours"]) * 3600.0
+            gpus = int(it.get("gpus", 1))
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(
+                f"needs numeric start_s/start_h, duration_s/hours, gpus ({e})", file=str(p), record=name
+            ) from None
+        if gpus < 1 or dur <= 0 or start < 0:
+            raise InputError("gpus >= 1, duration > 0 and start >= 0 are required", file=str(p), record=name)
+        w = it.get("workload", "llm-1b-bf16")
+        if isinstance(w, str):
+            if w not in CATALOG:
+                raise InputError(
+                    f"unknown workload {w!r}; catalog: {', '.join(CATALOG)}",
+                    file=str(p),
+                    record=name,
+                    field="workload",
+                )
+            wl: Any = CATALOG[w]
+        elif isinstance(w, dict):
+            try:
+                wl = RawWorkload(
+                    label=str(w.get("label", name)),
+                    flops_per_step=float(w["flops_per_step"]),
+                    bytes_per_step=float(w.get("bytes_per_step", 0.0)),
+                    tokens_per_step=float(w.get("tokens_per_step", 2048)),
+                    batch_size=int(w.get("batch_size", 8)),
+                    dtype=normalize_dtype(w.get("dtype", "bf16")),
+                    num_layers=int(w.get("num_layers", 12)),
+                )
+            except (KeyError, TypeError, ValueError) as e:
+                raise InputError(
+                    f"raw workload needs flops_per_step ({e})", file=str(p), record=name, field="workload"
+                ) from None
+        else:
+            raise InputError(
+                "workload must be a catalog name or a table", file=str(p), record=name, field="workload"
+            )
+        out.append(FleetJob(name, str(it.get("namespace", "default")), gpus, start, dur, wl))
+    return out
+
+
+def _uuid(seed: int, i: int) -> str:
+    return "GPU-" + str(uuid.UUID(bytes=hashlib.sha256(f"flopwatch-sim|{seed}|{i}".encode()).digest()[:16]))
+
+
+class SimulatedFleet:
+    """``n_gpus`` simulated GPUs of one model (``device``) on nodes of ``gpus_per_node``, playing ``jobs``."""
+
+    def __init__(
+        self,
+        n_gpus: int,
+        hours: float,
+        jobs: Sequence[FleetJob],
+        *,
+        device: str = "h100",
+        gpus_per_node: int = 8,
+        interval_s: float = 15.0,
+        wall0: float = 1.7e9,
+        seed: int = 0,
+        label_style: str = "pod",
+        resets: int = 0,
+        drop: float = 0.0,
+        omit: Iterable[str] = (),
+    ) -> None:
+        if n_gpus < 1 or hours <= 0 or interval_s <= 0:
+            raise InputError("gpus >= 1, hours > 0 and interval > 0 are required", field="gpus")
+        if label_style not in LABEL_STYLES:
+            raise InputError(f"label style must be one of {', '.join(LABEL_STYLES)}", field="label_style")
+        if not 0.0 <= drop < 1.0:
+            raise InputError("drop must be in [0, 1)", field="drop")
+        self.spec = get_device(device)
+        self.n_gpus, self.hours = int(n_gpus), float(hours)
+        self.gpus_per_node = int(gpus_per_node)
+        self.interval_s = float(interval_s)
+        self.wall0 = float(wall0)
+        self.seed = int(seed)
+        self.label_style = label_style
+        self.n_resets = int(resets)
+        self.drop = float(drop)
+        known = {f[0] for f in FAMILIES}
+        bad = [m for m in omit if m not in known]
+        if bad:
+            raise InputError(f"unknown metric(s) to omit: {', '.join(bad)}", field="omit")
+        self.families = tuple(f for f in FAMILIES if f[0] not in set(omit))
+        if self.spec.key not in HOPPER:  # HMMA/IMMA/DFMA split exists on Hopper only
+            self.families = tuple(f for f in self.families if "HMMA" not in f[0])
+        self.allocs: list[list[_Alloc]] = [[] for _ in range(self.n_gpus)]
+        self._place(jobs)
+
+    # ------------------------------------------------------------------------------------------ schedule
+    def _place(self, jobs: Sequence[FleetJob]) -> None:
+        free_at = np.zeros(self.n_gpus)
+        horizon = self.hours * 3600.0
+        for job in sorted(jobs, key=lambda j: j.start_s):
+            if job.start_s >= horizon:
+                continue
+            cand = np.flatnonzero(free_at <= job.start_s)
+            if len(cand) < job.gpus:
+                raise InputError(
+                    f"job {job.name!r} needs {job.gpus} GPUs at {job.start_s:.0f} s but only {len(cand)} are free",
+                    field="schedule",
+                )
+            # prefer whole nodes in order (a multi-node job's pods are one per node)
+            chosen = cand[: job.gpus]
+            dur = min(job.duration_s, horizon - job.start_s - 30.0)
+            for g in chosen:
+                node = int(g) // self.gpus_per_node
+                pod = job.name if job.gpus <= self.gpus_per_node else f"{job.name}-{node}"
+                self.allocs[int(g)].append(_Alloc(job, pod, job.start_s, job.start_s + dur, None))
+                free_at[g] = job.start_s + dur + 60.0
+
+    def accelerator(self, g: int) -> SimulatedAccelerator:
+        """The twin of GPU ``g`` with its schedule played (allocation ends updated to the run's real end)."""
+        acc = SimulatedAccelerator(self.spec.key, seed=self.seed, device_index=g, wall0=self.wall0)
+        for a in self.allocs[g]:
+            acc.idle(max(0.0, a.start_s - acc.end_s))
+            a.start_s = acc.end_s
+            a.run = acc.run(a.job.workload, duration_s=a.end_s - a.start_s)
+            a.end_s = acc.end_s  # the pod holds the GPU through the run's tail
+        return acc
+
+    # ------------------------------------------------------------------------------------------ sampling
+    def scrape_times(self, g: int) -> np.ndarray:
+        node = g // self.gpus_per_node
+        h = int.from_bytes(hashlib.sha256(f"node|{self.seed}|{node}".encode()).digest()[:4], "little")
+        phase = (h % 10_000) / 10_000 * self.interval_s
+        t = np.arange(phase, self.hours * 3600.0, self.interval_s)
+        return np.round(t, 3)
+
+    def sample(
+        self, g: int, acc: SimulatedAccelerator
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """(times, metric → values, allocation index per time or −1) of GPU ``g``."""
+        t = self.scrape_times(g)
+        rng = np.random.default_rng([self.seed, g, 0xDC6])
+        keep = rng.random(t.size) >= self.drop if self.drop > 0 else np.ones(t.size, bool)
+        t = t[keep]
+        e = acc.true_energy_j(t)
+        busy_w = (acc.busy_time_s(t) - acc.busy_time_s(t - self.interval_s)) / self.interval_s
+        busy_1s = acc.busy_time_s(t) - acc.busy_time_s(t - 1.0)
+        st = acc.state(t)
+        runs = acc.runs
+        n_runs = len(runs)
+        it, ifp = np.zeros(n_runs + 1), np.zeros(n_runs + 1)
+        fmax = acc.dvfs.f_max_mhz
+        for r in runs:
+            p = r.point
+            d = normalize_dtype(r.workload.dtype)
+            if p.util <= 0:
+                continue
+            rate_busy = p.achieved_flops_per_s / p.util
+            T, th = float(r.workload.tokens_per_step), acc.params.tokens_half
+            waste = 0.05 + 0.10 * th / (T + th)
+            inten = rate_busy / (self.spec.peak(d) * p.sm_clock_mhz / fmax)
+            if d == "fp32":
+                ifp[r.index] = inten  # fp32 without TF32 runs on the CUDA cores (issue ≈ useful FLOPs)
+            else:
+                it[r.index] = inten * (1 + waste)
+        ri = st["run_index"].astype(int)  # −1 (idle) indexes the trailing zero
+        vals = {
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": np.rint(e * 1000.0 + 5.0e9 + g * 1.0e6),
+            "DCGM_FI_DEV_POWER_USAGE": np.round(e - acc.true_energy_j(t - 1.0), 3),
+            "DCGM_FI_DEV_GPU_UTIL": np.rint(100.0 * busy_1s),
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE": np.round(busy_w, 6),
+            "DCGM_FI_PROF_SM_ACTIVE": np.round(0.98 * busy_w, 6),
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": np.round(np.minimum(busy_w * it[ri], 1.0), 6),
+            "DCGM_FI_PROF_PIPE_FP32_ACTIVE": np.round(np.minimum(busy_w * ifp[ri], 1.0), 6),
+            "DCGM_FI_PROF_PIPE_FP16_ACTIVE": np.zeros(t.size),
+            "DCGM_FI_PROF_PIPE_FP64_ACTIVE": np.zeros(t.size),
+            "DCGM_FI_PROF_DRAM_ACTIVE": np.round(np.where(st["working"], st["mem_util"], 0.0), 6),
+            "DCGM_FI_DEV_SM_CLOCK": np.rint(st["sm_clock_mhz"]),
+            "DCGM_FI_DEV_POWER_MGMT_LIMIT": np.full(t.size, round(acc.power_limit_w, 3)),
+            "DCGM_FI_DEV_GPU_TEMP": np.rint(st["temp_c"]),
+        }
+        vals["DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE"] = vals["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"]
+        if self.n_resets:  # driver reloads: the counter restarts from 0 at a random scrape
+            for k in sorted(
+                rng.choice(np.arange(1, t.size), size=min(self.n_resets, t.size - 1), replace=False)
+            ):
+                en = vals["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]
+                en[k:] = en[k:] - en[k] + np.rint((e[k] - e[k - 1]) * 1000.0 * 0.5)
+        alloc = np.full(t.size, -1)
+        for j, a in enumerate(self.allocs[g]):
+            alloc[(t >= a.start_s) & (t < a.end_s)] = j
+        return t, vals, alloc
+
+    def labels(self, g: int, alloc: _Alloc | None) -> dict[str, str]:
+        node = g // self.gpus_per_node
+        host = f"node-{node:04d}"
+        lab = {
+            "gpu": str(g % self.gpus_per_node),
+            "UUID": _uuid(self.seed, g),
+            "device": f"nvidia{g % self.gpus_per_node}",
+            "modelName": self.spec.name,
+            "Hostname": host,
+            "DCGM_FI_DRIVER_VERSION": DRIVER_VERSION,
+            "instance": f"{host}:9400",
+            "job": "dcgm-exporter",
+        }
+        if alloc is not None:
+            if self.label_style == "pod":
+                lab |= {"pod": alloc.pod, "namespace": alloc.job.namespace, "container": "trainer"}
+            elif self.label_style == "exported":
+                lab |= {
+                    "exported_pod": alloc.pod,
+                    "exported_namespace": alloc.job.namespace,
+                    "exported_container": "trainer",
+                    "pod": f"nvidia-dcgm-exporter-{node:04d}",
+                    "namespace": "gpu-operator",
+                }
+            else:
+                lab["hpc_job"] = alloc.job.name
+        elif self.label_style == "exported":
+            lab |= {"pod": f"nvidia-dcgm-exporter-{node:04d}", "namespace": "gpu-operator"}
+        return lab
+
+    # ------------------------------------------------------------------------------------------ output
+    def write_openmetrics(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        gpus: range | None = None,
+    ) -> FleetTruth:
+        """Write the fleet's history as OpenMetrics text (``# EOF``-terminated) and return its ground truth.
+
+        ``gpus`` writes only those GPUs (a large fleet in several files, each backfilled into the same TSDB).
+
+        Families must be contiguous in OpenMetrics, so each family goes to its own temporary file while the GPUs
+        are simulated one at a time (memory: one GPU's history), and the files are concatenated at the end.
+        """
+        out = Path(path)
+        truth = FleetTruth(
+            meta={
+                "device": self.spec.key,
+                "device_name": self.spec.name,
+                "gpus": self.n_gpus,
+                "hours": self.hours,
+                "interval_s": self.interval_s,
+                "wall0": self.wall0,
+                "seed": self.seed,
+                "label_style": self.label_style,
+                "families": [f[0] for f in self.families],
+            }
+        )
+        tmpdir = Path(tempfile.mkdtemp(prefix=".fleet-", dir=out.parent if str(out.parent) else None))
+        try:
+            files = {
+                f[0]: open(tmpdir / f"{i:02d}", "w", buffering=1 << 20) for i, f in enumerate(self.families)
+            }
+            try:
+                todo = range(self.n_gpus) if gpus is None else gpus
+                for g in todo:
+                    acc = self.accelerator(g)
+                    t, vals, alloc = self.sample(g, acc)
+                    self._truth(truth, g, acc)
+                    ts = [f"{self.wall0 + x:.3f}" for x in t]
+                    bounds = np.flatnonzero(np.diff(alloc)) + 1
+                    segs = np.split(np.arange(t.size), bounds)
+                    for seg in segs:
+                        if seg.size == 0:
+                            continue
+                        a = int(alloc[seg[0]])
+                        lab = self.labels(g, self.allocs[g][a] if a >= 0 else None)
+                        lstr = ",".join(f'{k}="{v}"' for k, v in lab.items())
+                        for name, fh in files.items():
+                            v = vals[name][seg]
+                            prefix = f"{name}{{{lstr}}} "
+                            fh.write(
+                                "".join(
+                                    f"{prefix}{x:.15g} {ts[i]}\n"
+                                    for x, i in zip(v.tolist(), seg.tolist(), strict=True)
+                                )
+                            )
+                    if progress is not None:
+                        progress(g + 1 - todo.start, len(todo))
+            finally:
+                for fh in files.values():
+                    fh.close()
+            with open(out, "w") as dst:
+                dst.write(
+                    "# HELP flopwatch_simulated 1: every series in this file is SIMULATED by flopwatch (not measured).\n"
+                    "# TYPE flopwatch_simulated gauge\n"
+                )
+                # every 5 min, so any range query over this history can tell it is simulated
+                for tm in np.arange(0.0, self.hours * 3600.0, 300.0):
+                    dst.write(f"flopwatch_simulated 1 {self.wall0 + tm:.3f}\n")
+                for i, (name, typ, help_) in enumerate(self.families):
+                    dst.write(f"# HELP {name} {help_}\n# TYPE {name} {typ}\n")
+                    with open(tmpdir / f"{i:02d}") as src:
+                        shutil.copyfileobj(src, dst, 1 << 20)
+                dst.write("# EOF\n")
+        finally:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        return truth
+
+    def _truth(self, truth: FleetTruth, g: int, acc: SimulatedAccelerator) -> None:
+        for a in self.allocs[g]:
+            e = acc.true_energy_j(np.array([a.start_s, a.end_s]))
+            energy = float(e[1] - e[0])
+            idle = acc.idle_power_w * (a.end_s - a.start_s)
+            for table, key in ((truth.pods, a.pod), (truth.jobs, a.job.name)):
+                rec = table.setdefault(
+                    key,
+                    {
+                        "namespace": a.job.namespace,
+                        "job": a.job.name,
+                        "workload": a.job.workload.label,
+                        "dtype": a.job.workload.dtype,
+                        "gpus": 0,
+                        "start": self.wall0 + a.start_s,
+                        "end": self.wall0 + a.end_s,
+                        "energy_j": 0.0,
+                        "net_energy_j": 0.0,
+                        "flops": 0.0,
+                        "gpu_seconds": 0.0,
+                        "simulated": True,
+                    },
+                )
+                rec["gpus"] += 1
+                rec["start"] = min(rec["start"], self.wall0 + a.start_s)
+                rec["end"] = max(rec["end"], self.wall0 + a.end_s)
+                rec["energy_j"] += energy
+                rec["net_energy_j"] += energy - idle
+                rec["flops"] += a.run.total_flops
+                rec["gpu_seconds"] += a.end_s - a.start_s

@@ -1,0 +1,238 @@
+"""dcgm-exporter series in Prometheus as a sensor: ``prometheus:URL`` (live) or with ``start``/``end`` (history).
+
+Spec: ``prometheus:http://prom:9090?match={Hostname="node-1"}&gpu=GPU-…`` — the URL of the Prometheus HTTP API,
+then optional query parameters (removed before any request is sent):
+
+* ``match``: label matchers that pick GPUs (default: all); ``gpu``: one ``UUID`` (or an index in UUID order);
+* ``start``, ``end`` (RFC 3339 or Unix seconds) and ``step`` (default 15s): play that stretch of history back
+  like ``replay:`` (sample-and-hold on a :class:`ScaledClock` at ``speed``, or the clock passed in), so
+  ``record`` → trace → ``detect`` works on a fleet's past. Without them every read is an instant query: the
+  value of the latest scrape, so reading faster than the scrape interval repeats values.
+
+One sensor per GPU (``UUID``). Units are converted here, once: mJ → J, % → ratio, DRAM_ACTIVE × the device's
+peak bandwidth → B/s. The HTTP client and the metric names are :mod:`flopwatch.telemetry.prom_client` and
+:mod:`flopwatch.telemetry.dcgm_metrics` (standard library and numpy only), imported lazily; the fleet estimator
+(:mod:`flopwatch.fleet`) reads through the same client.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import time
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+from flopwatch.errors import InputError, SensorError, SensorUnavailable
+from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, Reading, ScaledClock, SensorInfo
+
+_LOOKBACK_S = 300.0  # Prometheus's default lookback: a live GPU has a sample at most this old
+
+
+def parse_spec(arg: str) -> tuple[str, dict[str, str]]:
+    """(base URL, options) of a ``prometheus:`` spec argument."""
+    if not arg:
+        raise InputError(
+            "prometheus needs a URL: prometheus:http://HOST:9090[?match={...}&gpu=UUID]", field="sensor"
+        )
+    u = arg if "://" in arg else "http://" + arg
+    p = urllib.parse.urlsplit(u)
+    opts = {k: v[-1] for k, v in urllib.parse.parse_qs(p.query, keep_blank_values=False).items()}
+    unknown = set(opts) - {"match", "gpu", "start", "end", "step"}
+    if unknown:
+        raise InputError(f"unknown prometheus sensor option(s): {', '.join(sorted(unknown))}", field="sensor")
+    return urllib.parse.urlunsplit((p.scheme, p.netloc, p.path, "", "")), opts
+
+
+class PrometheusSensor:
+    """One GPU's dcgm-exporter series, read live (instant queries) or played back from a range."""
+
+    def __init__(
+        self,
+        client: Any,
+        uuid: str,
+        matchers: str = "",
+        *,
+        clock: Clock | None = None,
+        history: Mapping[str, tuple[list[float], list[float]]] | None = None,
+        labels: Mapping[str, str] | None = None,
+        speed: float = 1.0,
+    ) -> None:
+        from flopwatch.devices import get_device
+
+        self.client = client
+        self.uuid = uuid
+        self.matchers = ",".join(x for x in (matchers, f'UUID="{uuid}"') if x)
+        self.labels = dict(labels or {})
+        self.history = dict(history) if history is not None else None
+        self.spec = None
+        if self.labels.get("modelName"):
+            try:
+                self.spec = get_device(self.labels["modelName"])
+            except InputError:
+                self.spec = None
+        if self.history is not None:
+            t0 = min((v[0][0] for v in self.history.values() if v[0]), default=0.0)
+            self._t_end = max((v[0][-1] for v in self.history.values() if v[0]), default=0.0)
+            self._clock: Clock = clock or ScaledClock(speed, t0=t0, wall0=t0, lazy=True)
+        else:
+            self._clock = clock or MonotonicClock()
+        self.finished = False
+        self.simulated = False  # set by open_prometheus when the history carries flopwatch's simulated marker
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    def info(self) -> SensorInfo:
+
+        caps = ["power_w", "energy_j", "util", "sm_clock_mhz", "temp_c"]
+        if self.spec is not None:
+            caps.append("dram_bytes_per_s")
+        return SensorInfo(
+            kind="prometheus",
+            device_id=self.uuid,
+            name=f"{self.labels.get('modelName', 'GPU')} on {self.labels.get('Hostname', '?')} via {self.client.display_url}",
+            fingerprint={
+                k: v
+                for k, v in {
+                    "model": self.labels.get("modelName"),
+                    "hostname": self.labels.get("Hostname"),
+                    "uuid": self.uuid,
+                    "prometheus": self.client.display_url,
+                }.items()
+                if v
+            },
+            capabilities=tuple(caps),
+            spec_key=None if self.spec is None else self.spec.key,
+            simulated=self.simulated,
+        )
+
+    def _values_now(self) -> tuple[dict[str, float], float]:
+        from flopwatch.telemetry import dcgm_metrics as M
+
+        if self.history is not None:
+            t = self._clock.now()
+            if t > self._t_end:
+                from flopwatch.telemetry.sensors.replay import TraceEnded
+
+                self.finished = True
+                raise TraceEnded(f"prometheus history of {self.uuid} ended at {self._t_end:.0f}")
+            out = {}
+            for name, (ts, vs) in self.history.items():
+                i = bisect.bisect_right(ts, t) - 1
+                if i >= 0 and t - ts[i] <= _LOOKBACK_S:
+                    out[name] = vs[i]
+            return out, t
+        names = "|".join(M.METRICS)
+        try:
+            res = self.client.query(f'{{__name__=~"{names}",{self.matchers}}}')
+        except InputError as e:
+            raise SensorError(str(e)) from None
+        out = {s.labels.get("__name__", ""): float(s.v[0]) for s in res}
+        if not out:
+            raise SensorError(f"no current dcgm-exporter sample for {self.uuid}")
+        return out, time.time()
+
+    def read(self) -> Reading:
+        from flopwatch.telemetry import dcgm_metrics as M
+
+        v, wall = self._values_now()
+
+        def g(name: str) -> float | None:
+            x = v.get(name)
+            return None if x is None or not math.isfinite(x) else x
+
+        util = g(M.GR_ACTIVE)
+        if util is None and g(M.GPU_UTIL) is not None:
+            util = g(M.GPU_UTIL) / 100.0  # type: ignore[operator]
+        dram = g(M.DRAM)
+        extra = {
+            k: x
+            for k, x in (
+                ("tensor_util", g(M.HMMA) if g(M.HMMA) is not None else g(M.TENSOR)),
+                ("fp32_util", g(M.FP32)),
+                ("sm_active", g(M.SM_ACTIVE)),
+                ("dram_active", dram),
+                ("power_limit_w", g(M.POWER_LIMIT)),
+            )
+            if x is not None
+        }
+        energy = g(M.ENERGY)
+        return Reading(
+            t_s=self._clock.now(),
+            wall_time=wall,
+            device=self.uuid,
+            power_w=g(M.POWER),
+            energy_j=None if energy is None else energy / 1000.0,  # mJ → J
+            util=util,
+            dram_bytes_per_s=None
+            if dram is None or self.spec is None
+            else dram * self.spec.mem_bw_bytes_per_s,
+            sm_clock_mhz=g(M.SM_CLOCK),
+            temp_c=g(M.GPU_TEMP),
+            extra=extra,
+        )
+
+    def close(self) -> None:
+        pass
+
+
+def open_prometheus(
+    arg: str | None, *, clock: Clock | None = None, speed: float | None = None
+) -> list[PrometheusSensor]:
+    """Sensors for the GPUs a ``prometheus:`` spec names (see the module docstring)."""
+    from flopwatch.telemetry import dcgm_metrics as M
+    from flopwatch.telemetry.prom_client import PrometheusClient
+    from flopwatch.telemetry.timespec import parse_duration, parse_time, selector_matchers
+
+    url, opts = parse_spec(arg or "")
+    client = PrometheusClient(url, timeout_s=10.0, retries=1)
+    m = selector_matchers(opts["match"]) if "match" in opts else ""
+    hist = "start" in opts or "end" in opts
+    if hist:
+        if not ("start" in opts and "end" in opts):
+            raise InputError("history needs both start= and end=", field="sensor")
+        t0, t1 = parse_time(opts["start"], field="start"), parse_time(opts["end"], field="end")
+        step = parse_duration(opts.get("step", "15s"), field="step")
+    else:
+        t1 = time.time()
+        t0 = t1 - _LOOKBACK_S
+    ref = f"{M.POWER}{{{m}}}" if m else M.POWER
+    try:
+        uuids = client.label_values("UUID", ref, t0, t1)
+    except InputError as e:
+        raise SensorUnavailable(str(e)) from None
+    if "gpu" in opts:
+        want = opts["gpu"]
+        if want.isdigit() and int(want) < len(uuids):
+            uuids = [uuids[int(want)]]
+        elif want in uuids:
+            uuids = [want]
+        else:
+            raise InputError(f"no GPU {want!r} among {len(uuids)} found", field="sensor")
+    if not uuids:
+        raise SensorUnavailable(f"{client.display_url}: no {M.POWER} series with a UUID for {{{m}}}")
+    simulated = bool(client.label_values("__name__", '{__name__="flopwatch_simulated"}', t0 - 600, t1))
+    out = []
+    shared = clock
+    for u in uuids:
+        sel = ",".join(x for x in (m, f'UUID="{u}"') if x)
+        last = client.query(f"last_over_time({M.POWER}{{{sel}}}[{int(max(t1 - t0, 1))}s])", at=t1)
+        labels = dict(last[0].labels) if last else {}
+        history = None
+        if hist:
+            history = {}
+            for name in M.METRICS:
+                for s in client.query_range(f"{name}{{{sel}}}", t0, t1, step):
+                    history[name] = (s.t.tolist(), s.v.tolist())
+                    break
+            if shared is None:
+                shared = ScaledClock(speed or 1.0, t0=t0, wall0=t0, lazy=True)
+        sensor = PrometheusSensor(
+            client, u, m, clock=shared, history=history, labels=labels, speed=speed or 1.0
+        )
+        sensor.simulated = simulated
+        out.append(sensor)
+    return out

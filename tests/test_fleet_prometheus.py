@@ -1,0 +1,346 @@
+"""Fleet estimates against a real Prometheus: simulated fleets backfilled with promtool, served on loopback."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from flopwatch.fleet.localprom import LocalPrometheus, backfill, find_tool
+
+pytestmark = pytest.mark.skipif(
+    find_tool("promtool") is None or find_tool("prometheus") is None,
+    reason="needs promtool and prometheus (Debian package 'prometheus')",
+)
+
+DAY = 86400.0
+WALL_A = 1_700_000_000.0  # fleet A: pods, every metric, one counter reset per GPU, 2 % scrapes missing
+WALL_B = WALL_A + DAY  # fleet B: exported_ labels, no energy counter, no pipe metrics, no SM clock
+WALL_C = WALL_A + 2 * DAY  # fleet C: HPC job labels
+
+JOBS_A = [
+    {
+        "name": "train-7b",
+        "namespace": "research",
+        "gpus": 8,
+        "start_h": 0.2,
+        "hours": 1.6,
+        "workload": "llm-7b-bf16",
+    },
+    {"name": "vit", "namespace": "prod", "gpus": 2, "start_h": 0.1, "hours": 1.2, "workload": "vit-fp32"},
+    {
+        "name": "small",
+        "namespace": "research",
+        "gpus": 2,
+        "start_h": 0.3,
+        "hours": 0.9,
+        "workload": "small-bf16",
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    from flopwatch.sim.dcgm import SimulatedFleet, load_fleet_schedule, random_schedule
+
+    d = tmp_path_factory.mktemp("fleet")
+    sched = d / "jobs.json"
+    sched.write_text(json.dumps({"jobs": JOBS_A}))
+    fleets = {
+        "A": SimulatedFleet(
+            12,
+            2.0,
+            load_fleet_schedule(sched),
+            device="h100",
+            gpus_per_node=4,
+            wall0=WALL_A,
+            seed=1,
+            resets=1,
+            drop=0.02,
+        ),
+        "B": SimulatedFleet(
+            4,
+            2.0,
+            random_schedule(4, 2.0, gpus_per_node=4, seed=2),
+            device="a100",
+            gpus_per_node=4,
+            wall0=WALL_B,
+            seed=2,
+            label_style="exported",
+            omit=[
+                "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+                "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+                "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+                "DCGM_FI_DEV_SM_CLOCK",
+            ],
+        ),
+        "C": SimulatedFleet(
+            4,
+            2.0,
+            random_schedule(4, 2.0, gpus_per_node=4, seed=3),
+            device="h200",
+            gpus_per_node=4,
+            wall0=WALL_C,
+            seed=3,
+            label_style="hpc",
+        ),
+    }
+    import time
+
+    live0 = float(int(time.time()) - 1200)  # fleet L ends about now: what a live instant query sees
+    fleets["L"] = SimulatedFleet(
+        2,
+        1200 / 3600,
+        random_schedule(2, 1200 / 3600, gpus_per_node=2, seed=4),
+        device="h100",
+        gpus_per_node=2,
+        wall0=live0,
+        seed=4,
+    )
+    truth = {}
+    tsdb = d / "tsdb"
+    for k, f in fleets.items():
+        om = d / f"{k}.om"
+        truth[k] = f.write_openmetrics(om)
+        backfill(om, tsdb)
+    with LocalPrometheus(tsdb) as p:
+        yield p, truth
+
+
+def _run(url, wall0, by="pod", hours=2.0, extra=()):
+    from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
+
+    return estimate_fleet(
+        PrometheusClient(url), ReadPlan(wall0, wall0 + hours * 3600, window_s=1800), by=by, **dict(extra)
+    )
+
+
+def test_energy_per_pod_within_one_percent(prom):
+    p, truth = prom
+    res = _run(p.url, WALL_A)
+    pods = truth["A"].pods
+    assert {g["key"] for g in res.groups} == set(pods)
+    for g in res.groups:
+        t = pods[g["key"]]
+        assert g["gpus"] == t["gpus"]
+        assert g["energy_j"] == pytest.approx(t["energy_j"], rel=0.01), g["key"]
+        assert g["net_energy_j"] == pytest.approx(t["net_energy_j"], rel=0.02), g["key"]
+        assert 0.95 < g["coverage"] <= 1.0
+    # one counter reset per GPU at a random scrape: most fall inside a pod, whose energy still holds
+    assert sum(g["counter_resets"] for g in res.groups) >= 3
+
+
+def test_both_estimates_against_ground_truth(prom):
+    p, truth = prom
+    res = _run(p.url, WALL_A, extra={"threshold": 1e18})
+    for g in res.groups:
+        t = truth["A"].pods[g["key"]]
+        # pipe activity counts issued tensor cycles: above the useful FLOPs by the simulated waste (5–15 %)
+        assert t["flops"] * 0.97 <= g["pipe_estimate_flops"] <= t["flops"] * 1.16, g["key"]
+        assert g["pipe_lower_flops"] <= t["flops"] <= g["pipe_upper_flops"]
+        # the built-in (uncalibrated) energy model: its bounds must hold the truth
+        assert g["lower_flops"] <= t["flops"] <= g["upper_flops"], g["key"]
+        assert g["verdict"] in ("above", "below", "uncertain")
+        if g["lower_flops"] > 1e18:
+            assert g["verdict"] == "above"
+    assert res.meta["simulated"] is True
+    assert "built-in" in res.meta["energy_model"]
+
+
+def test_by_namespace_sums_pods(prom):
+    p, truth = prom
+    res = _run(p.url, WALL_A, by="namespace")
+    pods = truth["A"].pods
+    want = {}
+    for t in pods.values():
+        want[t["namespace"]] = want.get(t["namespace"], 0.0) + t["energy_j"]
+    got = {g["key"]: g["energy_j"] for g in res.groups}
+    assert set(got) == set(want)
+    for k in want:
+        assert got[k] == pytest.approx(want[k], rel=0.01)
+
+
+def test_selector_and_gpu_grouping(prom):
+    p, truth = prom
+    from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
+
+    res = estimate_fleet(
+        PrometheusClient(p.url),
+        ReadPlan(WALL_A, WALL_A + 7200, window_s=1800, matchers='namespace="prod"'),
+        by="pod",
+    )
+    assert [g["key"] for g in res.groups] == ["vit"]
+    res = estimate_fleet(
+        PrometheusClient(p.url), ReadPlan(WALL_A, WALL_A + 7200, window_s=1800, gpus_per_chunk=5), by="gpu"
+    )
+    assert len(res.groups) == 12  # every GPU, allocated or not; chunks of 5 GPUs
+    assert res.meta["unattributed_series"] == 0
+
+
+def test_missing_metrics_degrade_and_exported_labels(prom):
+    p, truth = prom
+    res = _run(p.url, WALL_B)
+    pods = truth["B"].pods
+    assert {g["key"] for g in res.groups} == set(pods)  # exported_pod wins over the exporter's own pod label
+    for g in res.groups:
+        t = pods[g["key"]]
+        assert g["energy_j"] == pytest.approx(t["energy_j"], rel=0.01)  # from the power gauge alone
+        assert g["energy_from_power_j"] == pytest.approx(g["energy_j"])
+        assert g["pipe_estimate_flops"] is None
+        assert any("TOTAL_ENERGY" in m for m in g["missing"])
+        assert any("pipe" in m for m in g["missing"])
+    assert "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" in res.meta["metrics_missing"]
+
+
+def test_hpc_job_label(prom):
+    p, truth = prom
+    res = _run(p.url, WALL_C, by="job")
+    jobs = truth["C"].jobs
+    assert {g["key"] for g in res.groups} == set(jobs)
+    for g in res.groups:
+        assert g["energy_j"] == pytest.approx(jobs[g["key"]]["energy_j"], rel=0.01)
+        assert g["devices"] == ["h200"]
+        assert not math.isnan(g["pipe_estimate_flops"])
+
+
+def test_cli_json_contract_and_errors(prom, capsys):
+    from flopwatch.cli import main
+
+    p, _ = prom
+    rc = main(
+        [
+            "fleet",
+            "estimate",
+            "--prometheus",
+            p.url,
+            "--start",
+            "2023-11-14T22:13:20Z",
+            "--end",
+            str(WALL_A + 7200),
+            "--window",
+            "30m",
+            "--threshold",
+            "1e19",
+            "--json",
+        ]
+    )
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    keys = {
+        "key",
+        "gpus",
+        "start",
+        "end",
+        "energy_j",
+        "net_energy_j",
+        "estimate_flops",
+        "lower_flops",
+        "upper_flops",
+        "pipe_estimate_flops",
+        "verdict",
+        "coverage",
+        "missing",
+    }
+    assert d["groups"] and all(keys <= set(g) for g in d["groups"])
+    rc = main(["fleet", "estimate", "--prometheus", p.url, "--start", "1600000000", "--end", "1600003600"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "empty result" in err and err.count("\n") == 1
+    rc = main(
+        [
+            "fleet",
+            "estimate",
+            "--prometheus",
+            p.url,
+            "--start",
+            str(WALL_A),
+            "--end",
+            str(WALL_A + 7200),
+            "--step",
+            "10m",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and "too coarse" in err
+
+
+def test_sensor_reads_live(prom):
+    from flopwatch.telemetry.sensors.discover import open_sensors
+
+    p, _ = prom
+    ss = open_sensors(f"prometheus:{p.url}?gpu=0")
+    assert len(ss) == 1 and ss[0].info().kind == "prometheus" and ss[0].info().spec_key == "h100"
+    r = ss[0].read()
+    assert r.power_w is not None and r.power_w > 0 and r.energy_j is not None and r.sm_clock_mhz is not None
+
+
+def test_sensor_plays_back_history(prom):
+    from flopwatch.telemetry.sensors.base import VirtualClock
+    from flopwatch.telemetry.sensors.discover import open_sensors
+
+    p, _ = prom
+    clock = VirtualClock(t0=WALL_A + 1800, wall0=WALL_A + 1800)
+    ss = open_sensors(
+        f'prometheus:{p.url}?match={{Hostname="node-0000"}}&start={WALL_A:.0f}&end={WALL_A + 3600:.0f}',
+        clock=clock,
+    )
+    assert len(ss) == 4 and all(s.info().simulated for s in ss)
+    r = ss[0].read()
+    assert r.power_w is not None and r.power_w > 100  # node-0000 is busy at 30 min
+    assert r.energy_j is not None and r.util is not None
+    assert r.extra.get("tensor_util", 0) + r.extra.get("fp32_util", 0) > 0
+    clock.advance(3600)
+    from flopwatch.telemetry.sensors.replay import TraceEnded
+
+    with pytest.raises(TraceEnded):
+        ss[0].read()
+
+
+def _sim_profile(path):
+    """An eq2 profile calibrated on simulated H100 bf16 runs (their exact integrated energy), saved to ``path``."""
+    import numpy as np
+
+    from flopwatch.estimate import FrontierGate, calibrate
+    from flopwatch.records import RecordSet, WorkloadRecord
+    from flopwatch.sim.accelerator import SimulatedAccelerator
+    from flopwatch.sim.sensor import RawWorkload
+
+    acc = SimulatedAccelerator("h100", seed=5)
+    rng = np.random.default_rng(0)
+    recs = []
+    for i in range(14):
+        n, T = float(rng.uniform(3e8, 8e9)), float(rng.choice([2048, 4096, 8192]))
+        acc.idle(30)
+        r = acc.run(RawWorkload(f"w{i}", 6 * n * T, 25 * n, T, 8, "bf16", "gpt", 24, n), duration_s=600)
+        recs.append(
+            WorkloadRecord(
+                label=r.label,
+                net_energy_j=r.true_energy_j - acc.idle_power_w * r.duration_s,
+                duration_s=r.duration_s,
+                mean_util=r.point.util,
+                total_flops=r.total_flops,
+                dtype="bf16",
+                idle_power_w=acc.idle_power_w,
+                simulated=True,
+            )
+        )
+    prof = calibrate(
+        RecordSet(recs, idle_power_w=acc.idle_power_w), model="eq2", gate=FrontierGate(precision="bf16")
+    )
+    prof.save(path)
+    return path
+
+
+def test_calibrated_profile_energy_estimate(prom, tmp_path):
+    from flopwatch.estimate import Profile
+
+    p, truth = prom
+    prof = Profile.load(_sim_profile(tmp_path / "h100_bf16.json"))
+    res = _run(p.url, WALL_A, extra={"profile": prof, "threshold": 1e19})
+    assert res.meta["energy_model"].startswith("profile")
+    by = {g["key"]: g for g in res.groups}
+    for pod in ("train-7b-0", "train-7b-1"):
+        g, t = by[pod], truth["A"].pods[pod]
+        assert g["lower_flops"] <= t["flops"] <= g["upper_flops"]
+        assert g["estimate_flops"] == pytest.approx(t["flops"], rel=0.25)
+    assert any("profile" in n and "fp32" in n for n in by["vit"]["notes"])  # a bf16 profile on an fp32 job
