@@ -47,6 +47,7 @@ COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
         str(tmp / "out" / "t.parquet"),
     ],
     "config": lambda f, tmp: ["monitor", "--config", f],
+    "fleet_schedule": lambda f, tmp: ["sim", "openmetrics", "--schedule", f, "-o", str(tmp / "out" / "f.om")],
     "powermodel": lambda f, tmp: [
         *("powermodel", "predict", "--model", f, "--gpu", "A100", "--dtype", "bf16"),
         *("--batch", "8", "--mfu", "1"),
@@ -84,7 +85,7 @@ def test_corpus_is_complete() -> None:
 
 
 EXT = {"records": ".jsonl", "profile": ".json", "csv": ".csv", "schedule": ".json", "config": ".toml"}
-EXT["powermodel"] = ".json"
+EXT["powermodel"] = EXT["fleet_schedule"] = ".json"
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")

@@ -259,6 +259,22 @@ def main() -> None:
     add("schedule/invalid.toml", "[[schedule\n", "invalid TOML")
     add("schedule/binary_garbage.json", bytes(range(256)), "not UTF-8")
 
+    # ---- fleet schedules (run through `sim openmetrics --schedule FILE -o OUT`)
+    job = {"name": "j", "gpus": 8, "start_h": 0, "hours": 1, "workload": "llm-1b-bf16"}
+    add("fleet_schedule/deep_nesting.json", '{"jobs": ' + "[" * DEEP + "]" * DEEP + "}", "nested more than")
+    add(
+        "fleet_schedule/gpus_5000_digits.json",
+        json.dumps([job]).replace('"gpus": 8', '"gpus": ' + BIG_INT),
+        "gpus",
+    )
+    add(
+        "fleet_schedule/start_nan.json",
+        json.dumps([job]).replace('"start_h": 0', '"start_h": NaN'),
+        "record 'j'",
+    )
+    add("fleet_schedule/hours_inf.toml", "[[jobs]]\nname = 'j'\ngpus = 8\nhours = inf\n", "record 'j'")
+    add("fleet_schedule/invalid.toml", "[[jobs\n", "invalid TOML")
+
     # ---- monitor TOML configs (run through `monitor --config FILE`): refused while loading, before any work
     add("config/deep_nesting.toml", "sensors = " + "[" * DEEP, "nested more than")
     add("config/int_5000_digits.toml", "metrics_port = " + BIG_INT + "\n", "invalid TOML")
