@@ -273,6 +273,8 @@ def main() -> None:
         "record 'j'",
     )
     add("fleet_schedule/hours_inf.toml", "[[jobs]]\nname = 'j'\ngpus = 8\nhours = inf\n", "record 'j'")
+    raw = dict(job, workload={"flops_per_step": -1.0e12})
+    add("fleet_schedule/negative_flops.json", json.dumps([raw]), "flops_per_step > 0")
     add("fleet_schedule/invalid.toml", "[[jobs\n", "invalid TOML")
 
     # ---- monitor TOML configs (run through `monitor --config FILE`): refused while loading, before any work

@@ -197,6 +197,14 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
                 raise InputError(
                     f"raw workload needs flops_per_step ({e})", file=str(p), record=name, field="workload"
                 ) from None
+            nums = {k: getattr(wl, k) for k in ("flops_per_step", "bytes_per_step", "tokens_per_step")}
+            if not all(math.isfinite(v) and v >= 0 for v in nums.values()) or wl.flops_per_step <= 0:
+                raise InputError(
+                    f"needs finite flops_per_step > 0, bytes_per_step and tokens_per_step >= 0, got {nums}",
+                    file=str(p),
+                    record=name,
+                    field="workload",
+                )
         else:
             raise InputError(
                 "workload must be a catalog name or a table", file=str(p), record=name, field="workload"
