@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, fmt_flops, styled
 from flopwatch.cli.estimate_cmds import _flops_opt
 from flopwatch.errors import InputError
@@ -95,13 +96,18 @@ def verdict_cmd(
 
 def redteam_cmd(
     quick: bool = typer.Option(False, "--quick", help="Fewer simulated configurations (CI)."),
-    seed: int = typer.Option(0, "--seed", help="Offset of the simulated sessions' seeds."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Offset of the simulated sessions' seeds.",
+        callback=options.count(ge=0, le=2**63 - 1),
+    ),
     data: Path | None = typer.Option(
         None, "--data", help="Folder holding jetson_flop_estimator/ (default ../shared/data)."
     ),
     as_json: bool = typer.Option(False, "--json", help="JSON output (the redteam contract)."),
 ) -> None:
-    """Run every attack of issue 15 against the verifier: truth, bounds and verdict at T = 0.8 × truth."""
+    """Run the attack suite against the verifier (docs/redteam.md): truth, bounds and verdict at T = 0.8 × truth."""
     from flopwatch.redteam import run_suite
 
     if seed < 0:
