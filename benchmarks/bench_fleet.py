@@ -55,6 +55,19 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=32, help="GPUs per query chunk")
     ap.add_argument("--device", default="h100")
     ap.add_argument("--tsdb", default=None, help="keep the backfilled TSDB here and reuse it when it matches")
+    ap.add_argument(
+        "--baseline-src",
+        default=None,
+        help="a second source tree (e.g. `git archive main src | tar -x -C /tmp/base`, then /tmp/base/src): each "
+        "size runs with it and with this tree alternately against the same Prometheus (paired before/after)",
+    )
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds to let Prometheus compact the backfilled blocks before measuring (a long-running server "
+        "merges promtool's overlapping 2 h blocks within minutes; 0: measure them as backfilled)",
+    )
     args = ap.parse_args()
 
     from flopwatch.fleet.localprom import LocalPrometheus, backfill
@@ -110,30 +123,41 @@ def main() -> None:
         if args.sweep_hours:
             w0 = walls[(args.gpus_fixed, max(float(h) for h in args.sweep_hours.split(",")))]
             runs += [(args.gpus_fixed, float(h), w0) for h in args.sweep_hours.split(",")]
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+        srcs = [("this", str(Path(__file__).resolve().parents[1] / "src"))]
+        if args.baseline_src:
+            srcs.insert(0, ("base", str(Path(args.baseline_src).resolve())))
         print(
-            "gpus  hours  gpu_h   wall_s  cpu_s  prom_cpu_s  gpu_h_per_s  rss_growth_MB  maxrss_MB  queries  MB_recv"
+            "src   gpus  hours  gpu_h   wall_s  cpu_s  prom_cpu_s  gpu_h_per_s  rss_growth_MB  maxrss_MB  queries  "
+            "MB_recv  load1"
         )
         rows = []
         with LocalPrometheus(tsdb) as p:
             assert p.proc is not None
+            if args.settle > 0:
+                time.sleep(args.settle)
+            blocks = sum(1 for b in tsdb.iterdir() if (b / "meta.json").exists())
+            print(f"# Prometheus serves {blocks} blocks")
             for g, h, w0 in runs:
-                pc0 = _cpu_s(p.proc.pid)
-                out = subprocess.run(
-                    [sys.executable, "-c", CHILD, p.url, str(w0), str(w0 + h * 3600), str(args.chunk)],
-                    capture_output=True,
-                    text=True,
-                    env=env,
-                    check=True,
-                ).stdout
-                r = json.loads(out)
-                r |= {"gpus": g, "hours": h, "prom_cpu_s": _cpu_s(p.proc.pid) - pc0}
-                rows.append(r)
-                print(
-                    f"{g:4d}  {h:5.1f}  {r['gpu_hours']:6.1f}  {r['wall_s']:6.2f}  {r['cpu_s']:5.2f}  "
-                    f"{r['prom_cpu_s']:10.2f}  {r['gpu_hours'] / r['wall_s']:11.0f}  {r['rss_growth_mb']:13.1f}  "
-                    f"{r['maxrss_mb']:9.0f}  {r['queries']:7d}  {r['bytes'] / 1e6:7.2f}"
-                )
+                for tag, src in srcs:
+                    pc0 = _cpu_s(p.proc.pid)
+                    out = subprocess.run(
+                        [sys.executable, "-c", CHILD, p.url, str(w0), str(w0 + h * 3600), str(args.chunk)],
+                        capture_output=True,
+                        text=True,
+                        env={**os.environ, "PYTHONPATH": src},
+                        check=True,
+                    ).stdout
+                    r = json.loads(out)
+                    r |= {"src": tag, "gpus": g, "hours": h, "prom_cpu_s": _cpu_s(p.proc.pid) - pc0}
+                    r["load1"] = os.getloadavg()[0]
+                    if tag == "this":
+                        rows.append(r)
+                    print(
+                        f"{tag:4s}  {g:4d}  {h:5.1f}  {r['gpu_hours']:6.1f}  {r['wall_s']:6.2f}  {r['cpu_s']:5.2f}  "
+                        f"{r['prom_cpu_s']:10.2f}  {r['gpu_hours'] / r['wall_s']:11.0f}  "
+                        f"{r['rss_growth_mb']:13.1f}  {r['maxrss_mb']:9.0f}  {r['queries']:7d}  "
+                        f"{r['bytes'] / 1e6:7.2f}  {r['load1']:5.2f}"
+                    )
         import numpy as np
 
         gh = np.array([r["gpu_hours"] for r in rows])

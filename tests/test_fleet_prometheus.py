@@ -131,6 +131,37 @@ def test_energy_per_pod_within_one_percent(prom):
     assert sum(g["counter_resets"] for g in res.groups) >= 3
 
 
+def test_resets_on_demand_match_the_full_query(prom):
+    """resets() is asked only where a window's counter maximum exceeds its last value; every window with counter
+    samples must still carry exactly the server's resets() count (fleet A: one reset per GPU)."""
+    import numpy as np
+
+    from flopwatch.fleet import PrometheusClient, ReadPlan
+    from flopwatch.fleet.reader import FleetReader, _assemble, _key, _ms_range
+    from flopwatch.telemetry import dcgm_metrics as M
+
+    p, _ = prom
+    client = PrometheusClient(p.url)
+    reader = FleetReader(client, ReadPlan(WALL_A, WALL_A + 2 * 3600, window_s=1800, gpus_per_chunk=4))
+    present, keys, label = reader.discover()
+    W = _ms_range(1800, client.version() < (3, 0))
+    n_blocks = n_reset_windows = 0
+    for matchers in reader.chunks(keys, label):
+        for block in reader.blocks(matchers):
+            n_blocks += 1
+            full = client.query_range(f"resets({M.ENERGY}{{{matchers}}}[{W}])", block.t[0], block.t[-1], 1800)
+            ref = _assemble({"r": full}, block.t[0], block.t[-1], 1800, present)
+            rows = {_key(lab): i for i, lab in enumerate(ref.labels)}
+            got = block.values["e_resets"]
+            for i, lab in enumerate(block.labels):
+                has = block.values["e_n"][i] > 0
+                want = ref.values["r"][rows[_key(lab)]]
+                assert np.array_equal(got[i][has], want[has]), lab
+                n_reset_windows += int(np.sum(want[has] > 0))
+    assert n_reset_windows >= 3  # the on-demand path ran and found the resets
+    assert 0 < reader.n_resets_queries <= n_blocks
+
+
 def test_both_estimates_against_ground_truth(prom):
     p, truth = prom
     res = _run(p.url, WALL_A, extra={"threshold": 1e18})

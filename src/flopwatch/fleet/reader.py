@@ -140,6 +140,7 @@ class FleetReader:
         self.plan = plan.check()
         self.present: frozenset[str] = frozenset()
         self.n_queries = 0
+        self.n_resets_queries = 0  # resets() asked on demand (windows where the counter decreased)
 
     # ----------------------------------------------------------------------------------- discovery
     def discover(self) -> tuple[frozenset[str], list[str], str]:
@@ -203,6 +204,9 @@ class FleetReader:
         s = _ms_range(p.step_s, closed)
         R_sub = f"{W}:{int(round(p.step_s * 1000))}ms"
         queries = _queries(self.present, matchers, W, s, R_sub, p.exact_clock)
+        # resets() is asked only where a window may hold a reset (see _resets_on_demand): one pass less over the
+        # counter's samples per chunk, and resets are rare
+        resets_expr = queries.pop("e_resets", None)
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=max(1, p.concurrency)) as pool:
@@ -218,11 +222,45 @@ class FleetReader:
                     self.n_queries += 1
                     if on_query is not None:
                         on_query()
-                yield _assemble(results, t0 + p.window_s, t1, p.window_s, self.present)
+                block = _assemble(results, t0 + p.window_s, t1, p.window_s, self.present)
+                if resets_expr is not None:
+                    self._resets_on_demand(block, resets_expr, t0 + p.window_s, t1)
+                yield block
+
+    def _resets_on_demand(self, block: WindowBlock, expr: str, t_first: float, t_last: float) -> None:
+        """Fill ``e_resets``: 0 where the counter has samples, the server's ``resets()`` where it may have reset.
+
+        A since-boot counter only rises between resets, so a window whose maximum exceeds its last value held a
+        decrease; only then is ``resets()`` asked (for this GPU chunk and time chunk). A reset between two windows
+        (the window's first value below the previous window's last) needs no count: the accumulator sees it. Not
+        seen: a reset after which the counter climbs back above its pre-reset maximum inside the same window (a
+        GPU booted less than about a window before), in the first window of a series.
+        """
+        v = block.values
+        e_n, e_last, e_max = v.get("e_n"), v.get("e_last"), v.get("e_max")
+        if e_n is None or e_last is None or e_max is None:
+            return
+        with np.errstate(invalid="ignore"):
+            v["e_resets"] = np.where(e_n > 0, 0.0, np.nan)
+            suspect = bool(np.any(e_max > e_last))
+        if not suspect:
+            return
+        series = self.client.query_range(expr, t_first, t_last, self.plan.window_s)
+        self.n_queries += 1
+        self.n_resets_queries += 1  # not ticked: progress counts the planned queries
+        got = _assemble({"e_resets": series}, t_first, t_last, self.plan.window_s, block.present)
+        rows = {_key(lab): i for i, lab in enumerate(got.labels)}
+        for i, lab in enumerate(block.labels):
+            j = rows.get(_key(lab))
+            if j is not None:
+                ok = np.isfinite(got.values["e_resets"][j])
+                v["e_resets"][i, ok] = got.values["e_resets"][j, ok]
 
     @property
     def n_queries_per_chunk(self) -> int:
-        return len(_queries(self.present, "x", "1s", "1s", "1s:1s", self.plan.exact_clock))
+        """Queries per (GPU chunk, time chunk), not counting the rare on-demand ``resets()``."""
+        q = _queries(self.present, "x", "1s", "1s", "1s:1s", self.plan.exact_clock)
+        return len(q) - ("e_resets" in q)
 
 
 def _re_escape(v: str) -> str:
@@ -237,31 +275,40 @@ def _re_escape(v: str) -> str:
     return "".join(out)
 
 
-def _key(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
-    return frozenset((k, v) for k, v in labels.items() if k != "__name__")
+def _key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """Identity of a series across queries: its labels without ``__name__`` (range functions drop it)."""
+    if "__name__" in labels:
+        return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
+    return tuple(sorted(labels.items()))
 
 
 def _assemble(
     results: Mapping[str, list[Series]], t_first: float, t_last: float, step: float, present: frozenset[str]
 ) -> WindowBlock:
     t = np.arange(t_first, t_last + step / 2, step)
-    index: dict[frozenset[tuple[str, str]], int] = {}
+    index: dict[tuple[tuple[str, str], ...], int] = {}
     labels: list[Mapping[str, str]] = []
-    for ss in results.values():
+    rows: dict[str, list[int]] = {}
+    for name, ss in results.items():
+        r = rows[name] = []
         for s in ss:
             k = _key(s.labels)
-            if k not in index:
-                index[k] = len(labels)
+            i = index.get(k)
+            if i is None:
+                i = index[k] = len(labels)
                 labels.append(dict(k))
+            r.append(i)
     n = len(labels)
     values: dict[str, np.ndarray] = {}
     for name, ss in results.items():
         a = np.full((n, len(t)), np.nan)
-        for s in ss:
-            i = index[_key(s.labels)]
-            j = np.rint((s.t - t_first) / step).astype(int)
+        if ss:  # one scatter per query: per-series numpy calls cost more than the work on large fleets
+            row = np.repeat(np.asarray(rows[name], dtype=np.intp), [len(s.t) for s in ss])
+            tt = np.concatenate([s.t for s in ss])
+            vv = np.concatenate([s.v for s in ss])
+            j = np.rint((tt - t_first) / step).astype(np.intp)
             ok = (j >= 0) & (j < len(t))
-            a[i, j[ok]] = s.v[ok]
+            a[row[ok], j[ok]] = vv[ok]
         values[name] = a
     _sums_from_means(values)
     return WindowBlock(t=t, labels=labels, values=values, present=present)
