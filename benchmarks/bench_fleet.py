@@ -29,6 +29,7 @@ CHILD = r"""
 import json, resource, sys, time
 import numpy
 from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
+ANSWER_KEYS = json.loads(sys.argv[5])
 url, t0, t1, chunk = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 w0, c0 = time.perf_counter(), time.process_time()
@@ -37,8 +38,26 @@ wall, cpu = time.perf_counter() - w0, time.process_time() - c0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"wall_s": wall, "cpu_s": cpu, "gpu_hours": r.meta["gpu_hours"], "groups": len(r.groups),
                   "queries": r.meta["queries"], "bytes": r.meta["bytes_received"], "rss_growth_mb": rss - rss0,
-                  "maxrss_mb": rss}))
+                  "maxrss_mb": rss,
+                  "answers": {g["key"]: [g.get(k) for k in ANSWER_KEYS] for g in r.groups}}))
 """
+#: Per-group fields compared between --baseline-src and this tree (the paired runs must agree).
+ANSWER_KEYS = ["energy_j", "estimate_flops", "lower_flops", "upper_flops", "pipe_estimate_flops", "gpu_hours"]
+
+
+def _max_rel_diff(a: dict[str, list[float | None]], b: dict[str, list[float | None]]) -> float:
+    """Largest relative difference between two runs' per-group answers (inf when the groups differ)."""
+    if a.keys() != b.keys():
+        return float("inf")
+    worst = 0.0
+    for k, xs in a.items():
+        for x, y in zip(xs, b[k], strict=True):
+            if x is None or y is None:
+                if (x is None) != (y is None):
+                    return float("inf")
+                continue
+            worst = max(worst, abs(x - y) / max(abs(x), abs(y), 1e-300))
+    return worst
 
 
 def _cpu_s(pid: int) -> float:
@@ -131,6 +150,7 @@ def main() -> None:
             "MB_recv  load1"
         )
         rows = []
+        base_answers: dict[str, list[float | None]] = {}
         with LocalPrometheus(tsdb) as p:
             assert p.proc is not None
             if args.settle > 0:
@@ -141,7 +161,16 @@ def main() -> None:
                 for tag, src in srcs:
                     pc0 = _cpu_s(p.proc.pid)
                     out = subprocess.run(
-                        [sys.executable, "-c", CHILD, p.url, str(w0), str(w0 + h * 3600), str(args.chunk)],
+                        [
+                            sys.executable,
+                            "-c",
+                            CHILD,
+                            p.url,
+                            str(w0),
+                            str(w0 + h * 3600),
+                            str(args.chunk),
+                            json.dumps(ANSWER_KEYS),
+                        ],
                         capture_output=True,
                         text=True,
                         env={**os.environ, "PYTHONPATH": src},
@@ -150,13 +179,23 @@ def main() -> None:
                     r = json.loads(out)
                     r |= {"src": tag, "gpus": g, "hours": h, "prom_cpu_s": _cpu_s(p.proc.pid) - pc0}
                     r["load1"] = os.getloadavg()[0]
-                    if tag == "this":
+                    answers = r.pop("answers")
+                    if tag == "base":
+                        base_answers = answers
+                    else:
+                        if args.baseline_src:
+                            r["max_rel_diff_vs_base"] = _max_rel_diff(base_answers, answers)
                         rows.append(r)
                     print(
                         f"{tag:4s}  {g:4d}  {h:5.1f}  {r['gpu_hours']:6.1f}  {r['wall_s']:6.2f}  {r['cpu_s']:5.2f}  "
                         f"{r['prom_cpu_s']:10.2f}  {r['gpu_hours'] / r['wall_s']:11.0f}  "
                         f"{r['rss_growth_mb']:13.1f}  {r['maxrss_mb']:9.0f}  {r['queries']:7d}  "
                         f"{r['bytes'] / 1e6:7.2f}  {r['load1']:5.2f}"
+                        + (
+                            f"  answers differ from base by ≤ {r['max_rel_diff_vs_base']:.1e} (relative)"
+                            if "max_rel_diff_vs_base" in r
+                            else ""
+                        )
                     )
         import numpy as np
 
