@@ -21,7 +21,8 @@ from pathlib import Path
 from flopwatch.monitor.ledger import Ledger, verify_ledger
 
 
-def _payload(i: int) -> dict:
+def workload_payload(i: int) -> dict:
+    """The i-th workload row of a bench ledger (bench_ledger_verify.py signs the same rows)."""
     return {
         "device": "nvml:GPU-0",
         "start_wall": 1.7e9 + 60 * i,
@@ -50,7 +51,7 @@ def main() -> None:
         base.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, payload TEXT)")
         t0 = time.perf_counter()
         for i in range(n):
-            base.execute("INSERT INTO t(payload) VALUES (?)", (json.dumps(_payload(i)),))
+            base.execute("INSERT INTO t(payload) VALUES (?)", (json.dumps(workload_payload(i)),))
         plain_s = time.perf_counter() - t0
         base.close()
 
@@ -58,7 +59,7 @@ def main() -> None:
         with Ledger(path) as led:
             t0 = time.perf_counter()
             for i in range(n):
-                led.append("workload", _payload(i))
+                led.append("workload", workload_payload(i))
             append_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         res = verify_ledger(path)

@@ -30,28 +30,15 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from bench_ledger import workload_payload  # this folder: the rows bench_ledger.py appends
+
 from flopwatch.monitor.keys import load_private_key
 from flopwatch.monitor.ledger import Ledger, verify_ledger
 from flopwatch.monitor.ledger_format import canonical_payload, row_hash, signed_bytes
 
 
 def _payload(i: int) -> dict:
-    return {
-        "workload_id": f"bench/nvml:GPU-0/{60.0 * i:.3f}",
-        "device": "nvml:GPU-0",
-        "start_wall": 1.7e9 + 60 * i,
-        "end_wall": 1.7e9 + 60 * i + 55.5,
-        "duration_s": 55.5,
-        "energy_j": 15000.0 + i,
-        "net_energy_j": 12000.0 + i,
-        "estimate_flops": 1.2e17 + i,
-        "lower_flops": 1.1e17,
-        "upper_flops": 1.3e17,
-        "verdict": "below",
-        "status": "complete",
-        "coverage": 1.0,
-        "warnings": [],
-    }
+    return {"workload_id": f"bench/nvml:GPU-0/{60.0 * i:.3f}", **workload_payload(i), "warnings": []}
 
 
 def build(path: Path, n: int) -> None:

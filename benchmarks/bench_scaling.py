@@ -11,7 +11,9 @@ and peak RSS, and the growth exponent b of CPU ∝ rows^b fitted over the length
     python benchmarks/bench_scaling.py --cases detect   # a subset: detect integrate replay record startup
 
 Cases: ``detect`` (:func:`flopwatch.detect.detect_workloads` on the file, as ``flopwatch detect`` runs it);
-``integrate`` (:func:`flopwatch.telemetry.integrate.integrate_windows`, 500 windows in one pass); ``replay``
+``join`` (:func:`flopwatch.join.join_trace_file`, as ``flopwatch join`` runs it: detection streamed from the
+file, then the records of the trace's workloads joined by time); ``integrate``
+(:func:`flopwatch.telemetry.integrate.integrate_windows`, 500 windows in one pass); ``replay``
 (the monitor daemon replaying the file in virtual time, ledger on disk); ``record`` (Sampler + TraceWriter on
 the simulator's virtual clock for the same duration — the simulator's own cost included). ``startup`` times
 ``flopwatch --help`` and ``flopwatch estimate --help``.
@@ -32,12 +34,54 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = {"10min": 600.0, "1h": 3600.0, "6h": 6 * 3600.0, "24h": 86400.0}
 FULL = {"7d": 7 * 86400.0}
-CASES = ("detect", "integrate", "replay", "record")
+CASES = ("detect", "join", "integrate", "replay", "record")
 RECORD_MAX_S = 6 * 3600.0  # the simulator costs ~0.1 ms per sample: longer recordings only with --full
+
+
+def workload_times(duration_s: float, rng: Any) -> tuple[Any, Any]:
+    """The synthetic trace's workloads: start every ~15 min (jittered), last 3–12 min (``rng`` seeded as the
+    trace's: the first draws of :func:`write_trace`)."""
+    import numpy as np
+
+    starts = np.cumsum(rng.uniform(600, 1200, int(duration_s / 600) + 2))
+    return starts, starts + rng.uniform(180, 720, starts.size)
+
+
+def write_records(path: Path, duration_s: float, seed: int = 0) -> int:
+    """Ground-truth records of :func:`write_trace`'s workloads (timed regions on its monotonic clock, labelled
+    synthetic), one JSON line each, for the ``join`` case."""
+    import numpy as np
+
+    from flopwatch.records import WorkloadRecord
+
+    starts, ends = workload_times(duration_s, np.random.default_rng(seed))
+    runs: list[list[float]] = []
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        if runs and a <= runs[-1][1]:  # overlapping workloads are one busy period: one run
+            runs[-1][1] = max(runs[-1][1], b)
+        elif b < duration_s:
+            runs.append([a, b])
+    lines = [
+        json.dumps(
+            WorkloadRecord(
+                label=f"synthetic-{i}",
+                total_flops=1e15 * (b - a),
+                dtype="bf16",
+                simulated=True,
+                start_monotonic_s=a,
+                end_monotonic_s=b,
+            ).to_dict()
+        )
+        for i, (a, b) in enumerate(runs)
+        if b < duration_s
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return len(lines)
 
 
 def write_trace(path: Path, duration_s: float, hz: float, seed: int = 0, rows_per_group: int = 65536) -> int:
@@ -59,9 +103,7 @@ def write_trace(path: Path, duration_s: float, hz: float, seed: int = 0, rows_pe
     )
     schema = _arrow_schema([], md)
     n = int(duration_s * hz)
-    # workloads: start every ~15 min (jittered), last 3–12 min
-    starts = np.cumsum(rng.uniform(600, 1200, int(duration_s / 600) + 2))
-    ends = starts + rng.uniform(180, 720, starts.size)
+    starts, ends = workload_times(duration_s, rng)
     energy0 = 0.0
     p_prev = None
     with pq.ParquetWriter(str(path), schema) as w:
@@ -102,6 +144,7 @@ def child(case: str, path: str, duration_s: float) -> dict[str, object]:
         import pyarrow.parquet  # noqa: F401
 
         import flopwatch.detect  # noqa: F401
+        import flopwatch.join  # noqa: F401
         import flopwatch.telemetry.integrate  # noqa: F401
         import flopwatch.telemetry.sensors.replay  # noqa: F401
 
@@ -116,6 +159,15 @@ def child(case: str, path: str, duration_s: float) -> dict[str, object]:
 
         det = detect_workloads(path)
         out["workloads"] = len(det.segments)
+    elif case == "join":
+        from flopwatch.join import join_trace_file
+
+        recs = Path(path).with_suffix(".records.jsonl")
+        if write_records(recs, duration_s):  # none when the trace is shorter than its first workload
+            res = join_trace_file(path, recs, Path(path).with_suffix(".joined.jsonl"), overwrite=True)
+            out["records"], out["joined"] = res.n_records, res.n_ok
+        else:
+            out["records"] = 0
     elif case == "integrate":
         import numpy as np
 
@@ -214,6 +266,8 @@ def main() -> None:
         print("start-up:")
         startup()
     cases = [c for c in args.cases if c in CASES]
+    if not cases:
+        return
     base = {c: run_child(f"baseline-{c}", Path("-"), 0.0) for c in cases}
     print("fixed cost per process (interpreter + imports, no work):")
     for c, r in base.items():

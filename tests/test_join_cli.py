@@ -97,3 +97,54 @@ def test_join_record_without_timestamps_is_one_line(recorded, tmp_path, capsys) 
     assert main(["join", str(trace), str(bad), "-o", str(tmp_path / "o.jsonl"), "--clock", "monotonic"]) == 2
     err = capsys.readouterr().err
     assert "bad.jsonl" in err and "'x'" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def recorded_orin(tmp_path_factory) -> tuple[Path, Path]:
+    """The simulated Jetson: its EMC sensor reports DRAM traffic (``dram_bytes_per_s``), the A100's NVML does not."""
+    d = tmp_path_factory.mktemp("orin")
+    items: list[dict] = [{"idle_s": 20}]
+    for dm, steps in ((384, 60), (512, 40), (640, 30)):
+        items += [{"config": {"arch": "gpt", "d_model": dm, "num_layers": 4, "batch_size": 4, "seq_len": 256,
+                              "precision": "fp32"}, "steps": steps}, {"idle_s": 10}]  # fmt: skip
+    (d / "s.json").write_text(json.dumps(items))
+    trace, records = d / "trace.parquet", d / "runs.jsonl"
+    code = main(
+        ["sim", "trace", "orin", "--schedule", str(d / "s.json"), "-o", str(trace), "--records", str(records)]
+    )
+    assert code == 0
+    return trace, records
+
+
+@pytest.mark.parametrize("clock", ["monotonic", "wall"])
+@pytest.mark.parametrize("which", ["recorded", "recorded_orin"])
+def test_streamed_join_equals_the_in_memory_join(request, tmp_path, clock, which) -> None:
+    """``join`` streams the trace file (detection, energy and the clock origin in passes over row groups); its
+    records are those of the in-memory form (whole :class:`Trace` loaded, origin from its frame), field by field:
+    energy, coverage, utilisation and DRAM traffic."""
+    from flopwatch.detect import detect_workloads
+    from flopwatch.join import join_records
+    from flopwatch.telemetry.reading import Trace
+
+    trace, records = request.getfixturevalue(which)
+    out = tmp_path / "s.jsonl"
+    assert main(["join", str(trace), str(records), "-o", str(out), "--clock", clock]) == 0
+    tr = Trace.read(trace)
+    df = tr.df
+    t0 = (
+        tr.t0_monotonic_s
+        if clock == "monotonic"
+        else df["wall_time"].iloc[0].timestamp() - float(df["t_s"].iloc[0])
+    )
+    mem = join_records(list(load_records(records, require=())), detect_workloads(tr), t0_s=t0, clock=clock)
+    disk = load_records(out, require=())
+    fields = ("duration_s", "energy_j", "net_energy_j", "coverage", "mean_util", "tb_moved", "idle_power_w")
+    assert len(disk) == len(mem.records) >= 3
+    ok = [r for r in disk if r.join["status"] == "ok"]
+    assert len(ok) >= 3 and all(r.coverage > 0.99 and r.mean_util for r in ok)
+    if which == "recorded_orin":
+        assert all(r.tb_moved and r.tb_moved > 0 for r in ok)
+    for d, m in zip(disk, mem.records, strict=True):
+        assert d.label == m.label and d.join == m.join
+        for f in fields:
+            assert getattr(d, f) == getattr(m, f), (d.label, f)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -268,3 +269,29 @@ def test_poll_stream_equals_poll_series_at_any_chunking():
         got_u.append(pu)
         assert np.array_equal(np.concatenate(got_t), ref_t)
         assert np.array_equal(np.concatenate(got_u), ref_u)
+
+
+def test_run_timeline_of_a_long_trace_is_a_bounded_envelope(tmp_path) -> None:
+    """``run``'s timeline figure loads a short trace whole; a long one is drawn from a min/max envelope per time bin
+    (streamed): every bin's extremes are the trace's, and the figure draws from it."""
+    from flopwatch.pipeline.analyse import timeline_samples
+    from flopwatch.report.run_figures import fig_timeline
+
+    df = synth_frame(n_s=1800, hz=10, seed=3)
+    path = Trace(df, {"t0_monotonic_s": 0.0}).write(tmp_path / "t.parquet")
+    whole = timeline_samples(path, len(df), max_rows=len(df))
+    assert isinstance(whole, Trace) and len(whole) == len(df)
+    env = timeline_samples(path, len(df), max_rows=1000, bins=120).samples
+    s = whole.samples
+    assert len(env) <= 2 * 120 and list(env.columns) == ["t_s", "power_w", "util"]
+    assert env["power_w"].max() == s["power_w"].max() and env["power_w"].min() == s["power_w"].min()
+    assert env["util"].max() == s["util"].max() and env["util"].min() == s["util"].min()
+    # each bin's (min, max) pair brackets every reading in that bin
+    width = (s["t_s"].max() - s["t_s"].min()) / 120
+    k = np.clip(((s["t_s"] - s["t_s"].min()) / width).astype(int), 0, 119)
+    assert len(env) == 2 * k.nunique()
+    by_bin = s.groupby(k)["power_w"].agg(["min", "max"]).to_numpy()
+    assert np.array_equal(env["power_w"].to_numpy().reshape(-1, 2), by_bin)
+    det = detect_workloads(path)
+    out = fig_timeline(SimpleNamespace(samples=env), det, [], tmp_path / "tl.png", simulated=True)
+    assert out.stat().st_size > 10_000

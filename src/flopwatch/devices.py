@@ -92,6 +92,12 @@ class DeviceSpec:
     # None where fp32 GEMMs run on the vector units (NVIDIA without TF32 enabled).
     fp32_matrix_flops: float | None = None
 
+    @property
+    def is_placeholder(self) -> bool:
+        """A nominal entry, not a datasheet: the "Generic CPU" (RAPL) with its nominal 125 W TDP and 50 GB/s, which a
+        real server package exceeds. Its figures must not be held against readings as physical limits."""
+        return "placeholder" in self.sources
+
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype``; raises :class:`InputError` when the device lacks it."""
         d = normalize_dtype(dtype)

@@ -21,12 +21,17 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
 
 from flopwatch.detect import detect_workloads
 from flopwatch.errors import InputError
 from flopwatch.records import WorkloadRecord, append_record, load_records
-from flopwatch.telemetry.reading import Trace
+from flopwatch.telemetry.source import TraceSource, open_source
+
+if TYPE_CHECKING:
+    from flopwatch.telemetry.reading import Trace
 
 #: A segment must cover this share of its run's timed region for the run to get the segment's energy.
 MIN_OVERLAP_FRAC = 0.9
@@ -163,27 +168,52 @@ def join_records(
     return JoinResult(out, problems)
 
 
-def trace_origin(trace: Any, records: Sequence[WorkloadRecord], clock: str = "auto") -> tuple[Clock, float]:
+def trace_origin(
+    trace: Trace | TraceSource | str | os.PathLike[str],
+    records: Sequence[WorkloadRecord],
+    clock: str = "auto",
+) -> tuple[Clock, float]:
     """The clock to join on and the trace's start on it.
 
     ``auto``: the host's monotonic clock when the trace has ``t0_monotonic_s`` and every record monotonic
     timestamps (``flopwatch record`` and ``workload run`` on one host), else wall time (UTC; records carry
     ``start_wall``, traces a ``wall_time`` column), which also works across hosts with synchronised clocks.
+
+    ``trace`` is a :class:`Trace`, a trace file or a :class:`TraceSource`: the monotonic origin is metadata; the
+    wall origin streams the ``t_s`` and ``wall_time`` columns once (bounded memory, any trace length).
     """
-    has_mono = trace.t0_monotonic_s is not None and all(r.start_monotonic_s is not None for r in records)
+    src = open_source(trace)
+    md = src.metadata
+    t0m = md.get("t0_monotonic_s")
+    has_mono = t0m is not None and all(r.start_monotonic_s is not None for r in records)
     if clock == "monotonic" or (clock == "auto" and has_mono):
-        if trace.t0_monotonic_s is None:
+        if t0m is None:
             raise InputError("the trace has no t0_monotonic_s: join with --clock wall", field="clock")
-        return "monotonic", float(trace.t0_monotonic_s)
+        return "monotonic", float(t0m)
     if clock not in ("auto", "wall"):
         raise InputError(f"must be auto, monotonic or wall, got {clock!r}", field="clock")
-    df = trace.df
-    if df.empty or trace.metadata.get("wall_time_synthetic"):
+    first = None if md.get("wall_time_synthetic") else _first_wall(src)
+    if first is None:
         raise InputError("the trace has no measured wall time to join records by", field="wall_time")
-    wall0 = df["wall_time"].iloc[0].timestamp() - float(df["t_s"].iloc[0])
+    wall0 = first[1] - first[0]
     if not math.isfinite(wall0):
         raise InputError("the trace's first wall time is not a number", field="wall_time")
     return "wall", wall0
+
+
+def _first_wall(src: TraceSource) -> tuple[float, float] | None:
+    """(t_s, wall seconds) of the trace's earliest row (the first of equal times in file order, as
+    :class:`Trace` sorts stably); None for an empty trace. Rows were validated by detection, so not again."""
+    best: tuple[float, float] | None = None
+    for ch in src.chunks((), wall=True, validate=False):
+        if not len(ch):
+            continue
+        i = int(np.argmin(ch.t_s))
+        if best is None or ch.t_s[i] < best[0]:
+            w = float(ch.wall_s[i]) if ch.wall_s is not None else math.nan
+            # pandas' Timestamp.timestamp() rounds to the microsecond: so did the in-memory origin
+            best = (float(ch.t_s[i]), round(w, 6) if math.isfinite(w) else w)
+    return best
 
 
 @dataclass(frozen=True)
@@ -235,18 +265,18 @@ def join_trace_file(
         raise InputError("file exists (use --force to overwrite)", file=str(out))
     if out.resolve() in (Path(records_path).resolve(), Path(trace_path).resolve()):
         raise InputError("is an input file; write the joined records elsewhere", file=str(out))
-    tr = Trace.read(trace_path)
+    src = open_source(trace_path)  # streamed: memory bounded by a chunk whatever the trace's length
     rs = load_records(records_path, require=())
-    det = detect_workloads(tr, idle_power_w=idle_power_w, device=device)
+    det = detect_workloads(src, idle_power_w=idle_power_w, device=device)
     try:
-        which, t0 = trace_origin(tr, list(rs), clock)
+        which, t0 = trace_origin(src, list(rs), clock)
     except InputError as e:
         raise InputError(e.detail, file=str(trace_path), field=e.field) from None
     try:
         res = join_records(list(rs), det, t0_s=t0, device=device, clock=which)
     except InputError as e:
         raise InputError(e.detail, file=str(records_path), record=e.record, field=e.field) from None
-    sim = tr.simulated
+    sim = bool(src.metadata.get("simulated", False))
     tmp = out.with_name(out.name + ".tmp")
     if tmp.exists():
         tmp.unlink()

@@ -30,16 +30,14 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx
 
 from flopwatch import __version__
-from flopwatch.cli._output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, literal
+from flopwatch.cli._output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, literal, new_app
 from flopwatch.errors import FlopwatchError
 
-app = typer.Typer(
+app = new_app(
+    "Measure AI training compute (FLOPs) from accelerator side channels.",
     name="flopwatch",
-    help="Measure AI training compute (FLOPs) from accelerator side channels.",
-    no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # help text prints literally: "pip install 'flopwatch[nvidia]'", "[monitor] table"
+    # help text prints literally (rich_markup_mode=None): "pip install 'flopwatch[nvidia]'", "[monitor] table"
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

@@ -20,9 +20,13 @@ import sys
 from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    from click import Context
 
 from flopwatch.text import literal as _literal
 
@@ -35,9 +39,28 @@ EXIT_INTERRUPTED = 130  # Ctrl-C
 _NON_TTY_WIDTH = 160  # pipes and CI logs: wide enough that tables of labels and FLOP counts do not truncate
 
 
-def new_app(help: str) -> typer.Typer:  # noqa: A002 - typer's own parameter name
+class Group(TyperGroup):
+    """typer's group, with a help flag that defaults to False instead of None.
+
+    typer (0.29) coerces every parameter value through a pydantic ``TypeAdapter`` built on first use, except a
+    bool flag whose value is already a bool. A group's ``--help`` flag has no default, so running any subcommand
+    (``flopwatch estimate --help`` included) coerced the *parent's* unset help value (None) and imported pydantic
+    for it: ~0.2 s of every start-up. With the default False, the unset flag is a bool and needs no adapter;
+    ``--help`` behaves as before (the callback acts only on True).
+    """
+
+    def get_help_option(self, ctx: Context) -> Any:
+        opt = super().get_help_option(ctx)
+        if opt is not None and opt.default is None:
+            opt.default = False
+        return opt
+
+
+def new_app(help: str, **kw: Any) -> typer.Typer:  # noqa: A002 - typer's own parameter name
     """A typer (sub-)app in the project's one style: help text printed literally, no completion options."""
-    return typer.Typer(help=help, no_args_is_help=True, rich_markup_mode=None, add_completion=False)
+    return typer.Typer(
+        help=help, no_args_is_help=True, rich_markup_mode=None, add_completion=False, cls=Group, **kw
+    )
 
 
 def literal(text: object) -> str:

@@ -8,7 +8,6 @@ from typing import Any
 import typer
 
 from flopwatch.cli._output import console, echo_json, fmt_num
-from flopwatch.workloads.select import grid_configs
 
 
 def bench_cmd(
@@ -59,6 +58,7 @@ def bench_cmd(
     from flopwatch.backends import open_sensors
     from flopwatch.errors import InputError
     from flopwatch.powermodel.bench import BenchSettings, bench_grid, default_sensor_spec, write_aggregate_csv
+    from flopwatch.workloads.select import grid_configs
 
     settings = BenchSettings(
         window_s=window_s, min_samples=min_samples, max_samples=max_samples, rel_ci=rel_ci,

@@ -101,7 +101,7 @@ def redteam_cmd(
     ),
     as_json: bool = typer.Option(False, "--json", help="JSON output (the redteam contract)."),
 ) -> None:
-    """Run every attack of issue 15 against the verifier: truth, bounds and verdict at T = 0.8 × truth."""
+    """Run the attack suite against the verifier (docs/redteam.md): truth, bounds and verdict at T = 0.8 × truth."""
     from flopwatch.redteam import run_suite
 
     if seed < 0:

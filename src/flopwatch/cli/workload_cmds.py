@@ -13,7 +13,6 @@ import typer
 
 from flopwatch.cli._output import console, echo_json, new_app
 from flopwatch.errors import ConfigError
-from flopwatch.workloads.select import select_config
 
 workload_app = new_app("Training workloads with exact ground-truth FLOPs.")
 
@@ -53,6 +52,8 @@ def flops_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
 ) -> None:
     """Ground-truth FLOPs per training step (FlopCounterMode on the meta device; nothing is trained)."""
+    from flopwatch.workloads.select import select_config  # not on the help path
+
     cfg = select_config(
         arch=arch, d_model=d_model, nhead=nhead, num_layers=num_layers, dim_feedforward=dim_feedforward,
         batch_size=batch_size, seq_len=seq_len, steps=steps, optimizer=optimizer, precision=precision,
@@ -144,6 +145,8 @@ def run_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the record as JSON to stdout."),
 ) -> None:
     """Train a workload and append one record (timestamps, FLOPs, achieved FLOP/s, MFU, step times)."""
+    from flopwatch.workloads.select import select_config  # not on the help path
+
     cfg = select_config(
         arch=arch, d_model=d_model, nhead=nhead, num_layers=num_layers, dim_feedforward=dim_feedforward,
         batch_size=batch_size, seq_len=seq_len, steps=None if seconds is not None else steps,

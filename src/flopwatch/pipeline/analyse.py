@@ -13,9 +13,11 @@ records go from the join to the calibration in memory (no write-then-read). Stag
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,7 @@ from flopwatch.pipeline.plan import Plan, RunOptions
 from flopwatch.pipeline.progress import ANALYSIS_S, Progress
 from flopwatch.records import RecordSet, WorkloadRecord, append_record, record_set
 from flopwatch.telemetry.reading import Trace
+from flopwatch.telemetry.source import TraceSource, open_source
 
 #: The study's split ratio: 14 training runs of 21 (Fowler 2026).
 TRAIN_FRACTION = 14 / 21
@@ -54,7 +57,8 @@ class Stages:
 class Analysis:
     """Everything the stages produced, for the summary and the report."""
 
-    trace: Trace
+    trace_path: Path
+    trace_rows: int  # rows of the trace file, gaps included (identical repeated samples counted once)
     detection: Detection
     joined: list[WorkloadRecord]
     mismatches: list[Mismatch]
@@ -108,6 +112,55 @@ def threshold_verdicts(profile: Any, kept: RecordSet, threshold_flops: float) ->
     return out
 
 
+#: Up to this many rows the timeline figure draws every sample (the whole trace is loaded); above it, a min/max
+#: envelope per time bin streamed in bounded memory (:func:`timeline_samples`).
+TIMELINE_MAX_ROWS = 200_000
+#: Envelope bins: two per pixel column of the 12-inch, 100-dpi timeline (report.run_figures.fig_timeline).
+TIMELINE_BINS = 2400
+
+
+def timeline_samples(
+    path: Path, n_rows: int, *, max_rows: int = TIMELINE_MAX_ROWS, bins: int = TIMELINE_BINS
+) -> Any:
+    """What the timeline figure plots (``.samples``: ``t_s``, ``power_w``, ``util``): the whole trace when it has at
+    most ``max_rows`` rows; else, per time bin, the lowest and highest power and utilisation (at the bin's centre),
+    which a line through every sample would fill at the figure's resolution. Two passes over the rows, memory
+    bounded by a chunk and the bins, whatever the trace's length."""
+    if n_rows <= max_rows:
+        return Trace.read(path)
+    import pandas as pd
+
+    src = open_source(path)
+    t_lo, t_hi = math.inf, -math.inf
+    for ch in src.chunks((), validate=False):  # validated by detection
+        r = ch.t_s[~ch.is_gap]
+        if r.size:
+            t_lo, t_hi = min(t_lo, float(r.min())), max(t_hi, float(r.max()))
+    width = max(t_hi - t_lo, 1e-9) / bins
+    lo = {c: np.full(bins, np.inf) for c in ("power_w", "util")}
+    hi = {c: np.full(bins, -np.inf) for c in ("power_w", "util")}
+    for ch in src.chunks(("power_w", "util"), validate=False):
+        ok = ~ch.is_gap
+        k = np.clip(((ch.t_s[ok] - t_lo) / width).astype(np.int64), 0, bins - 1)
+        for c in lo:
+            v = ch.cols[c][ok]
+            fin = np.isfinite(v)
+            np.minimum.at(lo[c], k[fin], v[fin])
+            np.maximum.at(hi[c], k[fin], v[fin])
+    centre = t_lo + (np.arange(bins) + 0.5) * width
+    seen = np.isfinite(lo["power_w"]) | np.isfinite(lo["util"])
+    cols: dict[str, np.ndarray] = {"t_s": np.repeat(centre[seen], 2)}
+    for c in lo:
+        pair = np.stack([lo[c][seen], hi[c][seen]], axis=1).ravel()
+        cols[c] = np.where(np.isfinite(pair), pair, np.nan)
+    return SimpleNamespace(samples=pd.DataFrame(cols))
+
+
+def trace_rows(src: TraceSource) -> int:
+    """The rows of a trace as :meth:`Trace.read` would load them, counted in one streaming pass."""
+    return sum(len(ch) for ch in src.chunks(()))
+
+
 def analyse(
     choice: DeviceChoice,
     plan: Plan,
@@ -122,9 +175,13 @@ def analyse(
     rec_path = outdir / RECORDS_FILE
 
     prog.stage("detecting workloads")
-    trace = Trace.read(ex.trace_path)
-    det = st.detect(trace)
-    jr = st.join(ex.records, det, t0_s=trace.t0_monotonic_s or 0.0, device=ex.sensor_info.device_id)
+    # Streamed from the file (detection and energy in passes over row groups, memory bounded by a chunk); only
+    # the timeline figure loads the whole trace.
+    src = open_source(ex.trace_path)
+    det = st.detect(src)
+    jr = st.join(
+        ex.records, det, t0_s=src.metadata.get("t0_monotonic_s") or 0.0, device=ex.sensor_info.device_id
+    )
     mismatches = list(jr.mismatches) + [Mismatch(f["label"], "failed", f["error"]) for f in ex.failures]
     joined = [replace(r, simulated=bool(choice.simulated)) for r in jr.records]
     for r in joined:
@@ -166,7 +223,20 @@ def analyse(
     verdicts = threshold_verdicts(profile, gres.kept, threshold)
     prog.advance(ANALYSIS_S["threshold"])
 
-    a = Analysis(trace, det, joined, mismatches, rs, gate.precision, gres, profile, ev, threshold, verdicts)
+    a = Analysis(
+        Path(ex.trace_path),
+        trace_rows(src),
+        det,
+        joined,
+        mismatches,
+        rs,
+        gate.precision,
+        gres,
+        profile,
+        ev,
+        threshold,
+        verdicts,
+    )
     write_figures(a, outdir, simulated=choice.simulated, prog=prog)
     return a
 
@@ -179,7 +249,7 @@ def write_figures(a: Analysis, outdir: Path, *, simulated: bool, prog: Progress)
         from flopwatch.report.run_figures import write_run_figures
 
         return write_run_figures(
-            a.trace,
+            timeline_samples(a.trace_path, a.trace_rows),
             a.detection,
             [r.to_dict() for r in a.joined],
             a.gate,

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flopwatch.devices import get_device
 from flopwatch.errors import FlopwatchError
@@ -24,6 +24,9 @@ from flopwatch.pipeline.progress import Progress, prog_weight_sweep
 from flopwatch.records import WorkloadRecord, append_record
 from flopwatch.telemetry.reading import TraceWriter, base_metadata
 from flopwatch.telemetry.sampler import Sampler
+
+if TYPE_CHECKING:
+    from flopwatch.telemetry.sensors.base import SensorInfo
 
 
 @dataclass
@@ -78,14 +81,8 @@ class SimExecutor:
         sensors = from_spec(choice.spec_key or "a100", seed=opts.seed, schedule=items)
         acc = sensors[0].accelerator
         info = sensors[0].info()
-        md = base_metadata(
-            kind="sim",
-            rate_hz=opts.rate_hz,
-            fingerprint=dict(info.fingerprint),
-            simulated=True,
-            device=info.device_id,
-            device_name=info.name,
-            source="flopwatch run (simulated accelerator)",
+        md = _trace_metadata(
+            info, opts, kind="sim", simulated=True, source="flopwatch run (simulated accelerator)"
         )
         total_virtual = acc.end_s + 5.0
         scale = 1.0 / max(total_virtual, 1e-9)
@@ -150,15 +147,7 @@ class CudaExecutor:
         except FlopwatchError:
             sensors = open_sensors(f"nvml:{choice.index}")
         info = sensors[0].info()
-        md = base_metadata(
-            kind=info.kind,
-            rate_hz=opts.rate_hz,
-            fingerprint=dict(info.fingerprint),
-            simulated=False,
-            device=info.device_id,
-            device_name=info.name,
-            source="flopwatch run",
-        )
+        md = _trace_metadata(info, opts, kind=info.kind, simulated=False, source="flopwatch run")
         records: list[WorkloadRecord] = []
         failures: list[dict[str, Any]] = []
         per_unit = 1.0  # progress units are wall seconds on a real GPU
@@ -229,6 +218,21 @@ class CudaExecutor:
             step = min(0.5, left)
             self._sleep(step)
             prog.advance(step * per_unit)
+
+
+def _trace_metadata(
+    info: SensorInfo, opts: RunOptions, *, kind: str, simulated: bool, source: str
+) -> dict[str, Any]:
+    """The run trace's metadata: the sensor's device and fingerprint, the run's rate."""
+    return base_metadata(
+        kind=kind,
+        rate_hz=opts.rate_hz,
+        fingerprint=dict(info.fingerprint),
+        simulated=simulated,
+        device=info.device_id,
+        device_name=info.name,
+        source=source,
+    )
 
 
 def save_unjoined(

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from flopwatch import __version__
 from flopwatch.errors import FlopwatchError
 from flopwatch.pipeline.analyse import Analysis
@@ -20,7 +18,8 @@ from flopwatch.pipeline.execute import Execution
 from flopwatch.pipeline.layout import OUTPUT_FILES, REPORT_FILE, SUMMARY_FILE
 from flopwatch.pipeline.plan import Plan, RunOptions
 
-#: run/2: the verdict ``headline``; ``published_models_mae_pct`` split (see flopwatch.report.headline)
+#: run/2: the verdict ``headline``; run/1's ``published_models_mae_pct`` split into ``study_models_heldout_mae_pct``
+#: and ``published_heldout_mae_pct`` (see flopwatch.report.headline)
 SUMMARY_SCHEMA = "flopwatch.run/2"
 
 #: Keys of summary.json that acceptance checks rely on (contract).
@@ -50,16 +49,25 @@ _HELDOUT_KEYS = (
 
 def constant_jpf_baseline(ev: Any) -> dict[str, float]:
     """The no-model yardstick on the evaluation's own splits: every test run predicted as E_net / (median J/FLOP of
-    its split's calibration runs). An estimator is worth its features only by how far it beats this; and the spread
-    of J/FLOP (``jpf_cv_pct``) says how far from proportional energy and FLOPs are on this device."""
-    e = np.array([float(r.net_energy_j) for r in ev.records])
-    jpf = e / ev.truth
-    k = np.median(jpf[ev.train_idx], axis=1, keepdims=True)  # (splits, 1)
-    err = np.abs(e[ev.test_idx] / k / ev.truth[ev.test_idx] - 1.0)
+    its split's calibration runs); summary.json's ``constant_jpf_baseline`` (computed once, with the headline, by
+    :func:`flopwatch.report.headline.yardstick`)."""
+    from flopwatch.report.headline import yardstick
+
+    return yardstick(ev)
+
+
+def _run_keys(choice: DeviceChoice, plan: Plan, opts: RunOptions, ex: Execution) -> dict[str, Any]:
+    """What was asked for and where: the keys a completed and a failed run's summary share."""
     return {
-        "mae_pct": float(100 * err.mean()),
-        "frac_splits_any_over_10pct": float((err > 0.10).any(axis=1).mean()),
-        "jpf_cv_pct": float(100 * jpf.std(ddof=1) / jpf.mean()),
+        "device_name": ex.device_name,
+        "device_reason": choice.reason,
+        "spec_key": choice.spec_key,
+        "sweep": plan.sweep_name,
+        "sweep_note": plan.sweep_note,
+        "plan_notes": plan.notes,
+        "quick": opts.quick,
+        "budget_s": opts.budget_s,
+        "seed": opts.seed,
     }
 
 
@@ -72,7 +80,6 @@ def build_summary(
     evd = ev.to_dict()
     dm = ev.default_model
     metrics = evd["models"][dm]
-    published = {m: evd["models"][m]["mae_pct"] for m in ("eq1", "eq2") if m in evd["models"]}
     summary: dict[str, Any] = {
         "device": choice.label,
         "simulated": bool(choice.simulated),
@@ -85,15 +92,7 @@ def build_summary(
         # extra keys
         "schema": SUMMARY_SCHEMA,
         "flopwatch_version": __version__,
-        "device_name": ex.device_name,
-        "device_reason": choice.reason,
-        "spec_key": choice.spec_key,
-        "sweep": plan.sweep_name,
-        "sweep_note": plan.sweep_note,
-        "plan_notes": plan.notes,
-        "quick": opts.quick,
-        "budget_s": opts.budget_s,
-        "seed": opts.seed,
+        **_run_keys(choice, plan, opts, ex),
         "rate_hz": opts.rate_hz,
         "idle_baseline_s": plan.idle_s,
         "idle_source": a.detection.idle_source,
@@ -110,10 +109,8 @@ def build_summary(
         "frac_splits_any_over_10pct_by_model": {
             m: d["frac_splits_any_over_10pct"] for m, d in evd["models"].items()
         },
-        "published_models_mae_pct": published,
         # estimators the data cannot support, with the reason
         "skipped_models": dict(ev.skipped_models),
-        "constant_jpf_baseline": constant_jpf_baseline(ev),
         "n_splits": evd["n_splits"],
         "n_train": evd["n_train"],
         "n_test": evd["n_test"],
@@ -123,7 +120,7 @@ def build_summary(
             "rates": ev.thresholds(dm),
         },
         "sampler": ex.sampler_stats,
-        "trace_rows": len(a.trace),
+        "trace_rows": a.trace_rows,
         "figures": [str(p.relative_to(outdir)) for p in a.figures],
         "figure_errors": a.figure_errors,
         "outputs": [n for n in OUTPUT_FILES if (outdir / n).exists()] + [SUMMARY_FILE, REPORT_FILE],
@@ -138,7 +135,9 @@ def build_summary(
             "power_model_source": pm.source,
             "true_idle_power_w": pm.idle_w,
         }
-    from flopwatch.report.headline import apply_headline  # the verdict on top of summary.json and the report
+    # the verdict on top of summary.json and the report, with the keys derived from it (constant_jpf_baseline,
+    # study_models_heldout_mae_pct, published_heldout_mae_pct): each built once, there
+    from flopwatch.report.headline import apply_headline
 
     return apply_headline(summary, ev)
 
@@ -159,14 +158,7 @@ def failed_summary(
         "schema": SUMMARY_SCHEMA,
         "flopwatch_version": __version__,
         "error": str(err) if isinstance(err, FlopwatchError) else f"{type(err).__name__}: {err}",
-        "device_name": ex.device_name,
-        "device_reason": choice.reason,
-        "sweep": plan.sweep_name,
-        "sweep_note": plan.sweep_note,
-        "plan_notes": plan.notes,
-        "quick": opts.quick,
-        "budget_s": opts.budget_s,
-        "seed": opts.seed,
+        **_run_keys(choice, plan, opts, ex),
         "join_mismatches": [
             {"label": f["label"], "kind": "failed", "detail": f["error"]} for f in ex.failures
         ],

@@ -311,6 +311,46 @@ class ReadingCollector:
 # -- output ------------------------------------------------------------------------------------------------
 
 
+def measure_config(
+    step: Callable[[], float],
+    config: Any,
+    *,
+    now: Callable[[], float],
+    telemetry: Callable[[float, float], WindowTelemetry],
+    flops_per_step: float,
+    tokens_per_step: float,
+    peak_flops: float,
+    settings: BenchSettings,
+    **row: Any,
+) -> dict[str, Any]:
+    """One configuration (a :class:`~flopwatch.workloads.config.WorkloadConfig`) through :func:`run_protocol`, as
+    its :func:`aggregate_row` (``row``: that function's remaining keywords: gpu, device, sensor, simulated …).
+    The one path of real (:func:`bench_grid`) and simulated (:func:`flopwatch.sim.bench.bench_grid_sim`) benches."""
+    from flopwatch.workloads.formulas import model_flops_per_step
+
+    m = run_protocol(
+        step,
+        now=now,
+        telemetry=telemetry,
+        flops_per_step=flops_per_step,
+        tokens_per_step=tokens_per_step,
+        peak_flops=peak_flops,
+        settings=settings,
+    )
+    return aggregate_row(
+        m,
+        label=config.name,
+        batch_size=config.batch_size,
+        dtype=config.precision,
+        seq_len=config.seq_len,
+        flops_per_step=flops_per_step,
+        peak_flops=peak_flops,
+        settings=settings,
+        model_flops_per_step=model_flops_per_step(config),
+        **row,
+    )
+
+
 def aggregate_row(
     m: Measurement,
     *,
@@ -533,7 +573,6 @@ def bench_grid(
     from flopwatch.telemetry.sampler import Sampler
     from flopwatch.telemetry.sensors.base import MonotonicClock
     from flopwatch.workloads.config import check_device_support
-    from flopwatch.workloads.formulas import model_flops_per_step
     from flopwatch.workloads.ground_truth import count_flops
     from flopwatch.workloads.run import parse_device
 
@@ -586,25 +625,15 @@ def bench_grid(
             )
             for rep in range(repeats):
                 step = make_torch_step(config, device, seed=seed + rep, attention=conv)
-                m = run_protocol(
+                row = measure_config(
                     step,
+                    config,
                     now=now,
                     telemetry=collector.window if sampler else (lambda a, b: WindowTelemetry()),
                     flops_per_step=fc.flops_per_step,
                     tokens_per_step=config.tokens_per_step,
                     peak_flops=peak,
                     settings=s,
-                )
-                row = aggregate_row(
-                    m,
-                    label=config.name,
-                    batch_size=config.batch_size,
-                    dtype=config.precision,
-                    seq_len=config.seq_len,
-                    flops_per_step=fc.flops_per_step,
-                    peak_flops=peak,
-                    settings=s,
-                    model_flops_per_step=model_flops_per_step(config),
                     gpu=gpu_name or spec_name,
                     peak_table=peak_table,
                     device=device,

@@ -4,7 +4,7 @@ result does and does not support.
 
 :func:`build_headline` computes it from the evaluation (every number held-out: a run is judged only by a profile
 calibrated without it); :func:`apply_headline` puts it into a run's ``summary.json`` (schema
-``flopwatch.run/2``) and the report renders it first.
+``flopwatch.run/2``, :data:`flopwatch.pipeline.summary.SUMMARY_SCHEMA`) and the report renders it first.
 
 Summary schema ``flopwatch.run/2`` (from ``flopwatch.run/1``): ``published_models_mae_pct`` held eq. 1/eq. 2 as
 *measured here* (on simulated data for a simulated run), not published values; it is split into
@@ -21,7 +21,6 @@ import numpy as np
 
 from flopwatch.report.fmt import pct, share, sig3
 
-SCHEMA = "flopwatch.run/2"
 HEADLINE_SCHEMA = "flopwatch.headline/1"
 
 #: Held-out results Fowler (2026) published for the Jetson Orin Nano (21 real fp32 runs, 200 random 14/7 splits).
@@ -47,6 +46,23 @@ def yardstick_abs_pct(ev: Any) -> tuple[np.ndarray, np.ndarray]:
     jpf = e / ev.truth
     k = np.median(jpf[ev.train_idx], axis=1, keepdims=True)
     return 100.0 * np.abs(e[ev.test_idx] / k / ev.truth[ev.test_idx] - 1.0), jpf
+
+
+def _yardstick_stats(y: np.ndarray, jpf: np.ndarray) -> dict[str, float]:
+    """The yardstick's numbers: MAE, share of splits with a test run off by > 10 %, and the spread of J/FLOP
+    (``jpf_cv_pct``: how far from proportional energy and FLOPs are on this device)."""
+    return {
+        "mae_pct": float(y.mean()),
+        "frac_splits_any_over_10pct": float(np.mean(y.max(axis=1) > 10.0)),
+        "jpf_cv_pct": float(100 * jpf.std(ddof=1) / jpf.mean()),
+    }
+
+
+def yardstick(ev: Any) -> dict[str, float]:
+    """The no-model yardstick's numbers on the evaluation's own splits (see :func:`yardstick_abs_pct`): an
+    estimator is worth its features only by how far it beats this. The headline's ``yardstick`` block and
+    summary.json's ``constant_jpf_baseline`` carry these."""
+    return _yardstick_stats(*yardstick_abs_pct(ev))
 
 
 def _decisions(truth: np.ndarray, lower: np.ndarray, upper: np.ndarray, thr: np.ndarray) -> dict[str, Any]:
@@ -127,7 +143,8 @@ def build_headline(summary: dict[str, Any], ev: Any) -> dict[str, Any]:
             row = _decisions(truth, m.lower_flops, m.upper_flops, thr)
             margins.append({"margin_pct": mg, "run_is": side, **row})
     lo, hi = float(ev.truth.min()), float(ev.truth.max())
-    mae, ymae = float(a.mean()), float(y.mean())
+    ystats = _yardstick_stats(y, jpf)
+    mae, ymae = float(a.mean()), ystats["mae_pct"]
     at25 = next(r for r in margins if r["margin_pct"] == 25.0 and r["run_is"] == "above")
     at10 = next(r for r in margins if r["margin_pct"] == 10.0 and r["run_is"] == "above")
     what = (
@@ -181,9 +198,7 @@ def build_headline(summary: dict[str, Any], ev: Any) -> dict[str, Any]:
         },
         "yardstick": {
             "name": "median J/FLOP of the calibration runs (no model)",
-            "mae_pct": ymae,
-            "frac_splits_any_over_10pct": float(np.mean(y.max(axis=1) > 10.0)),
-            "jpf_cv_pct": float(100 * jpf.std(ddof=1) / jpf.mean()),
+            **ystats,
             "data": data_kind,
         },
         "gain_over_yardstick_pp": gain,
@@ -214,15 +229,14 @@ def study_models_mae_pct(summary: dict[str, Any]) -> dict[str, float]:
 
 
 def apply_headline(summary: dict[str, Any], ev: Any) -> dict[str, Any]:
-    """Put the headline into a run's summary (in place; returned too): ``headline``, schema ``run/2``, the
-    ``published_models_mae_pct`` split, and int counts in the threshold rates."""
-    summary["headline"] = build_headline(summary, ev)
-    summary["schema"] = SCHEMA
-    summary["study_models_heldout_mae_pct"] = study_models_mae_pct(summary)
-    summary.pop("published_models_mae_pct", None)
+    """Put the headline into a run's summary (in place; returned too) with the keys derived from it, each computed
+    once, in :func:`build_headline`: ``headline``; ``constant_jpf_baseline`` (the yardstick's numbers);
+    ``study_models_heldout_mae_pct`` (eq. 1/eq. 2 evaluated here) and ``published_heldout_mae_pct`` (Fowler 2026)."""
+    h = summary["headline"] = build_headline(summary, ev)
+    y = h["yardstick"]
+    summary["constant_jpf_baseline"] = {
+        k: y[k] for k in ("mae_pct", "frac_splits_any_over_10pct", "jpf_cv_pct")
+    }
+    summary["study_models_heldout_mae_pct"] = {k: v["mae_pct"] for k, v in h["study_models_here"].items()}
     summary["published_heldout_mae_pct"] = {k: v["mae_pct"] for k, v in PUBLISHED.items()}
-    rates = (summary.get("threshold") or {}).get("rates") or {}
-    for k in ("n_truth_above", "n_truth_below"):
-        if k in rates:
-            rates[k] = [None if v is None else int(v) for v in rates[k]]
     return summary

@@ -15,13 +15,12 @@ from flopwatch.powermodel.bench import (
     BenchSettings,
     ReadingCollector,
     WindowTelemetry,
-    aggregate_row,
+    measure_config,
     peak_for,
-    run_protocol,
 )
 from flopwatch.sim.sensor import from_spec
 from flopwatch.telemetry.sampler import Sampler
-from flopwatch.workloads.formulas import describe, model_flops_per_step
+from flopwatch.workloads.formulas import describe
 
 
 def bench_grid_sim(
@@ -77,25 +76,15 @@ def bench_grid_sim(
             clock.sleep_until(t1)
             return collector.window(t0, t1)
 
-        m = run_protocol(
+        row = measure_config(
             step,
+            config,
             now=lambda cursor=cursor: cursor["t"],
             telemetry=window,
             flops_per_step=desc.flops_per_step,
             tokens_per_step=desc.tokens_per_step,
             peak_flops=peak,
             settings=s,
-        )
-        row = aggregate_row(
-            m,
-            label=config.name,
-            batch_size=config.batch_size,
-            dtype=config.precision,
-            seq_len=config.seq_len,
-            flops_per_step=desc.flops_per_step,
-            peak_flops=peak,
-            settings=s,
-            model_flops_per_step=model_flops_per_step(config),
             gpu=info.name if info.simulated and "simulated" in info.name else f"{info.name} (simulated)",
             device=f"sim:{key}",
             sensor=f"sim:{key}",

@@ -14,7 +14,9 @@ Limits (each a property of the hardware, not a tuning knob):
   exceed TDP in millisecond transients (NVIDIA documents excursions above TGP for A100/H100 power
   "spikes"), but the sensors we read average over ≥ 10–100 ms windows (NVML ``nvmlDeviceGetPowerUsage``
   averages over about one second on Ampere and later, per NVML docs), so a reading at twice the TDP is
-  already not a real average. Without a known spec the ceiling is ``MAX_BOARD_POWER_W``;
+  already not a real average. Without a known spec the ceiling is ``MAX_BOARD_POWER_W``; a placeholder
+  spec (the nominal "Generic CPU" entry for RAPL, :attr:`DeviceSpec.is_placeholder`) counts as no spec
+  (:func:`limits_spec`): a server CPU package drawing 300 W is not a sensor error;
 * utilisation (and memory utilisation) are ratios in [0, 1]: a value like 95 is percent, i.e. a unit error;
 * a cumulative energy counter is finite and >= 0; DRAM throughput is finite, >= 0 and at most
   ``BANDWIDTH_FACTOR`` × the device's peak memory bandwidth; clocks and temperature are finite.
@@ -41,8 +43,16 @@ BANDWIDTH_FACTOR = 1.5
 _RATIO_EPS = 1e-6
 
 
+def limits_spec(spec: DeviceSpec | None) -> DeviceSpec | None:
+    """The spec whose TDP and bandwidth bound a device's readings: ``spec``, or None (the generic limits) when
+    there is none or it is a placeholder. The one rule for the monitor's per-reading check and the trace
+    validator (:mod:`flopwatch.telemetry.source`)."""
+    return None if spec is None or spec.is_placeholder else spec
+
+
 def max_power_w(spec: DeviceSpec | None) -> float:
     """The highest plausible averaged power reading of a device (W)."""
+    spec = limits_spec(spec)
     return POWER_TDP_FACTOR * spec.tdp_w if spec is not None else MAX_BOARD_POWER_W
 
 
@@ -58,8 +68,10 @@ def _num(x: object) -> float | None:
 def check_values(values: Mapping[str, object], spec: DeviceSpec | None = None) -> tuple[str, ...]:
     """Problems with a reading given as a mapping of trace columns (``power_w``, ``util`` …); () if none.
 
-    Absent (None) values are not problems: sensors differ in what they report.
+    Absent (None) values are not problems: sensors differ in what they report. A placeholder ``spec`` gives the
+    generic limits (:func:`limits_spec`).
     """
+    spec = limits_spec(spec)
     out: list[str] = []
     for name, v in values.items():
         x = _num(v)

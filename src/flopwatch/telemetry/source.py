@@ -132,9 +132,10 @@ def device_specs(metadata: Mapping[str, Any]) -> dict[str, DeviceSpec]:
 
 
 def _real_spec(spec: DeviceSpec) -> bool:
-    """A datasheet spec, not a placeholder: the "Generic CPU" entry (RAPL) has a nominal 125 W TDP and 50 GB/s
-    that a real server package exceeds, so its readings are held to the generic limits only."""
-    return "placeholder" not in spec.sources
+    """A spec whose limits apply (not a placeholder): the rule of :func:`~flopwatch.telemetry.plausibility.limits_spec`."""
+    from flopwatch.telemetry.plausibility import limits_spec
+
+    return limits_spec(spec) is not None
 
 
 def _device_spec(name: str, known: Mapping[str, DeviceSpec]) -> DeviceSpec | None:
