@@ -6,10 +6,13 @@ with promtool into one TSDB (one fleet per day of timestamps), and served by one
 Each estimate runs in a fresh subprocess so its peak RSS is its own; Prometheus's CPU time is read from /proc.
 
     python benchmarks/bench_fleet.py                      # GPUs 16,32,64,128 × 6 h and 32 GPUs × 6,12,24 h
-    python benchmarks/bench_fleet.py --gpus 1024 --hours 24 --sweep-hours ''   # the issue's full size (slow)
+    python benchmarks/bench_fleet.py --gpus 1024 --hours-fixed 24 --sweep-hours '' --tsdb /tmp/t24  # the issue's size
+    git archive main src | tar -x -C /tmp/base   # then, paired before/after against the same server:
+    python benchmarks/bench_fleet.py --tsdb /tmp/t6 --baseline-src /tmp/base/src
 
-The full 1024 GPUs × 24 h at 15 s is 88 M samples; promtool backfills ~60 k lines/s on this 2-core machine,
-so the default measures scaled series and extrapolates (printed as such).
+The full 1024 GPUs × 24 h at 15 s is ≈ 83 M samples (≈ 26 GB of OpenMetrics); promtool backfills ≈ 25 MB/s on
+this 2-core machine, so building it takes ≈ 20 min (``--tsdb`` keeps it for re-runs). Figures, what they mean
+and the limit: docs/fleet.md, "Scale".
 """
 
 from __future__ import annotations
