@@ -88,7 +88,7 @@ def test_predict_from_tokens_uses_the_implied_peak(capsys: pytest.CaptureFixture
         ),
         (["--gpu", "H100", "--dtype", "bf16", "--batch", "8", "--mfu", "10"], "no fitted model for GPU"),
         (["--gpu", "A100", "--dtype", "bf16", "--batch", "8"], "either --mfu"),
-        (["--gpu", "A100", "--dtype", "bf16", "--batch", "8", "--mfu", "140"], "0-100"),
+        (["--gpu", "A100", "--dtype", "bf16", "--batch", "8", "--mfu", "140"], "must be <= 100 %"),
         (
             [
                 "--model",
@@ -102,7 +102,7 @@ def test_predict_from_tokens_uses_the_implied_peak(capsys: pytest.CaptureFixture
                 "--mfu",
                 "1",
             ],
-            "not found",
+            "no such file",
         ),
     ],
 )

@@ -138,7 +138,7 @@ def test_foreign_and_empty_files(tmp_path: Path) -> None:
         read_aggregate_csv(_write(tmp_path, "a,b\n1,2\n"))
     with pytest.raises(InputError, match="not a readable CSV"):
         read_aggregate_csv(_write(tmp_path, ""))
-    with pytest.raises(InputError, match="file not found"):
+    with pytest.raises(InputError, match="no such file"):
         read_aggregate_csv(tmp_path / "nope.csv")
 
 

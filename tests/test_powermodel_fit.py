@@ -90,7 +90,7 @@ def test_round_trip_to_dict_and_file(mascots: pd.DataFrame, tmp_path: Path) -> N
     with pytest.raises(ProfileError, match="not a flopwatch power model"):
         PowerModelResult.load(path)
     path.write_text("{nope")
-    with pytest.raises(ProfileError, match="not JSON"):
+    with pytest.raises(ProfileError, match="invalid JSON"):
         PowerModelResult.load(path)
 
 

@@ -266,7 +266,7 @@ def test_schedule_files(tmp_path):
     missing.write_text(json.dumps([{"label": "x", "steps": 3}]))
     with pytest.raises(InputError, match="missing"):
         load_schedule(missing)
-    with pytest.raises(InputError, match="not valid"):
+    with pytest.raises(InputError, match="invalid JSON"):
         (tmp_path / "x.json").write_text("{")
         load_schedule(tmp_path / "x.json")
 

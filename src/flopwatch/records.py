@@ -20,11 +20,11 @@ import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, overload
 
 from flopwatch.devices import normalize_dtype
 from flopwatch.errors import InputError
+from flopwatch.io import check_output_file, is_out_of_range, parse_json, read_text
 from flopwatch.units import MW_PER_W, TERA
 
 RECORD_SCHEMA = "flopwatch.record/1"
@@ -69,6 +69,20 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
     "idle_baseline_mw": (0.0, True, math.inf),
     "baseline_mw": (0.0, True, math.inf),
 }
+
+# Physical plausibility of a whole record (a unit mix-up or a corrupted number, not a real run).
+# No telemetry resolves a run shorter than 1 ms: NVML's power reading is refreshed every 20–100 ms (NVML API
+# reference, nvmlDeviceGetPowerUsage) and tegrastats at ≥ 1 ms intervals. A 1e-300 s duration otherwise
+# reaches the fit and gives a "LOO MAE 7.6e32 %" profile.
+MIN_DURATION_S = 1e-3
+# 100 kW of net power is a full rack (~140 H100 at their 700 W TDP, devices.py); one record is one node.
+MAX_NET_POWER_W = 1e5
+# HGX/DGX nodes hold 8 accelerators, the most of any node flopwatch knows (NVIDIA DGX H100/H200 datasheets).
+MAX_DEVICES_PER_NODE = 8
+# 1e18 FLOP/s is ~250 H100 SXM at their dense FP8 peak (3.96e15, devices.py): far beyond one node.
+MAX_FLOP_RATE = 1e18
+# 1 PB/s of DRAM traffic is ~200× an H200's 4.8 TB/s (devices.py).
+MAX_TB_PER_S = 1e3
 
 
 @dataclass(frozen=True)
@@ -292,6 +306,14 @@ def _number(value: Any, *, file: str, record: str | int, name: str, required: bo
         raise InputError(
             f"must be a number, got {type(value).__name__} {value!r}", file=file, record=record, field=name
         )
+    literal = is_out_of_range(value)
+    if literal is not None:
+        raise InputError(
+            f"number {literal} is out of range (too large for a 64-bit float)",
+            file=file,
+            record=record,
+            field=name,
+        )
     v = float(value)
     if math.isnan(v):
         raise InputError("is NaN", file=file, record=record, field=name)
@@ -352,11 +374,22 @@ def _build(
         dtype = normalize_dtype(dt)
     except InputError as e:
         raise InputError(e.detail, file=file, record=label, field=dt_field) from None
+    fp = d.get("fingerprint")
+    if fp is not None and not isinstance(fp, Mapping):
+        raise InputError(
+            f"must be an object or null, got {type(fp).__name__}",
+            file=file,
+            record=label,
+            field="fingerprint",
+        )
     simulated = d.get("simulated", False)
     if not isinstance(simulated, bool) and simulated is not None:
         raise InputError("must be true or false", file=file, record=label, field="simulated")
     net = vals["net_energy_j"]
     dur = vals["duration_s"]
+    _check_plausible(
+        vals, file=file, record=label, names=names, device=d.get("device_spec") or d.get("device_name")
+    )
     kw: dict[str, Any] = {}
     for name in _PLAIN_NUMERIC_FIELDS:
         v = d.get(name)
@@ -397,6 +430,64 @@ def _build(
         extra={k: v for k, v in d.items() if k not in _FIELD_SET and k != "schema"},
         **kw,
     )
+
+
+def _device_power_bound(device: Any) -> tuple[float, str] | None:
+    """The net-power bound for a record naming a known device: a node holds at most
+    :data:`MAX_DEVICES_PER_NODE` of them, each drawing at most 1.5× its TDP (devices.py)."""
+    if not isinstance(device, str) or not device.strip():
+        return None
+    from flopwatch.devices import get_device
+
+    try:
+        spec = get_device(device)
+    except InputError:
+        return None
+    return (
+        MAX_DEVICES_PER_NODE * 1.5 * spec.tdp_w,
+        f"{MAX_DEVICES_PER_NODE} × 1.5 × the {spec.tdp_w:g} W TDP of {spec.name}",
+    )
+
+
+def _check_plausible(
+    vals: Mapping[str, float | None],
+    *,
+    file: str,
+    record: str,
+    names: Mapping[str, str],
+    device: Any = None,
+) -> None:
+    """Refuse a record whose numbers together describe no physical run (see the bounds above)."""
+
+    def bad(name: str, msg: str) -> InputError:
+        return InputError(msg, file=file, record=record, field=names.get(name, name))
+
+    dur = vals.get("duration_s")
+    if dur is None:
+        return
+    if dur < MIN_DURATION_S:
+        raise bad("duration_s", f"{dur:g} s is implausibly short (no telemetry resolves a run under 1 ms)")
+    net, flops, tb = vals.get("net_energy_j"), vals.get("total_flops"), vals.get("tb_moved")
+    bound = _device_power_bound(device) if net is not None and net / dur > 100.0 else None
+    limit, why = bound if bound else (MAX_NET_POWER_W, "the bound for one node")
+    if net is not None and net / dur > limit:
+        raise bad(
+            "net_energy_j",
+            f"{net:g} J over {dur:g} s is {net / dur:.3g} W of net power, above the {limit:g} W plausibility "
+            f"bound ({why}; units?)",
+        )
+    if flops is not None and flops / dur > MAX_FLOP_RATE:
+        raise bad(
+            "total_flops",
+            f"{flops:g} FLOP over {dur:g} s is {flops / dur:.3g} FLOP/s, above the {MAX_FLOP_RATE:g} FLOP/s "
+            "plausibility bound for one node (units?)",
+        )
+    if tb is not None and tb / dur > MAX_TB_PER_S:
+        raise bad(
+            "tb_moved",
+            f"{tb:g} TB over {dur:g} s is {tb / dur:.3g} TB/s of DRAM traffic, above the {MAX_TB_PER_S:g} TB/s "
+            "plausibility bound (units?)",
+        )
 
 
 # Our field → the seed's key, so errors name the key the user sees in the file.
@@ -442,26 +533,13 @@ def _from_seed(rec: Mapping[str, Any], *, file: str, index: int) -> dict[str, An
 
 
 def read_text_file(path: str | os.PathLike[str], *, kind: str, error: type[InputError] = InputError) -> str:
-    """The file's UTF-8 text; ``error`` (naming the file) when it is missing, a directory or unreadable."""
-    file = str(path)
-    try:
-        # utf-8-sig: a byte-order mark (files saved by some Windows editors) is dropped, not a JSON error
-        return Path(path).read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise error("no such file", file=file) from None
-    except IsADirectoryError:
-        raise error(f"is a directory, expected a {kind}", file=file) from None
-    except UnicodeDecodeError:
-        raise error(f"is not UTF-8 text (expected a {kind})", file=file) from None
-    except OSError as e:
-        raise error(f"cannot read ({e.strerror})", file=file) from None
+    """The file's UTF-8 text; ``error`` (naming the file) when it is missing, not a regular file (FIFO,
+    device, directory), larger than the input cap, or not UTF-8 (see :mod:`flopwatch.io`)."""
+    return read_text(path, kind=kind, error=error)
 
 
 def _parse_json_text(text: str, file: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"line {e.lineno}: invalid JSON ({e.msg})", file=file) from None
+    return parse_json(text, file=file)
 
 
 def load_records(
@@ -487,9 +565,9 @@ def load_records(
     if stripped.startswith("{"):
         # One JSON document (the seed format) or JSON Lines whose first line is an object: try the whole first.
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError:
-            doc = None
+            doc = parse_json(text, file=file)
+        except InputError:
+            doc = None  # JSON Lines (or broken): parsed line by line below, which names the line
         if isinstance(doc, Mapping) and str(doc.get("schema", "")).startswith("flopwatch.profile/"):
             raise InputError(
                 "is a calibration profile, not workload records (pass it with --profile)", file=file
@@ -541,12 +619,7 @@ def load_records(
         for lineno, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(
-                    f"line {lineno}: invalid JSON ({e.msg} at column {e.colno})", file=file
-                ) from None
+            rec = parse_json(line, file=file, line=lineno)
             if not isinstance(rec, Mapping):
                 raise InputError(
                     f"line {lineno}: expected a JSON object, got {type(rec).__name__}", file=file
@@ -637,7 +710,11 @@ def append_record(path: str | os.PathLike[str], record: Mapping[str, Any] | Work
             field=bad[0] if bad else None,
         ) from None
     data = line.encode("utf-8")
-    fd = os.open(os.fspath(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    check_output_file(path)
+    # O_NONBLOCK: should a FIFO appear at the path after the check, open fails instead of waiting for a reader
+    fd = os.open(
+        os.fspath(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0), 0o644
+    )
     try:
         # A previous crash may have left a partial line without "\n": start ours on a fresh line.
         if os.fstat(fd).st_size > 0:

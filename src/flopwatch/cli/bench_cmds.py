@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, fmt_num
 
 
@@ -25,36 +26,95 @@ def bench_cmd(
         None, "--label", help="Only these configs of the sweep (repeatable)."
     ),
     arch: str = typer.Option("gpt", "--arch", help="Grid mode: gpt or seed-encoder."),
-    d_model: int | None = typer.Option(None, "--d-model", help="Grid mode: model width."),
-    seq_len: int | None = typer.Option(None, "--seq-len", help="Grid mode: tokens per sequence."),
+    d_model: int | None = typer.Option(
+        None,
+        "--d-model",
+        help="Grid mode: model width.",
+        callback=options.count(ge=1),
+    ),
+    seq_len: int | None = typer.Option(
+        None,
+        "--seq-len",
+        help="Grid mode: tokens per sequence.",
+        callback=options.count(ge=1),
+    ),
     num_layers: int | None = typer.Option(
-        None, "--num-layers", help="Grid mode: layers (default per --arch)."
+        None,
+        "--num-layers",
+        help="Grid mode: layers (default per --arch).",
+        callback=options.count(ge=1),
     ),
     nhead: int | None = typer.Option(
-        None, "--nhead", help="Grid mode: attention heads (default per --arch)."
+        None,
+        "--nhead",
+        help="Grid mode: attention heads (default per --arch).",
+        callback=options.count(ge=1),
     ),
     batch: str = typer.Option("1,8,32", "--batch", help="Grid mode: comma-separated batch sizes."),
     dtype: str = typer.Option("fp32", "--dtype", help="Grid mode: comma-separated dtypes."),
-    repeats: int = typer.Option(1, "--repeats", min=1, help="Repeats per configuration (noise floor)."),
-    window_s: float = typer.Option(
-        1.0, "--window-s", help="Minimum device-timed length of one sample window."
+    repeats: int = typer.Option(
+        1,
+        "--repeats",
+        min=1,
+        help="Repeats per configuration (noise floor).",
+        callback=options.count(ge=1),
     ),
-    min_samples: int = typer.Option(50, "--min-samples", help="Windows before the CI rule may stop."),
-    max_samples: int = typer.Option(500, "--max-samples", help="Hard cap on windows per configuration."),
-    rel_ci: float = typer.Option(0.05, "--rel-ci", help="Stop when the 95 % CI half-width ≤ this × mean."),
+    window_s: float = typer.Option(
+        1.0,
+        "--window-s",
+        help="Minimum device-timed length of one sample window.",
+        callback=options.positive(unit="s"),
+    ),
+    min_samples: int = typer.Option(
+        50,
+        "--min-samples",
+        help="Windows before the CI rule may stop.",
+        callback=options.count(ge=1),
+    ),
+    max_samples: int = typer.Option(
+        500,
+        "--max-samples",
+        help="Hard cap on windows per configuration.",
+        callback=options.count(ge=1),
+    ),
+    rel_ci: float = typer.Option(
+        0.05,
+        "--rel-ci",
+        help="Stop when the 95 % CI half-width ≤ this × mean.",
+        callback=options.positive(),
+    ),
     warmup_steps: int = typer.Option(
-        5, "--warmup-steps", help="Untimed steps before measuring (the protocol: 5)."
+        5,
+        "--warmup-steps",
+        help="Untimed steps before measuring (the protocol: 5).",
+        callback=options.count(ge=0),
     ),
     cooldown_s: float = typer.Option(
-        5.0, "--cooldown-s", help="Idle seconds between configurations (the protocol: 5)."
+        5.0,
+        "--cooldown-s",
+        help="Idle seconds between configurations (the protocol: 5).",
+        callback=options.non_negative(unit="s"),
     ),
-    rate_hz: float = typer.Option(10.0, "--rate-hz", help="Telemetry sampling rate."),
-    seed: int = typer.Option(0, "--seed", help="Seed of weights, inputs and simulator noise."),
+    rate_hz: float = typer.Option(
+        10.0,
+        "--rate-hz",
+        help="Telemetry sampling rate.",
+        callback=options.rate_hz(),
+    ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of weights, inputs and simulator noise.",
+        callback=options.count(ge=0, le=2**63 - 1),
+    ),
     append: bool = typer.Option(False, "--append", help="Append to an existing CSV of the same schema."),
     fit: bool = typer.Option(False, "--fit", help="Fit power ~ MFU on the measured rows afterwards."),
     json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
 ) -> None:
     """Measure MFU, utilisation and power per configuration with the MASCOTS protocol; write aggregate CSV rows."""
+    options.not_inputs(
+        [("--output", output)], options.sensor_files(sensor)
+    )  # before any work: never overwrite an input
     from flopwatch.backends import open_sensors
     from flopwatch.errors import InputError
     from flopwatch.powermodel.bench import BenchSettings, bench_grid, default_sensor_spec, write_aggregate_csv

@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, fmt_flops
 from flopwatch.errors import InputError
 
@@ -73,9 +74,17 @@ def calibrate_cmd(
         "default", "--model", help="Estimator: default, eq1, eq2, loglin-p, loglin-p-bw."
     ),
     confidence: float = typer.Option(
-        0.9, "--confidence", help="Confidence of the prediction intervals (0–1)."
+        0.9,
+        "--confidence",
+        help="Confidence of the prediction intervals (0–1).",
+        callback=options.fraction(open_low=True, open_high=True),
     ),
-    min_util: float = typer.Option(0.8, "--min-util", help="Frontier gate: minimum mean utilisation (0–1)."),
+    min_util: float = typer.Option(
+        0.8,
+        "--min-util",
+        help="Frontier gate: minimum mean utilisation (0–1).",
+        callback=options.fraction(),
+    ),
     precision: str = typer.Option(
         "fp32", "--precision", help="Keep only this precision (fp32, tf32, fp16, bf16) or 'all'."
     ),
@@ -86,6 +95,7 @@ def calibrate_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the profile summary as JSON."),
 ) -> None:
     """Fit an estimator on records with ground truth and write a calibration profile."""
+    options.not_inputs([("--output", output)], [records])  # before any work: never overwrite an input
     from flopwatch.estimate.calibrate import calibrate
     from flopwatch.records import load_records
 
@@ -141,7 +151,12 @@ def estimate_cmd(
     profile: Path = typer.Option(
         ..., "--profile", "-p", help="Calibration profile JSON (flopwatch calibrate)."
     ),
-    confidence: float | None = typer.Option(None, "--confidence", help="Override the profile's confidence."),
+    confidence: float | None = typer.Option(
+        None,
+        "--confidence",
+        help="Override the profile's confidence.",
+        callback=options.fraction(open_low=True, open_high=True),
+    ),
     threshold: str | None = typer.Option(
         None,
         "--threshold",
@@ -235,12 +250,37 @@ def estimate_cmd(
 
 def evaluate_cmd(
     records: Path = typer.Argument(..., help=_RECORDS_HELP),
-    splits: int = typer.Option(200, "--splits", help="Number of random train/test splits."),
-    train: int = typer.Option(14, "--train", help="Training runs per split."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the split draw."),
+    splits: int = typer.Option(
+        200,
+        "--splits",
+        help="Number of random train/test splits.",
+        callback=options.count(ge=1, le=1_000_000),
+    ),
+    train: int = typer.Option(
+        14,
+        "--train",
+        help="Training runs per split.",
+        callback=options.count(ge=2),
+    ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of the split draw.",
+        callback=options.count(ge=0, le=2**63 - 1),
+    ),
     models: str | None = typer.Option(None, "--models", help="Comma-separated models (default: all)."),
-    confidence: float = typer.Option(0.9, "--confidence", help="Confidence of the prediction intervals."),
-    min_util: float = typer.Option(0.8, "--min-util", help="Frontier gate: minimum mean utilisation (0–1)."),
+    confidence: float = typer.Option(
+        0.9,
+        "--confidence",
+        help="Confidence of the prediction intervals.",
+        callback=options.fraction(open_low=True, open_high=True),
+    ),
+    min_util: float = typer.Option(
+        0.8,
+        "--min-util",
+        help="Frontier gate: minimum mean utilisation (0–1).",
+        callback=options.fraction(),
+    ),
     precision: str = typer.Option("fp32", "--precision", help="Precision to evaluate, or 'all'."),
     figures: Path | None = typer.Option(None, "--figures", help="Write the figures (PNG) to this folder."),
     detail: bool = typer.Option(
@@ -251,6 +291,7 @@ def evaluate_cmd(
     as_json: bool = typer.Option(False, "--json", help="JSON output (the evaluate contract)."),
 ) -> None:
     """The study's repeated-split evaluation of every model (held-out errors, coverage, thresholds)."""
+    options.not_inputs([("--figures", figures)], [records])  # before any work: never overwrite an input
     from flopwatch.evaluate.splits import evaluate_models
     from flopwatch.records import load_records
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, fmt_flops, literal, new_app, styled
 
 
@@ -52,11 +53,24 @@ def fleet_estimate(
     ),
     device: str = typer.Option(None, "--device", help="Device model when modelName is missing or unknown."),
     gpus_per_chunk: int = typer.Option(
-        32, "--gpus-per-chunk", help="GPUs per query chunk (memory grows with it)."
+        32,
+        "--gpus-per-chunk",
+        help="GPUs per query chunk (memory grows with it).",
+        callback=options.count(ge=1),
     ),
     time_chunk: str = typer.Option("6h", "--time-chunk", help="Time per query chunk."),
-    timeout_s: float = typer.Option(60.0, "--timeout", help="Seconds per HTTP request."),
-    retries: int = typer.Option(3, "--retries", help="Retries on connection errors, timeouts and 5xx."),
+    timeout_s: float = typer.Option(
+        60.0,
+        "--timeout",
+        help="Seconds per HTTP request.",
+        callback=options.positive(unit="s"),
+    ),
+    retries: int = typer.Option(
+        3,
+        "--retries",
+        help="Retries on connection errors, timeouts and 5xx.",
+        callback=options.count(ge=0, le=100),
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
@@ -196,8 +210,18 @@ def _print_table(d: dict[str, Any]) -> None:
 
 def sim_openmetrics(
     out: Path = typer.Option(..., "-o", "--out", help="OpenMetrics file to write."),
-    gpus: int = typer.Option(16, "--gpus", help="GPUs in the fleet."),
-    hours: float = typer.Option(6.0, "--hours", help="Hours of history."),
+    gpus: int = typer.Option(
+        16,
+        "--gpus",
+        help="GPUs in the fleet.",
+        callback=options.count(ge=1),
+    ),
+    hours: float = typer.Option(
+        6.0,
+        "--hours",
+        help="Hours of history.",
+        callback=options.positive(unit="h"),
+    ),
     schedule: str = typer.Option(
         "random",
         "--schedule",
@@ -205,15 +229,35 @@ def sim_openmetrics(
     ),
     device: str = typer.Option("h100", "--device", help="Simulated GPU model (a100, h100, h200, l40, l4)."),
     interval: str = typer.Option("15s", "--interval", help="Scrape interval."),
-    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node (one pod per node and job)."),
+    gpus_per_node: int = typer.Option(
+        8,
+        "--gpus-per-node",
+        help="GPUs per node (one pod per node and job).",
+        callback=options.count(ge=1),
+    ),
     label_style: str = typer.Option("pod", "--label-style", help="pod | exported | hpc"),
     omit: list[str] = typer.Option(
         [], "--omit", help="Leave out a metric (repeatable), e.g. a consumer GPU's."
     ),
-    resets: int = typer.Option(0, "--resets", help="Energy-counter resets (driver reloads) per GPU."),
-    drop: float = typer.Option(0.0, "--drop", help="Share of scrapes missing at random."),
+    resets: int = typer.Option(
+        0,
+        "--resets",
+        help="Energy-counter resets (driver reloads) per GPU.",
+        callback=options.count(ge=0),
+    ),
+    drop: float = typer.Option(
+        0.0,
+        "--drop",
+        help="Share of scrapes missing at random.",
+        callback=options.finite(ge=0.0, lt=1.0),
+    ),
     start: str = typer.Option("1700000000", "--start", help="Wall time of t = 0 (RFC 3339 or Unix seconds)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the schedule and of every simulated draw."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of the schedule and of every simulated draw.",
+        callback=options.count(ge=0, le=2**63 - 1),
+    ),
     truth: Path = typer.Option(None, "--truth", help="Ground-truth JSON (default: OUT.truth.json)."),
     force: bool = typer.Option(False, "--force", help="Overwrite OUT."),
 ) -> None:
@@ -226,6 +270,9 @@ def sim_openmetrics(
     from flopwatch.telemetry.timespec import parse_duration, parse_time
 
     truth_path = truth or out.with_name(out.name + ".truth.json")
+    options.not_inputs(
+        [("--out", out), ("--truth", truth_path)], [None if schedule == "random" else schedule]
+    )
     for p in (out, truth_path):
         if p.exists() and not force:
             raise InputError("exists (use --force to overwrite)", file=str(p))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json
 
 
@@ -27,13 +28,17 @@ def join_cmd(
     ),
     device: str | None = typer.Option(None, "--device", help="Only this device of a multi-device trace."),
     idle_power: float | None = typer.Option(
-        None, "--idle-power", help="Idle power in W (default: from the trace, as `flopwatch detect`)."
+        None,
+        "--idle-power",
+        help="Idle power in W (default: from the trace, as `flopwatch detect`).",
+        callback=options.non_negative(unit="W"),
     ),
     as_json: bool = typer.Option(
         False, "--json", help="Print a JSON summary (counts and mismatches) to stdout."
     ),
 ) -> None:
     """Join workload records with the workloads detected in a trace, by time; write the joined records."""
+    options.not_inputs([("--output", output)], [trace, records])  # before any work: never overwrite an input
     from rich.table import Table
 
     from flopwatch.join import join_trace_file

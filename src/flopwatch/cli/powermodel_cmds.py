@@ -10,6 +10,7 @@ from typing import Any
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, fmt_num, new_app
 
 pm_app = new_app(
@@ -36,8 +37,19 @@ def reproduce_cmd(
     figures: Path | None = typer.Option(
         None, "--figures", help="Write Figure 1 and Figure 4 (PNG) into DIR."
     ),
-    n_boot: int = typer.Option(2000, "--n-boot", min=10, help="Bootstrap resamples."),
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    n_boot: int = typer.Option(
+        2000,
+        "--n-boot",
+        min=10,
+        help="Bootstrap resamples.",
+        callback=options.count(ge=10, le=10_000_000),
+    ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Bootstrap seed.",
+        callback=options.count(ge=0, le=2**63 - 1),
+    ),
 ) -> None:
     """Tables II, III and IV of the MASCOTS study from the bundled data, next to the published values."""
     from rich.table import Table
@@ -133,6 +145,7 @@ def fit_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the model JSON to stdout too."),
 ) -> None:
     """Fit linear power models on aggregate CSVs and save them."""
+    options.not_inputs([("--output", output)], data)  # before any work: never overwrite an input
     from flopwatch.errors import InputError
     from flopwatch.powermodel.fit import fit_power_model
 
@@ -161,24 +174,59 @@ def predict_cmd(
     gpu: str = typer.Option(..., "--gpu", help="GPU name (e.g. A100, L40, 'RTX 4070 Ti')."),
     dtype: str = typer.Option(..., "--dtype", help="fp32, fp16 or bf16."),
     batch: int = typer.Option(
-        ..., "--batch", min=1, help="Batch size (per-cell models need a fitted batch)."
+        ...,
+        "--batch",
+        min=1,
+        help="Batch size (per-cell models need a fitted batch).",
+        callback=options.count(ge=1),
     ),
-    mfu: float | None = typer.Option(None, "--mfu", help="Planned MFU in percent."),
-    tokens_per_s: float | None = typer.Option(None, "--tokens-per-s", help="Planned throughput (tokens/s)."),
-    flops_per_token: float | None = typer.Option(None, "--flops-per-token", help="Training FLOPs per token."),
+    mfu: float | None = typer.Option(
+        None,
+        "--mfu",
+        help="Planned MFU in percent.",
+        callback=options.in_range(0.0, 100.0, unit="%"),
+    ),
+    tokens_per_s: float | None = typer.Option(
+        None,
+        "--tokens-per-s",
+        help="Planned throughput (tokens/s).",
+        callback=options.positive(),
+    ),
+    flops_per_token: float | None = typer.Option(
+        None,
+        "--flops-per-token",
+        help="Training FLOPs per token.",
+        callback=options.positive(),
+    ),
     peak: str = typer.Option(
         "implied", "--peak", help="Peak table for MFU from tokens/s: implied|paper|datasheet."
     ),
     peak_tflops: float | None = typer.Option(
-        None, "--peak-tflops", help="Explicit peak TFLOP/s (overrides --peak)."
+        None,
+        "--peak-tflops",
+        help="Explicit peak TFLOP/s (overrides --peak).",
+        callback=options.positive(),
     ),
-    duration_s: float | None = typer.Option(None, "--duration-s", min=0.0, help="Run length, for energy."),
+    duration_s: float | None = typer.Option(
+        None,
+        "--duration-s",
+        min=0.0,
+        help="Run length, for energy.",
+        callback=options.non_negative(unit="s"),
+    ),
     by: str = typer.Option(
         "auto",
         "--by",
         help="With --model bundled: 'auto' (cell within its MFU range, else per-(GPU, dtype)), 'cell', 'dtype', 'gpu'.",
     ),
-    level: float = typer.Option(0.95, "--level", min=0.5, max=0.999, help="Prediction-interval level."),
+    level: float = typer.Option(
+        0.95,
+        "--level",
+        min=0.5,
+        max=0.999,
+        help="Prediction-interval level.",
+        callback=options.in_range(0.5, 0.999),
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Predict mean power (and energy) of a planned run, with a prediction interval."""
@@ -237,13 +285,33 @@ def evaluate_cmd(
         None, help="Aggregate CSVs (default: the bundled MASCOTS data)."
     ),
     gpu: list[str] | None = typer.Option(None, "--gpu", help="Only these GPUs (repeatable)."),
-    k: int = typer.Option(5, "--k", min=2, help="Folds of the grouped k-fold."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the fold assignment."),
+    k: int = typer.Option(
+        5,
+        "--k",
+        min=2,
+        help="Folds of the grouped k-fold.",
+        callback=options.count(ge=2),
+    ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of the fold assignment.",
+        callback=options.count(ge=0, le=2**63 - 1),
+    ),
     min_batch: int = typer.Option(
-        32, "--min-batch", min=1, help="Compute-bound regime for the inverse: batch ≥ this."
+        32,
+        "--min-batch",
+        min=1,
+        help="Compute-bound regime for the inverse: batch ≥ this.",
+        callback=options.count(ge=1),
     ),
     level: float = typer.Option(
-        0.95, "--level", min=0.5, max=0.999, help="Quantile of the conservative bound."
+        0.95,
+        "--level",
+        min=0.5,
+        max=0.999,
+        help="Quantile of the conservative bound.",
+        callback=options.in_range(0.5, 0.999),
     ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -352,22 +420,46 @@ def evaluate_cmd(
 @pm_app.command("inverse")
 def inverse_cmd(
     gpu: str = typer.Option(..., "--gpu", help="GPU name."),
-    power_w: float = typer.Option(..., "--power-w", min=0.0, help="Measured mean board power (W)."),
+    power_w: float = typer.Option(
+        ...,
+        "--power-w",
+        min=0.0,
+        help="Measured mean board power (W).",
+        callback=options.non_negative(unit="W"),
+    ),
     util_pct: float | None = typer.Option(
-        None, "--util-pct", min=0.0, max=100.0, help="Mean GPU utilisation (%)."
+        None,
+        "--util-pct",
+        min=0.0,
+        max=100.0,
+        help="Mean GPU utilisation (%).",
+        callback=options.in_range(0.0, 100.0, unit="%"),
     ),
     dtype: str | None = typer.Option(None, "--dtype", help="Training dtype if known (else: unknown)."),
     duration_s: float | None = typer.Option(
-        None, "--duration-s", min=0.0, help="Run length, for total FLOPs."
+        None,
+        "--duration-s",
+        min=0.0,
+        help="Run length, for total FLOPs.",
+        callback=options.non_negative(unit="s"),
     ),
     data: list[Path] | None = typer.Option(
         None, "--data", help="Aggregate CSVs to fit on (default: bundled)."
     ),
     min_batch: int = typer.Option(
-        32, "--min-batch", min=1, help="Fit on the compute-bound regime only: runs with batch ≥ this."
+        32,
+        "--min-batch",
+        min=1,
+        help="Fit on the compute-bound regime only: runs with batch ≥ this.",
+        callback=options.count(ge=1),
     ),
     level: float = typer.Option(
-        0.95, "--level", min=0.5, max=0.999, help="Quantile of the conservative upper bound on the FLOP rate."
+        0.95,
+        "--level",
+        min=0.5,
+        max=0.999,
+        help="Quantile of the conservative upper bound on the FLOP rate.",
+        callback=options.in_range(0.5, 0.999),
     ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:

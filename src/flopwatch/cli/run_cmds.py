@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, simulated_banner
 
 
@@ -20,14 +21,30 @@ def run_cmd(
         None, "--sweep", help="Sweep name: frontier (default on data-center GPUs), jetson-fp32, datacenter, …"
     ),
     budget_s: float | None = typer.Option(
-        None, "--budget-s", help="Fit the sweep into about this many seconds."
+        None,
+        "--budget-s",
+        help="Fit the sweep into about this many seconds.",
+        callback=options.positive(unit="s"),
     ),
     quick: bool = typer.Option(False, "--quick", help="A short sweep (under a minute on the simulator)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every random choice (splits, simulator noise)."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of every random choice (splits, simulator noise).",
+        callback=options.count(ge=0, le=2**63 - 1),
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite flopwatch's files in a non-empty DIR."),
-    rate_hz: float = typer.Option(10.0, "--rate", help="Telemetry sampling rate (Hz)."),
+    rate_hz: float = typer.Option(
+        10.0,
+        "--rate",
+        help="Telemetry sampling rate (Hz).",
+        callback=options.rate_hz(),
+    ),
     splits: int | None = typer.Option(
-        None, "--splits", help="Number of random train/test splits (default 200)."
+        None,
+        "--splits",
+        help="Number of random train/test splits (default 200).",
+        callback=options.count(ge=1, le=1_000_000),
     ),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout (no progress bar)."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),

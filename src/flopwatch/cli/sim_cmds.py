@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, new_app
 
 sim_app = new_app("The simulated accelerator: its twins, their validation against MASCOTS, scripted traces.")
@@ -47,7 +48,12 @@ def validate_cmd(
     gpu: list[str] = typer.Option(
         ["A100", "L40", "L4"], "--gpu", help="MASCOTS GPU(s) to replay (repeatable)."
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the simulator's noise."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of the simulator's noise.",
+        callback=options.count(ge=0, le=2**63 - 1),
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
 ) -> None:
     """Replay the MASCOTS runs on the twins: per-cell MAPE of simulated vs published mean power, batch-1 floor."""
@@ -101,19 +107,45 @@ def trace_cmd(
         ..., "--schedule", help="Schedule file (JSON or TOML; see docs/simulator.md)."
     ),
     out: Path = typer.Option(..., "-o", "--out", help="Trace to write (Parquet)."),
-    rate_hz: float = typer.Option(10.0, "--rate", help="Sampling rate (Hz)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the simulator's noise and sensor artefacts."),
-    power_cap_w: float | None = typer.Option(None, "--power-cap-w", help="Board power limit (W)."),
-    locked_clock_mhz: float | None = typer.Option(
-        None, "--locked-clock-mhz", help="Lock the SM clock (MHz)."
+    rate_hz: float = typer.Option(
+        10.0,
+        "--rate",
+        help="Sampling rate (Hz).",
+        callback=options.rate_hz(),
     ),
-    tail_s: float = typer.Option(10.0, "--tail-s", help="Idle seconds recorded after the schedule."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of the simulator's noise and sensor artefacts.",
+        callback=options.count(ge=0, le=2**63 - 1),
+    ),
+    power_cap_w: float | None = typer.Option(
+        None,
+        "--power-cap-w",
+        help="Board power limit (W).",
+        callback=options.positive(unit="W"),
+    ),
+    locked_clock_mhz: float | None = typer.Option(
+        None,
+        "--locked-clock-mhz",
+        help="Lock the SM clock (MHz).",
+        callback=options.positive(unit="MHz"),
+    ),
+    tail_s: float = typer.Option(
+        10.0,
+        "--tail-s",
+        help="Idle seconds recorded after the schedule.",
+        callback=options.non_negative(unit="s"),
+    ),
     records: Path | None = typer.Option(
         None, "--records", help="Also append the ground-truth records (JSONL)."
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite OUT."),
 ) -> None:
     """Play a scripted schedule on a simulated device and record its (simulated) telemetry trace."""
+    options.not_inputs(
+        [("--out", out), ("--records", records)], [schedule]
+    )  # before any work: never overwrite an input
     from flopwatch.sim.record import record_schedule
 
     res: Any = record_schedule(

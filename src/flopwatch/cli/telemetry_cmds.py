@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, styled
 from flopwatch.errors import InputError
 
@@ -75,17 +76,38 @@ def record_cmd(
     sensor: str = typer.Option(
         ..., "--sensor", "-s", help="Sensor spec: nvml, nvml:N, jetson, rapl, replay:FILE …"
     ),
-    rate: float = typer.Option(10.0, "--rate", help="Samples per second."),
-    duration: float = typer.Option(..., "--duration", help="Seconds to record (sensor clock)."),
+    rate: float = typer.Option(
+        10.0,
+        "--rate",
+        help="Samples per second.",
+        callback=options.rate_hz(),
+    ),
+    duration: float = typer.Option(
+        ...,
+        "--duration",
+        help="Seconds to record (sensor clock).",
+        callback=options.positive(unit="s"),
+    ),
     output: Path = typer.Option(..., "-o", "--output", help="Parquet trace to write."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
-    speed: float | None = typer.Option(None, "--speed", help="Replay speed factor (replay: sensors)."),
+    speed: float | None = typer.Option(
+        None,
+        "--speed",
+        help="Replay speed factor (replay: sensors).",
+        callback=options.speed(),
+    ),
     flush_every: float = typer.Option(
-        5.0, "--flush-every", help="Seconds between flushes (what a crash can lose)."
+        5.0,
+        "--flush-every",
+        help="Seconds between flushes (what a crash can lose).",
+        callback=options.positive(unit="s"),
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
 ) -> None:
     """Record a trace at a fixed rate, streaming Parquet row groups to disk."""
+    options.not_inputs(
+        [("--output", output)], options.sensor_files(sensor)
+    )  # before any work: never overwrite an input
     import time
 
     from flopwatch.telemetry.reading import TraceWriter, base_metadata
@@ -188,9 +210,24 @@ def record_cmd(
 
 def idle_cmd(
     sensor: str = typer.Option(..., "--sensor", "-s", help="Sensor spec."),
-    duration: float = typer.Option(90.0, "--duration", help="Seconds to measure (the study: 90 s)."),
-    rate: float = typer.Option(2.0, "--rate", help="Samples per second (the study: 2 Hz)."),
-    speed: float | None = typer.Option(None, "--speed", help="Replay speed factor."),
+    duration: float = typer.Option(
+        90.0,
+        "--duration",
+        help="Seconds to measure (the study: 90 s).",
+        callback=options.positive(unit="s"),
+    ),
+    rate: float = typer.Option(
+        2.0,
+        "--rate",
+        help="Samples per second (the study: 2 Hz).",
+        callback=options.rate_hz(),
+    ),
+    speed: float | None = typer.Option(
+        None,
+        "--speed",
+        help="Replay speed factor.",
+        callback=options.speed(),
+    ),
     profile: Path | None = typer.Option(
         None, "--profile", help="Compare with this calibration's idle (else the device's spec idle)."
     ),
@@ -288,13 +325,36 @@ def idle_cmd(
 def detect_cmd(
     trace: Path = typer.Argument(..., help="Trace: flopwatch Parquet or the seed's timeseries.json."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
-    poll: float = typer.Option(1.5, "--poll", help="Poll interval in seconds (study: 1.5)."),
-    util_threshold: float = typer.Option(0.05, "--util-threshold", help="Busy above this utilisation (0–1)."),
-    start_polls: int = typer.Option(2, "--start-polls", help="Consecutive busy polls that start a workload."),
-    end_polls: int = typer.Option(3, "--end-polls", help="Consecutive idle polls that end a workload."),
+    poll: float = typer.Option(
+        1.5,
+        "--poll",
+        help="Poll interval in seconds (study: 1.5).",
+        callback=options.positive(unit="s"),
+    ),
+    util_threshold: float = typer.Option(
+        0.05,
+        "--util-threshold",
+        help="Busy above this utilisation (0–1).",
+        callback=options.finite(ge=0.0, lt=1.0),
+    ),
+    start_polls: int = typer.Option(
+        2,
+        "--start-polls",
+        help="Consecutive busy polls that start a workload.",
+        callback=options.count(ge=1),
+    ),
+    end_polls: int = typer.Option(
+        3,
+        "--end-polls",
+        help="Consecutive idle polls that end a workload.",
+        callback=options.count(ge=1),
+    ),
     edges: str = typer.Option("outer", "--edges", help="outer (never cut workload energy) or inner."),
     idle_power: float | None = typer.Option(
-        None, "--idle-power", help="Idle power in W (default: from the trace)."
+        None,
+        "--idle-power",
+        help="Idle power in W (default: from the trace).",
+        callback=options.non_negative(unit="W"),
     ),
     device: str | None = typer.Option(None, "--device", help="Only this device of a multi-device trace."),
 ) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, fmt_flops, styled
 from flopwatch.cli.estimate_cmds import _flops_opt
 from flopwatch.errors import InputError
@@ -95,7 +96,12 @@ def verdict_cmd(
 
 def redteam_cmd(
     quick: bool = typer.Option(False, "--quick", help="Fewer simulated configurations (CI)."),
-    seed: int = typer.Option(0, "--seed", help="Offset of the simulated sessions' seeds."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Offset of the simulated sessions' seeds.",
+        callback=options.count(ge=0, le=2**63 - 1),
+    ),
     data: Path | None = typer.Option(
         None, "--data", help="Folder holding jetson_flop_estimator/ (default ../shared/data)."
     ),

@@ -11,24 +11,65 @@ from typing import Any
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, new_app
 from flopwatch.errors import ConfigError
 
 workload_app = new_app("Training workloads with exact ground-truth FLOPs.")
 
 _ARCH = typer.Option("seed-encoder", "--arch", help="Model family: seed-encoder (the Jetson study's) or gpt.")
-_D_MODEL = typer.Option(None, "--d-model", help="Model width.")
-_NHEAD = typer.Option(None, "--nhead", help="Attention heads (seed-encoder default 4, gpt d_model/64).")
-_LAYERS = typer.Option(None, "--num-layers", help="Layers (seed-encoder default 3, gpt 4).")
-_FF = typer.Option(None, "--dim-feedforward", help="MLP width (seed-encoder default 512, gpt 4·d_model).")
-_BATCH = typer.Option(None, "--batch-size", help="Sequences per step.")
-_SEQ = typer.Option(None, "--seq-len", help="Tokens per sequence.")
-_STEPS = typer.Option(None, "--steps", help="Training steps (timed steps for `run`).")
+_D_MODEL = typer.Option(
+    None,
+    "--d-model",
+    help="Model width.",
+    callback=options.count(ge=1),
+)
+_NHEAD = typer.Option(
+    None,
+    "--nhead",
+    help="Attention heads (seed-encoder default 4, gpt d_model/64).",
+    callback=options.count(ge=1),
+)
+_LAYERS = typer.Option(
+    None,
+    "--num-layers",
+    help="Layers (seed-encoder default 3, gpt 4).",
+    callback=options.count(ge=1),
+)
+_FF = typer.Option(
+    None,
+    "--dim-feedforward",
+    help="MLP width (seed-encoder default 512, gpt 4·d_model).",
+    callback=options.count(ge=1),
+)
+_BATCH = typer.Option(
+    None,
+    "--batch-size",
+    help="Sequences per step.",
+    callback=options.count(ge=1),
+)
+_SEQ = typer.Option(
+    None,
+    "--seq-len",
+    help="Tokens per sequence.",
+    callback=options.count(ge=1),
+)
+_STEPS = typer.Option(
+    None,
+    "--steps",
+    help="Training steps (timed steps for `run`).",
+    callback=options.count(ge=1),
+)
 _OPT = typer.Option(None, "--optimizer", help="adamw (lr 1e-4) or sgd (momentum 0.9).")
 _PREC = typer.Option(
     None, "--precision", help="fp32 (TF32 off), tf32, fp16 (+GradScaler) or bf16 (autocast)."
 )
-_VOCAB = typer.Option(None, "--vocab-size", help="Vocabulary size (gpt only; default 8192).")
+_VOCAB = typer.Option(
+    None,
+    "--vocab-size",
+    help="Vocabulary size (gpt only; default 8192).",
+    callback=options.count(ge=1),
+)
 _SWEEP = typer.Option(None, "--sweep", help="Named sweep (see `flopwatch workload sweeps`).")
 _LABEL = typer.Option(None, "--label", help="Label of a configuration in --sweep, e.g. d256_b16_s128_L3.")
 
@@ -130,11 +171,26 @@ def run_cmd(
     sweep: str | None = _SWEEP,
     label: str | None = _LABEL,
     device: str = typer.Option("auto", "--device", help="cpu, cuda, cuda:N or auto (cuda when available)."),
-    seconds: float | None = typer.Option(None, "--seconds", help="Train for this long instead of --steps."),
-    warmup: int = typer.Option(5, "--warmup", help="Untimed warm-up steps."),
+    seconds: float | None = typer.Option(
+        None,
+        "--seconds",
+        help="Train for this long instead of --steps.",
+        callback=options.positive(unit="s"),
+    ),
+    warmup: int = typer.Option(
+        5,
+        "--warmup",
+        help="Untimed warm-up steps.",
+        callback=options.count(ge=0),
+    ),
     records: str | None = typer.Option(None, "--records", help="Append the record to this JSONL file."),
     attention: str | None = typer.Option(None, "--attention", help="fused (CUDA default) or math (CPU)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of weights and inputs."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of weights and inputs.",
+        callback=options.count(ge=0, le=2**63 - 1),
+    ),
     mfu_convention: str = typer.Option(
         "hardware",
         "--mfu-convention",
@@ -145,6 +201,7 @@ def run_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the record as JSON to stdout."),
 ) -> None:
     """Train a workload and append one record (timestamps, FLOPs, achieved FLOP/s, MFU, step times)."""
+    options.not_inputs([("--records", records)], [])  # before training: a directory or FIFO is refused now
     from flopwatch.workloads.select import select_config  # not on the help path
 
     cfg = select_config(

@@ -27,7 +27,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,16 +38,26 @@ from flopwatch.errors import InputError, ProfileError
 from flopwatch.estimate.features import Features
 from flopwatch.estimate.intervals import Estimate, check_confidence, log_halfwidth
 from flopwatch.estimate.models import FlopModel, get_model
+from flopwatch.io import atomic_write, is_out_of_range, parse_json
 from flopwatch.records import RecordSet, WorkloadRecord, read_text_file
 
 PROFILE_SCHEMA = "flopwatch.profile/1"
 _REQUIRED = ("schema", "model", "params", "confidence", "interval", "training", "created")
+# Bound on log-ratio widths and residuals: e^50 ≈ 5e21 is already meaningless as an error factor, and it keeps
+# exp() of any interval width (even recomputed at another confidence) far from float overflow (e^709).
+MAX_LOG_RATIO = 50.0
 VERIFIER_VERSION = 1
 MIN_COVERAGE = 0.95  # telemetry coverage of a run below which an estimate carries a warning
 
 
 def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _show(x: Any) -> str:
+    """A value for an error message: the file's literal for a number too large for a float."""
+    lit = is_out_of_range(x)
+    return f"{lit} (too large for a 64-bit float)" if lit is not None else repr(x)
 
 
 class Profile:
@@ -312,23 +321,10 @@ class Profile:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write atomically (temp file + rename): an existing profile is never left half-written."""
-        p = Path(path)
         text = json.dumps(self._data, indent=2, sort_keys=False, allow_nan=False) + "\n"
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
-        try:
-            # mkstemp creates the file 0600; a profile is shared (monitor, other users): keep the mode of
-            # the profile being replaced, else the usual rw-r--r--.
-            os.fchmod(fd, p.stat().st_mode & 0o777 if p.exists() else 0o644)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, p)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        # flopwatch.io.atomic_write: temp file in the same directory, fsync, rename; keeps the mode of the
+        # profile being replaced, else rw-r--r-- (a profile is shared with the monitor and other users).
+        p = atomic_write(path, text)
         return p
 
     @classmethod
@@ -337,10 +333,7 @@ class Profile:
         text = read_text_file(path, kind="profile JSON file", error=ProfileError)
         if not text.strip():
             raise ProfileError("is empty (expected a JSON profile)", file=file)
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ProfileError(f"line {e.lineno}: invalid JSON ({e.msg})", file=file) from None
+        data = parse_json(text, file=file, error=ProfileError)
         return cls(data, source=file)
 
 
@@ -374,7 +367,7 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
         raise ProfileError("must be a non-empty object of numbers", file=file, field="params")
     for k, v in params.items():
         if not _finite(v):
-            raise ProfileError(f"must be a finite number, got {v!r}", file=file, field=f"params.{k}")
+            raise ProfileError(f"must be a finite number, got {_show(v)}", file=file, field=f"params.{k}")
     try:
         check_confidence(d["confidence"])
     except InputError as e:
@@ -385,16 +378,28 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
     for key in ("method", "log_halfwidth", "residuals_log_ratio"):
         if key not in iv:
             raise ProfileError("is missing", file=file, field=f"interval.{key}")
-    if not _finite(iv["log_halfwidth"]) or iv["log_halfwidth"] < 0:
+    if not _finite(iv["log_halfwidth"]) or not 0 < iv["log_halfwidth"] <= MAX_LOG_RATIO:
+        # zero width would claim an exact estimate: no calibration on measured energy supports that
         raise ProfileError(
-            f"must be a finite number >= 0, got {iv['log_halfwidth']!r}",
+            f"must be a number in (0, {MAX_LOG_RATIO:g}] (a zero-width interval is not a calibration, "
+            f"one wider than a factor e^{MAX_LOG_RATIO:g} is no estimate), "
+            f"got {_show(iv['log_halfwidth'])}",
             file=file,
             field="interval.log_halfwidth",
         )
+    if not isinstance(iv["method"], str):
+        raise ProfileError("must be a string", file=file, field="interval.method")
     res = iv["residuals_log_ratio"]
     if not isinstance(res, list) or len(res) < 2 or not all(_finite(x) for x in res):
         raise ProfileError(
             "must be a list of at least 2 finite numbers", file=file, field="interval.residuals_log_ratio"
+        )
+    if max(abs(x) for x in res) > MAX_LOG_RATIO:
+        raise ProfileError(
+            f"holds a log-ratio beyond ±{MAX_LOG_RATIO:g} (an estimate off by more than e^{MAX_LOG_RATIO:g}): "
+            "not a usable calibration",
+            file=file,
+            field="interval.residuals_log_ratio",
         )
     tr = d["training"]
     if not isinstance(tr, dict):
@@ -412,7 +417,13 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
         for key, rng in ranges.items():
             if not (isinstance(rng, list) and len(rng) == 2 and all(_finite(x) for x in rng)):
                 raise ProfileError(
-                    f"must be a [low, high] pair of finite numbers, got {rng!r}",
+                    f"must be a [low, high] pair of finite numbers, got {_show(rng)}",
+                    file=file,
+                    field=f"training.ranges.{key}",
+                )
+            if rng[0] > rng[1]:
+                raise ProfileError(
+                    f"is inverted: low {rng[0]!r} > high {rng[1]!r}",
                     file=file,
                     field=f"training.ranges.{key}",
                 )
@@ -433,6 +444,18 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
     fp = d.get("fingerprint")
     if fp is not None and not isinstance(fp, dict):
         raise ProfileError("must be an object or null", file=file, field="fingerprint")
+    diag = d.get("diagnostics")
+    if diag is not None:
+        if not isinstance(diag, dict):
+            raise ProfileError("must be an object", file=file, field="diagnostics")
+        for key, v in diag.items():
+            # error percentages: a non-finite or negative one is a corrupt (or degenerate) calibration
+            if key.endswith("_pct") and v is not None and not (_finite(v) and v >= 0):
+                raise ProfileError(
+                    f"must be a finite number >= 0 or null, got {_show(v)}",
+                    file=file,
+                    field=f"diagnostics.{key}",
+                )
     _validate_verifier(d.get("verifier"), file)
     return d
 
@@ -464,7 +487,10 @@ def _validate_verifier(v: Any, file: str | None) -> None:
                 file=file,
                 field=f"verifier.regime.{key}",
             )
-    eff = (v.get("efficiency") or {}).get("flops_per_j", {})
+    eff_block = v.get("efficiency") or {}
+    if not isinstance(eff_block, dict):
+        raise ProfileError("must be an object", file=file, field="verifier.efficiency")
+    eff = eff_block.get("flops_per_j", {})
     if not isinstance(eff, dict):
         raise ProfileError("must be an object", file=file, field="verifier.efficiency.flops_per_j")
     for key, x in eff.items():

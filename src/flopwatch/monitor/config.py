@@ -18,17 +18,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flopwatch.errors import ConfigError, InputError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 @dataclass
@@ -120,14 +114,14 @@ class MonitorConfig:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> MonitorConfig:
+        from flopwatch.io import read_toml
+
         p = Path(path)
-        try:
-            doc = tomllib.loads(p.read_text())
-        except OSError as e:
-            raise ConfigError(f"cannot read config: {e.strerror}", file=str(p)) from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"invalid TOML: {e}", file=str(p)) from None
+        # regular file, size-capped, no RecursionError/ValueError escapes (flopwatch.io)
+        doc = read_toml(p, kind="monitor config (TOML)", error=ConfigError)
         table = doc.get("monitor", doc)
+        if not isinstance(table, dict):
+            raise ConfigError("must be a table", file=str(p), field="monitor")
         return cls().update(table, source=str(p))
 
     def update(self, values: dict[str, Any], *, source: str | None = None) -> MonitorConfig:
@@ -140,10 +134,12 @@ class MonitorConfig:
             if key not in names or key.startswith("_"):
                 raise ConfigError(f"unknown setting {k!r}", file=source, field=k)
             if key == "sensors":
-                v = [v] if isinstance(v, str) else list(v)
-                if not all(isinstance(s, str) for s in v):
+                v = [v] if isinstance(v, str) else v
+                if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
                     raise ConfigError("sensors must be strings", file=source, field=k)
             elif key in self._PATHS:
+                if not isinstance(v, (str, Path)):
+                    raise ConfigError(f"must be a path string, got {type(v).__name__}", file=source, field=k)
                 v = Path(v).expanduser()
             elif key in ("metrics_port", "start_polls", "end_polls", "seed"):
                 if isinstance(v, bool) or not isinstance(v, int):
@@ -157,6 +153,8 @@ class MonitorConfig:
             else:
                 if isinstance(v, bool) or not isinstance(v, (int, float)):
                     raise ConfigError(f"must be a number, got {v!r}", file=source, field=k)
+                if isinstance(v, int) and abs(v) > 2**1023:  # a TOML integer beyond float range
+                    raise ConfigError("is out of range (too large for a 64-bit float)", file=source, field=k)
                 v = float(v)
             setattr(self, key, v)
         return self

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from flopwatch.devices import normalize_dtype
+from flopwatch.devices import DEVICES, get_device, normalize_dtype
 from flopwatch.errors import InputError
+from flopwatch.io import read_bytes
 from flopwatch.powermodel.mfu import GPU_FILE_TAGS, MASCOTS_GPUS, canonical_gpu
 
 if TYPE_CHECKING:
@@ -67,6 +68,10 @@ _STRING_COLS = {"model_name", "dtype"}
 _INT_COLS = {"batch_size", "context_window", "warmup_iterations", "samples_per_config"}
 # Columns where an empty cell is allowed (the row is dropped and reported, or carried as NaN).
 _NULLABLE = {"mfu_percentage_calflops_mean", "power_draw_watts_mean", "gpu_utilization_mean"}
+# A mean power over ≥ 50 one-second windows cannot exceed the board's power limit (TDP by default, enforced by
+# the driver's power capping) by much; 1.5× TDP leaves room for transients and raised limits. Unknown GPUs are
+# held to 1.5× the largest TDP in devices.py.
+POWER_TDP_FACTOR = 1.5
 # The padded prompt is always 11 tokens in the study (SOURCE.md); used when sequence_length is absent.
 STUDY_SEQUENCE_LENGTH = 11
 
@@ -112,19 +117,27 @@ def read_aggregate_csv(
     ``gpu`` names the device when the file has no ``gpu`` column and its name does not follow the study's
     ``mfu_aggregated_per_config_<TAG>.csv`` pattern; otherwise the file stem is used.
     """
+    import io as _stdio
+
     import pandas as pd
 
     p = Path(path)
     fname = str(p)
-    if not p.exists():
-        raise InputError("file not found", file=fname)
+    # regular file, size-capped: a FIFO, a device (/dev/zero) or a directory is refused before reading
+    data = read_bytes(p, kind="CSV file")
     try:
         # C-parser type inference; only a column that does not come out numeric is inspected cell by cell.
-        raw = pd.read_csv(p, skipinitialspace=True, low_memory=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise InputError(
-            f"not a readable CSV ({e.__class__.__name__}: {str(e).strip()})", file=fname
-        ) from None
+        raw = pd.read_csv(_stdio.BytesIO(data), skipinitialspace=True, low_memory=False)
+    except (
+        pd.errors.ParserError,
+        pd.errors.EmptyDataError,
+        UnicodeDecodeError,
+        ValueError,
+        OverflowError,
+        MemoryError,
+    ) as e:
+        msg = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
+        raise InputError(f"not a readable CSV ({e.__class__.__name__}: {msg})", file=fname) from None
     raw.columns = [str(c).strip() for c in raw.columns]
     for alias, col in MFU_COLUMN_ALIASES.items():  # flopwatch bench files name their MFU by its convention
         if col not in raw.columns and alias in raw.columns:
@@ -222,7 +235,12 @@ def read_aggregate_csv(
     for canon in ("batch_size", "context_window", "warmup", "samples"):
         src = CANONICAL_FROM_SOURCE[canon]
         vals = work[canon].to_numpy()
-        bad = (vals != np.round(vals)) | (vals < (1 if canon in ("batch_size", "samples") else 0))
+        bad = (
+            ~np.isfinite(vals)
+            | (vals != np.round(vals))
+            | (vals < (1 if canon in ("batch_size", "samples") else 0))
+            | (vals > 2**53)  # beyond exact float integers: a corrupted cell, not a batch size
+        )
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise InputError(
@@ -276,6 +294,20 @@ def read_aggregate_csv(
                 field=CANONICAL_FROM_SOURCE[canon],
             )
 
+    _check_power_vs_tdp(work, work_lines, fname)
+    base = out[is_base]
+    if len(base):
+        bp = base["power_w"].to_numpy(dtype=float)
+        bad = ~np.isnan(bp) & ((bp < 0) | np.isinf(bp))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(
+                f"idle baseline power must be a finite number >= 0, got {float(bp[i])!r}",
+                file=fname,
+                record=f"line {line[is_base.to_numpy()][i]}",
+                field=CANONICAL_FROM_SOURCE["power_w"],
+            )
+
     # Derived: FLOPs per token (tokens per step = batch × sequence length) and step time.
     seq = work["sequence_length"] if "sequence_length" in work else STUDY_SEQUENCE_LENGTH
     work["tokens_per_step"] = work["batch_size"] * seq
@@ -310,6 +342,30 @@ def read_aggregate_csv(
         result.notes.append(f"{p.name}: no {', '.join(missing_opt)} column(s) (unused; tolerated)")
     result.df = work[~drop].reset_index(drop=True)
     return result
+
+
+def _tdp_bound_w(gpu: str) -> float:
+    try:
+        return POWER_TDP_FACTOR * get_device(gpu).tdp_w
+    except InputError:
+        return POWER_TDP_FACTOR * max(d.tdp_w for d in DEVICES.values())
+
+
+def _check_power_vs_tdp(work: pd.DataFrame, lines: np.ndarray, fname: str) -> None:
+    """Refuse a mean power far above the GPU's TDP (a glitching meter or a unit mix-up, e.g. mW)."""
+    bounds = {g: _tdp_bound_w(str(g)) for g in work["gpu"].unique()}
+    limit = work["gpu"].map(bounds).to_numpy(dtype=float)
+    pw = work["power_w"].to_numpy(dtype=float)
+    bad = ~np.isnan(pw) & (pw > limit)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{pw[i]:g} W is implausible for {work['gpu'].iloc[i]} (above {POWER_TDP_FACTOR:g}× its TDP, "
+            f"{limit[i]:g} W; units?)",
+            file=fname,
+            record=f"line {lines[i]}",
+            field=CANONICAL_FROM_SOURCE["power_w"],
+        )
 
 
 def _canonical_or_free(name: str) -> str:

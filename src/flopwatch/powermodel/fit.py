@@ -346,35 +346,43 @@ class PowerModelResult:
                         "intercept/slope must be finite", file=source, record=i, field="intercept"
                     )
                 rows.append(row)
+            if not rows:
+                raise ProfileError("must list at least one group", file=source, field="groups")
+            params = pd.DataFrame(rows).set_index(list(keys))
+            params["n"] = params["n"].astype(int)
+            idle = {str(k): float(v) for k, v in dict(d.get("idle_power_w", {})).items()}
+            if not all(np.isfinite(v) and v >= 0 for v in idle.values()):
+                raise ProfileError("must map GPUs to finite powers >= 0", file=source, field="idle_power_w")
+            return cls(
+                by=by,
+                x=d["x"],
+                params=params,
+                idle_power_w=idle,
+                sources=list(d.get("sources", [])),
+                n_dropped=int(d.get("n_dropped", 0)),
+            )
         except KeyError as e:
             raise ProfileError(f"missing key {e.args[0]!r}", file=source, field=str(e.args[0])) from None
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, OverflowError, AttributeError) as e:
             if isinstance(e, ProfileError):
                 raise
-            raise ProfileError(f"malformed power model ({e})", file=source) from None
-        params = pd.DataFrame(rows).set_index(list(keys))
-        params["n"] = params["n"].astype(int)
-        return cls(
-            by=by,
-            x=d["x"],
-            params=params,
-            idle_power_w=dict(d.get("idle_power_w", {})),
-            sources=list(d.get("sources", [])),
-            n_dropped=int(d.get("n_dropped", 0)),
-        )
+            raise ProfileError(
+                f"malformed power model ({type(e).__name__}: {str(e)[:100]})", file=source
+            ) from None
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        """Write atomically (temp file + rename): a crash never leaves half a model file."""
+        from flopwatch.io import atomic_write
+
+        atomic_write(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> PowerModelResult:
+        from flopwatch.io import read_json
+
         p = Path(path)
-        try:
-            d = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise ProfileError("file not found", file=str(p)) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ProfileError(f"not JSON ({e})", file=str(p)) from None
+        # regular file, size-capped, parsed without RecursionError/OverflowError (flopwatch.io)
+        d = read_json(p, kind="power-model JSON file", error=ProfileError)
         if not isinstance(d, dict):
             raise ProfileError("not a JSON object", file=str(p))
         return cls.from_dict(d, source=str(p))

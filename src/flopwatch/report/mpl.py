@@ -68,9 +68,13 @@ def save(fig: Any, path: Path, watermark_text: str | None = None, *, dpi: int = 
     """Watermark (if asked), write ``fig`` to ``path`` and close it.
 
     One render per figure: no ``tight_layout()`` (a full extra draw each) and no layout engine (margins are fixed
-    by :func:`inch_margins`); the PNG is written at zlib level 3.
+    by :func:`inch_margins`); the PNG is written at zlib level 3, to a temporary file renamed into place
+    (:func:`flopwatch.io.atomic_path`: an interrupted save never leaves half a PNG).
     """
+    from flopwatch.io import atomic_path
+
     watermark(fig, watermark_text)
-    fig.savefig(path, dpi=dpi, pil_kwargs={"compress_level": 3})
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, pil_kwargs={"compress_level": 3})
     pyplot().close(fig)
     return path

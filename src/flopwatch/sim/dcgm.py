@@ -27,7 +27,6 @@ the file's header and the ground-truth sidecar say so.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import shutil
@@ -145,22 +144,12 @@ def random_schedule(n_gpus: int, hours: float, *, gpus_per_node: int = 8, seed: 
 def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
     """Jobs from JSON (a list or ``{"jobs": [...]}``) or TOML (``[[jobs]]``): name, namespace, gpus, start_s or
     start_h, duration_s or hours, and a workload: a catalog name or a raw workload table."""
+    from flopwatch.io import parse_json, parse_toml, read_text
+
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise InputError(f"cannot read schedule: {e.strerror}", file=str(p)) from None
-    try:
-        if p.suffix.lower() == ".toml":
-            try:
-                import tomllib
-            except ImportError:  # pragma: no cover - Python 3.10
-                import tomli as tomllib  # type: ignore[no-redef]
-            doc: Any = tomllib.loads(text)
-        else:
-            doc = json.loads(text)
-    except ValueError as e:
-        raise InputError(f"not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {e}", file=str(p)) from None
+    # regular file, size-capped, parsed without RecursionError/OverflowError (flopwatch.io)
+    text = read_text(p, kind="fleet schedule")
+    doc: Any = parse_toml(text, file=str(p)) if p.suffix.lower() == ".toml" else parse_json(text, file=str(p))
     items = doc.get("jobs") if isinstance(doc, dict) else doc
     if not isinstance(items, list) or not items:
         raise InputError("expected a non-empty list of jobs", file=str(p), field="jobs")
@@ -173,12 +162,16 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
             start = float(it["start_s"]) if "start_s" in it else float(it.get("start_h", 0.0)) * 3600.0
             dur = float(it["duration_s"]) if "duration_s" in it else float(it["hours"]) * 3600.0
             gpus = int(it.get("gpus", 1))
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise InputError(
                 f"needs numeric start_s/start_h, duration_s/hours, gpus ({e})", file=str(p), record=name
             ) from None
-        if gpus < 1 or dur <= 0 or start < 0:
-            raise InputError("gpus >= 1, duration > 0 and start >= 0 are required", file=str(p), record=name)
+        if not (math.isfinite(start) and math.isfinite(dur)) or gpus < 1 or dur <= 0 or start < 0:
+            raise InputError(
+                "finite numbers with gpus >= 1, duration > 0 and start >= 0 are required",
+                file=str(p),
+                record=name,
+            )
         w = it.get("workload", "llm-1b-bf16")
         if isinstance(w, str):
             if w not in CATALOG:
@@ -200,10 +193,18 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
                     dtype=normalize_dtype(w.get("dtype", "bf16")),
                     num_layers=int(w.get("num_layers", 12)),
                 )
-            except (KeyError, TypeError, ValueError) as e:
+            except (KeyError, TypeError, ValueError, OverflowError) as e:
                 raise InputError(
                     f"raw workload needs flops_per_step ({e})", file=str(p), record=name, field="workload"
                 ) from None
+            nums = {k: getattr(wl, k) for k in ("flops_per_step", "bytes_per_step", "tokens_per_step")}
+            if not all(math.isfinite(v) and v >= 0 for v in nums.values()) or wl.flops_per_step <= 0:
+                raise InputError(
+                    f"needs finite flops_per_step > 0, bytes_per_step and tokens_per_step >= 0, got {nums}",
+                    file=str(p),
+                    record=name,
+                    field="workload",
+                )
         else:
             raise InputError(
                 "workload must be a catalog name or a table", file=str(p), record=name, field="workload"

@@ -21,7 +21,6 @@ path to a JSON (a list, or ``{"schedule": [...]}``) or TOML (``[[schedule]]`` ta
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +30,7 @@ from typing import Any
 
 from flopwatch.devices import get_device, normalize_dtype
 from flopwatch.errors import InputError, SensorError
+from flopwatch.io import is_out_of_range, parse_toml, read_json, read_text
 from flopwatch.sim.accelerator import Idle, Run, SimulatedAccelerator
 from flopwatch.sim.artefacts import SensorReadout
 from flopwatch.telemetry.sensors.base import Clock, Reading, ScaledClock, SensorInfo, VirtualClock
@@ -211,27 +211,35 @@ def load_schedule(schedule: Any, *, file: str | None = None) -> list[Idle | Run]
 
 
 def _load_schedule_file(p: Path) -> list[Idle | Run]:
-    if not p.exists():
-        raise InputError("schedule file not found", file=str(p))
-    text = p.read_text()
-    try:
-        if p.suffix.lower() == ".toml":
-            import tomllib
-
-            data: Any = tomllib.loads(text)
-        else:
-            data = json.loads(text)
-    except Exception as e:  # JSONDecodeError / TOMLDecodeError: report where
-        raise InputError(f"not valid {p.suffix.lstrip('.').upper() or 'JSON'}: {e}", file=str(p)) from None
+    # regular file, size-capped, parsed without RecursionError/OverflowError (flopwatch.io)
+    if p.suffix.lower() == ".toml":
+        data: Any = parse_toml(read_text(p, kind="schedule (TOML)"), file=str(p))
+    else:
+        data = read_json(p, kind="schedule (JSON)")
+    if isinstance(data, (str, Path)):  # a file's content is never read as another path
+        raise InputError("a schedule must be a list, got str", file=str(p), field="schedule")
     return load_schedule(data, file=str(p))
 
 
-def _num(d: Mapping[str, Any], k: str, i: int, file: str | None, *, positive: bool = True) -> float:
+# Sanity bounds of a scripted schedule: a simulated run or gap longer than ~3 years, or more than 1e15 steps,
+# is a typo or a hostile file (and would make the virtual clock's arithmetic meaningless).
+MAX_SCHEDULE_S = 1e8
+MAX_STEPS = 1e15
+
+
+def _num(
+    d: Mapping[str, Any], k: str, i: int, file: str | None, *, positive: bool = True, upper: float = math.inf
+) -> float:
     v = d.get(k)
+    lit = is_out_of_range(v)
+    if lit is not None:
+        raise InputError(f"number {lit} is out of range", file=file, record=i, field=k)
+    if isinstance(v, bool):
+        raise InputError(f"expected a number, got {v!r}", file=file, record=i, field=k)
     try:
         x = float(v)
-    except (TypeError, ValueError):
-        raise InputError(f"expected a number, got {v!r}", file=file, record=i, field=k) from None
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"expected a number, got {v!r}"[:120], file=file, record=i, field=k) from None
     if not math.isfinite(x) or (positive and x <= 0) or x < 0:
         raise InputError(
             f"expected a {'positive' if positive else 'non-negative'} number, got {v!r}",
@@ -239,14 +247,24 @@ def _num(d: Mapping[str, Any], k: str, i: int, file: str | None, *, positive: bo
             record=i,
             field=k,
         )
+    if x > upper:
+        raise InputError(f"{x:g} exceeds the sanity bound {upper:g}", file=file, record=i, field=k)
     return x
+
+
+def _count(d: Mapping[str, Any], k: str, i: int, file: str | None, *, positive: bool = True) -> int:
+    """A whole number of steps (0.5 steps is a typo, not 0 steps)."""
+    x = _num(d, k, i, file, positive=positive, upper=MAX_STEPS)
+    if x != round(x):
+        raise InputError(f"expected a whole number, got {d.get(k)!r}", file=file, record=i, field=k)
+    return int(x)
 
 
 def _item(it: Any, i: int, file: str | None) -> Idle | Run:
     if isinstance(it, (Idle, Run)):
         return it
     if isinstance(it, tuple) and len(it) == 2:
-        return Run(it[0], steps=int(it[1]))
+        return Run(it[0], steps=_count({"steps": it[1]}, "steps", i, file))
     if not isinstance(it, Mapping):
         if all(hasattr(it, f) for f in (*_RAW_FIELDS, "label", "dtype")):
             raise InputError(
@@ -256,16 +274,19 @@ def _item(it: Any, i: int, file: str | None) -> Idle | Run:
     d = dict(it)
     for k in ("idle_s", "idle"):
         if k in d:
-            return Idle(_num(d, k, i, file, positive=False))
+            return Idle(_num(d, k, i, file, positive=False, upper=MAX_SCHEDULE_S))
     steps = d.pop("steps", None)
     duration = d.pop("duration_s", None)
-    warmup = int(d.pop("warmup_steps", 0) or 0)
+    warmup_v = d.pop("warmup_steps", None)
+    warmup = (
+        0 if warmup_v is None else _count({"warmup_steps": warmup_v}, "warmup_steps", i, file, positive=False)
+    )
     if steps is None and duration is None:
         raise InputError("a workload needs steps or duration_s", file=file, record=i, field="steps")
     if steps is not None:
-        steps = int(_num({"steps": steps}, "steps", i, file))
+        steps = _count({"steps": steps}, "steps", i, file)
     if duration is not None:
-        duration = _num({"duration_s": duration}, "duration_s", i, file)
+        duration = _num({"duration_s": duration}, "duration_s", i, file, upper=MAX_SCHEDULE_S)
     extra: dict[str, Any] = {}
     if "workload" in d and isinstance(d["workload"], Mapping):
         d = {**d, **d.pop("workload")}
@@ -284,10 +305,10 @@ def _item(it: Any, i: int, file: str | None) -> Idle | Run:
             flops_per_step=_num(d, "flops_per_step", i, file),
             bytes_per_step=_num(d, "bytes_per_step", i, file, positive=False),
             tokens_per_step=_num(d, "tokens_per_step", i, file),
-            batch_size=int(_num(d, "batch_size", i, file)) if "batch_size" in d else 1,
+            batch_size=_count(d, "batch_size", i, file) if "batch_size" in d else 1,
             dtype=dtype,
             arch=d.get("arch"),
-            num_layers=int(_num(d, "num_layers", i, file)) if "num_layers" in d else None,
+            num_layers=_count(d, "num_layers", i, file) if "num_layers" in d else None,
         )
     return Run(wl, steps=steps, duration_s=duration, warmup_steps=warmup, extra=extra)
 
@@ -300,6 +321,10 @@ def _describe_config(d: Mapping[str, Any], i: int, file: str | None) -> tuple[An
         from flopwatch.workloads.sweeps import get_config
     except ImportError as e:  # pragma: no cover - depends on the workloads package being installed
         raise InputError(f"workload configs need flopwatch.workloads ({e})", file=file, record=i) from None
+    if "sweep" not in d and not isinstance(d["config"], Mapping):
+        raise InputError(
+            f"must be an object, got {type(d['config']).__name__}", file=file, record=i, field="config"
+        )
     try:
         if "sweep" in d:
             cfg = get_config(str(d["sweep"]), str(d.get("label", "")))
@@ -307,6 +332,10 @@ def _describe_config(d: Mapping[str, Any], i: int, file: str | None) -> tuple[An
             cfg = config_from_dict(d["config"])
     except InputError as e:
         raise InputError(e.detail, file=file, record=i, field=e.field or "config") from None
+    except (TypeError, ValueError, OverflowError) as e:  # a value of the wrong type deep in the config
+        raise InputError(
+            f"invalid ({type(e).__name__}: {str(e)[:100]})", file=file, record=i, field="config"
+        ) from None
     return describe(cfg), {"config": cfg.to_dict() if hasattr(cfg, "to_dict") else None}
 
 

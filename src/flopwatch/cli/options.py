@@ -1,0 +1,196 @@
+"""Validators for numeric command-line options, and the guard that an output is not an input.
+
+Every numeric option goes through one of these as a typer ``callback``, so a bad value (``nan``, ``inf``,
+a negative count, a sampling rate that would run away) is refused while the command line is parsed — one
+line, exit status 2, before any file is read or any sensor opened::
+
+    rate: float = typer.Option(10.0, "--rate", callback=options.rate_hz())
+    idle: float | None = typer.Option(None, "--idle-power", callback=options.non_negative(unit="W"))
+
+Click's own ``FLOAT`` type accepts ``nan`` and ``inf``; these callbacks are what refuse them. The message
+names the option: ``flopwatch: error: Invalid value for '--rate': must be <= 1000 Hz, got 1e+07``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from flopwatch.errors import InputError
+from flopwatch.io import check_not_input, check_output_file
+
+# No sensor backend refreshes faster than 1 kHz (NVML's power reading every 20–100 ms, tegrastats ≥ 1 ms,
+# RAPL's energy counter ~1 ms): sampling above that only burns CPU, and 1e7 Hz used to run away.
+MAX_RATE_HZ = 1000.0
+# A replay or a simulated clock faster than 1e6× real time gains nothing (a day replays in 0.1 s).
+MAX_SPEED = 1e6
+
+Callback = Callable[..., Any]
+
+__all__ = [
+    "MAX_RATE_HZ",
+    "MAX_SPEED",
+    "check_not_input",
+    "count",
+    "finite",
+    "fraction",
+    "in_range",
+    "non_negative",
+    "not_inputs",
+    "positive",
+    "rate_hz",
+    "sensor_files",
+    "speed",
+]
+
+
+def _fmt(v: float) -> str:
+    return f"{v:g}"
+
+
+def _problem(
+    v: Any,
+    *,
+    gt: float | None,
+    ge: float | None,
+    lt: float | None,
+    le: float | None,
+    integer: bool,
+    unit: str,
+) -> str | None:
+    """Why ``v`` is not acceptable, or None."""
+    u = f" {unit}" if unit else ""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return f"must be a number, got {v!r}"
+    if isinstance(v, int):
+        # exact comparisons: float() of a 400-digit integer raises OverflowError
+        x: float = v
+        if abs(v) > 2**1023:
+            return "is out of range (too large for a 64-bit float)"
+    else:
+        x = float(v)
+        if math.isnan(x):
+            return "must be a number, got nan"
+        if math.isinf(x):
+            return f"must be finite, got {x}"
+        if integer and x != round(x):
+            return f"must be a whole number, got {_fmt(x)}"
+    if gt is not None and not x > gt:
+        return f"must be > {_fmt(gt)}{u}, got {_fmt(x)}"
+    if ge is not None and not x >= ge:
+        return f"must be >= {_fmt(ge)}{u}, got {_fmt(x)}"
+    if lt is not None and not x < lt:
+        return f"must be < {_fmt(lt)}{u}, got {_fmt(x)}"
+    if le is not None and not x <= le:
+        return f"must be <= {_fmt(le)}{u}, got {_fmt(x)}"
+    return None
+
+
+def finite(
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+    integer: bool = False,
+    unit: str = "",
+    percent_hint: bool = False,
+) -> Callback:
+    """A typer callback accepting finite numbers within the given bounds (None passes: option not given).
+
+    ``percent_hint``: for a 0–1 ratio, a value in (1, 100] gets "did you mean 0.8?" (80 given as a percent).
+    """
+
+    def callback(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+        if value is None or ctx.resilient_parsing:
+            return value
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            msg = _problem(v, gt=gt, ge=ge, lt=lt, le=le, integer=integer, unit=unit)
+            if msg is not None:
+                if percent_hint and isinstance(v, (int, float)) and 1 < v <= 100:
+                    msg += f" (a 0–1 ratio, not a percentage: did you mean {v / 100:g}?)"
+                raise typer.BadParameter(msg, ctx=ctx, param=param)
+        return value
+
+    return callback
+
+
+def positive(*, le: float | None = None, unit: str = "") -> Callback:
+    """Finite and > 0 (durations, powers, rates), optionally <= ``le``."""
+    return finite(gt=0.0, le=le, unit=unit)
+
+
+def non_negative(*, le: float | None = None, unit: str = "") -> Callback:
+    """Finite and >= 0 (idle power, thresholds, tails)."""
+    return finite(ge=0.0, le=le, unit=unit)
+
+
+def fraction(*, open_low: bool = False, open_high: bool = False) -> Callback:
+    """A ratio in [0, 1] (utilisation gates); ``open_low``/``open_high`` exclude the ends (confidence)."""
+    return finite(
+        gt=0.0 if open_low else None,
+        ge=None if open_low else 0.0,
+        lt=1.0 if open_high else None,
+        le=None if open_high else 1.0,
+        percent_hint=True,
+    )
+
+
+def in_range(lo: float, hi: float, *, unit: str = "") -> Callback:
+    """Finite and within [lo, hi]."""
+    return finite(ge=lo, le=hi, unit=unit)
+
+
+def count(*, ge: int = 1, le: float | None = None) -> Callback:
+    """A whole number >= ``ge`` (splits, samples, repeats), optionally <= ``le``."""
+    return finite(ge=ge, le=le, integer=True)
+
+
+def rate_hz() -> Callback:
+    """A sampling rate: > 0 and <= :data:`MAX_RATE_HZ`."""
+    return positive(le=MAX_RATE_HZ, unit="Hz")
+
+
+def speed() -> Callback:
+    """A replay / scaled-clock speed factor: > 0 and <= :data:`MAX_SPEED`."""
+    return positive(le=MAX_SPEED)
+
+
+def not_inputs(
+    outputs: Iterable[tuple[str, str | os.PathLike[str] | None]],
+    inputs: Iterable[str | os.PathLike[str] | None],
+    *,
+    directories: Iterable[str] = ("--figures",),
+) -> None:
+    """Refuse (InputError, exit 2) any ``(option, path)`` output that is one of ``inputs`` or another output,
+    or an existing directory where a file is expected (options not in ``directories``).
+
+    Call at the top of a command, before anything is read or written.
+    """
+    outs = [(opt, Path(p)) for opt, p in outputs if p is not None]
+    ins = [p for p in inputs if p is not None]
+    for i, (opt, p) in enumerate(outs):
+        if opt not in directories:
+            try:
+                check_output_file(p)  # a directory, FIFO or device where an output file goes
+            except InputError as e:
+                raise InputError(e.detail, file=str(p), field=opt) from None
+        check_not_input(p, ins, option=opt)
+        # two outputs on one path: the second would overwrite the first
+        check_not_input(p, [q for _, q in outs[i + 1 :]], option=opt)
+
+
+def sensor_files(spec: str | None) -> list[str]:
+    """The files a sensor spec reads (``replay:FILE``, ``tegrastats:FILE``, ``jetson:ROOT``…), for :func:`not_inputs`."""
+    if not spec:
+        return []
+    kind, sep, arg = spec.strip().partition(":")
+    if not sep or not arg or kind.strip().lower() in ("nvml", "amd", "sim"):
+        return []  # device indices, UUIDs and simulator names are not paths
+    return [arg.strip()]

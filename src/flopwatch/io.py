@@ -1,0 +1,466 @@
+"""Safe file input and output: every loader reads through here, every writer writes through here.
+
+Inputs may be hostile (a verifier's tool runs where the operator may want it to fail), so reading a file:
+
+* refuses anything but a regular file *before* opening it: a FIFO would block ``open`` forever, a device
+  such as ``/dev/zero`` never ends, a directory is a user mistake; the descriptor is opened non-blocking and
+  checked again with ``fstat`` (the path may have been swapped between the two checks);
+* caps the size read (:data:`MAX_INPUT_BYTES`, override with ``FLOPWATCH_MAX_INPUT_BYTES``), so a huge or
+  growing file cannot exhaust memory;
+* parses JSON so that nesting 100 000 deep, integers with thousands of digits and ``1e999`` end in one
+  :class:`~flopwatch.errors.InputError` (or a value the field validators name), never a RecursionError,
+  OverflowError or MemoryError.
+
+Outputs are written atomically (a temporary file in the same directory, ``fsync``, then ``os.replace``): a
+crash or a full disk leaves the previous file intact, never half a file. :func:`check_not_input` refuses an
+output path that is one of the command's inputs (by resolved path and by inode, so hard links and symlinks
+count), before any work starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from flopwatch.errors import InputError
+
+# Inputs are records, profiles, configs, schedules and CSVs of at most a few MB; 256 MiB leaves a wide margin
+# while keeping a bogus input (e.g. a multi-GB log passed by mistake) from exhausting a small node's memory.
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+# Nesting deeper than this is refused before parsing: no flopwatch format nests more than ~6 levels, and the
+# C JSON scanner and tomllib recurse once per level (Python's default recursion limit is 1000).
+MAX_NESTING = 200
+
+_KIND_NAMES = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+__all__ = [
+    "MAX_INPUT_BYTES",
+    "MAX_NESTING",
+    "OutOfRange",
+    "atomic_write",
+    "atomic_writer",
+    "check_input_file",
+    "check_not_input",
+    "check_output_file",
+    "is_out_of_range",
+    "parse_json",
+    "parse_toml",
+    "read_bytes",
+    "read_json",
+    "read_text",
+    "read_toml",
+]
+
+
+def max_input_bytes() -> int:
+    """The size cap: ``FLOPWATCH_MAX_INPUT_BYTES`` when set to a positive integer, else the default."""
+    env = os.environ.get("FLOPWATCH_MAX_INPUT_BYTES", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return MAX_INPUT_BYTES
+
+
+def _describe_mode(mode: int) -> str:
+    return _KIND_NAMES.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def check_input_file(
+    path: str | os.PathLike[str], *, kind: str = "file", error: type[InputError] = InputError
+) -> os.stat_result:
+    """``stat`` of ``path`` when it is a readable-looking regular file; else ``error`` naming the file.
+
+    Nothing is opened, so a FIFO cannot block and a device cannot stream.
+    """
+    file = os.fspath(path)
+    try:
+        st = os.stat(file)
+    except FileNotFoundError:
+        raise error("no such file", file=file) from None
+    except NotADirectoryError:
+        raise error("no such file (a parent is not a directory)", file=file) from None
+    except PermissionError:
+        raise error("cannot read (permission denied)", file=file) from None
+    except OSError as e:  # ELOOP, ENAMETOOLONG, …
+        raise error(f"cannot read ({e.strerror or e})", file=file) from None
+    except ValueError:  # embedded NUL byte in the path
+        raise error("is not a valid path", file=file) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise error(f"is a directory, expected a {kind}", file=file)
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"is {_describe_mode(st.st_mode)}, expected a regular {kind}", file=file)
+    return st
+
+
+def read_bytes(
+    path: str | os.PathLike[str],
+    *,
+    kind: str = "file",
+    error: type[InputError] = InputError,
+    max_bytes: int | None = None,
+) -> bytes:
+    """The whole content of a regular file of at most ``max_bytes`` bytes."""
+    file = os.fspath(path)
+    cap = max_input_bytes() if max_bytes is None else int(max_bytes)
+    st = check_input_file(file, kind=kind, error=error)
+    if st.st_size > cap:
+        raise error(f"is {st.st_size} bytes, larger than the {cap}-byte limit for a {kind}", file=file)
+    try:
+        # O_NONBLOCK: if the path was replaced by a FIFO after the stat, open does not wait for a writer.
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except PermissionError:
+        raise error("cannot read (permission denied)", file=file) from None
+    except OSError as e:
+        raise error(f"cannot read ({e.strerror or e})", file=file) from None
+    try:
+        fst = os.fstat(fd)
+        if not stat.S_ISREG(fst.st_mode):
+            raise error(f"is {_describe_mode(fst.st_mode)}, expected a regular {kind}", file=file)
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            try:
+                chunk = os.read(fd, min(1 << 20, cap + 1 - total))
+            except OSError as e:
+                raise error(f"cannot read ({e.strerror or e})", file=file) from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > cap:  # grew while being read (or a /proc-like file reporting size 0)
+                raise error(f"is larger than the {cap}-byte limit for a {kind}", file=file)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text(
+    path: str | os.PathLike[str],
+    *,
+    kind: str = "file",
+    error: type[InputError] = InputError,
+    max_bytes: int | None = None,
+) -> str:
+    """UTF-8 text of a regular file (a byte-order mark is dropped); ``error`` naming the file otherwise."""
+    data = read_bytes(path, kind=kind, error=error, max_bytes=max_bytes)
+    try:
+        # utf-8-sig: a byte-order mark (files saved by some Windows editors) is not a syntax error
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise error(f"is not UTF-8 text (byte {e.start}; expected a {kind})", file=os.fspath(path)) from None
+
+
+# ------------------------------------------------------------------------------------------ numbers
+
+
+class OutOfRange(float):
+    """A number literal too large for a float64 (``1e999``, a 400-digit integer): its value is ±inf.
+
+    The field validators, which reject non-finite values anyway, can name the literal with
+    :func:`is_out_of_range` instead of saying "is infinite" about a number the file spells out.
+    """
+
+    literal: str
+
+    def __new__(cls, literal: str) -> OutOfRange:
+        neg = literal.lstrip().startswith("-")
+        obj = super().__new__(cls, -math.inf if neg else math.inf)
+        obj.literal = literal if len(literal) <= 24 else f"{literal[:12]}…({len(literal)} characters)"
+        return obj
+
+
+def is_out_of_range(value: Any) -> str | None:
+    """The literal of an :class:`OutOfRange` number, else None."""
+    return value.literal if isinstance(value, OutOfRange) else None
+
+
+def _parse_int(s: str) -> int | float:
+    # Python refuses to parse integers of more than 4300 digits (ValueError) and float(int) of more than
+    # ~309 digits overflows: anything past float64's range is out of range for every field we read.
+    digits = len(s.lstrip("-"))
+    if digits > 308:
+        return OutOfRange(s)
+    v = int(s)
+    if abs(v) > sys.float_info.max:
+        return OutOfRange(s)
+    return v
+
+
+def _parse_float(s: str) -> float:
+    v = float(s)
+    if math.isinf(v):
+        return OutOfRange(s)
+    return v
+
+
+def _too_deep(obj: Any, limit: int) -> bool:
+    """Whether containers nest more than ``limit`` levels (iterative: no recursion on hostile input)."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        if isinstance(o, dict):
+            children: Iterable[Any] = o.values()
+        elif isinstance(o, list):
+            children = o
+        else:
+            continue
+        if d > limit:
+            return True
+        stack.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def parse_json(
+    text: str,
+    *,
+    file: str | None = None,
+    error: type[InputError] = InputError,
+    line: int | None = None,
+    max_nesting: int = MAX_NESTING,
+) -> Any:
+    """``json.loads`` that never raises anything but ``error`` (naming ``file`` and the line).
+
+    Out-of-float-range numbers become :class:`OutOfRange` (±inf, refused by the field validators with the
+    literal); NaN/Infinity literals parse to floats and are likewise refused where a field is validated.
+    """
+    where = f"line {line}: " if line is not None else ""
+    try:
+        # the C scanner guards its recursion itself (RecursionError, caught below)
+        doc = json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
+    except json.JSONDecodeError as e:
+        if line is None:
+            raise error(f"line {e.lineno}: invalid JSON ({e.msg})", file=file) from None
+        raise error(f"line {line}: invalid JSON ({e.msg} at column {e.colno})", file=file) from None
+    except RecursionError:
+        raise error(f"{where}JSON nested more than {max_nesting} levels deep", file=file) from None
+    except (ValueError, OverflowError, MemoryError) as e:
+        raise error(f"{where}invalid JSON ({type(e).__name__})", file=file) from None
+    # Nesting the parser accepted can still break code that walks the document recursively later.
+    if _too_deep(doc, max_nesting):
+        raise error(f"{where}JSON nested more than {max_nesting} levels deep", file=file)
+    return doc
+
+
+def read_json(
+    path: str | os.PathLike[str],
+    *,
+    kind: str = "JSON file",
+    error: type[InputError] = InputError,
+    max_bytes: int | None = None,
+) -> Any:
+    """Read and parse one JSON document from a regular file (see :func:`read_text`, :func:`parse_json`)."""
+    file = os.fspath(path)
+    text = read_text(path, kind=kind, error=error, max_bytes=max_bytes)
+    if not text.strip():
+        raise error(f"is empty (expected a {kind})", file=file)
+    return parse_json(text, file=file, error=error)
+
+
+def parse_toml(
+    text: str,
+    *,
+    file: str | None = None,
+    error: type[InputError] = InputError,
+    max_nesting: int = MAX_NESTING,
+) -> dict[str, Any]:
+    """``tomllib.loads`` that raises only ``error``; ``inf``/``nan`` values are refused by the validators."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"invalid TOML ({e})", file=file) from None
+    except RecursionError:
+        raise error(f"TOML nested more than {max_nesting} levels deep", file=file) from None
+    except (ValueError, OverflowError, MemoryError) as e:
+        if "digits" in str(e):  # Python's int-parsing limit (sys.get_int_max_str_digits)
+            raise error("invalid TOML (an integer of more than 4300 digits)", file=file) from None
+        raise error(f"invalid TOML ({type(e).__name__}: {str(e)[:80]})", file=file) from None
+    if _too_deep(doc, max_nesting):
+        raise error(f"TOML nested more than {max_nesting} levels deep", file=file)
+    return doc
+
+
+def read_toml(
+    path: str | os.PathLike[str],
+    *,
+    kind: str = "TOML file",
+    error: type[InputError] = InputError,
+    max_bytes: int | None = None,
+) -> dict[str, Any]:
+    """Read and parse a TOML document from a regular file."""
+    file = os.fspath(path)
+    return parse_toml(read_text(path, kind=kind, error=error, max_bytes=max_bytes), file=file, error=error)
+
+
+# ------------------------------------------------------------------------------------------ outputs
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.resolve() == b.resolve():
+            return True
+    except (OSError, RuntimeError):  # symlink loop
+        pass
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def check_not_input(
+    output: str | os.PathLike[str] | None,
+    inputs: Iterable[str | os.PathLike[str] | None],
+    *,
+    option: str = "-o",
+) -> None:
+    """InputError when ``output`` is one of ``inputs`` (same resolved path, or same inode via a hard link).
+
+    Call it before any work starts, so a refused command has read and written nothing. ``inputs`` may
+    hold directories: an output *inside* an input directory is fine, the directory itself is not.
+    """
+    if output is None:
+        return
+    out = Path(output)
+    for inp in inputs:
+        if inp is None:
+            continue
+        if _same_file(out, Path(inp)):
+            raise InputError(
+                f"is also an input of this command ({os.fspath(inp)}); refusing to overwrite it "
+                "(choose another output path)",
+                file=os.fspath(out),
+                field=option,
+            )
+
+
+def check_output_file(path: str | os.PathLike[str]) -> None:
+    """InputError unless ``path`` is absent or a regular file (appending to a FIFO would block, to a device or
+    a directory would fail after the work was done)."""
+    file = os.fspath(path)
+    try:
+        st = os.stat(file)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise InputError(f"cannot write ({e.strerror or e})", file=file) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError("is a directory; expected an output file name", file=file)
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"is {_describe_mode(st.st_mode)}; expected a regular output file", file=file)
+
+
+def _prepare_target(p: Path) -> None:
+    if p.is_dir():
+        raise InputError("is a directory; expected an output file path", file=str(p))
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise InputError("its parent is not a directory", file=str(p)) from None
+    except OSError as e:
+        raise InputError(f"cannot create its directory ({e.strerror or e})", file=str(p)) from None
+
+
+def _fsync_dir(d: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_writer(
+    path: str | os.PathLike[str], *, mode: str = "w", perms: int | None = None, encoding: str = "utf-8"
+) -> Iterator[IO[Any]]:
+    """Context manager giving a file in ``path``'s directory that replaces ``path`` only on success.
+
+    ``mode`` is ``"w"`` (text) or ``"wb"``. The file keeps the mode of the file it replaces, else
+    ``perms`` (default rw-r--r--: outputs are shared). A symlink at ``path`` is replaced, never written
+    through. On any exception the temporary file is removed and ``path`` is untouched.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
+    p = Path(path)
+    _prepare_target(p)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as e:
+        raise InputError(f"cannot write ({e.strerror or e})", file=str(p)) from None
+    try:
+        try:
+            old = os.lstat(p)
+            keep = stat.S_IMODE(old.st_mode) if stat.S_ISREG(old.st_mode) else None
+        except OSError:
+            keep = None
+        os.fchmod(fd, keep if keep is not None else (0o644 if perms is None else perms))
+        kw: dict[str, Any] = {} if "b" in mode else {"encoding": encoding, "newline": ""}
+        with os.fdopen(fd, mode, **kw) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+        _fsync_dir(p.parent)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write(
+    path: str | os.PathLike[str], data: str | bytes, *, perms: int | None = None, encoding: str = "utf-8"
+) -> Path:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_writer`); returns the path."""
+    with atomic_writer(
+        path, mode="wb" if isinstance(data, bytes) else "w", perms=perms, encoding=encoding
+    ) as fh:
+        fh.write(data)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str], *, perms: int | None = None) -> Iterator[Path]:
+    """A temporary path beside ``path`` for writers that want a file name (pandas, pyarrow, matplotlib).
+
+    The temporary path is renamed over ``path`` when the block succeeds, removed otherwise.
+    """
+    p = Path(path)
+    _prepare_target(p)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=p.suffix or ".tmp", dir=p.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        try:
+            old = os.lstat(p)
+            keep = stat.S_IMODE(old.st_mode) if stat.S_ISREG(old.st_mode) else None
+        except OSError:
+            keep = None
+        os.chmod(tmp, keep if keep is not None else (0o644 if perms is None else perms))
+        with contextlib.suppress(OSError):
+            fd2 = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd2)
+            finally:
+                os.close(fd2)
+        os.replace(tmp, p)
+        _fsync_dir(p.parent)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
