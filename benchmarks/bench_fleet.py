@@ -6,10 +6,13 @@ with promtool into one TSDB (one fleet per day of timestamps), and served by one
 Each estimate runs in a fresh subprocess so its peak RSS is its own; Prometheus's CPU time is read from /proc.
 
     python benchmarks/bench_fleet.py                      # GPUs 16,32,64,128 × 6 h and 32 GPUs × 6,12,24 h
-    python benchmarks/bench_fleet.py --gpus 1024 --hours 24 --sweep-hours ''   # the issue's full size (slow)
+    python benchmarks/bench_fleet.py --gpus 1024 --hours-fixed 24 --sweep-hours '' --tsdb /tmp/t24  # the issue's size
+    git archive main src | tar -x -C /tmp/base   # then, paired before/after against the same server:
+    python benchmarks/bench_fleet.py --tsdb /tmp/t6 --baseline-src /tmp/base/src
 
-The full 1024 GPUs × 24 h at 15 s is 88 M samples; promtool backfills ~60 k lines/s on this 2-core machine,
-so the default measures scaled series and extrapolates (printed as such).
+The full 1024 GPUs × 24 h at 15 s is ≈ 83 M samples (≈ 26 GB of OpenMetrics); promtool backfills ≈ 25 MB/s on
+this 2-core machine, so building it takes ≈ 20 min (``--tsdb`` keeps it for re-runs). Figures, what they mean
+and the limit: docs/fleet.md, "Scale".
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ CHILD = r"""
 import json, resource, sys, time
 import numpy
 from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
+ANSWER_KEYS = json.loads(sys.argv[5])
 url, t0, t1, chunk = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 w0, c0 = time.perf_counter(), time.process_time()
@@ -37,8 +41,26 @@ wall, cpu = time.perf_counter() - w0, time.process_time() - c0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"wall_s": wall, "cpu_s": cpu, "gpu_hours": r.meta["gpu_hours"], "groups": len(r.groups),
                   "queries": r.meta["queries"], "bytes": r.meta["bytes_received"], "rss_growth_mb": rss - rss0,
-                  "maxrss_mb": rss}))
+                  "maxrss_mb": rss,
+                  "answers": {g["key"]: [g.get(k) for k in ANSWER_KEYS] for g in r.groups}}))
 """
+#: Per-group fields compared between --baseline-src and this tree (the paired runs must agree).
+ANSWER_KEYS = ["energy_j", "estimate_flops", "lower_flops", "upper_flops", "pipe_estimate_flops", "gpu_hours"]
+
+
+def _max_rel_diff(a: dict[str, list[float | None]], b: dict[str, list[float | None]]) -> float:
+    """Largest relative difference between two runs' per-group answers (inf when the groups differ)."""
+    if a.keys() != b.keys():
+        return float("inf")
+    worst = 0.0
+    for k, xs in a.items():
+        for x, y in zip(xs, b[k], strict=True):
+            if x is None or y is None:
+                if (x is None) != (y is None):
+                    return float("inf")
+                continue
+            worst = max(worst, abs(x - y) / max(abs(x), abs(y), 1e-300))
+    return worst
 
 
 def _cpu_s(pid: int) -> float:
@@ -55,6 +77,19 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=32, help="GPUs per query chunk")
     ap.add_argument("--device", default="h100")
     ap.add_argument("--tsdb", default=None, help="keep the backfilled TSDB here and reuse it when it matches")
+    ap.add_argument(
+        "--baseline-src",
+        default=None,
+        help="a second source tree (e.g. `git archive main src | tar -x -C /tmp/base`, then /tmp/base/src): each "
+        "size runs with it and with this tree alternately against the same Prometheus (paired before/after)",
+    )
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds to let Prometheus compact the backfilled blocks before measuring (a long-running server "
+        "merges promtool's overlapping 2 h blocks within minutes; 0: measure them as backfilled)",
+    )
     args = ap.parse_args()
 
     from flopwatch.fleet.localprom import LocalPrometheus, backfill
@@ -110,30 +145,61 @@ def main() -> None:
         if args.sweep_hours:
             w0 = walls[(args.gpus_fixed, max(float(h) for h in args.sweep_hours.split(",")))]
             runs += [(args.gpus_fixed, float(h), w0) for h in args.sweep_hours.split(",")]
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+        srcs = [("this", str(Path(__file__).resolve().parents[1] / "src"))]
+        if args.baseline_src:
+            srcs.insert(0, ("base", str(Path(args.baseline_src).resolve())))
         print(
-            "gpus  hours  gpu_h   wall_s  cpu_s  prom_cpu_s  gpu_h_per_s  rss_growth_MB  maxrss_MB  queries  MB_recv"
+            "src   gpus  hours  gpu_h   wall_s  cpu_s  prom_cpu_s  gpu_h_per_s  rss_growth_MB  maxrss_MB  queries  "
+            "MB_recv  load1"
         )
         rows = []
+        base_answers: dict[str, list[float | None]] = {}
         with LocalPrometheus(tsdb) as p:
             assert p.proc is not None
+            if args.settle > 0:
+                time.sleep(args.settle)
+            blocks = sum(1 for b in tsdb.iterdir() if (b / "meta.json").exists())
+            print(f"# Prometheus serves {blocks} blocks")
             for g, h, w0 in runs:
-                pc0 = _cpu_s(p.proc.pid)
-                out = subprocess.run(
-                    [sys.executable, "-c", CHILD, p.url, str(w0), str(w0 + h * 3600), str(args.chunk)],
-                    capture_output=True,
-                    text=True,
-                    env=env,
-                    check=True,
-                ).stdout
-                r = json.loads(out)
-                r |= {"gpus": g, "hours": h, "prom_cpu_s": _cpu_s(p.proc.pid) - pc0}
-                rows.append(r)
-                print(
-                    f"{g:4d}  {h:5.1f}  {r['gpu_hours']:6.1f}  {r['wall_s']:6.2f}  {r['cpu_s']:5.2f}  "
-                    f"{r['prom_cpu_s']:10.2f}  {r['gpu_hours'] / r['wall_s']:11.0f}  {r['rss_growth_mb']:13.1f}  "
-                    f"{r['maxrss_mb']:9.0f}  {r['queries']:7d}  {r['bytes'] / 1e6:7.2f}"
-                )
+                for tag, src in srcs:
+                    pc0 = _cpu_s(p.proc.pid)
+                    out = subprocess.run(
+                        [
+                            sys.executable,
+                            "-c",
+                            CHILD,
+                            p.url,
+                            str(w0),
+                            str(w0 + h * 3600),
+                            str(args.chunk),
+                            json.dumps(ANSWER_KEYS),
+                        ],
+                        capture_output=True,
+                        text=True,
+                        env={**os.environ, "PYTHONPATH": src},
+                        check=True,
+                    ).stdout
+                    r = json.loads(out)
+                    r |= {"src": tag, "gpus": g, "hours": h, "prom_cpu_s": _cpu_s(p.proc.pid) - pc0}
+                    r["load1"] = os.getloadavg()[0]
+                    answers = r.pop("answers")
+                    if tag == "base":
+                        base_answers = answers
+                    else:
+                        if args.baseline_src:
+                            r["max_rel_diff_vs_base"] = _max_rel_diff(base_answers, answers)
+                        rows.append(r)
+                    print(
+                        f"{tag:4s}  {g:4d}  {h:5.1f}  {r['gpu_hours']:6.1f}  {r['wall_s']:6.2f}  {r['cpu_s']:5.2f}  "
+                        f"{r['prom_cpu_s']:10.2f}  {r['gpu_hours'] / r['wall_s']:11.0f}  "
+                        f"{r['rss_growth_mb']:13.1f}  {r['maxrss_mb']:9.0f}  {r['queries']:7d}  "
+                        f"{r['bytes'] / 1e6:7.2f}  {r['load1']:5.2f}"
+                        + (
+                            f"  answers differ from base by ≤ {r['max_rel_diff_vs_base']:.1e} (relative)"
+                            if "max_rel_diff_vs_base" in r
+                            else ""
+                        )
+                    )
         import numpy as np
 
         gh = np.array([r["gpu_hours"] for r in rows])

@@ -93,6 +93,25 @@ def test_client_passes_prometheus_errors_and_parses_ranges():
     assert s.labels == {"UUID": "GPU-1"} and s.t.tolist() == [10, 20] and s.v[0] == 1.5 and math.isnan(s.v[1])
     with pytest.raises(PrometheusError, match="11000"):
         c.query_range("x", 0, 1e6, 1)
+    # several series are converted together and split back per series; empty ones are dropped
+    many = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                {"metric": {"UUID": "GPU-1"}, "values": [[10, "1"], [20, "2"], [30, "+Inf"]]},
+                {"metric": {"UUID": "GPU-2"}, "values": []},
+                {"metric": {"UUID": "GPU-3"}, "values": [[20, "-4.5e3"]]},
+                {"metric": {"UUID": "GPU-4"}, "values": [[10, "oops"], [30, "7"]]},
+            ],
+        },
+    }
+    c = PrometheusClient("prom:9090", opener=_Opener([many]))
+    a, b, d = c.query_range("x", 10, 30, 10)
+    assert [x.labels["UUID"] for x in (a, b, d)] == ["GPU-1", "GPU-3", "GPU-4"]
+    assert a.t.tolist() == [10, 20, 30] and a.v.tolist() == [1.0, 2.0, math.inf]
+    assert b.t.tolist() == [20] and b.v.tolist() == [-4500.0]
+    assert d.t.tolist() == [10, 30] and math.isnan(d.v[0]) and d.v[1] == 7.0
 
 
 def _block(t, series, values):

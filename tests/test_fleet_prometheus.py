@@ -131,6 +131,37 @@ def test_energy_per_pod_within_one_percent(prom):
     assert sum(g["counter_resets"] for g in res.groups) >= 3
 
 
+def test_resets_on_demand_match_the_full_query(prom):
+    """resets() is asked only where a window's counter maximum exceeds its last value; every window with counter
+    samples must still carry exactly the server's resets() count (fleet A: one reset per GPU)."""
+    import numpy as np
+
+    from flopwatch.fleet import PrometheusClient, ReadPlan
+    from flopwatch.fleet.reader import FleetReader, _assemble, _key, _ms_range
+    from flopwatch.telemetry import dcgm_metrics as M
+
+    p, _ = prom
+    client = PrometheusClient(p.url)
+    reader = FleetReader(client, ReadPlan(WALL_A, WALL_A + 2 * 3600, window_s=1800, gpus_per_chunk=4))
+    present, keys, label = reader.discover()
+    W = _ms_range(1800, client.version() < (3, 0))
+    n_blocks = n_reset_windows = 0
+    for matchers in reader.chunks(keys, label):
+        for block in reader.blocks(matchers):
+            n_blocks += 1
+            full = client.query_range(f"resets({M.ENERGY}{{{matchers}}}[{W}])", block.t[0], block.t[-1], 1800)
+            ref = _assemble({"r": full}, block.t[0], block.t[-1], 1800, present)
+            rows = {_key(lab): i for i, lab in enumerate(ref.labels)}
+            got = block.values["e_resets"]
+            for i, lab in enumerate(block.labels):
+                has = block.values["e_n"][i] > 0
+                want = ref.values["r"][rows[_key(lab)]]
+                assert np.array_equal(got[i][has], want[has]), lab
+                n_reset_windows += int(np.sum(want[has] > 0))
+    assert n_reset_windows >= 3  # the on-demand path ran and found the resets
+    assert 0 < reader.n_lazy_queries <= n_blocks
+
+
 def test_both_estimates_against_ground_truth(prom):
     p, truth = prom
     res = _run(p.url, WALL_A, extra={"threshold": 1e18})
@@ -344,3 +375,44 @@ def test_calibrated_profile_energy_estimate(prom, tmp_path):
         assert g["lower_flops"] <= t["flops"] <= g["upper_flops"]
         assert g["estimate_flops"] == pytest.approx(t["flops"], rel=0.25)
     assert any("profile" in n and "fp32" in n for n in by["vit"]["notes"])  # a bf16 profile on an fp32 job
+
+
+def test_counter_count_on_demand_where_power_is_missing(tmp_path):
+    """The counter's sample count is the power's (same scrape) unless power has no samples in a window; there
+    the server's count_over_time is asked, and every window's count must equal it."""
+    import numpy as np
+
+    from flopwatch.fleet import PrometheusClient, ReadPlan
+    from flopwatch.fleet.reader import FleetReader, _assemble, _key, _ms_range
+    from flopwatch.telemetry import dcgm_metrics as M
+
+    t0 = WALL_A + 10 * DAY
+    lines = [f"# TYPE {M.ENERGY} unknown"]
+    for g in range(2):
+        lab = f'UUID="GPU-{g}",gpu="{g}",pod="p{g}"'
+        lines += [f"{M.ENERGY}{{{lab}}} {5e9 + 300e3 * 15 * k:.0f} {t0 + 15 * k}" for k in range(480)]
+    lines.append(f"# TYPE {M.POWER} gauge")
+    for g in range(2):
+        lab = f'UUID="GPU-{g}",gpu="{g}",pod="p{g}"'
+        # GPU 1's power field stops after the first hour (the counter keeps being scraped)
+        ks = range(480) if g == 0 else range(240)
+        lines += [f"{M.POWER}{{{lab}}} 300 {t0 + 15 * k}" for k in ks]
+    om = tmp_path / "f.om"
+    om.write_text("\n".join(lines) + "\n# EOF\n")
+    backfill(om, tmp_path / "tsdb")
+    with LocalPrometheus(tmp_path / "tsdb") as p:
+        client = PrometheusClient(p.url)
+        reader = FleetReader(client, ReadPlan(t0, t0 + 2 * 3600, window_s=3600))
+        present, keys, label = reader.discover()
+        W = _ms_range(3600, client.version() < (3, 0))
+        (matchers,) = reader.chunks(keys, label)
+        (block,) = list(reader.blocks(matchers))
+        full = client.query_range(
+            f"count_over_time({M.ENERGY}{{{matchers}}}[{W}])", block.t[0], block.t[-1], 3600
+        )
+        ref = _assemble({"n": full}, block.t[0], block.t[-1], 3600, present)
+        rows = {_key(lab): i for i, lab in enumerate(ref.labels)}
+        for i, lab in enumerate(block.labels):
+            assert np.array_equal(block.values["e_n"][i], ref.values["n"][rows[_key(lab)]]), lab
+        assert reader.n_lazy_queries == 1
+        assert np.isnan(block.values["p_n"]).sum() == 1  # GPU 1's second hour: counter only

@@ -61,8 +61,11 @@ def calibrate(
     X = Features.from_records(kept)
     est = resolve_model(model, X)  # "default" without DRAM traffic → "default-p"
     check_measured(kept, est.needs, model=est.name)  # names the first record lacking a column the model needs
-    est.fit(X, F)
-    residuals = np.log(F / est.loo_flops_)
+    # Degenerate (accepted but extreme) records can overflow inside the fit; the finiteness check below turns
+    # that into one error line, so numpy's RuntimeWarnings must not reach stderr first.
+    with np.errstate(all="ignore"):
+        est.fit(X, F)
+        residuals = np.log(F / est.loo_flops_)
     if not np.all(np.isfinite(residuals)):
         raise InputError(
             f"model {model!r} produced non-positive leave-one-out predictions on these records; "

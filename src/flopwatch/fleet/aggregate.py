@@ -65,10 +65,10 @@ class GpuJob:
         return max(0.0, self.t_last - self.t_first)
 
 
-def _f(a: np.ndarray | None, i: int, k: int) -> float:
+def _f(a: list[list[float]] | None, i: int, k: int) -> float:
     if a is None:
         return math.nan
-    return float(a[i, k])
+    return a[i][k]
 
 
 @dataclass
@@ -101,8 +101,10 @@ class Accumulator:
         self._last_k = -(10**9)
 
     def add(self, block: WindowBlock) -> None:
-        v = block.values
+        # nested lists: indexing them is several times cheaper than numpy scalar access in this per-window loop
+        v: dict[str, list[list[float]]] = {name: a.tolist() for name, a in block.values.items()}
         get = v.get
+        tl: list[float] = block.t.tolist()
         step = self.step_s
         for i, labels in enumerate(block.labels):
             key = M.group_key(labels, self.by_labels)
@@ -126,7 +128,7 @@ class Accumulator:
             job = st.job
             pn_, en_ = v.get("p_n"), v.get("e_n")
             self._count_gpu(block, i, labels, pn_ if pn_ is not None else en_)
-            for k in range(len(block.t)):
+            for k in range(len(tl)):
                 e_n = _f(get("e_n"), i, k)
                 p_n = _f(get("p_n"), i, k)
                 n = max(e_n if e_n == e_n else 0.0, p_n if p_n == p_n else 0.0)
@@ -134,12 +136,12 @@ class Accumulator:
                     continue
                 dt = n * step
                 p_avg = _f(get("p_sum"), i, k) / p_n if p_n == p_n and p_n > 0 else math.nan
-                ka = int(round(float(block.t[k]) / self.window_s))
+                ka = int(round(tl[k] / self.window_s))
                 cont = st.prev_k == ka - 1
                 if st.pending is not None:
                     self._settle(st, next_present=cont)
                 use_power = self._energy(st, get, i, k, e_n, p_avg)
-                st.pending = (float(block.t[k]), n, p_avg, use_power, cont)
+                st.pending = (tl[k], n, p_avg, use_power, cont)
                 st.prev_k = ka
                 job.covered_s += dt
                 if p_avg == p_avg:
@@ -188,7 +190,7 @@ class Accumulator:
     def _energy(
         self,
         st: _SeriesState,
-        g: Callable[[str], np.ndarray | None],
+        g: Callable[[str], list[list[float]] | None],
         i: int,
         k: int,
         e_n: float,
@@ -278,13 +280,17 @@ class Accumulator:
         self._count_gpu(block, i, labels, pn if pn is not None else en)
 
     def _count_gpu(
-        self, block: WindowBlock, i: int, labels: Mapping[str, str], counts: np.ndarray | None
+        self,
+        block: WindowBlock,
+        i: int,
+        labels: Mapping[str, str],
+        counts: np.ndarray | list[list[float]] | None,
     ) -> None:
         if counts is None:
             return
         gid = M.gpu_id(labels)
         for k in range(len(block.t)):
-            n = float(counts[i, k])
+            n = float(counts[i][k])
             if n == n and n > 0:
                 ka = int(round(float(block.t[k]) / self.window_s))
                 self._gpu_n[(gid, ka)] = self._gpu_n.get((gid, ka), 0.0) + n

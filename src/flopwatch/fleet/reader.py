@@ -140,6 +140,7 @@ class FleetReader:
         self.plan = plan.check()
         self.present: frozenset[str] = frozenset()
         self.n_queries = 0
+        self.n_lazy_queries = 0  # asked on demand (_on_demand): rare
 
     # ----------------------------------------------------------------------------------- discovery
     def discover(self) -> tuple[frozenset[str], list[str], str]:
@@ -203,6 +204,12 @@ class FleetReader:
         s = _ms_range(p.step_s, closed)
         R_sub = f"{W}:{int(round(p.step_s * 1000))}ms"
         queries = _queries(self.present, matchers, W, s, R_sub, p.exact_clock)
+        # Asked only where needed (see _on_demand): resets() where the counter decreased inside a window, and the
+        # counter's sample count where power has none (dcgm-exporter exports every field at each scrape, so
+        # elsewhere it is the power's). Each saves one pass over the counter's samples per chunk.
+        lazy = {k: queries.pop(k) for k in ("e_resets",) if k in queries}
+        if M.POWER in self.present and "e_n" in queries:
+            lazy["e_n"] = queries.pop("e_n")
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=max(1, p.concurrency)) as pool:
@@ -218,11 +225,62 @@ class FleetReader:
                     self.n_queries += 1
                     if on_query is not None:
                         on_query()
-                yield _assemble(results, t0 + p.window_s, t1, p.window_s, self.present)
+                block = _assemble(results, t0 + p.window_s, t1, p.window_s, self.present, sums=False)
+                self._on_demand(block, lazy, t0 + p.window_s, t1)
+                _sums_from_means(block.values)
+                yield block
+
+    def _on_demand(self, block: WindowBlock, lazy: Mapping[str, str], t_first: float, t_last: float) -> None:
+        """Fill the counter's ``e_n`` and ``e_resets`` from what was read, asking the server only where needed.
+
+        ``e_n``: the power's sample count where the counter has samples; ``count_over_time`` is asked (this GPU
+        chunk and time chunk) only when some window has counter samples but no power samples.
+
+        ``e_resets``: 0 where the counter has samples; ``resets()`` is asked only when some window's maximum
+        exceeds its last value (a since-boot counter only rises between resets, so that window held a
+        decrease). A reset between two windows (a window's minimum below the previous window's last value) needs
+        no count: the accumulator sees it. Not seen: a reset after which the counter climbs back above its
+        pre-reset maximum inside the same window, in the first window of a series (a GPU booted less than about
+        a window before): its energy then lacks the part before the reset.
+        """
+        v = block.values
+        e_last = v.get("e_last")
+        if e_last is None or not lazy:
+            return
+        has = np.isfinite(e_last)
+        need: dict[str, str] = {}
+        if "e_n" in lazy:
+            p_n = v.get("p_n")
+            p_n = np.full_like(e_last, np.nan) if p_n is None else p_n
+            with np.errstate(invalid="ignore"):
+                ok = p_n > 0
+            v["e_n"] = np.where(has & ok, p_n, np.nan)
+            if np.any(has & ~ok):
+                need["e_n"] = lazy["e_n"]
+        if "e_resets" in lazy:
+            e_max = v.get("e_max")
+            v["e_resets"] = np.where(has, 0.0, np.nan)
+            with np.errstate(invalid="ignore"):
+                if e_max is not None and np.any(e_max > e_last):
+                    need["e_resets"] = lazy["e_resets"]
+        for name, expr in need.items():
+            series = self.client.query_range(expr, t_first, t_last, self.plan.window_s)
+            self.n_queries += 1
+            self.n_lazy_queries += 1  # not ticked: progress counts the planned queries
+            got = _assemble({name: series}, t_first, t_last, self.plan.window_s, block.present, sums=False)
+            rows = {_key(lab): i for i, lab in enumerate(got.labels)}
+            g = got.values[name]
+            for i, lab in enumerate(block.labels):
+                j = rows.get(_key(lab))
+                if j is not None:
+                    ok = np.isfinite(g[j])
+                    v[name][i, ok] = g[j, ok]
 
     @property
     def n_queries_per_chunk(self) -> int:
-        return len(_queries(self.present, "x", "1s", "1s", "1s:1s", self.plan.exact_clock))
+        """Queries per (GPU chunk, time chunk), not counting the ones asked on demand (:meth:`_on_demand`)."""
+        q = _queries(self.present, "x", "1s", "1s", "1s:1s", self.plan.exact_clock)
+        return len(q) - ("e_resets" in q) - ("e_n" in q and M.POWER in self.present)
 
 
 def _re_escape(v: str) -> str:
@@ -237,33 +295,49 @@ def _re_escape(v: str) -> str:
     return "".join(out)
 
 
-def _key(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
-    return frozenset((k, v) for k, v in labels.items() if k != "__name__")
+def _key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """Identity of a series across queries: its labels without ``__name__`` (range functions drop it)."""
+    if "__name__" in labels:
+        return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
+    return tuple(sorted(labels.items()))
 
 
 def _assemble(
-    results: Mapping[str, list[Series]], t_first: float, t_last: float, step: float, present: frozenset[str]
+    results: Mapping[str, list[Series]],
+    t_first: float,
+    t_last: float,
+    step: float,
+    present: frozenset[str],
+    *,
+    sums: bool = True,
 ) -> WindowBlock:
     t = np.arange(t_first, t_last + step / 2, step)
-    index: dict[frozenset[tuple[str, str]], int] = {}
+    index: dict[tuple[tuple[str, str], ...], int] = {}
     labels: list[Mapping[str, str]] = []
-    for ss in results.values():
+    rows: dict[str, list[int]] = {}
+    for name, ss in results.items():
+        r = rows[name] = []
         for s in ss:
             k = _key(s.labels)
-            if k not in index:
-                index[k] = len(labels)
+            i = index.get(k)
+            if i is None:
+                i = index[k] = len(labels)
                 labels.append(dict(k))
+            r.append(i)
     n = len(labels)
     values: dict[str, np.ndarray] = {}
     for name, ss in results.items():
         a = np.full((n, len(t)), np.nan)
-        for s in ss:
-            i = index[_key(s.labels)]
-            j = np.rint((s.t - t_first) / step).astype(int)
+        if ss:  # one scatter per query: per-series numpy calls cost more than the work on large fleets
+            row = np.repeat(np.asarray(rows[name], dtype=np.intp), [len(s.t) for s in ss])
+            tt = np.concatenate([s.t for s in ss])
+            vv = np.concatenate([s.v for s in ss])
+            j = np.rint((tt - t_first) / step).astype(np.intp)
             ok = (j >= 0) & (j < len(t))
-            a[i, j[ok]] = s.v[ok]
+            a[row[ok], j[ok]] = vv[ok]
         values[name] = a
-    _sums_from_means(values)
+    if sums:
+        _sums_from_means(values)
     return WindowBlock(t=t, labels=labels, values=values, present=present)
 
 

@@ -194,18 +194,37 @@ class PrometheusClient:
         )
         if not d:
             return []
-        out = []
-        for r in d.get("result", []):
-            vals = r.get("values") or []
-            if not vals:
-                continue
-            t = np.fromiter((p[0] for p in vals), dtype=float, count=len(vals))
-            try:  # numpy parses "1.5", "NaN", "+Inf" itself
-                v = np.array([p[1] for p in vals], dtype=float)
-            except ValueError:
-                v = np.array([_num(p[1]) for p in vals], dtype=float)
-            out.append(Series(r.get("metric", {}), t, v))
-        return out
+        return _parse_matrix(d.get("result", []))
+
+
+def _parse_matrix(result: list[Any]) -> list[Series]:
+    """Series of a matrix answer. All points are converted in one numpy call and each series gets views into
+    those arrays: per-series conversions dominated the reader's CPU time on large fleets (benchmarks/bench_fleet.py).
+    """
+    metas: list[Mapping[str, str]] = []
+    lens: list[int] = []
+    points: list[Any] = []
+    for r in result:
+        vals = r.get("values") or []
+        if not vals:
+            continue
+        metas.append(r.get("metric", {}))
+        lens.append(len(vals))
+        points.extend(vals)
+    if not points:
+        return []
+    t = np.fromiter((p[0] for p in points), dtype=float, count=len(points))
+    raw = [p[1] for p in points]
+    try:  # numpy parses "1.5", "NaN", "+Inf" itself
+        v = np.array(raw, dtype=float)
+    except ValueError:
+        v = np.array([_num(x) for x in raw], dtype=float)
+    out = []
+    a = 0
+    for meta, n in zip(metas, lens, strict=True):
+        out.append(Series(meta, t[a : a + n], v[a : a + n]))
+        a += n
+    return out
 
 
 def _ts(t: float) -> str:
