@@ -245,7 +245,6 @@ BAD: list[tuple[list[str], str | None]] = [
     (["sim", "openmetrics", "-o", "{d}/led.db", "--hours", "0.01", "--force"], "led.db"),
     (["sim", "openmetrics", "-o", "{d}/k.om", "--hours", "0.01", "--truth", "{d}/led.db.key", "--force"], "led.db.key"),
     (["sim", "openmetrics", "-o", "{d}/adir", "--hours", "0.01"], "adir"),
-    (["sim", "openmetrics", "-o", "{d}/nodir/a/b.om", "--hours", "0.01"], "nodir"),
     # ---- sim trace
     *[
         (["sim", "trace", "h100", "--schedule", f"{{d}}/{s}", "-o", "{d}/t1.parquet"], s)
@@ -294,6 +293,7 @@ GOOD: list[list[str]] = [
     ["ledger", "export-key", "{d}/led.db", "-o", "{d}/pin 2 #?%41 ü.pub"],
     ["fleet", "metrics", "--json"],
     ["sim", "openmetrics", "-o", "{d}/o #?%41 ü.om", "--hours", "0.01", "--gpus", "2"],
+    ["sim", "openmetrics", "-o", "{d}/new dir/a/b.om", "--hours", "0.01", "--gpus", "2"],
     ["sim", "trace", "h100", "--schedule", "{d}/s.toml", "-o", "{d}/t4.parquet", "--records", "{d}/r4.jsonl"],
 ]
 

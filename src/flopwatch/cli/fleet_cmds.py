@@ -274,8 +274,10 @@ def sim_openmetrics(
         [("--out", out), ("--truth", truth_path)], [None if schedule == "random" else schedule]
     )
     sched_in = None if schedule == "random" else schedule
-    check_output(out, inputs=(sched_in, truth_path), overwrite=force, what="OpenMetrics history")
-    check_output(truth_path, inputs=(sched_in,), overwrite=force, what="ground truth")
+    check_output(
+        out, inputs=(sched_in, truth_path), overwrite=force, what="OpenMetrics history", create_parents=True
+    )
+    check_output(truth_path, inputs=(sched_in,), overwrite=force, what="ground truth", create_parents=True)
     step = parse_duration(interval, field="interval")
     check_fleet_size(gpus, hours, gpus_per_node, step)
     jobs = (
@@ -297,6 +299,8 @@ def sim_openmetrics(
         drop=drop,
         omit=omit,
     )
+    for p in (out, truth_path):  # missing folders are created (after every input was checked)
+        p.parent.mkdir(parents=True, exist_ok=True)
     tr = fleet.write_openmetrics(out)
     truth_path.write_text(json.dumps(tr.to_dict(), indent=2))
     console().print(
