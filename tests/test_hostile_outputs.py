@@ -143,3 +143,26 @@ def test_append_record_never_blocks_on_a_fifo(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(InputError, match="FIFO"):
         append_record(fifo, {"label": "a", "net_energy_j": 1.0, "duration_s": 1.0})
+
+
+@pytest.mark.parametrize("kind", ["ledger", "key", "companion"])
+def test_no_output_replaces_a_ledger_or_a_key(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str):
+    """`calibrate R -o L.db` (or onto its key, or a companion file) is refused: a ledger and its key are never an
+    output, whatever the command (io.check_output_file behind every output guard)."""
+    import sqlite3
+
+    ledger = tmp_path / "l.db"
+    con = sqlite3.connect(ledger)
+    con.execute("create table t(x)")
+    con.commit()
+    con.close()
+    target = {"ledger": ledger, "key": tmp_path / "k.pem", "companion": tmp_path / "l.db.lock"}[kind]
+    if kind == "key":
+        target.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+    elif kind == "companion":
+        target.write_text("1234\n")
+    before = target.read_bytes()
+    rc = main(["calibrate", str(_records(tmp_path)), "-o", str(target)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("flopwatch: error:") and str(target) in err[0]
+    assert target.read_bytes() == before

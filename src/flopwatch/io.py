@@ -349,9 +349,40 @@ def check_not_input(
             )
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"  # https://www.sqlite.org/fileformat.html §1.3.1
+
+
+def _head(p: Path, n: int = 64) -> bytes:
+    """The first bytes of a regular file (a FIFO or device is never opened)."""
+    try:
+        if not stat.S_ISREG(p.stat().st_mode):
+            return b""
+        with p.open("rb") as f:
+            return f.read(n)
+    except OSError:
+        return b""
+
+
+def is_precious(path: str | os.PathLike[str]) -> str | None:
+    """What ``path`` is when no output may replace it, even with ``--force`` (a SQLite ledger, a PEM private
+    key, a ledger's companion file), else None."""
+    p = Path(path)
+    head = _head(p)
+    if head.startswith(_SQLITE_MAGIC):
+        return "an SQLite database (a ledger?)"
+    if head.startswith(b"-----BEGIN") and b"PRIVATE KEY" in head:
+        return "a private key"
+    s = str(p)
+    for suffix in (".key", ".lock", ".pub", "-wal", "-shm", "-journal"):
+        if s.endswith(suffix) and _head(Path(s[: -len(suffix)])).startswith(_SQLITE_MAGIC):
+            return f"a companion ({suffix}) of the ledger {s[: -len(suffix)]}"
+    return None
+
+
 def check_output_file(path: str | os.PathLike[str]) -> None:
-    """InputError unless ``path`` is absent or a regular file (appending to a FIFO would block, to a device or
-    a directory would fail after the work was done)."""
+    """InputError unless ``path`` is absent or a regular file that may be replaced: appending to a FIFO would
+    block, to a device or a directory would fail after the work was done, and a ledger, its companions or a
+    private key are never an output."""
     file = os.fspath(path)
     try:
         st = os.stat(file)
@@ -363,6 +394,33 @@ def check_output_file(path: str | os.PathLike[str]) -> None:
         raise InputError("is a directory; expected an output file name", file=file)
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"is {_describe_mode(st.st_mode)}; expected a regular output file", file=file)
+    kind = is_precious(file)
+    if kind is not None:
+        raise InputError(f"is {kind}; refusing to overwrite it", file=file)
+
+
+def check_output(
+    output: str | os.PathLike[str],
+    *,
+    inputs: Iterable[str | os.PathLike[str] | None] = (),
+    overwrite: bool = False,
+    what: str = "output",
+    option: str = "-o",
+    create_parents: bool = False,
+) -> Path:
+    """The one check for a file a command writes, before any work: never an input (:func:`check_not_input`),
+    never a directory, FIFO, device, ledger or key (:func:`check_output_file`), never into a missing folder
+    unless the writer creates it (``create_parents``), never over an existing file unless ``overwrite``
+    (``--force``: "replace my old output", never "destroy a ledger"). Returns ``output`` as a Path."""
+    out = Path(output)
+    check_output_file(out)
+    parent = out.parent if str(out.parent) else Path(".")
+    if not create_parents and not parent.is_dir():
+        raise InputError(f"folder {parent} does not exist", file=str(out))
+    check_not_input(out, inputs, option=option)
+    if (out.exists() or out.is_symlink()) and not overwrite:
+        raise InputError("file exists (use --force to overwrite)", file=str(out))
+    return out
 
 
 def _prepare_target(p: Path) -> None:

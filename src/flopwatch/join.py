@@ -258,7 +258,7 @@ def join_trace_file(
     an existing file is refused unless ``overwrite``; the inputs are never modified.
     """
     from flopwatch.detect import check_idle_power
-    from flopwatch.outputs import check_output
+    from flopwatch.io import check_output
 
     out = check_output(output, inputs=(records_path, trace_path), overwrite=overwrite, what="joined records")
     check_idle_power(idle_power_w)

@@ -265,7 +265,7 @@ def sim_openmetrics(
     openmetrics`) and its ground truth. Everything in it is SIMULATED."""
     import json
 
-    from flopwatch.outputs import check_output
+    from flopwatch.io import check_output
     from flopwatch.sim.dcgm import SimulatedFleet, check_fleet_size, load_fleet_schedule, random_schedule
     from flopwatch.telemetry.timespec import parse_duration, parse_time
 
@@ -277,7 +277,14 @@ def sim_openmetrics(
     check_output(
         out, inputs=(sched_in, truth_path), overwrite=force, what="OpenMetrics history", create_parents=True
     )
-    check_output(truth_path, inputs=(sched_in,), overwrite=force, what="ground truth", create_parents=True)
+    check_output(
+        truth_path,
+        inputs=(sched_in,),
+        overwrite=force,
+        what="ground truth",
+        option="--truth",
+        create_parents=True,
+    )
     step = parse_duration(interval, field="interval")
     check_fleet_size(gpus, hours, gpus_per_node, step)
     jobs = (

@@ -118,7 +118,7 @@ def record_cmd(
         raise InputError(f"--rate must be > 0, got {rate}", field="rate")
     if not duration > 0:
         raise InputError(f"--duration must be > 0, got {duration}", field="duration")
-    from flopwatch.outputs import check_output
+    from flopwatch.io import check_output
 
     replayed = [x.split(":", 1)[1] for x in sensor.split(",") if x.startswith("replay:")]
     check_output(output, inputs=replayed, overwrite=force, what="trace", create_parents=True)

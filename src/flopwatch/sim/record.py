@@ -39,7 +39,7 @@ def record_schedule(
     with ``records``, append each run's ground-truth record there."""
     import math
 
-    from flopwatch.outputs import check_output
+    from flopwatch.io import check_output
 
     # bounds: a sampling rate beyond 10 kHz or a tail beyond a day is a typo that would run for hours
     if not (rate_hz > 0 and rate_hz <= 1e4):
@@ -51,7 +51,14 @@ def record_schedule(
             raise InputError(f"must be a finite number > 0, got {v}", field=name)
     check_output(out, inputs=(schedule, records), overwrite=overwrite, what="trace", create_parents=True)
     if records is not None:
-        check_output(records, inputs=(schedule,), overwrite=True, what="records", create_parents=True)
+        check_output(
+            records,
+            inputs=(schedule,),
+            overwrite=True,
+            what="records",
+            option="--records",
+            create_parents=True,
+        )
     sensors = from_spec(
         device, seed=seed, schedule=schedule, power_cap_w=power_cap_w, locked_clock_mhz=locked_clock_mhz
     )
