@@ -150,12 +150,8 @@ def test_rule_series_give_the_raw_answers(prom_rules) -> None:
             "pipe_estimate_flops",
         ):
             assert b[k] == pytest.approx(a[k], rel=1e-9, abs=1e-6), (b["key"], k)
-        assert (b["gpus"], b["verdict"], b["coverage"], b["missing"]) == (
-            a["gpus"],
-            a["verdict"],
-            a["coverage"],
-            a["missing"],
-        )
+        assert (b["gpus"], b["verdict"], b["missing"]) == (a["gpus"], a["verdict"], a["missing"])
+        assert b["coverage"] == pytest.approx(a["coverage"], rel=1e-12)  # summed in another chunk order
     # auto uses them when the start is on their grid
     assert _run(p.url, "auto", start=start).meta["read_from"] == "recording rules"
 

@@ -50,6 +50,10 @@ class ReadPlan:
     #: Recording rules (:mod:`flopwatch.fleet.rules`): "auto" uses them when they match the plan, "require"
     #: fails when they don't, "off" reads raw series only.
     rules: str = "auto"
+    #: Chunks when reading rule series: one sample per series and window, so a chunk of 1024 GPUs × 48 h of 1 h
+    #: windows is ~1 M numbers across all queries (memory still bounded by the chunk, not the fleet).
+    rules_gpus_per_chunk: int = 1024
+    rules_time_chunk_s: float = 48 * 3600.0
 
     def check(self) -> ReadPlan:
         if not self.end > self.start:
@@ -184,6 +188,8 @@ class FleetReader:
         p = self.plan
         if p.rules == "off":
             return
+        import dataclasses
+
         from flopwatch.fleet.rules import check_rules
 
         needed = list(_queries(self.present, "x", "1s", "1s", "1s:1s", p.exact_clock))
@@ -191,15 +197,17 @@ class FleetReader:
         if not chk.use and chk.kind == "grid" and p.rules == "require" and chk.grid_offset_s is not None:
             # Widen the span to the rule grid (the window before start): answers then equal the raw path's
             # over the widened span, which the output's start reports.
-            import dataclasses
-
             p = dataclasses.replace(p, start=p.start + chk.grid_offset_s - p.window_s)
             chk = check_rules(self.client, p, self.present, needed)
             if chk.use:
-                self.plan = p
                 self.rules_note = f"span widened to the rule grid: start {p.start:.3f}"
         if chk.use:
             self.rules_used = True
+            self.plan = dataclasses.replace(
+                p,
+                gpus_per_chunk=max(p.gpus_per_chunk, p.rules_gpus_per_chunk),
+                time_chunk_s=max(p.time_chunk_s, p.rules_time_chunk_s),
+            )
         elif p.rules == "require":
             raise InputError(f"--rules require: {chk.reason}", field="rules")
         else:
