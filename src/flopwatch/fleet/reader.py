@@ -50,9 +50,9 @@ class ReadPlan:
     #: Recording rules (:mod:`flopwatch.fleet.rules`): "auto" uses them when they match the plan, "require"
     #: fails when they don't, "off" reads raw series only.
     rules: str = "auto"
-    #: Chunks when reading rule series: one sample per series and window, so a chunk of 1024 GPUs × 48 h of 1 h
+    #: Chunks when reading rule series: one sample per series and window, so a chunk of 128 GPUs × 48 h of 1 h
     #: windows is ~1 M numbers across all queries (memory still bounded by the chunk, not the fleet).
-    rules_gpus_per_chunk: int = 1024
+    rules_gpus_per_chunk: int = 128
     rules_time_chunk_s: float = 48 * 3600.0
 
     def check(self) -> ReadPlan:
