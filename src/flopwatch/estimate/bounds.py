@@ -19,7 +19,7 @@ calibration of the run's own regime:
      :data:`DVFS_FACTOR`: lowering the clock (power cap, nvpmodel mode, locked clocks) lowers the voltage
      and dynamic energy per operation scales with V² (Mei, Wang & Chu 2017, "A Survey and Measurement
      Study of GPU DVFS on Energy Conservation", DCN 3(2); the V–f curve is flat below a knee). With
-     V_min/V_max ≥ 0.6 (the simulator assumes 0.65, flopwatch.sim.dvfs) the gain is at most 1/0.6² ≈ 2.78.
+     V_min/V_max ≥ 0.6 (the simulator assumes 0.65, sim/dvfs.py) the gain is at most 1/0.6² ≈ 2.78.
 
 The margin 1.25 covers a new run beating the best calibration run of its precision: leaving each v2 run
 out, the best of the others is within 1 % of it for every precision (docs/redteam.md), and repeat
@@ -38,7 +38,7 @@ from flopwatch.devices import DeviceSpec, get_device
 #: Safety factor on the best measured FLOP/J of a precision (see module docstring).
 ENVELOPE_MARGIN = 1.25
 #: Upper bound on the efficiency gain of an uncalibrated clock/power state: (V_max / V_min)² with
-#: V_min/V_max ≥ 0.6 (Mei, Wang & Chu 2017; flopwatch.sim.dvfs uses 0.65).
+#: V_min/V_max ≥ 0.6 (Mei, Wang & Chu 2017; the simulator's sim/dvfs.py uses 0.65).
 V_MIN_RATIO = 0.6
 DVFS_FACTOR = 1.0 / V_MIN_RATIO**2
 #: Idle-baseline drift between sessions measured on the Orin Nano (Fowler 2026: repeat sessions idled at

@@ -17,7 +17,7 @@ bytes/J can only be inflated (the upper bound is evaluated at the widened floor,
 it), and on the Orin Nano the widened fp32 range (≤ 0.091 GB/J) stays below every tf32/fp16/bf16 run
 (≥ 0.124 GB/J). Settings (power limit, clock) get
 tolerances of one clock step or 1 %, because a lower cap or clock is exactly what makes a run more
-efficient (flopwatch.sim.dvfs: dynamic energy per operation scales with V²).
+efficient (the simulator's DVFS model, sim/dvfs.py: dynamic energy per operation scales with V²).
 """
 
 from __future__ import annotations

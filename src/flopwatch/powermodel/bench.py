@@ -20,7 +20,7 @@ columns), in two conventions named by their columns (:func:`aggregate_row`).
 
 The protocol itself (:func:`run_protocol`) is a pure function of injected callables — a step function, a
 clock and a telemetry window reader — so it is tested without hardware; :func:`bench_grid` wires it to torch
-and to live sensors, and :func:`flopwatch.sim.bench.bench_grid_sim` to the simulated accelerator (virtual time, labelled simulated).
+and to live sensors, and the simulator's ``bench_grid_sim`` (sim/bench.py) to the simulated accelerator (virtual time, labelled simulated).
 """
 
 from __future__ import annotations
@@ -325,7 +325,7 @@ def measure_config(
 ) -> dict[str, Any]:
     """One configuration (a :class:`~flopwatch.workloads.config.WorkloadConfig`) through :func:`run_protocol`, as
     its :func:`aggregate_row` (``row``: that function's remaining keywords: gpu, device, sensor, simulated …).
-    The one path of real (:func:`bench_grid`) and simulated (:func:`flopwatch.sim.bench.bench_grid_sim`) benches."""
+    The one path of real (:func:`bench_grid`) and simulated (``bench_grid_sim`` in sim/bench.py) benches."""
     from flopwatch.workloads.formulas import model_flops_per_step
 
     m = run_protocol(
@@ -578,7 +578,10 @@ def bench_grid(
 
     s = settings or BenchSettings()
     if device.startswith("sim"):
-        raise ConfigError("use flopwatch.sim.bench.bench_grid_sim for simulated devices", field="device")
+        raise ConfigError(
+            "simulated devices are benched by the simulator (flopwatch bench --device sim:NAME)",
+            field="device",
+        )
     device = parse_device(device)
     # Every configuration is checked before the first one runs: a grid must not die halfway on a dtype
     # the device cannot run or has no peak for.
