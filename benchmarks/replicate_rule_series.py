@@ -54,15 +54,15 @@ def main() -> None:
                 f.write(f"# TYPE {name} gauge\n")
                 for k in range(1, args.copies):
                     for labels, value, ts in rows:
-                        lab = {
-                            key: (f"{v}-c{k}" if key in RELABEL else v) for key, v in labels.items()
-                        }
+                        lab = {key: (f"{v}-c{k}" if key in RELABEL else v) for key, v in labels.items()}
                         body = ",".join(f'{key}="{v}"' for key, v in sorted(lab.items()))
                         f.write(f"{name}{{{body}}} {value} {int(ts) / 1000:.3f}\n")
                         n += 1
             f.write("# EOF\n")
         backfill(om, args.dst, timeout_s=3600)
-    print(f"# {sum(len(r) for r in fams.values())} rule samples read, {n} written in {args.copies - 1} copies")
+    print(
+        f"# {sum(len(r) for r in fams.values())} rule samples read, {n} written in {args.copies - 1} copies"
+    )
 
 
 if __name__ == "__main__":

@@ -177,10 +177,14 @@ class FleetReader:
         self._check_rules()
         p = self.plan
         ref = M.ENERGY if M.ENERGY in self.present else M.POWER
-        if self.rules_used:  # the GPUs as the rule series know them (they may be kept longer than raw samples)
+        # the GPUs as the rule series know them (rules may be kept longer than raw samples)
+        if self.rules_used:
             from flopwatch.fleet.rules import reader_rule
 
-            ref = reader_rule("e_last" if M.ENERGY in self.present else "p_sum", self.present, p.window_s) or ref
+            ref = (
+                reader_rule("e_last" if M.ENERGY in self.present else "p_sum", self.present, p.window_s)
+                or ref
+            )
         ref_match = f"{ref}{{{m}}}" if m else ref
         for label in ("UUID", "Hostname", "instance"):
             vals = self.client.label_values(label, ref_match, p.start, p.end)
