@@ -145,6 +145,13 @@ class Segment:
         return asdict(self)
 
 
+def check_idle_power(idle_power_w: float | None, field: str = "idle_power_w") -> None:
+    """InputError unless ``idle_power_w`` is None or a finite power >= 0 W (a NaN or negative baseline turns
+    every workload's net energy into nonsense)."""
+    if idle_power_w is not None and not (math.isfinite(idle_power_w) and idle_power_w >= 0):
+        raise InputError(f"must be a finite power >= 0 W, got {idle_power_w}", field=field)
+
+
 @dataclass(frozen=True)
 class Detection:
     """Detected workloads. ``idle_power_w`` is the device's idle baseline (the median over devices for a
@@ -273,6 +280,8 @@ def detect_workloads(
         _results,
     )
     from flopwatch.telemetry.source import open_source
+
+    check_idle_power(idle_power_w)
 
     p = params or HysteresisParams()
     src = open_source(trace)

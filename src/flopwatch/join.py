@@ -20,7 +20,6 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -258,13 +257,11 @@ def join_trace_file(
     defaults (:class:`flopwatch.detect.HysteresisParams`). The output is written whole (temp file, then rename):
     an existing file is refused unless ``overwrite``; the inputs are never modified.
     """
-    out = Path(output)
-    if out.is_dir():
-        raise InputError("is a directory; give a file name for the joined records", file=str(out))
-    if out.exists() and not overwrite:
-        raise InputError("file exists (use --force to overwrite)", file=str(out))
-    if out.resolve() in (Path(records_path).resolve(), Path(trace_path).resolve()):
-        raise InputError("is an input file; write the joined records elsewhere", file=str(out))
+    from flopwatch.detect import check_idle_power
+    from flopwatch.outputs import check_output
+
+    out = check_output(output, inputs=(records_path, trace_path), overwrite=overwrite, what="joined records")
+    check_idle_power(idle_power_w)
     src = open_source(trace_path)  # streamed: memory bounded by a chunk whatever the trace's length
     rs = load_records(records_path, require=())
     det = detect_workloads(src, idle_power_w=idle_power_w, device=device)
@@ -280,9 +277,13 @@ def join_trace_file(
     tmp = out.with_name(out.name + ".tmp")
     if tmp.exists():
         tmp.unlink()
-    for r in res.records:
-        append_record(tmp, replace(r, simulated=r.simulated or sim))
-    os.replace(tmp, out)
+    try:
+        for r in res.records:
+            append_record(tmp, replace(r, simulated=r.simulated or sim))
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a refused record leaves no half-written file behind
+        raise
     return JoinFileResult(
         output=str(out),
         n_records=len(res.records),

@@ -293,18 +293,21 @@ def sim_openmetrics(
     openmetrics`) and its ground truth. Everything in it is SIMULATED."""
     import json
 
-    from flopwatch.errors import InputError
-    from flopwatch.sim.dcgm import SimulatedFleet, load_fleet_schedule, random_schedule
+    from flopwatch.outputs import check_output
+    from flopwatch.sim.dcgm import SimulatedFleet, check_fleet_size, load_fleet_schedule, random_schedule
     from flopwatch.telemetry.timespec import parse_duration, parse_time
 
     truth_path = truth or out.with_name(out.name + ".truth.json")
     options.not_inputs(
         [("--out", out), ("--truth", truth_path)], [None if schedule == "random" else schedule]
     )
-    for p in (out, truth_path):
-        if p.exists() and not force:
-            raise InputError("exists (use --force to overwrite)", file=str(p))
+    sched_in = None if schedule == "random" else schedule
+    check_output(
+        out, inputs=(sched_in, truth_path), overwrite=force, what="OpenMetrics history", create_parents=True
+    )
+    check_output(truth_path, inputs=(sched_in,), overwrite=force, what="ground truth", create_parents=True)
     step = parse_duration(interval, field="interval")
+    check_fleet_size(gpus, hours, gpus_per_node, step)
     jobs = (
         random_schedule(gpus, hours, gpus_per_node=gpus_per_node, seed=seed)
         if schedule == "random"
@@ -324,6 +327,8 @@ def sim_openmetrics(
         drop=drop,
         omit=omit,
     )
+    for p in (out, truth_path):  # missing folders are created (after every input was checked)
+        p.parent.mkdir(parents=True, exist_ok=True)
     tr = fleet.write_openmetrics(out)
     truth_path.write_text(json.dumps(tr.to_dict(), indent=2))
     console().print(

@@ -5,6 +5,7 @@ Heavy modules (pandas, pyarrow, vendor libraries) are imported inside the comman
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -117,8 +118,12 @@ def record_cmd(
         raise InputError(f"--rate must be > 0, got {rate}", field="rate")
     if not duration > 0:
         raise InputError(f"--duration must be > 0, got {duration}", field="duration")
-    if output.exists() and not force:
-        raise InputError("file exists (use --force to overwrite)", file=str(output))
+    from flopwatch.outputs import check_output
+
+    replayed = [x.split(":", 1)[1] for x in sensor.split(",") if x.startswith("replay:")]
+    check_output(output, inputs=replayed, overwrite=force, what="trace", create_parents=True)
+    if not (math.isfinite(flush_every) and flush_every > 0):
+        raise InputError(f"--flush-every must be a finite number > 0, got {flush_every}", field="flush_every")
     sensors = _open(sensor, speed)
     infos = [s.info() for s in sensors]
     md = base_metadata(
@@ -242,6 +247,11 @@ def idle_cmd(
 
     if not duration > 0 or not rate > 0:
         raise InputError("--duration and --rate must be > 0", field="duration")
+    # an idle baseline is minutes at a few Hz (the study: 90 s at 2 Hz); beyond a day or 1 kHz it is a typo
+    if not duration <= 86400:
+        raise InputError(f"must be at most 86400 s, got {duration}", field="duration")
+    if not rate <= 1000:
+        raise InputError(f"must be at most 1000 Hz, got {rate}", field="rate")
     sensors = _open(sensor, speed)
     items: list[Any] = []
     sampler = Sampler(sensors, rate, sinks=[items.append], duration_s=duration)

@@ -30,6 +30,12 @@ from flopwatch.estimate.verdict import threshold_verdict
 if TYPE_CHECKING:
     from flopwatch.estimate.profile import Profile
 
+#: Wall-clock steps back smaller than this are rounding or NTP slew, not a clock set back.
+_CLOCK_SLACK_S = 5.0
+#: A checkpoint gap longer than this many times the median spacing (and than _GAP_MIN_S) was not observed.
+_GAP_FACTOR = 10.0
+_GAP_MIN_S = 900.0
+
 WINDOW_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 
 
@@ -97,10 +103,12 @@ def combine_window(
     envelope_flops_per_j: float = math.inf,
     key: str = "all",
     lower_rows: Iterable[Mapping[str, Any]] | None = None,
+    blockers: Sequence[str] = (),
 ) -> WindowVerdict:
     """Sound combination (module docstring). ``rows``: mappings with ``lower_flops``/``upper_flops``/
     ``estimate_flops`` (missing or non-finite: lower 0, upper unbounded). ``lower_rows``: the rows whose
-    lower bounds count (default: all of ``rows``; a window passes only those entirely inside it)."""
+    lower bounds count (default: all of ``rows``; a window passes only those entirely inside it). ``blockers``:
+    reasons of the window itself (a clock that went backwards, an unobserved gap) that forbid a "below"."""
     rows = list(rows)
     warnings: list[str] = []
     upper = 0.0
@@ -137,10 +145,17 @@ def combine_window(
     # a workload row with a violated assumption cannot be the basis of a "below" (one rule everywhere:
     # estimate.verdict.threshold_verdict); the window's own reasons do not block it, they are notes on bounds
     warned = [r for r in rows if _strings(r.get("warnings"))]
-    blockers: tuple[str, ...] = ()
+    blockers = tuple(blockers)
+    warnings.extend(blockers)
     if warned:
-        blockers = (f"{len(warned)} workload row(s) in the window carry warnings",)
-        warnings.append(blockers[0])
+        blockers += (f"{len(warned)} workload row(s) in the window carry warnings",)
+        warnings.append(blockers[-1])
+    # a row whose estimate is missing, non-finite or non-positive is never evidence of "below" (issue 15 item 2),
+    # whatever its (possibly forged or legacy) bounds say
+    bad = [r for r in rows if (_num(r.get("estimate_flops")) or 0.0) <= 0]
+    if bad:
+        blockers += (f"{len(bad)} workload row(s) without a positive finite estimate",)
+        warnings.append(blockers[-1])
     # The window's bounds are sums of sound per-row bounds (each row's non-positive or missing estimate is
     # already a warning there), so the upper bound stands in for the estimate; a window with no workload and
     # no energy outside one holds exactly zero FLOPs.
@@ -227,13 +242,40 @@ def ledger_window_verdicts(
 
     if by not in ("all", "device", "job"):
         raise InputError(f"must be device, job or all, got {by!r}", field="--by")
+    if device is not None and resolve_device(device) is None:
+        raise InputError(f"unknown device {device!r}", field="--device")
     rows: list[dict[str, Any]] = []
     cps: list[tuple[float, Mapping[str, Any]]] = []
     names: dict[str, str] = {}
     walls: list[float] = []
+    seen: set[str] = set()
+    blockers: list[str] = []
+    last_wall = -math.inf
     for ent in entries:
         p = ent.payload if isinstance(ent.payload, Mapping) else {}
+        # only the rows the window uses (daemon start/stop rows carry the host's clock, not the sensor's)
+        w_ent = _num(
+            p.get("end_wall")
+            if ent.kind == "workload"
+            else p.get("wall")
+            if ent.kind == "checkpoint"
+            else None
+        )
+        if w_ent is not None:
+            # rows are in ledger order: a wall clock that goes back (beyond rounding) moves rows in or out of
+            # any window and picks the wrong running total, so nothing may be "below" on such a ledger
+            if w_ent < last_wall - _CLOCK_SLACK_S and not any("backwards" in b for b in blockers):
+                blockers.append(f"the ledger's wall clock goes backwards ({last_wall:.0f} → {w_ent:.0f})")
+            last_wall = max(last_wall, w_ent)
         if ent.kind == "workload":
+            wid = p.get("workload_id")
+            if wid is not None and str(wid) in seen:  # one workload counted once (its lower bound too)
+                warnings_dup = f"workload {wid} appears more than once; counted once"
+                if warnings_dup not in blockers:
+                    blockers.append(warnings_dup)
+                continue
+            if wid is not None:
+                seen.add(str(wid))
             rows.append(dict(p))
             w = _num(p.get("end_wall"))
             if w is not None:
@@ -254,6 +296,28 @@ def ledger_window_verdicts(
     end = max(walls) if walls else None
     start = None if window_s is None or end is None else end - window_s
     warnings: list[str] = []
+    if rows and not cps:
+        blockers.append("no checkpoint in the ledger: the energy outside workloads is unknown")
+    for _, ds in cps:
+        for d, v in ds.items():
+            x = _get(v, "outside_net_energy_j")
+            if x is not None and (_num(x) is None or x < 0):
+                blockers.append(f"checkpoint of {d} has an impossible outside-workload energy ({x!r})")
+                break
+        else:
+            continue
+        break
+    cw = [w for w, _ in cps]
+    gaps = [b - a for a, b in zip(cw, cw[1:], strict=False)]
+    if gaps:
+        # a gap much longer than the daemon's checkpoint spacing is time nobody observed (monitor stopped, or
+        # the clock jumped forward); compute in it is invisible, so a window that overlaps it cannot be "below"
+        med = sorted(gaps)[len(gaps) // 2]
+        limit = max(_GAP_FACTOR * med, _GAP_MIN_S) if len(gaps) >= 3 else 86400.0  # few checkpoints: a day
+        for a, b in zip(cw, cw[1:], strict=False):
+            if b - a > limit and (start is None or b > start):
+                blockers.append(f"{b - a:.0f} s between checkpoints at {a:.0f} and {b:.0f} were not observed")
+                break
     if profile is not None:
         rows = [reassess_row(r, profile, device) for r in rows]
     elif any("regime" not in r for r in rows):
@@ -261,8 +325,22 @@ def ledger_window_verdicts(
             "rows without a regime assessment carry the calibrated interval only, which no verdict may trust "
             "outside the calibrated regime; pass --profile to recompute sound bounds from their observables"
         )
-    in_win = [r for r in rows if start is None or (_num(r.get("end_wall")) or -math.inf) > start]
-    inside = [r for r in in_win if start is None or (_num(r.get("start_wall")) or -math.inf) >= start]
+        # and none of them may support a "below" (a legacy row, or one stripped of its assessment)
+        rows = [
+            r if "regime" in r else {**r, "warnings": [*_strings(r.get("warnings")), "no regime assessment"]}
+            for r in rows
+        ]
+
+    def _in(r: Mapping[str, Any], k: str) -> bool:  # a row without a finite time is in every window
+        w = _num(r.get(k))
+        return start is None or w is None or w >= start
+
+    in_win = [r for r in rows if _in(r, "end_wall")]
+    inside = [
+        r
+        for r in in_win
+        if start is None or ((_num(r.get("start_wall")) is not None) and _in(r, "start_wall"))
+    ]
     devices = sorted(
         {str(r.get("device")) for r in rows if r.get("device")} | {d for _, ds in cps for d in ds}
     )
@@ -288,6 +366,7 @@ def ledger_window_verdicts(
             envelope_flops_per_j=f,
             key=key,
             lower_rows=ins,
+            blockers=tuple(blockers),
         )
 
     groups: list[WindowVerdict] = []

@@ -89,9 +89,10 @@ def _read_small(p: Path) -> bytes:
         if e.errno == errno.ELOOP:
             raise InputError("is a symlink; refusing to read a key through it", file=str(p)) from None
         raise InputError(f"cannot read key: {e.strerror}", file=str(p)) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # checked before fdopen, which refuses a directory itself
+        os.close(fd)
+        raise InputError("not a regular file", file=str(p))
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise InputError("not a regular file", file=str(p))
         data = f.read(_MAX_KEY_BYTES + 1)
     if len(data) > _MAX_KEY_BYTES:
         raise InputError("too large to be a PEM key", file=str(p))
@@ -214,6 +215,9 @@ def load_private_key(path: str | os.PathLike[str], *, expected_uid: int | None =
                 f"{p}: signing key is a symlink; refusing it (a key must be a file the daemon owns)"
             ) from None
         raise LedgerError(f"{p}: cannot open the signing key: {e.strerror}") from None
+    if stat.S_ISDIR(os.fstat(fd).st_mode):  # fdopen would raise IsADirectoryError
+        os.close(fd)
+        raise LedgerError(f"{p}: signing key is not a regular file")
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):

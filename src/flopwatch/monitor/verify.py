@@ -97,7 +97,7 @@ def parse_head(text: str) -> tuple[int, str | None]:
     except ValueError:
         seq = 0
     h = h.strip().lower() or None
-    if seq < 1 or (h is not None and not re.fullmatch(r"[0-9a-f]{64}", h)):
+    if not 1 <= seq < 2**63 or (h is not None and not re.fullmatch(r"[0-9a-f]{64}", h)):
         raise InputError(f"expected SEQ or SEQ:HASH (64 hex digits), got {text!r}", field="expect_head")
     return seq, h
 

@@ -117,8 +117,27 @@ class FleetTruth:
         }
 
 
+def check_fleet_size(n_gpus: int, hours: float, gpus_per_node: int = 8, interval_s: float = 15.0) -> None:
+    """InputError for a fleet that cannot be simulated: non-positive or non-finite sizes, or one so large it
+    would run for days (over 10^6 GPUs or 10^7 scrapes per GPU, e.g. 40 000 h at 15 s)."""
+    if not (1 <= n_gpus <= 1_000_000):
+        raise InputError(f"must be between 1 and 1000000, got {n_gpus}", field="gpus")
+    if not (1 <= gpus_per_node <= 1024):
+        raise InputError(f"must be between 1 and 1024, got {gpus_per_node}", field="gpus_per_node")
+    if not (math.isfinite(hours) and hours > 0):
+        raise InputError(f"must be a finite number of hours > 0, got {hours}", field="hours")
+    if not (math.isfinite(interval_s) and interval_s > 0):
+        raise InputError(f"must be a positive duration, got {interval_s}", field="interval")
+    if hours * 3600.0 / interval_s > 1e7:
+        raise InputError(
+            f"{hours:g} h at {interval_s:g} s is {hours * 3600.0 / interval_s:.3g} scrapes per GPU (limit 1e7)",
+            field="hours",
+        )
+
+
 def random_schedule(n_gpus: int, hours: float, *, gpus_per_node: int = 8, seed: int = 0) -> list[FleetJob]:
     """Whole-node jobs back to back with idle gaps on every node (seeded)."""
+    check_fleet_size(n_gpus, hours, gpus_per_node)
     rng = np.random.default_rng([seed, 0xF1EE7])
     horizon = hours * 3600.0
     names = list(CATALOG)
@@ -236,12 +255,13 @@ class SimulatedFleet:
         drop: float = 0.0,
         omit: Iterable[str] = (),
     ) -> None:
-        if n_gpus < 1 or hours <= 0 or interval_s <= 0:
-            raise InputError("gpus >= 1, hours > 0 and interval > 0 are required", field="gpus")
+        check_fleet_size(n_gpus, hours, gpus_per_node, interval_s)
         if label_style not in LABEL_STYLES:
             raise InputError(f"label style must be one of {', '.join(LABEL_STYLES)}", field="label_style")
         if not 0.0 <= drop < 1.0:
             raise InputError("drop must be in [0, 1)", field="drop")
+        if not 0 <= resets <= 1000:  # a reset per scrape is no longer a counter
+            raise InputError(f"must be between 0 and 1000, got {resets}", field="resets")
         self.spec = get_device(device)
         self.n_gpus, self.hours = int(n_gpus), float(hours)
         self.gpus_per_node = int(gpus_per_node)

@@ -37,8 +37,21 @@ def record_schedule(
 ) -> ScheduleRecording:
     """Play ``schedule`` on simulated ``device``, write its trace to ``out`` (Parquet, labelled simulated) and,
     with ``records``, append each run's ground-truth record there."""
-    if not rate_hz > 0:
-        raise InputError(f"must be > 0, got {rate_hz}", field="rate")
+    import math
+
+    from flopwatch.outputs import check_output
+
+    # bounds: a sampling rate beyond 10 kHz or a tail beyond a day is a typo that would run for hours
+    if not (rate_hz > 0 and rate_hz <= 1e4):
+        raise InputError(f"must be > 0 and <= 10000 Hz, got {rate_hz}", field="rate")
+    if not (math.isfinite(tail_s) and 0 <= tail_s <= 86400):
+        raise InputError(f"must be between 0 and 86400 s, got {tail_s}", field="tail_s")
+    for name, v in (("power_cap_w", power_cap_w), ("locked_clock_mhz", locked_clock_mhz)):
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise InputError(f"must be a finite number > 0, got {v}", field=name)
+    check_output(out, inputs=(schedule, records), overwrite=overwrite, what="trace", create_parents=True)
+    if records is not None:
+        check_output(records, inputs=(schedule,), overwrite=True, what="records", create_parents=True)
     sensors = from_spec(
         device, seed=seed, schedule=schedule, power_cap_w=power_cap_w, locked_clock_mhz=locked_clock_mhz
     )

@@ -10,6 +10,7 @@ API reference: https://prometheus.io/docs/prometheus/latest/querying/api/.
 from __future__ import annotations
 
 import json
+import math
 import time
 import urllib.error
 import urllib.parse
@@ -77,8 +78,12 @@ class PrometheusClient:
             raise InputError(f"not an http(s) URL: {url!r}", field="prometheus")
         self.url = u.rstrip("/")
         self.display_url = _redact(self.url)
+        if not (math.isfinite(timeout_s) and 0 < timeout_s <= 86400):
+            raise InputError(f"must be between 0 and 86400 s, got {timeout_s}", field="timeout")
+        if not (0 <= retries <= 100):  # each retry backs off: a huge count is a hang
+            raise InputError(f"must be between 0 and 100, got {retries}", field="retries")
         self.timeout_s = float(timeout_s)
-        self.retries = max(0, int(retries))
+        self.retries = int(retries)
         self.backoff_s = float(backoff_s)
         self.headers = dict(headers or {})
         self._opener = opener or urllib.request.build_opener()

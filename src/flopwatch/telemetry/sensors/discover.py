@@ -114,6 +114,9 @@ def open_sensors(spec: str, *, backends: Mapping[str, Opener] | None = None, **o
     kind, arg = _split(spec)
     if kind not in table:
         raise InputError(f"unknown sensor spec {spec!r} (known kinds: {', '.join(table)})", field="sensor")
+    speed = opts.get("speed")
+    if speed is not None and not speed > 0:  # inf is valid (virtual time, as fast as the consumer goes)
+        raise InputError(f"speed must be > 0, got {speed}", field="speed")
     allowed = _OPTS.get(kind)
     kw = {k: v for k, v in opts.items() if v is not None and (allowed is None or k in allowed)}
     sensors = table[kind](arg, **kw)
