@@ -34,14 +34,15 @@ import numpy
 from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
 ANSWER_KEYS = json.loads(sys.argv[5])
 url, t0, t1, chunk = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+rules = sys.argv[6] if len(sys.argv) > 6 else "off"
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 w0, c0 = time.perf_counter(), time.process_time()
-r = estimate_fleet(PrometheusClient(url), ReadPlan(t0, t1, gpus_per_chunk=chunk), by="pod")
+r = estimate_fleet(PrometheusClient(url), ReadPlan(t0, t1, gpus_per_chunk=chunk, rules=rules), by="pod")
 wall, cpu = time.perf_counter() - w0, time.process_time() - c0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"wall_s": wall, "cpu_s": cpu, "gpu_hours": r.meta["gpu_hours"], "groups": len(r.groups),
                   "queries": r.meta["queries"], "bytes": r.meta["bytes_received"], "rss_growth_mb": rss - rss0,
-                  "maxrss_mb": rss,
+                  "maxrss_mb": rss, "read_from": r.meta.get("read_from"), "start": r.meta["start"],
                   "answers": {g["key"]: [g.get(k) for k in ANSWER_KEYS] for g in r.groups}}))
 """
 #: Per-group fields compared between --baseline-src and this tree (the paired runs must agree).
@@ -68,6 +69,56 @@ def _cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _backfill_rules(tsdb: Path, spans: list[tuple[float, float]], want: str) -> None:
+    """Backfill flopwatch's 1 h recording rules over ``spans`` with promtool through a Prometheus over ``tsdb``;
+    print its wall time and the Prometheus CPU time it took (what the rules cost at ingest, paid once here)."""
+    import shutil
+
+    from flopwatch.fleet.localprom import LocalPrometheus, find_tool
+    from flopwatch.fleet.rules import rules_yaml
+    from flopwatch.telemetry.prom_client import PrometheusClient
+
+    done = tsdb / "bench_rules_manifest.json"
+    if done.exists() and done.read_text() == want:
+        print("# reusing the backfilled rule series")
+        return
+    with tempfile.TemporaryDirectory(prefix="bench_rules_") as d, LocalPrometheus(tsdb) as p:
+        assert p.proc is not None
+        rules = Path(d) / "flopwatch-rules.yml"
+        rules.write_text(rules_yaml(3600, PrometheusClient(p.url).version()[0]))
+        out = Path(d) / "blocks"
+        w, pc0 = time.perf_counter(), _cpu_s(p.proc.pid)
+        for t0, t1 in spans:
+            subprocess.run(
+                [
+                    str(find_tool("promtool")),
+                    "tsdb",
+                    "create-blocks-from",
+                    "rules",
+                    f"--start={int(t0 - 3600)}",
+                    f"--end={int(t1 + 3600)}",
+                    f"--url={p.url}",
+                    f"--output-dir={out}",
+                    "--quiet",
+                    str(rules),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=3600,
+            )
+        wall, pcpu = time.perf_counter() - w, _cpu_s(p.proc.pid) - pc0
+        p.stop()  # before its blocks change
+        blocks = [b for b in out.iterdir() if b.is_dir()]
+        for b in blocks:
+            shutil.move(str(b), tsdb / b.name)
+        n = len(blocks)
+    done.write_text(want)
+    print(
+        f"# rule backfill (promtool create-blocks-from rules, 1 h group): {wall:.1f} s wall, {pcpu:.1f} Prometheus "
+        f"CPU-s, {n} blocks — what evaluating the rules over this history costs Prometheus"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", default="16,32,64,128", help="fleet sizes at --hours-fixed")
@@ -89,6 +140,13 @@ def main() -> None:
         default=0.0,
         help="seconds to let Prometheus compact the backfilled blocks before measuring (a long-running server "
         "merges promtool's overlapping 2 h blocks within minutes; 0: measure them as backfilled)",
+    )
+    ap.add_argument(
+        "--rules",
+        action="store_true",
+        help="also backfill flopwatch's recording rules (promtool tsdb create-blocks-from rules, evaluated by the "
+        "served Prometheus: the ingest-time cost is printed) and measure the rules path (--rules require) beside "
+        "the raw path over the same span (the rule grid), comparing their answers",
     )
     args = ap.parse_args()
 
@@ -136,6 +194,8 @@ def main() -> None:
             manifest.write_text(want)
         else:
             print(f"# reusing the backfilled TSDB in {tsdb}")
+        if args.rules:
+            _backfill_rules(tsdb, [(w, w + h * 3600) for (g, h), w in walls.items()], want)
         runs = [
             (g, args.hours_fixed, walls[(g, args.hours_fixed)])
             for g, _ in fleets
@@ -146,7 +206,9 @@ def main() -> None:
             w0 = walls[(args.gpus_fixed, max(float(h) for h in args.sweep_hours.split(",")))]
             runs += [(args.gpus_fixed, float(h), w0) for h in args.sweep_hours.split(",")]
         srcs = [("this", str(Path(__file__).resolve().parents[1] / "src"))]
-        if args.baseline_src:
+        if args.rules:  # rules first: its start (on the rule grid) is the span the raw run reads too
+            srcs = [("rule", srcs[0][1]), ("raw", srcs[0][1])]
+        elif args.baseline_src:
             srcs.insert(0, ("base", str(Path(args.baseline_src).resolve())))
         print(
             "src   gpus  hours  gpu_h   wall_s  cpu_s  prom_cpu_s  gpu_h_per_s  rss_growth_MB  maxrss_MB  queries  "
@@ -161,6 +223,7 @@ def main() -> None:
             blocks = sum(1 for b in tsdb.iterdir() if (b / "meta.json").exists())
             print(f"# Prometheus serves {blocks} blocks")
             for g, h, w0 in runs:
+                t_start = w0
                 for tag, src in srcs:
                     pc0 = _cpu_s(p.proc.pid)
                     out = subprocess.run(
@@ -169,10 +232,11 @@ def main() -> None:
                             "-c",
                             CHILD,
                             p.url,
-                            str(w0),
+                            str(t_start),
                             str(w0 + h * 3600),
                             str(args.chunk),
                             json.dumps(ANSWER_KEYS),
+                            {"rule": "require", "raw": "off"}.get(tag, "off"),
                         ],
                         capture_output=True,
                         text=True,
@@ -183,10 +247,16 @@ def main() -> None:
                     r |= {"src": tag, "gpus": g, "hours": h, "prom_cpu_s": _cpu_s(p.proc.pid) - pc0}
                     r["load1"] = os.getloadavg()[0]
                     answers = r.pop("answers")
-                    if tag == "base":
+                    if tag == "rule":
+                        from datetime import datetime
+
+                        t_start = datetime.fromisoformat(r["start"].replace("Z", "+00:00")).timestamp()
+                    if tag in ("base", "rule"):
                         base_answers = answers
-                    else:
-                        if args.baseline_src:
+                    if tag == "rule":
+                        rows.append(r)
+                    if tag != "base" and tag != "rule":
+                        if args.baseline_src or args.rules:
                             r["max_rel_diff_vs_base"] = _max_rel_diff(base_answers, answers)
                         rows.append(r)
                     print(
@@ -195,13 +265,15 @@ def main() -> None:
                         f"{r['rss_growth_mb']:13.1f}  {r['maxrss_mb']:9.0f}  {r['queries']:7d}  "
                         f"{r['bytes'] / 1e6:7.2f}  {r['load1']:5.2f}"
                         + (
-                            f"  answers differ from base by ≤ {r['max_rel_diff_vs_base']:.1e} (relative)"
+                            f"  answers differ from {srcs[0][0]} by ≤ {r['max_rel_diff_vs_base']:.1e} (relative)"
                             if "max_rel_diff_vs_base" in r
                             else ""
                         )
                     )
         import numpy as np
 
+        if args.rules:  # the marginal rates below are the rules path's
+            rows = [r for r in rows if r["src"] == "rule"]
         gh = np.array([r["gpu_hours"] for r in rows])
 
         def per_gpu_h(key: str) -> float:

@@ -71,6 +71,11 @@ def fleet_estimate(
         help="Retries on connection errors, timeouts and 5xx.",
         callback=options.count(ge=0, le=100),
     ),
+    rules: str = typer.Option(
+        "auto",
+        "--rules",
+        help="Recording-rule series (flopwatch fleet rules): auto (when they match) | require | off (raw only).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
@@ -88,6 +93,7 @@ def fleet_estimate(
         time_chunk_s=parse_duration(time_chunk, field="time-chunk"),
         gpus_per_chunk=gpus_per_chunk,
         matchers=selector_matchers(selector),
+        rules=rules,
     ).check()
     thr = _threshold(threshold)
     prof = None
@@ -129,6 +135,28 @@ def fleet_estimate(
         echo_json(res.to_dict())
         return
     _print_table(res.to_dict())
+
+
+@fleet_app.command("rules")
+def fleet_rules(
+    output: Path = typer.Option(None, "-o", "--output", help="Write the rules file here (default: stdout)."),
+    window: str = typer.Option("1h", "--window", help="Aggregation window = rule group interval."),
+    prometheus_major: int = typer.Option(
+        3, "--prometheus-major", help="Prometheus major version (2: closed ranges, 3: left-open)."
+    ),
+    selector: str = typer.Option(
+        None, "--selector", help="Label matchers limiting the rules, e.g. '{job=\"dcgm\"}'."
+    ),
+) -> None:
+    """Print or write the recording rules that pre-aggregate dcgm-exporter series for `fleet estimate`."""
+    from flopwatch.fleet.rules import rules_yaml
+    from flopwatch.telemetry.timespec import parse_duration, selector_matchers
+
+    text = rules_yaml(parse_duration(window, field="window"), prometheus_major, selector_matchers(selector))
+    if output is None:
+        sys.stdout.write(text)
+        return
+    output.write_text(text)
 
 
 @fleet_app.command("metrics")

@@ -59,6 +59,7 @@ def estimate_fleet(
     t0 = time.perf_counter()
     reader = FleetReader(client, plan)
     present, keys, chunk_label = reader.discover()
+    plan = reader.plan  # --rules require may widen the span to the rule grid
     chunks = reader.chunks(keys, chunk_label)
     total = len(chunks) * len(reader.time_chunks()) * reader.n_queries_per_chunk
     done = [0]
@@ -116,6 +117,8 @@ def estimate_fleet(
         "unattributed_series": unattributed_series,
         "unattributed_energy_j": unattributed_j,
         "queries": reader.n_queries,
+        "read_from": "recording rules" if reader.rules_used else "raw series",
+        "rules_note": reader.rules_note or None,
         "bytes_received": client.bytes_received,
         "gpu_hours": sum(g["gpu_hours"] for g in out),
         "elapsed_s": time.perf_counter() - t0,

@@ -47,6 +47,13 @@ class ReadPlan:
     exact_clock: bool = (
         False  # pipe × clock per sample (a subquery: ~10× the Prometheus work) vs window means
     )
+    #: Recording rules (:mod:`flopwatch.fleet.rules`): "auto" uses them when they match the plan, "require"
+    #: fails when they don't, "off" reads raw series only.
+    rules: str = "auto"
+    #: Chunks when reading rule series: one sample per series and window, so a chunk of 128 GPUs × 48 h of 1 h
+    #: windows is ~1 M numbers across all queries (memory still bounded by the chunk, not the fleet).
+    rules_gpus_per_chunk: int = 128
+    rules_time_chunk_s: float = 48 * 3600.0
 
     def check(self) -> ReadPlan:
         if not self.end > self.start:
@@ -67,6 +74,8 @@ class ReadPlan:
             raise InputError("window must be at least one step", field="window")
         if self.gpus_per_chunk < 1:
             raise InputError("gpus_per_chunk must be >= 1", field="gpus_per_chunk")
+        if self.rules not in ("auto", "require", "off"):
+            raise InputError(f"rules must be auto, require or off, got {self.rules!r}", field="rules")
         return self
 
 
@@ -141,6 +150,8 @@ class FleetReader:
         self.present: frozenset[str] = frozenset()
         self.n_queries = 0
         self.n_lazy_queries = 0  # asked on demand (_on_demand): rare
+        self.rules_used = False  # reading the recording-rule series (flopwatch.fleet.rules), not raw samples
+        self.rules_note = ""  # why not, when rules were asked for ("auto") but not used
 
     # ----------------------------------------------------------------------------------- discovery
     def discover(self) -> tuple[frozenset[str], list[str], str]:
@@ -163,13 +174,52 @@ class FleetReader:
                 f"(found: {', '.join(sorted(names)[:8])}{' …' if len(names) > 8 else ''})",
                 field="metrics",
             )
+        self._check_rules()
+        p = self.plan
         ref = M.ENERGY if M.ENERGY in self.present else M.POWER
+        # the GPUs as the rule series know them (rules may be kept longer than raw samples)
+        if self.rules_used:
+            from flopwatch.fleet.rules import reader_rule
+
+            ref = (
+                reader_rule("e_last" if M.ENERGY in self.present else "p_sum", self.present, p.window_s)
+                or ref
+            )
         ref_match = f"{ref}{{{m}}}" if m else ref
         for label in ("UUID", "Hostname", "instance"):
             vals = self.client.label_values(label, ref_match, p.start, p.end)
             if vals:
                 return self.present, vals, label
         return self.present, [""], ""
+
+    def _check_rules(self) -> None:
+        p = self.plan
+        if p.rules == "off":
+            return
+        import dataclasses
+
+        from flopwatch.fleet.rules import check_rules
+
+        needed = list(_queries(self.present, "x", "1s", "1s", "1s:1s", p.exact_clock))
+        chk = check_rules(self.client, p, self.present, needed)
+        if not chk.use and chk.kind == "grid" and p.rules == "require" and chk.grid_offset_s is not None:
+            # Widen the span to the rule grid (the window before start): answers then equal the raw path's
+            # over the widened span, which the output's start reports.
+            p = dataclasses.replace(p, start=p.start + chk.grid_offset_s - p.window_s)
+            chk = check_rules(self.client, p, self.present, needed)
+            if chk.use:
+                self.rules_note = f"span widened to the rule grid: start {p.start:.3f}"
+        if chk.use:
+            self.rules_used = True
+            self.plan = dataclasses.replace(
+                p,
+                gpus_per_chunk=max(p.gpus_per_chunk, p.rules_gpus_per_chunk),
+                time_chunk_s=max(p.time_chunk_s, p.rules_time_chunk_s),
+            )
+        elif p.rules == "require":
+            raise InputError(f"--rules require: {chk.reason}", field="rules")
+        else:
+            self.rules_note = chk.reason
 
     def chunks(self, keys: Sequence[str], label: str) -> list[str]:
         """Matchers of each GPU chunk (the user's matchers plus a regex on ``label``)."""
@@ -204,6 +254,8 @@ class FleetReader:
         s = _ms_range(p.step_s, closed)
         R_sub = f"{W}:{int(round(p.step_s * 1000))}ms"
         queries = _queries(self.present, matchers, W, s, R_sub, p.exact_clock)
+        if self.rules_used:
+            queries = self._rule_queries(queries, matchers, W)
         # Asked only where needed (see _on_demand): resets() where the counter decreased inside a window, and the
         # counter's sample count where power has none (dcgm-exporter exports every field at each scrape, so
         # elsewhere it is the power's). Each saves one pass over the counter's samples per chunk.
@@ -229,6 +281,19 @@ class FleetReader:
                 self._on_demand(block, lazy, t0 + p.window_s, t1)
                 _sums_from_means(block.values)
                 yield block
+
+    def _rule_queries(self, queries: Mapping[str, str], matchers: str, W: str) -> dict[str, str]:
+        """The same window aggregates from the recording-rule series: one rule sample per series and window."""
+        from flopwatch.fleet.rules import reader_rule
+
+        sel = f"{{{matchers}}}" if matchers else ""
+        out = {}
+        for name in queries:
+            rule = reader_rule(name, self.present, self.plan.window_s)
+            if rule is None:  # check_rules made sure every query has one
+                raise AssertionError(name)
+            out[name] = f"last_over_time({rule}{sel}[{W}])"
+        return out
 
     def _on_demand(self, block: WindowBlock, lazy: Mapping[str, str], t_first: float, t_last: float) -> None:
         """Fill the counter's ``e_n`` and ``e_resets`` from what was read, asking the server only where needed.

@@ -180,6 +180,13 @@ class PrometheusClient:
             out.append(Series(r["metric"], np.array([float(t)]), np.array([_num(v)])))
         return out
 
+    def query_matrix(self, expr: str, at: float) -> list[Series]:
+        """Instant query of a range selector (``x[5m]``): the raw samples of each series in the range."""
+        d = self._request("/api/v1/query", [("query", expr), ("time", _ts(at))])
+        if not d or d.get("resultType") != "matrix":
+            return []
+        return _parse_matrix(d.get("result", []))
+
     def query_range(self, expr: str, start: float, end: float, step_s: float) -> list[Series]:
         """Range query; raises :class:`PrometheusError` when it would exceed the server's point limit."""
         n = int((end - start) // step_s) + 1

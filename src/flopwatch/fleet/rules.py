@@ -1,0 +1,195 @@
+"""Recording rules that pre-aggregate dcgm-exporter series per GPU and window, and their detection by the reader.
+
+Reading raw samples costs Prometheus one pass over every sample of every metric the estimators use (about
+ten metrics × 240 samples per GPU-hour at a 15 s scrape). Recording rules (Prometheus docs, "Recording rules";
+naming ``level:metric:operations``) move that pass to ingest time: a rule group evaluated once per window
+writes, per series (all labels kept: GPU and job), exactly the window aggregates the reader would otherwise ask
+for (``last``/``min``/``max``/``resets``/``count`` of the energy counter, ``sum``/``count`` of power, ``avg`` of
+each activity gauge and the SM clock, ``max`` of the power limit). The reader then reads one sample per series
+and window instead of 240.
+
+The rule ranges follow the reader's (:mod:`flopwatch.fleet.reader`): on Prometheus 2.x a range includes both
+ends, so windows are ``W − 1 ms`` to tile time without counting a sample twice; on 3.x ranges are left-open and
+``W`` tiles exactly. A rule sample at time t then stands for the window (t − W, t].
+
+The reader uses the rule series only when they match its plan exactly: the same window, every rule it needs
+present, the same series count as the raw metric at the first and last window, and rule samples on the
+reader's window grid (``start + k·W``; ``promtool tsdb create-blocks-from rules --start START`` evaluates on
+that grid, a live rule group at its own offset within the interval, which ``rules_grid`` reports).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from flopwatch.errors import InputError
+from flopwatch.telemetry import dcgm_metrics as M
+
+if TYPE_CHECKING:
+    from flopwatch.fleet.reader import ReadPlan
+    from flopwatch.telemetry.prom_client import PrometheusClient
+
+#: Prefix of every flopwatch rule (the ``level`` part of ``level:metric:operations``).
+LEVEL = "flopwatch"
+
+#: Reader query name → (metric, PromQL range function, operation name in the rule).
+RULE_QUERIES: Mapping[str, tuple[str, str, str]] = {
+    "e_last": (M.ENERGY, "last_over_time", "last"),
+    "e_first": (M.ENERGY, "min_over_time", "min"),
+    "e_max": (M.ENERGY, "max_over_time", "max"),
+    "e_resets": (M.ENERGY, "resets", "resets"),
+    "e_n": (M.ENERGY, "count_over_time", "count"),
+    "p_sum": (M.POWER, "sum_over_time", "sum"),
+    "p_n": (M.POWER, "count_over_time", "count"),
+    "gr_avg": (M.GR_ACTIVE, "avg_over_time", "avg"),
+    "gpu_util_avg": (M.GPU_UTIL, "avg_over_time", "avg"),
+    "sm_avg": (M.SM_ACTIVE, "avg_over_time", "avg"),
+    "dram_avg": (M.DRAM, "avg_over_time", "avg"),
+    "clock_avg": (M.SM_CLOCK, "avg_over_time", "avg"),
+    "imma_avg": (M.IMMA, "avg_over_time", "avg"),
+    "dfma_avg": (M.DFMA, "avg_over_time", "avg"),
+    "fp16_avg": (M.FP16, "avg_over_time", "avg"),
+    "fp64_avg": (M.FP64, "avg_over_time", "avg"),
+    "plimit": (M.POWER_LIMIT, "max_over_time", "max"),
+    # the tensor pipe: the reader asks HMMA where present, else TENSOR_ACTIVE (both have rules)
+    "tensor_avg": (M.TENSOR, "avg_over_time", "avg"),
+    "tensor_hmma_avg": (M.HMMA, "avg_over_time", "avg"),
+    "fp32_avg": (M.FP32, "avg_over_time", "avg"),
+}
+
+
+def window_suffix(window_s: float) -> str:
+    """``3600`` → ``1h``, ``1800`` → ``30m``, ``90`` → ``90s`` (the suffix of the rule names)."""
+    s = int(round(window_s))
+    if s <= 0 or abs(s - window_s) > 1e-9:
+        raise InputError(f"rule window must be a whole number of seconds, got {window_s:g}", field="window")
+    if s % 3600 == 0:
+        return f"{s // 3600}h"
+    if s % 60 == 0:
+        return f"{s // 60}m"
+    return f"{s}s"
+
+
+def rule_name(metric: str, op: str, window_s: float) -> str:
+    """``flopwatch:DCGM_FI_DEV_POWER_USAGE:sum1h``."""
+    return f"{LEVEL}:{metric}:{op}{window_suffix(window_s)}"
+
+
+def range_ms(window_s: float, prometheus_major: int) -> str:
+    ms = int(round(window_s * 1000))
+    return f"{ms - 1 if prometheus_major < 3 else ms}ms"
+
+
+def rules(window_s: float = 3600.0, prometheus_major: int = 3) -> list[tuple[str, str]]:
+    """[(record name, PromQL)] of the rule group, one per distinct (metric, operation)."""
+    rng = range_ms(window_s, prometheus_major)
+    out: dict[str, str] = {}
+    for metric, fn, op in RULE_QUERIES.values():
+        out.setdefault(rule_name(metric, op, window_s), f"{fn}({metric}[{rng}])")
+    return list(out.items())
+
+
+def rules_yaml(window_s: float = 3600.0, prometheus_major: int = 3, selector: str = "") -> str:
+    """The Prometheus rules file (YAML). ``selector``: label matchers (without braces) limiting the rules."""
+    if prometheus_major not in (2, 3):
+        raise InputError(
+            f"Prometheus major version must be 2 or 3, got {prometheus_major}", field="prometheus"
+        )
+    suffix = window_suffix(window_s)
+    lines = [
+        f"# flopwatch recording rules: per-series {suffix} window aggregates of the dcgm-exporter metrics the",
+        "# fleet estimators read (`flopwatch fleet estimate --rules auto`). Generated by `flopwatch fleet rules`.",
+        f"# Ranges for Prometheus {prometheus_major}.x "
+        + ("(closed ranges: window - 1 ms)." if prometheus_major < 3 else "(left-open ranges)."),
+        "# Every label of the source series (UUID, gpu, Hostname, modelName, pod, namespace, hpc_job ...) is kept.",
+        "groups:",
+        f"  - name: flopwatch-dcgm-{suffix}",
+        f"    interval: {suffix}",
+        "    rules:",
+    ]
+    for name, expr in rules(window_s, prometheus_major):
+        if selector:
+            metric = expr[expr.index("(") + 1 : expr.index("[")]
+            expr = expr.replace(f"({metric}[", f"({metric}{{{selector}}}[", 1)
+        lines += [f"      - record: {name}", f"        expr: {expr}"]
+    return "\n".join(lines) + "\n"
+
+
+def reader_rule(query: str, present: frozenset[str], window_s: float) -> str | None:
+    """Rule series standing for reader query ``query`` (None: no rule, e.g. the exact-clock subqueries)."""
+    if query == "tensor_avg" and M.HMMA in present:
+        query = "tensor_hmma_avg"
+    spec = RULE_QUERIES.get(query)
+    if spec is None:
+        return None
+    metric, _fn, op = spec
+    return rule_name(metric, op, window_s)
+
+
+@dataclass(frozen=True)
+class RulesCheck:
+    """Outcome of :func:`check_rules`: ``use`` or why not (``reason``), and the rule grid offset if known."""
+
+    use: bool
+    reason: str = ""
+    kind: str = ""  # why not: "missing" | "grid" | "coverage"
+    grid_offset_s: float | None = None  # rule sample times − start, mod the window (0: on the reader's grid)
+
+
+def check_rules(
+    client: PrometheusClient, plan: ReadPlan, present: frozenset[str], needed: list[str]
+) -> RulesCheck:
+    """Cheap checks that the rule series can stand for the raw ones over ``plan`` (a few instant queries).
+
+    ``needed``: the reader's query names. Checked: every needed rule exists in the range (series index only);
+    at the first and last window end, the reference rule has a sample for every series the raw metric has;
+    every such sample lies on the reader's grid ``start + k·W``.
+    """
+    W = plan.window_s
+    start, end = plan.start, plan.end
+    m = plan.matchers
+    suffix = window_suffix(W)
+    match = f'{{__name__=~"{LEVEL}:DCGM_FI_.*:[a-z]+{suffix}"{"," + m if m else ""}}}'
+    have = set(client.label_values("__name__", match, start, end + W))
+    want = {q: reader_rule(q, present, W) for q in needed}
+    lacking = sorted(str(r) for q, r in want.items() if r is None or r not in have)
+    if lacking:
+        return RulesCheck(
+            False, f"rule series missing for this window ({suffix}): {', '.join(lacking[:4])}", "missing"
+        )
+    raw_ref = M.ENERGY if M.ENERGY in present else M.POWER
+    rule_ref = want["e_last"] if M.ENERGY in present else want["p_sum"]
+    major = client.version()[0]
+    rng = range_ms(W, major)
+    sel = f"{{{m}}}" if m else ""
+    n_win = max(1, math.ceil((end - start) / W - 1e-9))
+    offset: float | None = None
+    for t in sorted({start + W, start + n_win * W}):
+        samples = client.query_matrix(f"{rule_ref}{sel}[{rng}]", t)
+        raw = client.query(f"count(last_over_time({raw_ref}{sel}[{rng}]))", t)
+        n_raw = int(raw[0].v[0]) if raw else 0
+        for s in samples:
+            for ts in s.t:
+                off = round(((float(ts) - start) % W) * 1000) / 1000
+                if off not in (0.0, W):
+                    return RulesCheck(
+                        False,
+                        f"rule samples are {off:g} s past the reader's window grid (start + k·{W:g} s): pass "
+                        f"--start {start + off - W:.3f} (on the rule grid) or --rules require (which widens the "
+                        "span to the grid) to use them",
+                        "grid",
+                        off,
+                    )
+                offset = 0.0
+        if len(samples) < n_raw:
+            return RulesCheck(
+                False,
+                f"rule series do not cover the span: {len(samples)} of {n_raw} series have a {rule_ref} sample in "
+                f"the window ending {t:.0f}",
+                "coverage",
+                offset,
+            )
+    return RulesCheck(True, "", offset)

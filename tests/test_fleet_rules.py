@@ -1,0 +1,181 @@
+"""Recording rules: the rules file, and rule-series answers equal to raw-series answers on a real Prometheus.
+
+Raw series are backfilled with promtool; the rule series are backfilled from them by promtool evaluating the
+rules file through the running Prometheus (``promtool tsdb create-blocks-from rules``), as an operator adding
+the rules to an existing Prometheus would; Prometheus is then restarted over both.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from flopwatch.fleet.localprom import LocalPrometheus, backfill, find_tool
+from flopwatch.fleet.rules import RULE_QUERIES, rules, rules_yaml, window_suffix
+
+HAVE_PROM = find_tool("promtool") is not None and find_tool("prometheus") is not None
+WALL = 1_700_000_000.0 - 1_700_000_000.0 % 3600  # on the hour
+HOURS = 2.0
+WINDOW = 1800.0
+JOBS = [
+    {
+        "name": "train",
+        "namespace": "research",
+        "gpus": 4,
+        "start_h": 0.2,
+        "hours": 1.5,
+        "workload": "llm-7b-bf16",
+    },
+    {"name": "vit", "namespace": "prod", "gpus": 2, "start_h": 0.1, "hours": 1.2, "workload": "vit-fp32"},
+]
+
+
+def test_rules_file_is_valid_yaml_with_one_rule_per_aggregate() -> None:
+    doc = yaml.safe_load(rules_yaml(3600, 2))
+    (group,) = doc["groups"]
+    assert group["interval"] == "1h"
+    names = [r["record"] for r in group["rules"]]
+    assert len(names) == len(set(names)) == len({(m, op) for m, _f, op in RULE_QUERIES.values()})
+    assert all(n.startswith("flopwatch:DCGM_FI_") and n.endswith("1h") for n in names)
+    assert "flopwatch:DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION:resets1h" in names
+    # 2.x ranges are closed: window − 1 ms; 3.x left-open: the window
+    assert all("[3599999ms]" in r["expr"] for r in group["rules"])
+    assert all("[3600000ms]" in e for _n, e in rules(3600, 3))
+    sel = yaml.safe_load(rules_yaml(1800, 3, 'job="dcgm"'))["groups"][0]["rules"]
+    assert all('{job="dcgm"}[1800000ms]' in r["expr"] for r in sel)
+
+
+def test_window_suffix() -> None:
+    assert [window_suffix(s) for s in (3600, 7200, 1800, 90)] == ["1h", "2h", "30m", "90s"]
+
+
+def test_cli_writes_the_rules_file(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from flopwatch.cli import app
+
+    out = tmp_path / "r.yml"
+    r = CliRunner().invoke(app, ["fleet", "rules", "--window", "30m", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert yaml.safe_load(out.read_text())["groups"][0]["interval"] == "30m"
+
+
+@pytest.fixture(scope="module")
+def prom_rules(tmp_path_factory):
+    if not HAVE_PROM:
+        pytest.skip("needs promtool and prometheus (Debian package 'prometheus')")
+    from flopwatch.sim.dcgm import SimulatedFleet, load_fleet_schedule
+
+    d = tmp_path_factory.mktemp("fleet_rules")
+    sched = d / "jobs.json"
+    sched.write_text(json.dumps({"jobs": JOBS}))
+    fleet = SimulatedFleet(
+        8,
+        HOURS,
+        load_fleet_schedule(sched),
+        device="h100",
+        gpus_per_node=4,
+        wall0=WALL,
+        seed=5,
+        resets=1,
+        drop=0.02,
+    )
+    tsdb = d / "tsdb"
+    truth = fleet.write_openmetrics(d / "a.om")
+    backfill(d / "a.om", tsdb)
+    out = d / "rule_blocks"
+    with LocalPrometheus(tsdb) as p:
+        from flopwatch.telemetry.prom_client import PrometheusClient
+
+        major = PrometheusClient(p.url).version()[0]
+        (d / "rules.yml").write_text(rules_yaml(WINDOW, major))
+        r = subprocess.run(
+            [
+                str(find_tool("promtool")),
+                "tsdb",
+                "create-blocks-from",
+                "rules",
+                f"--start={int(WALL)}",
+                f"--end={int(WALL + HOURS * 3600 + WINDOW)}",
+                f"--url={p.url}",
+                f"--output-dir={out}",
+                "--quiet",
+                str(d / "rules.yml"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 0, r.stderr[-500:]
+    for block in out.iterdir():
+        if block.is_dir():
+            shutil.move(str(block), tsdb / block.name)
+    with LocalPrometheus(tsdb) as p:
+        yield p, truth
+
+
+def _run(url, rules, start=WALL, end=WALL + HOURS * 3600):
+    from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
+
+    plan = ReadPlan(start, end, window_s=WINDOW, gpus_per_chunk=4, rules=rules)
+    return estimate_fleet(PrometheusClient(url), plan, by="pod")
+
+
+def test_rule_series_give_the_raw_answers(prom_rules) -> None:
+    from datetime import datetime
+
+    p, truth = prom_rules
+    # promtool evaluates the group at its hash offset within the interval, as a live Prometheus would: require
+    # widens the span to that grid, and the raw path over the same span must give the same answers
+    ruled = _run(p.url, "require")
+    start = datetime.fromisoformat(ruled.meta["start"].replace("Z", "+00:00")).timestamp()
+    assert WALL - WINDOW < start <= WALL
+    assert ruled.meta["rules_note"] is None or "widened" in ruled.meta["rules_note"]
+    raw = _run(p.url, "off", start=start)
+    assert raw.meta["read_from"] == "raw series"
+    assert ruled.meta["read_from"] == "recording rules"
+    assert [g["key"] for g in ruled.groups] == [g["key"] for g in raw.groups] == sorted(truth.pods)
+    for a, b in zip(raw.groups, ruled.groups, strict=True):
+        assert b["energy_j"] == pytest.approx(truth.pods[b["key"]]["energy_j"], rel=0.01)
+        for k in (
+            "energy_j",
+            "net_energy_j",
+            "estimate_flops",
+            "lower_flops",
+            "upper_flops",
+            "pipe_estimate_flops",
+        ):
+            assert b[k] == pytest.approx(a[k], rel=1e-9, abs=1e-6), (b["key"], k)
+        assert (b["gpus"], b["verdict"], b["missing"]) == (a["gpus"], a["verdict"], a["missing"])
+        assert b["coverage"] == pytest.approx(a["coverage"], rel=1e-12)  # summed in another chunk order
+    # auto uses them when the start is on their grid
+    assert _run(p.url, "auto", start=start).meta["read_from"] == "recording rules"
+
+
+def test_off_grid_start_falls_back_or_fails(prom_rules) -> None:
+    from flopwatch.errors import InputError
+
+    p, _ = prom_rules
+    res = _run(p.url, "auto", start=WALL + 1, end=WALL + 3601)
+    assert res.meta["read_from"] == "raw series"
+    assert "grid" in res.meta["rules_note"]
+    # require fails with the reason when there are no rule series for the plan's window
+    from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
+
+    with pytest.raises(InputError, match="--rules require: rule series missing"):
+        estimate_fleet(PrometheusClient(p.url), ReadPlan(WALL, WALL + 7200, window_s=3600, rules="require"))
+
+
+def test_missing_rules_fall_back_to_raw(prom_rules) -> None:
+    """Rules for another window do not exist: auto reads raw and says why."""
+    from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
+
+    p, _ = prom_rules
+    plan = ReadPlan(WALL, WALL + HOURS * 3600, window_s=3600, rules="auto")
+    res = estimate_fleet(PrometheusClient(p.url), plan, by="pod")
+    assert res.meta["read_from"] == "raw series"
+    assert "missing" in res.meta["rules_note"]
