@@ -194,3 +194,35 @@ def test_verdict_reads_a_ledger_written_by_the_monitor(capsys, tmp_path):
     # an efficiency envelope, so even an enormous threshold is not cleared
     assert tot["unattributed_net_energy_j"] >= 3 * (P_BUSY_W - P_IDLE_W) * 0.98
     assert tot["verdict"] == "uncertain"
+
+
+def test_verdict_bounds_a_sensor_named_device_with_the_profiles_device(capsys, tmp_path, v2_records_path):
+    """A ledger row whose device is a sensor name (a replayed Jetson rail) names no model: the profile's device
+    (it was calibrated there) bounds the energy outside workloads, so the window can still be decisive."""
+    prof = tmp_path / "p.json"
+    assert main(["calibrate", str(v2_records_path), "-o", str(prof), "--device", "orin-nano"]) == 0
+    capsys.readouterr()
+    row = {
+        "workload_id": "s/rail/0",
+        "device": "jetson:VDD_CPU_GPU_CV",
+        "device_name": "jetson:VDD_CPU_GPU_CV",
+        "start_wall": 1.7e9,
+        "end_wall": 1.7e9 + 146.7,
+        "duration_s": 146.7,
+        "net_energy_j": 1141.0,
+        "tb_moved": 0.0763,
+        "mean_util": 0.969,
+        "idle_power_w": 0.642,
+        "coverage": 1.0,
+        "lower_flops": 9e13,
+        "upper_flops": 1.1e14,
+        "estimate_flops": 1.0e14,
+    }
+    cps = [
+        {"wall": 1.7e9 - 10, "devices": {"jetson:VDD_CPU_GPU_CV": {"outside_net_energy_j": 0.0}}},
+        {"wall": 1.7e9 + 200, "devices": {"jetson:VDD_CPU_GPU_CV": {"outside_net_energy_j": 8.0}}},
+    ]
+    led = _ledger(tmp_path, [row], cps)
+    assert main(["verdict", str(led), "--threshold", "1e15", "--profile", str(prof), "--json"]) == 0
+    tot = _json(capsys)["total"]
+    assert tot["upper_flops"] is not None and tot["upper_flops"] < 1e15 and tot["verdict"] == "below"

@@ -150,7 +150,11 @@ def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> DeviceSpe
         try:
             return get_device(str(device).removeprefix("sim:").split(":")[0])
         except InputError:
-            return resolve_device(device)
+            spec = resolve_device(device)
+            if spec is not None:
+                return spec
+        # a sensor name that names no model (``jetson:VDD_CPU_GPU_CV``): the profile's device, which it was
+        # calibrated on and which the monitor applies it to
     if profile is not None and profile.device_key:
         return resolve_device(profile.device_key)
     return None

@@ -351,6 +351,8 @@ def ledger_window_verdicts(
             0.0, _outside_at(cps, d, end) - (_outside_at(cps, d, start) if start is not None else 0.0)
         )
         spec = resolve_device(device, names.get(d), d)
+        if spec is None and device is None and profile is not None and profile.device_key:
+            spec = resolve_device(profile.device_key)  # the device the profile was calibrated on
         env[d] = profile_envelope(profile, spec, None).flops_per_j if profile is not None else math.inf
 
     def group(
