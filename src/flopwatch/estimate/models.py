@@ -311,9 +311,10 @@ class PublishedModel(FlopModel):
         c = np.asarray(params.get("e_per_tb_j", 0.0), dtype=float)[..., None]
         p = np.asarray(params["p_overhead_w"], dtype=float)[..., None]
         TB = np.nan_to_num(X.tb_moved) if self.use_tb else 0.0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tf = (X.net_energy_j - c * TB - p * X.duration_s) / a
-        return tf * TFLOP
+        # an extreme (accepted) profile can overflow to inf: a non-finite estimate is never "below"
+        # (estimate.verdict), so it is reported, not warned about on stderr
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return (X.net_energy_j - c * TB - p * X.duration_s) / a * TFLOP
 
 
 class Eq1Model(PublishedModel):
