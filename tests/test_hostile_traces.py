@@ -158,7 +158,7 @@ def test_special_files_are_refused_before_opening(tmp_path, capsys) -> None:
     os.mkfifo(fifo)  # opening it would block forever
     cases = [(d, "directory"), (fifo, "FIFO"), (tmp_path / "missing.parquet", "no such file")]
     if Path("/dev/zero").exists():
-        cases.append((Path("/dev/zero"), "not a regular file"))
+        cases.append((Path("/dev/zero"), "character device"))
     for path, why in cases:
         for read in _readers(path):
             with pytest.raises(InputError, match=why):
@@ -224,7 +224,7 @@ def test_tegrastats_logs_special_files_refused(tmp_path) -> None:
 
     fifo = tmp_path / "log.fifo"
     os.mkfifo(fifo)
-    for path, why in ((fifo, "FIFO"), (tmp_path, "directory"), (Path("/dev/zero"), "not a regular file")):
+    for path, why in ((fifo, "FIFO"), (tmp_path, "directory"), (Path("/dev/zero"), "character device")):
         if path.exists():
             with pytest.raises(InputError, match=why):
                 read_log(path)

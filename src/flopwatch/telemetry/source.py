@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flopwatch.errors import InputError
+from flopwatch.io import check_input_file
 
 if TYPE_CHECKING:
     from flopwatch.devices import DeviceSpec
@@ -93,19 +93,8 @@ def _as_mask(idx: np.ndarray, n: int) -> np.ndarray:
 
 def check_regular_file(p: Path) -> os.stat_result:
     """Refuse a missing path, a directory, a FIFO or a device *before* opening it (opening a FIFO blocks;
-    reading ``/dev/zero`` never ends)."""
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        raise InputError("no such file", file=str(p)) from None
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", file=str(p)) from None
-    if stat.S_ISDIR(st.st_mode):
-        raise InputError("is a directory, not a trace file", file=str(p))
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device or socket"
-        raise InputError(f"is {kind}, not a regular file", file=str(p))
-    return st
+    reading ``/dev/zero`` never ends): :func:`flopwatch.io.check_input_file` for a trace."""
+    return check_input_file(p, kind="trace file")
 
 
 # ---------------------------------------------------------------------- plausibility
