@@ -416,3 +416,90 @@ def test_counter_count_on_demand_where_power_is_missing(tmp_path):
             assert np.array_equal(block.values["e_n"][i], ref.values["n"][rows[_key(lab)]]), lab
         assert reader.n_lazy_queries == 1
         assert np.isnan(block.values["p_n"]).sum() == 1  # GPU 1's second hour: counter only
+
+
+def _span_vs_window(url, wall0, by="pod", **kw):
+    from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
+
+    out = {}
+    for res in ("window", "span"):
+        r = estimate_fleet(
+            PrometheusClient(url),
+            ReadPlan(wall0, wall0 + 7200, window_s=1800, resolution=res, **kw),
+            by=by,
+        )
+        assert r.meta["resolution"] == res
+        out[res] = r
+    return out["window"], out["span"]
+
+
+@pytest.mark.parametrize("fleet", ["A", "B", "C"])
+def test_span_resolution_gives_the_window_answers(prom, fleet):
+    """Span resolution (per-series totals from Prometheus) against window resolution on the same fleets: placement
+    (GPU-hours, coverage, start/end) identical, energy and estimates within the edge approximation (docs/fleet.md),
+    and per-job energy within 1 % of what the simulator integrated."""
+    p, truth = prom
+    wall0 = {"A": WALL_A, "B": WALL_B, "C": WALL_C}[fleet]
+    by = "job" if fleet == "C" else "pod"
+    win, span = _span_vs_window(p.url, wall0, by=by)
+    w = {g["key"]: g for g in win.groups}
+    s = {g["key"]: g for g in span.groups}
+    assert set(w) == set(s)
+    want = truth[fleet].jobs if fleet == "C" else truth[fleet].pods
+    for k, g in s.items():
+        h = w[k]
+        assert g["gpus"] == h["gpus"] and g["start"] == h["start"] and g["end"] == h["end"]
+        assert g["gpu_hours"] == pytest.approx(h["gpu_hours"], rel=1e-12)
+        assert g["coverage"] == pytest.approx(h["coverage"], rel=1e-12)
+        assert g["energy_j"] == pytest.approx(h["energy_j"], rel=2e-3), k
+        assert g["energy_j"] == pytest.approx(want[k]["energy_j"], rel=0.01), k
+        assert g["counter_resets"] == h["counter_resets"]
+        for f in ("estimate_flops", "lower_flops", "upper_flops", "pipe_estimate_flops"):
+            if h[f] is None:
+                assert g[f] is None
+            else:
+                assert g[f] == pytest.approx(h[f], rel=0.01), (k, f)
+        assert g["missing"] == h["missing"] and g["verdict"] == h["verdict"]
+        # one utilisation note per group, however many GPU-jobs were below the gate
+        assert sum(n.startswith("mean utilisation") for n in g["notes"]) <= 1
+    if fleet == "A":  # one counter reset per GPU: those GPUs are read again per window
+        assert span.meta["regrid_gpus"] > 0
+    assert span.meta["unattributed_series"] == win.meta["unattributed_series"]
+
+
+def test_span_resolution_namespace_selector_and_gpus(prom):
+    p, _ = prom
+    win, span = _span_vs_window(p.url, WALL_A, by="namespace")
+    assert {g["key"]: round(g["gpu_hours"], 9) for g in span.groups} == {
+        g["key"]: round(g["gpu_hours"], 9) for g in win.groups
+    }
+    win, span = _span_vs_window(p.url, WALL_A, by="gpu", matchers='Hostname="node-0000"')
+    assert len(span.groups) == len(win.groups) == 4
+
+
+def test_span_resolution_counter_without_power(tmp_path):
+    """A GPU whose power field stops while its counter goes on: span resolution counts the counter's samples."""
+    from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
+    from flopwatch.telemetry import dcgm_metrics as M
+
+    t0 = WALL_A + 10 * DAY
+    lines = [f"# TYPE {M.ENERGY} unknown"]
+    for g in range(2):
+        lab = f'UUID="GPU-{g}",gpu="{g}",pod="p{g}",modelName="NVIDIA H100 80GB HBM3"'
+        lines += [f"{M.ENERGY}{{{lab}}} {5e9 + 300e3 * 15 * k:.0f} {t0 + 15 * k}" for k in range(480)]
+    lines.append(f"# TYPE {M.POWER} gauge")
+    for g in range(2):
+        lab = f'UUID="GPU-{g}",gpu="{g}",pod="p{g}",modelName="NVIDIA H100 80GB HBM3"'
+        lines += [f"{M.POWER}{{{lab}}} 300 {t0 + 15 * k}" for k in (range(480) if g == 0 else range(240))]
+    om = tmp_path / "f.om"
+    om.write_text("\n".join(lines) + "\n# EOF\n")
+    backfill(om, tmp_path / "tsdb")
+    with LocalPrometheus(tmp_path / "tsdb") as p:
+        got = {}
+        for res in ("window", "span"):
+            r = estimate_fleet(PrometheusClient(p.url), ReadPlan(t0, t0 + 7200, resolution=res), by="pod")
+            got[res] = {g["key"]: g for g in r.groups}
+    for pod in ("p0", "p1"):
+        # 480 samples at 300 W, 15 s apart: 7 185 s between the first and last, plus half a step at each end
+        assert got["span"][pod]["energy_j"] == pytest.approx(300 * 7200, rel=1e-3)
+        assert got["span"][pod]["gpu_hours"] == pytest.approx(got["window"][pod]["gpu_hours"])

@@ -118,10 +118,10 @@ def prom_rules(tmp_path_factory):
         yield p, truth
 
 
-def _run(url, rules, start=WALL, end=WALL + HOURS * 3600):
+def _run(url, rules, start=WALL, end=WALL + HOURS * 3600, resolution="window"):
     from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
 
-    plan = ReadPlan(start, end, window_s=WINDOW, gpus_per_chunk=4, rules=rules)
+    plan = ReadPlan(start, end, window_s=WINDOW, gpus_per_chunk=4, rules=rules, resolution=resolution)
     return estimate_fleet(PrometheusClient(url), plan, by="pod")
 
 
@@ -154,6 +154,29 @@ def test_rule_series_give_the_raw_answers(prom_rules) -> None:
         assert b["coverage"] == pytest.approx(a["coverage"], rel=1e-12)  # summed in another chunk order
     # auto uses them when the start is on their grid
     assert _run(p.url, "auto", start=start).meta["read_from"] == "recording rules"
+
+
+def test_span_resolution_on_rule_series(prom_rules) -> None:
+    """Span totals from the rule series (Σ of window sums, counter max − min) against span totals from the raw
+    samples and against window resolution over the rules: the same placement, energy within the edge term."""
+    from datetime import datetime
+
+    p, truth = prom_rules
+    win = _run(p.url, "require")
+    start = datetime.fromisoformat(win.meta["start"].replace("Z", "+00:00")).timestamp()
+    span_rules = _run(p.url, "require", start=start, resolution="span")
+    span_raw = _run(p.url, "off", start=start, resolution="span")
+    assert span_rules.meta["read_from"] == "recording rules" and span_raw.meta["read_from"] == "raw series"
+    assert span_rules.meta["resolution"] == "span"
+    for a, b, c in zip(win.groups, span_rules.groups, span_raw.groups, strict=True):
+        assert a["key"] == b["key"] == c["key"]
+        assert b["gpu_hours"] == pytest.approx(a["gpu_hours"], rel=1e-12) == c["gpu_hours"]
+        assert b["start"] == a["start"] == c["start"] and b["end"] == a["end"] == c["end"]
+        assert b["energy_j"] == pytest.approx(truth.pods[b["key"]]["energy_j"], rel=0.01)
+        assert b["energy_j"] == pytest.approx(a["energy_j"], rel=2e-3)
+        assert b["energy_j"] == pytest.approx(c["energy_j"], rel=2e-3)
+        assert b["pipe_estimate_flops"] == pytest.approx(c["pipe_estimate_flops"], rel=1e-9)
+        assert b["counter_resets"] == a["counter_resets"]
 
 
 def test_off_grid_start_falls_back_or_fails(prom_rules) -> None:

@@ -76,6 +76,12 @@ def fleet_estimate(
         "--rules",
         help="Recording-rule series (flopwatch fleet rules): auto (when they match) | require | off (raw only).",
     ),
+    resolution: str = typer.Option(
+        "window",
+        "--resolution",
+        help="window: per-window aggregates folded here (exact edges) | span: per-series totals from Prometheus "
+        "(several times faster; edges and clock weighting approximated, docs/fleet.md).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
@@ -94,6 +100,7 @@ def fleet_estimate(
         gpus_per_chunk=gpus_per_chunk,
         matchers=selector_matchers(selector),
         rules=rules,
+        resolution=resolution,
     ).check()
     thr = _threshold(threshold)
     prof = None
@@ -232,7 +239,9 @@ def _print_table(d: dict[str, Any]) -> None:
         )
     con.print(
         f"{d['gpu_hours']:.0f} GPU-hours in {d['elapsed_s']:.1f} s ({d['queries']} queries, "
-        f"{d['bytes_received'] / 1e6:.1f} MB received)"
+        f"{d['bytes_received'] / 1e6:.1f} MB received; {d['read_from']}, {d.get('resolution', 'window')} resolution"
+        + (f"; {d['regrid_gpus']} GPUs re-read per window: counter reset" if d.get("regrid_gpus") else "")
+        + ")"
     )
 
 

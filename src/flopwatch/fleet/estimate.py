@@ -60,8 +60,24 @@ def estimate_fleet(
     reader = FleetReader(client, plan)
     present, keys, chunk_label = reader.discover()
     plan = reader.plan  # --rules require may widen the span to the rule grid
+    by_labels = _resolve_by(client, by, plan, present)
+    span = None
+    if plan.resolution == "span":
+        import dataclasses
+
+        from flopwatch.fleet.span import SpanReader
+
+        plan = reader.plan = dataclasses.replace(
+            plan, gpus_per_chunk=max(plan.gpus_per_chunk, plan.span_gpus_per_chunk)
+        )
+        span = SpanReader(reader, by_labels, uuid_keyed=chunk_label == "UUID", dram=profile is not None)
     chunks = reader.chunks(keys, chunk_label)
-    total = len(chunks) * len(reader.time_chunks()) * reader.n_queries_per_chunk
+    per_chunk = (
+        span.n_queries_per_chunk
+        if span is not None
+        else len(reader.time_chunks()) * reader.n_queries_per_chunk
+    )
+    total = len(chunks) * per_chunk
     done = [0]
 
     def tick() -> None:
@@ -69,11 +85,27 @@ def estimate_fleet(
         if progress is not None:
             progress(done[0], total)
 
-    by_labels = _resolve_by(client, by, plan, present)
     warm = _prewarm(client, plan, present, device) if profile is None else None
     groups: dict[str, dict[str, Any]] = {}
     unattributed_j, unattributed_series = 0.0, 0
-    for matchers in chunks:
+    regrid_gpus = 0
+    if span is not None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, plan.concurrency)) as pool:
+            # one chunk ahead: the server answers the next chunk while this process folds the current one (memory:
+            # two chunks' answers)
+            ahead = [span.submit(pool, m) for m in chunks[:2]]
+            for i in range(len(chunks)):
+                got = span.collect(ahead.pop(0), on_query=tick)
+                if i + 2 < len(chunks):
+                    ahead.append(span.submit(pool, chunks[i + 2]))
+                unattributed_j += got.unattributed_j
+                unattributed_series += len(got.unattributed_series)
+                regrid_gpus += got.regrid_gpus
+                for job in got.jobs:
+                    _fold(groups, job, present, profile, dtype, device, plan.step_s)
+    for matchers in chunks if span is None else ():
         acc = Accumulator(by_labels, plan.step_s, plan.window_s)
         for block in reader.blocks(matchers, on_query=tick):
             acc.add(block)
@@ -118,6 +150,8 @@ def estimate_fleet(
         "unattributed_energy_j": unattributed_j,
         "queries": reader.n_queries,
         "read_from": "recording rules" if reader.rules_used else "raw series",
+        "resolution": plan.resolution,
+        "regrid_gpus": regrid_gpus,  # span resolution: GPUs re-read per window (their energy counter reset)
         "rules_note": reader.rules_note or None,
         "bytes_received": client.bytes_received,
         "gpu_hours": sum(g["gpu_hours"] for g in out),
@@ -179,31 +213,48 @@ def _fold(
     device: str | None,
     step_s: float,
 ) -> None:
-    g = groups.setdefault(
-        job.group,
-        {
-            "key": job.group,
-            "_gpus": set(),
-            "_start": math.inf,
-            "_end": -math.inf,
-            "energy_j": 0.0,
-            "net_energy_j": 0.0,
-            "_est": [math.nan] * 6,  # running sums: energy f/lo/hi, pipe f/lo/hi (NaN: nothing finite yet)
-            "_incomplete": False,
-            "_covered": 0.0,
-            "_span": 0.0,
-            "_busy": 0.0,
-            "_busy_cov": 0.0,
-            "_sm": 0.0,
-            "_plimit": [],
-            "_from_power": 0.0,
-            "resets": 0,
-            "_missing": set(),
-            "_notes": set(),
-            "_devices": set(),
-            "_dtypes": set(),
-        },
-    )
+    g = groups.get(job.group)
+    if g is None:
+        g = groups[job.group] = _new_group(job.group)
+    _add_job(g, job, present, profile, dtype, device)
+
+
+def _new_group(key: str) -> dict[str, Any]:
+    return {
+        "key": key,
+        "_gpus": set(),
+        "_start": math.inf,
+        "_end": -math.inf,
+        "energy_j": 0.0,
+        "net_energy_j": 0.0,
+        "_est": [math.nan] * 6,  # running sums: energy f/lo/hi, pipe f/lo/hi (NaN: nothing finite yet)
+        "_incomplete": False,
+        "_covered": 0.0,
+        "_span": 0.0,
+        "_busy": 0.0,
+        "_busy_cov": 0.0,
+        "_sm": 0.0,
+        "_plimit": [],
+        "_from_power": 0.0,
+        "resets": 0,
+        "_missing": set(),
+        "_notes": set(),
+        "_devices": set(),
+        "_dtypes": set(),
+        "_low_util": [],  # mean utilisation of GPU-jobs below the frontier gate
+        "_jobs": 0,
+        "_other": {},  # pipes without a peak: ∫ activity dt over the group
+    }
+
+
+def _add_job(
+    g: dict[str, Any],
+    job: GpuJob,
+    present: frozenset[str],
+    profile: Any | None,
+    dtype: str | None,
+    device: str | None,
+) -> None:
     g["_gpus"].add(job.gpu)
     g["_start"] = min(g["_start"], job.t_first)
     g["_end"] = max(g["_end"], job.t_last)
@@ -247,7 +298,15 @@ def _fold(
     g["_est"] = [
         _add(a, b) for a, b in zip(g["_est"], vals, strict=True)
     ]  # O(groups) memory, not O(GPU-jobs)
-    g["_notes"].update(est.notes)
+    g["_jobs"] += 1
+    notes = set(est.notes)
+    low = next((n for n in notes if n.startswith("mean utilisation <")), None)
+    if low is not None:  # one note for the group: how many GPU-jobs, and the lowest
+        notes.discard(low)
+        g["_low_util"].append(job.busy_s / job.busy_covered_s)
+    g["_notes"].update(notes)
+    for other, a in job.other_pipes_s.items():
+        g["_other"][other] = g["_other"].get(other, 0.0) + a
     if job.tensor_covered_s <= 0 and job.fp32_covered_s <= 0:
         g["_missing"].add("pipe activity (no pipe estimate)")
     if job.clock_covered_s <= 0 and (job.tensor_covered_s > 0 or job.fp32_covered_s > 0):
@@ -263,6 +322,19 @@ def _close(g: dict[str, Any], threshold: float | None) -> dict[str, Any]:
     if g.pop("_incomplete"):  # a GPU of the group had no usable device model: no energy total
         f = lo = hi = math.nan
     covered, span = g.pop("_covered"), g.pop("_span")
+    low, n_jobs = g.pop("_low_util"), g.pop("_jobs")
+    if low:
+        from flopwatch.fleet.estimators import MIN_UTIL
+
+        g["_notes"].add(
+            f"mean utilisation < {MIN_UTIL:.0%} on {len(low)} of {n_jobs} GPU-jobs (lowest {min(low):.0%}): outside "
+            "the energy model's regime, bounds widened to [0, ceiling]"
+        )
+    for other, a in sorted(g.pop("_other").items()):
+        if a > 0:
+            g["_notes"].add(
+                f"{other} pipe active {a / max(covered, 1e-9):.1%} of the GPU time: not counted (no peak)"
+            )
     busy, busy_cov = g.pop("_busy"), g.pop("_busy_cov")
     sm, plimit = g.pop("_sm"), g.pop("_plimit")
     flags = []

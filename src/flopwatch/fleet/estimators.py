@@ -18,6 +18,7 @@ have no peak in ``devices.py`` and are reported, not counted.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,12 @@ def device_for(job: GpuJob, override: str | None) -> DeviceSpec | None:
     name = override or job.labels.get("modelName")
     if not name:
         return None
+    return _device(name)
+
+
+@functools.lru_cache(maxsize=256)
+def _device(name: str) -> DeviceSpec | None:
+    """The spec of a ``modelName`` (or ``--device``), once per name: a fleet has a handful of models."""
     try:
         return get_device(name)
     except InputError:
@@ -83,9 +90,8 @@ def energy_bounds(
         busy = job.busy_s if util is not None else job.covered_s
         hi = max(hi, ceiling_flops_per_s * busy)
         lo = 0.0
-        notes.append(
-            "utilisation unknown" if util is None else f"mean utilisation {util:.0%} < {MIN_UTIL:.0%}"
-        )
+        # no per-GPU number here: the group collects one note for all its GPU-jobs (estimate._close)
+        notes.append("utilisation unknown" if util is None else f"mean utilisation < {MIN_UTIL:.0%}")
         notes[-1] += ": outside the energy model's regime, bounds widened to [0, ceiling]"
     # no device computes faster than its dense peak at its fastest precision (flopwatch.estimate.bounds)
     cap = peak_rate_bound(spec, job.duration_s)
@@ -127,21 +133,42 @@ def energy_estimate(
     return f, flo, fhi, net, inv.idle_w, notes + more
 
 
+_PIPE_PEAKS: dict[tuple[str, str], tuple[tuple[str, float | None, str], ...]] = {}
+
+
+def _pipe_peaks(spec: DeviceSpec, dtype: str) -> tuple[tuple[str, float | None, str], ...]:
+    """(pipe, peak FLOP/s or None, note when None) of the tensor and FP32 pipes for ``dtype``: once per device and
+    dtype, not per GPU-job."""
+    hit = _PIPE_PEAKS.get((spec.key, dtype))
+    if hit is None:
+        hit = _PIPE_PEAKS[(spec.key, dtype)] = _pipe_peaks_of(spec, dtype)
+    return hit
+
+
+def _pipe_peaks_of(spec: DeviceSpec, dtype: str) -> tuple[tuple[str, float | None, str], ...]:
+    d = normalize_dtype(dtype)
+    tensor_dtype = d if d in TENSOR_DTYPES else "tf32"
+    out = []
+    for pipe, pdt in (("tensor", tensor_dtype), ("fp32", "fp32")):
+        if spec.supports(pdt):
+            out.append((pipe, spec.peak(pdt), ""))
+        else:
+            out.append((pipe, None, f"{spec.name} has no {pdt} peak: {pipe} pipe not counted"))
+    return tuple(out)
+
+
 def pipe_estimate(job: GpuJob, spec: DeviceSpec, dtype: str) -> tuple[float, list[str]]:
     """Pipe-activity FLOPs of one GPU-job, and what limited it."""
     notes: list[str] = []
     fmax = spec.max_sm_clock_mhz
     total, any_pipe = 0.0, False
-    d = normalize_dtype(dtype)
-    tensor_dtype = d if d in TENSOR_DTYPES else "tf32"
-    for pipe, pdt in (("tensor", tensor_dtype), ("fp32", "fp32")):
+    for pipe, peak, why in _pipe_peaks(spec, dtype):
         if getattr(job, f"{pipe}_covered_s") <= 0:
             continue
         any_pipe = True
-        if not spec.supports(pdt):
-            notes.append(f"{spec.name} has no {pdt} peak: {pipe} pipe not counted")
+        if peak is None:
+            notes.append(why)
             continue
-        peak = spec.peak(pdt)
         af, a = getattr(job, f"{pipe}_af"), getattr(job, f"{pipe}_a")
         if fmax and af > 0:
             total += peak * af / fmax
@@ -151,11 +178,7 @@ def pipe_estimate(job: GpuJob, spec: DeviceSpec, dtype: str) -> tuple[float, lis
                 notes.append(
                     f"{pipe} pipe at the maximum SM clock (clock {'missing' if not fmax else 'not sampled'})"
                 )
-    for other, s in job.other_pipes_s.items():
-        if s > 0:
-            notes.append(
-                f"{other} pipe active {s / max(job.covered_s, 1e-9):.1%} of the time: not counted (no peak)"
-            )
+    # pipes without a peak (job.other_pipes_s) are reported once per group, not per GPU-job (estimate._close)
     return (total if any_pipe else math.nan), notes
 
 

@@ -69,11 +69,15 @@ class PowerInverse:
         the peak.
         """
         f = self.peak_flops / 100.0
-        mid = float(self.mfu_pct(power_w)) * f
-        los, his = (
-            [float(self.mfu_pct(power_w - z * self.resid_sd_w))],
-            [float(self.mfu_pct(power_w + z * self.resid_sd_w))],
-        )
+        # scalar arithmetic (the same values as mfu_pct): numpy's per-call overhead dominated fleet estimates
+        a0, b0, top = self.intercept_w, self.slope_w_per_pct, 1.5 * self.mfu_max_pct
+
+        def mfu(p: float) -> float:
+            m = (p - a0) / b0
+            return m if m != m else (top if m > top else (0.0 if m < 0.0 else m))  # NaN stays NaN
+
+        mid = mfu(power_w) * f
+        los, his = [mfu(power_w - z * self.resid_sd_w)], [mfu(power_w + z * self.resid_sd_w)]
         for a, b, hi_pct, sd in self.cells:
             cap = 1.5 * hi_pct
             if b <= 1e-9:

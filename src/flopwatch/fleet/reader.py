@@ -54,6 +54,11 @@ class ReadPlan:
     #: windows is ~1 M numbers across all queries (memory still bounded by the chunk, not the fleet).
     rules_gpus_per_chunk: int = 128
     rules_time_chunk_s: float = 48 * 3600.0
+    #: "window": window aggregates folded here (exact edges and per-window clock weighting); "span": per-series
+    #: totals over the range from Prometheus (:mod:`flopwatch.fleet.span`: fewer evaluations, a smaller answer).
+    resolution: str = "window"
+    #: GPUs per chunk at span resolution: the answer is one number per series and metric, so chunks can be large
+    span_gpus_per_chunk: int = 256
 
     def check(self) -> ReadPlan:
         if not self.end > self.start:
@@ -76,6 +81,15 @@ class ReadPlan:
             raise InputError("gpus_per_chunk must be >= 1", field="gpus_per_chunk")
         if self.rules not in ("auto", "require", "off"):
             raise InputError(f"rules must be auto, require or off, got {self.rules!r}", field="rules")
+        if self.resolution not in ("window", "span"):
+            raise InputError(
+                f"resolution must be window or span, got {self.resolution!r}", field="resolution"
+            )
+        if self.resolution == "span" and self.exact_clock:
+            raise InputError(
+                "exact clock weighting multiplies activity and clock per sample: it needs --resolution window",
+                field="resolution",
+            )
         return self
 
 
@@ -287,12 +301,16 @@ class FleetReader:
         from flopwatch.fleet.rules import reader_rule
 
         sel = f"{{{matchers}}}" if matchers else ""
+        # gauge rules hold window sums (flopwatch.fleet.rules); the window mean is the sum over the count rule
+        count = reader_rule("p_n" if M.POWER in self.present else "e_n", self.present, self.plan.window_s)
         out = {}
         for name in queries:
             rule = reader_rule(name, self.present, self.plan.window_s)
             if rule is None:  # check_rules made sure every query has one
                 raise AssertionError(name)
             out[name] = f"last_over_time({rule}{sel}[{W}])"
+            if name.endswith("_avg"):
+                out[name] += f" / last_over_time({count}{sel}[{W}])"
         return out
 
     def _on_demand(self, block: WindowBlock, lazy: Mapping[str, str], t_first: float, t_last: float) -> None:

@@ -4,9 +4,11 @@ Reading raw samples costs Prometheus one pass over every sample of every metric 
 ten metrics × 240 samples per GPU-hour at a 15 s scrape). Recording rules (Prometheus docs, "Recording rules";
 naming ``level:metric:operations``) move that pass to ingest time: a rule group evaluated once per window
 writes, per series (all labels kept: GPU and job), exactly the window aggregates the reader would otherwise ask
-for (``last``/``min``/``max``/``resets``/``count`` of the energy counter, ``sum``/``count`` of power, ``avg`` of
+for (``last``/``min``/``max``/``resets``/``count`` of the energy counter, ``sum``/``count`` of power, ``sum`` of
 each activity gauge and the SM clock, ``max`` of the power limit). The reader then reads one sample per series
-and window instead of 240.
+and window instead of 240. Gauges are recorded as sums, not means, so that totals over many windows
+(``--resolution span``, :mod:`flopwatch.fleet.span`) are one ``sum_over_time`` of the rule series; the window
+reader divides by the power's count rule to get the window mean.
 
 The rule ranges follow the reader's (:mod:`flopwatch.fleet.reader`): on Prometheus 2.x a range includes both
 ends, so windows are ``W − 1 ms`` to tile time without counting a sample twice; on 3.x ranges are left-open and
@@ -44,20 +46,20 @@ RULE_QUERIES: Mapping[str, tuple[str, str, str]] = {
     "e_n": (M.ENERGY, "count_over_time", "count"),
     "p_sum": (M.POWER, "sum_over_time", "sum"),
     "p_n": (M.POWER, "count_over_time", "count"),
-    "gr_avg": (M.GR_ACTIVE, "avg_over_time", "avg"),
-    "gpu_util_avg": (M.GPU_UTIL, "avg_over_time", "avg"),
-    "sm_avg": (M.SM_ACTIVE, "avg_over_time", "avg"),
-    "dram_avg": (M.DRAM, "avg_over_time", "avg"),
-    "clock_avg": (M.SM_CLOCK, "avg_over_time", "avg"),
-    "imma_avg": (M.IMMA, "avg_over_time", "avg"),
-    "dfma_avg": (M.DFMA, "avg_over_time", "avg"),
-    "fp16_avg": (M.FP16, "avg_over_time", "avg"),
-    "fp64_avg": (M.FP64, "avg_over_time", "avg"),
+    "gr_avg": (M.GR_ACTIVE, "sum_over_time", "sum"),
+    "gpu_util_avg": (M.GPU_UTIL, "sum_over_time", "sum"),
+    "sm_avg": (M.SM_ACTIVE, "sum_over_time", "sum"),
+    "dram_avg": (M.DRAM, "sum_over_time", "sum"),
+    "clock_avg": (M.SM_CLOCK, "sum_over_time", "sum"),
+    "imma_avg": (M.IMMA, "sum_over_time", "sum"),
+    "dfma_avg": (M.DFMA, "sum_over_time", "sum"),
+    "fp16_avg": (M.FP16, "sum_over_time", "sum"),
+    "fp64_avg": (M.FP64, "sum_over_time", "sum"),
     "plimit": (M.POWER_LIMIT, "max_over_time", "max"),
     # the tensor pipe: the reader asks HMMA where present, else TENSOR_ACTIVE (both have rules)
-    "tensor_avg": (M.TENSOR, "avg_over_time", "avg"),
-    "tensor_hmma_avg": (M.HMMA, "avg_over_time", "avg"),
-    "fp32_avg": (M.FP32, "avg_over_time", "avg"),
+    "tensor_avg": (M.TENSOR, "sum_over_time", "sum"),
+    "tensor_hmma_avg": (M.HMMA, "sum_over_time", "sum"),
+    "fp32_avg": (M.FP32, "sum_over_time", "sum"),
 }
 
 

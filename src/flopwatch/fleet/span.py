@@ -1,0 +1,570 @@
+"""Span resolution: per-(GPU, job) totals over the whole range, computed by Prometheus (``--resolution span``).
+
+The window reader (:mod:`.reader`) brings back one number per series, window and query (24 per GPU-day at the
+default 1 h window) and folds them in Python. What the estimators use is a total over each series' life: energy,
+Σ activity, Σ clock, sample counts. This reader asks Prometheus for those totals directly: one instant query per
+metric, evaluated once over the range (``sum_over_time(G[R])``, ``increase(E[R])`` …), so the answer is one number
+per series and metric, and Prometheus evaluates each series once instead of once per window. Series are summed
+``by`` the labels that identify a GPU and a job (:data:`ID_LABELS`): the rest (driver version, device name, PCI
+bus, scrape job) only make the answer bigger.
+
+Only the sample counts are read per window (one range query). They place each series' start and end and bridge
+missed scrapes exactly as the window reader does (the same :class:`~.aggregate.Accumulator` code), so durations,
+spans, GPU-hours and coverage are the window reader's.
+
+What differs from window resolution (``benchmarks/bench_fleet.py --resolution both`` measures it):
+
+* **Energy edges.** A series' counter difference is extended by one step in all, ``Δ · n/(n − 1)`` for ``n``
+  samples (raw series: ``increase()``'s own extrapolation, the same amount), instead of half a step of the first
+  and the last window's mean power: the two differ by half a step times the difference between the edge and the
+  mean power.
+* **Pipe clock weighting.** Σ activity × the series' mean SM clock over its life, instead of per window: differs
+  when the clock moves between windows of one job (power capping, thermal throttling).
+* **Counter resets.** GPUs whose energy counter reset inside the range are read again at window resolution
+  (exact as that reader is; resets are rare: driver reloads), so no reset is handled differently.
+
+Raw series: Prometheus still reads every sample once per metric. With flopwatch's recording rules
+(:mod:`.rules`) it reads one rule sample per series and window.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from flopwatch.fleet.aggregate import Accumulator, GpuJob
+from flopwatch.fleet.reader import FleetReader, _ms_range, _re_escape
+from flopwatch.telemetry import dcgm_metrics as M
+from flopwatch.telemetry.prom_client import Series
+
+#: Labels kept per series: what identifies a physical GPU (:func:`~flopwatch.telemetry.dcgm_metrics.gpu_id`), its
+#: model, and a job (every group label :data:`~flopwatch.telemetry.dcgm_metrics.GROUP_LABELS` knows); ``--by LABEL``
+#: adds its own. Series that differ only in other labels (``container``, driver version …) are summed into one, as
+#: the window reader sums them into one GPU-job.
+ID_LABELS: tuple[str, ...] = (
+    "UUID",
+    "Hostname",
+    "instance",
+    "exported_instance",
+    "gpu",
+    "modelName",
+    "pod",
+    "namespace",
+    "exported_pod",
+    "exported_namespace",
+    "hpc_job",
+)
+
+#: Gauges summed over each series' life: query key → metric (the tensor pipe is HMMA where present).
+_GAUGES = ("gr", "gpu_util", "sm", "dram", "clock", "tensor", "fp32", "imma", "dfma", "fp16", "fp64")
+
+
+def _gauge_metrics(present: frozenset[str]) -> dict[str, str]:
+    out = {
+        "gr": M.GR_ACTIVE,
+        "gpu_util": M.GPU_UTIL if M.GR_ACTIVE not in present else "",  # a fallback only
+        "sm": M.SM_ACTIVE,
+        "dram": M.DRAM,
+        "clock": M.SM_CLOCK,
+        "tensor": M.HMMA if M.HMMA in present else M.TENSOR,
+        "fp32": M.FP32,
+        "imma": M.IMMA,
+        "dfma": M.DFMA,
+        "fp16": M.FP16,
+        "fp64": M.FP64,
+    }
+    return {k: v for k, v in out.items() if v and v in present}
+
+
+def span_queries(
+    present: frozenset[str],
+    matchers: str,
+    R: str,
+    by: str,
+    *,
+    rules_window_s: float | None = None,
+    dram: bool = True,
+) -> dict[str, str]:
+    """Instant queries (evaluated at the end of the range ``R``) of the per-series totals.
+
+    ``rules_window_s``: read flopwatch's recording-rule series of that window instead of the raw samples.
+    ``dram``: read DRAM activity (only profile models with a TB term use it: one pass fewer without a profile).
+    """
+    sel = (lambda name: f"{name}{{{matchers}}}") if matchers else (lambda name: name)
+    gauges = _gauge_metrics(present)
+    if not dram:
+        gauges.pop("dram", None)
+    q: dict[str, str] = {}
+    if rules_window_s is not None:
+        from flopwatch.fleet.rules import reader_rule
+
+        def rule(name: str) -> str:
+            r = reader_rule(name, present, rules_window_s)
+            if r is None:  # every name here has a rule (flopwatch.fleet.rules.RULE_QUERIES)
+                raise AssertionError(name)
+            return sel(r)
+
+        if M.ENERGY in present:
+            q["e_max"] = f"max by ({by}) (max_over_time({rule('e_max')}[{R}]))"
+            q["e_min"] = f"min by ({by}) (min_over_time({rule('e_first')}[{R}]))"
+            q["e_last"] = f"max by ({by}) (last_over_time({rule('e_last')}[{R}]))"
+            q["e_resets"] = f"sum by ({by}) (sum_over_time({rule('e_resets')}[{R}]))"
+        else:
+            q["p_sum"] = f"sum by ({by}) (sum_over_time({rule('p_sum')}[{R}]))"
+        for key in gauges:
+            q[key] = f"sum by ({by}) (sum_over_time({rule(key + '_avg')}[{R}]))"
+        if M.POWER_LIMIT in present:
+            q["plimit"] = f"max by ({by}) (max_over_time({rule('plimit')}[{R}]))"
+        return q
+    if M.ENERGY in present:
+        # increase() handles resets and extrapolates half a sample interval at a series' edges (the edge the
+        # window reader adds from power); resets() sends GPUs that reset back to window resolution
+        q["e_inc"] = f"sum by ({by}) (increase({sel(M.ENERGY)}[{R}]))"
+        q["e_resets"] = f"sum by ({by}) (resets({sel(M.ENERGY)}[{R}]))"
+    else:
+        q["p_sum"] = f"sum by ({by}) (sum_over_time({sel(M.POWER)}[{R}]))"
+    for key, name in gauges.items():
+        q[key] = f"sum by ({by}) (sum_over_time({sel(name)}[{R}]))"
+    if M.POWER_LIMIT in present:
+        q["plimit"] = f"max by ({by}) (max_over_time({sel(M.POWER_LIMIT)}[{R}]))"
+    return q
+
+
+@dataclass
+class _Pending:
+    """The queries of one GPU chunk in flight."""
+
+    matchers: str
+    counts: list[Future[list[Series]]]
+    span: dict[str, Future[list[Series]]]
+
+
+@dataclass
+class SpanChunk:
+    """The GPU-jobs of one GPU chunk, and the energy of its series without a group label."""
+
+    jobs: list[GpuJob]
+    unattributed_j: float = 0.0
+    unattributed_series: set[tuple[tuple[str, str], ...]] = field(default_factory=set)
+    regrid_gpus: int = 0  # GPUs read again at window resolution (counter resets)
+
+
+class SpanReader:
+    """Reads one GPU chunk at span resolution through a :class:`~.reader.FleetReader` (plan, rules, client)."""
+
+    def __init__(
+        self, reader: FleetReader, by_labels: tuple[str, ...], *, uuid_keyed: bool = False, dram: bool = True
+    ) -> None:
+        """``uuid_keyed``: every series carries ``UUID`` (discovery chunked the fleet by it). The totals are then
+        summed by UUID and the job labels only; the sample counts, once per chunk, bring the GPU's other labels
+        (model, host): about half the bytes of every answer."""
+        self.reader = reader
+        self.by_labels = by_labels
+        self.ids = tuple(ID_LABELS) + tuple(b for b in by_labels if b not in ID_LABELS)
+        self.count_by = ", ".join(self.ids)
+        if uuid_keyed:
+            self.ids = tuple(k for k in self.ids if k not in ("Hostname", "instance", "gpu", "modelName"))
+            self.ids += tuple(b for b in by_labels if b not in self.ids)
+        self.by = ", ".join(self.ids)
+        self.rules_window = reader.plan.window_s if reader.rules_used else None
+        self.dram = dram
+
+    def _queries(self, matchers: str) -> tuple[dict[str, str], str, float]:
+        p = self.reader.plan
+        t_chunks = self.reader.time_chunks()
+        t_end = t_chunks[-1][1]
+        closed = self.reader.client.version() < (3, 0)
+        R = _ms_range(t_end - p.start, closed)
+        q = span_queries(
+            self.reader.present, matchers, R, self.by, rules_window_s=self.rules_window, dram=self.dram
+        )
+        return q, R, t_end
+
+    @property
+    def n_queries_per_chunk(self) -> int:
+        q, _R, _t = self._queries("x")
+        return len(q) + len(self.reader.time_chunks())
+
+    def _count_expr(self, matchers: str, W: str) -> str:
+        present = self.reader.present
+        # the counter's samples where it exists (energy comes from it), else the power's
+        ref = M.ENERGY if M.ENERGY in present else M.POWER
+        if self.rules_window is not None:
+            from flopwatch.fleet.rules import reader_rule
+
+            rule = reader_rule("p_n" if ref == M.POWER else "e_n", present, self.rules_window)
+            inner = (
+                f"last_over_time({rule}{{{matchers}}}[{W}])" if matchers else f"last_over_time({rule}[{W}])"
+            )
+        else:
+            inner = (
+                f"count_over_time({ref}{{{matchers}}}[{W}])" if matchers else f"count_over_time({ref}[{W}])"
+            )
+        return f"sum by ({self.count_by}) ({inner})"
+
+    def submit(self, pool: ThreadPoolExecutor, matchers: str) -> _Pending:
+        """Send the queries of one GPU chunk (:meth:`collect` gathers them), so that the next chunk's queries run
+        on the server while this process folds the previous chunk."""
+        reader = self.reader
+        p = reader.plan
+        closed = reader.client.version() < (3, 0)
+        W = _ms_range(p.window_s, closed)
+        queries, _R, t_end = self._queries(matchers)
+        count_expr = self._count_expr(matchers, W)
+        counts = [
+            pool.submit(reader.client.query_range, count_expr, t0 + p.window_s, t1, p.window_s)
+            for t0, t1 in reader.time_chunks()
+        ]
+        span = {name: pool.submit(reader.client.query, expr, t_end) for name, expr in queries.items()}
+        return _Pending(matchers, counts, span)
+
+    def collect(self, pending: _Pending, on_query: Callable[[], None] | None = None) -> SpanChunk:
+        """The GPU-jobs of one GPU chunk, from its answers."""
+        p = self.reader.plan
+        key = self._row_key
+        # the windows' sample counts: one row per series over the whole range
+        index: dict[tuple[str | None, ...], int] = {}
+        labels: list[Mapping[str, str]] = []
+        parts: list[list[Series]] = []
+        for f in pending.counts:
+            ss = f.result()
+            self._tick(on_query)
+            for s in ss:
+                k = key(s.labels)
+                if k not in index:
+                    index[k] = len(labels)
+                    labels.append(s.labels)
+            parts.append(ss)
+        t_ends = _window_ends(self.reader)
+        n_win = len(t_ends)
+        N = np.zeros((len(labels), n_win))
+        for ss in parts:
+            if not ss:
+                continue
+            row = np.fromiter((index[key(s.labels)] for s in ss), np.intp, len(ss))
+            rows = np.repeat(row, [len(s.t) for s in ss])
+            tt = np.concatenate([s.t for s in ss])
+            vv = np.concatenate([s.v for s in ss])
+            j = np.rint((tt - t_ends[0]) / p.window_s).astype(np.intp)
+            ok = (j >= 0) & (j < n_win) & np.isfinite(vv)
+            np.add.at(N, (rows[ok], j[ok]), vv[ok])  # series that differ only in the GPU's labels: one row
+        # per-series totals, aligned with the count rows
+        v: dict[str, np.ndarray] = {}
+        for name, f in pending.span.items():
+            ss = f.result()
+            self._tick(on_query)
+            a = np.full(len(labels), np.nan)
+            for s in ss:
+                i = index.get(key(s.labels))
+                if i is not None and len(s.v):
+                    a[i] = s.v[0]
+            v[name] = a
+        return self._fold(labels, N, t_ends, v, pending.matchers)
+
+    def read(self, matchers: str, on_query: Callable[[], None] | None = None) -> SpanChunk:
+        """The GPU-jobs of the GPUs ``matchers`` selects (one GPU chunk), over the whole range."""
+        with ThreadPoolExecutor(max_workers=max(1, self.reader.plan.concurrency)) as pool:
+            return self.collect(self.submit(pool, matchers), on_query)
+
+    def _row_key(self, labels: Mapping[str, str]) -> tuple[str | None, ...]:
+        """Identity of a series across the chunk's answers (each is summed ``by`` the same labels)."""
+        return tuple(map(labels.get, self.ids))
+
+    def _tick(self, on_query: Callable[[], None] | None) -> None:
+        self.reader.n_queries += 1
+        if on_query is not None:
+            on_query()
+
+    def _fold(
+        self,
+        labels: list[Mapping[str, str]],
+        N: np.ndarray,
+        t_ends: np.ndarray,
+        v: Mapping[str, np.ndarray],
+        matchers: str,
+    ) -> SpanChunk:
+        """Per-series totals → GPU-jobs, on arrays (one pass in Python names each row's GPU-job)."""
+        p = self.reader.plan
+        step = p.step_s
+        S = len(labels)
+        gids = [M.gpu_id(lab) for lab in labels]
+        groups = [M.group_key(lab, self.by_labels) for lab in labels]
+        covered, duration, t_first, t_last = place(N, t_ends, gids, step, p.window_s)
+        n = N.sum(axis=1)
+        nan = np.full(S, np.nan)
+        resets = v.get("e_resets", nan).copy()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if "e_inc" in v:
+                energy = v["e_inc"] / 1000.0  # mJ → J; increase() already extends the edges
+            elif "e_max" in v:
+                delta = (v["e_max"] - v["e_min"]) / 1000.0
+                energy = np.where(n > 1, delta * n / np.maximum(n - 1, 1), delta)
+                fell = v.get("e_last", v["e_max"]) < v["e_max"]  # the counter fell: a reset between windows
+                resets = np.where(fell, np.fmax(resets, 1.0), resets)
+            else:
+                energy = nan
+            live = n > 0
+            regrid = {gids[i] for i in np.flatnonzero(live & (resets > 0)).tolist()}
+        out = SpanChunk(jobs=[])
+        # each row's GPU-job (−1: unattributed, or read again per window)
+        jobs: list[GpuJob] = []
+        job_ix: dict[tuple[str, str], int] = {}
+        row_job = np.full(S, -1, dtype=np.intp)
+        unattributed_by_gpu: dict[str, float] = {}
+        need_power: list[tuple[int, GpuJob | None]] = []
+        for i in np.flatnonzero(live).tolist():
+            gid, group = gids[i], groups[i]
+            if gid in regrid:
+                continue
+            if group is None:
+                out.unattributed_series.add(self._row_key(labels[i]))
+                e = float(energy[i])
+                if e == e:
+                    unattributed_by_gpu[gid] = unattributed_by_gpu.get(gid, 0.0) + e
+                else:
+                    need_power.append((i, None))
+                continue
+            j = job_ix.get((group, gid))
+            if j is None:
+                lab = labels[i]
+                ident = {k: lab[k] for k in ("UUID", "Hostname", "gpu", "modelName", "instance") if k in lab}
+                j = job_ix[(group, gid)] = len(jobs)
+                jobs.append(GpuJob(group=group, gpu=gid, labels=ident))
+            row_job[i] = j
+        _fill(jobs, row_job, v, n, covered, duration, t_first, t_last, energy, step, need_power)
+        job_of = {key: jobs[j] for key, j in job_ix.items()}
+        if need_power:
+            self._lazy_power(need_power, labels, covered, duration, matchers, unattributed_by_gpu)
+        if regrid:
+            self._regrid(regrid, labels, job_of, unattributed_by_gpu, out, matchers)
+        out.unattributed_j += sum(unattributed_by_gpu.values())
+        out.jobs = list(job_of.values())
+        return out
+
+    @staticmethod
+    def _power_energy(job: GpuJob, joules: float, covered_s: float, duration_s: float) -> None:
+        """Energy from the power gauge (Σ power × step = ``joules``) scaled to the time the series' samples stand
+        for (missed scrapes bridged as the window reader bridges them)."""
+        if not (joules == joules) or covered_s <= 0:
+            return
+        e = joules * max(duration_s / covered_s, 1.0)
+        job.energy_j += e
+        job.energy_from_power_j += e
+
+    def _lazy_power(
+        self,
+        need: list[tuple[int, GpuJob | None]],
+        labels: list[Mapping[str, str]],
+        covered: np.ndarray,
+        duration: np.ndarray,
+        matchers: str,
+        unattributed_by_gpu: dict[str, float],
+    ) -> None:
+        """Series with samples but no counter value: their energy from the power gauge (asked only then)."""
+        if M.POWER not in self.reader.present:
+            return
+        _q, R, t_end = self._queries(matchers)
+        sel = f"{M.POWER}{{{matchers}}}" if matchers else M.POWER
+        if self.rules_window is not None:
+            from flopwatch.fleet.rules import reader_rule
+
+            rule = reader_rule("p_sum", self.reader.present, self.rules_window)
+            sel = f"{rule}{{{matchers}}}" if matchers else str(rule)
+        got = self.reader.client.query(f"sum by ({self.by}) (sum_over_time({sel}[{R}]))", t_end)
+        self.reader.n_queries += 1
+        self.reader.n_lazy_queries += 1
+        p_sum = {self._row_key(s.labels): float(s.v[0]) for s in got if len(s.v)}
+        step = self.reader.plan.step_s
+        for i, job in need:
+            joules = p_sum.get(self._row_key(labels[i]), math.nan) * step
+            if job is not None:
+                self._power_energy(job, joules, float(covered[i]), float(duration[i]))
+            elif joules == joules:
+                gid = M.gpu_id(labels[i])
+                unattributed_by_gpu[gid] = unattributed_by_gpu.get(gid, 0.0) + joules
+
+    def _regrid(
+        self,
+        gpus: set[str],
+        labels: list[Mapping[str, str]],
+        jobs: dict[tuple[str, str], GpuJob],
+        unattributed_by_gpu: dict[str, float],
+        out: SpanChunk,
+        matchers: str,
+    ) -> None:
+        """Read the GPUs whose counter reset at window resolution and replace their GPU-jobs with those."""
+        out.regrid_gpus += len(gpus)
+        uuids = sorted({lab.get("UUID", "") for lab in labels if M.gpu_id(lab) in gpus})
+        whole = not all(uuids)  # GPUs known by host and index only: the whole chunk again
+        if whole:
+            m = matchers
+        else:
+            alt = "|".join(_re_escape(u) for u in uuids)
+            m = f'{matchers},UUID=~"{alt}"' if matchers else f'UUID=~"{alt}"'
+        acc = Accumulator(self.by_labels, self.reader.plan.step_s, self.reader.plan.window_s)
+        before = self.reader.n_queries
+        for block in self.reader.blocks(m):
+            acc.add(block)
+        self.reader.n_lazy_queries += self.reader.n_queries - before
+        if whole:
+            jobs.clear()
+            unattributed_by_gpu.clear()
+        else:
+            for key in [key for key in jobs if key[1] in gpus]:
+                del jobs[key]
+            for g in gpus:
+                unattributed_by_gpu.pop(g, None)
+        for j in acc.finish():
+            jobs[(j.group, j.gpu)] = j
+        out.unattributed_series |= acc.unattributed_series
+        # the window reader keeps unattributed energy per read, not per GPU: it replaces these GPUs' span share
+        unattributed_by_gpu[" window-resolution re-read"] = acc.unattributed_j
+
+
+def _window_ends(reader: FleetReader) -> np.ndarray:
+    """End times of the windows tiling the range (the window reader's grid)."""
+    p = reader.plan
+    chunks = reader.time_chunks()
+    n = int(round((chunks[-1][1] - p.start) / p.window_s))
+    return p.start + p.window_s * np.arange(1, n + 1)
+
+
+def place(
+    N: np.ndarray, t_ends: np.ndarray, gids: list[str], step_s: float, window_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Covered time, the time the samples stand for, first and last time of each series (rows of ``N``: sample
+    counts per window ending at ``t_ends``): :class:`~.aggregate.Accumulator`'s placement, on arrays.
+
+    A window with samples in the windows on both sides and at least :data:`~.aggregate.FULL_WINDOW` of its scrapes
+    stands for the whole window; any other (an edge) for its samples over the series' share of scrapes that
+    arrived (its interior windows', else the chunk's median GPU-window's), placed against its neighbour, or at
+    the middle of the window when it has none.
+    """
+    from flopwatch.fleet.aggregate import FULL_WINDOW
+
+    S, K = N.shape
+    W, step = float(window_s), float(step_s)
+    if S == 0 or K == 0:
+        z = np.zeros(S)
+        return z, z, np.full(S, np.inf), np.full(S, -np.inf)
+    P = N > 0
+    prev = np.zeros_like(P)
+    prev[:, 1:] = P[:, :-1]
+    nxt = np.zeros_like(P)
+    nxt[:, :-1] = P[:, 1:]
+    interior = P & prev & nxt & (N >= FULL_WINDOW * W / step)
+    edge = P & ~interior
+    interior_n = np.where(interior, N, 0.0).sum(axis=1)
+    interior_w = interior.sum(axis=1)
+    # the chunk's share of scrapes that arrived: median over (GPU, window) of the GPU's samples in the window,
+    # all its series together, windows before the last one with samples (it may be cut by the end of the range)
+    ug, inv = np.unique(np.asarray(gids, dtype=object), return_inverse=True)
+    G = np.zeros((len(ug), K))
+    np.add.at(G, inv, N)
+    cols = np.flatnonzero(P.any(axis=0))
+    last_k = cols[-1] if len(cols) else K
+    full = G[:, :last_k][G[:, :last_k] > 0]
+    fleet_kept = float(np.median(full)) * step / W if full.size else 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kept = np.where(interior_w > 0, interior_n * step / (np.maximum(interior_w, 1) * W), fleet_kept)
+    kept = np.clip(kept, 0.5, 1.0)[:, None]
+    span = np.minimum(W, N * step / kept)
+    duration = interior_w * W + np.where(edge, span, 0.0).sum(axis=1)
+    covered = N.sum(axis=1) * step
+    t = t_ends[None, :]
+    starts = np.where(nxt, t - span, t - W / 2 - span / 2)
+    ends = np.where(prev, t - W + span, t - W / 2 + span / 2)
+    t_first = np.where(edge & ~prev, starts, np.inf).min(axis=1)
+    t_last = np.where(edge & ~nxt, ends, -np.inf).max(axis=1)
+    return covered, duration, t_first, t_last
+
+
+def _fill(
+    jobs: list[GpuJob],
+    row_job: np.ndarray,
+    v: Mapping[str, np.ndarray],
+    n: np.ndarray,
+    covered: np.ndarray,
+    duration: np.ndarray,
+    t_first: np.ndarray,
+    t_last: np.ndarray,
+    energy: np.ndarray,
+    step: float,
+    need_power: list[tuple[int, GpuJob | None]],
+) -> None:
+    """Sum each GPU-job's rows into its fields: the window reader's sums, from per-series totals."""
+    J = len(jobs)
+    if J == 0:
+        return
+    sel = row_job >= 0
+    ix = row_job[sel]
+    S = len(n)
+
+    def total(x: np.ndarray) -> list[float]:
+        return np.bincount(ix, weights=x[sel], minlength=J).tolist()
+
+    def has(key: str) -> np.ndarray:
+        x = v.get(key)
+        return np.zeros(S, bool) if x is None else np.isfinite(x)
+
+    def val(key: str) -> np.ndarray:
+        x = v.get(key)
+        return np.zeros(S) if x is None else np.where(np.isfinite(x), x, 0.0)
+
+    cov = n * step
+    e_ok = np.isfinite(energy)
+    p_ok = ~e_ok & has("p_sum")
+    safe_cov = np.where(covered > 0, covered, 1.0)
+    bridge = np.where(covered > 0, np.maximum(duration / safe_cov, 1.0), 0.0)  # missed scrapes bridged
+    from_power = np.where(p_ok, val("p_sum") * step * bridge, 0.0)
+    gr_ok = has("gr")
+    gu_ok = ~gr_ok & has("gpu_util")
+    clock_ok = has("clock")
+    clock_mean = np.where(clock_ok & (n > 0), val("clock") / np.where(n > 0, n, 1.0), 0.0)
+    cols: dict[str, np.ndarray] = {
+        "covered_s": covered,
+        "duration_s": duration,
+        "energy_j": np.where(e_ok, energy, 0.0) + from_power,
+        "energy_from_power_j": from_power,
+        "counter_s": np.where(e_ok, cov, 0.0),
+        "busy_s": np.where(gr_ok, val("gr") * step, np.where(gu_ok, val("gpu_util") / 100.0 * step, 0.0)),
+        "busy_covered_s": np.where(gr_ok | gu_ok, cov, 0.0),
+        "sm_active_s": val("sm") * step,
+        "dram_active_s": val("dram") * step,
+        "dram_covered_s": np.where(has("dram"), cov, 0.0),
+        "clock_mhz_s": val("clock") * step,
+        "clock_covered_s": np.where(clock_ok, cov, 0.0),
+    }
+    for pipe in ("tensor", "fp32"):
+        a = val(pipe) * step
+        cols[f"{pipe}_a"] = a
+        cols[f"{pipe}_covered_s"] = np.where(has(pipe), cov, 0.0)
+        cols[f"{pipe}_af"] = np.where(clock_ok, a * clock_mean, 0.0)  # Σa × the series' mean clock
+    sums = {name: total(x) for name, x in cols.items()}
+    others = {
+        k: (total(val(k) * step), total(has(k).astype(float))) for k in ("imma", "dfma", "fp16", "fp64")
+    }
+    n_series = np.bincount(ix, minlength=J).tolist()
+    tf = np.full(J, np.inf)
+    np.minimum.at(tf, ix, t_first[sel])
+    tl = np.full(J, -np.inf)
+    np.maximum.at(tl, ix, t_last[sel])
+    plim = np.full(J, -np.inf)
+    np.maximum.at(plim, ix, np.where(has("plimit"), val("plimit"), -np.inf)[sel])
+    tf_l, tl_l, pl_l = tf.tolist(), tl.tolist(), plim.tolist()
+    for j, job in enumerate(jobs):
+        for name, col in sums.items():
+            setattr(job, name, col[j])
+        job.n_series = n_series[j]
+        job.t_first, job.t_last = tf_l[j], tl_l[j]
+        for k, (col, seen) in others.items():
+            if seen[j] > 0:
+                job.other_pipes_s[k] = col[j]
+        if pl_l[j] > -math.inf:
+            job.power_limit_w = pl_l[j]
+    for i in np.flatnonzero(sel & ~e_ok & ~p_ok).tolist():
+        need_power.append((i, jobs[int(row_job[i])]))
