@@ -7,12 +7,14 @@ Each estimate runs in a fresh subprocess so its peak RSS is its own; Prometheus'
 
     python benchmarks/bench_fleet.py                      # GPUs 16,32,64,128 × 6 h and 32 GPUs × 6,12,24 h
     python benchmarks/bench_fleet.py --gpus 1024 --hours-fixed 24 --sweep-hours '' --tsdb /tmp/t24  # the issue's size
+    python benchmarks/bench_fleet.py --gpus 1024 --hours-fixed 24 --sweep-hours '' --tsdb /tmp/t24 --rules \
+        --resolution both --slice-gpus 128,256,512 --slice-hours 6,12   # both paths, both resolutions, growth
     git archive main src | tar -x -C /tmp/base   # then, paired before/after against the same server:
     python benchmarks/bench_fleet.py --tsdb /tmp/t6 --baseline-src /tmp/base/src
 
-The full 1024 GPUs × 24 h at 15 s is ≈ 83 M samples (≈ 26 GB of OpenMetrics); promtool backfills ≈ 25 MB/s on
-this 2-core machine, so building it takes ≈ 20 min (``--tsdb`` keeps it for re-runs). Figures, what they mean
-and the limit: docs/fleet.md, "Scale".
+The full 1024 GPUs × 24 h at 15 s is ≈ 83 M samples (≈ 26 GB of OpenMetrics); promtool backfills it in 20–30 min
+on this 2-core machine (31 min on 2026-12-01 with another job on the second core; ``--tsdb`` keeps it for re-runs,
+and ``--rules`` adds ≈ 1 min). Figures, what they mean and the limit: docs/fleet.md, "Scale".
 """
 
 from __future__ import annotations
@@ -35,9 +37,12 @@ from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
 ANSWER_KEYS = json.loads(sys.argv[5])
 url, t0, t1, chunk = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 rules = sys.argv[6] if len(sys.argv) > 6 else "off"
+kw = {"resolution": sys.argv[7]} if len(sys.argv) > 7 else {}
+if len(sys.argv) > 8 and sys.argv[8]:
+    kw["matchers"] = sys.argv[8]
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 w0, c0 = time.perf_counter(), time.process_time()
-r = estimate_fleet(PrometheusClient(url), ReadPlan(t0, t1, gpus_per_chunk=chunk, rules=rules), by="pod")
+r = estimate_fleet(PrometheusClient(url), ReadPlan(t0, t1, gpus_per_chunk=chunk, rules=rules, **kw), by="pod")
 wall, cpu = time.perf_counter() - w0, time.process_time() - c0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"wall_s": wall, "cpu_s": cpu, "gpu_hours": r.meta["gpu_hours"], "groups": len(r.groups),
@@ -49,13 +54,18 @@ print(json.dumps({"wall_s": wall, "cpu_s": cpu, "gpu_hours": r.meta["gpu_hours"]
 ANSWER_KEYS = ["energy_j", "estimate_flops", "lower_flops", "upper_flops", "pipe_estimate_flops", "gpu_hours"]
 
 
-def _max_rel_diff(a: dict[str, list[float | None]], b: dict[str, list[float | None]]) -> float:
-    """Largest relative difference between two runs' per-group answers (inf when the groups differ)."""
+def _max_rel_diff(
+    a: dict[str, list[float | None]], b: dict[str, list[float | None]], cols: tuple[int, ...] | None = None
+) -> float:
+    """Largest relative difference between two runs' per-group answers (inf when the groups differ); ``cols``:
+    only these columns of :data:`ANSWER_KEYS`."""
     if a.keys() != b.keys():
         return float("inf")
     worst = 0.0
     for k, xs in a.items():
-        for x, y in zip(xs, b[k], strict=True):
+        for c, (x, y) in enumerate(zip(xs, b[k], strict=True)):
+            if cols is not None and c not in cols:
+                continue
             if x is None or y is None:
                 if (x is None) != (y is None):
                     return float("inf")
@@ -119,6 +129,34 @@ def _backfill_rules(tsdb: Path, spans: list[tuple[float, float]], want: str) -> 
     )
 
 
+def _summary(rows: list[dict], what: str) -> None:
+    """Largest run's rate and the marginal rates (least squares over the runs) of one (source, resolution)."""
+    import numpy as np
+
+    gh = np.array([r["gpu_hours"] for r in rows])
+
+    def per_gpu_h(key: str) -> float:
+        """Least-squares slope of ``key`` on GPU-hours: the marginal cost, fixed costs removed."""
+        y = np.array([r[key] for r in rows])
+        slope = float(np.polyfit(gh, y, 1)[0]) if len(rows) > 1 else float("nan")
+        return 1.0 / slope if slope > 0 else float("inf")
+
+    big = max(rows, key=lambda r: r["gpu_hours"])
+    fixed = min(r["cpu_s"] for r in rows)
+    print(
+        f"# {what}: largest run {big['gpu_hours']:.0f} GPU-h at {big['gpu_hours'] / big['wall_s']:.0f} GPU-h/s end "
+        f"to end (imports excluded; discovery and the built-in power model's fit, ≈ 0.5 CPU-s of it importing "
+        f"pandas, included: ≥ {fixed:.1f} CPU-s per run)"
+    )
+    if len(rows) < 2:
+        return
+    w, c, pc = per_gpu_h("wall_s"), per_gpu_h("cpu_s"), per_gpu_h("prom_cpu_s")
+    print(
+        f"# {what}: marginal {w:.0f} GPU-h per wall-second, {c:.0f} GPU-h per flopwatch CPU-second, {pc:.0f} GPU-h "
+        "per Prometheus CPU-second (least squares over the runs)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", default="16,32,64,128", help="fleet sizes at --hours-fixed")
@@ -148,6 +186,19 @@ def main() -> None:
         "served Prometheus: the ingest-time cost is printed) and measure the rules path (--rules require) beside "
         "the raw path over the same span (the rule grid), comparing their answers",
     )
+    ap.add_argument(
+        "--resolution",
+        choices=("window", "span", "both"),
+        default="window",
+        help="fleet estimate resolution (flopwatch.fleet.span); both: each run at window then at span resolution, "
+        "with span's largest relative difference from window's answers",
+    )
+    ap.add_argument(
+        "--slice-gpus",
+        default="",
+        help="also measure the first N GPUs of the largest fleet (comma-separated; whole nodes, by Hostname)",
+    )
+    ap.add_argument("--slice-hours", default="", help="also measure the first H hours of the largest fleet")
     args = ap.parse_args()
 
     from flopwatch.fleet.localprom import LocalPrometheus, backfill
@@ -205,13 +256,22 @@ def main() -> None:
         if args.sweep_hours:
             w0 = walls[(args.gpus_fixed, max(float(h) for h in args.sweep_hours.split(",")))]
             runs += [(args.gpus_fixed, float(h), w0) for h in args.sweep_hours.split(",")]
+        # slices of the largest fleet on the same server: its first G GPUs (whole nodes, by Hostname) and its
+        # first H hours, so that growth with GPUs and with hours is measured without backfilling more fleets
+        big_g, big_h = max(fleets)
+        runs4 = [(g, h, w0, "") for g, h, w0 in runs]
+        for g in (int(x) for x in args.slice_gpus.split(",") if x):
+            nodes = "|".join(f"node-{n:04d}" for n in range(max(1, g // 8)))
+            runs4.append((g, big_h, walls[(big_g, big_h)], f'Hostname=~"{nodes}"'))
+        for h in (float(x) for x in args.slice_hours.split(",") if x):
+            runs4.append((big_g, h, walls[(big_g, big_h)], ""))
         srcs = [("this", str(Path(__file__).resolve().parents[1] / "src"))]
         if args.rules:  # rules first: its start (on the rule grid) is the span the raw run reads too
             srcs = [("rule", srcs[0][1]), ("raw", srcs[0][1])]
         elif args.baseline_src:
             srcs.insert(0, ("base", str(Path(args.baseline_src).resolve())))
         print(
-            "src   gpus  hours  gpu_h   wall_s  cpu_s  prom_cpu_s  gpu_h_per_s  rss_growth_MB  maxrss_MB  queries  "
+            "src   res     gpus  hours  gpu_h   wall_s  cpu_s  prom_cpu_s  gpu_h_per_s  rss_growth_MB  maxrss_MB  queries  "
             "MB_recv  load1"
         )
         rows = []
@@ -222,84 +282,76 @@ def main() -> None:
                 time.sleep(args.settle)
             blocks = sum(1 for b in tsdb.iterdir() if (b / "meta.json").exists())
             print(f"# Prometheus serves {blocks} blocks")
-            for g, h, w0 in runs:
+            resolutions = ["window", "span"] if args.resolution == "both" else [args.resolution]
+            for g, h, w0, sel in runs4:
                 t_start = w0
                 for tag, src in srcs:
-                    pc0 = _cpu_s(p.proc.pid)
-                    out = subprocess.run(
-                        [
-                            sys.executable,
-                            "-c",
-                            CHILD,
-                            p.url,
-                            str(t_start),
-                            str(w0 + h * 3600),
-                            str(args.chunk),
-                            json.dumps(ANSWER_KEYS),
-                            {"rule": "require", "raw": "off"}.get(tag, "off"),
-                        ],
-                        capture_output=True,
-                        text=True,
-                        env={**os.environ, "PYTHONPATH": src},
-                        check=True,
-                    ).stdout
-                    r = json.loads(out)
-                    r |= {"src": tag, "gpus": g, "hours": h, "prom_cpu_s": _cpu_s(p.proc.pid) - pc0}
-                    r["load1"] = os.getloadavg()[0]
-                    answers = r.pop("answers")
-                    if tag == "rule":
-                        from datetime import datetime
+                    win_answers: dict[str, list[float | None]] = {}
+                    for res in resolutions:
+                        pc0 = _cpu_s(p.proc.pid)
+                        out = subprocess.run(
+                            [
+                                sys.executable,
+                                "-c",
+                                CHILD,
+                                p.url,
+                                str(t_start),
+                                str(w0 + h * 3600),
+                                str(args.chunk),
+                                json.dumps(ANSWER_KEYS),
+                                {"rule": "require", "raw": "off"}.get(tag, "off"),
+                                res,
+                                sel,
+                            ],
+                            capture_output=True,
+                            text=True,
+                            env={**os.environ, "PYTHONPATH": src},
+                            check=True,
+                        ).stdout
+                        r = json.loads(out)
+                        r |= {"src": tag, "resolution": res, "gpus": g, "hours": h}
+                        r["prom_cpu_s"] = _cpu_s(p.proc.pid) - pc0
+                        r["load1"] = os.getloadavg()[0]
+                        answers = r.pop("answers")
+                        if tag == "rule" and res == resolutions[0]:
+                            from datetime import datetime
 
-                        t_start = datetime.fromisoformat(r["start"].replace("Z", "+00:00")).timestamp()
-                    if tag in ("base", "rule"):
-                        base_answers = answers
-                    if tag == "rule":
-                        rows.append(r)
-                    if tag != "base" and tag != "rule":
-                        if args.baseline_src or args.rules:
+                            t_start = datetime.fromisoformat(r["start"].replace("Z", "+00:00")).timestamp()
+                        note = ""
+                        if res == "window" and len(resolutions) > 1:
+                            win_answers = answers
+                        elif res == "span" and win_answers:
+                            # per answer: the built-in model's upper bound jumps to the peak where a cell's line
+                            # saturates, so a tiny energy difference can move a bound a lot (docs/fleet.md)
+                            d = {
+                                name: _max_rel_diff(win_answers, answers, cols)
+                                for name, cols in (
+                                    ("energy", (0,)),
+                                    ("estimate", (1,)),
+                                    ("bounds", (2, 3)),
+                                    ("pipe", (4,)),
+                                    ("gpu_h", (5,)),
+                                )
+                            }
+                            r["max_rel_diff_vs_window"] = d
+                            note = "  span vs window, largest relative difference: " + ", ".join(
+                                f"{k} {v:.1e}" for k, v in d.items()
+                            )
+                        if tag in ("base", "rule") and res == resolutions[0]:
+                            base_answers = answers
+                        elif (args.baseline_src or args.rules) and res == resolutions[0]:
                             r["max_rel_diff_vs_base"] = _max_rel_diff(base_answers, answers)
-                        rows.append(r)
-                    print(
-                        f"{tag:4s}  {g:4d}  {h:5.1f}  {r['gpu_hours']:6.1f}  {r['wall_s']:6.2f}  {r['cpu_s']:5.2f}  "
-                        f"{r['prom_cpu_s']:10.2f}  {r['gpu_hours'] / r['wall_s']:11.0f}  "
-                        f"{r['rss_growth_mb']:13.1f}  {r['maxrss_mb']:9.0f}  {r['queries']:7d}  "
-                        f"{r['bytes'] / 1e6:7.2f}  {r['load1']:5.2f}"
-                        + (
-                            f"  answers differ from {srcs[0][0]} by ≤ {r['max_rel_diff_vs_base']:.1e} (relative)"
-                            if "max_rel_diff_vs_base" in r
-                            else ""
+                            note += f"  answers differ from {srcs[0][0]} by ≤ {r['max_rel_diff_vs_base']:.1e}"
+                        if tag != "base":
+                            rows.append(r)
+                        print(
+                            f"{tag:4s}  {res:6s}  {g:4d}  {h:5.1f}  {r['gpu_hours']:6.1f}  {r['wall_s']:6.2f}  "
+                            f"{r['cpu_s']:5.2f}  {r['prom_cpu_s']:10.2f}  {r['gpu_hours'] / r['wall_s']:11.0f}  "
+                            f"{r['rss_growth_mb']:13.1f}  {r['maxrss_mb']:9.0f}  {r['queries']:7d}  "
+                            f"{r['bytes'] / 1e6:7.2f}  {r['load1']:5.2f}" + note
                         )
-                    )
-        import numpy as np
-
-        if args.rules:  # the marginal rates below are the rules path's
-            rows = [r for r in rows if r["src"] == "rule"]
-        gh = np.array([r["gpu_hours"] for r in rows])
-
-        def per_gpu_h(key: str) -> float:
-            """Least-squares slope of ``key`` on GPU-hours: the marginal cost, fixed costs removed."""
-            y = np.array([r[key] for r in rows])
-            slope = float(np.polyfit(gh, y, 1)[0]) if len(rows) > 1 else float("nan")
-            return 1.0 / slope if slope > 0 else float("inf")
-
-        big = max(rows, key=lambda r: r["gpu_hours"])
-        fixed = min(r["cpu_s"] for r in rows)
-        print(
-            f"# largest run: {big['gpu_hours']:.0f} GPU-h at {big['gpu_hours'] / big['wall_s']:.0f} GPU-h/s end to end "
-            f"(a fixed ≈ {fixed:.1f} CPU-s of imports and the built-in power model included)"
-        )
-        if len(rows) < 2:
-            print("# one run: no marginal rate (give several sizes)")
-        else:
-            w, c, pc = per_gpu_h("wall_s"), per_gpu_h("cpu_s"), per_gpu_h("prom_cpu_s")
-            print(
-                f"# marginal (least squares over the runs): {w:.0f} GPU-h per wall-second, {c:.0f} GPU-h per "
-                f"flopwatch CPU-second, {pc:.0f} GPU-h per Prometheus CPU-second"
-            )
-            print(
-                f"# 1024 GPUs × 24 h = 24576 GPU-h ≈ {24576 / c + 24576 / pc:.0f} CPU-s (flopwatch + Prometheus) at "
-                "the marginal rates (extrapolated, not measured); wall depends on the cores Prometheus gets"
-            )
+        for src_tag, res in dict.fromkeys((r["src"], r["resolution"]) for r in rows):
+            _summary([r for r in rows if r["src"] == src_tag and r["resolution"] == res], f"{src_tag}/{res}")
         print(json.dumps(rows))
 
 
