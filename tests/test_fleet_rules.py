@@ -63,6 +63,21 @@ def test_cli_writes_the_rules_file(tmp_path) -> None:
     assert r.exit_code == 0, r.output
     assert yaml.safe_load(out.read_text())["groups"][0]["interval"] == "30m"
 
+def test_cli_rules_file_goes_through_the_output_guard(tmp_path, capsys) -> None:
+    from flopwatch.cli import main
+
+    out = tmp_path / "r.yml"
+    assert main(["fleet", "rules", "--window", "30m", "-o", str(out)]) == 0
+    # an existing file is kept unless --force; a directory is refused: one line each, exit 2
+    capsys.readouterr()
+    assert main(["fleet", "rules", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "exists" in err and err.count("\n") == 1
+    assert yaml.safe_load(out.read_text())["groups"][0]["interval"] == "30m"
+    assert main(["fleet", "rules", "--force", "-o", str(out)]) == 0
+    assert yaml.safe_load(out.read_text())["groups"][0]["interval"] == "1h"
+    assert main(["fleet", "rules", "-o", str(tmp_path)]) == 2
+
 
 @pytest.fixture(scope="module")
 def prom_rules(tmp_path_factory):

@@ -154,16 +154,20 @@ def fleet_rules(
     selector: str = typer.Option(
         None, "--selector", help="Label matchers limiting the rules, e.g. '{job=\"dcgm\"}'."
     ),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing rules file."),
 ) -> None:
     """Print or write the recording rules that pre-aggregate dcgm-exporter series for `fleet estimate`."""
     from flopwatch.fleet.rules import rules_yaml
+    from flopwatch.io import atomic_write, check_output
     from flopwatch.telemetry.timespec import parse_duration, selector_matchers
 
+    if output is not None:  # before any work: never a ledger, key, directory or FIFO; never over a file silently
+        check_output(output, overwrite=force, what="rules file")
     text = rules_yaml(parse_duration(window, field="window"), prometheus_major, selector_matchers(selector))
     if output is None:
         sys.stdout.write(text)
         return
-    output.write_text(text)
+    atomic_write(output, text)
 
 
 @fleet_app.command("metrics")

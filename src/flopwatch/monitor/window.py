@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from flopwatch.monitor.rows import WorkloadRow
 
 VERDICTS = ("above", "below", "uncertain", "n/a")
+#: Checkpoint gaps remembered for the median spacing (``flopwatch verdict`` takes every gap in the ledger; a
+#: daemon checkpointing every minute keeps about four hours of them: memory bounded, the median is stable).
+_GAPS_KEPT = 256
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,9 @@ class WindowInput:
     start_wall: float
     end_wall: float
     notes: tuple[str, ...] = field(default=())
+    #: reasons of the window itself that forbid "below" (a clock that went backwards, an unobserved gap, an
+    #: impossible running total): the ones ``flopwatch verdict`` finds in the ledger
+    blockers: tuple[str, ...] = field(default=())
 
 
 WindowVerdictFn = Callable[[WindowInput], WindowVerdict]
@@ -79,12 +85,22 @@ def default_window_verdict(w: WindowInput) -> WindowVerdict:
         if j > 0:
             e += j
             up += j * w.envelope_flops_per_j.get(dev, math.inf)
+
+    def payload(r: WorkloadRow) -> dict:
+        p = r.to_payload()
+        if (
+            r.regime is None
+        ):  # a row nobody assessed from observables (legacy, or stripped) supports no "below"
+            p["warnings"] = [*p.get("warnings", []), "no regime assessment"]
+        return p
+
     v = combine_window(
-        [r.to_payload() for r in w.rows],
+        [payload(r) for r in w.rows],
         threshold_flops=w.threshold_flops,
         unattributed_net_energy_j=e,
         envelope_flops_per_j=up / e if e > 0 else math.inf,
         lower_rows=[r.to_payload() for r in w.lower_rows],
+        blockers=w.blockers,
     )
     return WindowVerdict(
         verdict=v.verdict,
@@ -120,12 +136,33 @@ class WorkloadWindow:
         self.verdict_fn = verdict_fn
         self.envelopes: dict[str, float] = dict(envelopes or {})
         self._rows: deque[WorkloadRow] = deque()
+        self._open: list[WorkloadRow] = []  # rows without a finite end time (a damaged ledger): never trimmed
         self._marks: deque[tuple[float, dict[str, float]]] = deque()
         self._newest = -math.inf
+        # what `flopwatch verdict` finds in the ledger (flopwatch.evaluate.window.ledger_window_verdicts), kept
+        # as the rows arrive in ledger order: a step back of the wall clock and an impossible running total block
+        # "below" for good (as on the ledger); checkpoint gaps block the windows that overlap them
+        self._standing: list[str] = []
+        self._last_wall = -math.inf
+        self._cp_wall: float | None = None
+        self._gaps: deque[tuple[float, float]] = deque(maxlen=_GAPS_KEPT)
+
+    def _clock(self, wall: float) -> None:
+        from flopwatch.evaluate.window import _CLOCK_SLACK_S
+
+        if wall < self._last_wall - _CLOCK_SLACK_S and not any("backwards" in b for b in self._standing):
+            self._standing.append(
+                f"the ledger's wall clock goes backwards ({self._last_wall:.0f} → {wall:.0f})"
+            )
+        self._last_wall = max(self._last_wall, wall)
 
     def add(self, row: WorkloadRow) -> None:
+        if row.end_wall is None:  # no finite end time: in every window, as `flopwatch verdict` counts it
+            self._open.append(row)
+            return
         self._rows.append(row)
-        if row.end_wall is not None:
+        if math.isfinite(row.end_wall):
+            self._clock(row.end_wall)
             self._newest = max(self._newest, row.end_wall)
             self._trim(self._newest)
 
@@ -133,12 +170,40 @@ class WorkloadWindow:
         """A checkpoint at ``wall`` with these cumulative outside energies (J per device)."""
         if wall is None or not math.isfinite(wall):
             return
+        self._clock(wall)
+        for d, x in outside.items():
+            if (
+                x is not None
+                and not (_finite(x) and x >= 0)
+                and not any("impossible" in b for b in self._standing)
+            ):
+                self._standing.append(f"checkpoint of {d} has an impossible outside-workload energy ({x!r})")
         vals = {d: float(x) for d, x in outside.items() if _finite(x)}
         if self._marks and wall < self._marks[-1][0]:
-            return  # out of order (a clock step back): the newer mark stands
+            return  # out of order (a clock step back, a standing blocker now): the newer mark stands
+        if self._cp_wall is not None and wall > self._cp_wall:
+            self._gaps.append((self._cp_wall, wall))
+        self._cp_wall = wall
         self._marks.append((wall, vals))
         self._newest = max(self._newest, wall)
         self._trim(self._newest)
+
+    def blockers(self, cut: float, rows: bool) -> tuple[str, ...]:
+        """Why no window ending now and starting at ``cut`` may be "below" (the command's rules, same wording)."""
+        from flopwatch.evaluate.window import _GAP_FACTOR, _GAP_MIN_S
+
+        out = list(self._standing)
+        if rows and self._cp_wall is None:
+            out.append("no checkpoint in the ledger: the energy outside workloads is unknown")
+        if self._gaps:
+            spans = sorted(b - a for a, b in self._gaps)
+            med = spans[len(spans) // 2]
+            limit = max(_GAP_FACTOR * med, _GAP_MIN_S) if len(spans) >= 3 else 86400.0
+            for a, b in self._gaps:
+                if b - a > limit and b > cut:
+                    out.append(f"{b - a:.0f} s between checkpoints at {a:.0f} and {b:.0f} were not observed")
+                    break
+        return tuple(out)
 
     def _trim(self, now_wall: float) -> None:
         cut = now_wall - self.window_s
@@ -150,7 +215,7 @@ class WorkloadWindow:
 
     def rows(self, now_wall: float) -> list[WorkloadRow]:
         self._trim(now_wall)
-        return list(self._rows)
+        return [*self._open, *self._rows]
 
     def _baseline(self, dev: str, cut: float) -> float:
         val = 0.0
@@ -164,7 +229,7 @@ class WorkloadWindow:
     def evaluate(self, outside_now: Mapping[str, float], *, now_wall: float) -> WindowVerdict:
         """The verdict over ``(now_wall − window_s, now_wall]``; ``outside_now``: cumulative J per device."""
         cut = now_wall - self.window_s
-        rows = [r for r in self.rows(now_wall) if (r.end_wall if r.end_wall is not None else -math.inf) > cut]
+        rows = [r for r in self.rows(now_wall) if (r.end_wall if r.end_wall is not None else math.inf) > cut]
         inside = [r for r in rows if (r.start_wall if r.start_wall is not None else -math.inf) >= cut]
         outside = {
             d: max(0.0, float(x) - self._baseline(d, cut)) for d, x in outside_now.items() if _finite(x)
@@ -187,6 +252,7 @@ class WorkloadWindow:
                 start_wall=cut,
                 end_wall=now_wall,
                 notes=notes,
+                blockers=self.blockers(cut, bool(rows)),
             )
         )
 
