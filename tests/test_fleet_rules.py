@@ -63,6 +63,7 @@ def test_cli_writes_the_rules_file(tmp_path) -> None:
     assert r.exit_code == 0, r.output
     assert yaml.safe_load(out.read_text())["groups"][0]["interval"] == "30m"
 
+
 def test_cli_rules_file_goes_through_the_output_guard(tmp_path, capsys) -> None:
     from flopwatch.cli import main
 
