@@ -377,6 +377,26 @@ def test_calibrated_profile_energy_estimate(prom, tmp_path):
     assert any("profile" in n and "fp32" in n for n in by["vit"]["notes"])  # a bf16 profile on an fp32 job
 
 
+def _counter_outlives_power(tmp_path) -> float:  # noqa: ANN001
+    """Two H100s for two hours at 300 W; GPU 1's power field stops after the first hour while its energy counter
+    keeps being scraped. Backfilled into ``tmp_path/tsdb``; returns the start time."""
+    from flopwatch.telemetry import dcgm_metrics as M
+
+    t0 = WALL_A + 10 * DAY
+    lines = [f"# TYPE {M.ENERGY} unknown"]
+    for g in range(2):
+        lab = f'UUID="GPU-{g}",gpu="{g}",pod="p{g}",modelName="NVIDIA H100 80GB HBM3"'
+        lines += [f"{M.ENERGY}{{{lab}}} {5e9 + 300e3 * 15 * k:.0f} {t0 + 15 * k}" for k in range(480)]
+    lines.append(f"# TYPE {M.POWER} gauge")
+    for g in range(2):
+        lab = f'UUID="GPU-{g}",gpu="{g}",pod="p{g}",modelName="NVIDIA H100 80GB HBM3"'
+        lines += [f"{M.POWER}{{{lab}}} 300 {t0 + 15 * k}" for k in (range(480) if g == 0 else range(240))]
+    om = tmp_path / "f.om"
+    om.write_text("\n".join(lines) + "\n# EOF\n")
+    backfill(om, tmp_path / "tsdb")
+    return t0
+
+
 def test_counter_count_on_demand_where_power_is_missing(tmp_path):
     """The counter's sample count is the power's (same scrape) unless power has no samples in a window; there
     the server's count_over_time is asked, and every window's count must equal it."""
@@ -386,20 +406,7 @@ def test_counter_count_on_demand_where_power_is_missing(tmp_path):
     from flopwatch.fleet.reader import FleetReader, _assemble, _key, _ms_range
     from flopwatch.telemetry import dcgm_metrics as M
 
-    t0 = WALL_A + 10 * DAY
-    lines = [f"# TYPE {M.ENERGY} unknown"]
-    for g in range(2):
-        lab = f'UUID="GPU-{g}",gpu="{g}",pod="p{g}"'
-        lines += [f"{M.ENERGY}{{{lab}}} {5e9 + 300e3 * 15 * k:.0f} {t0 + 15 * k}" for k in range(480)]
-    lines.append(f"# TYPE {M.POWER} gauge")
-    for g in range(2):
-        lab = f'UUID="GPU-{g}",gpu="{g}",pod="p{g}"'
-        # GPU 1's power field stops after the first hour (the counter keeps being scraped)
-        ks = range(480) if g == 0 else range(240)
-        lines += [f"{M.POWER}{{{lab}}} 300 {t0 + 15 * k}" for k in ks]
-    om = tmp_path / "f.om"
-    om.write_text("\n".join(lines) + "\n# EOF\n")
-    backfill(om, tmp_path / "tsdb")
+    t0 = _counter_outlives_power(tmp_path)
     with LocalPrometheus(tmp_path / "tsdb") as p:
         client = PrometheusClient(p.url)
         reader = FleetReader(client, ReadPlan(t0, t0 + 2 * 3600, window_s=3600))
@@ -480,20 +487,8 @@ def test_span_resolution_namespace_selector_and_gpus(prom):
 def test_span_resolution_counter_without_power(tmp_path):
     """A GPU whose power field stops while its counter goes on: span resolution counts the counter's samples."""
     from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
-    from flopwatch.telemetry import dcgm_metrics as M
 
-    t0 = WALL_A + 10 * DAY
-    lines = [f"# TYPE {M.ENERGY} unknown"]
-    for g in range(2):
-        lab = f'UUID="GPU-{g}",gpu="{g}",pod="p{g}",modelName="NVIDIA H100 80GB HBM3"'
-        lines += [f"{M.ENERGY}{{{lab}}} {5e9 + 300e3 * 15 * k:.0f} {t0 + 15 * k}" for k in range(480)]
-    lines.append(f"# TYPE {M.POWER} gauge")
-    for g in range(2):
-        lab = f'UUID="GPU-{g}",gpu="{g}",pod="p{g}",modelName="NVIDIA H100 80GB HBM3"'
-        lines += [f"{M.POWER}{{{lab}}} 300 {t0 + 15 * k}" for k in (range(480) if g == 0 else range(240))]
-    om = tmp_path / "f.om"
-    om.write_text("\n".join(lines) + "\n# EOF\n")
-    backfill(om, tmp_path / "tsdb")
+    t0 = _counter_outlives_power(tmp_path)
     with LocalPrometheus(tmp_path / "tsdb") as p:
         got = {}
         for res in ("window", "span"):
