@@ -161,7 +161,7 @@ class SpanReader:
     ) -> None:
         """``uuid_keyed``: every series carries ``UUID`` (discovery chunked the fleet by it). The totals are then
         summed by UUID and the job labels only; the sample counts, once per chunk, bring the GPU's other labels
-        (model, host): about half the bytes of every answer."""
+        (model, host): ≈ 40 % fewer bytes in all (benchmarks/bench_fleet.py)."""
         self.reader = reader
         self.by_labels = by_labels
         self.ids = tuple(ID_LABELS) + tuple(b for b in by_labels if b not in ID_LABELS)
