@@ -55,7 +55,8 @@ def fleet_estimate(
     gpus_per_chunk: int = typer.Option(
         32,
         "--gpus-per-chunk",
-        help="GPUs per query chunk (memory grows with it).",
+        help="GPUs per query chunk (memory grows with it); recording rules read at least 128, span resolution "
+        "at least 256 (their answers are smaller).",
         callback=options.count(ge=1),
     ),
     time_chunk: str = typer.Option("6h", "--time-chunk", help="Time per query chunk."),
