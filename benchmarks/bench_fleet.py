@@ -199,6 +199,13 @@ def main() -> None:
         help="also measure the first N GPUs of the largest fleet (comma-separated; whole nodes, by Hostname)",
     )
     ap.add_argument("--slice-hours", default="", help="also measure the first H hours of the largest fleet")
+    ap.add_argument(
+        "--warm",
+        type=int,
+        default=1,
+        help="untimed runs of each measurement first (default 1: a freshly started Prometheus answers its first "
+        "queries up to 2 × slower, and a long-running one is warm; 0: measure first touch)",
+    )
     args = ap.parse_args()
 
     from flopwatch.fleet.localprom import LocalPrometheus, backfill
@@ -288,26 +295,24 @@ def main() -> None:
                 for tag, src in srcs:
                     win_answers: dict[str, list[float | None]] = {}
                     for res in resolutions:
+                        argv = [
+                            sys.executable,
+                            "-c",
+                            CHILD,
+                            p.url,
+                            str(t_start),
+                            str(w0 + h * 3600),
+                            str(args.chunk),
+                            json.dumps(ANSWER_KEYS),
+                            {"rule": "require", "raw": "off"}.get(tag, "off"),
+                            res,
+                            sel,
+                        ]
+                        env = {**os.environ, "PYTHONPATH": src}
+                        for _ in range(args.warm):  # untimed: a long-running server has the data warm
+                            subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
                         pc0 = _cpu_s(p.proc.pid)
-                        out = subprocess.run(
-                            [
-                                sys.executable,
-                                "-c",
-                                CHILD,
-                                p.url,
-                                str(t_start),
-                                str(w0 + h * 3600),
-                                str(args.chunk),
-                                json.dumps(ANSWER_KEYS),
-                                {"rule": "require", "raw": "off"}.get(tag, "off"),
-                                res,
-                                sel,
-                            ],
-                            capture_output=True,
-                            text=True,
-                            env={**os.environ, "PYTHONPATH": src},
-                            check=True,
-                        ).stdout
+                        out = subprocess.run(argv, capture_output=True, text=True, env=env, check=True).stdout
                         r = json.loads(out)
                         r |= {"src": tag, "resolution": res, "gpus": g, "hours": h}
                         r["prom_cpu_s"] = _cpu_s(p.proc.pid) - pc0
