@@ -226,3 +226,45 @@ def test_verdict_bounds_a_sensor_named_device_with_the_profiles_device(capsys, t
     assert main(["verdict", str(led), "--threshold", "1e15", "--profile", str(prof), "--json"]) == 0
     tot = _json(capsys)["total"]
     assert tot["upper_flops"] is not None and tot["upper_flops"] < 1e15 and tot["verdict"] == "below"
+
+
+def test_verdict_verifies_the_ledger_and_never_says_below_on_a_tampered_one(capsys, tmp_path):
+    """`flopwatch verdict` runs `ledger verify`'s checks first: an edited row (here: its upper bound lowered, what
+    an evader would want) leaves the verdict computed but never "below", and the JSON says why."""
+    import sqlite3
+
+    from flopwatch.monitor.ledger import read_entries
+
+    row = {
+        "workload_id": "a",
+        "device": "sim:h100",
+        "start_wall": 1.7e9,
+        "end_wall": 1.7e9 + 10,
+        "estimate_flops": 6e14,
+        "lower_flops": 5.5e14,
+        "upper_flops": 6.5e14,
+        "regime": "calibrated",
+        "warnings": [],
+    }
+    cps = [
+        {"wall": 1.7e9 + 20 + 60 * i, "devices": {"sim:h100": {"outside_net_energy_j": 0.0}}}
+        for i in range(4)
+    ]
+    led = _ledger(tmp_path, [row], cps)
+    assert main(["verdict", str(led), "--threshold", "1e15", "--device", "h100", "--json"]) == 0
+    d = _json(capsys)
+    assert d["verification"]["ok"] and d["total"]["verdict"] == "below"
+    (ent,) = [e for e in read_entries(led) if e.kind == "workload"]
+    edited = ent.payload_text.replace("650000000000000", "650000000000")  # upper bound ÷ 1000
+    assert edited != ent.payload_text
+    con = sqlite3.connect(led)
+    con.execute("UPDATE entries SET payload=? WHERE seq=?", (edited, ent.seq))
+    con.commit()
+    con.close()
+    assert main(["verdict", str(led), "--threshold", "1e15", "--device", "h100", "--json"]) == 0
+    d = _json(capsys)
+    assert not d["verification"]["ok"] and d["verification"]["problems"] >= 1
+    assert d["total"]["verdict"] != "below"
+    assert any("fails verification" in w for w in d["total"]["warnings"])
+    assert main(["verdict", str(led), "--threshold", "1e15", "--device", "h100"]) == 0
+    assert "ledger verification: FAILED" in capsys.readouterr().out

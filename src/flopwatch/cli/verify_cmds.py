@@ -45,9 +45,15 @@ def verdict_cmd(
         help="Recompute each row's sound bounds from its observables with this profile.",
     ),
     device: str | None = typer.Option(None, "--device", help="Device model for the datasheet bounds."),
+    public_key: Path | None = typer.Option(
+        None,
+        "--public-key",
+        help="Pin to verify the ledger against (`ledger export-key`); default: LEDGER.pub, else the genesis key.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
-    """Judge everything a ledger recorded over a window as a whole (chunks and bursts included)."""
+    """Judge everything a ledger recorded over a window as a whole (chunks and bursts included). The ledger is
+    verified first, as `ledger verify` does: a ledger that fails is judged, but never "below"."""
     from flopwatch.evaluate.window import ledger_window_verdicts, parse_window
 
     thr = _flops_opt(threshold, "--threshold")
@@ -59,8 +65,17 @@ def verdict_cmd(
         from flopwatch.estimate.profile import Profile
 
         prof = Profile.load(profile)
-    from flopwatch.monitor.ledger import read_entries
+    from flopwatch.monitor.ledger import read_entries, verify_ledger
 
+    # rows that fail their hashes, signatures or chain links are not evidence of anything
+    check = verify_ledger(ledger, public_key)
+    blockers = []
+    if not check.ok:
+        first = check.problems[0].line() if check.problems else "?"
+        blockers.append(
+            f"the ledger fails verification ({len(check.problems)} problem(s), first: {first}): run "
+            "`flopwatch ledger verify`"
+        )
     res = ledger_window_verdicts(
         read_entries(str(ledger)),
         source=str(ledger),
@@ -69,7 +84,14 @@ def verdict_cmd(
         by=by,
         profile=prof,
         device=device,
+        blockers=blockers,
     )
+    res["verification"] = {
+        "ok": check.ok,
+        "problems": len(check.problems),
+        "key_source": check.key_source,
+        "warnings": list(check.warnings),
+    }
     if as_json:
         echo_json(res)
         return
@@ -90,7 +112,11 @@ def verdict_cmd(
             g["verdict"],
         )
     con.print(t)
-    for w in res["warnings"] + res["total"]["warnings"]:
+    v = res["verification"]
+    con.print(
+        f"ledger verification: {'OK' if v['ok'] else 'FAILED'} ({v['problems']} problem(s); key {v['key_source']})"
+    )
+    for w in v["warnings"] + res["warnings"] + res["total"]["warnings"]:
         con.print(styled("warning ", "yellow"), w, sep="")
 
 

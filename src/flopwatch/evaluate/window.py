@@ -234,9 +234,11 @@ def ledger_window_verdicts(
     by: str = "all",
     profile: Profile | None = None,
     device: str | None = None,
+    blockers: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Window verdicts of a ledger's entries (``flopwatch.monitor.ledger.read_entries``, read by the caller: evaluate
-    does not import the monitor, which imports evaluate). ``by``: "all", "device" or "job"."""
+    does not import the monitor, which imports evaluate). ``by``: "all", "device" or "job". ``blockers``: reasons
+    from outside the entries that forbid "below" (the caller's ledger verification failed)."""
     from flopwatch.estimate.bounds import resolve_device
     from flopwatch.estimate.verdict import profile_envelope
 
@@ -249,7 +251,7 @@ def ledger_window_verdicts(
     names: dict[str, str] = {}
     walls: list[float] = []
     seen: set[str] = set()
-    blockers: list[str] = []
+    blockers = list(blockers)
     last_wall = -math.inf
     for ent in entries:
         p = ent.payload if isinstance(ent.payload, Mapping) else {}
