@@ -111,9 +111,9 @@ def prom(tmp_path_factory):
 def _run(url, wall0, by="pod", hours=2.0, extra=()):
     from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
 
-    return estimate_fleet(
-        PrometheusClient(url), ReadPlan(wall0, wall0 + hours * 3600, window_s=1800), by=by, **dict(extra)
-    )
+    kw = dict(extra)
+    plan = ReadPlan(wall0, wall0 + hours * 3600, window_s=1800, **kw.pop("plan_kw", {}))
+    return estimate_fleet(PrometheusClient(url), plan, by=by, **kw)
 
 
 def test_energy_per_pod_within_one_percent(prom):
@@ -375,6 +375,12 @@ def test_calibrated_profile_energy_estimate(prom, tmp_path):
         assert g["lower_flops"] <= t["flops"] <= g["upper_flops"]
         assert g["estimate_flops"] == pytest.approx(t["flops"], rel=0.25)
     assert any("profile" in n and "fp32" in n for n in by["vit"]["notes"])  # a bf16 profile on an fp32 job
+    # span resolution reads DRAM activity for the profile's TB term too, and gives the same estimates
+    span = _run(p.url, WALL_A, extra={"profile": prof, "threshold": 1e19, "plan_kw": {"resolution": "span"}})
+    for g in span.groups:
+        h = by[g["key"]]
+        assert g["estimate_flops"] == pytest.approx(h["estimate_flops"], rel=0.01), g["key"]
+        assert g["missing"] == h["missing"]
 
 
 def _counter_outlives_power(tmp_path) -> float:  # noqa: ANN001
