@@ -154,7 +154,8 @@ class SpanChunk:
 
 
 class SpanReader:
-    """Reads one GPU chunk at span resolution through a :class:`~.reader.FleetReader` (plan, rules, client)."""
+    """Reads GPU chunks at span resolution through a :class:`~.reader.FleetReader` (plan, rules, client):
+    :meth:`submit` sends a chunk's queries to a thread pool, :meth:`collect` folds its answers into GPU-jobs."""
 
     def __init__(
         self, reader: FleetReader, by_labels: tuple[str, ...], *, uuid_keyed: bool = False, dram: bool = True
@@ -264,11 +265,6 @@ class SpanReader:
                     a[i] = s.v[0]
             v[name] = a
         return self._fold(labels, N, t_ends, v, pending.matchers)
-
-    def read(self, matchers: str, on_query: Callable[[], None] | None = None) -> SpanChunk:
-        """The GPU-jobs of the GPUs ``matchers`` selects (one GPU chunk), over the whole range."""
-        with ThreadPoolExecutor(max_workers=max(1, self.reader.plan.concurrency)) as pool:
-            return self.collect(self.submit(pool, matchers), on_query)
 
     def _row_key(self, labels: Mapping[str, str]) -> tuple[str | None, ...]:
         """Identity of a series across the chunk's answers (each is summed ``by`` the same labels)."""
