@@ -81,7 +81,7 @@ def fleet_estimate(
         "window",
         "--resolution",
         help="window: per-window aggregates folded here (exact edges) | span: per-series totals from Prometheus "
-        "(several times faster; edges and clock weighting approximated, docs/fleet.md).",
+        "(2–3 × faster; edges and clock weighting approximated, docs/fleet.md).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
