@@ -143,6 +143,7 @@ class WorkloadWindow:
         # as the rows arrive in ledger order: a step back of the wall clock and an impossible running total block
         # "below" for good (as on the ledger); checkpoint gaps block the windows that overlap them
         self._standing: list[str] = []
+        self._any_row = False
         self._last_wall = -math.inf
         self._cp_wall: float | None = None
         self._gaps: deque[tuple[float, float]] = deque(maxlen=_GAPS_KEPT)
@@ -157,6 +158,7 @@ class WorkloadWindow:
         self._last_wall = max(self._last_wall, wall)
 
     def add(self, row: WorkloadRow) -> None:
+        self._any_row = True
         if row.end_wall is None:  # no finite end time: in every window, as `flopwatch verdict` counts it
             self._open.append(row)
             return
@@ -188,12 +190,12 @@ class WorkloadWindow:
         self._newest = max(self._newest, wall)
         self._trim(self._newest)
 
-    def blockers(self, cut: float, rows: bool) -> tuple[str, ...]:
+    def blockers(self, cut: float) -> tuple[str, ...]:
         """Why no window ending now and starting at ``cut`` may be "below" (the command's rules, same wording)."""
         from flopwatch.evaluate.window import _GAP_FACTOR, _GAP_MIN_S
 
         out = list(self._standing)
-        if rows and self._cp_wall is None:
+        if self._any_row and self._cp_wall is None:
             out.append("no checkpoint in the ledger: the energy outside workloads is unknown")
         if self._gaps:
             spans = sorted(b - a for a, b in self._gaps)
@@ -252,7 +254,7 @@ class WorkloadWindow:
                 start_wall=cut,
                 end_wall=now_wall,
                 notes=notes,
-                blockers=self.blockers(cut, bool(rows)),
+                blockers=self.blockers(cut),
             )
         )
 
