@@ -162,9 +162,8 @@ def fleet_rules(
     from flopwatch.io import atomic_write, check_output
     from flopwatch.telemetry.timespec import parse_duration, selector_matchers
 
-    if (
-        output is not None
-    ):  # before any work: never a ledger, key, directory or FIFO; never over a file silently
+    # before any work: never a ledger, key, directory or FIFO; never over a file silently
+    if output is not None:
         check_output(output, overwrite=force, what="rules file")
     text = rules_yaml(parse_duration(window, field="window"), prometheus_major, selector_matchers(selector))
     if output is None:

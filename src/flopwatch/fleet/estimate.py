@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from flopwatch.fleet.aggregate import Accumulator, GpuJob
-from flopwatch.fleet.estimators import device_for, disagree, estimate_gpu_job, verdict
+from flopwatch.fleet.estimators import LOW_UTIL_NOTE, device_for, disagree, estimate_gpu_job, verdict
 from flopwatch.fleet.reader import FleetReader, ReadPlan
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_client import PrometheusClient
@@ -105,14 +105,15 @@ def estimate_fleet(
                 regrid_gpus += got.regrid_gpus
                 for job in got.jobs:
                     _fold(groups, job, present, profile, dtype, device, plan.step_s)
-    for matchers in chunks if span is None else ():
-        acc = Accumulator(by_labels, plan.step_s, plan.window_s)
-        for block in reader.blocks(matchers, on_query=tick):
-            acc.add(block)
-        unattributed_j += acc.unattributed_j
-        unattributed_series += len(acc.unattributed_series)
-        for job in acc.finish():  # per chunk: memory stays bounded by the chunk
-            _fold(groups, job, present, profile, dtype, device, plan.step_s)
+    else:
+        for matchers in chunks:
+            acc = Accumulator(by_labels, plan.step_s, plan.window_s)
+            for block in reader.blocks(matchers, on_query=tick):
+                acc.add(block)
+            unattributed_j += acc.unattributed_j
+            unattributed_series += len(acc.unattributed_series)
+            for job in acc.finish():  # per chunk: memory stays bounded by the chunk
+                _fold(groups, job, present, profile, dtype, device, plan.step_s)
     if warm is not None:
         warm.join()
     missing_metrics = sorted(set(M.METRICS) - set(present))
@@ -241,7 +242,7 @@ def _new_group(key: str) -> dict[str, Any]:
         "_notes": set(),
         "_devices": set(),
         "_dtypes": set(),
-        "_low_util": [],  # mean utilisation of GPU-jobs below the frontier gate
+        "_low_util": [0, math.inf],  # GPU-jobs below the frontier gate, and the lowest mean utilisation
         "_jobs": 0,
         "_other": {},  # pipes without a peak: ∫ activity dt over the group
     }
@@ -300,10 +301,11 @@ def _add_job(
     ]  # O(groups) memory, not O(GPU-jobs)
     g["_jobs"] += 1
     notes = set(est.notes)
-    low = next((n for n in notes if n.startswith("mean utilisation <")), None)
-    if low is not None:  # one note for the group: how many GPU-jobs, and the lowest
-        notes.discard(low)
-        g["_low_util"].append(job.busy_s / job.busy_covered_s)
+    if LOW_UTIL_NOTE in notes:  # one note for the group: how many GPU-jobs, and the lowest
+        notes.discard(LOW_UTIL_NOTE)
+        low = g["_low_util"]
+        low[0] += 1
+        low[1] = min(low[1], job.busy_s / job.busy_covered_s)
     g["_notes"].update(notes)
     for other, a in job.other_pipes_s.items():
         g["_other"][other] = g["_other"].get(other, 0.0) + a
@@ -322,12 +324,12 @@ def _close(g: dict[str, Any], threshold: float | None) -> dict[str, Any]:
     if g.pop("_incomplete"):  # a GPU of the group had no usable device model: no energy total
         f = lo = hi = math.nan
     covered, span = g.pop("_covered"), g.pop("_span")
-    low, n_jobs = g.pop("_low_util"), g.pop("_jobs")
-    if low:
+    (n_low, lowest), n_jobs = g.pop("_low_util"), g.pop("_jobs")
+    if n_low:
         from flopwatch.fleet.estimators import MIN_UTIL
 
         g["_notes"].add(
-            f"mean utilisation < {MIN_UTIL:.0%} on {len(low)} of {n_jobs} GPU-jobs (lowest {min(low):.0%}): outside "
+            f"mean utilisation < {MIN_UTIL:.0%} on {n_low} of {n_jobs} GPU-jobs (lowest {lowest:.0%}): outside "
             "the energy model's regime, bounds widened to [0, ceiling]"
         )
     for other, a in sorted(g.pop("_other").items()):

@@ -68,6 +68,10 @@ def _device(name: str) -> DeviceSpec | None:
 #: Mean utilisation below which a GPU-job is outside the calibrated regime (the Jetson study's frontier gate,
 #: Fowler 2026: mean GPU utilisation >= 80 %): host- or memory-bound work draws less power per FLOP.
 MIN_UTIL = 0.8
+#: The per-GPU-job note of a GPU-job below :data:`MIN_UTIL`; the group replaces it by one counted note.
+LOW_UTIL_NOTE = (
+    f"mean utilisation < {MIN_UTIL:.0%}: outside the energy model's regime, bounds widened to [0, ceiling]"
+)
 
 
 def energy_bounds(
@@ -90,9 +94,12 @@ def energy_bounds(
         busy = job.busy_s if util is not None else job.covered_s
         hi = max(hi, ceiling_flops_per_s * busy)
         lo = 0.0
-        # no per-GPU number here: the group collects one note for all its GPU-jobs (estimate._close)
-        notes.append("utilisation unknown" if util is None else f"mean utilisation < {MIN_UTIL:.0%}")
-        notes[-1] += ": outside the energy model's regime, bounds widened to [0, ceiling]"
+        # no per-GPU number in LOW_UTIL_NOTE: the group collects one note for all its GPU-jobs (estimate._close)
+        notes.append(
+            LOW_UTIL_NOTE
+            if util is not None
+            else "utilisation unknown: outside the energy model's regime, bounds widened to [0, ceiling]"
+        )
     # no device computes faster than its dense peak at its fastest precision (flopwatch.estimate.bounds)
     cap = peak_rate_bound(spec, job.duration_s)
     if math.isfinite(cap) and cap > 0:
