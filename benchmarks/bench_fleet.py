@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ import time
 from pathlib import Path
 
 # Timing without tracemalloc (it slows allocation several-fold); memory as peak RSS over the baseline after
-# imports (the built-in power model's pandas is part of the growth, a fixed ≈ 50 MB).
+# imports (what the estimate itself allocates: answers in flight, GPU-jobs of a chunk, the output groups).
 CHILD = r"""
 import json, resource, sys, time
 import numpy
@@ -79,7 +80,7 @@ def _cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _backfill_rules(tsdb: Path, spans: list[tuple[float, float]], want: str) -> None:
+def _backfill_rules(tsdb: Path, spans: list[tuple[float, float]], want: str) -> bool:
     """Backfill flopwatch's 1 h recording rules over ``spans`` with promtool through a Prometheus over ``tsdb``;
     print its wall time and the Prometheus CPU time it took (what the rules cost at ingest, paid once here)."""
     import shutil
@@ -89,13 +90,34 @@ def _backfill_rules(tsdb: Path, spans: list[tuple[float, float]], want: str) -> 
     from flopwatch.telemetry.prom_client import PrometheusClient
 
     done = tsdb / "bench_rules_manifest.json"
-    if done.exists() and done.read_text() == want:
+    have = json.loads(done.read_text()) if done.exists() else None
+    fleets = json.loads(want)
+    with LocalPrometheus(tsdb) as p:
+        text = rules_yaml(3600, PrometheusClient(p.url).version()[0])
+    # the rules (record → expression) are part of the manifest: records not there yet are backfilled; a record
+    # whose expression changed is deleted first (its old series would otherwise be summed with the new ones)
+    records = _records(text)
+    old: dict[str, str] = {}
+    if isinstance(have, dict) and have.get("fleets") == fleets:
+        old = have.get("records", {})
+        if isinstance(old, list):  # a manifest that kept names only
+            old = {n: "?" for n in old}
+    elif have is not None and have == fleets:  # manifest of a rules file before the job-level rules
+        old = {n: e for n, e in records.items() if n.startswith("flopwatch:")}
+    todo = {n for n, e in records.items() if old.get(n) != e}
+    if not todo:
         print("# reusing the backfilled rule series")
-        return
+        return False
+    stale = sorted(n for n in todo if n in old)
+    if stale:
+        _delete_series(tsdb, stale)
+    keep = _rules_subset(text, todo)
     with tempfile.TemporaryDirectory(prefix="bench_rules_") as d, LocalPrometheus(tsdb) as p:
         assert p.proc is not None
-        rules = Path(d) / "flopwatch-rules.yml"
-        rules.write_text(rules_yaml(3600, PrometheusClient(p.url).version()[0]))
+        # promtool evaluates a group at an offset hashed from its name and file path: one path for every backfill
+        # into this TSDB keeps all the records on one window grid, as one rules file on a live server does
+        rules = tsdb / "flopwatch-rules.yml"
+        rules.write_text(keep)
         out = Path(d) / "blocks"
         w, pc0 = time.perf_counter(), _cpu_s(p.proc.pid)
         for t0, t1 in spans:
@@ -105,7 +127,7 @@ def _backfill_rules(tsdb: Path, spans: list[tuple[float, float]], want: str) -> 
                     "tsdb",
                     "create-blocks-from",
                     "rules",
-                    f"--start={int(t0 - 3600)}",
+                    f"--start={int(t0)}",  # from an hour before the data, promtool 2.42 wrote no blocks here (2026-12-01)
                     f"--end={int(t1 + 3600)}",
                     f"--url={p.url}",
                     f"--output-dir={out}",
@@ -122,11 +144,70 @@ def _backfill_rules(tsdb: Path, spans: list[tuple[float, float]], want: str) -> 
         for b in blocks:
             shutil.move(str(b), tsdb / b.name)
         n = len(blocks)
-    done.write_text(want)
+    done.write_text(json.dumps({"fleets": fleets, "records": records}))
     print(
-        f"# rule backfill (promtool create-blocks-from rules, 1 h group): {wall:.1f} s wall, {pcpu:.1f} Prometheus "
-        f"CPU-s, {n} blocks — what evaluating the rules over this history costs Prometheus"
+        f"# rule backfill (promtool create-blocks-from rules, 1 h group, {len(todo)} records): {wall:.1f} s "
+        f"wall, {pcpu:.1f} Prometheus CPU-s, {n} blocks — what evaluating them over this history costs Prometheus"
     )
+    return True
+
+
+def _compacted(tsdb: Path, limit_s: float = 900.0) -> None:
+    """Wait (Prometheus running over ``tsdb``) until it has merged freshly added blocks: their count has not
+    fallen for 40 s. A long-running server does this within minutes; measuring hundreds of small blocks would
+    measure the backfill, not the reader."""
+    n = lambda: sum(1 for b in tsdb.iterdir() if (b / "meta.json").exists())  # noqa: E731
+    t0, last, since = time.monotonic(), n(), time.monotonic()
+    merged = last < 20
+    # Prometheus 2.42 starts compacting about a minute after start: wait for the first merge, then for quiet
+    while time.monotonic() - t0 < limit_s and not (
+        time.monotonic() - since >= 40 and (merged or time.monotonic() - t0 > 240)
+    ):
+        time.sleep(5)
+        k = n()
+        if k < last:
+            last, since, merged = k, time.monotonic(), True
+    print(f"# compaction: {last} blocks after {time.monotonic() - t0:.0f} s")
+
+
+def _records(text: str) -> dict[str, str]:
+    """record → expression of a rules file (each rule is a ``- record:`` line and an ``expr:`` line)."""
+    lines = text.splitlines()
+    return {
+        ln.split("record:")[1].strip(): lines[i + 1].split("expr:")[1].strip()
+        for i, ln in enumerate(lines)
+        if "- record:" in ln
+    }
+
+
+def _delete_series(tsdb: Path, names: list[str]) -> None:
+    """Delete these series names from ``tsdb`` (TSDB admin API) and rewrite the blocks without them."""
+    import urllib.parse
+    import urllib.request
+
+    from flopwatch.fleet.localprom import LocalPrometheus
+
+    with LocalPrometheus(tsdb, admin=True) as p:
+        match = urllib.parse.urlencode({"match[]": '{__name__=~"' + "|".join(map(re.escape, names)) + '"}'})
+        for path in (f"/api/v1/admin/tsdb/delete_series?{match}", "/api/v1/admin/tsdb/clean_tombstones"):
+            urllib.request.urlopen(urllib.request.Request(p.url + path, method="POST"), timeout=3600).close()
+    print(f"# deleted {len(names)} rule series whose expression changed")
+
+
+def _rules_subset(text: str, records: set[str]) -> str:
+    """The rules file ``text`` with only the rules recording ``records`` (each rule is a record and an expr line)."""
+    lines = text.splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        ln = lines[i]
+        if "- record:" in ln:
+            if ln.split("record:")[1].strip() in records:
+                out += [ln, lines[i + 1]]
+            i += 2
+            continue
+        out.append(ln)
+        i += 1
+    return "\n".join(out) + "\n"
 
 
 def _summary(rows: list[dict], what: str) -> None:
@@ -145,8 +226,8 @@ def _summary(rows: list[dict], what: str) -> None:
     fixed = min(r["cpu_s"] for r in rows)
     print(
         f"# {what}: largest run {big['gpu_hours']:.0f} GPU-h at {big['gpu_hours'] / big['wall_s']:.0f} GPU-h/s end "
-        f"to end (imports excluded; discovery and the built-in power model's fit, ≈ 0.5 CPU-s of it importing "
-        f"pandas, included: ≥ {fixed:.1f} CPU-s per run)"
+        f"to end (imports excluded; discovery, the rule checks and the built-in power model's lines included: "
+        f"≥ {fixed:.1f} CPU-s per run)"
     )
     if len(rows) < 2:
         return
@@ -176,8 +257,9 @@ def main() -> None:
         "--settle",
         type=float,
         default=0.0,
-        help="seconds to let Prometheus compact the backfilled blocks before measuring (a long-running server "
-        "merges promtool's overlapping 2 h blocks within minutes; 0: measure them as backfilled)",
+        help="seconds to let Prometheus compact the blocks before measuring (a long-running server merges "
+        "promtool's 2 h blocks within minutes); 0 (default): wait until it has merged the blocks this run added "
+        "or more than 20 blocks; -1: measure them as backfilled",
     )
     ap.add_argument(
         "--rules",
@@ -250,10 +332,12 @@ def main() -> None:
             om.unlink()
         if not reuse:
             manifest.write_text(want)
+            (tsdb / "bench_rules_manifest.json").unlink(missing_ok=True)  # rules of other data
         else:
             print(f"# reusing the backfilled TSDB in {tsdb}")
+        fresh = not reuse
         if args.rules:
-            _backfill_rules(tsdb, [(w, w + h * 3600) for (g, h), w in walls.items()], want)
+            fresh |= _backfill_rules(tsdb, [(w, w + h * 3600) for (g, h), w in walls.items()], want)
         runs = [
             (g, args.hours_fixed, walls[(g, args.hours_fixed)])
             for g, _ in fleets
@@ -287,6 +371,12 @@ def main() -> None:
             assert p.proc is not None
             if args.settle > 0:
                 time.sleep(args.settle)
+            elif args.settle == 0 and (
+                fresh or sum(1 for b in tsdb.iterdir() if (b / "meta.json").exists()) > 20
+            ):
+                _compacted(
+                    tsdb
+                )  # blocks added (in this run or an interrupted one): let the server merge them first
             blocks = sum(1 for b in tsdb.iterdir() if (b / "meta.json").exists())
             print(f"# Prometheus serves {blocks} blocks")
             resolutions = ["window", "span"] if args.resolution == "both" else [args.resolution]

@@ -3,6 +3,7 @@ simulated fleet's OpenMetrics."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -179,6 +180,37 @@ def test_builtin_power_inverse_is_monotone_and_bounded():
         assert "MASCOTS" in inv.source
 
 
+def test_bundled_power_lines_equal_a_fresh_fit(tmp_path):
+    """The fits power_inverse reads from the package are what the bundled MASCOTS data give now (stale file: run
+    ``python -m flopwatch.fleet.powerinv``), and every GPU the model templates from is in it."""
+    import json
+
+    from flopwatch.fleet.powerinv import LINES_FILE, TEMPLATE, fit_lines, write_lines
+    from flopwatch.powermodel.mfu import GPU_DEVICE_KEYS
+
+    table = json.loads(LINES_FILE.read_text())
+    assert set(table) == set(GPU_DEVICE_KEYS) | {TEMPLATE}
+    for gpu, lines in table.items():
+        fresh = json.loads(json.dumps(fit_lines(gpu)))  # the same float → text → float round trip
+        assert lines == fresh, gpu
+    assert json.loads(write_lines(tmp_path / "lines.json").read_text()) == table
+
+
+def test_power_inverse_refits_when_the_bundled_file_lacks_a_gpu(monkeypatch, tmp_path):
+    from flopwatch.fleet import powerinv
+
+    (tmp_path / "empty.json").write_text("{}")
+    monkeypatch.setattr(powerinv, "LINES_FILE", tmp_path / "empty.json")
+    powerinv._lines.cache_clear()
+    powerinv.power_inverse.cache_clear()
+    try:
+        refit = powerinv.power_inverse("h100", "bf16")
+    finally:
+        powerinv._lines.cache_clear()
+        powerinv.power_inverse.cache_clear()
+    assert refit == powerinv.power_inverse("h100", "bf16")
+
+
 def test_simulated_fleet_openmetrics(tmp_path):
     from flopwatch.sim.dcgm import FAMILIES, SimulatedFleet, random_schedule
 
@@ -292,3 +324,111 @@ def test_missing_energy_metrics_is_a_clear_error():
     c = PrometheusClient("prom:9090", opener=_Opener([{"status": "success", "data": []}]))
     with pytest.raises(InputError, match="empty result"):
         FleetReader(c, ReadPlan(0, 3600)).discover()
+
+
+@pytest.mark.parametrize("clock", [True, False])
+def test_job_level_pipes_give_the_per_gpu_jobs_answer(clock: bool) -> None:
+    """A group's pipe estimate, SM activity, power limit, other-pipe note and dtype from its job-level sums (the
+    job-level rules) equal what its GPU-jobs give one by one: the pipe estimator is linear in the sums."""
+    from flopwatch.fleet.aggregate import GpuJob
+    from flopwatch.fleet.estimate import _add_job, _close, _new_group
+    from flopwatch.fleet.span import JobPipes
+
+    rng = np.random.default_rng(7)
+    jobs = []
+    for i in range(5):
+        j = GpuJob(
+            group="train", gpu=f"GPU-{i}", labels={"modelName": "NVIDIA H100 80GB HBM3", "UUID": f"GPU-{i}"}
+        )
+        j.energy_j, j.covered_s, j.duration_s = 3.6e6 * (1 + i / 10), 3600.0, 3600.0
+        j.t_first, j.t_last, j.counter_s = 0.0, 3600.0, 3600.0
+        j.busy_s, j.busy_covered_s = 3000.0 + 100 * i, 3600.0
+        j.sm_active_s = 2500.0 + 50 * i
+        j.tensor_a, j.tensor_covered_s = float(rng.uniform(1000, 3000)), 3600.0
+        j.fp32_a, j.fp32_covered_s = float(rng.uniform(10, 100)), 3600.0
+        if clock:
+            f = float(rng.uniform(1500, 1980))
+            j.tensor_af, j.fp32_af = j.tensor_a * f, j.fp32_a * f
+            j.clock_mhz_s, j.clock_covered_s = f * 3600, 3600.0
+        j.other_pipes_s = {"fp64": 5.0 * i}
+        j.power_limit_w = 700.0 - 50 * (i % 2)
+        jobs.append(j)
+    per_gpu = _new_group("train")
+    for j in jobs:
+        _add_job(per_gpu, j, frozenset(), None, None, None)
+    sums = {
+        "tensor_a": sum(j.tensor_a for j in jobs),
+        "fp32_a": sum(j.fp32_a for j in jobs),
+        "sm_a": sum(j.sm_active_s for j in jobs),
+        "fp64_a": sum(j.other_pipes_s["fp64"] for j in jobs),
+        "plimit_max": max(j.power_limit_w for j in jobs),
+        "plimit_min": min(j.power_limit_w for j in jobs),
+    }
+    if clock:
+        sums |= {"tensor_af": sum(j.tensor_af for j in jobs), "fp32_af": sum(j.fp32_af for j in jobs)}
+    pipes = {"train": {"NVIDIA H100 80GB HBM3": JobPipes(sums)}}
+    job_level = _new_group("train")
+    for j in jobs:  # what span resolution reads per GPU with job-level rules: no pipes, clock, SM, limit
+        bare = GpuJob(**{**j.__dict__, "other_pipes_s": {}})
+        for k in ("tensor_a", "tensor_af", "tensor_covered_s", "fp32_a", "fp32_af", "fp32_covered_s"):
+            setattr(bare, k, 0.0)
+        bare.sm_active_s, bare.clock_mhz_s, bare.clock_covered_s, bare.power_limit_w = 0.0, 0.0, 0.0, math.nan
+        _add_job(job_level, bare, frozenset(), None, None, None, pipes)
+    a = _close(per_gpu, 1e20)
+    b = _close(job_level, 1e20, (pipes["train"], None, None, None))
+    for k in ("pipe_estimate_flops", "pipe_lower_flops", "pipe_upper_flops", "mean_sm_active"):
+        assert b[k] == pytest.approx(a[k], rel=1e-12), k
+    for k in (
+        "estimate_flops",
+        "lower_flops",
+        "upper_flops",
+        "energy_j",
+        "verdict",
+        "pipe_verdict",
+        "dtypes",
+    ):
+        assert b[k] == a[k], k
+    assert (b["power_limit_w"], b["missing"], b["notes"]) == (a["power_limit_w"], a["missing"], a["notes"])
+    assert any("fp64 pipe active" in n for n in b["notes"])
+    assert clock or any("SM_CLOCK" in m for m in b["missing"])
+    # a group the job-level rules know nothing of: no pipe estimate, and it says so
+    empty = _new_group("other")
+    _add_job(empty, jobs[0], frozenset(), None, None, None, {})
+    c = _close(empty, None, ({}, None, None, None))
+    assert c["pipe_estimate_flops"] is None and "pipe activity (no pipe estimate)" in c["missing"]
+
+
+def test_batched_gpu_job_estimates_equal_one_at_a_time() -> None:
+    """The built-in model's per-GPU-job estimates in one numpy pass (PowerInverse.rates, estimate_gpu_jobs) equal
+    the scalar path exactly: powers from idle to past the board limit, low and unknown utilisation, no samples."""
+    from flopwatch.devices import get_device
+    from flopwatch.fleet.aggregate import GpuJob
+    from flopwatch.fleet.estimators import estimate_gpu_job, estimate_gpu_jobs
+    from flopwatch.fleet.powerinv import power_inverse
+
+    rng = np.random.default_rng(11)
+    for dev, dtype in (("h100", "bf16"), ("a100", "fp32"), ("l4", "fp16"), ("h200", "tf32")):
+        spec, inv = get_device(dev), power_inverse(dev, dtype)
+        p = np.concatenate([rng.uniform(-20, 1.3 * inv.max_w, 300), [math.nan, inv.idle_w, inv.max_w]])
+        mid, lo, hi = inv.rates(p)
+        for i, x in enumerate(p):
+            want = inv.rate(float(x))
+            assert all(
+                a == b or (a != a and b != b) for a, b in zip(want, (mid[i], lo[i], hi[i]), strict=True)
+            )
+        jobs = []
+        for i in range(200):
+            t = float(rng.choice([0.0, 15.0, 3600.0, rng.uniform(30, 86400)]))
+            j = GpuJob(group="g", gpu=f"GPU-{i}", labels={}, duration_s=t, covered_s=t * rng.uniform(0.5, 1))
+            j.energy_j = t * rng.uniform(0.5, 1.4) * inv.max_w
+            j.busy_covered_s = float(rng.choice([0.0, j.covered_s]))
+            j.busy_s = j.busy_covered_s * rng.uniform(0.3, 1.0)
+            j.tensor_a, j.tensor_covered_s = t * rng.uniform(0, 1), t * float(rng.integers(0, 2))
+            j.tensor_af = j.tensor_a * rng.uniform(0, 1980)
+            jobs.append(j)
+        for pipes in (True, False):
+            batch = estimate_gpu_jobs(jobs, spec, dtype, None, pipes=pipes)
+            one = [estimate_gpu_job(j, spec, dtype, None, pipes=pipes) for j in jobs]
+            for a, b in zip(batch, one, strict=True):  # NaN where an estimator had nothing: equal here
+                ta, tb = dataclasses.astuple(a), dataclasses.astuple(b)
+                assert all(x == y or (x != x and y != y) for x, y in zip(ta, tb, strict=True)), (a, b)

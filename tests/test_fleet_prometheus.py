@@ -501,6 +501,8 @@ def test_span_resolution_counter_without_power(tmp_path):
             r = estimate_fleet(PrometheusClient(p.url), ReadPlan(t0, t0 + 7200, resolution=res), by="pod")
             got[res] = {g["key"]: g for g in r.groups}
     for pod in ("p0", "p1"):
-        # 480 samples at 300 W, 15 s apart: 7 185 s between the first and last, plus half a step at each end
-        assert got["span"][pod]["energy_j"] == pytest.approx(300 * 7200, rel=1e-3)
+        # 300 W; the range (t0, t0 + 7200] holds 479 of the 480 samples (the one at t0 opens it): 7 170 s between
+        # the first and last, plus half a step at each end — as at window resolution
+        assert got["span"][pod]["energy_j"] == pytest.approx(300 * 7185, rel=1e-9)
+        assert got["span"][pod]["energy_j"] == pytest.approx(got["window"][pod]["energy_j"], rel=1e-9)
         assert got["span"][pod]["gpu_hours"] == pytest.approx(got["window"][pod]["gpu_hours"])

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from flopwatch.fleet.localprom import LocalPrometheus, backfill, find_tool
-from flopwatch.fleet.rules import RULE_QUERIES, rules, rules_yaml, window_suffix
+from flopwatch.fleet.rules import JOB_RULES, RULE_QUERIES, rules, rules_yaml, window_suffix
 
 HAVE_PROM = find_tool("promtool") is not None and find_tool("prometheus") is not None
 WALL = 1_700_000_000.0 - 1_700_000_000.0 % 3600  # on the hour
@@ -39,14 +39,31 @@ def test_rules_file_is_valid_yaml_with_one_rule_per_aggregate() -> None:
     (group,) = doc["groups"]
     assert group["interval"] == "1h"
     names = [r["record"] for r in group["rules"]]
-    assert len(names) == len(set(names)) == len({(m, op) for m, _f, op in RULE_QUERIES.values()})
-    assert all(n.startswith("flopwatch:DCGM_FI_") and n.endswith("1h") for n in names)
+    per_series = [n for n in names if n.startswith("flopwatch:")]
+    per_job = [n for n in names if n.startswith("flopwatch_job:")]
+    per_gpu = [n for n in names if n.startswith("flopwatch_gpu:")]
+    assert len(names) == len(set(names)) == len(per_series) + len(per_job) + len(per_gpu)
+    assert len(per_series) == len({(m, op) for m, _f, op in RULE_QUERIES.values()})
+    assert len(per_job) == len({(m, op) for m, op, _t in JOB_RULES.values()})
+    assert sorted(per_gpu) == [
+        "flopwatch_gpu:DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION:max1h",
+        "flopwatch_gpu:DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION:resets1h",
+    ]
+    assert all(n.split(":")[1].startswith("DCGM_FI_") and n.endswith("1h") for n in names)
     assert "flopwatch:DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION:resets1h" in names
+    # the job-level rules keep the job labels and the model, and multiply activity by the clock per window
+    by = "sum by (pod, namespace, exported_pod, exported_namespace, hpc_job, Hostname, instance, exported_instance, modelName)"
+    exprs = {r["record"]: r["expr"] for r in group["rules"]}
+    assert exprs["flopwatch_job:DCGM_FI_PROF_PIPE_TENSOR_ACTIVE:sum_x_clock1h"] == (
+        f"{by} (sum_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE[3599999ms]) * "
+        "avg_over_time(DCGM_FI_DEV_SM_CLOCK[3599999ms]))"
+    )
     # 2.x ranges are closed: window − 1 ms; 3.x left-open: the window
     assert all("[3599999ms]" in r["expr"] for r in group["rules"])
     assert all("[3600000ms]" in e for _n, e in rules(3600, 3))
     sel = yaml.safe_load(rules_yaml(1800, 3, 'job="dcgm"'))["groups"][0]["rules"]
     assert all('{job="dcgm"}[1800000ms]' in r["expr"] for r in sel)
+    assert all(r["expr"].count("[") == r["expr"].count('{job="dcgm"}[') for r in sel)
 
 
 def test_window_suffix() -> None:
@@ -218,3 +235,99 @@ def test_missing_rules_fall_back_to_raw(prom_rules) -> None:
     res = estimate_fleet(PrometheusClient(p.url), plan, by="pod")
     assert res.meta["read_from"] == "raw series"
     assert "missing" in res.meta["rules_note"]
+
+
+def test_span_on_rules_reads_pipes_from_the_job_level_rules(prom_rules) -> None:
+    """With the job-level rules, span resolution reads per GPU only energy and utilisation; the pipes, SM activity
+    and power limit come summed per job, weighted by the clock per window as the window reader weights them."""
+    from datetime import datetime
+
+    p, _truth = prom_rules
+    win = _run(p.url, "require")
+    start = datetime.fromisoformat(win.meta["start"].replace("Z", "+00:00")).timestamp()
+    span = _run(p.url, "require", start=start, resolution="span")
+    assert span.meta["pipes_from"] == "job-level rules" and span.meta["job_rules_note"] is None
+    assert win.meta["pipes_from"] is None
+    # the simulated counter reset is found by the GPU-level rules and that GPU re-read per window
+    assert span.meta["regrid_gpus"] >= 1
+    assert [g["counter_resets"] for g in span.groups] == [g["counter_resets"] for g in win.groups]
+    assert sum(g["counter_resets"] for g in span.groups) >= 1
+    for a, b in zip(win.groups, span.groups, strict=True):
+        assert b["pipe_estimate_flops"] == pytest.approx(a["pipe_estimate_flops"], rel=1e-9)
+        assert b["pipe_lower_flops"] == pytest.approx(a["pipe_lower_flops"], rel=1e-9)
+        assert b["mean_sm_active"] == pytest.approx(a["mean_sm_active"], rel=1e-9)
+        assert b["power_limit_w"] == a["power_limit_w"]
+        assert (b["dtypes"], b["missing"], b["disagree"]) == (a["dtypes"], a["missing"], a["disagree"])
+        assert b["notes"] == a["notes"]
+
+
+def test_job_level_rules_stand_in_only_where_they_can(prom_rules, monkeypatch) -> None:
+    """Grouping or selecting on a label the job-level rules drop, or job-level rules absent (a rules file from
+    before them): the pipes are read per GPU, and the output says why; the answers agree."""
+    from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
+    from flopwatch.fleet import rules as rules_mod
+
+    p, _truth = prom_rules
+    from datetime import datetime
+
+    start = datetime.fromisoformat(_run(p.url, "require").meta["start"].replace("Z", "+00:00")).timestamp()
+    job = _run(p.url, "require", start=start, resolution="span")
+
+    def span(by="pod", selector=""):
+        plan = ReadPlan(
+            start,
+            WALL + HOURS * 3600,
+            window_s=WINDOW,
+            gpus_per_chunk=4,
+            rules="require",
+            resolution="span",
+            matchers=selector,
+        )
+        return estimate_fleet(PrometheusClient(p.url), plan, by=by)
+
+    gpu = span(by="gpu")
+    assert gpu.meta["pipes_from"] == "per GPU" and "do not keep UUID" in gpu.meta["job_rules_note"]
+    sel = span(selector='gpu=~"[0-9]+"')
+    assert sel.meta["pipes_from"] == "per GPU" and "--selector uses gpu" in sel.meta["job_rules_note"]
+    ok = span(selector='namespace=~"research|prod",Hostname=~"node-.*"')
+    assert ok.meta["pipes_from"] == "job-level rules"
+    ns = span(by="namespace")  # several jobs per group: their dtypes may differ
+    assert ns.meta["pipes_from"] == "per GPU" and "holds several jobs" in ns.meta["job_rules_note"]
+    monkeypatch.setattr(rules_mod, "JOB_LEVEL", "flopwatch_nojob")
+    old = span()
+    assert old.meta["pipes_from"] == "per GPU" and "job-level rules missing" in old.meta["job_rules_note"]
+    for a, b, c in zip(job.groups, old.groups, sel.groups, strict=True):
+        assert a["key"] == b["key"] == c["key"]
+        # per GPU: Σa × the series' mean clock; job level: per window (equal here: the clock holds within a job)
+        assert a["pipe_estimate_flops"] == pytest.approx(b["pipe_estimate_flops"], rel=1e-6)
+        assert b["pipe_estimate_flops"] == c["pipe_estimate_flops"]
+        assert a["estimate_flops"] == b["estimate_flops"] and a["energy_j"] == b["energy_j"]
+        assert a["mean_sm_active"] == pytest.approx(b["mean_sm_active"], rel=1e-9)
+        assert (a["missing"], a["dtypes"]) == (b["missing"], b["dtypes"])
+
+
+def test_cli_table_says_where_the_pipes_came_from(prom_rules, capsys) -> None:
+    from datetime import datetime
+
+    from flopwatch.cli import main
+
+    p, _truth = prom_rules
+    start = datetime.fromisoformat(_run(p.url, "require").meta["start"].replace("Z", "+00:00")).timestamp()
+    common = [
+        "fleet",
+        "estimate",
+        "--prometheus",
+        p.url,
+        "--start",
+        f"{start:.3f}",
+        "--end",
+        str(WALL + 7200),
+    ]
+    common += ["--window", "30m", "--rules", "require", "--resolution", "span", "--no-progress"]
+    assert main([*common, "--by", "pod"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps lines
+    assert "pipes from job-level rules" in out and "recording rules:" not in out
+    assert main([*common, "--by", "gpu"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "pipes from per GPU" in out
+    assert "recording rules: job-level rules not used: they do not keep UUID" in out

@@ -80,7 +80,9 @@ def test_span_queries_raw_and_rules() -> None:
     present = frozenset(M.METRICS)
     by = ", ".join(ID_LABELS)
     raw = span_queries(present, 'namespace="x"', "86400000ms", by)
-    assert raw["e_inc"] == f'sum by ({by}) (increase({M.ENERGY}{{namespace="x"}}[86400000ms]))'
+    e = f'{M.ENERGY}{{namespace="x"}}[86400000ms]'
+    assert raw["e_delta"] == f"max by ({by}) (max_over_time({e})) - min by ({by}) (min_over_time({e}))"
+    assert raw["e_resets"] == f"sum by ({by}) (resets({e}))"
     assert raw["tensor"].endswith(f'(sum_over_time({M.HMMA}{{namespace="x"}}[86400000ms]))')  # HMMA on Hopper
     assert "gpu_util" not in raw  # a fallback for GR_ENGINE_ACTIVE only
     assert "p_sum" not in raw  # the counter is there: no pass over the power samples
@@ -88,7 +90,24 @@ def test_span_queries_raw_and_rules() -> None:
     assert rules["e_max"].startswith("max by") and "flopwatch:" in rules["e_max"]
     assert rules["gr"] == f"sum by ({by}) (sum_over_time(flopwatch:{M.GR_ACTIVE}:sum1h[1d]))"
     no_counter = span_queries(present - {M.ENERGY}, "", "1d", by)
-    assert "p_sum" in no_counter and "e_inc" not in no_counter
+    assert "p_sum" in no_counter and "e_delta" not in no_counter
+    # job- and GPU-level rules: per GPU only the counter's difference, utilisation and the sample counts
+    lean = span_queries(
+        present, "", "1d", by, rules_window_s=3600, job_level=True, gpu_level_resets=True, dram=False
+    )
+    assert sorted(lean) == ["e_delta", "gr"]
+    assert lean["e_delta"] == (
+        f"max by ({by}) (max_over_time(flopwatch:{M.ENERGY}:max1h[1d])) - "
+        f"min by ({by}) (min_over_time(flopwatch:{M.ENERGY}:min1h[1d]))"
+    )
+    assert set(span_queries(present, "", "1d", by, rules_window_s=3600, job_level=True)) == {
+        "e_max",
+        "e_min",
+        "e_last",
+        "e_resets",
+        "gr",
+        "dram",
+    }
 
 
 def test_plan_resolution_is_checked() -> None:

@@ -13,8 +13,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from flopwatch.devices import DeviceSpec
 from flopwatch.fleet.aggregate import Accumulator, GpuJob
-from flopwatch.fleet.estimators import LOW_UTIL_NOTE, device_for, disagree, estimate_gpu_job, verdict
+from flopwatch.fleet.estimators import (
+    LOW_UTIL_NOTE,
+    GpuEstimate,
+    device_for,
+    disagree,
+    estimate_gpu_job,
+    estimate_gpu_jobs,
+    verdict,
+)
 from flopwatch.fleet.reader import FleetReader, ReadPlan
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_client import PrometheusClient
@@ -41,7 +50,14 @@ def _iso(t: float) -> str | None:
 
 def _infer_dtype(job: GpuJob) -> str:
     """bf16 when the tensor pipe did the work, fp32 when the FP32 pipe did (ties and no data: bf16)."""
-    return "fp32" if job.fp32_a > job.tensor_a else "bf16"
+    return _dtype_of(job.tensor_a, job.fp32_a)
+
+
+def _dtype_of(tensor_a: float, fp32_a: float) -> str:
+    """:func:`_infer_dtype` on ∫ activity dt of the two pipes (NaN: absent, counts as 0)."""
+    t = tensor_a if tensor_a == tensor_a else 0.0
+    f = fp32_a if fp32_a == fp32_a else 0.0
+    return "fp32" if f > t else "bf16"
 
 
 def estimate_fleet(
@@ -77,7 +93,7 @@ def estimate_fleet(
         if span is not None
         else len(reader.time_chunks()) * reader.n_queries_per_chunk
     )
-    total = len(chunks) * per_chunk
+    total = len(chunks) * per_chunk + (span.n_job_queries if span is not None else 0)
     done = [0]
 
     def tick() -> None:
@@ -89,13 +105,19 @@ def estimate_fleet(
     groups: dict[str, dict[str, Any]] = {}
     unattributed_j, unattributed_series = 0.0, 0
     regrid_gpus = 0
+    pipes: dict[str, dict[str, Any]] | None = None  # job-level rules: group → model → JobPipes
     if span is not None:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=max(1, plan.concurrency)) as pool:
+            jobs_q = span.submit_jobs(pool) if span.job_level else None
             # one chunk ahead: the server answers the next chunk while this process folds the current one (memory:
             # two chunks' answers)
             ahead = [span.submit(pool, m) for m in chunks[:2]]
+            if (
+                jobs_q is not None
+            ):  # before the first fold: the energy estimate takes its dtype from the pipes
+                pipes = span.collect_jobs(jobs_q, on_query=tick)
             for i in range(len(chunks)):
                 got = span.collect(ahead.pop(0), on_query=tick)
                 if i + 2 < len(chunks):
@@ -103,8 +125,7 @@ def estimate_fleet(
                 unattributed_j += got.unattributed_j
                 unattributed_series += len(got.unattributed_series)
                 regrid_gpus += got.regrid_gpus
-                for job in got.jobs:
-                    _fold(groups, job, present, profile, dtype, device, plan.step_s)
+                _fold_many(groups, got.jobs, present, profile, dtype, device, pipes)
     else:
         for matchers in chunks:
             acc = Accumulator(by_labels, plan.step_s, plan.window_s)
@@ -112,15 +133,18 @@ def estimate_fleet(
                 acc.add(block)
             unattributed_j += acc.unattributed_j
             unattributed_series += len(acc.unattributed_series)
-            for job in acc.finish():  # per chunk: memory stays bounded by the chunk
-                _fold(groups, job, present, profile, dtype, device, plan.step_s)
+            # per chunk: memory stays bounded by the chunk
+            _fold_many(groups, acc.finish(), present, profile, dtype, device)
     if warm is not None:
         warm.join()
     missing_metrics = sorted(set(M.METRICS) - set(present))
     simulated = bool(
         client.label_values("__name__", '{__name__="flopwatch_simulated"}', plan.start - 600, plan.end)
     )
-    out = [_close(g, threshold) for g in sorted(groups.values(), key=lambda g: g["key"])]
+    out = [
+        _close(g, threshold, None if pipes is None else (pipes.get(g["key"], {}), profile, dtype, device))
+        for g in sorted(groups.values(), key=lambda g: g["key"])
+    ]
     if not out:
         from flopwatch.errors import InputError
 
@@ -154,6 +178,13 @@ def estimate_fleet(
         "resolution": plan.resolution,
         "regrid_gpus": regrid_gpus,  # span resolution: GPUs re-read per window (their energy counter reset)
         "rules_note": reader.rules_note or None,
+        # span resolution on rules: pipes, clock, SM activity and power limit from the job-level rules
+        "pipes_from": (
+            None
+            if span is None or not reader.rules_used
+            else ("job-level rules" if pipes is not None else "per GPU")
+        ),
+        "job_rules_note": (span.job_note or None) if span is not None else None,
         "bytes_received": client.bytes_received,
         "gpu_hours": sum(g["gpu_hours"] for g in out),
         "elapsed_s": time.perf_counter() - t0,
@@ -205,19 +236,54 @@ def _resolve_by(
     return cands
 
 
-def _fold(
-    groups: dict[str, dict[str, Any]],
+def _job_model(
     job: GpuJob,
+    profile: Any | None,
+    dtype: str | None,
+    device: str | None,
+    pipes: dict[str, dict[str, Any]] | None,
+) -> tuple[DeviceSpec | None, str, str]:
+    """(device spec or None when unknown, dtype to estimate with, dtype the pipes say) of one GPU-job."""
+    spec = device_for(job, device)
+    if pipes is None:
+        inferred = _infer_dtype(job)
+    else:
+        jp = pipes.get(job.group, {}).get(job.labels.get("modelName", ""))
+        inferred = _dtype_of(jp.get("tensor_a"), jp.get("fp32_a")) if jp is not None else "bf16"
+    return spec, dtype or (profile.dtype if profile is not None else None) or inferred, inferred
+
+
+def _fold_many(
+    groups: dict[str, dict[str, Any]],
+    jobs: list[GpuJob],
     present: frozenset[str],
     profile: Any | None,
     dtype: str | None,
     device: str | None,
-    step_s: float,
+    pipes: dict[str, dict[str, Any]] | None = None,
 ) -> None:
-    g = groups.get(job.group)
-    if g is None:
-        g = groups[job.group] = _new_group(job.group)
-    _add_job(g, job, present, profile, dtype, device)
+    """:func:`_fold` of a chunk's GPU-jobs, their estimates made per device model and dtype in one batch
+    (:func:`~flopwatch.fleet.estimators.estimate_gpu_jobs`)."""
+    batches: dict[tuple[str, str], list[int]] = {}
+    specs: dict[str, DeviceSpec] = {}
+    for i, job in enumerate(jobs):
+        spec, d, _inferred = _job_model(job, profile, dtype, device, pipes)
+        if spec is not None:
+            specs[spec.key] = spec
+            batches.setdefault((spec.key, d), []).append(i)
+    ests: list[GpuEstimate | None] = [None] * len(jobs)
+    for (key, d), ix in batches.items():
+        for i, e in zip(
+            ix,
+            estimate_gpu_jobs([jobs[i] for i in ix], specs[key], d, profile, pipes=pipes is None),
+            strict=True,
+        ):
+            ests[i] = e
+    for job, e in zip(jobs, ests, strict=True):
+        g = groups.get(job.group)
+        if g is None:
+            g = groups[job.group] = _new_group(job.group)
+        _add_job(g, job, present, profile, dtype, device, pipes, e)
 
 
 def _new_group(key: str) -> dict[str, Any]:
@@ -255,7 +321,12 @@ def _add_job(
     profile: Any | None,
     dtype: str | None,
     device: str | None,
+    pipes: dict[str, dict[str, Any]] | None = None,
+    est: GpuEstimate | None = None,
 ) -> None:
+    """Fold one GPU-job into its group. ``pipes`` (job-level rules): the group's pipes, clock, SM activity and
+    power limit come from there (:func:`_close`), not from the GPU-job; its dtype too. ``est``: its estimates,
+    when already made (:func:`_fold_many`)."""
     g["_gpus"].add(job.gpu)
     g["_start"] = min(g["_start"], job.t_first)
     g["_end"] = max(g["_end"], job.t_last)
@@ -264,14 +335,15 @@ def _add_job(
     g["_span"] += job.duration_s
     g["_busy"] += job.busy_s
     g["_busy_cov"] += job.busy_covered_s
-    g["_sm"] += job.sm_active_s
-    if math.isfinite(job.power_limit_w):
-        g["_plimit"].append(job.power_limit_w)
+    if pipes is None:
+        g["_sm"] += job.sm_active_s
+        if math.isfinite(job.power_limit_w):
+            g["_plimit"].append(job.power_limit_w)
     g["_from_power"] += job.energy_from_power_j
     g["resets"] += job.resets
     if job.counter_s <= 0:
         g["_missing"].add(f"{M.ENERGY} (energy from power)")
-    spec = device_for(job, device)
+    spec, d, inferred = _job_model(job, profile, dtype, device, pipes)
     if spec is None:
         g["_missing"].add(
             f"modelName (unknown device {job.labels.get('modelName')!r}: no estimate; use --device)"
@@ -279,12 +351,13 @@ def _add_job(
         g["_incomplete"] = True
         return
     g["_devices"].add(spec.key)
-    d = dtype or (profile.dtype if profile is not None else None) or _infer_dtype(job)
     g["_dtypes"].add(d)
-    est = estimate_gpu_job(job, spec, d, profile)
-    if profile is not None and dtype is None and (_infer_dtype(job) == "fp32") != (profile.dtype == "fp32"):
+    # job-level rules: the group's pipe estimate comes from them (_close)
+    if est is None:
+        est = estimate_gpu_job(job, spec, d, profile, pipes=pipes is None)
+    if profile is not None and dtype is None and (inferred == "fp32") != (profile.dtype == "fp32"):
         g["_notes"].add(
-            f"profile calibrated on {profile.dtype} but the pipes say this job is {_infer_dtype(job)}-like: "
+            f"profile calibrated on {profile.dtype} but the pipes say this job is {inferred}-like: "
             "energy estimate suspect"
         )
     g["net_energy_j"] += est.net_energy_j if math.isfinite(est.net_energy_j) else 0.0
@@ -307,19 +380,65 @@ def _add_job(
         low[0] += 1
         low[1] = min(low[1], job.busy_s / job.busy_covered_s)
     g["_notes"].update(notes)
-    for other, a in job.other_pipes_s.items():
-        g["_other"][other] = g["_other"].get(other, 0.0) + a
-    if job.tensor_covered_s <= 0 and job.fp32_covered_s <= 0:
-        g["_missing"].add("pipe activity (no pipe estimate)")
-    if job.clock_covered_s <= 0 and (job.tensor_covered_s > 0 or job.fp32_covered_s > 0):
-        g["_missing"].add(f"{M.SM_CLOCK} (pipe peaks at the maximum clock)")
+    if pipes is None:
+        for other, a in job.other_pipes_s.items():
+            g["_other"][other] = g["_other"].get(other, 0.0) + a
+        if job.tensor_covered_s <= 0 and job.fp32_covered_s <= 0:
+            g["_missing"].add("pipe activity (no pipe estimate)")
+        if job.clock_covered_s <= 0 and (job.tensor_covered_s > 0 or job.fp32_covered_s > 0):
+            g["_missing"].add(f"{M.SM_CLOCK} (pipe peaks at the maximum clock)")
     if job.dram_covered_s <= 0 and profile is not None:
         g["_missing"].add(f"{M.DRAM} (no TB moved)")
     if job.busy_covered_s <= 0:
         g["_missing"].add(f"{M.GR_ACTIVE}/{M.GPU_UTIL} (no utilisation)")
 
 
-def _close(g: dict[str, Any], threshold: float | None) -> dict[str, Any]:
+def _job_pipes(
+    g: dict[str, Any], by_model: dict[str, Any], profile: Any | None, dtype: str | None, device: str | None
+) -> None:
+    """Add a group's pipe estimate, SM activity, power limit and other pipes from the job-level rules: the same
+    :func:`~flopwatch.fleet.estimators.pipe_estimate` as per GPU-job, on the group's sums per device model (it is
+    linear in them)."""
+    from flopwatch.fleet.estimators import PIPE_USEFUL_RANGE, pipe_estimate
+
+    lo_k, hi_k = PIPE_USEFUL_RANGE
+    have_pipe = have_clock = False
+    for model, jp in sorted(by_model.items()):
+        sums = GpuJob(group=g["key"], gpu="", labels={"modelName": model} if model else {})
+        for pipe in ("tensor", "fp32"):
+            a, af = jp.get(f"{pipe}_a"), jp.get(f"{pipe}_af")
+            if math.isfinite(a):
+                have_pipe = True
+                setattr(sums, f"{pipe}_a", a)
+                setattr(sums, f"{pipe}_covered_s", 1.0)  # present: pipe_estimate only asks whether
+                if math.isfinite(af):
+                    have_clock = True
+                    setattr(sums, f"{pipe}_af", af)
+        if math.isfinite(jp.get("sm_a")):
+            g["_sm"] += jp.get("sm_a")
+        g["_plimit"] += [x for x in (jp.get("plimit_min"), jp.get("plimit_max")) if math.isfinite(x)]
+        for other in ("imma", "dfma", "fp16", "fp64"):
+            if math.isfinite(jp.get(f"{other}_a")):
+                g["_other"][other] = g["_other"].get(other, 0.0) + jp.get(f"{other}_a")
+        spec = device_for(sums, device)
+        if spec is None:
+            continue  # _add_job reported the unknown model
+        d = dtype or (profile.dtype if profile is not None else None) or _dtype_of(sums.tensor_a, sums.fp32_a)
+        p, notes = pipe_estimate(sums, spec, d)
+        g["_notes"].update(notes)
+        g["_est"][3:6] = [_add(x, y) for x, y in zip(g["_est"][3:6], (p, p * lo_k, p * hi_k), strict=True)]
+    if not have_pipe:
+        g["_missing"].add("pipe activity (no pipe estimate)")
+    elif not have_clock:
+        g["_missing"].add(f"{M.SM_CLOCK} (pipe peaks at the maximum clock)")
+
+
+def _close(
+    g: dict[str, Any], threshold: float | None, job_level: tuple[Any, ...] | None = None
+) -> dict[str, Any]:
+    """The group's output row. ``job_level``: (its job-level pipes by model, profile, dtype, device)."""
+    if job_level is not None:
+        _job_pipes(g, *job_level)
     f, lo, hi, p, plo, phi = g.pop("_est")
     if g.pop("_incomplete"):  # a GPU of the group had no usable device model: no energy total
         f = lo = hi = math.nan

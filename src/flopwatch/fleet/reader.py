@@ -166,6 +166,7 @@ class FleetReader:
         self.n_lazy_queries = 0  # asked on demand (_on_demand): rare
         self.rules_used = False  # reading the recording-rule series (flopwatch.fleet.rules), not raw samples
         self.rules_note = ""  # why not, when rules were asked for ("auto") but not used
+        self.rule_names: frozenset[str] | None = None  # flopwatch rule names in the range (rules.rule_names)
 
     # ----------------------------------------------------------------------------------- discovery
     def discover(self) -> tuple[frozenset[str], list[str], str]:
@@ -212,15 +213,17 @@ class FleetReader:
             return
         import dataclasses
 
-        from flopwatch.fleet.rules import check_rules
+        from flopwatch.fleet.rules import check_rules, rule_names
 
         needed = list(_queries(self.present, "x", "1s", "1s", "1s:1s", p.exact_clock))
-        chk = check_rules(self.client, p, self.present, needed)
+        # once, over the widest span the checks may look at (a window before start: the grid widening below)
+        self.rule_names = rule_names(self.client, p.window_s, p.start - p.window_s, p.end + p.window_s)
+        chk = check_rules(self.client, p, self.present, needed, self.rule_names)
         if not chk.use and chk.kind == "grid" and p.rules == "require" and chk.grid_offset_s is not None:
             # Widen the span to the rule grid (the window before start): answers then equal the raw path's
             # over the widened span, which the output's start reports.
             p = dataclasses.replace(p, start=p.start + chk.grid_offset_s - p.window_s)
-            chk = check_rules(self.client, p, self.present, needed)
+            chk = check_rules(self.client, p, self.present, needed, self.rule_names, on_grid=True)
             if chk.use:
                 self.rules_note = f"span widened to the rule grid: start {p.start:.3f}"
         if chk.use:

@@ -14,6 +14,10 @@ The rule ranges follow the reader's (:mod:`flopwatch.fleet.reader`): on Promethe
 ends, so windows are ``W − 1 ms`` to tile time without counting a sample twice; on 3.x ranges are left-open and
 ``W`` tiles exactly. A rule sample at time t then stands for the window (t − W, t].
 
+The same group records job-level sums (:data:`JOB_RULES`: pipes × clock, SM activity, power limit, per job and
+node) and GPU-level counter falls (:data:`GPU_RULES`), which span resolution reads instead of one series per
+GPU-job where they can stand in (:meth:`flopwatch.fleet.span.SpanReader._job_plan`).
+
 The reader uses the rule series only when they match its plan exactly: the same window, every rule it needs
 present, the same series count as the raw metric at the first and last window, and rule samples on the
 reader's window grid (``start + k·W``; ``promtool tsdb create-blocks-from rules --start START`` evaluates on
@@ -36,6 +40,23 @@ if TYPE_CHECKING:
 
 #: Prefix of every flopwatch rule (the ``level`` part of ``level:metric:operations``).
 LEVEL = "flopwatch"
+#: Prefix of the job-level rules: summed over a job's GPUs (:data:`JOB_RULE_LABELS` kept, the GPU's dropped).
+JOB_LEVEL = "flopwatch_job"
+#: Labels the job-level rules keep: the job labels :data:`~flopwatch.telemetry.dcgm_metrics.GROUP_LABELS` knows
+#: (groups for ``--by pod|job``; ``--selector`` may match on any of these), the host, and the device model (the
+#: pipes' peaks are per model). With the host a series is per job and node: a 256-GPU job on 32 eight-GPU nodes is
+#: 32 series instead of 256.
+JOB_RULE_LABELS: tuple[str, ...] = (
+    "pod",
+    "namespace",
+    "exported_pod",
+    "exported_namespace",
+    "hpc_job",
+    "Hostname",
+    "instance",
+    "exported_instance",
+    "modelName",
+)
 
 #: Reader query name → (metric, PromQL range function, operation name in the rule).
 RULE_QUERIES: Mapping[str, tuple[str, str, str]] = {
@@ -63,6 +84,80 @@ RULE_QUERIES: Mapping[str, tuple[str, str, str]] = {
 }
 
 
+#: Job-level rules (reader name → (metric, operation, PromQL template)): what the estimators only ever use summed
+#: over a job's GPUs. The pipe estimator is linear in Σ activity × clock (:mod:`flopwatch.fleet.estimators`), so
+#: its per-window products summed over a job's GPUs give the job's pipe FLOPs exactly as the window reader's
+#: per-GPU sums do; SM activity, the pipes without a peak and the power limit are reported per job only. With these,
+#: ``--resolution span`` reads per GPU only what the energy estimator needs (≈ half the per-GPU queries, the cost
+#: that grows with the fleet: benchmarks/bench_fleet.py). ``{a}``/``{c}``: the activity and clock range selectors.
+JOB_RULES: Mapping[str, tuple[str, str, str]] = {
+    "tensor_af": (M.TENSOR, "sum_x_clock", "sum by ({by}) (sum_over_time({a}) * avg_over_time({c}))"),
+    "tensor_hmma_af": (M.HMMA, "sum_x_clock", "sum by ({by}) (sum_over_time({a}) * avg_over_time({c}))"),
+    "fp32_af": (M.FP32, "sum_x_clock", "sum by ({by}) (sum_over_time({a}) * avg_over_time({c}))"),
+    "tensor_a": (M.TENSOR, "sum", "sum by ({by}) (sum_over_time({a}))"),
+    "tensor_hmma_a": (M.HMMA, "sum", "sum by ({by}) (sum_over_time({a}))"),
+    "fp32_a": (M.FP32, "sum", "sum by ({by}) (sum_over_time({a}))"),
+    "sm_a": (M.SM_ACTIVE, "sum", "sum by ({by}) (sum_over_time({a}))"),
+    "imma_a": (M.IMMA, "sum", "sum by ({by}) (sum_over_time({a}))"),
+    "dfma_a": (M.DFMA, "sum", "sum by ({by}) (sum_over_time({a}))"),
+    "fp16_a": (M.FP16, "sum", "sum by ({by}) (sum_over_time({a}))"),
+    "fp64_a": (M.FP64, "sum", "sum by ({by}) (sum_over_time({a}))"),
+    "plimit_max": (M.POWER_LIMIT, "max", "max by ({by}) (max_over_time({a}))"),
+    "plimit_min": (M.POWER_LIMIT, "min_max", "min by ({by}) (max_over_time({a}))"),
+}
+
+
+#: Prefix of the GPU-level rules: one series per physical GPU (its energy counter), whatever job it ran.
+GPU_LEVEL = "flopwatch_gpu"
+#: Labels the GPU-level rules keep: what identifies a GPU (:func:`~flopwatch.telemetry.dcgm_metrics.gpu_id`).
+GPU_RULE_LABELS: tuple[str, ...] = ("UUID", "Hostname", "instance", "exported_instance", "gpu")
+#: GPU-level rules: did the GPU's energy counter fall? Within a window (``resets``), or between windows (the
+#: per-window maximum falls: ``resets()`` of this series over the range). Span resolution re-reads such GPUs per
+#: window; asking it of one series per GPU instead of one per GPU-job and query saves two per-GPU-job queries.
+GPU_RULES: Mapping[str, tuple[str, str, str]] = {
+    "gpu_resets": (M.ENERGY, "resets", "sum by ({by}) (resets({a}))"),
+    "gpu_max": (M.ENERGY, "max", "max by ({by}) (max_over_time({a}))"),
+}
+
+
+def job_rule_name(metric: str, op: str, window_s: float, level: str = JOB_LEVEL) -> str:
+    """``flopwatch_job:DCGM_FI_PROF_PIPE_TENSOR_ACTIVE:sum_x_clock1h``."""
+    return f"{level}:{metric}:{op}{window_suffix(window_s)}"
+
+
+def job_rules(
+    window_s: float = 3600.0, prometheus_major: int = 3, selector: str = ""
+) -> list[tuple[str, str]]:
+    """[(record name, PromQL)] of the job-level rules. ``selector``: label matchers (without braces)."""
+    rng = range_ms(window_s, prometheus_major)
+
+    def sel(metric: str) -> str:
+        return f"{metric}{{{selector}}}[{rng}]" if selector else f"{metric}[{rng}]"
+
+    out: dict[str, str] = {}
+    for metric, op, template in JOB_RULES.values():
+        expr = template.format(by=", ".join(JOB_RULE_LABELS), a=sel(metric), c=sel(M.SM_CLOCK))
+        out.setdefault(job_rule_name(metric, op, window_s), expr)
+    for metric, op, template in GPU_RULES.values():
+        expr = template.format(by=", ".join(GPU_RULE_LABELS), a=sel(metric))
+        out.setdefault(job_rule_name(metric, op, window_s, GPU_LEVEL), expr)
+    return list(out.items())
+
+
+def reader_job_rule(query: str, present: frozenset[str], window_s: float) -> str | None:
+    """Job-level rule series standing for ``query`` (``tensor_af`` … of :data:`JOB_RULES`); None when its metrics
+    are absent (the tensor pipe: HMMA where present, as the per-GPU reader)."""
+    if query in ("tensor_af", "tensor_a") and M.HMMA in present:
+        query = query.replace("tensor", "tensor_hmma")
+    spec = JOB_RULES.get(query) or GPU_RULES.get(query)
+    if spec is None:
+        return None
+    metric, op, _t = spec
+    if metric not in present or (query.endswith("_af") and M.SM_CLOCK not in present):
+        return None
+    return job_rule_name(metric, op, window_s, GPU_LEVEL if query in GPU_RULES else JOB_LEVEL)
+
+
 def window_suffix(window_s: float) -> str:
     """``3600`` → ``1h``, ``1800`` → ``30m``, ``90`` → ``90s`` (the suffix of the rule names)."""
     s = int(round(window_s))
@@ -85,12 +180,14 @@ def range_ms(window_s: float, prometheus_major: int) -> str:
     return f"{ms - 1 if prometheus_major < 3 else ms}ms"
 
 
-def rules(window_s: float = 3600.0, prometheus_major: int = 3) -> list[tuple[str, str]]:
-    """[(record name, PromQL)] of the rule group, one per distinct (metric, operation)."""
+def rules(window_s: float = 3600.0, prometheus_major: int = 3, selector: str = "") -> list[tuple[str, str]]:
+    """[(record name, PromQL)] of the per-series rules, one per distinct (metric, operation). ``selector``: label
+    matchers (without braces) limiting them."""
     rng = range_ms(window_s, prometheus_major)
     out: dict[str, str] = {}
     for metric, fn, op in RULE_QUERIES.values():
-        out.setdefault(rule_name(metric, op, window_s), f"{fn}({metric}[{rng}])")
+        sel = f"{metric}{{{selector}}}" if selector else metric
+        out.setdefault(rule_name(metric, op, window_s), f"{fn}({sel}[{rng}])")
     return list(out.items())
 
 
@@ -106,16 +203,18 @@ def rules_yaml(window_s: float = 3600.0, prometheus_major: int = 3, selector: st
         "# fleet estimators read (`flopwatch fleet estimate --rules auto`). Generated by `flopwatch fleet rules`.",
         f"# Ranges for Prometheus {prometheus_major}.x "
         + ("(closed ranges: window - 1 ms)." if prometheus_major < 3 else "(left-open ranges)."),
-        "# Every label of the source series (UUID, gpu, Hostname, modelName, pod, namespace, hpc_job ...) is kept.",
+        "# flopwatch:… rules keep every label of the source series (UUID, gpu, Hostname, modelName, pod ...);",
+        f"# flopwatch_job:… rules sum over a job's GPUs, keeping {', '.join(JOB_RULE_LABELS)};",
+        f"# flopwatch_gpu:… rules, one series per GPU, keep {', '.join(GPU_RULE_LABELS)}.",
         "groups:",
         f"  - name: flopwatch-dcgm-{suffix}",
         f"    interval: {suffix}",
         "    rules:",
     ]
-    for name, expr in rules(window_s, prometheus_major):
-        if selector:
-            metric = expr[expr.index("(") + 1 : expr.index("[")]
-            expr = expr.replace(f"({metric}[", f"({metric}{{{selector}}}[", 1)
+    # one group, one interval: the job-level samples fall on the same window grid as the per-series ones
+    for name, expr in rules(window_s, prometheus_major, selector) + job_rules(
+        window_s, prometheus_major, selector
+    ):
         lines += [f"      - record: {name}", f"        expr: {expr}"]
     return "\n".join(lines) + "\n"
 
@@ -141,21 +240,36 @@ class RulesCheck:
     grid_offset_s: float | None = None  # rule sample times − start, mod the window (0: on the reader's grid)
 
 
+def rule_names(client: PrometheusClient, window_s: float, start: float, end: float) -> frozenset[str]:
+    """Every flopwatch rule name of window ``window_s`` (all levels) with series in [start, end] (series index
+    only: one cheap call, shared by the checks; whether the rules cover the selection is checked on samples)."""
+    suffix = window_suffix(window_s)
+    match = f'{{__name__=~"({LEVEL}|{JOB_LEVEL}|{GPU_LEVEL}):DCGM_FI_.*:[a-z_]+{suffix}"}}'
+    return frozenset(client.label_values("__name__", match, start, end))
+
+
 def check_rules(
-    client: PrometheusClient, plan: ReadPlan, present: frozenset[str], needed: list[str]
+    client: PrometheusClient,
+    plan: ReadPlan,
+    present: frozenset[str],
+    needed: list[str],
+    have: frozenset[str] | None = None,
+    *,
+    on_grid: bool = False,
 ) -> RulesCheck:
     """Cheap checks that the rule series can stand for the raw ones over ``plan`` (a few instant queries).
 
-    ``needed``: the reader's query names. Checked: every needed rule exists in the range (series index only);
-    at the first and last window end, the reference rule has a sample for every series the raw metric has;
-    every such sample lies on the reader's grid ``start + k·W``.
+    ``needed``: the reader's query names. Checked: every needed rule exists in the range (series index only;
+    ``have``: :func:`rule_names` when already asked); at the first and last window end, the reference rule has a
+    sample for every series the raw metric has; every such sample lies on the reader's grid ``start + k·W``
+    (``on_grid``: already known, e.g. the start was just moved onto it: the rule samples are counted, not read).
     """
     W = plan.window_s
     start, end = plan.start, plan.end
     m = plan.matchers
     suffix = window_suffix(W)
-    match = f'{{__name__=~"{LEVEL}:DCGM_FI_.*:[a-z]+{suffix}"{"," + m if m else ""}}}'
-    have = set(client.label_values("__name__", match, start, end + W))
+    if have is None:
+        have = rule_names(client, W, start, end + W)
     want = {q: reader_rule(q, present, W) for q in needed}
     lacking = sorted(str(r) for q, r in want.items() if r is None or r not in have)
     if lacking:
@@ -169,10 +283,34 @@ def check_rules(
     sel = f"{{{m}}}" if m else ""
     n_win = max(1, math.ceil((end - start) / W - 1e-9))
     offset: float | None = None
-    for t in sorted({start + W, start + n_win * W}):
-        samples = client.query_matrix(f"{rule_ref}{sel}[{rng}]", t)
-        raw = client.query(f"count(last_over_time({raw_ref}{sel}[{rng}]))", t)
+    ts_ = sorted({start + W, start + n_win * W})
+    from concurrent.futures import ThreadPoolExecutor
+
+    # all at once: these round trips are on the estimate's critical path, before any chunk is read
+    with ThreadPoolExecutor(max_workers=2 * len(ts_)) as pool:
+        rule_q = f"count(last_over_time({rule_ref}{sel}[{rng}]))" if on_grid else f"{rule_ref}{sel}[{rng}]"
+        asked = [
+            (
+                t,
+                pool.submit(client.query if on_grid else client.query_matrix, rule_q, t),
+                pool.submit(client.query, f"count(last_over_time({raw_ref}{sel}[{rng}]))", t),
+            )
+            for t in ts_
+        ]
+    for t, f_samples, f_raw in asked:
+        samples, raw = f_samples.result(), f_raw.result()
         n_raw = int(raw[0].v[0]) if raw else 0
+        if on_grid:
+            n_rule = int(samples[0].v[0]) if samples else 0
+            if n_rule < n_raw:
+                return RulesCheck(
+                    False,
+                    f"rule series do not cover the span: {n_rule} of {n_raw} series have a {rule_ref} sample in "
+                    f"the window ending {t:.0f}",
+                    "coverage",
+                    0.0,
+                )
+            continue
         for s in samples:
             for ts in s.t:
                 off = round(((float(ts) - start) % W) * 1000) / 1000

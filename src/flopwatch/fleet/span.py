@@ -3,7 +3,7 @@
 The window reader (:mod:`.reader`) brings back one number per series, window and query (24 per GPU-day at the
 default 1 h window) and folds them in Python. What the estimators use is a total over each series' life: energy,
 Σ activity, Σ clock, sample counts. This reader asks Prometheus for those totals directly: one instant query per
-metric, evaluated once over the range (``sum_over_time(G[R])``, ``increase(E[R])`` …), so the answer is one number
+metric, evaluated once over the range (``sum_over_time(G[R])``, ``max_over_time(E[R])`` …), so the answer is one number
 per series and metric, and Prometheus evaluates each series once instead of once per window. Series are summed
 ``by`` the labels that identify a GPU and a job (:data:`ID_LABELS`): the rest (driver version, device name, PCI
 bus, scrape job) only make the answer bigger.
@@ -14,12 +14,13 @@ spans, GPU-hours and coverage are the window reader's.
 
 What differs from window resolution (``benchmarks/bench_fleet.py --resolution both`` measures it):
 
-* **Energy edges.** A series' counter difference is extended by one step in all, ``Δ · n/(n − 1)`` for ``n``
-  samples (raw series: ``increase()``'s own extrapolation, the same amount), instead of half a step of the first
-  and the last window's mean power: the two differ by half a step times the difference between the edge and the
-  mean power.
-* **Pipe clock weighting.** Σ activity × the series' mean SM clock over its life, instead of per window: differs
-  when the clock moves between windows of one job (power capping, thermal throttling).
+* **Energy edges.** A series' counter difference (``max − min``) is extended by one step in all, ``Δ · n/(n − 1)``
+  for ``n`` samples (raw or rule series alike), instead of half a step of the first and the last window's mean
+  power: the two differ by half a step times the difference between the edge and the mean power. A series with
+  one sample in the range gets its step from its power, as at window resolution.
+* **Pipe clock weighting.** With the job-level rules, per window as at window resolution; otherwise Σ activity ×
+  the series' mean SM clock over its life: differs when the clock moves between windows of one job (power
+  capping, thermal throttling).
 * **Counter resets.** GPUs whose energy counter reset inside the range are read again at window resolution
   (exact as that reader is; resets are rare: driver reloads), so no reset is handled differently.
 
@@ -61,6 +62,40 @@ ID_LABELS: tuple[str, ...] = (
 
 #: Gauges summed over each series' life: query key → metric (the tensor pipe is HMMA where present).
 _GAUGES = ("gr", "gpu_util", "sm", "dram", "clock", "tensor", "fp32", "imma", "dfma", "fp16", "fp64")
+#: Group labels (``--by pod|job``) whose groups are single jobs: where the job-level rules stand in.
+JOB_GROUPINGS = frozenset({"pod", "exported_pod", "hpc_job"})
+#: Per-GPU gauges the job-level rules replace (with the power limit).
+JOB_GAUGES = frozenset({"sm", "clock", "tensor", "fp32", "imma", "dfma", "fp16", "fp64"})
+#: Job-level queries (:data:`flopwatch.fleet.rules.JOB_RULES` names, HMMA standing in for the tensor pipe where
+#: present) and how their per-window values combine over the range.
+JOB_QUERIES: tuple[tuple[str, str], ...] = (
+    ("tensor_af", "sum"),
+    ("tensor_a", "sum"),
+    ("fp32_af", "sum"),
+    ("fp32_a", "sum"),
+    ("sm_a", "sum"),
+    ("imma_a", "sum"),
+    ("dfma_a", "sum"),
+    ("fp16_a", "sum"),
+    ("fp64_a", "sum"),
+    ("plimit_max", "max"),
+    ("plimit_min", "min"),
+)
+
+
+#: GPU-level queries: the summed window resets, and the falls of the per-window maximum (``resets()`` of it).
+GPU_QUERIES: tuple[tuple[str, str], ...] = (("gpu_resets", "sum_over_time"), ("gpu_max", "resets"))
+
+
+@dataclass
+class JobPipes:
+    """What the job-level rules say of one (group, device model) over the range: ∫ activity dt and ∫ activity ×
+    SM clock dt per pipe (s and MHz·s), SM activity, power limit (NaN where absent)."""
+
+    values: dict[str, float] = field(default_factory=dict)
+
+    def get(self, key: str) -> float:
+        return self.values.get(key, math.nan)
 
 
 def _gauge_metrics(present: frozenset[str]) -> dict[str, str]:
@@ -88,16 +123,23 @@ def span_queries(
     *,
     rules_window_s: float | None = None,
     dram: bool = True,
+    job_level: bool = False,
+    gpu_level_resets: bool = False,
 ) -> dict[str, str]:
     """Instant queries (evaluated at the end of the range ``R``) of the per-series totals.
 
     ``rules_window_s``: read flopwatch's recording-rule series of that window instead of the raw samples.
     ``dram``: read DRAM activity (only profile models with a TB term use it: one pass fewer without a profile).
+    ``job_level``: the job-level rules (:data:`JOB_GAUGES`, read once per fleet by :meth:`SpanReader.submit_jobs`)
+    carry the pipes, clock, SM activity and power limit: per GPU only energy and utilisation (and DRAM).
+    ``gpu_level_resets``: the GPU-level rules say which GPUs' counters fell: no per-GPU-job ``last``/``resets``.
     """
     sel = (lambda name: f"{name}{{{matchers}}}") if matchers else (lambda name: name)
     gauges = _gauge_metrics(present)
     if not dram:
         gauges.pop("dram", None)
+    if job_level:
+        gauges = {k: v for k, v in gauges.items() if k not in JOB_GAUGES}
     q: dict[str, str] = {}
     if rules_window_s is not None:
         from flopwatch.fleet.rules import reader_rule
@@ -109,21 +151,27 @@ def span_queries(
             return sel(r)
 
         if M.ENERGY in present:
-            q["e_max"] = f"max by ({by}) (max_over_time({rule('e_max')}[{R}]))"
-            q["e_min"] = f"min by ({by}) (min_over_time({rule('e_first')}[{R}]))"
-            q["e_last"] = f"max by ({by}) (last_over_time({rule('e_last')}[{R}]))"
-            q["e_resets"] = f"sum by ({by}) (sum_over_time({rule('e_resets')}[{R}]))"
+            e_max = f"max by ({by}) (max_over_time({rule('e_max')}[{R}]))"
+            e_min = f"min by ({by}) (min_over_time({rule('e_first')}[{R}]))"
+            if gpu_level_resets:  # only the difference is used: one answer instead of two
+                q["e_delta"] = f"{e_max} - {e_min}"
+            else:
+                q |= {"e_max": e_max, "e_min": e_min}
+                q["e_last"] = f"max by ({by}) (last_over_time({rule('e_last')}[{R}]))"
+                q["e_resets"] = f"sum by ({by}) (sum_over_time({rule('e_resets')}[{R}]))"
         else:
             q["p_sum"] = f"sum by ({by}) (sum_over_time({rule('p_sum')}[{R}]))"
         for key in gauges:
             q[key] = f"sum by ({by}) (sum_over_time({rule(key + '_avg')}[{R}]))"
-        if M.POWER_LIMIT in present:
+        if M.POWER_LIMIT in present and not job_level:
             q["plimit"] = f"max by ({by}) (max_over_time({rule('plimit')}[{R}]))"
         return q
     if M.ENERGY in present:
-        # increase() handles resets and extrapolates half a sample interval at a series' edges (the edge the
-        # window reader adds from power); resets() sends GPUs that reset back to window resolution
-        q["e_inc"] = f"sum by ({by}) (increase({sel(M.ENERGY)}[{R}]))"
+        # the counter's max − min over the range, extended by one step as on rule series: exact for a series
+        # without a reset (resets() sends GPUs that reset back to window resolution). Not increase(): it
+        # extrapolates a series cut by the range end to the range boundary (+15 % on a 2-sample job)
+        e = sel(M.ENERGY)
+        q["e_delta"] = f"max by ({by}) (max_over_time({e}[{R}])) - min by ({by}) (min_over_time({e}[{R}]))"
         q["e_resets"] = f"sum by ({by}) (resets({sel(M.ENERGY)}[{R}]))"
     else:
         q["p_sum"] = f"sum by ({by}) (sum_over_time({sel(M.POWER)}[{R}]))"
@@ -173,6 +221,168 @@ class SpanReader:
         self.by = ", ".join(self.ids)
         self.rules_window = reader.plan.window_s if reader.rules_used else None
         self.dram = dram
+        #: job-level rule series per JOB_QUERIES name, when they can stand for the per-GPU pipes (:meth:`_job_plan`)
+        self.job_rules: dict[str, str] = {}
+        self.job_note = ""  # why not, when rules are read but the job-level ones are not
+        self.fell_gpus: set[str] = set()  # GPU-level rules: GPUs whose energy counter fell in the range
+        if self.rules_window is not None:
+            self.job_rules, self.job_note = self._job_plan()
+        if uuid_keyed and self.job_level:
+            # groups are jobs, not hosts: of the GPU's labels the counts need only its model (the device)
+            self.count_by = ", ".join((*self.ids, "modelName"))
+
+    @property
+    def job_level(self) -> bool:
+        return bool(self.job_rules)
+
+    def _job_plan(self) -> tuple[dict[str, str], str]:
+        """The job- and GPU-level rules to read (:data:`JOB_QUERIES` name → series), or why not.
+
+        Job-level rules keep only the job labels and the model, so they stand in only when the groups (``--by``)
+        and the ``--selector`` use those labels. Every rule the present metrics need must exist, lie on the
+        per-GPU rules' window grid (one rule group: one evaluation offset) and cover the range's first and last
+        window as the per-GPU rules do. GPU-level rules (the counter's falls) are read for the whole fleet, the
+        selector aside: a reset is the GPU's, whatever job it ran.
+        """
+        import re
+
+        from flopwatch.fleet.rules import (
+            GPU_RULE_LABELS,
+            JOB_RULE_LABELS,
+            reader_job_rule,
+            reader_rule,
+            rule_names,
+        )
+
+        p, present, client = self.reader.plan, self.reader.present, self.reader.client
+        W = p.window_s
+        if not set(self.by_labels) <= set(JOB_RULE_LABELS):
+            return {}, f"job-level rules not used: they do not keep {', '.join(self.by_labels)}"
+        if not set(self.by_labels) <= JOB_GROUPINGS:
+            # a namespace or a node holds several jobs: the dtype (which pipe did the work) and with it the pipe
+            # peaks are per GPU-job on the per-GPU path; summed over the group they would be one for all
+            return {}, (
+                f"job-level rules not used: a {'/'.join(self.by_labels)} group holds several jobs (dtype and pipe "
+                "peaks are per job): pipes read per GPU"
+            )
+        unquoted = re.sub(r'"(?:[^"\\]|\\.)*"', "", p.matchers)
+        used = set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)", unquoted))
+        if not used <= set(JOB_RULE_LABELS):
+            return (
+                {},
+                f"job-level rules not used: --selector uses {', '.join(sorted(used - set(JOB_RULE_LABELS)))}",
+            )
+        names = [q for q, _op in JOB_QUERIES] + [q for q, _op in GPU_QUERIES]
+        want = {q: r for q in names if (r := reader_job_rule(q, present, W)) is not None}
+        if not any(q for q in want if q not in dict(GPU_QUERIES)):
+            return {}, ""
+        have = self.reader.rule_names
+        if have is None:
+            have = rule_names(client, W, p.start, p.end + W)
+        lacking = sorted(r for r in want.values() if r not in have)
+        if lacking:
+            return {}, f"job-level rules missing ({', '.join(lacking[:3])}): pipes read per GPU"
+        # (job- or GPU-level rule, the per-GPU-job rule of the same metric, the labels it sums by, selector)
+        ref = next(
+            q
+            for q in ("tensor_a", "fp32_a", "sm_a", "fp16_a", "fp64_a", "imma_a", "dfma_a", "plimit_max")
+            if q in want
+        )
+        per_gpu = {"tensor_a": "tensor_avg", "plimit_max": "plimit"}.get(ref, ref.replace("_a", "_avg"))
+        checks = [(want[ref], reader_rule(per_gpu, present, W), JOB_RULE_LABELS, p.matchers)]
+        if "gpu_max" in want:
+            checks.append((want["gpu_max"], reader_rule("e_max", present, W), GPU_RULE_LABELS, ""))
+        rng = _ms_range(W, client.version() < (3, 0))
+        n_win = max(1, math.ceil((p.end - p.start) / W - 1e-9))
+        from concurrent.futures import ThreadPoolExecutor
+
+        # all at once: these round trips are on the estimate's critical path, before any chunk is read
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            asked = []
+            for rule, gpu_rule, labels, m in checks:
+                sel = f"{{{m}}}" if m else ""
+                by = ", ".join(labels)
+                for t in sorted({p.start + W, p.start + n_win * W}):
+                    asked.append(
+                        (
+                            rule,
+                            t,
+                            pool.submit(client.query_matrix, f"{rule}{sel}[{rng}]", t),
+                            pool.submit(
+                                client.query,
+                                f"count(count by ({by}) (last_over_time({gpu_rule}{sel}[{rng}])))",
+                                t,
+                            ),
+                        )
+                    )
+        self.reader.n_queries += 2 * len(asked)
+        for rule, t, f_job, f_gpu in asked:
+            job_samples, g = f_job.result(), f_gpu.result()
+            # on the per-GPU rules' grid (plan.start was put there); rules loaded from another group or file are
+            # evaluated at another offset within the window
+            for s_ in job_samples:
+                off = round(((float(s_.t[0]) - p.start) % W) * 1000) / 1000 if len(s_.t) else 0.0
+                if off not in (0.0, W):
+                    return {}, (
+                        f"{rule} samples are {off:g} s off the per-GPU rules' window grid (another rule group or "
+                        "file?): pipes read per GPU"
+                    )
+            nj, ng = sum(1 for s_ in job_samples if len(s_.t)), int(g[0].v[0]) if g else 0
+            if nj < ng:
+                return {}, (
+                    f"job-level rules do not cover the span: {nj} of {ng} have a {rule} sample in the window "
+                    f"ending {t:.0f}: pipes read per GPU"
+                )
+        return want, ""
+
+    def submit_jobs(self, pool: ThreadPoolExecutor) -> dict[str, Future[list[Series]]]:
+        """Send the job- and GPU-level queries (once per fleet: one number per job and model, or per GPU)."""
+        from flopwatch.fleet.rules import GPU_RULE_LABELS, JOB_RULE_LABELS
+
+        _q, R, t_end = self._queries("")
+        p = self.reader.plan
+        out = {}
+        for q, op in JOB_QUERIES:
+            rule = self.job_rules.get(q)
+            if rule is None:
+                continue
+            sel = f"{rule}{{{p.matchers}}}" if p.matchers else rule
+            expr = f"{op} by ({', '.join(JOB_RULE_LABELS)}) ({op}_over_time({sel}[{R}]))"
+            out[q] = pool.submit(self.reader.client.query, expr, t_end)
+        for q, fn in GPU_QUERIES:
+            rule = self.job_rules.get(q)
+            if rule is not None:  # the whole fleet's GPUs: a few thousand series at most
+                expr = f"sum by ({', '.join(GPU_RULE_LABELS)}) ({fn}({rule}[{R}]))"
+                out[q] = pool.submit(self.reader.client.query, expr, t_end)
+        return out
+
+    def collect_jobs(
+        self, futs: Mapping[str, Future[list[Series]]], on_query: Callable[[], None] | None = None
+    ) -> dict[str, dict[str, JobPipes]]:
+        """group → device model → :class:`JobPipes` (activity sums in seconds: × step, as the per-GPU fold); the
+        GPUs whose counter fell go to :attr:`fell_gpus`."""
+        step = self.reader.plan.step_s
+        out: dict[str, dict[str, JobPipes]] = {}
+        gpu_q = dict(GPU_QUERIES)
+        for q, f in futs.items():
+            ss = f.result()
+            self._tick(on_query)
+            if q in gpu_q:
+                self.fell_gpus |= {M.gpu_id(s_.labels) for s_ in ss if len(s_.v) and s_.v[0] > 0}
+                continue
+            # one series per job, node and model: sums add up, the power limit's extremes stay extremes
+            combine = {"plimit_max": max, "plimit_min": min}.get(q)
+            for s_ in ss:
+                group = M.group_key(s_.labels, self.by_labels)
+                if group is None or not len(s_.v) or not math.isfinite(s_.v[0]):
+                    continue
+                jp = out.setdefault(group, {}).setdefault(s_.labels.get("modelName", ""), JobPipes())
+                x = float(s_.v[0])
+                if combine is not None:
+                    jp.values[q] = combine(jp.values[q], x) if q in jp.values else x
+                else:
+                    jp.values[q] = jp.values.get(q, 0.0) + x * step
+        return out
 
     def _queries(self, matchers: str) -> tuple[dict[str, str], str, float]:
         p = self.reader.plan
@@ -181,7 +391,14 @@ class SpanReader:
         closed = self.reader.client.version() < (3, 0)
         R = _ms_range(t_end - p.start, closed)
         q = span_queries(
-            self.reader.present, matchers, R, self.by, rules_window_s=self.rules_window, dram=self.dram
+            self.reader.present,
+            matchers,
+            R,
+            self.by,
+            rules_window_s=self.rules_window,
+            dram=self.dram,
+            job_level=self.job_level,
+            gpu_level_resets=self.gpu_level_resets,
         )
         return q, R, t_end
 
@@ -189,6 +406,15 @@ class SpanReader:
     def n_queries_per_chunk(self) -> int:
         q, _R, _t = self._queries("x")
         return len(q) + len(self.reader.time_chunks())
+
+    @property
+    def n_job_queries(self) -> int:
+        return len(self.job_rules)
+
+    @property
+    def gpu_level_resets(self) -> bool:
+        """The counter's falls come from the GPU-level rules (not per GPU-job ``last`` and ``resets``)."""
+        return "gpu_max" in self.job_rules and "gpu_resets" in self.job_rules
 
     def _count_expr(self, matchers: str, W: str) -> str:
         present = self.reader.present
@@ -293,17 +519,21 @@ class SpanReader:
         n = N.sum(axis=1)
         nan = np.full(S, np.nan)
         resets = v.get("e_resets", nan).copy()
+        if self.gpu_level_resets:  # GPU-level rules: the GPUs whose counter fell anywhere in the range
+            resets = np.fromiter((1.0 if g in self.fell_gpus else 0.0 for g in gids), float, S)
         with np.errstate(invalid="ignore", divide="ignore"):
-            if "e_inc" in v:
-                energy = v["e_inc"] / 1000.0  # mJ → J; increase() already extends the edges
-            elif "e_max" in v:
-                delta = (v["e_max"] - v["e_min"]) / 1000.0
+            if "e_max" in v or "e_delta" in v:
+                delta = (v["e_delta"] if "e_delta" in v else v["e_max"] - v["e_min"]) / 1000.0
                 energy = np.where(n > 1, delta * n / np.maximum(n - 1, 1), delta)
-                fell = v.get("e_last", v["e_max"]) < v["e_max"]  # the counter fell: a reset between windows
-                resets = np.where(fell, np.fmax(resets, 1.0), resets)
+                if "e_last" in v:  # the counter fell: a reset between windows (else the GPU-level rules say)
+                    resets = np.where(v["e_last"] < v["e_max"], np.fmax(resets, 1.0), resets)
             else:
                 energy = nan
             live = n > 0
+            # one counter sample has no difference to give: the window reader counts its step from the power
+            # (half a step on either side, as every series' edges): so do we, as counter energy (_lazy_power)
+            single = live & (n == 1) & (M.POWER in self.reader.present)
+            energy = np.where(single, 0.0, energy)
             regrid = {gids[i] for i in np.flatnonzero(live & (resets > 0)).tolist()}
         out = SpanChunk(jobs=[])
         # each row's GPU-job (−1: unattributed, or read again per window)
@@ -312,10 +542,13 @@ class SpanReader:
         row_job = np.full(S, -1, dtype=np.intp)
         unattributed_by_gpu: dict[str, float] = {}
         need_power: list[tuple[int, GpuJob | None]] = []
+        edges: list[int] = []  # single-sample rows: their step's energy from the power
         for i in np.flatnonzero(live).tolist():
             gid, group = gids[i], groups[i]
             if gid in regrid:
                 continue
+            if single[i]:
+                edges.append(i)
             if group is None:
                 out.unattributed_series.add(self._row_key(labels[i]))
                 e = float(energy[i])
@@ -333,8 +566,9 @@ class SpanReader:
             row_job[i] = j
         _fill(jobs, row_job, v, n, covered, duration, t_first, t_last, energy, step, need_power)
         job_of = {key: jobs[j] for key, j in job_ix.items()}
-        if need_power:
-            self._lazy_power(need_power, labels, covered, duration, matchers, unattributed_by_gpu)
+        if need_power or edges:
+            edge_jobs = [(i, jobs[int(row_job[i])] if row_job[i] >= 0 else None) for i in edges]
+            self._lazy_power(need_power, labels, covered, duration, matchers, unattributed_by_gpu, edge_jobs)
         if regrid:
             self._regrid(regrid, labels, job_of, unattributed_by_gpu, out, matchers)
         out.unattributed_j += sum(unattributed_by_gpu.values())
@@ -359,11 +593,18 @@ class SpanReader:
         duration: np.ndarray,
         matchers: str,
         unattributed_by_gpu: dict[str, float],
+        edges: list[tuple[int, GpuJob | None]] = (),  # type: ignore[assignment]
     ) -> None:
-        """Series with samples but no counter value: their energy from the power gauge (asked only then)."""
+        """Series with samples but no counter value: their energy from the power gauge (asked only then); and
+        ``edges``, series with one counter sample: power × step, counted as counter energy (the window reader's
+        two half-step edges)."""
         if M.POWER not in self.reader.present:
             return
         _q, R, t_end = self._queries(matchers)
+        uuids = sorted({labels[i].get("UUID", "") for i, _j in [*need, *edges]})
+        if all(uuids):  # only those GPUs' series: a few, not the chunk's thousands
+            alt = "|".join(_re_escape(u) for u in uuids)
+            matchers = f'{matchers},UUID=~"{alt}"' if matchers else f'UUID=~"{alt}"'
         sel = f"{M.POWER}{{{matchers}}}" if matchers else M.POWER
         if self.rules_window is not None:
             from flopwatch.fleet.rules import reader_rule
@@ -380,6 +621,15 @@ class SpanReader:
             if job is not None:
                 self._power_energy(job, joules, float(covered[i]), float(duration[i]))
             elif joules == joules:
+                gid = M.gpu_id(labels[i])
+                unattributed_by_gpu[gid] = unattributed_by_gpu.get(gid, 0.0) + joules
+        for i, job in edges:
+            joules = p_sum.get(self._row_key(labels[i]), math.nan) * step
+            if joules != joules:
+                continue
+            if job is not None:
+                job.energy_j += joules
+            else:
                 gid = M.gpu_id(labels[i])
                 unattributed_by_gpu[gid] = unattributed_by_gpu.get(gid, 0.0) + joules
 
