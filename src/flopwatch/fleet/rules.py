@@ -36,7 +36,7 @@ from flopwatch.telemetry import dcgm_metrics as M
 
 if TYPE_CHECKING:
     from flopwatch.fleet.reader import ReadPlan
-    from flopwatch.telemetry.prom_client import PrometheusClient
+    from flopwatch.telemetry.prom_client import PrometheusClient, Series
 
 #: Prefix of every flopwatch rule (the ``level`` part of ``level:metric:operations``).
 LEVEL = "flopwatch"
@@ -248,6 +248,23 @@ def rule_names(client: PrometheusClient, window_s: float, start: float, end: flo
     return frozenset(client.label_values("__name__", match, start, end))
 
 
+def _off_grid(samples: list[Series], start: float, W: float) -> RulesCheck | None:
+    """Why the rule samples cannot be used (not on the reader's grid ``start + k·W``), or None."""
+    for x in samples:
+        for ts in x.t:
+            off = round(((float(ts) - start) % W) * 1000) / 1000
+            if off not in (0.0, W):
+                return RulesCheck(
+                    False,
+                    f"rule samples are {off:g} s past the reader's window grid (start + k·{W:g} s): pass "
+                    f"--start {start + off - W:.3f} (on the rule grid) or --rules require (which widens the "
+                    "span to the grid) to use them",
+                    "grid",
+                    off,
+                )
+    return None
+
+
 def check_rules(
     client: PrometheusClient,
     plan: ReadPlan,
@@ -286,19 +303,32 @@ def check_rules(
     ts_ = sorted({start + W, start + n_win * W})
     from concurrent.futures import ThreadPoolExecutor
 
-    # all at once: these round trips are on the estimate's critical path, before any chunk is read
+    matrix = f"{rule_ref}{sel}[{rng}]"
+    first: list[Series] | None = None
+    if not on_grid:
+        # the grid first, alone: off it (a start not on the rule group's offset, the usual case) nothing else
+        # needs asking before the caller moves the start (then on_grid)
+        first = client.query_matrix(matrix, ts_[0])
+        off_grid = _off_grid(first, start, W)
+        if off_grid is not None:
+            return off_grid
+    # the rest at once: these round trips are on the estimate's critical path, before any chunk is read
+    counted = f"count(last_over_time({rule_ref}{sel}[{rng}]))"
     with ThreadPoolExecutor(max_workers=2 * len(ts_)) as pool:
-        rule_q = f"count(last_over_time({rule_ref}{sel}[{rng}]))" if on_grid else f"{rule_ref}{sel}[{rng}]"
         asked = [
             (
                 t,
-                pool.submit(client.query if on_grid else client.query_matrix, rule_q, t),
+                None
+                if (first is not None and t == ts_[0])
+                else pool.submit(
+                    client.query if on_grid else client.query_matrix, counted if on_grid else matrix, t
+                ),
                 pool.submit(client.query, f"count(last_over_time({raw_ref}{sel}[{rng}]))", t),
             )
             for t in ts_
         ]
     for t, f_samples, f_raw in asked:
-        samples, raw = f_samples.result(), f_raw.result()
+        samples, raw = (first if f_samples is None else f_samples.result()), f_raw.result()
         n_raw = int(raw[0].v[0]) if raw else 0
         if on_grid:
             n_rule = int(samples[0].v[0]) if samples else 0
@@ -311,19 +341,11 @@ def check_rules(
                     0.0,
                 )
             continue
-        for s in samples:
-            for ts in s.t:
-                off = round(((float(ts) - start) % W) * 1000) / 1000
-                if off not in (0.0, W):
-                    return RulesCheck(
-                        False,
-                        f"rule samples are {off:g} s past the reader's window grid (start + k·{W:g} s): pass "
-                        f"--start {start + off - W:.3f} (on the rule grid) or --rules require (which widens the "
-                        "span to the grid) to use them",
-                        "grid",
-                        off,
-                    )
-                offset = 0.0
+        off_grid = _off_grid(samples, start, W)
+        if off_grid is not None:
+            return off_grid
+        if any(len(x.t) for x in samples):
+            offset = 0.0
         if len(samples) < n_raw:
             return RulesCheck(
                 False,

@@ -12,9 +12,43 @@ Heavy imports (pandas, scipy) happen inside the functions.
 
 from __future__ import annotations
 
-from flopwatch.powermodel.datasets import load_aggregates, load_mascots, read_aggregate_csv
-from flopwatch.powermodel.fit import PowerModelResult, bootstrap_gpu_stats, fit_power_model, noise_floor_pct
-from flopwatch.powermodel.mfu import MASCOTS_GPUS, canonical_gpu, mfu_pct, peak_flops
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Lazy (PEP 562): ``flopwatch.powermodel.mfu`` (peak tables) must not pull in the data loaders and fits.
+_EXPORTS: dict[str, str] = {
+    "load_aggregates": "datasets",
+    "load_mascots": "datasets",
+    "read_aggregate_csv": "datasets",
+    "PowerModelResult": "fit",
+    "bootstrap_gpu_stats": "fit",
+    "fit_power_model": "fit",
+    "noise_floor_pct": "fit",
+    "MASCOTS_GPUS": "mfu",
+    "canonical_gpu": "mfu",
+    "mfu_pct": "mfu",
+    "peak_flops": "mfu",
+}
+
+if TYPE_CHECKING:
+    from flopwatch.powermodel.datasets import load_aggregates, load_mascots, read_aggregate_csv
+    from flopwatch.powermodel.fit import (
+        PowerModelResult,
+        bootstrap_gpu_stats,
+        fit_power_model,
+        noise_floor_pct,
+    )
+    from flopwatch.powermodel.mfu import MASCOTS_GPUS, canonical_gpu, mfu_pct, peak_flops
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "MASCOTS_GPUS",
