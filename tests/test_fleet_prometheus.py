@@ -506,3 +506,43 @@ def test_span_resolution_counter_without_power(tmp_path):
         assert got["span"][pod]["energy_j"] == pytest.approx(300 * 7185, rel=1e-9)
         assert got["span"][pod]["energy_j"] == pytest.approx(got["window"][pod]["energy_j"], rel=1e-9)
         assert got["span"][pod]["gpu_hours"] == pytest.approx(got["window"][pod]["gpu_hours"])
+
+
+def test_span_energy_of_jobs_cut_by_the_range_equals_window_resolution(tmp_path):
+    """Jobs with one, two and three counter samples before the range ends, and one that runs past it: span
+    resolution gives the window reader's energy (a single sample: its step from its power, not 0 J; a short job cut
+    by the end: no extrapolation to the range boundary, as increase() did: +15 % on a 2-sample job)."""
+    from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
+    from flopwatch.telemetry import dcgm_metrics as M
+
+    t0 = WALL_A + 20 * DAY
+    end = t0 + 7200
+    # pod → (first sample time, samples, watts); samples 15 s apart on GPU i
+    jobs = {"one": (end - 10, 1, 310.0), "two": (end - 25, 2, 420.0), "three": (end - 40, 3, 530.0)}
+    jobs |= {"long": (t0 + 600, 560, 640.0)}  # 600 s in, to 1 500 s past the end
+    lines: list[str] = []
+    for kind, typ in ((M.ENERGY, "counter"), (M.POWER, "gauge")):
+        lines.append(f"# TYPE {kind} {'unknown' if typ == 'counter' else typ}")
+        for g, (pod, (first, n, watts)) in enumerate(jobs.items()):
+            lab = f'UUID="GPU-{g}",gpu="{g}",pod="{pod}",modelName="NVIDIA H100 80GB HBM3"'
+            for k in range(n):
+                v = 7e9 + watts * 1e3 * 15 * k if kind == M.ENERGY else watts
+                lines.append(f"{kind}{{{lab}}} {v:.0f} {first + 15 * k:.3f}")
+    om = tmp_path / "f.om"
+    om.write_text("\n".join(lines) + "\n# EOF\n")
+    backfill(om, tmp_path / "tsdb")
+    with LocalPrometheus(tmp_path / "tsdb") as p:
+        got = {}
+        for res in ("window", "span"):
+            r = estimate_fleet(PrometheusClient(p.url), ReadPlan(t0, end, resolution=res), by="pod")
+            got[res] = {g["key"]: g for g in r.groups}
+    assert set(got["span"]) == set(jobs)
+    for pod, (first, n, watts) in jobs.items():
+        w, s = got["window"][pod], got["span"][pod]
+        assert s["energy_j"] == pytest.approx(w["energy_j"], rel=1e-9), pod
+        assert s["gpu_hours"] == pytest.approx(w["gpu_hours"], rel=1e-12)
+        assert s["energy_from_power_j"] == w["energy_from_power_j"] == 0.0  # the counter was there
+        assert s["missing"] == w["missing"]
+    # a single sample stands for one step at its power; the others for their samples' steps
+    assert got["span"]["one"]["energy_j"] == pytest.approx(310.0 * 15, rel=1e-9)
+    assert got["span"]["two"]["energy_j"] == pytest.approx(420.0 * 30, rel=1e-9)
