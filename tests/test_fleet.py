@@ -332,7 +332,7 @@ def test_job_level_pipes_give_the_per_gpu_jobs_answer(clock: bool) -> None:
     job-level rules) equal what its GPU-jobs give one by one: the pipe estimator is linear in the sums."""
     from flopwatch.fleet.aggregate import GpuJob
     from flopwatch.fleet.estimate import _add_job, _close, _new_group
-    from flopwatch.fleet.span import JobPipes
+    from flopwatch.fleet.joblevel import JobPipes
 
     rng = np.random.default_rng(7)
     jobs = []

@@ -21,6 +21,7 @@ a100:fp32=19.5e12"`` (``KEY:DTYPE=FLOP/s,…`` per device, ``;`` between devices
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -447,6 +448,14 @@ def _lookup(q: str) -> DeviceSpec:
         if set(s.key.split("-")) <= tokens:
             return s
     raise KeyError(q)
+
+
+def peak_rate_bound(spec: DeviceSpec | None, duration_s: float, n_devices: int = 1) -> float:
+    """F ≤ fastest dense datasheet peak × duration (× devices); inf when the device is unknown. (Here rather than in
+    :mod:`flopwatch.estimate.bounds`, which re-exports it, so that fleet estimates need not import that package.)"""
+    if spec is None or not (duration_s >= 0):
+        return math.inf
+    return max(spec.peak_flops.values()) * float(duration_s) * n_devices
 
 
 def get_device(name: str, *, peak_overrides: Mapping[str, float] | None = None) -> DeviceSpec:

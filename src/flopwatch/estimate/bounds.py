@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopwatch.devices import DeviceSpec, get_device
+from flopwatch.devices import peak_rate_bound as peak_rate_bound  # re-exported: defined with the devices
 
 #: Safety factor on the best measured FLOP/J of a precision (see module docstring).
 ENVELOPE_MARGIN = 1.25
@@ -135,13 +136,6 @@ def envelope_flops_per_j(
     if dvfs != 1.0:
         basis += f" × DVFS {dvfs:.3g} (clock/power state not calibrated)"
     return Envelope(v * ENVELOPE_MARGIN * dvfs, basis, p, dvfs)
-
-
-def peak_rate_bound(spec: DeviceSpec | None, duration_s: float, n_devices: int = 1) -> float:
-    """F ≤ fastest dense datasheet peak × duration (× devices); inf when the device is unknown."""
-    if spec is None or not (duration_s >= 0):
-        return math.inf
-    return max(spec.peak_flops.values()) * float(duration_s) * n_devices
 
 
 @dataclass(frozen=True)

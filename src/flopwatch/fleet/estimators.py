@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from flopwatch.devices import DeviceSpec, get_device, normalize_dtype
+from flopwatch.devices import DeviceSpec, get_device, normalize_dtype, peak_rate_bound
 from flopwatch.errors import InputError
 from flopwatch.fleet.aggregate import GpuJob
 
@@ -88,7 +88,6 @@ def energy_bounds(
     (``flopwatch.estimate.verdict.assess``: efficiency envelope, regime checks) is the next step for this
     function; its inputs (the GPU-job's features and the device) are what it needs.
     """
-    from flopwatch.estimate.bounds import peak_rate_bound
 
     lo, hi = min(lower, flops), max(upper, flops)
     notes = []
@@ -221,7 +220,6 @@ def estimate_gpu_jobs(
     element (tests/test_fleet.py); a profile's model, one GPU-job at a time."""
     if profile is not None or not jobs:
         return [estimate_gpu_job(j, spec, dtype, profile, pipes=pipes) for j in jobs]
-    from flopwatch.estimate.bounds import peak_rate_bound
     from flopwatch.fleet.powerinv import power_inverse
 
     inv = power_inverse(spec.key, dtype)

@@ -42,11 +42,11 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
+    sub = _EXPORTS.get(name)
+    if sub is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
-    globals()[name] = value
+    value = getattr(importlib.import_module(f"{__name__}.{sub}"), name)
+    globals()[name] = value  # once: later lookups are plain attributes
     return value
 
 

@@ -1,0 +1,229 @@
+"""Job- and GPU-level recording rules at span resolution (:data:`flopwatch.fleet.rules.JOB_RULES`, ``GPU_RULES``).
+
+What the estimators use only summed over a job (pipe activity × SM clock, SM activity, the pipes without a peak, the
+power limit) is read once per fleet from the job-level rules, one series per job, node and model, instead of once per
+GPU-job series and query; whether a GPU's energy counter fell comes from the GPU-level rules, one series per GPU.
+:class:`JobLevel` decides whether they can stand in (:meth:`JobLevel._plan`), sends their queries and folds the
+answers; :class:`~flopwatch.fleet.span.SpanReader` reads the rest per GPU-job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from flopwatch.fleet.reader import _ms_range
+from flopwatch.telemetry import dcgm_metrics as M
+from flopwatch.telemetry.prom_client import Series
+
+if TYPE_CHECKING:
+    from flopwatch.fleet.reader import FleetReader
+
+#: Group labels (``--by pod|job``) whose groups are single jobs: where the job-level rules stand in.
+JOB_GROUPINGS = frozenset({"pod", "exported_pod", "hpc_job"})
+#: Job-level queries (:data:`flopwatch.fleet.rules.JOB_RULES` names, HMMA standing in for the tensor pipe where
+#: present) and how their per-window values combine over the range.
+JOB_QUERIES: tuple[tuple[str, str], ...] = (
+    ("tensor_af", "sum"),
+    ("tensor_a", "sum"),
+    ("fp32_af", "sum"),
+    ("fp32_a", "sum"),
+    ("sm_a", "sum"),
+    ("imma_a", "sum"),
+    ("dfma_a", "sum"),
+    ("fp16_a", "sum"),
+    ("fp64_a", "sum"),
+    ("plimit_max", "max"),
+    ("plimit_min", "min"),
+)
+
+
+#: GPU-level queries: the summed window resets, and the falls of the per-window maximum (``resets()`` of it).
+GPU_QUERIES: tuple[tuple[str, str], ...] = (("gpu_resets", "sum_over_time"), ("gpu_max", "resets"))
+
+
+@dataclass
+class JobPipes:
+    """What the job-level rules say of one (group, device model) over the range: ∫ activity dt and ∫ activity ×
+    SM clock dt per pipe (s and MHz·s), SM activity, power limit (NaN where absent)."""
+
+    values: dict[str, float] = field(default_factory=dict)
+
+    def get(self, key: str) -> float:
+        return self.values.get(key, math.nan)
+
+
+class JobLevel:
+    """The job- and GPU-level rules of one estimate: which stand in (:attr:`rules`, or :attr:`note` says why not),
+    their queries, and the GPUs whose counter fell (:attr:`fell_gpus`)."""
+
+    def __init__(self, reader: FleetReader, by_labels: tuple[str, ...], *, plan: bool = True) -> None:
+        """``plan``: rules are read at all (else nothing stands in and nothing is asked)."""
+        self.reader = reader
+        self.by_labels = by_labels
+        #: rule series per :data:`JOB_QUERIES` / :data:`GPU_QUERIES` name
+        self.rules: dict[str, str] = {}
+        self.note = ""
+        self.fell_gpus: set[str] = set()
+        if plan:
+            self.rules, self.note = self._plan()
+
+    @property
+    def used(self) -> bool:
+        return bool(self.rules)
+
+    @property
+    def gpu_resets(self) -> bool:
+        return "gpu_max" in self.rules and "gpu_resets" in self.rules
+
+    def _plan(self) -> tuple[dict[str, str], str]:
+        """The job- and GPU-level rules to read (:data:`JOB_QUERIES` name → series), or why not.
+
+        Job-level rules keep only the job labels and the model, so they stand in only when the groups (``--by``)
+        and the ``--selector`` use those labels. Every rule the present metrics need must exist, lie on the
+        per-GPU rules' window grid (one rule group: one evaluation offset) and cover the range's first and last
+        window as the per-GPU rules do. GPU-level rules (the counter's falls) are read for the whole fleet, the
+        selector aside: a reset is the GPU's, whatever job it ran.
+        """
+        import re
+
+        from flopwatch.fleet.rules import (
+            GPU_RULE_LABELS,
+            JOB_RULE_LABELS,
+            reader_job_rule,
+            reader_rule,
+            rule_names,
+        )
+
+        p, present, client = self.reader.plan, self.reader.present, self.reader.client
+        W = p.window_s
+        if not set(self.by_labels) <= set(JOB_RULE_LABELS):
+            return {}, f"job-level rules not used: they do not keep {', '.join(self.by_labels)}"
+        if not set(self.by_labels) <= JOB_GROUPINGS:
+            # a namespace or a node holds several jobs: the dtype (which pipe did the work) and with it the pipe
+            # peaks are per GPU-job on the per-GPU path; summed over the group they would be one for all
+            return {}, (
+                f"job-level rules not used: a {'/'.join(self.by_labels)} group holds several jobs (dtype and pipe "
+                "peaks are per job): pipes read per GPU"
+            )
+        unquoted = re.sub(r'"(?:[^"\\]|\\.)*"', "", p.matchers)
+        used = set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)", unquoted))
+        if not used <= set(JOB_RULE_LABELS):
+            return (
+                {},
+                f"job-level rules not used: --selector uses {', '.join(sorted(used - set(JOB_RULE_LABELS)))}",
+            )
+        names = [q for q, _op in JOB_QUERIES] + [q for q, _op in GPU_QUERIES]
+        want = {q: r for q in names if (r := reader_job_rule(q, present, W)) is not None}
+        if not any(q for q in want if q not in dict(GPU_QUERIES)):
+            return {}, ""
+        have = self.reader.rule_names
+        if have is None:
+            have = rule_names(client, W, p.start, p.end + W)
+        lacking = sorted(r for r in want.values() if r not in have)
+        if lacking:
+            return {}, f"job-level rules missing ({', '.join(lacking[:3])}): pipes read per GPU"
+        # (job- or GPU-level rule, the per-GPU-job rule of the same metric, the labels it sums by, selector)
+        ref = next(
+            q
+            for q in ("tensor_a", "fp32_a", "sm_a", "fp16_a", "fp64_a", "imma_a", "dfma_a", "plimit_max")
+            if q in want
+        )
+        per_gpu = {"tensor_a": "tensor_avg", "plimit_max": "plimit"}.get(ref, ref.replace("_a", "_avg"))
+        checks = [(want[ref], reader_rule(per_gpu, present, W), JOB_RULE_LABELS, p.matchers)]
+        if "gpu_max" in want:
+            checks.append((want["gpu_max"], reader_rule("e_max", present, W), GPU_RULE_LABELS, ""))
+        rng = _ms_range(W, client.version() < (3, 0))
+        n_win = max(1, math.ceil((p.end - p.start) / W - 1e-9))
+        from concurrent.futures import ThreadPoolExecutor
+
+        # all at once: these round trips are on the estimate's critical path, before any chunk is read
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            asked = []
+            for rule, gpu_rule, labels, m in checks:
+                sel = f"{{{m}}}" if m else ""
+                by = ", ".join(labels)
+                for t in sorted({p.start + W, p.start + n_win * W}):
+                    asked.append(
+                        (
+                            rule,
+                            t,
+                            pool.submit(client.query_matrix, f"{rule}{sel}[{rng}]", t),
+                            pool.submit(
+                                client.query,
+                                f"count(count by ({by}) (last_over_time({gpu_rule}{sel}[{rng}])))",
+                                t,
+                            ),
+                        )
+                    )
+        self.reader.n_queries += 2 * len(asked)
+        for rule, t, f_job, f_gpu in asked:
+            job_samples, g = f_job.result(), f_gpu.result()
+            # on the per-GPU rules' grid (plan.start was put there); rules loaded from another group or file are
+            # evaluated at another offset within the window
+            for s_ in job_samples:
+                off = round(((float(s_.t[0]) - p.start) % W) * 1000) / 1000 if len(s_.t) else 0.0
+                if off not in (0.0, W):
+                    return {}, (
+                        f"{rule} samples are {off:g} s off the per-GPU rules' window grid (another rule group or "
+                        "file?): pipes read per GPU"
+                    )
+            nj, ng = sum(1 for s_ in job_samples if len(s_.t)), int(g[0].v[0]) if g else 0
+            if nj < ng:
+                return {}, (
+                    f"job-level rules do not cover the span: {nj} of {ng} have a {rule} sample in the window "
+                    f"ending {t:.0f}: pipes read per GPU"
+                )
+        return want, ""
+
+    def submit(self, pool: ThreadPoolExecutor, R: str, t_end: float) -> dict[str, Future[list[Series]]]:
+        """Send the job- and GPU-level queries over the range ``R`` ending at ``t_end`` (once per fleet: one number
+        per job, node and model, or per GPU)."""
+        from flopwatch.fleet.rules import GPU_RULE_LABELS, JOB_RULE_LABELS
+
+        p = self.reader.plan
+        out = {}
+        for q, op in JOB_QUERIES:
+            rule = self.rules.get(q)
+            if rule is None:
+                continue
+            sel = f"{rule}{{{p.matchers}}}" if p.matchers else rule
+            expr = f"{op} by ({', '.join(JOB_RULE_LABELS)}) ({op}_over_time({sel}[{R}]))"
+            out[q] = pool.submit(self.reader.client.query, expr, t_end)
+        for q, fn in GPU_QUERIES:
+            rule = self.rules.get(q)
+            if rule is not None:  # the whole fleet's GPUs: a few thousand series at most
+                expr = f"sum by ({', '.join(GPU_RULE_LABELS)}) ({fn}({rule}[{R}]))"
+                out[q] = pool.submit(self.reader.client.query, expr, t_end)
+        return out
+
+    def collect(
+        self, futs: Mapping[str, Future[list[Series]]], tick: Callable[[], None]
+    ) -> dict[str, dict[str, JobPipes]]:
+        """group → device model → :class:`JobPipes` (activity sums in seconds: × step, as the per-GPU fold); the
+        GPUs whose counter fell go to :attr:`fell_gpus`."""
+        step = self.reader.plan.step_s
+        out: dict[str, dict[str, JobPipes]] = {}
+        gpu_q = dict(GPU_QUERIES)
+        for q, f in futs.items():
+            ss = f.result()
+            tick()
+            if q in gpu_q:
+                self.fell_gpus |= {M.gpu_id(s_.labels) for s_ in ss if len(s_.v) and s_.v[0] > 0}
+                continue
+            # one series per job, node and model: sums add up, the power limit's extremes stay extremes
+            combine = {"plimit_max": max, "plimit_min": min}.get(q)
+            for s_ in ss:
+                group = M.group_key(s_.labels, self.by_labels)
+                if group is None or not len(s_.v) or not math.isfinite(s_.v[0]):
+                    continue
+                jp = out.setdefault(group, {}).setdefault(s_.labels.get("modelName", ""), JobPipes())
+                x = float(s_.v[0])
+                if combine is not None:
+                    jp.values[q] = combine(jp.values[q], x) if q in jp.values else x
+                else:
+                    jp.values[q] = jp.values.get(q, 0.0) + x * step
+        return out
