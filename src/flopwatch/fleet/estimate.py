@@ -114,9 +114,8 @@ def estimate_fleet(
             # one chunk ahead: the server answers the next chunk while this process folds the current one (memory:
             # two chunks' answers)
             ahead = [span.submit(pool, m) for m in chunks[:2]]
-            if (
-                jobs_q is not None
-            ):  # before the first fold: the energy estimate takes its dtype from the pipes
+            # before the first fold: the energy estimate takes its dtype from the pipes
+            if jobs_q is not None:
                 pipes = span.collect_jobs(jobs_q, on_query=tick)
             for i in range(len(chunks)):
                 got = span.collect(ahead.pop(0), on_query=tick)
@@ -266,8 +265,8 @@ def _fold_many(
     (:func:`~flopwatch.fleet.estimators.estimate_gpu_jobs`)."""
     batches: dict[tuple[str, str], list[int]] = {}
     specs: dict[str, DeviceSpec] = {}
-    for i, job in enumerate(jobs):
-        spec, d, _inferred = _job_model(job, profile, dtype, device, pipes)
+    models = [_job_model(job, profile, dtype, device, pipes) for job in jobs]
+    for i, (spec, d, _inferred) in enumerate(models):
         if spec is not None:
             specs[spec.key] = spec
             batches.setdefault((spec.key, d), []).append(i)
@@ -279,11 +278,11 @@ def _fold_many(
             strict=True,
         ):
             ests[i] = e
-    for job, e in zip(jobs, ests, strict=True):
+    for job, e, model in zip(jobs, ests, models, strict=True):
         g = groups.get(job.group)
         if g is None:
             g = groups[job.group] = _new_group(job.group)
-        _add_job(g, job, present, profile, dtype, device, pipes, e)
+        _add_job(g, job, present, profile, dtype, device, pipes, e, model)
 
 
 def _new_group(key: str) -> dict[str, Any]:
@@ -323,10 +322,11 @@ def _add_job(
     device: str | None,
     pipes: dict[str, dict[str, Any]] | None = None,
     est: GpuEstimate | None = None,
+    model: tuple[DeviceSpec | None, str, str] | None = None,
 ) -> None:
     """Fold one GPU-job into its group. ``pipes`` (job-level rules): the group's pipes, clock, SM activity and
-    power limit come from there (:func:`_close`), not from the GPU-job; its dtype too. ``est``: its estimates,
-    when already made (:func:`_fold_many`)."""
+    power limit come from there (:func:`_close`), not from the GPU-job; its dtype too. ``est``, ``model``: its
+    estimates and :func:`_job_model`, when already made (:func:`_fold_many`)."""
     g["_gpus"].add(job.gpu)
     g["_start"] = min(g["_start"], job.t_first)
     g["_end"] = max(g["_end"], job.t_last)
@@ -343,7 +343,7 @@ def _add_job(
     g["resets"] += job.resets
     if job.counter_s <= 0:
         g["_missing"].add(f"{M.ENERGY} (energy from power)")
-    spec, d, inferred = _job_model(job, profile, dtype, device, pipes)
+    spec, d, inferred = model or _job_model(job, profile, dtype, device, pipes)
     if spec is None:
         g["_missing"].add(
             f"modelName (unknown device {job.labels.get('modelName')!r}: no estimate; use --device)"
