@@ -171,13 +171,10 @@ def _compacted(tsdb: Path, limit_s: float = 900.0) -> None:
 
 
 def _records(text: str) -> dict[str, str]:
-    """record → expression of a rules file (each rule is a ``- record:`` line and an ``expr:`` line)."""
-    lines = text.splitlines()
-    return {
-        ln.split("record:")[1].strip(): lines[i + 1].split("expr:")[1].strip()
-        for i, ln in enumerate(lines)
-        if "- record:" in ln
-    }
+    """record → expression of a rules file."""
+    import yaml
+
+    return {r["record"]: r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"]}
 
 
 def _delete_series(tsdb: Path, names: list[str]) -> None:
@@ -195,19 +192,13 @@ def _delete_series(tsdb: Path, names: list[str]) -> None:
 
 
 def _rules_subset(text: str, records: set[str]) -> str:
-    """The rules file ``text`` with only the rules recording ``records`` (each rule is a record and an expr line)."""
-    lines = text.splitlines()
-    out, i = [], 0
-    while i < len(lines):
-        ln = lines[i]
-        if "- record:" in ln:
-            if ln.split("record:")[1].strip() in records:
-                out += [ln, lines[i + 1]]
-            i += 2
-            continue
-        out.append(ln)
-        i += 1
-    return "\n".join(out) + "\n"
+    """The rules file ``text`` keeping only the rules that record ``records`` (same group: same name, interval)."""
+    import yaml
+
+    doc = yaml.safe_load(text)
+    for g in doc["groups"]:
+        g["rules"] = [r for r in g["rules"] if r["record"] in records]
+    return yaml.safe_dump(doc, sort_keys=False, width=1000)
 
 
 def _summary(rows: list[dict], what: str) -> None:

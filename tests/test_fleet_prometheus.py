@@ -537,7 +537,7 @@ def test_span_energy_of_jobs_cut_by_the_range_equals_window_resolution(tmp_path)
             r = estimate_fleet(PrometheusClient(p.url), ReadPlan(t0, end, resolution=res), by="pod")
             got[res] = {g["key"]: g for g in r.groups}
     assert set(got["span"]) == set(jobs)
-    for pod, (first, n, watts) in jobs.items():
+    for pod in jobs:
         w, s = got["window"][pod], got["span"][pod]
         assert s["energy_j"] == pytest.approx(w["energy_j"], rel=1e-9), pod
         assert s["gpu_hours"] == pytest.approx(w["gpu_hours"], rel=1e-12)

@@ -217,8 +217,7 @@ class FleetReader:
 
         needed = list(_queries(self.present, "x", "1s", "1s", "1s:1s", p.exact_clock))
         # once, over the widest span the checks may look at (a window before start: the grid widening below)
-        if self.rule_names is None:
-            self.rule_names = rule_names(self.client, p.window_s, p.start - p.window_s, p.end + p.window_s)
+        self.rule_names = rule_names(self.client, p.window_s, p.start - p.window_s, p.end + p.window_s)
         chk = check_rules(self.client, p, self.present, needed, self.rule_names)
         if not chk.use and chk.kind == "grid" and p.rules == "require" and chk.grid_offset_s is not None:
             # Widen the span to the rule grid (the window before start): answers then equal the raw path's

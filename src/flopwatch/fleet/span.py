@@ -31,7 +31,7 @@ Raw series: Prometheus still reads every sample once per metric. With flopwatch'
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -425,7 +425,7 @@ class SpanReader:
         duration: np.ndarray,
         matchers: str,
         unattributed_by_gpu: dict[str, float],
-        edges: list[tuple[int, GpuJob | None]] = (),  # type: ignore[assignment]
+        edges: Sequence[tuple[int, GpuJob | None]] = (),
     ) -> None:
         """Series with samples but no counter value: their energy from the power gauge (asked only then); and
         ``edges``, series with one counter sample: power × step, counted as counter energy (the window reader's
