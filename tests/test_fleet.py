@@ -8,6 +8,7 @@ import io
 import json
 import math
 import urllib.error
+import urllib.parse
 
 import numpy as np
 import pytest
@@ -314,14 +315,33 @@ def test_cli_sim_openmetrics_writes_truth_and_refuses_to_overwrite(tmp_path, cap
         assert any((tmp_path / "tsdb").iterdir())
 
 
+class _Router:
+    """Transport double for requests sent concurrently: the DCGM metric names from a list, then whatever
+    ``dcgm_names`` holds; the server's version; no flopwatch rule names."""
+
+    def __init__(self, dcgm_names):
+        self.dcgm_names = dcgm_names
+        self.requests = []
+
+    def open(self, req, timeout):
+        self.requests.append(req)
+        url = urllib.parse.unquote(req.full_url + "?" + (req.data or b"").decode())
+        if "buildinfo" in url:
+            a = {"status": "success", "data": {"version": "2.42.0"}}
+        elif "DCGM_FI_.*" in url and "flopwatch" not in url:
+            a = {"status": "success", "data": self.dcgm_names}
+        else:
+            a = {"status": "success", "data": []}
+        return io.BytesIO(json.dumps(a).encode())
+
+
 def test_missing_energy_metrics_is_a_clear_error():
     from flopwatch.fleet.reader import FleetReader
 
-    names = {"status": "success", "data": ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_SM_CLOCK"]}
-    c = PrometheusClient("prom:9090", opener=_Opener([names]))
+    c = PrometheusClient("prom:9090", opener=_Router(["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_SM_CLOCK"]))
     with pytest.raises(InputError, match="missing metrics: neither DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"):
         FleetReader(c, ReadPlan(0, 3600)).discover()
-    c = PrometheusClient("prom:9090", opener=_Opener([{"status": "success", "data": []}]))
+    c = PrometheusClient("prom:9090", opener=_Router([]))
     with pytest.raises(InputError, match="empty result"):
         FleetReader(c, ReadPlan(0, 3600)).discover()
 

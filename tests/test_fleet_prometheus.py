@@ -478,6 +478,9 @@ def test_span_resolution_gives_the_window_answers(prom, fleet):
     if fleet == "A":  # one counter reset per GPU: those GPUs are read again per window
         assert span.meta["regrid_gpus"] > 0
     assert span.meta["unattributed_series"] == win.meta["unattributed_series"]
+    # GPUs between jobs: Σ power × step at both (not the counter's max − min over the jobs that ran between)
+    assert span.meta["unattributed_energy_j"] == pytest.approx(win.meta["unattributed_energy_j"], rel=1e-9)
+    assert win.meta["unattributed_energy_j"] > 0
 
 
 def test_span_resolution_namespace_selector_and_gpus(prom):

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from flopwatch.fleet.localprom import LocalPrometheus, backfill, find_tool
-from flopwatch.fleet.rules import JOB_RULES, RULE_QUERIES, rules, rules_yaml, window_suffix
+from flopwatch.fleet.rules import JOB_RULES, RULE_QUERIES, SERIES_RULES, rules, rules_yaml, window_suffix
 
 HAVE_PROM = find_tool("promtool") is not None and find_tool("prometheus") is not None
 WALL = 1_700_000_000.0 - 1_700_000_000.0 % 3600  # on the hour
@@ -43,7 +43,7 @@ def test_rules_file_is_valid_yaml_with_one_rule_per_aggregate() -> None:
     per_job = [n for n in names if n.startswith("flopwatch_job:")]
     per_gpu = [n for n in names if n.startswith("flopwatch_gpu:")]
     assert len(names) == len(set(names)) == len(per_series) + len(per_job) + len(per_gpu)
-    assert len(per_series) == len({(m, op) for m, _f, op in RULE_QUERIES.values()})
+    assert len(per_series) == len({(m, op) for m, _f, op in RULE_QUERIES.values()}) + len(SERIES_RULES)
     assert len(per_job) == len({(m, op) for m, op, _t in JOB_RULES.values()})
     assert sorted(per_gpu) == [
         "flopwatch_gpu:DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION:max1h",
@@ -120,6 +120,14 @@ def prom_rules(tmp_path_factory):
     tsdb = d / "tsdb"
     truth = fleet.write_openmetrics(d / "a.om")
     backfill(d / "a.om", tsdb)
+    _backfill_rules(tsdb, d, WALL, WALL + HOURS * 3600 + WINDOW)
+    with LocalPrometheus(tsdb) as p:
+        yield p, truth
+
+
+def _backfill_rules(tsdb, d, start: float, end: float) -> None:
+    """promtool evaluates flopwatch's rules file over [start, end] through a Prometheus serving ``tsdb``, and the
+    rule blocks join the raw ones."""
     out = d / "rule_blocks"
     with LocalPrometheus(tsdb) as p:
         from flopwatch.telemetry.prom_client import PrometheusClient
@@ -132,8 +140,8 @@ def prom_rules(tmp_path_factory):
                 "tsdb",
                 "create-blocks-from",
                 "rules",
-                f"--start={int(WALL)}",
-                f"--end={int(WALL + HOURS * 3600 + WINDOW)}",
+                f"--start={int(start)}",
+                f"--end={int(end)}",
                 f"--url={p.url}",
                 f"--output-dir={out}",
                 "--quiet",
@@ -147,8 +155,6 @@ def prom_rules(tmp_path_factory):
     for block in out.iterdir():
         if block.is_dir():
             shutil.move(str(block), tsdb / block.name)
-    with LocalPrometheus(tsdb) as p:
-        yield p, truth
 
 
 def _run(url, rules, start=WALL, end=WALL + HOURS * 3600, resolution="window"):
@@ -331,3 +337,79 @@ def test_cli_table_says_where_the_pipes_came_from(prom_rules, capsys) -> None:
     out = " ".join(capsys.readouterr().out.split())
     assert "pipes from per GPU" in out
     assert "recording rules: job-level rules not used: they do not keep UUID" in out
+
+
+def test_counter_rise_rule_telescopes_to_max_minus_min(tmp_path, monkeypatch) -> None:
+    """Span resolution reads the counter's energy from its rise rule (one series per GPU-job) where it can: a job cut
+    by the range start (its first window's rise reaches back before the range: the first window is read as max −
+    min), one that leaves and comes back after two empty windows (read per window, as a counter reset is: its count
+    of samples does not span the gap), one starting late, one inside the first window. Energies equal window resolution and
+    the max − min path (rise rule hidden) to 1e-9."""
+    if not HAVE_PROM:
+        pytest.skip("needs promtool and prometheus (Debian package 'prometheus')")
+    from datetime import datetime
+
+    from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
+    from flopwatch.fleet import rules as rules_mod
+    from flopwatch.telemetry import dcgm_metrics as M
+
+    t0, hours = WALL, 4.0
+    end = t0 + hours * 3600
+    # pod → (segments of 15 s samples, watts); the counter counts on through a gap (the GPU does, unscraped)
+    jobs = {
+        "cut": ([(t0 - 1200, end + 600)], 400.0),
+        "gap": ([(t0 + 900, t0 + 3300), (t0 + 7500, t0 + 10800)], 500.0),
+        "late": ([(t0 + 5000, t0 + 9000)], 300.0),
+        "short": ([(t0 + 100, t0 + 1000)], 250.0),
+        "": ([(t0 + 1500, t0 + 3000), (t0 + 9500, end)], 80.0),  # GPU-4, unlabelled: idle between two jobs
+    }
+    gauges = {M.POWER: None, M.GR_ACTIVE: 0.9, M.TENSOR: 0.5, M.SM_CLOCK: 1980.0}
+    lines: list[str] = [f"# TYPE {M.ENERGY} unknown"] + [f"# TYPE {g} gauge" for g in gauges]
+    body: dict[str, list[str]] = {M.ENERGY: [], **{g: [] for g in gauges}}
+    for i, (pod, (segments, watts)) in enumerate(jobs.items()):
+        job = f'pod="{pod}",namespace="ns",' if pod else ""
+        lab = f'UUID="GPU-{i}",gpu="{i}",Hostname="node-0",{job}modelName="NVIDIA H100 80GB HBM3"'
+        first = segments[0][0]
+        for a, b in segments:
+            for k in range(int((b - a) // 15)):
+                t = a + 15 * k
+                body[M.ENERGY].append(f"{M.ENERGY}{{{lab}}} {5e9 + watts * 1e3 * (t - first):.0f} {t:.3f}")
+                for g, v in gauges.items():
+                    body[g].append(f"{g}{{{lab}}} {watts if v is None else v} {t:.3f}")
+    om_lines = []
+    for name in body:  # one metric family after another, as OpenMetrics wants
+        om_lines += [x for x in lines if x.split()[2] == name] + body[name]
+    om = tmp_path / "f.om"
+    om.write_text("\n".join(om_lines) + "\n# EOF\n")
+    tsdb = tmp_path / "tsdb"
+    backfill(om, tsdb)
+    _backfill_rules(tsdb, tmp_path, t0 - 3600, end + WINDOW)
+
+    def run(url: str, start: float, resolution: str):
+        plan = ReadPlan(start, end, window_s=WINDOW, rules="require", resolution=resolution)
+        return estimate_fleet(PrometheusClient(url), plan, by="pod")
+
+    with LocalPrometheus(tsdb) as p:
+        win = run(p.url, t0, "window")
+        start = datetime.fromisoformat(win.meta["start"].replace("Z", "+00:00")).timestamp()
+        span = run(p.url, start, "span")
+        monkeypatch.setitem(rules_mod.SERIES_RULES, "e_rise", (M.ENERGY, "norise", "x"))
+        old = run(p.url, start, "span")
+    assert span.meta["counter_from"] == "rise rule" and span.meta["pipes_from"] == "job-level rules"
+    assert old.meta["counter_from"] == "max − min" and "no flopwatch:" in old.meta["job_rules_note"]
+    assert win.meta["counter_from"] is None
+    # the rise's two checks; one chunk: the first window's max − min (and the gap's GPU read per window in both)
+    assert span.meta["queries"] == old.meta["queries"] + 2 + 1
+    assert span.meta["regrid_gpus"] == old.meta["regrid_gpus"] == 1
+    assert [g["key"] for g in span.groups] == sorted(k for k in jobs if k)
+    # the idle series: Σ power × step over its 100 + 326 samples at every resolution (its counter's max − min would
+    # hold the gap's energy: other jobs' on a real GPU)
+    for r in (win, span, old):
+        assert r.meta["unattributed_energy_j"] == pytest.approx(80.0 * 15 * 426, rel=1e-9)
+    for a, b, c in zip(win.groups, span.groups, old.groups, strict=True):
+        assert b["energy_j"] == pytest.approx(a["energy_j"], rel=1e-9), b["key"]
+        assert b["energy_j"] == pytest.approx(c["energy_j"], rel=1e-9), b["key"]
+        assert b["gpu_hours"] == pytest.approx(a["gpu_hours"], rel=1e-12)
+    # the gap's energy is the counter's: 500 W from its first sample to its last
+    gap = next(g for g in span.groups if g["key"] == "gap")
+    assert gap["energy_j"] == pytest.approx(500.0 * (10800 - 15 - 900 + 15), rel=1e-9)

@@ -246,8 +246,13 @@ def _print_table(d: dict[str, Any]) -> None:
     con.print(
         f"{d['gpu_hours']:.0f} GPU-hours in {d['elapsed_s']:.1f} s ({d['queries']} queries, "
         f"{d['bytes_received'] / 1e6:.1f} MB received; {d['read_from']}, {d.get('resolution', 'window')} resolution"
-        + (f"; {d['regrid_gpus']} GPUs re-read per window: counter reset" if d.get("regrid_gpus") else "")
+        + (
+            f"; {d['regrid_gpus']} GPUs re-read per window: counter reset or gap"
+            if d.get("regrid_gpus")
+            else ""
+        )
         + (f"; pipes from {d['pipes_from']}" if d.get("pipes_from") else "")
+        + (f"; counter energy from the {d['counter_from']}" if d.get("counter_from") == "rise rule" else "")
         + ")"
     )
     for key in ("rules_note", "job_rules_note"):

@@ -72,11 +72,41 @@ def estimate_fleet(
     progress: Callable[[int, int], None] | None = None,
 ) -> FleetResult:
     """Estimate every group's FLOPs over ``plan``'s range (see the module docstring and ``docs/fleet.md``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from flopwatch.telemetry.prom_client import PrometheusError
+
     t0 = time.perf_counter()
+    # asked now, answered by the end: whether the fleet's series are flopwatch's simulation (a window's margin for
+    # a start moved onto the rule grid)
+    side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flopwatch-simulated")
+    f_simulated = side.submit(
+        client.label_values,
+        "__name__",
+        '{__name__="flopwatch_simulated"}',
+        plan.start - plan.window_s - 600,
+        plan.end,
+    )
+    side.shutdown(wait=False)
     reader = FleetReader(client, plan)
-    present, keys, chunk_label = reader.discover()
+
+    def setup(p: ReadPlan) -> tuple[tuple[str, ...], tuple[dict[str, str], str] | None]:
+        # alongside the rules' checks, once the span is fixed: the group label, and which job-level rules stand in
+        # (asked before the checks say whether rules are read at all: then unused)
+        by_labels = _resolve_by(client, by, p, reader.present)
+        if p.resolution != "span" or p.rules == "off":
+            return by_labels, None
+        from flopwatch.fleet.joblevel import JobLevel
+
+        try:
+            return by_labels, JobLevel.plan_rules(reader, by_labels, p)
+        except PrometheusError:
+            return by_labels, None  # asked again, and reported, if the rules are read
+
+    present, keys, chunk_label = reader.discover(alongside=setup)
+    assert reader.alongside is not None
+    by_labels, job_plan = reader.alongside.result()
     plan = reader.plan  # --rules require may widen the span to the rule grid
-    by_labels = _resolve_by(client, by, plan, present)
     span = None
     if plan.resolution == "span":
         import dataclasses
@@ -86,14 +116,16 @@ def estimate_fleet(
         plan = reader.plan = dataclasses.replace(
             plan, gpus_per_chunk=max(plan.gpus_per_chunk, plan.span_gpus_per_chunk)
         )
-        span = SpanReader(reader, by_labels, uuid_keyed=chunk_label == "UUID", dram=profile is not None)
+        span = SpanReader(
+            reader, by_labels, uuid_keyed=chunk_label == "UUID", dram=profile is not None, job_plan=job_plan
+        )
     chunks = reader.chunks(keys, chunk_label)
     per_chunk = (
         span.n_queries_per_chunk
         if span is not None
         else len(reader.time_chunks()) * reader.n_queries_per_chunk
     )
-    total = len(chunks) * per_chunk + (span.n_job_queries if span is not None else 0)
+    total = len(chunks) * per_chunk + (span.n_fleet_queries if span is not None else 0)
     done = [0]
 
     def tick() -> None:
@@ -107,16 +139,16 @@ def estimate_fleet(
     regrid_gpus = 0
     pipes: dict[str, dict[str, Any]] | None = None  # job-level rules: group → model → JobPipes
     if span is not None:
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(max_workers=max(1, plan.concurrency)) as pool:
             jobs_q = span.submit_jobs(pool) if span.job_level else None
+            idle_q = span.submit_idle(pool)
             # one chunk ahead: the server answers the next chunk while this process folds the current one (memory:
             # two chunks' answers)
             ahead = [span.submit(pool, m) for m in chunks[:2]]
             # before the first fold: the energy estimate takes its dtype from the pipes
             if jobs_q is not None:
                 pipes = span.collect_jobs(jobs_q, on_query=tick)
+            span.collect_idle(idle_q, on_query=tick)
             for i in range(len(chunks)):
                 got = span.collect(ahead.pop(0), on_query=tick)
                 if i + 2 < len(chunks):
@@ -137,9 +169,7 @@ def estimate_fleet(
     if warm is not None:
         warm.join()
     missing_metrics = sorted(set(M.METRICS) - set(present))
-    simulated = bool(
-        client.label_values("__name__", '{__name__="flopwatch_simulated"}', plan.start - 600, plan.end)
-    )
+    simulated = bool(f_simulated.result())
     out = [
         _close(g, threshold, None if pipes is None else (pipes.get(g["key"], {}), profile, dtype, device))
         for g in sorted(groups.values(), key=lambda g: g["key"])
@@ -175,7 +205,8 @@ def estimate_fleet(
         "queries": reader.n_queries,
         "read_from": "recording rules" if reader.rules_used else "raw series",
         "resolution": plan.resolution,
-        "regrid_gpus": regrid_gpus,  # span resolution: GPUs re-read per window (their energy counter reset)
+        # span resolution: GPUs re-read per window (their energy counter fell, or a series of theirs has a gap)
+        "regrid_gpus": regrid_gpus,
         "rules_note": reader.rules_note or None,
         # span resolution on rules: pipes, clock, SM activity and power limit from the job-level rules
         "pipes_from": (
@@ -184,6 +215,12 @@ def estimate_fleet(
             else ("job-level rules" if pipes is not None else "per GPU")
         ),
         "job_rules_note": (span.job_note or None) if span is not None else None,
+        # span resolution: the counter's energy from the rise rule (one series per GPU-job) or its max − min
+        "counter_from": (
+            None
+            if span is None or M.ENERGY not in present
+            else ("rise rule" if span.rise_used else "max − min")
+        ),
         "bytes_received": client.bytes_received,
         "gpu_hours": sum(g["gpu_hours"] for g in out),
         "elapsed_s": time.perf_counter() - t0,

@@ -20,7 +20,7 @@ from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_client import Series
 
 if TYPE_CHECKING:
-    from flopwatch.fleet.reader import FleetReader
+    from flopwatch.fleet.reader import FleetReader, ReadPlan
 
 #: Group labels (``--by pod|job``) whose groups are single jobs: where the job-level rules stand in.
 JOB_GROUPINGS = frozenset({"pod", "exported_pod", "hpc_job"})
@@ -60,8 +60,16 @@ class JobLevel:
     """The job- and GPU-level rules of one estimate: which stand in (:attr:`rules`, or :attr:`note` says why not),
     their queries, and the GPUs whose counter fell (:attr:`fell_gpus`)."""
 
-    def __init__(self, reader: FleetReader, by_labels: tuple[str, ...], *, plan: bool = True) -> None:
-        """``plan``: rules are read at all (else nothing stands in and nothing is asked)."""
+    def __init__(
+        self,
+        reader: FleetReader,
+        by_labels: tuple[str, ...],
+        *,
+        plan: bool = True,
+        planned: tuple[dict[str, str], str] | None = None,
+    ) -> None:
+        """``plan``: rules are read at all (else nothing stands in and nothing is asked); ``planned``:
+        :meth:`plan_rules`'s answer, when already asked (alongside the reader's own checks)."""
         self.reader = reader
         self.by_labels = by_labels
         #: rule series per :data:`JOB_QUERIES` / :data:`GPU_QUERIES` name
@@ -69,18 +77,27 @@ class JobLevel:
         self.note = ""
         self.fell_gpus: set[str] = set()
         if plan:
-            self.rules, self.note = self._plan()
+            self.rules, self.note = planned if planned is not None else self.plan_rules(reader, by_labels)
 
     @property
     def used(self) -> bool:
         return bool(self.rules)
 
     @property
+    def rise(self) -> str | None:
+        """The counter's rise rule series, where it stands for the per-GPU-job max and min."""
+        return self.rules.get("e_rise")
+
+    @property
     def gpu_resets(self) -> bool:
         return "gpu_max" in self.rules and "gpu_resets" in self.rules
 
-    def _plan(self) -> tuple[dict[str, str], str]:
-        """The job- and GPU-level rules to read (:data:`JOB_QUERIES` name → series), or why not.
+    @staticmethod
+    def plan_rules(
+        reader: FleetReader, by_labels: tuple[str, ...], plan: ReadPlan | None = None
+    ) -> tuple[dict[str, str], str]:
+        """The job- and GPU-level rules to read over ``plan`` (the reader's by default) (:data:`JOB_QUERIES` name
+        → series), or why not.
 
         Job-level rules keep only the job labels and the model, so they stand in only when the groups (``--by``)
         and the ``--selector`` use those labels. Every rule the present metrics need must exist, lie on the
@@ -98,15 +115,15 @@ class JobLevel:
             rule_names,
         )
 
-        p, present, client = self.reader.plan, self.reader.present, self.reader.client
+        p, present, client = plan or reader.plan, reader.present, reader.client
         W = p.window_s
-        if not set(self.by_labels) <= set(JOB_RULE_LABELS):
-            return {}, f"job-level rules not used: they do not keep {', '.join(self.by_labels)}"
-        if not set(self.by_labels) <= JOB_GROUPINGS:
+        if not set(by_labels) <= set(JOB_RULE_LABELS):
+            return {}, f"job-level rules not used: they do not keep {', '.join(by_labels)}"
+        if not set(by_labels) <= JOB_GROUPINGS:
             # a namespace or a node holds several jobs: the dtype (which pipe did the work) and with it the pipe
             # peaks are per GPU-job on the per-GPU path; summed over the group they would be one for all
             return {}, (
-                f"job-level rules not used: a {'/'.join(self.by_labels)} group holds several jobs (dtype and pipe "
+                f"job-level rules not used: a {'/'.join(by_labels)} group holds several jobs (dtype and pipe "
                 "peaks are per job): pipes read per GPU"
             )
         unquoted = re.sub(r'"(?:[^"\\]|\\.)*"', "", p.matchers)
@@ -120,7 +137,7 @@ class JobLevel:
         want = {q: r for q in names if (r := reader_job_rule(q, present, W)) is not None}
         if not any(q for q in want if q not in dict(GPU_QUERIES)):
             return {}, ""
-        have = self.reader.rule_names
+        have = reader.rule_names
         if have is None:
             have = rule_names(client, W, p.start, p.end + W)
         lacking = sorted(r for r in want.values() if r not in have)
@@ -138,15 +155,36 @@ class JobLevel:
             checks.append((want["gpu_max"], reader_rule("e_max", present, W), GPU_RULE_LABELS, ""))
         rng = _ms_range(W, client.version() < (3, 0))
         n_win = max(1, math.ceil((p.end - p.start) / W - 1e-9))
+        times = sorted({p.start + W, p.start + n_win * W})
         from concurrent.futures import ThreadPoolExecutor
 
+        # the counter's rise rule (rules.SERIES_RULES) stands in for its max and min where the GPU-level rules
+        # route the GPUs whose counter fell to window resolution, and where it has a sample for every series the
+        # per-GPU-job rules have (a rules file from before it lacks it; one loaded later lacks the early windows)
+        rise = reader_rule("e_rise", present, W)
+        e_last = reader_rule("e_last", present, W)
+        ask_rise = (
+            rise is not None and rise in have and e_last is not None and "gpu_max" in want and n_win > 1
+        )
+        rise_note = (
+            "" if ask_rise or rise is None or rise in have else f"no {rise} rule: counter read as max − min"
+        )
         # all at once: these round trips are on the estimate's critical path, before any chunk is read
         with ThreadPoolExecutor(max_workers=8) as pool:
+            sel = f"{{{p.matchers}}}" if p.matchers else ""
+            rise_asked = [
+                pool.submit(
+                    client.query,
+                    f"count(last_over_time({e_last}{sel}[{rng}]) unless last_over_time({rise}{sel}[{rng}]))",
+                    t,
+                )
+                for t in (times if ask_rise else ())
+            ]
             asked = []
             for rule, gpu_rule, labels, m in checks:
                 sel = f"{{{m}}}" if m else ""
                 by = ", ".join(labels)
-                for t in sorted({p.start + W, p.start + n_win * W}):
+                for t in times:
                     asked.append(
                         (
                             rule,
@@ -159,7 +197,7 @@ class JobLevel:
                             ),
                         )
                     )
-        self.reader.n_queries += 2 * len(asked)
+        reader.n_queries += 2 * len(asked) + len(rise_asked)
         for rule, t, f_job, f_gpu in asked:
             job_samples, g = f_job.result(), f_gpu.result()
             # on the per-GPU rules' grid (plan.start was put there); rules loaded from another group or file are
@@ -177,7 +215,13 @@ class JobLevel:
                     f"job-level rules do not cover the span: {nj} of {ng} have a {rule} sample in the window "
                     f"ending {t:.0f}: pipes read per GPU"
                 )
-        return want, ""
+        if ask_rise:
+            lacking_rise = [int(a[0].v[0]) for f in rise_asked if (a := f.result()) and len(a[0].v)]
+            if any(lacking_rise):
+                rise_note = f"{rise} does not cover the span ({max(lacking_rise)} series without it): counter read as max − min"
+            else:
+                want["e_rise"] = str(rise)
+        return want, rise_note
 
     def submit(self, pool: ThreadPoolExecutor, R: str, t_end: float) -> dict[str, Future[list[Series]]]:
         """Send the job- and GPU-level queries over the range ``R`` ending at ``t_end`` (once per fleet: one number

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -167,65 +169,134 @@ class FleetReader:
         self.rules_used = False  # reading the recording-rule series (flopwatch.fleet.rules), not raw samples
         self.rules_note = ""  # why not, when rules were asked for ("auto") but not used
         self.rule_names: frozenset[str] | None = None  # flopwatch rule names in the range (rules.rule_names)
+        self.alongside: Future[Any] | None = None  # discover()'s ``alongside`` call
 
     # ----------------------------------------------------------------------------------- discovery
-    def discover(self) -> tuple[frozenset[str], list[str], str]:
-        """Which DCGM metrics exist for the selector in the range, and the GPU chunk keys (label, values)."""
+    def discover(
+        self, alongside: Callable[[ReadPlan], Any] | None = None
+    ) -> tuple[frozenset[str], list[str], str]:
+        """Which DCGM metrics exist for the selector in the range, and the GPU chunk keys (label, values).
+
+        The round trips here are on the estimate's critical path, before any chunk is read, so what does not
+        depend on an answer is asked at once: the metric names with the rule names; once the span is fixed (a
+        ``--rules require`` start moved onto the rule grid), the rules' coverage with the GPU keys and
+        ``alongside(plan)`` (the caller's own set-up: its answer, or its exception, is :attr:`alongside`).
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        from flopwatch.fleet.rules import rule_names
+
         p = self.plan
         m = p.matchers
         match = f'{{__name__=~"DCGM_FI_.*"{"," + m if m else ""}}}'
-        names = frozenset(self.client.label_values("__name__", match, p.start, p.end))
-        if not names:
-            raise InputError(
-                f"no DCGM series at {self.client.display_url} for {('{' + m + '}') if m else 'any selector'} "
-                "between the start and end times (empty result: check --selector, --start/--end, and that "
-                "dcgm-exporter is scraped)",
-                field="selector",
-            )
-        self.present = names & frozenset(M.METRICS)
-        if M.ENERGY not in self.present and M.POWER not in self.present:
-            raise InputError(
-                f"missing metrics: neither {M.ENERGY} nor {M.POWER} is present, so no energy can be measured "
-                f"(found: {', '.join(sorted(names)[:8])}{' …' if len(names) > 8 else ''})",
-                field="metrics",
-            )
-        self._check_rules()
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="flopwatch-discover") as pool:
+            f_rules = None
+            if p.rules != "off":
+                # once, over the widest span the checks may look at (a window before start: the grid widening)
+                f_rules = pool.submit(
+                    rule_names, self.client, p.window_s, p.start - p.window_s, p.end + p.window_s
+                )
+                pool.submit(self.client.version)  # cached: the checks' ranges depend on it
+            names = frozenset(self.client.label_values("__name__", match, p.start, p.end))
+            if not names:
+                raise InputError(
+                    f"no DCGM series at {self.client.display_url} for {('{' + m + '}') if m else 'any selector'} "
+                    "between the start and end times (empty result: check --selector, --start/--end, and that "
+                    "dcgm-exporter is scraped)",
+                    field="selector",
+                )
+            self.present = names & frozenset(M.METRICS)
+            if M.ENERGY not in self.present and M.POWER not in self.present:
+                raise InputError(
+                    f"missing metrics: neither {M.ENERGY} nor {M.POWER} is present, so no energy can be measured "
+                    f"(found: {', '.join(sorted(names)[:8])}{' …' if len(names) > 8 else ''})",
+                    field="metrics",
+                )
+            if f_rules is not None:
+                self.rule_names = f_rules.result()
+            grid = self._rules_grid()  # may move the start onto the rule grid
+            f_along = pool.submit(alongside, self.plan) if alongside is not None else None
+            # the GPU keys as the rule series know them (rules may be kept longer than raw samples), asked before
+            # the coverage checks say whether the rules are used (then, rarely, asked again of the raw series)
+            f_keys = pool.submit(self._gpu_keys, True) if grid is not None else None
+            if grid is not None:
+                self._check_rules(*grid)
+            if f_keys is not None and self.rules_used:
+                keys = f_keys.result()
+            else:
+                keys = self._gpu_keys(self.rules_used)
+            self.alongside = f_along
+        return self.present, keys[0], keys[1]
+
+    def _gpu_keys(self, rules: bool) -> tuple[list[str], str]:
+        """The GPU chunk keys: the values of the first of UUID, Hostname, instance the series carry."""
+        from flopwatch.fleet.rules import reader_rule
+
         p = self.plan
         ref = M.ENERGY if M.ENERGY in self.present else M.POWER
-        # the GPUs as the rule series know them (rules may be kept longer than raw samples)
-        if self.rules_used:
-            from flopwatch.fleet.rules import reader_rule
-
+        if rules:
             ref = (
                 reader_rule("e_last" if M.ENERGY in self.present else "p_sum", self.present, p.window_s)
                 or ref
             )
-        ref_match = f"{ref}{{{m}}}" if m else ref
+        ref_match = f"{ref}{{{p.matchers}}}" if p.matchers else ref
         for label in ("UUID", "Hostname", "instance"):
             vals = self.client.label_values(label, ref_match, p.start, p.end)
             if vals:
-                return self.present, vals, label
-        return self.present, [""], ""
+                return vals, label
+        return [""], ""
 
-    def _check_rules(self) -> None:
-        p = self.plan
-        if p.rules == "off":
-            return
+    def _needed_rules(self) -> list[str]:
+        return list(_queries(self.present, "x", "1s", "1s", "1s:1s", self.plan.exact_clock))
+
+    def _rules_grid(self) -> tuple[ReadPlan, list[Series] | None] | None:
+        """The rules' first check (:func:`~flopwatch.fleet.rules.rules_grid`): None when they cannot be used (the
+        reason goes to :attr:`rules_note`, or raises under ``--rules require``); else the plan to check them over
+        (``--rules require`` moves the start onto the rule grid: the window before start) and the samples read
+        (None: the start was just moved, so they are on the grid)."""
         import dataclasses
 
-        from flopwatch.fleet.rules import check_rules, rule_names
+        from flopwatch.fleet.rules import rules_grid
 
-        needed = list(_queries(self.present, "x", "1s", "1s", "1s:1s", p.exact_clock))
-        # once, over the widest span the checks may look at (a window before start: the grid widening below)
-        self.rule_names = rule_names(self.client, p.window_s, p.start - p.window_s, p.end + p.window_s)
-        chk = check_rules(self.client, p, self.present, needed, self.rule_names)
-        if not chk.use and chk.kind == "grid" and p.rules == "require" and chk.grid_offset_s is not None:
+        p = self.plan
+        if p.rules == "off":
+            return None
+        chk, first = rules_grid(
+            self.client, p, self.present, self._needed_rules(), self.rule_names or frozenset()
+        )
+        if chk is None:
+            return p, first
+        if chk.kind == "grid" and p.rules == "require" and chk.grid_offset_s is not None:
             # Widen the span to the rule grid (the window before start): answers then equal the raw path's
             # over the widened span, which the output's start reports.
-            p = dataclasses.replace(p, start=p.start + chk.grid_offset_s - p.window_s)
-            chk = check_rules(self.client, p, self.present, needed, self.rule_names, on_grid=True)
-            if chk.use:
-                self.rules_note = f"span widened to the rule grid: start {p.start:.3f}"
+            self.plan = dataclasses.replace(p, start=p.start + chk.grid_offset_s - p.window_s)
+            self.rules_note = f"span widened to the rule grid: start {self.plan.start:.3f}"
+            return self.plan, None
+        self._rules_unused(chk.reason)
+        return None
+
+    def _rules_unused(self, reason: str) -> None:
+        if self.plan.rules == "require":
+            raise InputError(f"--rules require: {reason}", field="rules")
+        self.rules_note = reason
+
+    def _check_rules(self, p: ReadPlan, first: list[Series] | None) -> None:
+        """The rules' coverage at the first and last window (:func:`~flopwatch.fleet.rules.check_rules`) over the
+        plan :meth:`_rules_grid` fixed; on success the reader reads rule series from now on."""
+        import dataclasses
+
+        from flopwatch.fleet.rules import check_rules
+
+        # first None: the start was just put on the grid, so the rule samples are counted, not read
+        chk = check_rules(
+            self.client,
+            p,
+            self.present,
+            self._needed_rules(),
+            self.rule_names,
+            on_grid=first is None,
+            first=first,
+        )
         if chk.use:
             self.rules_used = True
             self.plan = dataclasses.replace(
@@ -233,10 +304,9 @@ class FleetReader:
                 gpus_per_chunk=max(p.gpus_per_chunk, p.rules_gpus_per_chunk),
                 time_chunk_s=max(p.time_chunk_s, p.rules_time_chunk_s),
             )
-        elif p.rules == "require":
-            raise InputError(f"--rules require: {chk.reason}", field="rules")
         else:
-            self.rules_note = chk.reason
+            self.rules_note = ""
+            self._rules_unused(chk.reason)
 
     def chunks(self, keys: Sequence[str], label: str) -> list[str]:
         """Matchers of each GPU chunk (the user's matchers plus a regex on ``label``)."""

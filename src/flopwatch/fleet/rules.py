@@ -84,6 +84,20 @@ RULE_QUERIES: Mapping[str, tuple[str, str, str]] = {
 }
 
 
+#: Per-series rules that are not a single range function (reader name → (metric, operation, PromQL template);
+#: ``{a}``: the window's range selector, ``{W}``: the window). ``e_rise``: the counter's rise since the previous
+#: window's maximum, or within the window when the series had no sample in the previous one. Summed over a series'
+#: windows it telescopes to its last value − its first (when its windows are contiguous and the counter does not
+#: fall), so ``--resolution span`` reads the counter's energy from one series per GPU-job instead of two
+#: (``max`` and ``min``): :mod:`flopwatch.fleet.span`.
+SERIES_RULES: Mapping[str, tuple[str, str, str]] = {
+    "e_rise": (
+        M.ENERGY,
+        "rise",
+        "(max_over_time({a}) - max_over_time({a} offset {W})) or (max_over_time({a}) - min_over_time({a}))",
+    ),
+}
+
 #: Job-level rules (reader name → (metric, operation, PromQL template)): what the estimators only ever use summed
 #: over a job's GPUs. The pipe estimator is linear in Σ activity × clock (:mod:`flopwatch.fleet.estimators`), so
 #: its per-window products summed over a job's GPUs give the job's pipe FLOPs exactly as the window reader's
@@ -188,6 +202,9 @@ def rules(window_s: float = 3600.0, prometheus_major: int = 3, selector: str = "
     for metric, fn, op in RULE_QUERIES.values():
         sel = f"{metric}{{{selector}}}" if selector else metric
         out.setdefault(rule_name(metric, op, window_s), f"{fn}({sel}[{rng}])")
+    for metric, op, template in SERIES_RULES.values():
+        sel = f"{metric}{{{selector}}}" if selector else metric
+        out[rule_name(metric, op, window_s)] = template.format(a=f"{sel}[{rng}]", W=window_suffix(window_s))
     return list(out.items())
 
 
@@ -224,10 +241,12 @@ def reader_rule(query: str, present: frozenset[str], window_s: float) -> str | N
     if query == "tensor_avg" and M.HMMA in present:
         query = "tensor_hmma_avg"
     spec = RULE_QUERIES.get(query)
-    if spec is None:
-        return None
-    metric, _fn, op = spec
-    return rule_name(metric, op, window_s)
+    if spec is not None:
+        return rule_name(spec[0], spec[2], window_s)
+    series = SERIES_RULES.get(query)
+    if series is not None and series[0] in present:
+        return rule_name(series[0], series[1], window_s)
+    return None
 
 
 @dataclass(frozen=True)
@@ -265,6 +284,38 @@ def _off_grid(samples: list[Series], start: float, W: float) -> RulesCheck | Non
     return None
 
 
+def _wanted(
+    present: frozenset[str], needed: list[str], have: frozenset[str], W: float
+) -> tuple[dict[str, str | None], RulesCheck | None]:
+    """The rule series of each needed query name, and why they cannot be used when some do not exist."""
+    want = {q: reader_rule(q, present, W) for q in needed}
+    lacking = sorted(str(r) for r in want.values() if r is None or r not in have)
+    if not lacking:
+        return want, None
+    why = f"rule series missing for this window ({window_suffix(W)}): {', '.join(lacking[:4])}"
+    return want, RulesCheck(False, why, "missing")
+
+
+def rules_grid(
+    client: PrometheusClient,
+    plan: ReadPlan,
+    present: frozenset[str],
+    needed: list[str],
+    have: frozenset[str],
+) -> tuple[RulesCheck | None, list[Series]]:
+    """The first stage of :func:`check_rules`, alone: every needed rule exists, and the reference rule's samples
+    at the first window end lie on the reader's grid. (Why not, or None; those samples, for ``check_rules``'s
+    ``first``.) A caller that may move the start onto the grid learns it after one query."""
+    W = plan.window_s
+    want, lacking = _wanted(present, needed, have, W)
+    if lacking is not None:
+        return lacking, []
+    rule_ref = want["e_last"] if M.ENERGY in present else want["p_sum"]
+    sel = f"{{{plan.matchers}}}" if plan.matchers else ""
+    first = client.query_matrix(f"{rule_ref}{sel}[{range_ms(W, client.version()[0])}]", plan.start + W)
+    return _off_grid(first, plan.start, W), first
+
+
 def check_rules(
     client: PrometheusClient,
     plan: ReadPlan,
@@ -273,6 +324,7 @@ def check_rules(
     have: frozenset[str] | None = None,
     *,
     on_grid: bool = False,
+    first: list[Series] | None = None,
 ) -> RulesCheck:
     """Cheap checks that the rule series can stand for the raw ones over ``plan`` (a few instant queries).
 
@@ -280,19 +332,16 @@ def check_rules(
     ``have``: :func:`rule_names` when already asked); at the first and last window end, the reference rule has a
     sample for every series the raw metric has; every such sample lies on the reader's grid ``start + k·W``
     (``on_grid``: already known, e.g. the start was just moved onto it: the rule samples are counted, not read).
+    ``first``: the reference rule's samples at the first window end, already read by :func:`rules_grid`.
     """
     W = plan.window_s
     start, end = plan.start, plan.end
     m = plan.matchers
-    suffix = window_suffix(W)
     if have is None:
         have = rule_names(client, W, start, end + W)
-    want = {q: reader_rule(q, present, W) for q in needed}
-    lacking = sorted(str(r) for q, r in want.items() if r is None or r not in have)
-    if lacking:
-        return RulesCheck(
-            False, f"rule series missing for this window ({suffix}): {', '.join(lacking[:4])}", "missing"
-        )
+    want, lacking = _wanted(present, needed, have, W)
+    if lacking is not None:
+        return lacking
     raw_ref = M.ENERGY if M.ENERGY in present else M.POWER
     rule_ref = want["e_last"] if M.ENERGY in present else want["p_sum"]
     major = client.version()[0]
@@ -304,8 +353,9 @@ def check_rules(
     from concurrent.futures import ThreadPoolExecutor
 
     matrix = f"{rule_ref}{sel}[{rng}]"
-    first: list[Series] | None = None
-    if not on_grid:
+    if on_grid:
+        first = None
+    elif first is None:
         # the grid first, alone: off it (a start not on the rule group's offset, the usual case) nothing else
         # needs asking before the caller moves the start (then on_grid)
         first = client.query_matrix(matrix, ts_[0])

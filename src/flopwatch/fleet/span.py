@@ -61,6 +61,9 @@ ID_LABELS: tuple[str, ...] = (
     "hpc_job",
 )
 
+#: Span queries evaluated at the end of the first window, not of the range.
+AT_FIRST_WINDOW = frozenset({"e_first_window"})
+
 #: Gauges summed over each series' life: query key → metric (the tensor pipe is HMMA where present).
 _GAUGES = ("gr", "gpu_util", "sm", "dram", "clock", "tensor", "fp32", "imma", "dfma", "fp16", "fp64")
 #: Per-GPU gauges the job-level rules replace (with the power limit).
@@ -94,14 +97,20 @@ def span_queries(
     dram: bool = True,
     job_level: bool = False,
     gpu_level_resets: bool = False,
+    rise: tuple[str, str, str] | None = None,
 ) -> dict[str, str]:
-    """Instant queries (evaluated at the end of the range ``R``) of the per-series totals.
+    """Instant queries (evaluated at the end of the range ``R``; :data:`AT_FIRST_WINDOW` at the first window's end)
+    of the per-series totals.
 
     ``rules_window_s``: read flopwatch's recording-rule series of that window instead of the raw samples.
     ``dram``: read DRAM activity (only profile models with a TB term use it: one pass fewer without a profile).
     ``job_level``: the job-level rules (:data:`JOB_GAUGES`, read once per fleet by :meth:`SpanReader.submit_jobs`)
     carry the pipes, clock, SM activity and power limit: per GPU only energy and utilisation (and DRAM).
     ``gpu_level_resets``: the GPU-level rules say which GPUs' counters fell: no per-GPU-job ``last``/``resets``.
+    ``rise``: (the counter's rise rule, the range after the first window, the window's range), with
+    ``gpu_level_resets``: the counter's max − min is the rise summed over the windows after the first plus the
+    first window's max − min (one per-GPU-job series read instead of two; exact for a series without an empty window
+    between its first and last: :meth:`SpanReader.collect` asks the others again).
     """
     sel = (lambda name: f"{name}{{{matchers}}}") if matchers else (lambda name: name)
     gauges = _gauge_metrics(present)
@@ -122,7 +131,14 @@ def span_queries(
         if M.ENERGY in present:
             e_max = f"max by ({by}) (max_over_time({rule('e_max')}[{R}]))"
             e_min = f"min by ({by}) (min_over_time({rule('e_first')}[{R}]))"
-            if gpu_level_resets:  # only the difference is used: one answer instead of two
+            if gpu_level_resets and rise is not None:
+                rule_rise, R_rest, W = rise
+                q["e_rise"] = f"sum by ({by}) (sum_over_time({sel(rule_rise)}[{R_rest}]))"
+                q["e_first_window"] = (
+                    f"max by ({by}) (max_over_time({rule('e_max')}[{W}])) - "
+                    f"min by ({by}) (min_over_time({rule('e_first')}[{W}]))"
+                )
+            elif gpu_level_resets:  # only the difference is used: one answer instead of two
                 q["e_delta"] = f"{e_max} - {e_min}"
             else:
                 q |= {"e_max": e_max, "e_min": e_min}
@@ -167,7 +183,7 @@ class SpanChunk:
     jobs: list[GpuJob]
     unattributed_j: float = 0.0
     unattributed_series: set[tuple[tuple[str, str], ...]] = field(default_factory=set)
-    regrid_gpus: int = 0  # GPUs read again at window resolution (counter resets)
+    regrid_gpus: int = 0  # GPUs read again at window resolution (counter resets, gaps)
 
 
 class SpanReader:
@@ -175,11 +191,18 @@ class SpanReader:
     :meth:`submit` sends a chunk's queries to a thread pool, :meth:`collect` folds its answers into GPU-jobs."""
 
     def __init__(
-        self, reader: FleetReader, by_labels: tuple[str, ...], *, uuid_keyed: bool = False, dram: bool = True
+        self,
+        reader: FleetReader,
+        by_labels: tuple[str, ...],
+        *,
+        uuid_keyed: bool = False,
+        dram: bool = True,
+        job_plan: tuple[dict[str, str], str] | None = None,
     ) -> None:
         """``uuid_keyed``: every series carries ``UUID`` (discovery chunked the fleet by it). The totals are then
         summed by UUID and the job labels only; the sample counts, once per chunk, bring the GPU's other labels
-        (model, host): ≈ 40 % fewer bytes in all (benchmarks/bench_fleet.py)."""
+        (model, host): ≈ 40 % fewer bytes in all (benchmarks/bench_fleet.py). ``job_plan``:
+        :meth:`~.joblevel.JobLevel.plan_rules`'s answer for this reader's plan, when already asked."""
         self.reader = reader
         self.by_labels = by_labels
         self.ids = tuple(ID_LABELS) + tuple(b for b in by_labels if b not in ID_LABELS)
@@ -190,7 +213,8 @@ class SpanReader:
         self.by = ", ".join(self.ids)
         self.rules_window = reader.plan.window_s if reader.rules_used else None
         self.dram = dram
-        self.jobs = JobLevel(reader, by_labels, plan=self.rules_window is not None)
+        self.jobs = JobLevel(reader, by_labels, plan=self.rules_window is not None, planned=job_plan)
+        self.idle_j: dict[tuple[str | None, ...], float] | None = None  # collect_idle
         if uuid_keyed and self.job_level:
             # groups are jobs, not hosts: of the GPU's labels the counts need only its model (the device)
             self.count_by = ", ".join((*self.ids, "modelName"))
@@ -201,6 +225,11 @@ class SpanReader:
         return self.jobs.used
 
     @property
+    def rise_used(self) -> bool:
+        """The counter's energy comes from its rise rule (:data:`flopwatch.fleet.rules.SERIES_RULES`)."""
+        return "e_rise" in self._queries("x")[0]
+
+    @property
     def job_note(self) -> str:
         return self.jobs.note
 
@@ -208,6 +237,41 @@ class SpanReader:
         """Send the job- and GPU-level queries (:class:`~.joblevel.JobLevel`), once per fleet."""
         _q, R, t_end = self._queries("")
         return self.jobs.submit(pool, R, t_end)
+
+    def submit_idle(self, pool: ThreadPoolExecutor) -> Future[list[Series]] | None:
+        """Send the query of the series without a group label (GPUs between jobs), once per fleet: their energy is
+        Σ power × step, as at window resolution. (Their counter's max − min would hold the energy of the jobs that
+        ran between their windows; on the simulated 1024-GPU day 37 GJ, the whole fleet's, instead of 0.68 GJ.)
+        None when there is no power gauge: then their counter's difference stands."""
+        present = self.reader.present
+        if M.POWER not in present:
+            return None
+        _q, R, t_end = self._queries("")
+        unlabelled = ",".join(f'{b}=""' for b in self.by_labels)
+        m = f"{self.reader.plan.matchers},{unlabelled}" if self.reader.plan.matchers else unlabelled
+        name = M.POWER
+        if self.rules_window is not None:
+            from flopwatch.fleet.rules import reader_rule
+
+            name = str(reader_rule("p_sum", present, self.rules_window))
+        expr = f"sum by ({self.by}) (sum_over_time({name}{{{m}}}[{R}]))"
+        return pool.submit(self.reader.client.query, expr, t_end)
+
+    def collect_idle(
+        self, fut: Future[list[Series]] | None, on_query: Callable[[], None] | None = None
+    ) -> None:
+        """The idle series' energy (:meth:`submit_idle`), by row key, for :meth:`collect`."""
+        if fut is None:
+            return
+        step = self.reader.plan.step_s
+        got = fut.result()
+        self._tick(on_query)
+        self.idle_j = {self._row_key(s_.labels): float(s_.v[0]) * step for s_ in got if len(s_.v)}
+
+    @property
+    def n_fleet_queries(self) -> int:
+        """Queries asked once per fleet: the job- and GPU-level rules', and the idle series' power."""
+        return len(self.jobs.rules) - ("e_rise" in self.jobs.rules) + (M.POWER in self.reader.present)
 
     def collect_jobs(
         self, futs: Mapping[str, Future[list[Series]]], on_query: Callable[[], None] | None = None
@@ -222,6 +286,13 @@ class SpanReader:
         t_end = t_chunks[-1][1]
         closed = self.reader.client.version() < (3, 0)
         R = _ms_range(t_end - p.start, closed)
+        rise = None
+        if self.jobs.rise is not None and t_end - p.start > p.window_s:
+            rise = (
+                self.jobs.rise,
+                _ms_range(t_end - p.start - p.window_s, closed),
+                _ms_range(p.window_s, closed),
+            )
         q = span_queries(
             self.reader.present,
             matchers,
@@ -231,6 +302,7 @@ class SpanReader:
             dram=self.dram,
             job_level=self.job_level,
             gpu_level_resets=self.gpu_level_resets,
+            rise=rise,
         )
         return q, R, t_end
 
@@ -238,10 +310,6 @@ class SpanReader:
     def n_queries_per_chunk(self) -> int:
         q, _R, _t = self._queries("x")
         return len(q) + len(self.reader.time_chunks())
-
-    @property
-    def n_job_queries(self) -> int:
-        return len(self.jobs.rules)
 
     @property
     def gpu_level_resets(self) -> bool:
@@ -278,7 +346,11 @@ class SpanReader:
             pool.submit(reader.client.query_range, count_expr, t0 + p.window_s, t1, p.window_s)
             for t0, t1 in reader.time_chunks()
         ]
-        span = {name: pool.submit(reader.client.query, expr, t_end) for name, expr in queries.items()}
+        t_first_window = p.start + p.window_s
+        span = {
+            name: pool.submit(reader.client.query, expr, t_first_window if name in AT_FIRST_WINDOW else t_end)
+            for name, expr in queries.items()
+        }
         return _Pending(matchers, counts, span)
 
     def collect(self, pending: _Pending, on_query: Callable[[], None] | None = None) -> SpanChunk:
@@ -324,6 +396,13 @@ class SpanReader:
             v[name] = a
         return self._fold(labels, N, t_ends, v, pending.matchers)
 
+    @staticmethod
+    def _rise_delta(rise: np.ndarray, first_window: np.ndarray) -> np.ndarray:
+        """Each series' counter max − min: its first window's, plus its rise over the windows after (the rise rule
+        telescopes where the series' windows are contiguous; the others :meth:`_fold` reads per window)."""
+        both_nan = np.isnan(rise) & np.isnan(first_window)
+        return np.where(both_nan, np.nan, np.nan_to_num(rise) + np.nan_to_num(first_window))
+
     def _row_key(self, labels: Mapping[str, str]) -> tuple[str | None, ...]:
         """Identity of a series across the chunk's answers (each is summed ``by`` the same labels)."""
         return tuple(map(labels.get, self.ids))
@@ -353,6 +432,15 @@ class SpanReader:
         resets = v.get("e_resets", nan).copy()
         if self.gpu_level_resets:  # GPU-level rules: the GPUs whose counter fell anywhere in the range
             resets = np.fromiter((1.0 if g in self.jobs.fell_gpus else 0.0 for g in gids), float, S)
+        # series with an empty window between their first and last
+        P = N > 0
+        gap = P.any(axis=1) & (
+            (N.shape[1] - np.argmax(P[:, ::-1], axis=1)) - np.argmax(P, axis=1) > P.sum(axis=1)
+        )
+        attributed = np.fromiter((g is not None for g in groups), bool, S)
+        if "e_rise" in v:
+            v = dict(v)
+            v["e_delta"] = self._rise_delta(v.pop("e_rise"), v.pop("e_first_window"))
         with np.errstate(invalid="ignore", divide="ignore"):
             if "e_max" in v or "e_delta" in v:
                 delta = (v["e_delta"] if "e_delta" in v else v["e_max"] - v["e_min"]) / 1000.0
@@ -366,7 +454,10 @@ class SpanReader:
             # (half a step on either side, as every series' edges): so do we, as counter energy (_lazy_power)
             single = live & (n == 1) & (M.POWER in self.reader.present)
             energy = np.where(single, 0.0, energy)
-            regrid = {gids[i] for i in np.flatnonzero(live & (resets > 0)).tolist()}
+            # GPUs read again per window: a counter that fell; a job's series with an empty window between its first
+            # and last (its max − min holds the gap's energy, but its count of samples does not: the n/(n − 1) edge
+            # would spread that energy over the scrapes; and the rise rule restarts after a gap)
+            regrid = {gids[i] for i in np.flatnonzero(live & ((resets > 0) | (gap & attributed))).tolist()}
         out = SpanChunk(jobs=[])
         # each row's GPU-job (−1: unattributed, or read again per window)
         jobs: list[GpuJob] = []
@@ -379,16 +470,22 @@ class SpanReader:
             gid, group = gids[i], groups[i]
             if gid in regrid:
                 continue
-            if single[i]:
-                edges.append(i)
             if group is None:
-                out.unattributed_series.add(self._row_key(labels[i]))
+                key = self._row_key(labels[i])
+                out.unattributed_series.add(key)
+                if self.idle_j is not None:  # Σ power × step (submit_idle); a series without power: nothing
+                    unattributed_by_gpu[gid] = unattributed_by_gpu.get(gid, 0.0) + self.idle_j.get(key, 0.0)
+                    continue
+                if single[i]:
+                    edges.append(i)
                 e = float(energy[i])
                 if e == e:
                     unattributed_by_gpu[gid] = unattributed_by_gpu.get(gid, 0.0) + e
                 else:
                     need_power.append((i, None))
                 continue
+            if single[i]:
+                edges.append(i)
             j = job_ix.get((group, gid))
             if j is None:
                 lab = labels[i]
