@@ -114,6 +114,27 @@ def test_client_passes_prometheus_errors_and_parses_ranges():
     assert a.t.tolist() == [10, 20, 30] and a.v.tolist() == [1.0, 2.0, math.inf]
     assert b.t.tolist() == [20] and b.v.tolist() == [-4500.0]
     assert d.t.tolist() == [10, 30] and math.isnan(d.v[0]) and d.v[1] == 7.0
+    # instant answers as (labels, one array of values): what the span reader reads a fleet's GPU-jobs with
+    vec = {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {"metric": {"UUID": "GPU-1"}, "value": [30, "2.5"]},
+                {"metric": {"UUID": "GPU-2"}, "value": [30, "NaN"]},
+                {"metric": {"UUID": "GPU-3"}, "value": [30, "oops"]},
+            ],
+        },
+    }
+    c = PrometheusClient(
+        "prom:9090",
+        opener=_Opener([vec, {"status": "success", "data": {"resultType": "vector", "result": []}}]),
+    )
+    labels, values = c.query_values("x", 30)
+    assert [x["UUID"] for x in labels] == ["GPU-1", "GPU-2", "GPU-3"]
+    assert values[0] == 2.5 and math.isnan(values[1]) and math.isnan(values[2])
+    labels, values = c.query_values("y")
+    assert labels == [] and values.shape == (0,)
 
 
 def _block(t, series, values):
@@ -452,3 +473,55 @@ def test_batched_gpu_job_estimates_equal_one_at_a_time() -> None:
             for a, b in zip(batch, one, strict=True):  # NaN where an estimator had nothing: equal here
                 ta, tb = dataclasses.astuple(a), dataclasses.astuple(b)
                 assert all(x == y or (x != x and y != y) for x, y in zip(ta, tb, strict=True)), (a, b)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fold_on_arrays_equals_one_gpu_job_at_a_time(seed: int) -> None:
+    """Span resolution with the job-level pipes folds a chunk's GPU-jobs on arrays (estimate._fold_arrays): the same
+    groups as _add_job one GPU-job at a time — sums, bounds, notes, missing metrics, devices, dtypes — on GPU-jobs
+    below the utilisation gate, without utilisation, without samples, from power only, and of an unknown model."""
+    from flopwatch.fleet.aggregate import GpuJob
+    from flopwatch.fleet.estimate import _add_job, _close, _fold_arrays, _new_group
+    from flopwatch.fleet.joblevel import JobPipes
+
+    rng = np.random.default_rng(seed)
+    models = ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "Mystery GPU 9000"]
+    jobs = []
+    for i in range(400):
+        group = f"job-{int(rng.integers(0, 40))}"
+        model = models[int(rng.integers(0, 3))] if rng.random() < 0.15 else models[int(i % 40 < 30)]
+        j = GpuJob(group=group, gpu=f"GPU-{int(rng.integers(0, 64))}", labels={"modelName": model})
+        dur = float(rng.choice([0.0, rng.uniform(15, 7200)], p=[0.03, 0.97]))
+        j.duration_s, j.covered_s = dur, dur * float(rng.uniform(0.9, 1.0))
+        j.energy_j = dur * float(rng.uniform(80, 750))
+        j.t_first = float(rng.uniform(0, 86400))
+        j.t_last = j.t_first + dur
+        j.counter_s = j.covered_s if rng.random() < 0.9 else 0.0
+        j.energy_from_power_j = 0.0 if j.counter_s > 0 else j.energy_j
+        j.resets = int(rng.random() < 0.05)
+        if rng.random() < 0.9:  # else: no utilisation
+            j.busy_covered_s = j.covered_s
+            j.busy_s = j.covered_s * float(rng.uniform(0.3, 1.0))
+        jobs.append(j)
+    pipes = {
+        f"job-{k}": {
+            m: JobPipes({"tensor_a": float(rng.uniform(0, 9e3)), "fp32_a": float(rng.uniform(0, 9e3))})
+            for m in models
+        }
+        for k in range(40)
+    }
+    one, arrays = {}, {}
+    for j in jobs:
+        _add_job(one.setdefault(j.group, _new_group(j.group)), j, frozenset(), None, None, None, pipes)
+    for part in (jobs[:150], jobs[150:]):  # two chunks
+        _fold_arrays(arrays, part, None, None, pipes)
+    assert one.keys() == arrays.keys()
+    for k in one:
+        a = _close(one[k], 1e18, (pipes[k], None, None, None))
+        b = _close(arrays[k], 1e18, (pipes[k], None, None, None))
+        assert a.keys() == b.keys()
+        for f, x in a.items():
+            if isinstance(x, float):
+                assert b[f] == pytest.approx(x, rel=1e-12, abs=1e-9), (k, f)
+            else:
+                assert b[f] == x, (k, f)

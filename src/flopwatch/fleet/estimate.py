@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
+
 from flopwatch.devices import DeviceSpec
 from flopwatch.fleet.aggregate import Accumulator, GpuJob
 from flopwatch.fleet.estimators import (
@@ -299,7 +301,11 @@ def _fold_many(
     pipes: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """:func:`_fold` of a chunk's GPU-jobs, their estimates made per device model and dtype in one batch
-    (:func:`~flopwatch.fleet.estimators.estimate_gpu_jobs`)."""
+    (:func:`~flopwatch.fleet.estimators.estimate_gpu_jobs`). With the job-level pipes and the built-in model (span
+    resolution on rules: the fleet-wide sweep), on arrays: :func:`_fold_arrays`."""
+    if pipes is not None and profile is None:
+        _fold_arrays(groups, jobs, dtype, device, pipes)
+        return
     batches: dict[tuple[str, str], list[int]] = {}
     specs: dict[str, DeviceSpec] = {}
     models = [_job_model(job, profile, dtype, device, pipes) for job in jobs]
@@ -320,6 +326,142 @@ def _fold_many(
         if g is None:
             g = groups[job.group] = _new_group(job.group)
         _add_job(g, job, present, profile, dtype, device, pipes, e, model)
+
+
+def _fold_arrays(
+    groups: dict[str, dict[str, Any]],
+    jobs: list[GpuJob],
+    dtype: str | None,
+    device: str | None,
+    pipes: dict[str, dict[str, Any]],
+) -> None:
+    """:func:`_add_job` of a chunk's GPU-jobs at once, where the pipes come from the job-level rules and the energy
+    estimate from the built-in model: sums per group with ``np.bincount``, the model and dtype once per group and
+    device model, the estimates on arrays (:func:`~flopwatch.fleet.estimators.builtin_energy`). The same groups as
+    one :func:`_add_job` per GPU-job, to rounding (tests/test_fleet.py)."""
+    from flopwatch.fleet.estimators import UNKNOWN_UTIL_NOTE, builtin_energy
+
+    n = len(jobs)
+    if n == 0:
+        return
+    gix: dict[str, int] = {}
+    gi = np.empty(n, dtype=np.intp)
+    # _job_model once per group and device model: the dtype is the group's (job-level pipes), the spec the model's
+    models: dict[tuple[str, str], tuple[DeviceSpec | None, str, str]] = {}
+    mix: dict[tuple[str, str], int] = {}
+    model_label: dict[tuple[str, str], str | None] = {}
+    mi = np.empty(n, dtype=np.intp)
+    for i, job in enumerate(jobs):
+        gi[i] = gix.setdefault(job.group, len(gix))
+        k = (job.group, job.labels.get("modelName", ""))
+        m = mix.get(k)
+        if m is None:
+            m = mix[k] = len(mix)
+            models[k] = _job_model(job, None, dtype, device, pipes)
+            model_label[k] = job.labels.get("modelName")
+        mi[i] = m
+    mkeys = list(mix)
+    G = len(gix)
+    keys = list(gix)
+    gs = [groups.get(k) or groups.setdefault(k, _new_group(k)) for k in keys]
+
+    def col(name: str) -> np.ndarray:
+        return np.fromiter((getattr(j, name) for j in jobs), float, n)
+
+    def total(x: np.ndarray, sel: np.ndarray | None = None) -> np.ndarray:
+        if sel is None:
+            return np.bincount(gi, weights=x, minlength=G)
+        return np.bincount(gi[sel], weights=x[sel], minlength=G)
+
+    def any_(sel: np.ndarray) -> np.ndarray:
+        return np.bincount(gi[sel], minlength=G) > 0
+
+    e, cov, dur = col("energy_j"), col("covered_s"), col("duration_s")
+    busy, busy_cov = col("busy_s"), col("busy_covered_s")
+    t_first, t_last = col("t_first"), col("t_last")
+    start = np.full(G, np.inf)
+    np.minimum.at(start, gi, t_first)
+    end = np.full(G, -np.inf)
+    np.maximum.at(end, gi, t_last)
+    sums = {
+        "energy_j": total(e),
+        "_covered": total(cov),
+        "_span": total(dur),
+        "_busy": total(busy),
+        "_busy_cov": total(busy_cov),
+        "_from_power": total(col("energy_from_power_j")),
+    }
+    resets = np.bincount(gi, weights=col("resets"), minlength=G)
+    from_power_only = any_(col("counter_s") <= 0)
+    # the energy estimates, per device model and dtype
+    spec_of = [models[k][0] for k in mkeys]
+    valid = np.fromiter((spec_of[m] is not None for m in mi.tolist()), bool, n)
+    est = np.full((3, n), np.nan)
+    net = np.full(n, np.nan)
+    low = np.zeros(n, bool)
+    unknown = np.zeros(n, bool)
+    no_samples = np.zeros(n, bool)
+    util = np.full(n, np.nan)
+    batches: dict[tuple[str, str], list[int]] = {}
+    for m, (spec, d, _inferred) in enumerate(models[k] for k in mkeys):
+        if spec is not None:
+            batches.setdefault((spec.key, d), []).append(m)
+    for (_key, d), ms in batches.items():
+        ix = np.flatnonzero(np.isin(mi, ms))
+        spec = spec_of[ms[0]]
+        assert spec is not None
+        b = builtin_energy(e[ix], dur[ix], busy[ix], busy_cov[ix], cov[ix], spec, d)
+        est[0, ix], est[1, ix], est[2, ix] = b.flops, b.lower, b.upper
+        net[ix] = b.net_energy_j
+        low[ix] = b.wide & b.known
+        unknown[ix] = b.wide & ~b.known
+        no_samples[ix] = ~b.ok
+        util[ix] = b.util
+    fin = np.isfinite(est) & valid
+    est_sum = [total(np.where(fin[r], est[r], 0.0)) for r in range(3)]
+    est_has = [any_(fin[r]) for r in range(3)]
+    net_sum = total(np.where(np.isfinite(net) & valid, net, 0.0))
+    n_jobs = np.bincount(gi[valid], minlength=G)
+    n_low = np.bincount(gi[low], minlength=G)
+    lowest = np.full(G, np.inf)
+    np.minimum.at(lowest, gi[low], util[low])
+    has_unknown, has_no_samples = any_(unknown), any_(no_samples)
+    no_util = any_(valid & (busy_cov <= 0))
+    for g, job in zip((gs[x] for x in gi.tolist()), jobs, strict=True):
+        g["_gpus"].add(job.gpu)
+    for (group, model), (spec, d, _inferred) in models.items():
+        g = gs[gix[group]]
+        if spec is None:
+            name = model_label[(group, model)]
+            g["_missing"].add(f"modelName (unknown device {name!r}: no estimate; use --device)")
+            g["_incomplete"] = True
+        else:
+            g["_devices"].add(spec.key)
+            g["_dtypes"].add(d)
+    for x, g in enumerate(gs):
+        g["_start"] = min(g["_start"], float(start[x]))
+        g["_end"] = max(g["_end"], float(end[x]))
+        for name, v in sums.items():
+            g[name] += float(v[x])
+        g["resets"] += int(resets[x])
+        g["net_energy_j"] += float(net_sum[x])
+        for r in range(3):
+            if est_has[r][x]:
+                old = g["_est"][r]
+                g["_est"][r] = float(est_sum[r][x]) if not math.isfinite(old) else old + float(est_sum[r][x])
+        g["_jobs"] += int(n_jobs[x])
+        if n_low[x]:
+            lw = g["_low_util"]
+            lw[0] += int(n_low[x])
+            lw[1] = min(lw[1], float(lowest[x]))
+        if has_unknown[x]:
+            g["_notes"].add(UNKNOWN_UTIL_NOTE)
+        if has_no_samples[x]:
+            g["_notes"].add("no samples")
+        if from_power_only[x]:
+            g["_missing"].add(f"{M.ENERGY} (energy from power)")
+        if no_util[x]:
+            g["_missing"].add(f"{M.GR_ACTIVE}/{M.GPU_UTIL} (no utilisation)")
 
 
 def _new_group(key: str) -> dict[str, Any]:

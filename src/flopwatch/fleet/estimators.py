@@ -75,6 +75,8 @@ MIN_UTIL = 0.8
 LOW_UTIL_NOTE = (
     f"mean utilisation < {MIN_UTIL:.0%}: outside the energy model's regime, bounds widened to [0, ceiling]"
 )
+#: The note of a GPU-job whose utilisation is unknown (no GR_ENGINE_ACTIVE nor GPU_UTIL).
+UNKNOWN_UTIL_NOTE = "utilisation unknown: outside the energy model's regime, bounds widened to [0, ceiling]"
 
 
 def energy_bounds(
@@ -97,11 +99,7 @@ def energy_bounds(
         hi = max(hi, ceiling_flops_per_s * busy)
         lo = 0.0
         # no per-GPU number in LOW_UTIL_NOTE: the group collects one note for all its GPU-jobs (estimate._close)
-        notes.append(
-            LOW_UTIL_NOTE
-            if util is not None
-            else "utilisation unknown: outside the energy model's regime, bounds widened to [0, ceiling]"
-        )
+        notes.append(LOW_UTIL_NOTE if util is not None else UNKNOWN_UTIL_NOTE)
     # no device computes faster than its dense peak at its fastest precision (flopwatch.estimate.bounds)
     cap = peak_rate_bound(spec, job.duration_s)
     if math.isfinite(cap) and cap > 0:
@@ -212,21 +210,37 @@ def estimate_gpu_job(
     )
 
 
-def estimate_gpu_jobs(
-    jobs: Sequence[GpuJob], spec: DeviceSpec, dtype: str, profile: Any | None, *, pipes: bool = True
-) -> list[GpuEstimate]:
-    """:func:`estimate_gpu_job` of many GPU-jobs of one device model and dtype: the built-in model's energy
-    estimates and bounds in one numpy pass (a fleet has ~10 GPU-jobs per GPU-day), the same values element by
-    element (tests/test_fleet.py); a profile's model, one GPU-job at a time."""
-    if profile is not None or not jobs:
-        return [estimate_gpu_job(j, spec, dtype, profile, pipes=pipes) for j in jobs]
+@dataclass(frozen=True)
+class BuiltinEnergy:
+    """The built-in model's energy estimates of many GPU-jobs of one device model and dtype, as arrays
+    (:func:`builtin_energy`); ``ok``: the GPU-job has samples (else NaN and the note "no samples")."""
+
+    flops: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    net_energy_j: np.ndarray
+    ok: np.ndarray
+    wide: np.ndarray  # bounds widened to [0, ceiling]: utilisation below MIN_UTIL, or unknown
+    known: np.ndarray  # utilisation known
+    util: np.ndarray  # mean utilisation (NaN where unknown)
+    idle_w: float
+
+
+def builtin_energy(
+    energy_j: np.ndarray,
+    duration_s: np.ndarray,
+    busy_s: np.ndarray,
+    busy_covered_s: np.ndarray,
+    covered_s: np.ndarray,
+    spec: DeviceSpec,
+    dtype: str,
+) -> BuiltinEnergy:
+    """:func:`energy_estimate` and :func:`energy_bounds` of the built-in model on arrays of GPU-jobs (one numpy pass:
+    a fleet has ~10 GPU-jobs per GPU-day); the same values element by element (tests/test_fleet.py)."""
     from flopwatch.fleet.powerinv import power_inverse
 
     inv = power_inverse(spec.key, dtype)
-    col = lambda name: np.fromiter((getattr(j, name) for j in jobs), float, len(jobs))  # noqa: E731
-    e, t, busy, busy_cov, cov = (
-        col(k) for k in ("energy_j", "duration_s", "busy_s", "busy_covered_s", "covered_s")
-    )
+    e, t, busy, busy_cov, cov = energy_j, duration_s, busy_s, busy_covered_s, covered_s
     ok = t > 0
     safe_t = np.where(ok, t, 1.0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -245,25 +259,50 @@ def estimate_gpu_jobs(
         capped = cap * t
         bhi = np.where(capped >= 0, np.minimum(bhi, capped), bhi)
         blo = np.where(capped >= 0, np.minimum(blo, bhi), blo)
-    unknown_note = "utilisation unknown: outside the energy model's regime, bounds widened to [0, ceiling]"
+    nan = np.full(len(t), np.nan)
+    return BuiltinEnergy(
+        flops=np.where(ok, f, nan),
+        lower=np.where(ok, blo, nan),
+        upper=np.where(ok, bhi, nan),
+        net_energy_j=np.where(ok, net, nan),
+        ok=ok,
+        wide=wide & ok,
+        known=known,
+        util=util,
+        idle_w=inv.idle_w,
+    )
+
+
+def estimate_gpu_jobs(
+    jobs: Sequence[GpuJob], spec: DeviceSpec, dtype: str, profile: Any | None, *, pipes: bool = True
+) -> list[GpuEstimate]:
+    """:func:`estimate_gpu_job` of many GPU-jobs of one device model and dtype: the built-in model's energy
+    estimates and bounds in one numpy pass (:func:`builtin_energy`), the same values element by element
+    (tests/test_fleet.py); a profile's model, one GPU-job at a time."""
+    if profile is not None or not jobs:
+        return [estimate_gpu_job(j, spec, dtype, profile, pipes=pipes) for j in jobs]
+    col = lambda name: np.fromiter((getattr(j, name) for j in jobs), float, len(jobs))  # noqa: E731
+    b = builtin_energy(
+        *(col(k) for k in ("energy_j", "duration_s", "busy_s", "busy_covered_s", "covered_s")), spec, dtype
+    )
     out = []
     for i, j in enumerate(jobs):
-        if not ok[i]:
+        if not b.ok[i]:
             out.append(estimate_gpu_job(j, spec, dtype, None, pipes=pipes))
             continue
-        notes = [] if not wide[i] else [LOW_UTIL_NOTE if known[i] else unknown_note]
+        notes = [] if not b.wide[i] else [LOW_UTIL_NOTE if b.known[i] else UNKNOWN_UTIL_NOTE]
         p, pnotes = pipe_estimate(j, spec, dtype) if pipes else (math.nan, [])
-        a, b = PIPE_USEFUL_RANGE
+        a, c = PIPE_USEFUL_RANGE
         out.append(
             GpuEstimate(
-                energy_flops=float(f[i]),
-                energy_lower=float(blo[i]),
-                energy_upper=float(bhi[i]),
+                energy_flops=float(b.flops[i]),
+                energy_lower=float(b.lower[i]),
+                energy_upper=float(b.upper[i]),
                 pipe_flops=p,
                 pipe_lower=p * a,
-                pipe_upper=p * b,
-                net_energy_j=float(net[i]),
-                idle_w=inv.idle_w,
+                pipe_upper=p * c,
+                net_energy_j=float(b.net_energy_j[i]),
+                idle_w=b.idle_w,
                 notes=tuple(notes + pnotes),
             )
         )

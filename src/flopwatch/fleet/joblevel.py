@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from flopwatch.fleet.reader import _ms_range
 from flopwatch.telemetry import dcgm_metrics as M
-from flopwatch.telemetry.prom_client import Series
+from flopwatch.telemetry.prom_client import VectorAnswer
 
 if TYPE_CHECKING:
     from flopwatch.fleet.reader import FleetReader, ReadPlan
@@ -223,7 +223,7 @@ class JobLevel:
                 want["e_rise"] = str(rise)
         return want, rise_note
 
-    def submit(self, pool: ThreadPoolExecutor, R: str, t_end: float) -> dict[str, Future[list[Series]]]:
+    def submit(self, pool: ThreadPoolExecutor, R: str, t_end: float) -> dict[str, Future[VectorAnswer]]:
         """Send the job- and GPU-level queries over the range ``R`` ending at ``t_end`` (once per fleet: one number
         per job, node and model, or per GPU)."""
         from flopwatch.fleet.rules import GPU_RULE_LABELS, JOB_RULE_LABELS
@@ -236,16 +236,16 @@ class JobLevel:
                 continue
             sel = f"{rule}{{{p.matchers}}}" if p.matchers else rule
             expr = f"{op} by ({', '.join(JOB_RULE_LABELS)}) ({op}_over_time({sel}[{R}]))"
-            out[q] = pool.submit(self.reader.client.query, expr, t_end)
+            out[q] = pool.submit(self.reader.client.query_values, expr, t_end)
         for q, fn in GPU_QUERIES:
             rule = self.rules.get(q)
             if rule is not None:  # the whole fleet's GPUs: a few thousand series at most
                 expr = f"sum by ({', '.join(GPU_RULE_LABELS)}) ({fn}({rule}[{R}]))"
-                out[q] = pool.submit(self.reader.client.query, expr, t_end)
+                out[q] = pool.submit(self.reader.client.query_values, expr, t_end)
         return out
 
     def collect(
-        self, futs: Mapping[str, Future[list[Series]]], tick: Callable[[], None]
+        self, futs: Mapping[str, Future[VectorAnswer]], tick: Callable[[], None]
     ) -> dict[str, dict[str, JobPipes]]:
         """group → device model → :class:`JobPipes` (activity sums in seconds: × step, as the per-GPU fold); the
         GPUs whose counter fell go to :attr:`fell_gpus`."""
@@ -253,19 +253,19 @@ class JobLevel:
         out: dict[str, dict[str, JobPipes]] = {}
         gpu_q = dict(GPU_QUERIES)
         for q, f in futs.items():
-            ss = f.result()
+            labs, vals = f.result()
             tick()
+            xs = vals.tolist()
             if q in gpu_q:
-                self.fell_gpus |= {M.gpu_id(s_.labels) for s_ in ss if len(s_.v) and s_.v[0] > 0}
+                self.fell_gpus |= {M.gpu_id(lab) for lab, x in zip(labs, xs, strict=True) if x > 0}
                 continue
             # one series per job, node and model: sums add up, the power limit's extremes stay extremes
             combine = {"plimit_max": max, "plimit_min": min}.get(q)
-            for s_ in ss:
-                group = M.group_key(s_.labels, self.by_labels)
-                if group is None or not len(s_.v) or not math.isfinite(s_.v[0]):
+            for lab, x in zip(labs, xs, strict=True):
+                group = M.group_key(lab, self.by_labels)
+                if group is None or not math.isfinite(x):
                     continue
-                jp = out.setdefault(group, {}).setdefault(s_.labels.get("modelName", ""), JobPipes())
-                x = float(s_.v[0])
+                jp = out.setdefault(group, {}).setdefault(lab.get("modelName", ""), JobPipes())
                 if combine is not None:
                     jp.values[q] = combine(jp.values[q], x) if q in jp.values else x
                 else:

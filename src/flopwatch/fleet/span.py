@@ -42,6 +42,7 @@ from flopwatch.fleet.joblevel import JobLevel, JobPipes
 from flopwatch.fleet.reader import FleetReader, _ms_range, _re_escape
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_client import Series
+from flopwatch.telemetry.prom_client import VectorAnswer as Answer
 
 #: Labels kept per series: what identifies a physical GPU (:func:`~flopwatch.telemetry.dcgm_metrics.gpu_id`), its
 #: model, and a job (every group label :data:`~flopwatch.telemetry.dcgm_metrics.GROUP_LABELS` knows); ``--by LABEL``
@@ -173,7 +174,7 @@ class _Pending:
 
     matchers: str
     counts: list[Future[list[Series]]]
-    span: dict[str, Future[list[Series]]]
+    span: dict[str, Future[Answer]]
 
 
 @dataclass
@@ -233,12 +234,12 @@ class SpanReader:
     def job_note(self) -> str:
         return self.jobs.note
 
-    def submit_jobs(self, pool: ThreadPoolExecutor) -> dict[str, Future[list[Series]]]:
+    def submit_jobs(self, pool: ThreadPoolExecutor) -> dict[str, Future[Answer]]:
         """Send the job- and GPU-level queries (:class:`~.joblevel.JobLevel`), once per fleet."""
         _q, R, t_end = self._queries("")
         return self.jobs.submit(pool, R, t_end)
 
-    def submit_idle(self, pool: ThreadPoolExecutor) -> Future[list[Series]] | None:
+    def submit_idle(self, pool: ThreadPoolExecutor) -> Future[Answer] | None:
         """Send the query of the series without a group label (GPUs between jobs), once per fleet: their energy is
         Σ power × step, as at window resolution. (Their counter's max − min would hold the energy of the jobs that
         ran between their windows; on the simulated 1024-GPU day 37 GJ, the whole fleet's, instead of 0.68 GJ.)
@@ -255,18 +256,18 @@ class SpanReader:
 
             name = str(reader_rule("p_sum", present, self.rules_window))
         expr = f"sum by ({self.by}) (sum_over_time({name}{{{m}}}[{R}]))"
-        return pool.submit(self.reader.client.query, expr, t_end)
+        return pool.submit(self.reader.client.query_values, expr, t_end)
 
-    def collect_idle(
-        self, fut: Future[list[Series]] | None, on_query: Callable[[], None] | None = None
-    ) -> None:
+    def collect_idle(self, fut: Future[Answer] | None, on_query: Callable[[], None] | None = None) -> None:
         """The idle series' energy (:meth:`submit_idle`), by row key, for :meth:`collect`."""
         if fut is None:
             return
         step = self.reader.plan.step_s
-        got = fut.result()
+        labs, vals = fut.result()
         self._tick(on_query)
-        self.idle_j = {self._row_key(s_.labels): float(s_.v[0]) * step for s_ in got if len(s_.v)}
+        self.idle_j = {
+            self._row_key(lab): float(x) * step for lab, x in zip(labs, vals.tolist(), strict=True)
+        }
 
     @property
     def n_fleet_queries(self) -> int:
@@ -274,7 +275,7 @@ class SpanReader:
         return len(self.jobs.rules) - ("e_rise" in self.jobs.rules) + (M.POWER in self.reader.present)
 
     def collect_jobs(
-        self, futs: Mapping[str, Future[list[Series]]], on_query: Callable[[], None] | None = None
+        self, futs: Mapping[str, Future[Answer]], on_query: Callable[[], None] | None = None
     ) -> dict[str, dict[str, JobPipes]]:
         """group → device model → :class:`~.joblevel.JobPipes`; the GPUs whose counter fell go to
         ``self.jobs.fell_gpus``."""
@@ -348,7 +349,9 @@ class SpanReader:
         ]
         t_first_window = p.start + p.window_s
         span = {
-            name: pool.submit(reader.client.query, expr, t_first_window if name in AT_FIRST_WINDOW else t_end)
+            name: pool.submit(
+                reader.client.query_values, expr, t_first_window if name in AT_FIRST_WINDOW else t_end
+            )
             for name, expr in queries.items()
         }
         return _Pending(matchers, counts, span)
@@ -360,24 +363,26 @@ class SpanReader:
         # the windows' sample counts: one row per series over the whole range
         index: dict[tuple[str | None, ...], int] = {}
         labels: list[Mapping[str, str]] = []
-        parts: list[list[Series]] = []
+        parts: list[tuple[list[Series], list[int]]] = []
         for f in pending.counts:
             ss = f.result()
             self._tick(on_query)
+            row_of = []
             for s in ss:
                 k = key(s.labels)
-                if k not in index:
-                    index[k] = len(labels)
+                i = index.get(k)
+                if i is None:
+                    i = index[k] = len(labels)
                     labels.append(s.labels)
-            parts.append(ss)
+                row_of.append(i)
+            parts.append((ss, row_of))
         t_ends = _window_ends(self.reader)
         n_win = len(t_ends)
         N = np.zeros((len(labels), n_win))
-        for ss in parts:
+        for ss, row_of in parts:
             if not ss:
                 continue
-            row = np.fromiter((index[key(s.labels)] for s in ss), np.intp, len(ss))
-            rows = np.repeat(row, [len(s.t) for s in ss])
+            rows = np.repeat(np.asarray(row_of, np.intp), [len(s.t) for s in ss])
             tt = np.concatenate([s.t for s in ss])
             vv = np.concatenate([s.v for s in ss])
             j = np.rint((tt - t_ends[0]) / p.window_s).astype(np.intp)
@@ -386,13 +391,12 @@ class SpanReader:
         # per-series totals, aligned with the count rows
         v: dict[str, np.ndarray] = {}
         for name, f in pending.span.items():
-            ss = f.result()
+            labs, vals = f.result()
             self._tick(on_query)
             a = np.full(len(labels), np.nan)
-            for s in ss:
-                i = index.get(key(s.labels))
-                if i is not None and len(s.v):
-                    a[i] = s.v[0]
+            rows = np.fromiter((index.get(key(lab), -1) for lab in labs), np.intp, len(labs))
+            known = rows >= 0
+            a[rows[known]] = vals[known]
             v[name] = a
         return self._fold(labels, N, t_ends, v, pending.matchers)
 
@@ -721,7 +725,8 @@ def _fill(
         cols[f"{pipe}_af"] = np.where(clock_ok, a * clock_mean, 0.0)  # Σa × the series' mean clock
     sums = {name: total(x) for name, x in cols.items()}
     others = {
-        k: (total(val(k) * step), total(has(k).astype(float))) for k in ("imma", "dfma", "fp16", "fp64")
+        k: (total(val(k) * step), np.bincount(ix, weights=has(k)[sel].astype(float), minlength=J))
+        for k in ("imma", "dfma", "fp16", "fp64")
     }
     n_series = np.bincount(ix, minlength=J).tolist()
     tf = np.full(J, np.inf)
@@ -730,16 +735,17 @@ def _fill(
     np.maximum.at(tl, ix, t_last[sel])
     plim = np.full(J, -np.inf)
     np.maximum.at(plim, ix, np.where(has("plimit"), val("plimit"), -np.inf)[sel])
-    tf_l, tl_l, pl_l = tf.tolist(), tl.tolist(), plim.tolist()
-    for j, job in enumerate(jobs):
-        for name, col in sums.items():
-            setattr(job, name, col[j])
-        job.n_series = n_series[j]
-        job.t_first, job.t_last = tf_l[j], tl_l[j]
-        for k, (col, seen) in others.items():
-            if seen[j] > 0:
-                job.other_pipes_s[k] = col[j]
-        if pl_l[j] > -math.inf:
-            job.power_limit_w = pl_l[j]
+    sums |= {"n_series": n_series, "t_first": tf.tolist(), "t_last": tl.tolist()}
+    names = list(sums)
+    # one dict update per GPU-job (≈ 3 × faster than a setattr per field)
+    for job, vals in zip(jobs, zip(*sums.values(), strict=True), strict=True):
+        job.__dict__.update(zip(names, vals, strict=True))
+    if any(seen.any() for _col, seen in others.values()):
+        for j, job in enumerate(jobs):
+            for k, (col, seen) in others.items():
+                if seen[j] > 0:
+                    job.other_pipes_s[k] = col[j]
+    for j in np.flatnonzero(plim > -math.inf).tolist():
+        jobs[j].power_limit_w = float(plim[j])
     for i in np.flatnonzero(sel & ~e_ok & ~p_ok).tolist():
         need_power.append((i, jobs[int(row_job[i])]))

@@ -40,6 +40,10 @@ class Series:
     v: np.ndarray
 
 
+#: An instant query's answer as :meth:`PrometheusClient.query_values` gives it: each series' labels, and their values.
+VectorAnswer = tuple[list[Mapping[str, str]], np.ndarray]
+
+
 def _redact(url: str) -> str:
     p = urllib.parse.urlsplit(url)
     if p.password or p.username:
@@ -179,6 +183,23 @@ class PrometheusClient:
             t, v = r["value"]
             out.append(Series(r["metric"], np.array([float(t)]), np.array([_num(v)])))
         return out
+
+    def query_values(self, expr: str, at: float | None = None) -> VectorAnswer:
+        """Instant query as (each series' labels, their values in one array): no arrays per series, which cost
+        ≈ 3 µs each on answers of tens of thousands of series (a fleet's GPU-jobs)."""
+        params = [("query", expr)]
+        if at is not None:
+            params.append(("time", _ts(at)))
+        d = self._request("/api/v1/query", params)
+        if not d or d.get("resultType") != "vector":
+            return [], np.empty(0)
+        result = d["result"]
+        raw = [r["value"][1] for r in result]
+        try:  # numpy parses "1.5", "NaN", "+Inf" itself
+            v = np.array(raw, dtype=float)
+        except ValueError:
+            v = np.array([_num(x) for x in raw], dtype=float)
+        return [r["metric"] for r in result], v
 
     def query_matrix(self, expr: str, at: float) -> list[Series]:
         """Instant query of a range selector (``x[5m]``): the raw samples of each series in the range."""
