@@ -349,7 +349,7 @@ class _Router:
         url = urllib.parse.unquote(req.full_url + "?" + (req.data or b"").decode())
         if "buildinfo" in url:
             a = {"status": "success", "data": {"version": "2.42.0"}}
-        elif "DCGM_FI_.*" in url and "flopwatch" not in url:
+        elif '__name__=~"DCGM_FI_.*"' in url:  # the metric names (the rule names match flopwatch…:DCGM_FI_)
             a = {"status": "success", "data": self.dcgm_names}
         else:
             a = {"status": "success", "data": []}

@@ -79,17 +79,6 @@ def estimate_fleet(
     from flopwatch.telemetry.prom_client import PrometheusError
 
     t0 = time.perf_counter()
-    # asked now, answered by the end: whether the fleet's series are flopwatch's simulation (a window's margin for
-    # a start moved onto the rule grid)
-    side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flopwatch-simulated")
-    f_simulated = side.submit(
-        client.label_values,
-        "__name__",
-        '{__name__="flopwatch_simulated"}',
-        plan.start - plan.window_s - 600,
-        plan.end,
-    )
-    side.shutdown(wait=False)
     reader = FleetReader(client, plan)
 
     def setup(p: ReadPlan) -> tuple[tuple[str, ...], tuple[dict[str, str], str] | None]:
@@ -171,7 +160,7 @@ def estimate_fleet(
     if warm is not None:
         warm.join()
     missing_metrics = sorted(set(M.METRICS) - set(present))
-    simulated = bool(f_simulated.result())
+    simulated = reader.simulated
     out = [
         _close(g, threshold, None if pipes is None else (pipes.get(g["key"], {}), profile, dtype, device))
         for g in sorted(groups.values(), key=lambda g: g["key"])

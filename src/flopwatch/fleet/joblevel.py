@@ -160,26 +160,26 @@ class JobLevel:
 
         # the counter's rise rule (rules.SERIES_RULES) stands in for its max and min where the GPU-level rules
         # route the GPUs whose counter fell to window resolution, and where it has a sample for every series the
-        # per-GPU-job rules have (a rules file from before it lacks it; one loaded later lacks the early windows)
+        # per-GPU-job rules have (a rules file from before it lacks it; one loaded later lacks the early windows);
+        # and the count rule covers the window before the range (which series the range cut: SpanReader._fold)
         rise = reader_rule("e_rise", present, W)
-        e_last = reader_rule("e_last", present, W)
-        ask_rise = (
-            rise is not None and rise in have and e_last is not None and "gpu_max" in want and n_win > 1
-        )
+        e_last, e_n = reader_rule("e_last", present, W), reader_rule("e_n", present, W)
+        ask_rise = rise is not None and rise in have and e_last is not None and "gpu_max" in want
         rise_note = (
             "" if ask_rise or rise is None or rise in have else f"no {rise} rule: counter read as max − min"
         )
         # all at once: these round trips are on the estimate's critical path, before any chunk is read
         with ThreadPoolExecutor(max_workers=8) as pool:
             sel = f"{{{p.matchers}}}" if p.matchers else ""
+            unless = "count(last_over_time({a}{sel}[{rng}]) unless last_over_time({b}{sel}[{rng}]))"
             rise_asked = [
-                pool.submit(
-                    client.query,
-                    f"count(last_over_time({e_last}{sel}[{rng}]) unless last_over_time({rise}{sel}[{rng}]))",
-                    t,
-                )
+                pool.submit(client.query, unless.format(a=e_last, b=rise, sel=sel, rng=rng), t)
                 for t in (times if ask_rise else ())
             ]
+            if ask_rise:
+                rise_asked.append(
+                    pool.submit(client.query, unless.format(a=M.ENERGY, b=e_n, sel=sel, rng=rng), p.start)
+                )
             asked = []
             for rule, gpu_rule, labels, m in checks:
                 sel = f"{{{m}}}" if m else ""
@@ -218,7 +218,10 @@ class JobLevel:
         if ask_rise:
             lacking_rise = [int(a[0].v[0]) for f in rise_asked if (a := f.result()) and len(a[0].v)]
             if any(lacking_rise):
-                rise_note = f"{rise} does not cover the span ({max(lacking_rise)} series without it): counter read as max − min"
+                rise_note = (
+                    f"{rise} (or the count rule in the window before the range) does not cover the span "
+                    f"({max(lacking_rise)} series without it): counter read as max − min"
+                )
             else:
                 want["e_rise"] = str(rise)
         return want, rise_note

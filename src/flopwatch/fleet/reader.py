@@ -29,6 +29,9 @@ from flopwatch.errors import InputError
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_client import MAX_POINTS_PER_SERIES, PrometheusClient, Series
 
+#: The series flopwatch's simulated fleets carry (``flopwatch.sim.dcgm``): their output says "simulated".
+SIMULATED = "flopwatch_simulated"
+
 #: Above this step a range subquery at ``step`` would fall outside Prometheus's default 5 min lookback, and job
 #: boundaries blur by more than the scrape intervals dcgm-exporter deployments use (15–60 s).
 MAX_STEP_S = 300.0
@@ -170,6 +173,7 @@ class FleetReader:
         self.rules_note = ""  # why not, when rules were asked for ("auto") but not used
         self.rule_names: frozenset[str] | None = None  # flopwatch rule names in the range (rules.rule_names)
         self.alongside: Future[Any] | None = None  # discover()'s ``alongside`` call
+        self.simulated = False  # the range holds flopwatch's simulation marker (discover)
 
     # ----------------------------------------------------------------------------------- discovery
     def discover(
@@ -197,7 +201,12 @@ class FleetReader:
                     rule_names, self.client, p.window_s, p.start - p.window_s, p.end + p.window_s
                 )
                 pool.submit(self.client.version)  # cached: the checks' ranges depend on it
-            names = frozenset(self.client.label_values("__name__", match, p.start, p.end))
+            # with the marker of flopwatch's simulated fleets (sim.dcgm): one lookup of the series index, not two
+            found = self.client.label_values(
+                "__name__", [match, f'{{__name__="{SIMULATED}"}}'], p.start, p.end
+            )
+            self.simulated = SIMULATED in found
+            names = frozenset(n for n in found if n != SIMULATED)
             if not names:
                 raise InputError(
                     f"no DCGM series at {self.client.display_url} for {('{' + m + '}') if m else 'any selector'} "

@@ -62,9 +62,6 @@ ID_LABELS: tuple[str, ...] = (
     "hpc_job",
 )
 
-#: Span queries evaluated at the end of the first window, not of the range.
-AT_FIRST_WINDOW = frozenset({"e_first_window"})
-
 #: Gauges summed over each series' life: query key → metric (the tensor pipe is HMMA where present).
 _GAUGES = ("gr", "gpu_util", "sm", "dram", "clock", "tensor", "fp32", "imma", "dfma", "fp16", "fp64")
 #: Per-GPU gauges the job-level rules replace (with the power limit).
@@ -98,20 +95,17 @@ def span_queries(
     dram: bool = True,
     job_level: bool = False,
     gpu_level_resets: bool = False,
-    rise: tuple[str, str, str] | None = None,
+    rise: str | None = None,
 ) -> dict[str, str]:
-    """Instant queries (evaluated at the end of the range ``R``; :data:`AT_FIRST_WINDOW` at the first window's end)
-    of the per-series totals.
+    """Instant queries (evaluated at the end of the range ``R``) of the per-series totals.
 
     ``rules_window_s``: read flopwatch's recording-rule series of that window instead of the raw samples.
     ``dram``: read DRAM activity (only profile models with a TB term use it: one pass fewer without a profile).
     ``job_level``: the job-level rules (:data:`JOB_GAUGES`, read once per fleet by :meth:`SpanReader.submit_jobs`)
     carry the pipes, clock, SM activity and power limit: per GPU only energy and utilisation (and DRAM).
     ``gpu_level_resets``: the GPU-level rules say which GPUs' counters fell: no per-GPU-job ``last``/``resets``.
-    ``rise``: (the counter's rise rule, the range after the first window, the window's range), with
-    ``gpu_level_resets``: the counter's max − min is the rise summed over the windows after the first plus the
-    first window's max − min (one per-GPU-job series read instead of two; exact for a series without an empty window
-    between its first and last: :meth:`SpanReader.collect` asks the others again).
+    ``rise``: the counter's rise rule, with ``gpu_level_resets``: the counter's energy is its rise summed over the
+    range (one per-GPU-job series read instead of two, ``max`` and ``min``): :meth:`SpanReader._fold`.
     """
     sel = (lambda name: f"{name}{{{matchers}}}") if matchers else (lambda name: name)
     gauges = _gauge_metrics(present)
@@ -133,12 +127,7 @@ def span_queries(
             e_max = f"max by ({by}) (max_over_time({rule('e_max')}[{R}]))"
             e_min = f"min by ({by}) (min_over_time({rule('e_first')}[{R}]))"
             if gpu_level_resets and rise is not None:
-                rule_rise, R_rest, W = rise
-                q["e_rise"] = f"sum by ({by}) (sum_over_time({sel(rule_rise)}[{R_rest}]))"
-                q["e_first_window"] = (
-                    f"max by ({by}) (max_over_time({rule('e_max')}[{W}])) - "
-                    f"min by ({by}) (min_over_time({rule('e_first')}[{W}]))"
-                )
+                q["e_rise"] = f"sum by ({by}) (sum_over_time({sel(rise)}[{R}]))"
             elif gpu_level_resets:  # only the difference is used: one answer instead of two
                 q["e_delta"] = f"{e_max} - {e_min}"
             else:
@@ -287,13 +276,6 @@ class SpanReader:
         t_end = t_chunks[-1][1]
         closed = self.reader.client.version() < (3, 0)
         R = _ms_range(t_end - p.start, closed)
-        rise = None
-        if self.jobs.rise is not None and t_end - p.start > p.window_s:
-            rise = (
-                self.jobs.rise,
-                _ms_range(t_end - p.start - p.window_s, closed),
-                _ms_range(p.window_s, closed),
-            )
         q = span_queries(
             self.reader.present,
             matchers,
@@ -303,7 +285,7 @@ class SpanReader:
             dram=self.dram,
             job_level=self.job_level,
             gpu_level_resets=self.gpu_level_resets,
-            rise=rise,
+            rise=self.jobs.rise,
         )
         return q, R, t_end
 
@@ -343,17 +325,19 @@ class SpanReader:
         W = _ms_range(p.window_s, closed)
         queries, _R, t_end = self._queries(matchers)
         count_expr = self._count_expr(matchers, W)
+        # with the rise rule, the counts of the window before the range too: which series it cut (collect)
+        before = p.window_s if "e_rise" in queries else 0.0
         counts = [
-            pool.submit(reader.client.query_range, count_expr, t0 + p.window_s, t1, p.window_s)
+            pool.submit(
+                reader.client.query_range,
+                count_expr,
+                t0 + p.window_s - (before if t0 == p.start else 0.0),
+                t1,
+                p.window_s,
+            )
             for t0, t1 in reader.time_chunks()
         ]
-        t_first_window = p.start + p.window_s
-        span = {
-            name: pool.submit(
-                reader.client.query_values, expr, t_first_window if name in AT_FIRST_WINDOW else t_end
-            )
-            for name, expr in queries.items()
-        }
+        span = {name: pool.submit(reader.client.query_values, expr, t_end) for name, expr in queries.items()}
         return _Pending(matchers, counts, span)
 
     def collect(self, pending: _Pending, on_query: Callable[[], None] | None = None) -> SpanChunk:
@@ -379,6 +363,9 @@ class SpanReader:
         t_ends = _window_ends(self.reader)
         n_win = len(t_ends)
         N = np.zeros((len(labels), n_win))
+        before = np.zeros(
+            len(labels)
+        )  # samples in the window before the range (asked with the rise rule only)
         for ss, row_of in parts:
             if not ss:
                 continue
@@ -388,6 +375,8 @@ class SpanReader:
             j = np.rint((tt - t_ends[0]) / p.window_s).astype(np.intp)
             ok = (j >= 0) & (j < n_win) & np.isfinite(vv)
             np.add.at(N, (rows[ok], j[ok]), vv[ok])  # series that differ only in the GPU's labels: one row
+            pre = (j == -1) & np.isfinite(vv)
+            np.add.at(before, rows[pre], vv[pre])
         # per-series totals, aligned with the count rows
         v: dict[str, np.ndarray] = {}
         for name, f in pending.span.items():
@@ -398,14 +387,9 @@ class SpanReader:
             known = rows >= 0
             a[rows[known]] = vals[known]
             v[name] = a
+        if "e_rise" in v:
+            v["n_before"] = before
         return self._fold(labels, N, t_ends, v, pending.matchers)
-
-    @staticmethod
-    def _rise_delta(rise: np.ndarray, first_window: np.ndarray) -> np.ndarray:
-        """Each series' counter max − min: its first window's, plus its rise over the windows after (the rise rule
-        telescopes where the series' windows are contiguous; the others :meth:`_fold` reads per window)."""
-        both_nan = np.isnan(rise) & np.isnan(first_window)
-        return np.where(both_nan, np.nan, np.nan_to_num(rise) + np.nan_to_num(first_window))
 
     def _row_key(self, labels: Mapping[str, str]) -> tuple[str | None, ...]:
         """Identity of a series across the chunk's answers (each is summed ``by`` the same labels)."""
@@ -442,11 +426,16 @@ class SpanReader:
             (N.shape[1] - np.argmax(P[:, ::-1], axis=1)) - np.argmax(P, axis=1) > P.sum(axis=1)
         )
         attributed = np.fromiter((g is not None for g in groups), bool, S)
-        if "e_rise" in v:
-            v = dict(v)
-            v["e_delta"] = self._rise_delta(v.pop("e_rise"), v.pop("e_first_window"))
         with np.errstate(invalid="ignore", divide="ignore"):
-            if "e_max" in v or "e_delta" in v:
+            if "e_rise" in v:
+                # the rise telescopes to last − first over a series' contiguous windows: its max − min, extended by
+                # one step as below (n/(n − 1)); for a series the range cut (samples in the window before it and
+                # in its first), the first window's rise reaches back to the last sample before the range: that
+                # step stands for the extension
+                rise = v["e_rise"] / 1000.0
+                cut = (v["n_before"] > 0) & P[:, 0] if N.shape[1] else np.zeros(S, bool)
+                energy = np.where(cut | (n <= 1), rise, rise * n / np.maximum(n - 1, 1))
+            elif "e_max" in v or "e_delta" in v:
                 delta = (v["e_delta"] if "e_delta" in v else v["e_max"] - v["e_min"]) / 1000.0
                 energy = np.where(n > 1, delta * n / np.maximum(n - 1, 1), delta)
                 if "e_last" in v:  # the counter fell: a reset between windows (else the GPU-level rules say)

@@ -161,11 +161,12 @@ class PrometheusClient:
                 self._version = (2, 0)
         return self._version
 
-    def label_values(self, label: str, match: str, start: float, end: float) -> list[str]:
-        """Values of ``label`` over the series matching ``match`` in [start, end]."""
+    def label_values(self, label: str, match: str | Sequence[str], start: float, end: float) -> list[str]:
+        """Values of ``label`` over the series matching ``match`` (several selectors: any of them) in [start, end]."""
+        matches = [match] if isinstance(match, str) else list(match)
         d = self._request(
             f"/api/v1/label/{urllib.parse.quote(label)}/values",
-            [("match[]", match), ("start", _ts(start)), ("end", _ts(end))],
+            [*(("match[]", m) for m in matches), ("start", _ts(start)), ("end", _ts(end))],
             get=True,
         )
         return sorted(str(x) for x in (d or []))
