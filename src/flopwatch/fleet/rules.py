@@ -16,7 +16,8 @@ ends, so windows are ``W − 1 ms`` to tile time without counting a sample twice
 
 The same group records job-level sums (:data:`JOB_RULES`: pipes × clock, SM activity, power limit, per job and
 node) and GPU-level counter falls (:data:`GPU_RULES`), which span resolution reads instead of one series per
-GPU-job where they can stand in (:meth:`flopwatch.fleet.span.SpanReader._job_plan`).
+GPU-job where they can stand in (:meth:`flopwatch.fleet.joblevel.JobLevel.plan_rules`); and per series the counter's rise
+(:data:`SERIES_RULES`), one series read instead of two for its energy.
 
 The reader uses the rule series only when they match its plan exactly: the same window, every rule it needs
 present, the same series count as the raw metric at the first and last window, and rule samples on the

@@ -17,12 +17,17 @@ What differs from window resolution (``benchmarks/bench_fleet.py --resolution bo
 * **Energy edges.** A series' counter difference (``max − min``) is extended by one step in all, ``Δ · n/(n − 1)``
   for ``n`` samples (raw or rule series alike), instead of half a step of the first and the last window's mean
   power: the two differ by half a step times the difference between the edge and the mean power. A series with
-  one sample in the range gets its step from its power, as at window resolution.
+  one sample in the range gets its step from its power, as at window resolution. With the counter's rise rule the
+  difference is the rise summed over the range; for a series the range start cuts, the first window's rise reaches
+  back to the last sample before the range, and that step stands for the extension.
 * **Pipe clock weighting.** With the job-level rules, per window as at window resolution; otherwise Σ activity ×
   the series' mean SM clock over its life: differs when the clock moves between windows of one job (power
   capping, thermal throttling).
-* **Counter resets.** GPUs whose energy counter reset inside the range are read again at window resolution
-  (exact as that reader is; resets are rare: driver reloads), so no reset is handled differently.
+* **Counter resets and gaps.** GPUs whose energy counter reset inside the range, or with a job series that has an
+  empty window between its first and last, are read again at window resolution (exact as that reader is; both are
+  rare: driver reloads, a job leaving a GPU and coming back), so neither is handled differently.
+* **GPUs between jobs** (series without the group label): Σ power × step, as at window resolution, from one
+  fleet-wide query (their counter's difference would hold the energy of the jobs that ran in between).
 
 Raw series: Prometheus still reads every sample once per metric. With flopwatch's recording rules
 (:mod:`.rules`) it reads one rule sample per series and window.
