@@ -418,7 +418,9 @@ def test_counter_rise_rule_telescopes_to_max_minus_min(tmp_path, monkeypatch) ->
     for r in (win, span, old):
         assert r.meta["unattributed_energy_j"] == pytest.approx(80.0 * 15 * 426, rel=1e-9)
     for a, b, c in zip(win.groups, span.groups, old.groups, strict=True):
-        rel = 2e-3 if b["key"] == "ramp" else 1e-9  # the edge approximation of span resolution (docs/fleet.md)
+        rel = (
+            2e-3 if b["key"] == "ramp" else 1e-9
+        )  # the edge approximation of span resolution (docs/fleet.md)
         assert b["energy_j"] == pytest.approx(a["energy_j"], rel=rel), b["key"]
         assert b["energy_j"] == pytest.approx(c["energy_j"], rel=rel), b["key"]
         assert b["gpu_hours"] == pytest.approx(a["gpu_hours"], rel=1e-12)
