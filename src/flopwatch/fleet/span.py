@@ -368,9 +368,8 @@ class SpanReader:
         t_ends = _window_ends(self.reader)
         n_win = len(t_ends)
         N = np.zeros((len(labels), n_win))
-        before = np.zeros(
-            len(labels)
-        )  # samples in the window before the range (asked with the rise rule only)
+        # samples in the window before the range (asked with the rise rule only)
+        before = np.zeros(len(labels))
         for ss, row_of in parts:
             if not ss:
                 continue
@@ -438,7 +437,7 @@ class SpanReader:
                 # in its first), the first window's rise reaches back to the last sample before the range: that
                 # step stands for the extension
                 rise = v["e_rise"] / 1000.0
-                cut = (v["n_before"] > 0) & P[:, 0] if N.shape[1] else np.zeros(S, bool)
+                cut = ((v["n_before"] > 0) & P[:, 0]) if N.shape[1] else np.zeros(S, bool)
                 energy = np.where(cut | (n <= 1), rise, rise * n / np.maximum(n - 1, 1))
             elif "e_max" in v or "e_delta" in v:
                 delta = (v["e_delta"] if "e_delta" in v else v["e_max"] - v["e_min"]) / 1000.0
