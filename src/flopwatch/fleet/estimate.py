@@ -62,6 +62,15 @@ def _dtype_of(tensor_a: float, fp32_a: float) -> str:
     return "fp32" if f > t else "bf16"
 
 
+#: What a group is missing, shared by the fold one GPU-job at a time (_add_job) and on arrays (_fold_arrays).
+MISSING_COUNTER = f"{M.ENERGY} (energy from power)"
+MISSING_UTIL = f"{M.GR_ACTIVE}/{M.GPU_UTIL} (no utilisation)"
+
+
+def _missing_model(name: str | None) -> str:
+    return f"modelName (unknown device {name!r}: no estimate; use --device)"
+
+
 def estimate_fleet(
     client: PrometheusClient,
     plan: ReadPlan,
@@ -330,7 +339,7 @@ def _fold_arrays(
     estimate from the built-in model: sums per group with ``np.bincount``, the model and dtype once per group and
     device model, the estimates on arrays (:func:`~flopwatch.fleet.estimators.builtin_energy`). The same groups as
     one :func:`_add_job` per GPU-job, to rounding (tests/test_fleet.py)."""
-    from flopwatch.fleet.estimators import UNKNOWN_UTIL_NOTE, builtin_energy
+    from flopwatch.fleet.estimators import NO_SAMPLES_NOTE, UNKNOWN_UTIL_NOTE, builtin_energy
 
     n = len(jobs)
     if n == 0:
@@ -424,7 +433,7 @@ def _fold_arrays(
         g = gs[gix[group]]
         if spec is None:
             name = model_label[(group, model)]
-            g["_missing"].add(f"modelName (unknown device {name!r}: no estimate; use --device)")
+            g["_missing"].add(_missing_model(name))
             g["_incomplete"] = True
         else:
             g["_devices"].add(spec.key)
@@ -448,11 +457,11 @@ def _fold_arrays(
         if has_unknown[x]:
             g["_notes"].add(UNKNOWN_UTIL_NOTE)
         if has_no_samples[x]:
-            g["_notes"].add("no samples")
+            g["_notes"].add(NO_SAMPLES_NOTE)
         if from_power_only[x]:
-            g["_missing"].add(f"{M.ENERGY} (energy from power)")
+            g["_missing"].add(MISSING_COUNTER)
         if no_util[x]:
-            g["_missing"].add(f"{M.GR_ACTIVE}/{M.GPU_UTIL} (no utilisation)")
+            g["_missing"].add(MISSING_UTIL)
 
 
 def _new_group(key: str) -> dict[str, Any]:
@@ -512,12 +521,10 @@ def _add_job(
     g["_from_power"] += job.energy_from_power_j
     g["resets"] += job.resets
     if job.counter_s <= 0:
-        g["_missing"].add(f"{M.ENERGY} (energy from power)")
+        g["_missing"].add(MISSING_COUNTER)
     spec, d, inferred = model or _job_model(job, profile, dtype, device, pipes)
     if spec is None:
-        g["_missing"].add(
-            f"modelName (unknown device {job.labels.get('modelName')!r}: no estimate; use --device)"
-        )
+        g["_missing"].add(_missing_model(job.labels.get("modelName")))
         g["_incomplete"] = True
         return
     g["_devices"].add(spec.key)
@@ -560,7 +567,7 @@ def _add_job(
     if job.dram_covered_s <= 0 and profile is not None:
         g["_missing"].add(f"{M.DRAM} (no TB moved)")
     if job.busy_covered_s <= 0:
-        g["_missing"].add(f"{M.GR_ACTIVE}/{M.GPU_UTIL} (no utilisation)")
+        g["_missing"].add(MISSING_UTIL)
 
 
 def _job_pipes(

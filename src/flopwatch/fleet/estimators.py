@@ -75,6 +75,8 @@ MIN_UTIL = 0.8
 LOW_UTIL_NOTE = (
     f"mean utilisation < {MIN_UTIL:.0%}: outside the energy model's regime, bounds widened to [0, ceiling]"
 )
+#: The note of a GPU-job without samples in the range (no energy estimate).
+NO_SAMPLES_NOTE = "no samples"
 #: The note of a GPU-job whose utilisation is unknown (no GR_ENGINE_ACTIVE nor GPU_UTIL).
 UNKNOWN_UTIL_NOTE = "utilisation unknown: outside the energy model's regime, bounds widened to [0, ceiling]"
 
@@ -115,7 +117,7 @@ def energy_estimate(
     notes: list[str] = []
     t = job.duration_s
     if t <= 0:
-        return (math.nan,) * 5 + (["no samples"],)  # type: ignore[return-value]
+        return (math.nan,) * 5 + ([NO_SAMPLES_NOTE],)  # type: ignore[return-value]
     if profile is not None:
         idle = profile.idle_power_w if profile.idle_power_w is not None else spec.idle_w
         net = max(job.energy_j - idle * t, 0.0)
