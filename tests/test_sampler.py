@@ -78,7 +78,9 @@ def test_failures_become_gaps_with_errors():
 def test_slow_read_skips_ticks_and_records_overrun_gap():
     clk = VirtualClock()
     items = []
-    s = Sampler([FakeSensor(clk, slow_at={2}, slow_s=0.37)], 10.0, sinks=[items.append], duration_s=1.0, jitter=0.0)
+    s = Sampler(
+        [FakeSensor(clk, slow_at={2}, slow_s=0.37)], 10.0, sinks=[items.append], duration_s=1.0, jitter=0.0
+    )
     st = s.run()
     gaps = [x for x in items if isinstance(x, Gap)]
     assert len(gaps) == 1 and "overrun: 3 tick(s) missed" in gaps[0].error

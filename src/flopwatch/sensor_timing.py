@@ -86,7 +86,9 @@ class SensorTiming:
         }
 
 
-def _part_time(device: str, sensor: str, cumulative: bool, source: str, assumption: bool = False) -> SensorTiming:
+def _part_time(
+    device: str, sensor: str, cumulative: bool, source: str, assumption: bool = False
+) -> SensorTiming:
     return SensorTiming(device, sensor, 0.025, 0.100, cumulative, 0.75, source, assumption)
 
 
@@ -121,7 +123,10 @@ _TABLE: tuple[SensorTiming, ...] = (
         "h200",
         "nvml-energy",
         True,
-        _NVML_API + "; " + _YANG + " — assumption: as the H100 (same sensor), counter fed by the same samples",
+        _NVML_API
+        + "; "
+        + _YANG
+        + " — assumption: as the H100 (same sensor), counter fed by the same samples",
         True,
     ),
     # Jetson Orin Nano: the INA3221 on the carrier board, read through hwmon sysfs (point readings, no counter).
@@ -156,7 +161,13 @@ _TABLE: tuple[SensorTiming, ...] = (
         "*", "sim", 0.025, 0.100, True, 0.75, "flopwatch.sim SensorModel 'nvml' (SIMULATED), after " + _YANG
     ),
     SensorTiming(
-        "orin-nano", "sim", 0.100, 0.100, False, 0.0, "flopwatch.sim SensorModel 'ina3221' (SIMULATED): 100 ms sysfs"
+        "orin-nano",
+        "sim",
+        0.100,
+        0.100,
+        False,
+        0.0,
+        "flopwatch.sim SensorModel 'ina3221' (SIMULATED): 100 ms sysfs",
     ),
 )
 
@@ -229,7 +240,9 @@ def check_sampling(device: str, sensor: str, rate_hz: float) -> SamplingCheck:
             False,
             None,
             1.0,
-            (f"no timing known for sensor {sensor!r} on {device!r}: what it measures between reads is unknown",),
+            (
+                f"no timing known for sensor {sensor!r} on {device!r}: what it measures between reads is unknown",
+            ),
             None,
         )
     warns: list[str] = []

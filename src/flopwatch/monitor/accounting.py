@@ -260,7 +260,9 @@ class DeviceAccount:
                 de = counter_delta(prev.energy_j, r.energy_j)
                 # a counter that updates every 100 ms can show a whole update between two jittered reads
                 # closer than that (sensor_timing): judge the step over at least one update period
-                if de is not None and check_power_rate(de / max(dt, ENERGY_COUNTER_MAX_UPDATE_S), self.ctx.spec):
+                if de is not None and check_power_rate(
+                    de / max(dt, ENERGY_COUNTER_MAX_UPDATE_S), self.ctx.spec
+                ):
                     # The counter jumped by more than the device can draw: a counter glitch, not energy.
                     self._fault(
                         r.t_s,

@@ -113,6 +113,13 @@ class SamplerStats:
         }
 
 
+def _kind(sensor: Sensor) -> str:
+    try:
+        return str(sensor.info().kind)
+    except Exception:  # noqa: BLE001 - a sensor whose info fails is sampled like any other
+        return ""
+
+
 class Sampler:
     """Sample ``sensors`` at ``rate_hz`` until stopped, ``duration_s`` elapses or a replay ends.
 
@@ -122,7 +129,7 @@ class Sampler:
     A read that takes longer than ``slow_read_s`` (default: one period) keeps its reading, and the ticks
     it overran are recorded as gaps.
 
-    ``jitter`` (0–1, default 1) is the share of each period over which the sample instant is drawn; ``rng``
+    ``jitter`` (0–1; default 1, or 0 when a sensor is a replay, which yields its recorded rows) is the share of each period over which the sample instant is drawn; ``rng``
     injects the generator, else one is seeded from ``jitter_seed``, else from fresh OS entropy (an evader
     cannot predict it). The seed in use is :attr:`jitter_seed` (None when ``rng`` was injected: its owner
     knows it).
@@ -137,7 +144,7 @@ class Sampler:
         max_buffer: int = 10_000,
         duration_s: float | None = None,
         slow_read_s: float | None = None,
-        jitter: float = 1.0,
+        jitter: float | None = None,
         rng: np.random.Generator | None = None,
         jitter_seed: int | None = None,
     ) -> None:
@@ -145,6 +152,9 @@ class Sampler:
             raise ValueError("Sampler needs at least one sensor")
         if not rate_hz > 0:
             raise ValueError("rate_hz must be > 0")
+        if jitter is None:
+            # a replay yields its recorded rows in order: jittering it only reorders the recording
+            jitter = 0.0 if any(_kind(s) == "replay" for s in sensors) else 1.0
         if not (isinstance(jitter, (int, float)) and 0.0 <= jitter <= 1.0):
             raise ValueError(f"jitter must be in [0, 1], got {jitter!r}")
         self.jitter = float(jitter)
@@ -154,7 +164,9 @@ class Sampler:
             rng = np.random.default_rng(int(jitter_seed))
         self.jitter_seed = None if jitter_seed is None else int(jitter_seed)
         self._rng = rng
-        self._u: list[float] = []  # u_k drawn in order of k (skipped ticks too), so k → instant is reproducible
+        self._u: list[
+            float
+        ] = []  # u_k drawn in order of k (skipped ticks too), so k → instant is reproducible
         self.sensors = list(sensors)
         self.rate_hz = float(rate_hz)
         self.period_s = 1.0 / self.rate_hz
@@ -217,8 +229,8 @@ class Sampler:
     # ------------------------------------------------------------------ loop
     def offset_s(self, k: int) -> float:
         """The jitter of tick ``k``: seconds after the start of its period (0 ≤ offset < period)."""
-        if self.jitter == 0.0:
-            return 0.0
+        if self.jitter == 0.0 or k == 0:
+            return 0.0  # the first read anchors the counters at the start (the start is no secret)
         while len(self._u) <= k:
             self._u.extend(self._rng.random(1024).tolist())
         return self.jitter * self._u[k] * self.period_s
@@ -269,10 +281,13 @@ class Sampler:
                 if n_ticks is not None and st.n_ticks >= n_ticks:
                     st.end_reason = "n_ticks reached"
                     break
-                deadline = self.deadline_s(t0, k)
-                if end_t is not None and deadline > end_t + 1e-9:
+                slot = t0 + k * self.period_s
+                if end_t is not None and slot > end_t + 1e-9:
                     st.end_reason = "duration reached"
                     break
+                deadline = self.deadline_s(t0, k)
+                if end_t is not None:
+                    deadline = min(deadline, end_t)  # the last read closes the run: as many reads as the grid
                 if not clock.sleep_until(deadline, self._stop):
                     break
                 w0 = time.perf_counter()
@@ -322,7 +337,7 @@ class Sampler:
                         for i in range(len(self.sensors)):
                             self._emit(
                                 Gap(
-                                    next_deadline,
+                                    max(next_deadline, t_tick),  # never before the read that overran
                                     clock.wall_time(),
                                     devices[i],
                                     f"overrun: {missed} tick(s) missed "
