@@ -32,14 +32,6 @@ def mv_ma_to_w(mv: float, ma: float) -> float:
     return mv * ma / 1e6
 
 
-def tflop_to_flop(tf: float) -> float:
-    return tf * TERA
-
-
-def flop_to_tflop(f: float) -> float:
-    return f / TERA
-
-
 def counter_delta(prev: float, cur: float, max_range: float | None = None) -> float | None:
     """Increment of a monotonically increasing hardware counter between two reads.
 

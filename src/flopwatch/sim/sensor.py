@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -337,8 +337,3 @@ def _describe_config(d: Mapping[str, Any], i: int, file: str | None) -> tuple[An
             f"invalid ({type(e).__name__}: {str(e)[:100]})", file=file, record=i, field="config"
         ) from None
     return describe(cfg), {"config": cfg.to_dict() if hasattr(cfg, "to_dict") else None}
-
-
-def schedule_items(items: Sequence[Any]) -> list[Idle | Run]:
-    """Public alias of :func:`load_schedule` for lists."""
-    return load_schedule(list(items))
