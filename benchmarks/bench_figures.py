@@ -27,7 +27,7 @@ def main() -> None:
     from flopwatch.report.estimate_figures import write_figures
     from flopwatch.report.mpl import pyplot
     from flopwatch.report.run_figures import write_run_figures
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"

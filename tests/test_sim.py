@@ -326,7 +326,7 @@ def test_sim_cli(tmp_path, capsys):
         main(["sim", "trace", "a100", "--schedule", str(sched), "-o", str(out), "--records", str(recs)]) == 0
     )
     from flopwatch.detect import detect_workloads
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
     tr = Trace.read(out)
     assert tr.simulated

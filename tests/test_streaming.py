@@ -13,11 +13,13 @@ import pytest
 
 from flopwatch.detect import detect_workloads
 from flopwatch.telemetry.integrate import StreamingMedian, Window, integrate_windows
-from flopwatch.telemetry.reading import Trace, TraceWriter, base_metadata
 from flopwatch.telemetry.sampler import Sampler
+from flopwatch.telemetry.schema import base_metadata
 from flopwatch.telemetry.sensors.base import VirtualClock
 from flopwatch.telemetry.sensors.replay import PacedClock, ReplaySensor, open_replay
 from flopwatch.telemetry.source import ParquetSource, open_source
+from flopwatch.telemetry.trace import Trace
+from flopwatch.telemetry.writer import TraceWriter
 from streaming_helpers import synth_frame, synth_trace
 
 # Numbers of the whole-trace implementation (flopwatch before streaming, commit 1ff4bc0) on these seeded
@@ -205,7 +207,7 @@ class _Const:
         return SensorInfo(kind="test", device_id="c", name="c")
 
     def read(self):
-        from flopwatch.telemetry.reading import Reading
+        from flopwatch.telemetry.schema import Reading
 
         return Reading(self.clock.now(), 0.0, "c", 1.0)
 
@@ -216,7 +218,7 @@ class _Const:
 # ---------------------------------------------------------------------- writer backpressure
 def test_writer_queue_is_bounded_when_the_disk_is_slow(tmp_path):
     """A writer thread slower than the producer blocks the producer: never more than max_pending batches."""
-    from flopwatch.telemetry.reading import Reading
+    from flopwatch.telemetry.schema import Reading
 
     w = TraceWriter(tmp_path / "w.parquet", base_metadata(kind="test"), row_group_rows=50, max_pending=2)
     real = w._write_rows

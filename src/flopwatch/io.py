@@ -459,7 +459,9 @@ def check_output(
 def _prepare_target(p: Path) -> None:
     """The one guard of every atomic writer: the target is not a symlink or a directory, its folder exists."""
     if p.is_symlink():
-        raise InputError("is a symbolic link; refusing to write through it (remove the link first)", file=str(p))
+        raise InputError(
+            "is a symbolic link; refusing to write through it (remove the link first)", file=str(p)
+        )
     if p.is_dir():
         raise InputError("is a directory; expected an output file path", file=str(p))
     try:

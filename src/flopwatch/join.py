@@ -30,7 +30,7 @@ from flopwatch.records import WorkloadRecord, append_record, load_records
 from flopwatch.telemetry.source import TraceSource, open_source
 
 if TYPE_CHECKING:
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
 #: A segment must cover this share of its run's timed region for the run to get the segment's energy.
 MIN_OVERLAP_FRAC = 0.9

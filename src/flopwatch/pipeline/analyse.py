@@ -35,8 +35,8 @@ from flopwatch.pipeline.layout import EVALUATION_FILE, FIGURES_DIR, PROFILE_FILE
 from flopwatch.pipeline.plan import Plan, RunOptions
 from flopwatch.pipeline.progress import ANALYSIS_S, Progress
 from flopwatch.records import RecordSet, WorkloadRecord, append_record, record_set
-from flopwatch.telemetry.reading import Trace
 from flopwatch.telemetry.source import TraceSource, open_source
+from flopwatch.telemetry.trace import Trace
 
 #: The study's split ratio: 14 training runs of 21 (Fowler 2026).
 TRAIN_FRACTION = 14 / 21

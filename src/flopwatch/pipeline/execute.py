@@ -22,8 +22,9 @@ from flopwatch.pipeline.device import DeviceChoice
 from flopwatch.pipeline.plan import Plan, RunOptions
 from flopwatch.pipeline.progress import Progress, prog_weight_sweep
 from flopwatch.records import WorkloadRecord, append_record
-from flopwatch.telemetry.reading import TraceWriter, base_metadata
 from flopwatch.telemetry.sampler import Sampler
+from flopwatch.telemetry.schema import base_metadata
+from flopwatch.telemetry.writer import TraceWriter
 
 if TYPE_CHECKING:
     from flopwatch.telemetry.sensors.base import SensorInfo

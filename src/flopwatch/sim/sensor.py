@@ -33,7 +33,8 @@ from flopwatch.errors import InputError, SensorError
 from flopwatch.io import is_out_of_range, parse_toml, read_json, read_text
 from flopwatch.sim.accelerator import Idle, Run, SimulatedAccelerator
 from flopwatch.sim.artefacts import SensorReadout
-from flopwatch.telemetry.sensors.base import Clock, Reading, ScaledClock, SensorInfo, VirtualClock
+from flopwatch.telemetry.schema import Reading
+from flopwatch.telemetry.sensors.base import Clock, ScaledClock, SensorInfo, VirtualClock
 
 _SPEC_RE = re.compile(r"^(?P<key>[a-z0-9][a-z0-9\- ]*?)(?:x(?P<n>\d+))?$")
 

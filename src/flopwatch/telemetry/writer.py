@@ -1,6 +1,7 @@
 """Stream readings to a Parquet trace with a crash journal, in bounded memory (backpressure).
 
-See :class:`TraceWriter`. The format is described in :mod:`flopwatch.telemetry.reading`.
+See :class:`TraceWriter`. The format is described in :mod:`flopwatch.telemetry.schema`, the only module of
+``telemetry/`` this one imports.
 """
 
 from __future__ import annotations
@@ -16,18 +17,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flopwatch.errors import InputError
-from flopwatch.telemetry.reading import (
+from flopwatch.telemetry.schema import (
     EXTRA_JSON,
     EXTRA_PREFIX,
     JOURNAL_SUFFIX,
-    SCHEMA_NAME,
     Gap,
     Reading,
-    _arrow_schema,
-    _frame,
-    _now_version,
-    _row,
-    _to_table,
+    arrow_schema,
+    default_metadata,
+    extra_columns,
+    frame,
+    row,
+    to_table,
 )
 
 if TYPE_CHECKING:
@@ -75,10 +76,7 @@ class TraceWriter:
                 "a crashed recording's journal is here; read it with Trace.read (or use --force to discard it)",
                 file=str(self.journal_path),
             )
-        self.metadata = dict(metadata)
-        self.metadata.setdefault("schema", SCHEMA_NAME)
-        self.metadata.setdefault("flopwatch_version", _now_version())
-        self.metadata.setdefault("simulated", False)
+        self.metadata = default_metadata(metadata)
         self.flush_every_s = float(flush_every_s)
         self.row_group_rows = int(row_group_rows)
         self.fsync = fsync
@@ -115,13 +113,13 @@ class TraceWriter:
     def write(self, reading: Reading) -> None:
         if self.closed:
             raise ValueError("TraceWriter is closed")
-        self._rows.append(_row(reading, self._origin(reading.t_s)))
+        self._rows.append(row(reading, self._origin(reading.t_s)))
         self._maybe_flush()
 
     def write_gap(self, t_s: float, wall_time: float, device: str, error: str) -> None:
         if self.closed:
             raise ValueError("TraceWriter is closed")
-        self._rows.append(_row(Gap(t_s, wall_time, device, error), self._origin(t_s)))
+        self._rows.append(row(Gap(t_s, wall_time, device, error), self._origin(t_s)))
         self._maybe_flush()
 
     def _maybe_flush(self) -> None:
@@ -167,8 +165,8 @@ class TraceWriter:
         import pyarrow.parquet as pq
 
         if not self._extra_cols:
-            self._extra_cols = [c for c in df.columns if c.startswith(EXTRA_PREFIX) and c != EXTRA_JSON]
-        self._schema = _arrow_schema(self._extra_cols, self.metadata)
+            self._extra_cols = extra_columns(df.columns)
+        self._schema = arrow_schema(self._extra_cols, self.metadata)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._pq = pq.ParquetWriter(str(self.path), self._schema)
         self._sink = open(self.journal_path, "wb")  # noqa: SIM115 - closed in close()
@@ -178,11 +176,11 @@ class TraceWriter:
         if not rows:
             return
         known = set(self._extra_cols)
-        df = _frame(rows, extra_cols=None)
+        df = frame(rows, extra_cols=None)
         if self._pq is None:
             self._open(df)
             known = set(self._extra_cols)
-        late = [c for c in df.columns if c.startswith(EXTRA_PREFIX) and c != EXTRA_JSON and c not in known]
+        late = [c for c in extra_columns(df.columns) if c not in known]
         if late:  # extras first seen after the schema was fixed go to the JSON column, not lost
             sub = df[late]
             df[EXTRA_JSON] = [
@@ -192,7 +190,7 @@ class TraceWriter:
         for c in self._extra_cols:
             if c not in df:
                 df[c] = np.nan
-        table = _to_table(df, self._schema)
+        table = to_table(df, self._schema)
         self._pq.write_table(table)
         self._ipc.write_table(table)
         self._sink.flush()
@@ -211,7 +209,7 @@ class TraceWriter:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
         if self._pq is None:  # nothing was written: still produce a valid empty trace
-            self._open(_frame([]))
+            self._open(frame([]))
         self._pq.close()
         self._ipc.close()
         self._sink.close()
