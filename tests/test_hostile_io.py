@@ -130,7 +130,7 @@ def test_atomic_write_failure_leaves_old_file(tmp_path: Path) -> None:
     assert [x.name for x in tmp_path.iterdir()] == ["out.json"]
 
 
-@pytest.mark.parametrize("how", ["atomic_write", "atomic_path", "Trace.write"])
+@pytest.mark.parametrize("how", ["atomic_write", "atomic_path", "Trace.write", "TraceWriter", "journal"])
 def test_no_writer_writes_through_a_symlink(tmp_path: Path, how: str) -> None:
     """Issue 25 item 4: one guard in io.py, used by every writer: the link and its target are left alone,
     and no temporary file is left behind."""
@@ -148,11 +148,20 @@ def test_no_writer_writes_through_a_symlink(tmp_path: Path, how: str) -> None:
         elif how == "atomic_path":
             with atomic_path(link) as tmp:
                 tmp.write_text("new")
-        else:
+        elif how == "Trace.write":
             Trace.from_readings([Reading(0.0, 0.0, "d", 1.0), Reading(1.0, 1.0, "d", 1.0)]).write(link)
+        else:  # the streaming recorder: its Parquet file, or its journal, planted as a link
+            from flopwatch.telemetry.writer import TraceWriter
+
+            target = link if how == "TraceWriter" else tmp_path / "rec.parquet"
+            if how == "journal":
+                link.rename(tmp_path / "rec.parquet.journal")
+                link = tmp_path / "rec.parquet.journal"
+            with TraceWriter(target, {"kind": "test"}, overwrite=True) as w:
+                w.write(Reading(0.0, 0.0, "d", 1.0))
     assert str(link) in str(ei.value)
     assert victim.read_text() == "precious" and link.is_symlink()
-    assert sorted(x.name for x in tmp_path.iterdir()) == ["out", "victim"]
+    assert sorted(x.name for x in tmp_path.iterdir()) == sorted([link.name, "victim"])
 
 
 def test_a_failed_atomic_path_leaves_no_temporary_file(tmp_path: Path) -> None:

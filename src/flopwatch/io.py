@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -67,6 +68,8 @@ __all__ = [
     "read_json",
     "read_text",
     "read_toml",
+    "refuse_link",
+    "open_output",
 ]
 
 
@@ -456,12 +459,32 @@ def check_output(
     return out
 
 
+def refuse_link(path: str | os.PathLike[str]) -> None:
+    """InputError when ``path`` is a symbolic link (dangling or not): no writer writes through one."""
+    if os.path.islink(path):
+        raise InputError(
+            "is a symbolic link; refusing to write through it (remove the link first)", file=os.fspath(path)
+        )
+
+
+def open_output(path: str | os.PathLike[str]) -> IO[bytes]:
+    """A new or truncated binary file at ``path`` for a streaming writer that cannot write to a temporary name
+    (a recording's Parquet file and journal, read after a crash): a symlink at ``path`` is refused, also one
+    planted after the check (``O_NOFOLLOW``)."""
+    refuse_link(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            refuse_link(path)
+        raise InputError(f"cannot write ({e.strerror or e})", file=os.fspath(path)) from None
+    return os.fdopen(fd, "wb")
+
+
 def _prepare_target(p: Path) -> None:
     """The one guard of every atomic writer: the target is not a symlink or a directory, its folder exists."""
-    if p.is_symlink():
-        raise InputError(
-            "is a symbolic link; refusing to write through it (remove the link first)", file=str(p)
-        )
+    refuse_link(p)
     if p.is_dir():
         raise InputError("is a directory; expected an output file path", file=str(p))
     try:
@@ -481,15 +504,37 @@ def _fsync_dir(d: Path) -> None:
             os.close(fd)
 
 
+def _install(tmp: str, p: Path, exclusive: bool) -> None:
+    """Put the finished temporary file at ``p``: rename over it, or (``exclusive``) link it there only when the
+    name is free — a file or link that appeared meanwhile is never replaced."""
+    if not exclusive:
+        os.replace(tmp, p)
+        return
+    try:
+        os.link(tmp, p)  # atomic, and fails (EEXIST) on any existing name, a symlink included
+    except FileExistsError:
+        raise InputError("appeared while it was being written; refusing to replace it", file=str(p)) from None
+    except OSError as e:
+        raise InputError(f"cannot write ({e.strerror or e})", file=str(p)) from None
+    os.unlink(tmp)
+
+
 @contextlib.contextmanager
 def atomic_writer(
-    path: str | os.PathLike[str], *, mode: str = "w", perms: int | None = None, encoding: str = "utf-8"
+    path: str | os.PathLike[str],
+    *,
+    mode: str = "w",
+    perms: int | None = None,
+    encoding: str = "utf-8",
+    exclusive: bool = False,
 ) -> Iterator[IO[Any]]:
     """Context manager giving a file in ``path``'s directory that replaces ``path`` only on success.
 
     ``mode`` is ``"w"`` (text) or ``"wb"``. The file keeps the mode of the file it replaces, else
     ``perms`` (default rw-r--r--: outputs are shared). A symlink at ``path`` is refused (InputError), never
     written through nor replaced. On any exception the temporary file is removed and ``path`` is untouched.
+    ``exclusive``: create ``path``, never replace an existing file (a signing key). The temporary file is
+    created with mode 0600 and given its final mode before any data is written.
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
@@ -511,7 +556,7 @@ def atomic_writer(
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, p)
+        _install(tmp, p, exclusive)
         _fsync_dir(p.parent)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -520,11 +565,20 @@ def atomic_writer(
 
 
 def atomic_write(
-    path: str | os.PathLike[str], data: str | bytes, *, perms: int | None = None, encoding: str = "utf-8"
+    path: str | os.PathLike[str],
+    data: str | bytes,
+    *,
+    perms: int | None = None,
+    encoding: str = "utf-8",
+    exclusive: bool = False,
 ) -> Path:
     """Write ``data`` to ``path`` atomically (see :func:`atomic_writer`); returns the path."""
     with atomic_writer(
-        path, mode="wb" if isinstance(data, bytes) else "w", perms=perms, encoding=encoding
+        path,
+        mode="wb" if isinstance(data, bytes) else "w",
+        perms=perms,
+        encoding=encoding,
+        exclusive=exclusive,
     ) as fh:
         fh.write(data)
     return Path(path)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flopwatch.errors import InputError
+from flopwatch.io import open_output, refuse_link
 from flopwatch.telemetry.schema import (
     EXTRA_JSON,
     EXTRA_PREFIX,
@@ -69,6 +70,8 @@ class TraceWriter:
             raise ValueError("max_pending must be >= 1")
         self.path = Path(path)
         self.journal_path = Path(str(self.path) + JOURNAL_SUFFIX)
+        refuse_link(self.path)
+        refuse_link(self.journal_path)
         if self.path.exists() and not overwrite:
             raise InputError("file exists (use --force to overwrite)", file=str(self.path))
         if self.journal_path.exists() and not overwrite:
@@ -85,6 +88,7 @@ class TraceWriter:
         self._t0: float | None = self.metadata.get("t0_monotonic_s")
         self._last_flush = time.monotonic()
         self._pq: Any = None
+        self._pq_file: Any = None
         self._ipc: Any = None
         self._sink: Any = None
         self._schema: Any = None
@@ -168,8 +172,10 @@ class TraceWriter:
             self._extra_cols = extra_columns(df.columns)
         self._schema = arrow_schema(self._extra_cols, self.metadata)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._pq = pq.ParquetWriter(str(self.path), self._schema)
-        self._sink = open(self.journal_path, "wb")  # noqa: SIM115 - closed in close()
+        # neither file is written through a symlink (issue 25): opened with O_NOFOLLOW, closed in close()
+        self._pq_file = open_output(self.path)
+        self._pq = pq.ParquetWriter(self._pq_file, self._schema)
+        self._sink = open_output(self.journal_path)
         self._ipc = ipc.new_stream(self._sink, self._schema)
 
     def _write_rows(self, rows: list[dict[str, Any]]) -> None:
@@ -211,6 +217,7 @@ class TraceWriter:
         if self._pq is None:  # nothing was written: still produce a valid empty trace
             self._open(frame([]))
         self._pq.close()
+        self._pq_file.close()
         self._ipc.close()
         self._sink.close()
         self.journal_path.unlink(missing_ok=True)

@@ -169,10 +169,8 @@ def read_log(path: str | os.PathLike[str], *, interval_s: float = 0.5, rail: str
         raise InputError("no tegrastats lines", file=str(p))
     md = base_metadata(kind="tegrastats", rate_hz=1.0 / interval_s, source=str(p))
     tr = Trace.from_readings(readings, md)
-    for _ in FrameSource(tr, validate=True).chunks(
-        VALUE_COLUMNS
-    ):  # implausible values: refused, with the row
-        pass
+    for _ in FrameSource(tr.df, tr.metadata, validate=True).chunks(VALUE_COLUMNS):
+        pass  # implausible values: refused, with the row
     return tr
 
 
