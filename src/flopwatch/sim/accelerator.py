@@ -35,7 +35,7 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -49,15 +49,28 @@ from flopwatch.sim.power import PowerModel, power_model_for
 _Z90 = 1.2815515655446004
 
 
-class WorkloadLike(Protocol):
-    """What the simulator needs of a workload (``flopwatch.workloads.formulas.WorkloadDescription`` fits)."""
+@dataclass(frozen=True)
+class RawWorkload:
+    """A workload given by its numbers rather than a model config (scripted schedules, measured conditions,
+    tests): the simulator's one workload description besides
+    :class:`~flopwatch.workloads.formulas.WorkloadDescription`, whose fields it shares."""
 
     label: str
-    dtype: str
-    batch_size: int
-    tokens_per_step: float
     flops_per_step: float
     bytes_per_step: float
+    tokens_per_step: float
+    batch_size: int = 1
+    dtype: str = "fp32"
+    arch: str | None = None
+    num_layers: int | None = None
+    params: float | None = None
+
+
+if TYPE_CHECKING:
+    from flopwatch.workloads.formulas import WorkloadDescription
+
+    #: What the simulator runs: a workload by its numbers or one described from a model config.
+    WorkloadLike: TypeAlias = RawWorkload | WorkloadDescription
 
 
 @dataclass(frozen=True)
@@ -541,7 +554,7 @@ class SimulatedAccelerator:
     ) -> SimulatedRun:
         """Run at a measured (MFU, utilisation) condition for ``duration_s`` (with the usual power offsets)."""
         point = self.condition_point(dtype, tokens_per_step, mfu_pct, util, step_time_s)
-        wl = _ConditionWorkload(
+        wl = RawWorkload(
             label=label,
             dtype=normalize_dtype(dtype),
             batch_size=1,
@@ -706,16 +719,6 @@ class SimulatedAccelerator:
         )
 
 
-@dataclass(frozen=True)
-class _ConditionWorkload:
-    label: str
-    dtype: str
-    batch_size: int
-    tokens_per_step: float
-    flops_per_step: float
-    bytes_per_step: float
-
-
 def _with_power(point: OperatingPoint, p: float, idle: float, gap_frac: float) -> OperatingPoint:
     """``point`` with mean power ``p`` split into the busy/gap levels of its step."""
     from dataclasses import replace
@@ -748,5 +751,5 @@ __all__ = [
     "SimParams",
     "SimulatedAccelerator",
     "SimulatedRun",
-    "WorkloadLike",
+    "RawWorkload",
 ]
