@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -281,10 +280,12 @@ def test_run_timeline_of_a_long_trace_is_a_bounded_envelope(tmp_path) -> None:
 
     df = synth_frame(n_s=1800, hz=10, seed=3)
     path = Trace(df, {"t0_monotonic_s": 0.0}).write(tmp_path / "t.parquet")
-    whole = timeline_samples(path, len(df), max_rows=len(df))
-    assert isinstance(whole, Trace) and len(whole) == len(df)
-    env = timeline_samples(path, len(df), max_rows=1000, bins=120).samples
-    s = whole.samples
+    whole = timeline_samples(path, max_rows=len(df))  # every reading, in one pass
+    s = Trace.read(path).samples
+    assert list(whole.columns) == ["t_s", "power_w", "util"] and len(whole) == len(s)
+    for c in whole.columns:
+        assert np.array_equal(whole[c].to_numpy(), s[c].to_numpy(), equal_nan=True)
+    env = timeline_samples(path, max_rows=1000, bins=120)
     assert len(env) <= 2 * 120 and list(env.columns) == ["t_s", "power_w", "util"]
     assert env["power_w"].max() == s["power_w"].max() and env["power_w"].min() == s["power_w"].min()
     assert env["util"].max() == s["util"].max() and env["util"].min() == s["util"].min()
@@ -295,5 +296,5 @@ def test_run_timeline_of_a_long_trace_is_a_bounded_envelope(tmp_path) -> None:
     by_bin = s.groupby(k)["power_w"].agg(["min", "max"]).to_numpy()
     assert np.array_equal(env["power_w"].to_numpy().reshape(-1, 2), by_bin)
     det = detect_workloads(path)
-    out = fig_timeline(SimpleNamespace(samples=env), det, [], tmp_path / "tl.png", simulated=True)
+    out = fig_timeline(env, det, [], tmp_path / "tl.png", simulated=True)
     assert out.stat().st_size > 10_000

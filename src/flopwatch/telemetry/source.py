@@ -361,6 +361,21 @@ class ParquetSource(TraceSource):
         self._names = schema.names
         self.extra_columns = extra_columns(schema.names)
 
+    def t_span(self) -> tuple[float, float] | None:
+        """(lowest, highest) ``t_s`` of the file from its row groups' statistics (the footer: no data read), or
+        None when the writer stored none."""
+        import pyarrow.parquet as pq
+
+        try:
+            md = pq.ParquetFile(self.path).metadata
+            col = self._names.index("t_s")
+            stats = [md.row_group(i).column(col).statistics for i in range(md.num_row_groups)]
+        except (OSError, ValueError):
+            return None
+        if not stats or any(st is None or not st.has_min_max for st in stats):
+            return None
+        return float(min(st.min for st in stats)), float(max(st.max for st in stats))
+
     def _raw_chunks(
         self, columns: tuple[str, ...], wall: bool, gap_error: bool, extras: bool
     ) -> Iterator[Chunk]:
