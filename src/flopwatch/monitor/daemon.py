@@ -55,7 +55,8 @@ from flopwatch.monitor.window import (
     WorkloadWindow,
     default_window_verdict,
 )
-from flopwatch.telemetry.sensors.base import Gap, Reading, Sensor, SensorInfo, VirtualClock
+from flopwatch.telemetry.schema import Gap, Reading
+from flopwatch.telemetry.sensors.base import Sensor, SensorInfo, VirtualClock
 
 if TYPE_CHECKING:
     from flopwatch.devices import DeviceSpec
@@ -457,7 +458,7 @@ class Monitor:
             )
             sinks: list[Any] = [self._sink]
             if cfg.keep_trace is not None:
-                from flopwatch.telemetry.reading import TraceWriter
+                from flopwatch.telemetry.writer import TraceWriter
 
                 trace_writer = TraceWriter(
                     cfg.keep_trace,

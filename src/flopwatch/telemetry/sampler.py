@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from flopwatch.errors import SensorError
-from flopwatch.telemetry.sensors.base import Gap, Reading, Sensor
+from flopwatch.telemetry.schema import Gap, Reading
+from flopwatch.telemetry.sensors.base import Sensor
 
 Sink = Callable[[Reading | Gap], None]
 
