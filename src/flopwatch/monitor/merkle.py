@@ -109,9 +109,7 @@ def consistency_proof(get: NodeGetter, first: int, second: int) -> list[bytes]:
     return list(reversed(stack))
 
 
-def verify_inclusion(
-    leaf: bytes, index: int, size: int, path: Sequence[bytes], expected_root: bytes
-) -> bool:
+def verify_inclusion(leaf: bytes, index: int, size: int, path: Sequence[bytes], expected_root: bytes) -> bool:
     """RFC 9162 §2.1.3.2: does ``path`` prove the leaf hash ``leaf`` at ``index`` in the tree ``expected_root``?"""
     if not 0 <= index < size:
         return False
