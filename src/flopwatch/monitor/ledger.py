@@ -59,8 +59,8 @@ from flopwatch.monitor.keys import (
     load_or_create_private_key,
     load_private_key,
     load_public_key,
-    pending_key_path,
     parse_pin,
+    pending_key_path,
     public_key_pem,
     write_public_file,
 )
