@@ -364,6 +364,11 @@ def monitor_command(
     checkpoint_s: float | None = typer.Option(
         None, "--checkpoint-s", help="Checkpoint interval of the running totals (s)."
     ),
+    head_interval_s: float | None = typer.Option(
+        None,
+        "--head-interval-s",
+        help="Sign a tree head of the ledger this often (s of sensor time, default 60); served at /head.",
+    ),
     duration: float | None = typer.Option(
         None, "--duration", help="Stop after this many seconds of sensor time."
     ),
@@ -426,6 +431,7 @@ def monitor_command(
             "poll_s": poll_s,
             "sample_hz": sample_hz,
             "checkpoint_s": checkpoint_s,
+            "head_interval_s": head_interval_s,
             "duration_s": duration,
             "speed": speed,
             "idle_power_w": idle_power_w,

@@ -486,6 +486,23 @@ class Ledger:
             self._since_head = 0
             return head
 
+    def consistency(self, first: int, second: int) -> list[str]:
+        """RFC 9162 consistency proof (hex) between two sizes, read on a private read-only connection
+        (the exporter's thread; never the writer's connection)."""
+        con = connect(self.path, readonly=True)
+        try:
+            return tree_store.consistency_hex(con, first, second)
+        finally:
+            con.close()
+
+    def inclusion(self, index: int, size: int) -> list[str]:
+        """RFC 9162 inclusion path (hex) of leaf ``index`` (row ``index + 1``) in the tree of ``size`` rows."""
+        con = connect(self.path, readonly=True)
+        try:
+            return tree_store.inclusion_hex(con, index, size)
+        finally:
+            con.close()
+
     @property
     def latest_head(self) -> SignedHead | None:
         return self._head
