@@ -59,6 +59,9 @@ _SHOW_QUERY = 160
 class PrometheusError(InputError):
     """Prometheus could not be reached, refused a request or gave an answer flopwatch refuses (exit status 2)."""
 
+    #: The HTTP status of a refusal by the server (4xx), else None (unreachable, too slow, malformed…).
+    http_status: int | None = None
+
 
 @dataclass(frozen=True)
 class Series:
@@ -180,12 +183,16 @@ class _Guard:
 
 
 class _GuardedIO(io.RawIOBase):
-    """The socket as http.client reads it: each read waits at most the time left and counts against the budget."""
+    """The socket as http.client reads it: each read waits at most the time left and counts against the budget.
 
-    def __init__(self, sock: socket.socket, guard: _Guard) -> None:
+    ``keep`` is the socket file http.client opened: holding it open keeps the socket alive after the connection
+    object lets go of it (``Connection: close``), as http.client's own reader would."""
+
+    def __init__(self, sock: socket.socket, guard: _Guard, keep: Any) -> None:
         super().__init__()
         self._sock = sock
         self._guard = guard
+        self._keep = keep
 
     def readable(self) -> bool:
         return True
@@ -199,12 +206,16 @@ class _GuardedIO(io.RawIOBase):
         self._guard.count(n)
         return n
 
+    def close(self) -> None:
+        if not self.closed:
+            self._keep.close()
+        super().close()
+
 
 class _GuardedResponse(http.client.HTTPResponse):
     def __init__(self, sock: socket.socket, guard: _Guard, **kw: Any) -> None:
         super().__init__(sock, **kw)
-        self.fp.close()
-        self.fp = io.BufferedReader(_GuardedIO(sock, guard), 64 * 1024)
+        self.fp = io.BufferedReader(_GuardedIO(sock, guard, self.fp), 64 * 1024)
 
 
 class PrometheusClient:
@@ -383,7 +394,7 @@ class PrometheusClient:
                 continue
             except http.client.IncompleteRead as e:
                 raise PrometheusError(
-                    f"{where}: truncated answer ({len(e.partial)} bytes read, more expected)",
+                    f"{where}: truncated or badly chunked body ({len(e.partial)} bytes read)",
                     field="prometheus",
                 ) from None
             except (http.client.HTTPException, ValueError) as e:
@@ -402,7 +413,9 @@ class PrometheusClient:
                 detail = _api_error(raw) or f"HTTP {status} {_clean(reason, 60)}"
                 if 300 <= status < 400:
                     detail += " (redirects are not followed: give the final URL)"
-                raise PrometheusError(f"{where}: {detail}", field="prometheus")
+                err = PrometheusError(f"{where}: {detail}", field="prometheus")
+                err.http_status = status
+                raise err
             try:
                 return _envelope(raw)
             except _Refused as e:
@@ -433,8 +446,8 @@ class PrometheusClient:
                 parts = str(d.get("version", "2.0")).lstrip("v").split(".")
                 self._version = (int(parts[0]), int(parts[1]))
             except (PrometheusError, ValueError, IndexError, AttributeError) as e:
-                if isinstance(e, PrometheusError) and "404" not in str(e):
-                    raise  # unreachable, slow, oversized or malformed: not "an old server"
+                if isinstance(e, PrometheusError) and e.http_status is None:
+                    raise  # unreachable, slow, oversized or malformed: not "a server without buildinfo"
                 self._version = (2, 0)
         return self._version
 
