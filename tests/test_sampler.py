@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 from flopwatch.errors import SensorError
-from flopwatch.telemetry.reading import Trace, TraceWriter, base_metadata
 from flopwatch.telemetry.sampler import Sampler
-from flopwatch.telemetry.sensors.base import Gap, MonotonicClock, Reading, SensorInfo, VirtualClock
+from flopwatch.telemetry.schema import Gap, Reading, base_metadata
+from flopwatch.telemetry.sensors.base import MonotonicClock, SensorInfo, VirtualClock
 from flopwatch.telemetry.sensors.replay import ReplaySensor, TraceEnded, open_replay
+from flopwatch.telemetry.trace import Trace
+from flopwatch.telemetry.writer import TraceWriter
 
 
 class FakeSensor:

@@ -111,8 +111,9 @@ def record_cmd(
     )  # before any work: never overwrite an input
     import time
 
-    from flopwatch.telemetry.reading import TraceWriter, base_metadata
     from flopwatch.telemetry.sampler import Sampler
+    from flopwatch.telemetry.schema import base_metadata
+    from flopwatch.telemetry.writer import TraceWriter
 
     if not rate > 0:
         raise InputError(f"--rate must be > 0, got {rate}", field="rate")
@@ -256,7 +257,7 @@ def idle_cmd(
     import numpy as np
 
     from flopwatch.telemetry.sampler import Sampler
-    from flopwatch.telemetry.sensors.base import Reading
+    from flopwatch.telemetry.schema import Reading
 
     if not duration > 0 or not rate > 0:
         raise InputError("--duration and --rate must be > 0", field="duration")

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
 from flopwatch.sensor_timing import ENERGY_COUNTER_MAX_UPDATE_S
 from flopwatch.telemetry.plausibility import check_power_rate, check_reading
-from flopwatch.telemetry.sensors.base import Gap, Reading
+from flopwatch.telemetry.schema import Gap, Reading
 from flopwatch.text import literal
 from flopwatch.units import counter_delta
 

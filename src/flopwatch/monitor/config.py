@@ -10,6 +10,7 @@ Example (``/etc/flopwatch/monitor.toml``)::
     metrics_addr = "127.0.0.1"   # loopback unless the node's Prometheus scrapes from elsewhere
     poll_s = 1.5                 # the study's detection poll
     checkpoint_s = 30.0          # a crash loses at most this much of the running totals
+    head_interval_s = 60.0       # a signed tree head of the ledger this often, served at /head for witnesses
     threshold_flops = 1e25       # optional: verdict against a reporting threshold
 """
 
@@ -42,6 +43,7 @@ class MonitorConfig:
     start_polls: int = 2  # study: 2 consecutive busy polls start a workload
     end_polls: int = 3  # study: 3 consecutive idle polls end it
     checkpoint_s: float = 30.0
+    head_interval_s: float = 60.0  # sign a tree head of the ledger this often (sensor time); served at /head
     duration_s: float | None = None
     speed: float = 1.0  # replay speed
     idle_power_w: float | None = None  # None: the profile's idle power (else 0 with a warning)
@@ -66,6 +68,7 @@ class MonitorConfig:
         "poll_s": 3600.0,
         "sample_hz": 1000.0,
         "checkpoint_s": 86400.0,
+        "head_interval_s": 86400.0,
         "speed": 1e6,
         "sensor_fault_s": 86400.0,
         "duration_s": 1e9,

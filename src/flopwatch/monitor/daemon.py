@@ -55,7 +55,8 @@ from flopwatch.monitor.window import (
     WorkloadWindow,
     default_window_verdict,
 )
-from flopwatch.telemetry.sensors.base import Gap, Reading, Sensor, SensorInfo, VirtualClock
+from flopwatch.telemetry.schema import Gap, Reading
+from flopwatch.telemetry.sensors.base import Sensor, SensorInfo, VirtualClock
 
 if TYPE_CHECKING:
     from flopwatch.devices import DeviceSpec
@@ -138,6 +139,8 @@ class Monitor:
         self._stop = threading.Event()
         self._stop_reason = ""
         self._next_cp: float | None = None
+        self._next_head: float | None = None
+        self._peaks: dict[str, dict[str, float]] = {}  # device → the datasheet peaks in force (context)
         self._restored: dict[str, Totals] = {}
         self._lock = threading.RLock()
         self.metrics_port: int | None = None
@@ -205,6 +208,21 @@ class Monitor:
             self.window.mark(wall, {d: v["outside_net_energy_j"] for d, v in devs.items()})
             self._update_window()
         log.debug("checkpoint row %d (%s)", e.seq, reason)
+
+    def context(self) -> dict[str, Any]:
+        """The operator's context, signed into each start row (docs/monitor.md, "Context"): what a verifier
+        compares with its own before trusting a verdict."""
+        cfg = self.config
+        return {
+            "profile_sha256": self.profile_sha256,
+            "peaks_in_force": dict(sorted(self._peaks.items())),
+            "peak_override": getattr(cfg, "peak_override", None),
+            "sensor_kind": sorted({str(i["kind"]) for i in self.sensor_info.values()}),
+            "sensor_spec": list(cfg.sensors),
+            "sample_rate_hz": cfg.sample_hz,
+            "jitter_seed": getattr(cfg, "jitter_seed", None),
+            "flopwatch_version": __version__,
+        }
 
     # ------------------------------------------------------------------ lifecycle
     def _load_profile(self) -> None:
@@ -301,6 +319,11 @@ class Monitor:
                 elif t >= self._next_cp:
                     self.checkpoint()
                     self._next_cp = t + self.config.checkpoint_s
+                if self._next_head is None:
+                    self._next_head = t + self.config.head_interval_s
+                elif t >= self._next_head and self.ledger is not None:
+                    self.ledger.sign_head()  # a batch: one signature covers every row since the last head
+                    self._next_head = t + self.config.head_interval_s
         except LedgerError as e:
             # The ledger cannot be written: stop rather than measure without a record.
             self.fatal = e
@@ -365,6 +388,8 @@ class Monitor:
             "capabilities": caps,
         }
         spec = device_spec(info)
+        if spec is not None:
+            self._peaks[dev] = {str(k): float(v) for k, v in spec.peak_flops.items()}
         ctx = DeviceContext(
             device=dev,
             name=info.name,
@@ -471,11 +496,17 @@ class Monitor:
                     "model": getattr(self.profile, "model_name", None),
                     "idle_power_w": self.idle_power_w,
                     "sensors": list(self.sensor_info.values()),
+                    "context": self.context(),
                 },
+            )
+            # the first head, then one every head_interval_s; witnesses fetch it at GET /head
+            led.sign_head()
+            self.metrics.serve_ledger(
+                lambda: h.to_dict() if (h := led.latest_head) is not None else None, led.consistency
             )
             sinks: list[Any] = [self._sink]
             if cfg.keep_trace is not None:
-                from flopwatch.telemetry.reading import TraceWriter
+                from flopwatch.telemetry.writer import TraceWriter
 
                 trace_writer = TraceWriter(
                     cfg.keep_trace,
@@ -503,6 +534,7 @@ class Monitor:
                         acc.close(acc.last.t_s, status="interrupted")
                 self.checkpoint(reason=f"stop: {end_reason}")
                 led.append("stop", {"session_id": self.session_id, "wall": time.time(), "reason": end_reason})
+                led.sign_head()
             log.info("monitor stopped: %s", end_reason)
             if self.fatal is not None:
                 raise self.fatal

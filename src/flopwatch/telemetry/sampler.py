@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from flopwatch.errors import SensorError
-from flopwatch.telemetry.sensors.base import Gap, Reading, Sensor
+from flopwatch.telemetry.schema import Gap, Reading
+from flopwatch.telemetry.sensors.base import Sensor
 
 Sink = Callable[[Reading | Gap], None]
 
