@@ -209,8 +209,8 @@ def real_cases(path: Path, fam: Family) -> Iterator[Case]:
                 "node's row used params × 0.6",
                 [r.label],
                 cal(r.label),
-                context={"profile_hash": f"operator:{(h or '')[:8]}×0.6", "sensor_kind": "jetson"},
-                verifier_context={"profile_hash": h, "sensor_kind": "jetson"},
+                context={"profile_sha256": f"operator:{(h or '')[:8]}×0.6", "sensor_kind": "jetson"},
+                verifier_context={"profile_sha256": h, "sensor_kind": "jetson"},
             )
     else:
         raise ValueError(f"unknown real-data operation {op!r}")
