@@ -409,6 +409,9 @@ def gen_tamper(world: World, fam: Family) -> Iterator[Case]:
                 v["net_energy_j"] *= 0.5
                 v["coverage"] = 0.5
                 v["unobserved_s"] = (v.get("unobserved_s") or 0.0) + 0.5 * t
+                v["pipe_gap_s"] = 0.5 * t  # the profiling samples of the paused half are lost too
+                if v.get("pipe_active_s"):
+                    v["pipe_active_s"] = {k: 0.5 * x for k, x in v["pipe_active_s"].items()}
             elif op == "reset":
                 v["net_energy_j"] -= (v["net_energy_j"] / t) * 1.5  # one 1.5 s interval bridged from power
                 v["coverage"] = 1.0 - 1.5 / t

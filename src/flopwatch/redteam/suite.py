@@ -158,7 +158,7 @@ class SuiteResult:
 def _judge_case(c: Case, T: float):  # noqa: ANN202 - a Judgement
     return judge(
         c.profile,
-        c.values,
+        keep_set(c.values, "+pipes"),  # every observable the verifier configured (None where absent)
         device=c.spec,
         threshold_flops=T,
         label=c.label,
@@ -173,7 +173,7 @@ def _window(c: Case, T: float) -> tuple[str, float, float, float | None, tuple[s
     assert c.window is not None
     rows, blockers, dropped = [], [], ()
     for v in c.window["rows"]:
-        j = judge(c.profile, v, device=c.spec, threshold_flops=T)
+        j = judge(c.profile, keep_set(v, "+pipes"), device=c.spec, threshold_flops=T)
         rows.append(
             {"lower_flops": j.lower_flops, "upper_flops": j.upper_flops, "estimate_flops": j.estimate_flops}
         )
@@ -242,9 +242,8 @@ def judge_honest(
     simulated: bool, sets: Sequence[str] = SET_ORDER, note: str = "",
 ) -> HonestResult:  # fmt: skip
     def v(T: float, vals: dict[str, Any] | None = None):  # noqa: ANN202
-        return judge(
-            profile, vals if vals is not None else values, device=spec, threshold_flops=T, label=label
-        )
+        vals = vals if vals is not None else keep_set(values, sets[-1])  # all the observables it has
+        return judge(profile, vals, device=spec, threshold_flops=T, label=label)
 
     dec: dict[str, float | None] = {}
     for s in sets:
