@@ -295,7 +295,7 @@ def sim_honest(world: World) -> Iterable[HonestResult]:
         yield judge_honest(
             prof, exact_values(acc, r.start_s, r.end_s, [r]), spec="orin-nano", truth=r.total_flops,
             device="sim:orin-nano", label=w.label, dtype=w.dtype, simulated=True, sets=("energy", "+clock+pl"),
-            note="fp32 (the Orin reports its GPU clock, no power limit)",
+            note="fp32",  # the Orin reports its GPU clock, no power limit: +clock+pl is the clock alone
         )  # fmt: skip
 
 
