@@ -52,6 +52,9 @@ NET_POWER_FLOOR_FRACTION = 0.5
 #: FP16 on the non-tensor (FMA) pipes ≤ this × the FP32 vector peak: 4× on the A100 (whitepaper: 78 vs 19.5
 #: TFLOP/s), 2× on the H100 — the largest ratio of NVIDIA's tables.
 FP16_PIPE_OVER_FP32 = 4.0
+#: Added to every pipe's activity ratio: the counters are rounded ratios (DCGM prints 6 decimals, NVML GPM
+#: percentages with 2, i.e. 1e-4 of a ratio), so a bound at the counter's exact value could sit under the truth.
+PIPE_RATIO_RESOLUTION = 1e-3
 #: Share of tensor-active time the scalar pipes may take before a non-tensor format (fp32 vector) can no longer
 #: be ruled out for the lower bound.
 SCALAR_SHARE_RULES_OUT = 0.10
@@ -296,7 +299,11 @@ def sound_upper(
     pipe_total: float | None = None
     if use_pipes and w.has_pipes:
         acts = {p: w.pipe(p) for p in PIPES}
-        pipe = sum(np.clip(np.nan_to_num(acts[p], nan=np.inf), 0.0, np.inf) * dev.pipes.get(p) for p in PIPES)
+        pipe = sum(
+            (np.clip(np.nan_to_num(acts[p], nan=np.inf), 0.0, np.inf) + PIPE_RATIO_RESOLUTION)
+            * dev.pipes.get(p)
+            for p in PIPES
+        )
         pipe = np.where(np.isfinite(pipe), pipe * dt * clk, np.inf)  # NaN activity: that window unobserved
         terms.append(pipe)
         pipe_total = float(np.sum(pipe))
