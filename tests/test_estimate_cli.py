@@ -167,7 +167,11 @@ def test_estimate_declared_and_threshold_verdicts(capsys, tmp_path, v2_records_p
         (["--declared", f"{hi * 1.5:.6e}"], "declaration_verdict", "inconsistent"),
         (["--threshold", f"{lo * 0.5:.6e}"], "threshold_verdict", "above"),
         (["--threshold", f"{hi * 1.01:.6e}"], "threshold_verdict", "below"),
-        (["--threshold", f"{chi * 1.5:.6e}"], "threshold_verdict", "uncertain"),  # over the calibrated interval
+        (
+            ["--threshold", f"{chi * 1.5:.6e}"],
+            "threshold_verdict",
+            "uncertain",
+        ),  # over the calibrated interval
         (["--threshold", f"{(lo + hi) / 2:.6e}"], "threshold_verdict", "uncertain"),
     ]
     for flags, key, want in expect:

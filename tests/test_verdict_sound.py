@@ -13,12 +13,11 @@ import math
 
 import numpy as np
 import pytest
-from sound_helpers import pipe_active_s, sim_obs
 
 from flopwatch.devices import get_device
 from flopwatch.estimate import calibrate
 from flopwatch.estimate.bounds import MIN_COVERAGE, idle_drift_w
-from flopwatch.estimate.observe import ObservedWindows, Observables, windows_from_samples
+from flopwatch.estimate.observe import Observables, ObservedWindows, windows_from_samples
 from flopwatch.estimate.profile import Profile
 from flopwatch.estimate.sound import (
     NET_POWER_FLOOR_FRACTION,
@@ -30,6 +29,7 @@ from flopwatch.estimate.verdict import assess, context_warnings, observables_fro
 from flopwatch.records import load_records
 from flopwatch.redteam.simulated import datacenter_family, sim_profile
 from flopwatch.sim.accelerator import SimulatedAccelerator
+from sound_helpers import sim_obs
 
 MASCOTS_KEYS = {
     "A100": "a100",
@@ -364,7 +364,9 @@ def test_every_verdict_says_what_would_tighten_it(h100_bf16_profile, bf16_family
     a = assess(h100_bf16_profile, sim_obs(acc, run), device="h100", threshold_flops=run.total_flops)
     assert a.decisive_at == pytest.approx(a.upper_flops / a.estimate_flops)
     hints = " ".join(a.tighten)
-    assert "pipe-activity counters" in hints and "×" in hints  # (the clock would not help: fp8 peak rate decides)
+    assert (
+        "pipe-activity counters" in hints and "×" in hints
+    )  # (the clock would not help: fp8 peak rate decides)
     d = a.to_dict()
     assert d["lower_flops"] == d["verdict_lower_flops"] and d["upper_flops"] == d["verdict_upper_flops"]
     assert d["bound"] == d["verdict_basis"] and "calibrated interval" not in d["bound"]

@@ -267,7 +267,9 @@ def migrate_payload(d: Mapping[str, Any]) -> dict[str, Any]:
     for f in dataclasses.fields(WorkloadRow):
         if f.name not in out:
             out[f.name] = (
-                [] if f.name in ("warnings", "notes", "tighten") else (False if f.name == "simulated" else None)
+                []
+                if f.name in ("warnings", "notes", "tighten")
+                else (False if f.name == "simulated" else None)
             )
     return out
 
