@@ -415,9 +415,10 @@ def evaluate_cmd(
     ss = d["models"][dm].get("session_shift")
     if ss:
         con.print(
-            f"simulated session shift ({dm}: J/TFLOP ×e^N(0, {ss['jpt_sd']:.2%}), idle ±{ss['idle_shift_w'] * 1000:.0f} mW"
-            f"): coverage {ss['coverage']:.1%}, {ss['coverage_widened']:.1%} with the verdict's session widening "
-            f"(median ±{ss['median_halfwidth_widened_pct']:.1f} %)"
+            f"later session ({dm}: J/TFLOP ×e^±{ss['session_log_shifts'][0]:.2%}/{ss['session_log_shifts'][1]:.2%}, the "
+            f"shifts fitted from the study's later-session MAEs; idle ±{ss['idle_shift_w'] * 1000:.0f} mW): calibrated "
+            f"interval coverage {ss['coverage']:.1%}, {ss['coverage_widened']:.1%} widened for a later session "
+            f"(median ±{ss['median_halfwidth_widened_pct']:.1f} %, the interval `estimate` prints)"
         )
     con.print(f"evaluation took {d['timing_s'] * 1000:.0f} ms")
     for p in written:
