@@ -93,12 +93,6 @@ def _as_mask(idx: np.ndarray, n: int) -> np.ndarray:
     return m
 
 
-def check_regular_file(p: Path) -> os.stat_result:
-    """Refuse a missing path, a directory, a FIFO or a device *before* opening it (opening a FIFO blocks;
-    reading ``/dev/zero`` never ends): :func:`flopwatch.io.check_input_file` for a trace."""
-    return check_input_file(p, kind="trace file")
-
-
 # ---------------------------------------------------------------------- plausibility
 def device_specs(metadata: Mapping[str, Any]) -> dict[str, DeviceSpec]:
     """Per device id: its :class:`~flopwatch.devices.DeviceSpec`, from the metadata's ``devices`` list
@@ -564,9 +558,9 @@ def open_source(trace: TraceLike, *, batch_rows: int = CHUNK_ROWS) -> TraceSourc
     p = Path(trace)
     journal = Path(str(p) + JOURNAL_SUFFIX)
     if not os.path.lexists(p) and journal.exists():
-        check_regular_file(journal)
+        check_input_file(journal, kind="trace file")
         return JournalSource(journal)
-    check_regular_file(p)
+    check_input_file(p, kind="trace file")  # a FIFO would block, /dev/zero never end
     if p.suffix.lower() == ".json" or _sniff_json(p):
         frame, metadata = read_seed_timeseries(p)
         return FrameSource(frame, metadata, batch_rows, validate=True)
@@ -576,6 +570,6 @@ def open_source(trace: TraceLike, *, batch_rows: int = CHUNK_ROWS) -> TraceSourc
         return ParquetSource(p, batch_rows)
     except InputError:
         if journal.exists():  # a crash left a footer-less Parquet: the journal has the data
-            check_regular_file(journal)
+            check_input_file(journal, kind="trace file")
             return JournalSource(journal)
         raise
