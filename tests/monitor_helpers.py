@@ -31,11 +31,12 @@ class LinearProfile:
     """Test double of a calibrated profile: eq. 2 form, F = (E_net − p·t) / a, interval ±10 %.
 
     It has what :func:`flopwatch.estimate.verdict.assess` reads: no recorded regime ranges (so nothing places a
-    run out of regime), no measured efficiency and no device (so the hardware bound is unknown)."""
+    run out of regime), no measured efficiency, and an H100 as its device: a "below" rests on a datasheet (issue
+    21), so a profile without a known device could never give one."""
 
     model_name = "linear-test"
     dtype = "fp32"
-    device_key = None
+    device_key = "h100"
     regime_ranges: dict = {}
     efficiency: dict = {}
 

@@ -223,11 +223,16 @@ def git_worktree_of(path: str | os.PathLike[str]) -> Path | None:
     return None
 
 
+def pending_key_path(key_path: str | os.PathLike[str]) -> Path:
+    """Where a first start creates its key until the genesis row is committed (then linked to ``key_path``)."""
+    return Path(f"{key_path}.pending")
+
+
 def ledger_companions(ledger: str | os.PathLike[str]) -> list[Path]:
     """Files that belong to a ledger and must never be overwritten by an output: the database, its WAL and
     shared-memory files, its key and lock."""
     s = str(ledger)
-    return [Path(s + suffix) for suffix in ("", "-wal", "-shm", "-journal", ".key", ".lock")]
+    return [Path(s + suffix) for suffix in ("", "-wal", "-shm", "-journal", ".key", ".key.pending", ".lock")]
 
 
 def refuse_clobber(output: str | os.PathLike[str], protected: list[Path], what: str = "output") -> None:
