@@ -125,7 +125,9 @@ def test_a_verifier_without_write_access_never_calls_an_intact_ledger_tampered(
     # -wal before it meets the missing -shm; in a directory without write bits it cannot)
     assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
     extra = after - set(before)
-    assert not extra or (os.geteuid() == 0 and extra == {"ledger.db-wal"} and Path(f"{db}-wal").stat().st_size == 0)
+    assert not extra or (
+        os.geteuid() == 0 and extra == {"ledger.db-wal"} and Path(f"{db}-wal").stat().st_size == 0
+    )
 
 
 # ------------------------------------------------------------------------------------------ first start
@@ -137,11 +139,10 @@ def test_a_first_start_killed_at_any_point_recovers_by_itself(tmp_path: Path, wh
         if where == "before-genesis"
         else "Ledger._install_pending = lambda self, pending: os.kill(os.getpid(), signal.SIGKILL)"
     )
-    code = (
-        "import os, signal, sys; from flopwatch.monitor.ledger import Ledger; "
-        f"{hook}; Ledger(sys.argv[1])"
+    code = f"import os, signal, sys; from flopwatch.monitor.ledger import Ledger; {hook}; Ledger(sys.argv[1])"
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(db)], env={**os.environ, "PYTHONPATH": SRC}, timeout=60
     )
-    r = subprocess.run([sys.executable, "-c", code, str(db)], env={**os.environ, "PYTHONPATH": SRC}, timeout=60)
     assert r.returncode == -signal.SIGKILL
     assert Path(f"{db}.key.pending").exists()  # the key was created …
     assert not Path(f"{db}.key").exists()  # … and never took its name
@@ -175,7 +176,9 @@ def test_the_daemon_stops_when_its_ledger_is_renamed_away(tmp_path: Path) -> Non
     cli = "import sys; from flopwatch.cli import main; sys.exit(main())"
     args = [sys.executable, "-c", cli, "monitor", "--sensor", f"replay:{trace}", "--speed", "20", "--ledger",
             str(db), "--idle-power-w", "50", "--checkpoint-s", "5"]  # fmt: skip
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log.open("w"), env={**os.environ, "PYTHONPATH": SRC})
+    proc = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=log.open("w"), env={**os.environ, "PYTHONPATH": SRC}
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
