@@ -57,6 +57,9 @@ class MonitorConfig:
     new_chain: bool = False  # allow a new chain beside an existing signing key (see docs/monitor.md)
     keep_trace: Path | None = None  # opt-in raw trace (privacy: off by default)
     seed: int = 0
+    # sample instants: random in each period (telemetry/sampler.py; 0 = fixed grid, phase-lockable)
+    sample_jitter: float = 1.0
+    jitter_seed: int | None = None  # None: fresh entropy on real clocks, derived from ``seed`` when simulated
     schedule: Path | None = None  # simulator schedule (TOML/JSON) for sim: sensors
 
     _PATHS = ("profile", "ledger", "key_path", "public_key_path", "keep_trace", "schedule")
@@ -97,6 +100,10 @@ class MonitorConfig:
         number("idle_power_w", lo=0.0, hi=1e5, lo_open=False)
         number("busy_power_margin_w", lo=0.0, hi=1e5, lo_open=False)
         number("threshold_flops", lo=0.0, hi=1e40)
+        number("sample_jitter", lo=0.0, hi=1.0, lo_open=False)
+        js = self.jitter_seed
+        if js is not None and (isinstance(js, bool) or not isinstance(js, int) or not 0 <= js < 2**63):
+            raise bad("jitter_seed", f"must be an integer in 0..2**63-1, got {js!r}")
         for name in ("start_polls", "end_polls"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1000:

@@ -55,7 +55,8 @@ from flopwatch.monitor.window import (
     WorkloadWindow,
     default_window_verdict,
 )
-from flopwatch.telemetry.sensors.base import Gap, Reading, Sensor, SensorInfo, VirtualClock
+from flopwatch.telemetry.schema import Gap, Reading
+from flopwatch.telemetry.sensors.base import Sensor, SensorInfo, VirtualClock
 
 if TYPE_CHECKING:
     from flopwatch.devices import DeviceSpec
@@ -131,6 +132,8 @@ class Monitor:
         self.workloads: list[dict[str, Any]] = []
         self.ledger: Ledger | None = None
         self.samplers: list[Any] = []
+        self.jitter_seeds: dict[str, int | None] = {}
+        self.sampling_checks: dict[str, Any] = {}  # device → sensor_timing.SamplingCheck
         self.idle_power_w = 0.0
         self.profile_sha256: str | None = None
         self._stop = threading.Event()
@@ -336,7 +339,23 @@ class Monitor:
         cfg = self.config
         virtual = any(isinstance(s.clock, VirtualClock) for s in sensors)
         groups = [sensors] if virtual or len(sensors) == 1 else [[s] for s in sensors]
-        self.samplers = [Sampler(g, cfg.sample_hz, sinks=sinks, duration_s=cfg.duration_s) for g in groups]
+        seed = cfg.jitter_seed
+        if seed is None and virtual:
+            seed = 0x71775E + cfg.seed  # a simulated run is reproducible: its jitter follows its seed
+        self.samplers = [
+            Sampler(
+                g,
+                cfg.sample_hz,
+                sinks=sinks,
+                duration_s=cfg.duration_s,
+                jitter=None if cfg.sample_jitter == 1.0 else cfg.sample_jitter,  # None: 1, or 0 for a replay
+                jitter_seed=None if seed is None else seed + i,
+            )
+            for i, g in enumerate(groups)
+        ]
+        # the seeds in force (ledger rows may carry them as ``jitter_seed``: every instant can be regenerated)
+        self.jitter_seeds = {s.info().device_id: sm.jitter_seed for sm in self.samplers for s in sm.sensors}
+        self.sampling_checks = _sampling_checks(sensors, cfg.sample_hz)
         if self._stop.is_set():
             for sampler in self.samplers:
                 sampler.request_stop()
@@ -487,7 +506,7 @@ class Monitor:
             )
             sinks: list[Any] = [self._sink]
             if cfg.keep_trace is not None:
-                from flopwatch.telemetry.reading import TraceWriter
+                from flopwatch.telemetry.writer import TraceWriter
 
                 trace_writer = TraceWriter(
                     cfg.keep_trace,
@@ -535,3 +554,19 @@ class Monitor:
             self.metrics.stop()
             if led is not None:
                 led.close()
+
+
+def _sampling_checks(sensors: list[Sensor], rate_hz: float) -> dict[str, Any]:
+    """Is ``rate_hz`` enough for each sensor (flopwatch.sensor_timing)? Inadequate rates are logged; the
+    checks' ``warnings`` are what a row must carry so that it is never "below"."""
+    from flopwatch.sensor_timing import check_sampling, sensor_kind_of
+
+    out: dict[str, Any] = {}
+    for s in sensors:
+        info = s.info()
+        chk = check_sampling(info.spec_key or info.name or info.device_id, sensor_kind_of(info.kind), rate_hz)
+        out[info.device_id] = chk
+        if not chk.adequate:
+            for w in chk.warnings:
+                log.warning("%s: %s", info.device_id, w)
+    return out
