@@ -62,7 +62,7 @@ class ReadPlan:
             raise InputError(f"end ({self.end:.0f}) must be after start ({self.start:.0f})", field="end")
         if not 0 < self.step_s <= MAX_STEP_S:
             raise InputError(
-                f"step {self.step_s:g} s: must be in (0, {MAX_STEP_S:g}] s (the dcgm-exporter scrape interval, "
+                f"step {self.step_s:g} s is too coarse or not positive: must be in (0, {MAX_STEP_S:g}] s (the scrape interval, "
                 "typically 15–60 s)",
                 field="step",
             )

@@ -282,7 +282,6 @@ class FleetReader:
             p_mean = mat("power", "sum") / np.where(P, N, np.nan) if has_power else np.full((S, K), np.nan)
         p_ok = np.isfinite(p_mean)
         e_power = np.where(p_ok, p_mean * span, 0.0)
-        first = P & ~prev_any(P)
         last = P & ~next_any(P)
         half = np.where(p_ok, 0.5 * step * p_mean, 0.0)
         energy = e_power.copy()
@@ -309,8 +308,7 @@ class FleetReader:
             counter_j = np.where(both, d, 0.0)
             counter_power_j = np.where(both, p_mean * W, 0.0)
         else:
-            energy = e_power + np.where(first, half, 0.0) + np.where(last, half, 0.0)
-            from_power = energy
+            energy = from_power = e_power  # power × the time the samples stand for: edges included
         # --- activities
         avg: dict[str, np.ndarray] = {}
         for m in M.TABLE:
