@@ -24,6 +24,7 @@ measurement: the group says so).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
@@ -210,7 +211,7 @@ class FleetReader:
         if self.jobs is not None and self.jobs.metric:
             sel = f"{self.jobs.metric}"
             by = ", ".join((self.jobs.job_label, *self.jobs.gpu_labels))
-            expr = f"max by ({by}) (max_over_time({sel}[{self.window}]))"
+            expr = f"sum by ({by}) (count_over_time({sel}[{self.window}]))"
             for i, (t0, t1) in enumerate(spans):
                 futs[(("info", ""), i)] = pool.submit(
                     self.client.query_range, expr, t0, t1, self.plan.window_s
@@ -264,12 +265,21 @@ class FleetReader:
         interior = P & prev & nxt & (N >= FULL_WINDOW * W / step)
         gpu_n = np.zeros((G, K))
         np.add.at(gpu_n, gi, N)
-        full = gpu_n[gpu_n > 0]
-        fleet_kept = float(np.median(full)) * step / W if full.size else 1.0
+        # a series without interior windows (a job shorter than two windows) borrows its GPU's scrape rate: the GPU
+        # is scraped the whole time, whichever series (job) holds it (median over its interior windows)
+        gp = gpu_n > 0
+        g_in = gp.copy()
+        g_in[:, 1:] &= gp[:, :-1]
+        g_in[:, :-1] &= gp[:, 1:]
+        g_in[:, [0, -1]] = False
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            gpu_kept = np.nanmedian(np.where(g_in, gpu_n, np.nan), axis=1) * step / W
+        gpu_kept = np.where(np.isfinite(gpu_kept), gpu_kept, 1.0)
         iw = interior.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             kept = np.where(
-                iw > 0, np.where(interior, N, 0).sum(axis=1) * step / (np.maximum(iw, 1) * W), fleet_kept
+                iw > 0, np.where(interior, N, 0).sum(axis=1) * step / (np.maximum(iw, 1) * W), gpu_kept[gi]
             )
         kept = np.clip(kept, 0.5, 1.0)[:, None]
         span = np.where(interior, W, np.where(P, np.minimum(W, N * step / kept), 0.0))
@@ -304,9 +314,10 @@ class FleetReader:
             use_counter = e_ok & ~(reset & p_ok)
             energy = np.where(use_counter, c + np.where(reset, d_reset, 0.0), e_power)
             from_power = np.where(use_counter, 0.0, e_power)
-            both = e_ok & has_prev & ~reset & p_ok & interior
+            # the counter's rise from the previous window's last sample covers the time this window stands for
+            both = e_ok & has_prev & ~reset & p_ok & prev
             counter_j = np.where(both, d, 0.0)
-            counter_power_j = np.where(both, p_mean * W, 0.0)
+            counter_power_j = np.where(both, p_mean * span, 0.0)
         else:
             energy = from_power = e_power  # power × the time the samples stand for: edges included
         # --- activities
@@ -356,35 +367,35 @@ class FleetReader:
             energy, from_power = _apportion(energy, from_power, busy_a, is_mig, gi, G)
             counter_j[is_mig] = 0.0
             counter_power_j[is_mig] = 0.0
-        # --- jobs per cell, then cells summed into rows of (GPU, instance, job)
-        cell_job = self._cell_jobs(labels, gids, S, K, info)
+        # --- jobs per cell (with their share of it), then cells summed into rows of (GPU, instance, job)
+        src, names, wt = self._cell_jobs(labels, gids, S, K, info, c_start, c_end)
         models = np.array([lab.get("modelName", "") for lab in labels], dtype=object)
         g_busy = np.zeros((G, K), bool)
         np.logical_or.at(g_busy, gi, _busy(busy_a, load, P))
         g_sig = np.array([_signature(g_busy[g], self.ends, W) for g in range(G)], dtype=object)
-        jobs_u, job_ix = np.unique(
-            np.array(["\x00" if j is None else j for j in cell_job.ravel()], dtype=object),
-            return_inverse=True,
+        jobs_u, jinv = np.unique(
+            np.array(["\x00" if j is None else j for j in names], dtype=object), return_inverse=True
         )
         unit = np.unique(
             np.stack([gi, np.unique(inst, return_inverse=True)[1]], axis=1), axis=0, return_inverse=True
         )[1]
-        row_key = np.asarray(unit).ravel()[:, None] * len(jobs_u) + job_ix.reshape(S, K)
-        sel = P.ravel()
+        Pw = P[src] & (wt > 0)
+        sel = Pw.ravel()
+        row_key = np.broadcast_to((np.asarray(unit).ravel()[src] * len(jobs_u) + jinv)[:, None], Pw.shape)
         rk, rows_of = np.unique(row_key.ravel()[sel], return_inverse=True)
         R = len(rk)
+        w_sel = wt.ravel()[sel]
 
-        def tot(x: np.ndarray) -> np.ndarray:
-            return np.bincount(
-                rows_of, weights=np.broadcast_to(x, (S, K)).ravel()[sel].astype(float), minlength=R
-            )
+        def tot(x: np.ndarray, weighted: bool = True) -> np.ndarray:
+            v = np.broadcast_to(x, (S, K))[src].ravel()[sel].astype(float)
+            return np.bincount(rows_of, weights=v * w_sel if weighted else v, minlength=R)
 
         def red(x: np.ndarray, ufunc: np.ufunc, init: float) -> np.ndarray:
             out = np.full(R, init)
-            ufunc.at(out, rows_of, x.ravel()[sel])
+            ufunc.at(out, rows_of, x[src].ravel()[sel])
             return np.where(np.isfinite(out), out, np.nan)
 
-        series_of = np.broadcast_to(np.arange(S)[:, None], (S, K)).ravel()[sel]
+        series_of = np.broadcast_to(src[:, None], Pw.shape).ravel()[sel]
         one = np.zeros(R, dtype=np.intp)
         one[rows_of] = series_of  # a series of each row (they share GPU and instance)
         pairs = np.unique(np.stack([rows_of, series_of], axis=1), axis=0)
@@ -426,33 +437,40 @@ class FleetReader:
             power_limit_min_w=red(fin(plimit, np.inf), np.minimum, np.inf),
             peak_power_w=red(fin(p_mean, -np.inf), np.maximum, -np.inf),
             min_power_w=red(fin(p_mean, np.inf), np.minimum, np.inf),
-            resets=tot(resets),
-            out_of_range=tot(bad > 0),
+            resets=tot(resets, weighted=False),
+            out_of_range=tot(bad > 0, weighted=False),
             prof_covered_s=tot(np.where(prof_any & P, cov, 0.0)),
             prof_gap_s=tot(np.where(~prof_any & P, span, 0.0)) if prof else np.zeros(R),
             prof_zero_load_s=tot(np.where(prof_zero & load, span, 0.0)),
-            ends_busy=tot(stops),
+            ends_busy=tot(stops, weighted=False),
             duplicate_s=tot(np.where(dup, span, 0.0)),
             mig=is_mig[one],
             n_series=np.bincount(pairs[:, 0], minlength=R).astype(float),
         )
 
     def _cell_jobs(
-        self, labels: list[dict[str, str]], gids: list[str], S: int, K: int, info: list[Series] | None
-    ) -> np.ndarray:
-        """The job of each (series, window): from the series' labels, or joined from :attr:`jobs`."""
-        out = np.full((S, K), None, dtype=object)
+        self,
+        labels: list[dict[str, str]],
+        gids: list[str],
+        S: int,
+        K: int,
+        info: list[Series] | None,
+        c_start: np.ndarray,
+        c_end: np.ndarray,
+    ) -> tuple[np.ndarray, list[str | None], np.ndarray]:
+        """(series index, job, share of each cell) triples: one per series from its labels, or one per job that
+        :attr:`jobs` says held the series' GPU, with its share of each (series, window) (overlap with the time the
+        cell stands for; for an info series its samples' share), the rest to no job."""
         if self.jobs is None:
-            if self.by_labels:
-                for i, lab in enumerate(labels):
-                    out[i, :] = M.group_key(lab, self.by_labels)
-            return out
-        owner: dict[str, np.ndarray] = {}  # GPU key → job per window
+            names = [M.group_key(lab, self.by_labels) if self.by_labels else None for lab in labels]
+            return np.arange(S), names, np.ones((S, K))
+        owner: dict[str, dict[str, np.ndarray]] = {}  # GPU key → job → samples or seconds per window
         W = self.plan.window_s
+        t0s, t1s = self.ends - W, self.ends
         for job, gpu, t0, t1 in self.jobs.allocations:
-            a = owner.setdefault(gpu, np.full(K, None, dtype=object))
-            share = np.clip(np.minimum(self.ends, t1) - np.maximum(self.ends - W, t0), 0.0, None)
-            a[(share >= W / 2) | ((share > 0) & (a == None))] = job  # noqa: E711
+            a = owner.setdefault(gpu, {}).setdefault(job, np.zeros(K))
+            a += np.clip(np.minimum(t1s, t1) - np.maximum(t0s, t0), 0.0, None)
+        by_time = set(owner)
         for s in info or ():
             job = s.labels.get(self.jobs.job_label)
             if not job:
@@ -463,17 +481,50 @@ class FleetReader:
                 if gl == ("UUID",)
                 else f"{s.labels.get(gl[0], '?')}/gpu{s.labels.get(gl[-1], '?')}"
             )
-            a = owner.setdefault(key, np.full(K, None, dtype=object))
+            a = owner.setdefault(key, {}).setdefault(job, np.zeros(K))
             j = np.rint((s.t - self.ends[0]) / W).astype(np.intp)
             ok = (j >= 0) & (j < K) & np.isfinite(s.v)
-            a[j[ok]] = job
+            np.add.at(a, j[ok], np.maximum(s.v[ok], 0.0))
+        src: list[int] = []
+        names: list[str | None] = []
+        rows: list[np.ndarray] = []
+        cell = np.maximum(c_end - c_start, 1e-9)
         for i, lab in enumerate(labels):
             host = lab.get("Hostname") or lab.get("instance", "?")
-            for key in (gids[i], f"{host}/gpu{lab.get('gpu', '?')}"):
-                a = owner.get(key)
-                if a is not None:
-                    out[i, :] = a
-                    break
+            key = next((k for k in (gids[i], f"{host}/gpu{lab.get('gpu', '?')}") if k in owner), None)
+            if key is None:
+                src.append(i), names.append(None), rows.append(np.ones(K))
+                continue
+            held = owner[key]
+            if key in by_time:  # seconds of overlap with the time the cell stands for
+                shares = {
+                    j: np.clip(
+                        np.minimum(c_end[i], np.minimum(t1s, t1))
+                        - np.maximum(c_start[i], np.maximum(t0s, t0)),
+                        0.0,
+                        None,
+                    )
+                    / cell[i]
+                    for j, (t0, t1) in self._spans(key).items()
+                }
+            else:  # samples of the info series: the GPU's full window is its busiest window's count
+                total = np.sum(list(held.values()), axis=0)
+                full = max(float(total.max()), 1.0) * cell[i] / W
+                shares = {j: c / np.maximum(total, full) for j, c in held.items()}
+            tot = np.sum(list(shares.values()), axis=0)
+            scale = np.where(tot > 1.0, 1.0 / np.maximum(tot, 1e-12), 1.0)
+            for j, sh in shares.items():
+                src.append(i), names.append(j), rows.append(sh * scale)
+            src.append(i), names.append(None), rows.append(np.clip(1.0 - tot * scale, 0.0, 1.0))
+        return np.asarray(src, dtype=np.intp), names, np.asarray(rows)
+
+    def _spans(self, gpu: str) -> dict[str, tuple[float, float]]:
+        """The mapping file's (start, end) of each job on ``gpu`` (several allocations: their hull)."""
+        out: dict[str, tuple[float, float]] = {}
+        for job, g, t0, t1 in self.jobs.allocations if self.jobs is not None else ():
+            if g == gpu:
+                a, b = out.get(job, (t0, t1))
+                out[job] = (min(a, t0), max(b, t1))
         return out
 
 
