@@ -363,8 +363,6 @@ def judge(
 
     The one adapter between the group table and the assessment: with ``assess``'s ``extra_warnings`` when the
     installed version has it, else its warnings and the notes through ``threshold_verdict`` again."""
-    import inspect
-
     from flopwatch.estimate.regime import Observables
     from flopwatch.estimate.verdict import assess, threshold_verdict
 
@@ -380,7 +378,7 @@ def judge(
         "confidence": confidence,
         "label": label,
     }
-    if "extra_warnings" in inspect.signature(assess).parameters:
+    if _takes_extra(assess):
         kw["extra_warnings"] = tuple(group_notes)
     pipe = s["pipe"] if s["pipe_n"] else math.nan
     e_lo, e_hi = PIPE_USEFUL_RANGE
@@ -436,6 +434,13 @@ def judge(
         "dtypes": t.dtypes[g],
         "notes": list(group_notes) + ([w for w in warnings if w not in group_notes]),
     }  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4)
+def _takes_extra(fn: Any) -> bool:
+    import inspect
+
+    return "extra_warnings" in inspect.signature(fn).parameters
 
 
 def _iso(x: float) -> str | None:

@@ -24,6 +24,7 @@ measurement: the group says so).
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -161,7 +162,11 @@ def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
 
 
 def _key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
+    """Identity of a series across queries: its labels without ``__name__`` (range functions drop it), in the
+    order Prometheus sends them (sorted by name: ``labels.Labels``), so no sort per series."""
+    if "__name__" in labels:
+        return tuple((k, v) for k, v in labels.items() if k != "__name__")
+    return tuple(labels.items())
 
 
 class FleetReader:
@@ -231,8 +236,16 @@ class FleetReader:
         W, step, K = p.window_s, p.step_s, len(self.ends)
         index: dict[tuple[tuple[str, str], ...], int] = {}
         rows: dict[tuple[str, str], np.ndarray] = {}
+        seen: list[tuple[list[Mapping[str, str]], np.ndarray]] = []
         for name, ss in answers.items():
-            rows[name] = np.array([index.setdefault(_key(s.labels), len(index)) for s in ss], dtype=np.intp)
+            labs = [s.labels for s in ss]
+            # the queries of a chunk answer the same series in the same (sorted) order: reuse the rows when the
+            # label sets are equal one by one (a comparison, not a key and a lookup per series)
+            hit = next((r for ls, r in seen if len(ls) == len(labs) and ls == labs), None)
+            if hit is None:
+                hit = np.array([index.setdefault(_key(lab), len(index)) for lab in labs], dtype=np.intp)
+                seen.append((labs, hit))
+            rows[name] = hit
         labels = [dict(k) for k in index]
         S = len(labels)
         if S == 0:
@@ -557,6 +570,7 @@ def next_any(P: np.ndarray) -> np.ndarray:
     return (c - P) > 0
 
 
+@functools.lru_cache(maxsize=256)
 def _idle_w(model: str) -> float:
     """The claimed model's datasheet idle power (50 W when unknown): the load threshold of the checks."""
     try:
