@@ -284,7 +284,11 @@ def sim_openmetrics(
         help="GPUs per node (one pod per node and job).",
         callback=options.count(ge=1),
     ),
-    label_style: str = typer.Option("pod", "--label-style", help="pod | exported | hpc"),
+    label_style: str = typer.Option(
+        "pod",
+        "--label-style",
+        help="pod | exported | hpc | info (no job label on DCGM series; a slurm_job_info series)",
+    ),
     omit: list[str] = typer.Option(
         [], "--omit", help="Leave out a metric (repeatable), e.g. a consumer GPU's."
     ),
