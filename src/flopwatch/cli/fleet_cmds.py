@@ -77,7 +77,16 @@ def fleet_estimate(
         None, "--time-chunk", help="Time per query (default: the longest allowed)."
     ),
     timeout_s: float = typer.Option(
-        60.0, "--timeout", help="Seconds per HTTP request.", callback=options.positive(le=3600, unit="s")
+        60.0,
+        "--timeout",
+        help="Deadline per query in seconds (connect, retries and the whole answer).",
+        callback=options.positive(le=86400, unit="s"),
+    ),
+    run_timeout_s: float = typer.Option(
+        None,
+        "--run-timeout",
+        help="Deadline for all queries of the run together, in seconds (default: none).",
+        callback=options.positive(le=30 * 86400, unit="s"),
     ),
     retries: int = typer.Option(
         3, "--retries", help="Retries on connection errors and 5xx.", callback=options.count(ge=0, le=100)
@@ -119,7 +128,7 @@ def fleet_estimate(
         from flopwatch.devices import normalize_dtype
 
         dtype = normalize_dtype(dtype)
-    client = PrometheusClient(prometheus, timeout_s=timeout_s, retries=retries)
+    client = PrometheusClient(prometheus, timeout_s=timeout_s, run_timeout_s=run_timeout_s, retries=retries)
     kw: dict[str, Any] = dict(
         by=by, jobs=jobs, profile=prof, threshold=threshold, confidence=confidence, dtype=dtype, device=device
     )

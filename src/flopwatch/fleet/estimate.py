@@ -103,10 +103,13 @@ def estimate_fleet(
         if by == COHORT
         else np.array([no_job if j is None else j for j in table.job], dtype=object)
     )
+    # answers the client took with samples left out (non-numeric, stale, impossible timestamps): named everywhere
+    degraded = list(getattr(client, "degradations", ()) or ())
+    extra = [f"Prometheus answers degraded ({len(degraded)}): " + "; ".join(degraded[:3])] if degraded else []
     groups = _judge_all(table, keys, specs, est, unknown, impossible, found.present, profile, threshold,
-                        confidence, unlabelled=None if by == COHORT else no_job)  # fmt: skip
+                        confidence, unlabelled=None if by == COHORT else no_job, extra=extra)  # fmt: skip
     fleet = _judge_all(table, np.full(len(table), "(all GPUs)", dtype=object), specs, est, unknown, impossible,
-                       found.present, profile, threshold, confidence, unlabelled=None)[0]  # fmt: skip
+                       found.present, profile, threshold, confidence, unlabelled=None, extra=extra)[0]  # fmt: skip
     n_unlab = int(sum(1 for j in table.job if j is None)) if by != COHORT else 0
     meta = {
         "prometheus": client.display_url,
@@ -132,6 +135,7 @@ def estimate_fleet(
         "windows_per_chunk": cut.windows_per_chunk,
         "max_samples_per_query": cut.samples_per_query,
         "queries": reader.n_queries,
+        "degradations": degraded,
         "bytes_received": client.bytes_received,
         "gpu_hours": fleet["gpu_hours"],
         "elapsed_s": time.perf_counter() - t0,
@@ -153,6 +157,7 @@ def _judge_all(
     confidence: float | None,
     *,
     unlabelled: str | None,
+    extra: list[str] = (),  # type: ignore[assignment]
 ) -> list[dict[str, Any]]:
     t = G.fold(table, keys, specs, est, unknown, impossible)
     out = []
@@ -160,6 +165,8 @@ def _judge_all(
         lab = None
         if unlabelled is not None and t.key[g] == unlabelled:
             lab = f"{int(t.gpus[g])} GPU(s) without a job in part of the range: their time is judged here"
-        notes = G.notes(t, g, present, lab)
-        out.append(G.judge(t, g, notes, profile=profile, threshold=threshold, confidence=confidence))
+        notes = [*extra, *G.notes(t, g, present, lab)]
+        out.append(
+            G.judge(t, g, notes, present=present, profile=profile, threshold=threshold, confidence=confidence)
+        )
     return out

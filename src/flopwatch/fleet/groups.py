@@ -17,7 +17,6 @@ vector pipes have no peak in ``devices.py`` and are reported, not counted.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -316,9 +315,9 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
     return out
 
 
-def observables(t: GroupTable, g: int) -> dict[str, Any]:
-    """The group's observables for :func:`flopwatch.estimate.verdict.assess` (as keyword arguments; the fields
-    the installed ``Observables`` lacks are dropped by :func:`judge`)."""
+def observables(t: GroupTable, g: int, present: frozenset[str]) -> dict[str, Any]:
+    """The group's observables for :func:`flopwatch.estimate.verdict.assess`, as keyword arguments (durations are
+    GPU-seconds: the peak-rate bound is per GPU)."""
     s = {k: float(v[g]) for k, v in t.sums.items()}
     top = t.devices[g][0] if t.devices[g] else None
     dur = s["duration_s"]
@@ -341,7 +340,8 @@ def observables(t: GroupTable, g: int) -> dict[str, Any]:
         "peak_power_w": _fin(t.hi["peak_power_w"][g]),
         "unobserved_s": max(0.0, dur - s["covered_s"]),
         "pipe_active_s": {"tensor": s["tensor_s"], "fp32": s["fp32_s"], "fp16": s["fp16_s"], "fp64": s["fp64_s"]}
-        if s["prof_covered_s"] > 0 else None,
+        if s["prof_covered_s"] > 0 and {M.FP16, M.FP32, M.FP64} <= present and (M.TENSOR in present or M.HMMA in present)
+        else None,
     }  # fmt: skip
 
 
@@ -355,92 +355,100 @@ def judge(
     g: int,
     group_notes: list[str],
     *,
+    present: frozenset[str],
     profile: Any | None,
     threshold: float | None,
     confidence: float | None,
 ) -> dict[str, Any]:
-    """Group ``g`` through :func:`~flopwatch.estimate.verdict.assess`, its notes blocking "below"; the JSON row.
-
-    The one adapter between the group table and the assessment: with ``assess``'s ``extra_warnings`` when the
-    installed version has it, else its warnings and the notes through ``threshold_verdict`` again."""
-    from flopwatch.estimate.regime import Observables
-    from flopwatch.estimate.verdict import assess, threshold_verdict
+    """Group ``g`` through :func:`~flopwatch.estimate.verdict.assess` (its notes as ``extra_warnings``: each blocks
+    "below"); the JSON row. The built-in energy estimate is reported beside the verdict, labelled, never in it."""
+    from flopwatch.estimate.observe import Observables
+    from flopwatch.estimate.verdict import assess
 
     s = {k: float(v[g]) for k, v in t.sums.items()}
-    obs_kw = observables(t, g)
-    have = {f.name for f in dataclasses.fields(Observables)}
-    obs = Observables(**{k: v for k, v in obs_kw.items() if k in have})
+    obs = Observables(**observables(t, g, present))
     spec = t.devices[g][0] if t.devices[g] else None
     label = str(t.key[g])
-    kw: dict[str, Any] = {
-        "device": spec,
-        "threshold_flops": threshold,
-        "confidence": confidence,
-        "label": label,
-    }
-    if _takes_extra(assess):
-        kw["extra_warnings"] = tuple(group_notes)
     pipe = s["pipe"] if s["pipe_n"] else math.nan
-    e_lo, e_hi = PIPE_USEFUL_RANGE
-    p_lo, p_hi = pipe * e_lo, pipe * e_hi
+    p_lo, p_hi = pipe * PIPE_USEFUL_RANGE[0], pipe * PIPE_USEFUL_RANGE[1]
     builtin = s["energy"] if s["energy_n"] and not t.no_energy_estimate[g] else math.nan
-    b_lo, b_hi = s["energy_lo"], s["energy_hi"]
-    if obs.duration_s > 0:
-        a = assess(profile, obs, **kw)
-        point = a.estimate_flops if profile is not None else (builtin if math.isfinite(builtin) else None)
-        lower, upper = a.lower_flops, a.upper_flops
-        if point is not None and math.isfinite(upper):
-            point = min(max(point, lower), upper)
-        c_lo = a.calibrated_lower_flops if profile is not None else (b_lo if math.isfinite(builtin) else None)
-        c_hi = a.calibrated_upper_flops if profile is not None else (b_hi if math.isfinite(builtin) else None)
-        all_notes = list(group_notes)
-        if c_lo is not None and c_hi is not None and math.isfinite(pipe) and (p_hi < c_lo or p_lo > c_hi):
-            all_notes.append("energy and pipe estimates disagree beyond their intervals")
-        warnings = [*a.warnings, *(n for n in all_notes if n not in a.warnings)]
-        verdict = (
-            threshold_verdict(point, lower, upper, threshold, warnings) if threshold is not None else None
+    e_lo, e_hi = (s["energy_lo"], s["energy_hi"]) if math.isfinite(builtin) else (math.nan, math.nan)
+    notes = list(group_notes)
+    if profile is None and math.isfinite(pipe) and math.isfinite(e_lo) and (p_hi < e_lo or p_lo > e_hi):
+        notes.append("built-in energy and pipe estimates disagree beyond their intervals")
+    if obs.duration_s <= 0:
+        return _row(
+            t,
+            g,
+            s,
+            obs,
+            notes + ["no samples"],
+            None,
+            None,
+            (None, None),
+            pipe,
+            "uncertain" if threshold else None,
         )
-        regime, bound = a.regime, a.bound
+    a = assess(profile, obs, device=spec, threshold_flops=threshold, confidence=confidence, label=label,
+               extra_warnings=tuple(notes))  # fmt: skip
+    if profile is not None:
+        point, interval = a.estimate_flops, (a.calibrated_lower_flops, a.calibrated_upper_flops)
+        c = a.calibrated_lower_flops, a.calibrated_upper_flops
+        if math.isfinite(pipe) and None not in c and (p_hi < c[0] or p_lo > c[1]):  # type: ignore[operator]
+            notes.append("calibrated energy and pipe estimates disagree beyond their intervals")
     else:
-        point, lower, upper, c_lo, c_hi = None, 0.0, math.inf, None, None
-        warnings, verdict, regime, bound = [*group_notes, "no samples"], None, "n/a", "no samples"
-        if threshold is not None:
-            verdict = "uncertain"
+        point, interval = (builtin if math.isfinite(builtin) else None), (_fin(e_lo), _fin(e_hi))
+    row = _row(t, g, s, obs, [*notes, *a.warnings, *a.notes], point, a, interval, pipe,
+               a.verdict if threshold is not None else None)  # fmt: skip
+    return row
+
+
+def _row(
+    t: GroupTable,
+    g: int,
+    s: dict[str, float],
+    obs: Any,
+    notes: list[str],
+    point: float | None,
+    a: Any,
+    interval: tuple[float | None, float | None],
+    pipe: float,
+    verdict: str | None,
+) -> dict[str, Any]:
     return {
-        "key": label,
+        "key": str(t.key[g]),
         "gpus": int(t.gpus[g]),
         "start": _iso(float(t.lo["t_first"][g])),
         "end": _iso(float(t.hi["t_last"][g])),
         "gpu_hours": s["covered_s"] / 3600.0,
         "energy_j": s["energy_j"],
         "net_energy_j": obs.net_energy_j,
-        "estimate_flops": _fin(point) if point is not None else None,
-        "estimate_source": "calibrated profile" if profile is not None else "built-in MFU→power model (MASCOTS 2026 lines; not calibrated on this fleet)",
-        "estimate_lower_flops": _fin(c_lo) if c_lo is not None else None,
-        "estimate_upper_flops": _fin(c_hi) if c_hi is not None else None,
-        "lower_flops": _fin(lower),
-        "upper_flops": _fin(upper),  # null: unbounded
-        "bound": bound,
-        "regime": regime,
-        "pipe_estimate_flops": _fin(pipe),
-        "pipe_lower_flops": _fin(p_lo),
-        "pipe_upper_flops": _fin(p_hi),
         "verdict": verdict,
+        "lower_flops": 0.0 if a is None else _fin(a.verdict_lower_flops),
+        "upper_flops": None if a is None else _fin(a.verdict_upper_flops),  # null: unbounded
+        "bound": "no samples" if a is None else a.verdict_basis,
+        "decisive_at": None if a is None else a.decisive_at,
+        "tighten": [] if a is None else list(a.tighten),
+        "regime": "n/a" if a is None else a.regime,
+        "estimate_flops": None if point is None else _fin(point),
+        "estimate_source": (
+            "calibrated profile"
+            if a is not None and a.model is not None
+            else "built-in MFU→power model (MASCOTS 2026 lines; not calibrated on this fleet; never in the verdict)"
+        ),
+        "estimate_lower_flops": None if interval[0] is None else _fin(interval[0]),
+        "estimate_upper_flops": None if interval[1] is None else _fin(interval[1]),
+        "pipe_estimate_flops": _fin(pipe),
+        "pipe_lower_flops": _fin(pipe * PIPE_USEFUL_RANGE[0]),
+        "pipe_upper_flops": _fin(pipe * PIPE_USEFUL_RANGE[1]),
         "coverage": obs.coverage,
         "mean_util": obs.mean_util,
         "energy_from_power_j": s["energy_from_power_j"],
         "counter_resets": int(s["resets"]),
         "devices": [d.key for d in t.devices[g]],
         "dtypes": t.dtypes[g],
-        "notes": list(group_notes) + ([w for w in warnings if w not in group_notes]),
-    }  # fmt: skip
-
-
-@functools.lru_cache(maxsize=4)
-def _takes_extra(fn: Any) -> bool:
-    import inspect
-
-    return "extra_warnings" in inspect.signature(fn).parameters
+        "notes": list(dict.fromkeys(notes)),
+    }
 
 
 def _iso(x: float) -> str | None:
