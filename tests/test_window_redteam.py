@@ -114,21 +114,29 @@ def test_redteam_quick_has_no_wrong_below_and_honest_runs_stay_decisive(capsys, 
     # alone bound it at ×16–30 on the Orin, ×4–10 on an H100 without pipe counters); "above" at 0.5 × truth
     # holds where the counters rule out a slower format than the profile's (the fp32 Orin family) and not on
     # the simulated H100 without pipe counters (an honest fp32 run cannot be ruled out: 14.8× slower peak)
-    assert d["honest_decisive_pct_at_half"] >= 60.0
-    names = {a["attack"] for a in d["attacks"]}
+    # the real fp32 frontier runs (the calibrated precision) are still proven "above" at 0.5 × truth
+    real_fp32 = [
+        h
+        for h in d["honest"]
+        if not h["simulated"] and h["dtype"] == "fp32" and float(h["note"].split()[1].rstrip("%")) >= 80
+    ]
+    assert real_fp32 and sum(h["verdict_at_half"] == "above" for h in real_fp32) / len(real_fp32) >= 0.6
+    assert d["false_above"] == 0
+    # the attacks of issue 15's table are families of the suite (docs/redteam.md)
+    keys = {f["key"]: f for f in d["by_family"]}
     for must in (
-        "tf32 run, precision label stripped",
-        "fp16/bf16 run, label stripped",
-        "DRAM counter x5",
-        "idle baseline under +1 W load",
-        "low utilisation (duty cycling), fp32",
-        "split into chunks that each get detected",
-        "bursts under the detection hysteresis",
-        "H100, power cap 500 W",
-        "fp8 job under a bf16 profile, 500 W cap",
-        "bf16, 200 W cap",
+        "label-stripped",
+        "dram-x5",
+        "idle-inflated-real",
+        "low-util-real",
+        "chunks",
+        "bursts",
+        "cap-500-bf16",
+        "cap-500-fp8",
+        "cap-200",
+        "power-padding-real",
     ):
-        assert must in names, must
+        assert keys[must]["n"] > 0 and keys[must]["wrong_below"] == 0, must
     for a in d["attacks"]:
         assert set(a) >= {
             "attack",
@@ -144,14 +152,14 @@ def test_redteam_quick_has_no_wrong_below_and_honest_runs_stay_decisive(capsys, 
         assert a["simulated"] == a["device"].startswith("sim:")
     # the code before issue 15 cleared most attacks wrongly: the suite would have caught it
     assert d["wrong_below_before"] > 40
-    # a known open attack is measured and reported apart, never hidden (docs/redteam.md)
-    assert d["open_attacks"] and d["open_wrong_below"] == sum(a["wrong_below"] for a in d["open_attacks"])
+    # power padding, once reported apart as open, is a family like the others now (docs/redteam.md)
+    assert d["open_attacks"] == [] and d["open_wrong_below"] == 0
 
 
 def test_redteam_table(capsys, v2_records_path):
     assert main(["redteam", "--quick", "--data", str(v2_records_path.parents[1])]) == 0
     out = capsys.readouterr().out
-    assert "wrong 'below': 0" in out and "SIM" in out
+    assert "wrong below: 0 (" in out and "SIM" in out
 
 
 def test_idle_cli_flags_and_refuses_a_baseline_above_the_calibration(capsys, tmp_path, v2_records_path):

@@ -152,7 +152,7 @@ class Monitor:
         assert self._assess is not None
         a = self._assess(meas)
         chk = self.sampling_checks.get(meas.device)
-        if chk is not None and not chk.adequate and hasattr(a, "with_warnings"):
+        if chk is not None and chk.timing is not None and not chk.adequate and hasattr(a, "with_warnings"):
             # too slow a rate for this sensor (flopwatch.sensor_timing): the row is never "below"
             a = a.with_warnings(chk.warnings)
         return a
@@ -572,7 +572,7 @@ def _sampling_checks(sensors: list[Sensor], rate_hz: float) -> dict[str, Any]:
         info = s.info()
         chk = check_sampling(info.spec_key or info.name or info.device_id, sensor_kind_of(info.kind), rate_hz)
         out[info.device_id] = chk
-        if not chk.adequate:
+        if not chk.adequate and chk.timing is not None:  # a sensor the table knows, read too slowly
             for w in chk.warnings:
                 log.warning("%s: %s", info.device_id, w)
     return out

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +22,7 @@ from flopwatch.estimate.calibrate import calibrate
 from flopwatch.estimate.features import FrontierGate
 from flopwatch.estimate.profile import Profile
 from flopwatch.records import RecordSet, WorkloadRecord
+from flopwatch.redteam.case import Case, profile_hash, shape
 from flopwatch.redteam.families import Family
 from flopwatch.redteam.observe import combine, exact_values, sampled_values
 from flopwatch.sim.accelerator import SimulatedAccelerator, SimulatedRun, sim_params
@@ -32,27 +32,6 @@ from flopwatch.workloads.formulas import WorkloadDescription, describe
 from flopwatch.workloads.sweeps import get_sweep
 
 RUN_S = 60.0  # seconds per simulated run
-
-
-@dataclass(frozen=True)
-class Case:
-    """One evader run, ready to judge."""
-
-    family: str
-    device: str  # display name ("sim:h100", "orin-nano (real, v2)")
-    spec: str  # the device key the verifier judges with
-    label: str
-    truth_flops: float
-    values: Mapping[str, Any]
-    profile: Profile | None
-    calibration_labels: tuple[str, ...]
-    attacked_labels: tuple[str, ...]
-    simulated: bool
-    note: str
-    extra_warnings: tuple[str, ...] = ()
-    context: Mapping[str, Any] | None = None
-    verifier_context: Mapping[str, Any] | None = None
-    window: Mapping[str, Any] | None = None  # for window families: rows and the energy outside them
 
 
 @dataclass
@@ -100,13 +79,6 @@ class World:
 
 def home_dtype(key: str) -> str:
     return "fp32" if key == "orin-nano" else "bf16"
-
-
-def shape(label: str) -> str:
-    """A configuration's label without its precision (the same shape in another precision is the same config)."""
-    for d in ("_fp32", "_tf32", "_fp16", "_bf16", "_fp8"):
-        label = label.replace(d, "")
-    return label
 
 
 def dc_family(quick: bool, dtype: str) -> list[WorkloadDescription]:
@@ -165,12 +137,6 @@ def to_record(acc: SimulatedAccelerator, run: SimulatedRun) -> WorkloadRecord:
         tb_moved=v["tb_moved"], total_flops=run.total_flops, dtype=run.workload.dtype, idle_power_w=acc.idle_power_w,
         device_name=acc.spec.key, simulated=True, extra=extra,
     )  # fmt: skip
-
-
-def profile_hash(p: Profile | None) -> str | None:
-    if p is None:
-        return None
-    return hashlib.sha256(json.dumps(p.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _case(

@@ -20,7 +20,7 @@ from flopwatch.estimate.features import FrontierGate
 from flopwatch.estimate.profile import Profile
 from flopwatch.estimate.verdict import observables_from_record
 from flopwatch.records import RecordSet, WorkloadRecord, load_records
-from flopwatch.redteam.engine import Case, shape
+from flopwatch.redteam.case import Case, profile_hash, shape
 from flopwatch.redteam.families import Family
 
 V2_RELPATH = Path("jetson_flop_estimator") / "eval_results_v2_records.json"
@@ -196,8 +196,6 @@ def real_cases(path: Path, fam: Family) -> Iterator[Case]:
                 truth=truth,
             )
     elif op == "profile":
-        from flopwatch.redteam.engine import profile_hash
-
         for r in frontier:
             prof = loo.without(r.label)
             h = profile_hash(prof)
