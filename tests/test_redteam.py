@@ -63,6 +63,7 @@ def test_no_wrong_below_in_any_family_at_either_threshold(fast):
         )
         # the upper bound holds: nothing is hidden above it
         assert a["hidden_pct"] == 0.0, (a["family"], a["label"])
+    assert fast["upper_bound_violations"] == 0
     json.dumps(fast)  # the contract is plain JSON
 
 

@@ -152,6 +152,18 @@ FAMILIES: tuple[Family, ...] = (
         evader_rate_hz=2.0,
     ),
     _f(
+        "phase-lock-adequate",
+        "work between a 2 Hz grid's samples, the verifier sampling at its adequate rate (jittered)",
+        "timing",
+        ORIN + ("h100",),
+        _B21,
+        "defended when X is sampled",
+        "jittered sampling at the sensor's adequate rate (sensor_timing)",
+        placement="between",
+        evader_rate_hz=2.0,
+        rate_hz=10.0,
+    ),
+    _f(
         "nvml-blind",
         "work inside NVML's blind 75 ms of every 100 ms (Yang et al. SC 2024)",
         "timing",
