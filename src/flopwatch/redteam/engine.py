@@ -25,6 +25,7 @@ from flopwatch.records import RecordSet, WorkloadRecord
 from flopwatch.redteam.case import Case, profile_hash, shape
 from flopwatch.redteam.families import Family
 from flopwatch.redteam.observe import combine, exact_values, sampled_values
+from flopwatch.sensor_timing import sensor_timing
 from flopwatch.sim.accelerator import SimulatedAccelerator, SimulatedRun, sim_params
 from flopwatch.telemetry.sampler import sample_instants
 from flopwatch.workloads.config import GPTConfig
@@ -212,15 +213,19 @@ def gen_timing(world: World, fam: Family) -> Iterator[Case]:
     for key in fam.devices:
         for w in world.attack_workloads(key, fam):
             acc = make_acc(key, world.attack_seed, tail=False)
-            sensor = "sim"
-            P_sensor, win, phase = (0.1, 0.1, 0.0) if key == "orin-nano" else (0.1, 0.025, 0.0)
+            sensor, phase = (
+                "sim",
+                0.0,
+            )  # the twin's read-out (NVML-like or the Orin's), its timing from the table
+            tm = sensor_timing(key, sensor)
+            assert tm is not None
+            P_sensor, win = tm.update_period_s, tm.window_s
             t_start = 10.0
             acc.idle(t_start)
             truth = 0.0
             dtype = p.get("dtype", home_dtype(key))
-            dtype = (
-                dtype if get_device(key).supports(dtype) else home_dtype(key)
-            )  # fp8 where the device has it
+            if not get_device(key).supports(dtype):  # fp8 where the device has it
+                dtype = home_dtype(key)
             wd = with_dtype(w, dtype) if dtype != w.dtype else w
             op = acc.operating_point(wd)
             mfu = 100.0 * op.mfu / max(op.util, 1e-9)
