@@ -24,7 +24,7 @@ from flopwatch.estimate.profile import Profile
 from flopwatch.records import RecordSet, WorkloadRecord
 from flopwatch.redteam.case import Case, profile_hash, shape
 from flopwatch.redteam.families import Family
-from flopwatch.redteam.observe import combine, exact_values, sampled_values
+from flopwatch.redteam.observe import combine, exact_values, phase_windows, sampled_values
 from flopwatch.sensor_timing import sensor_timing
 from flopwatch.sim.accelerator import SimulatedAccelerator, SimulatedRun, sim_params
 from flopwatch.telemetry.sampler import sample_instants
@@ -199,7 +199,10 @@ def gen_phases(world: World, fam: Family) -> Iterator[Case]:
                 parts.append(exact_values(acc, r.start_s, r.end_s, [r]))
                 truth += r.total_flops
                 labels.append(wd.label)
-            yield _case(world, fam, key, "+".join(labels), truth, combine(parts), labels, fam.name)
+            vals = combine(parts)
+            if len(parts) > 1:
+                vals["windows"] = phase_windows(parts)  # the verifier sees each phase (time-resolved bounds)
+            yield _case(world, fam, key, "+".join(labels), truth, vals, labels, fam.name)
 
 
 def _instants(rate_hz: float, t0: float, t1: float, seed: int) -> np.ndarray:
