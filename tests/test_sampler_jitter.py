@@ -11,7 +11,7 @@ from flopwatch.errors import InputError
 from flopwatch.sensor_timing import TABLE, check_sampling, sensor_kind_of, sensor_timing
 from flopwatch.telemetry.sampler import Sampler, sample_instants
 from flopwatch.telemetry.schema import Reading
-from flopwatch.telemetry.sensors.base import SensorInfo, VirtualClock
+from flopwatch.telemetry.sensors.base import MonotonicClock, SensorInfo, VirtualClock
 
 
 class Probe:
@@ -65,9 +65,10 @@ def test_the_seed_is_recorded_and_regenerates_every_instant():
 
 
 def test_an_unseeded_sampler_draws_and_records_its_own_seed_and_a_replay_is_not_jittered():
-    s1 = Sampler([Probe(VirtualClock())], 2.0)
-    s2 = Sampler([Probe(VirtualClock())], 2.0)
+    s1 = Sampler([Probe(MonotonicClock())], 2.0)  # real time: fresh entropy, recorded
+    s2 = Sampler([Probe(MonotonicClock())], 2.0)
     assert s1.jitter == 1.0 and s1.jitter_seed is not None and s1.jitter_seed != s2.jitter_seed
+    assert Sampler([Probe(VirtualClock())], 2.0).jitter_seed == 0  # simulated time stays reproducible
     assert Sampler([Probe(VirtualClock(), kind="replay")], 2.0).jitter == 0.0
     with pytest.raises(ValueError):
         Sampler([Probe(VirtualClock())], 2.0, jitter=1.5)
