@@ -226,7 +226,17 @@ def test_verdict_bounds_a_sensor_named_device_with_the_profiles_device(capsys, t
         {"wall": 1.7e9 + 200, "devices": {"jetson:VDD_CPU_GPU_CV": {"outside_net_energy_j": 8.0}}},
     ]
     led = _ledger(tmp_path, [row], cps)
-    # the Orin's sound bound for 146.7 s: the fp16 peak rate × time, 2.45e15 (the rail name is no device)
+    # the row records no profile hash: it cannot be checked against the verifier's profile, never "below"
+    assert main(["verdict", str(led), "--threshold", "3e15", "--profile", str(prof), "--json"]) == 0
+    d = _json(capsys)
+    assert d["total"]["verdict"] == "uncertain" and "profile_sha256" in " ".join(d["total"]["warnings"])
+    # recorded under the verifier's profile: the Orin's sound bound for 146.7 s (the fp16 peak rate × time,
+    # 2.45e15; the rail name is no device) decides
+    from flopwatch.estimate.profile import Profile
+
+    row["profile_sha256"] = Profile.load(prof).sha256()
+    (tmp_path / "b").mkdir()
+    led = _ledger(tmp_path / "b", [row], cps)
     assert main(["verdict", str(led), "--threshold", "3e15", "--profile", str(prof), "--json"]) == 0
     tot = _json(capsys)["total"]
     assert tot["upper_flops"] is not None and tot["upper_flops"] < 3e15 and tot["verdict"] == "below"
