@@ -399,3 +399,16 @@ def test_a_trace_segment_gives_windowed_bounds_for_a_record(tmp_path):
         10.5 * 1978.9e12
     )
     assert a.upper_flops != plain.upper_flops
+
+
+def test_a_peak_override_never_makes_an_accusation_easier(h100_bf16_profile, bf16_family):
+    """An override raising the slow formats' peaks (or lowering the profile's) must not raise the lower bound."""
+    acc, (run, *_) = _runs("h100", bf16_family[:1])
+    obs = sim_obs(acc, run)
+    base = assess(h100_bf16_profile, obs, device="h100")
+    assert base.lower_flops > 0
+    for over in ({"fp32": 1e18, "tf32": 1e18}, {"bf16": 1e12}):
+        a = assess(h100_bf16_profile, obs, device=get_device("h100", peak_overrides=over))
+        assert a.lower_flops <= base.lower_flops * (1 + 1e-12) and any(
+            "peak override" in w for w in a.warnings
+        )

@@ -54,6 +54,7 @@ from flopwatch.estimate.sound import (
     SoundUpper,
     clock_ratio_factor,
     device_basis,
+    floor_peaks,
     slowest_format_ratio,
     sound_upper,
     verdict_peaks,
@@ -434,7 +435,7 @@ def assess(
         and dtype is not None
     ):
         peaks = verdict_peaks(spec)
-        fr, fmt = slowest_format_ratio(peaks, dtype, obs)
+        fr, fmt = slowest_format_ratio(peaks, dtype, obs, low_peaks=floor_peaks(spec))
         cal_clk = (profile.regime_ranges.get("sm_clock_mhz") or [None, None])[1]  # type: ignore[union-attr]
         run_clk = obs.max_sm_clock_mhz if obs.max_sm_clock_mhz is not None else None
         cf = clock_ratio_factor(cal_clk, run_clk, spec.max_sm_clock_mhz)
