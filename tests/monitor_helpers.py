@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from flopwatch.errors import SensorError
-from flopwatch.telemetry.sensors.base import Clock, Reading, SensorInfo
+from flopwatch.telemetry.schema import Reading
+from flopwatch.telemetry.sensors.base import Clock, SensorInfo
 
 P_IDLE_W = 50.0
 P_BUSY_W = 250.0
@@ -70,7 +71,8 @@ def write_trace(
     rate_hz: float = RATE_HZ,
 ) -> Path:
     """A 2 Hz trace: idle at 50 W / util 0, busy at 250 W / util 0.95 (with a cumulative counter if asked)."""
-    from flopwatch.telemetry.reading import Trace, base_metadata
+    from flopwatch.telemetry.schema import base_metadata
+    from flopwatch.telemetry.trace import Trace
 
     n = int(t_total * rate_hz) + 1
     readings = []

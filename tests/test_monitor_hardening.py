@@ -19,7 +19,8 @@ from flopwatch.monitor.daemon import Monitor
 from flopwatch.monitor.ledger import read_entries, summarize_ledger, verify_ledger
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
 from flopwatch.telemetry.plausibility import check_reading
-from flopwatch.telemetry.sensors.base import Reading, VirtualClock
+from flopwatch.telemetry.schema import Reading
+from flopwatch.telemetry.sensors.base import VirtualClock
 from flopwatch.telemetry.sensors.replay import open_replay
 from monitor_helpers import (  # noqa: F401 - private_tmp: autouse fixture
     P_BUSY_W,

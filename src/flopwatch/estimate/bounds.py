@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flopwatch.devices import DeviceSpec, get_device
+from flopwatch.devices import DeviceSpec, resolve
 from flopwatch.devices import peak_rate_bound as peak_rate_bound  # re-exported: defined with the devices
 
 #: Safety factor on the best measured FLOP/J of a precision (see module docstring).
@@ -66,20 +66,8 @@ def idle_drift_w(idle_power_w: float | None, spec: DeviceSpec | None = None) -> 
 
 
 def resolve_device(*names: Any) -> DeviceSpec | None:
-    """The first name that :func:`flopwatch.devices.get_device` knows (simulated names included), else None."""
-    for n in names:
-        if not n:
-            continue
-        s = str(n).replace("(simulated)", "").strip()
-        if s.startswith("sim:"):
-            s = s[4:].split(":")[0]
-        try:
-            spec = get_device(s)
-        except Exception:  # noqa: BLE001 - unknown device names are normal here
-            continue
-        if spec.vendor != "cpu":
-            return spec
-    return None
+    """The first accelerator among ``names`` (simulated names included), else None: :func:`flopwatch.devices.resolve`."""
+    return resolve(*names, cpu=False)
 
 
 @dataclass(frozen=True)
