@@ -381,7 +381,8 @@ def test_a_trace_segment_gives_windowed_bounds_for_a_record(tmp_path):
     from flopwatch.estimate.observe import windows_from_trace
     from flopwatch.estimate.verdict import assess_record
     from flopwatch.records import WorkloadRecord
-    from flopwatch.telemetry.reading import Reading, Trace
+    from flopwatch.telemetry.schema import Reading
+    from flopwatch.telemetry.trace import Trace
 
     t = [x * 0.5 for x in range(0, 121) if not (30.0 <= x * 0.5 < 40.0)]  # a 10 s hole in the samples
     tr = Trace.from_readings(
