@@ -20,9 +20,12 @@ Exit status (the one table; README "Exit status" repeats it):
 
 from __future__ import annotations
 
+import functools
 import sys
+from typing import Any
 
 import typer
+from typer.main import get_command
 
 try:  # typer >= 0.20 vendors its own copy of click
     from typer._click import exceptions as _cx  # type: ignore[attr-defined]
@@ -90,12 +93,19 @@ def _register_all() -> None:
 _register_all()
 
 
+@functools.cache
+def command() -> Any:
+    """The click command tree of ``app``, built once (typer rebuilds it on every ``app()`` call, ~50 ms; the
+    app is complete once this module is imported)."""
+    return get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``flopwatch`` console script. Returns (and exits with) the status code."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
-        rv = app(args=args, prog_name="flopwatch", standalone_mode=False)
+        rv = command().main(args=args, prog_name="flopwatch", standalone_mode=False)
     except typer.Exit as e:
         code = e.exit_code
     except typer.Abort:

@@ -55,6 +55,16 @@ class Group(TyperGroup):
             opt.default = False
         return opt
 
+    def invoke(self, ctx: Context) -> Any:
+        """Say "interrupted" where Ctrl-C really arrives: typer 0.29 turns a KeyboardInterrupt escaping the
+        command into ``Exit(130)`` (typer/core.py ``_main``), so a handler around ``app()`` never sees it.
+        The innermost group prints the line; the outer ones pass the Exit through."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            print("flopwatch: interrupted", file=sys.stderr, flush=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+
 
 def new_app(help: str, **kw: Any) -> typer.Typer:  # noqa: A002 - typer's own parameter name
     """A typer (sub-)app in the project's one style: help text printed literally, no completion options."""
