@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx
 
 from flopwatch import __version__
+from flopwatch.cli import options
 from flopwatch.cli._output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, literal, new_app
 from flopwatch.errors import FlopwatchError
 
@@ -102,7 +103,8 @@ def command() -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``flopwatch`` console script. Returns (and exits with) the status code."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    # old spellings (--out, --dtype, --threshold-flops) still parse: documented commands keep working
+    args = options.respell(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
     try:
         rv = command().main(args=args, prog_name="flopwatch", standalone_mode=False)

@@ -51,11 +51,10 @@ def bench_cmd(
         callback=options.count(ge=1),
     ),
     batch: str = typer.Option("1,8,32", "--batch", help="Grid mode: comma-separated batch sizes."),
-    dtype: str = typer.Option("fp32", "--dtype", help="Grid mode: comma-separated dtypes."),
+    dtype: str = typer.Option("fp32", "--precision", help="Grid mode: comma-separated dtypes."),
     repeats: int = typer.Option(
         1,
         "--repeats",
-        min=1,
         help="Repeats per configuration (noise floor).",
         callback=options.count(ge=1),
     ),
@@ -101,15 +100,10 @@ def bench_cmd(
         help="Telemetry sampling rate.",
         callback=options.rate_hz(),
     ),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of weights, inputs and simulator noise.",
-        callback=options.count(ge=0, le=2**63 - 1),
-    ),
+    seed: options.Seed = 0,
     append: bool = typer.Option(False, "--append", help="Append to an existing CSV of the same schema."),
     fit: bool = typer.Option(False, "--fit", help="Fit power ~ MFU on the measured rows afterwards."),
-    json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+    json_out: options.Json = False,
 ) -> None:
     """Measure MFU, utilisation and power per configuration with the MASCOTS protocol; write aggregate CSV rows."""
     options.not_inputs(

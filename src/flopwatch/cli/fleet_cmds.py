@@ -49,9 +49,9 @@ def fleet_estimate(
     ),
     threshold: str = typer.Option(None, "--threshold", help="FLOP threshold for the verdict, e.g. 1e25."),
     dtype: str = typer.Option(
-        None, "--dtype", help="Training dtype (default: from the profile, else inferred)."
+        None, "--precision", help="Training dtype (default: from the profile, else inferred)."
     ),
-    device: str = typer.Option(None, "--device", help="Device model when modelName is missing or unknown."),
+    device: options.DeviceModel = None,
     gpus_per_chunk: int = typer.Option(
         32,
         "--gpus-per-chunk",
@@ -83,7 +83,7 @@ def fleet_estimate(
         help="window: per-window aggregates folded here (exact edges) | span: per-series totals from Prometheus "
         "(2–3 × faster; edges and clock weighting approximated, docs/fleet.md).",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    as_json: options.Json = False,
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
     """Per-job FLOP estimates (energy and pipe activity), bounds and verdicts for a whole fleet."""
@@ -173,7 +173,7 @@ def fleet_rules(
 
 
 @fleet_app.command("metrics")
-def fleet_metrics(as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout.")) -> None:
+def fleet_metrics(as_json: options.Json = False) -> None:
     """The dcgm-exporter metrics flopwatch reads and what each contributes."""
     from flopwatch.telemetry.dcgm_metrics import METRICS
 
@@ -261,7 +261,7 @@ def _print_table(d: dict[str, Any]) -> None:
 
 
 def sim_openmetrics(
-    out: Path = typer.Option(..., "-o", "--out", help="OpenMetrics file to write."),
+    out: Path = typer.Option(..., "-o", "--output", help="OpenMetrics file to write."),
     gpus: int = typer.Option(
         16,
         "--gpus",
@@ -304,12 +304,7 @@ def sim_openmetrics(
         callback=options.finite(ge=0.0, lt=1.0),
     ),
     start: str = typer.Option("1700000000", "--start", help="Wall time of t = 0 (RFC 3339 or Unix seconds)."),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of the schedule and of every simulated draw.",
-        callback=options.count(ge=0, le=2**63 - 1),
-    ),
+    seed: options.Seed = 0,
     truth: Path = typer.Option(None, "--truth", help="Ground-truth JSON (default: OUT.truth.json)."),
     force: bool = typer.Option(False, "--force", help="Overwrite OUT."),
 ) -> None:
@@ -323,7 +318,7 @@ def sim_openmetrics(
 
     truth_path = truth or out.with_name(out.name + ".truth.json")
     options.not_inputs(
-        [("--out", out), ("--truth", truth_path)], [None if schedule == "random" else schedule]
+        [("--output", out), ("--truth", truth_path)], [None if schedule == "random" else schedule]
     )
     sched_in = None if schedule == "random" else schedule
     check_output(

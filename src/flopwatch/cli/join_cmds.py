@@ -26,16 +26,14 @@ def join_cmd(
         "--clock",
         help="Match by 'monotonic' time (same host), 'wall' time (UTC), or 'auto' (monotonic when both have it).",
     ),
-    device: str | None = typer.Option(None, "--device", help="Only this device of a multi-device trace."),
+    device: options.TraceDevice = None,
     idle_power: float | None = typer.Option(
         None,
         "--idle-power",
         help="Idle power in W (default: from the trace, as `flopwatch detect`).",
         callback=options.non_negative(unit="W"),
     ),
-    as_json: bool = typer.Option(
-        False, "--json", help="Print a JSON summary (counts and mismatches) to stdout."
-    ),
+    as_json: options.Json = False,
 ) -> None:
     """Join workload records with the workloads detected in a trace, by time; write the joined records."""
     options.not_inputs([("--output", output)], [trace, records])  # before any work: never overwrite an input

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, literal, new_app, styled
 
 ledger_app = new_app("Inspect and verify a monitor ledger.")
@@ -106,7 +107,7 @@ def ledger_verify(
         help="SEQ or SEQ:HASH of a head recorded earlier off the node (a previous verify, the scraped "
         "flopwatch_ledger_head_seq): detects the newest rows being cut off.",
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    json_out: options.Json = False,
 ) -> None:
     """Check the schema, the pin, and every row's hash, signature, sequence number and chain link; exit 1 if
     anything was tampered with."""
@@ -140,7 +141,7 @@ def ledger_verify(
 @ledger_app.command("show")
 def ledger_show(
     ledger: Path = typer.Argument(..., help="Ledger file (SQLite)."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON: {workloads: [...], totals: {...}}."),
+    json_out: options.Json = False,
 ) -> None:
     """List the recorded workloads and the latest running totals per device (printed literally)."""
     from flopwatch.monitor.ledger import summarize_ledger, verify_ledger
@@ -284,12 +285,10 @@ def monitor_command(
     idle_power_w: float | None = typer.Option(
         None, "--idle-power-w", help="Idle power (default: the profile's)."
     ),
-    threshold_flops: float | None = typer.Option(
-        None, "--threshold-flops", help="Verdict threshold (FLOPs)."
-    ),
+    threshold_flops: float | None = typer.Option(None, "--threshold", help="Verdict threshold (FLOPs)."),
     dtype: str | None = typer.Option(
         None,
-        "--dtype",
+        "--precision",
         help="The operator's precision claim (recorded in each row as a claim; never used: the regime is "
         "observed).",
     ),
@@ -311,7 +310,7 @@ def monitor_command(
         None, "--schedule", help="Workload schedule (JSON/TOML) for sim: sensors."
     ),
     seed: int | None = typer.Option(None, "--seed", help="Seed of simulated sensors."),
-    json_out: bool = typer.Option(False, "--json", help="Print a JSON summary on exit."),
+    json_out: options.Json = False,
     verbose: int = typer.Option(
         0, "--verbose", "-v", count=True, help="-v: also checkpoints and the running estimate each poll."
     ),

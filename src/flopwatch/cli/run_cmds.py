@@ -13,7 +13,7 @@ from flopwatch.cli._output import console, echo_json, simulated_banner
 
 
 def run_cmd(
-    out: Path = typer.Option(..., "-o", "--out", help="Output directory (must be empty unless --force)."),
+    out: Path = typer.Option(..., "-o", "--output", help="Output directory (must be empty unless --force)."),
     device: str = typer.Option(
         "auto", "--device", help="auto | cuda[:N] | sim:NAME (e.g. sim:a100, sim:h100)."
     ),
@@ -27,12 +27,7 @@ def run_cmd(
         callback=options.positive(unit="s"),
     ),
     quick: bool = typer.Option(False, "--quick", help="A short sweep (under a minute on the simulator)."),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of every random choice (splits, simulator noise).",
-        callback=options.count(ge=0, le=2**63 - 1),
-    ),
+    seed: options.Seed = 0,
     force: bool = typer.Option(False, "--force", help="Overwrite flopwatch's files in a non-empty DIR."),
     rate_hz: float = typer.Option(
         10.0,
@@ -46,7 +41,7 @@ def run_cmd(
         help="Number of random train/test splits (default 200).",
         callback=options.count(ge=1, le=1_000_000),
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout (no progress bar)."),
+    as_json: options.Json = False,
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
     """Run the study end to end: idle baseline, sweep, detection, calibration, held-out evaluation, report."""

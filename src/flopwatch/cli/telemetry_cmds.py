@@ -24,7 +24,7 @@ def _open(spec: str, speed: float | None) -> list[Any]:
 
 
 def sensors_cmd(
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    as_json: options.Json = False,
     jetson_root: str = typer.Option("/", "--jetson-root", help="sysfs root to probe for Jetson rails."),
     rapl_root: str = typer.Option("/", "--rapl-root", help="sysfs root to probe for RAPL zones."),
 ) -> None:
@@ -103,7 +103,7 @@ def record_cmd(
         help="Seconds between flushes (what a crash can lose).",
         callback=options.positive(unit="s"),
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
+    as_json: options.Json = False,
 ) -> None:
     """Record a trace at a fixed rate, streaming Parquet row groups to disk."""
     options.not_inputs(
@@ -237,7 +237,7 @@ def idle_cmd(
         None, "--profile", help="Compare with this calibration's idle (else the device's spec idle)."
     ),
     strict: bool = typer.Option(False, "--strict", help="Refuse (exit 2) a baseline taken under load."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    as_json: options.Json = False,
 ) -> None:
     """Measure the idle power baseline: median over DURATION seconds, with its spread; flag one taken under load."""
     import numpy as np
@@ -334,7 +334,7 @@ def idle_cmd(
 
 def detect_cmd(
     trace: Path = typer.Argument(..., help="Trace: flopwatch Parquet or the seed's timeseries.json."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    as_json: options.Json = False,
     poll: float = typer.Option(
         1.5,
         "--poll",
@@ -366,7 +366,7 @@ def detect_cmd(
         help="Idle power in W (default: from the trace).",
         callback=options.non_negative(unit="W"),
     ),
-    device: str | None = typer.Option(None, "--device", help="Only this device of a multi-device trace."),
+    device: options.TraceDevice = None,
 ) -> None:
     """Detect workloads in a trace with the study's utilisation hysteresis and integrate their energy."""
     from flopwatch.detect import HysteresisParams, detect_workloads

@@ -44,13 +44,13 @@ def verdict_cmd(
         "-p",
         help="Recompute each row's sound bounds from its observables with this profile.",
     ),
-    device: str | None = typer.Option(None, "--device", help="Device model for the datasheet bounds."),
+    device: options.DeviceModel = None,
     public_key: Path | None = typer.Option(
         None,
         "--public-key",
         help="Pin to verify the ledger against (`ledger export-key`); default: LEDGER.pub, else the genesis key.",
     ),
-    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    as_json: options.Json = False,
 ) -> None:
     """Judge everything a ledger recorded over a window as a whole (chunks and bursts included). The ledger is
     verified first, as `ledger verify` does: a ledger that fails is judged, but never "below"."""
@@ -122,16 +122,11 @@ def verdict_cmd(
 
 def redteam_cmd(
     quick: bool = typer.Option(False, "--quick", help="Fewer simulated configurations (CI)."),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Offset of the simulated sessions' seeds.",
-        callback=options.count(ge=0, le=2**63 - 1),
-    ),
+    seed: options.Seed = 0,
     data: Path | None = typer.Option(
         None, "--data", help="Folder holding jetson_flop_estimator/ (default ../shared/data)."
     ),
-    as_json: bool = typer.Option(False, "--json", help="JSON output (the redteam contract)."),
+    as_json: options.Json = False,
 ) -> None:
     """Run the attack suite against the verifier (docs/redteam.md): truth, bounds and verdict at T = 0.8 × truth."""
     from flopwatch.redteam import run_suite
