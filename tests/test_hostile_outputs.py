@@ -45,7 +45,7 @@ CASES: list[tuple[Callable[[Path], Path], Callable[[str, str], list[str]], str]]
     (_records, lambda i, o: ["calibrate", i, "-o", o], "--output"),
     (_records, lambda i, o: ["evaluate", i, "--figures", o], "--figures"),
     (_csv, lambda i, o: ["powermodel", "fit", i, "--gpu", "A100", "-o", o], "--output"),
-    (_schedule, lambda i, o: ["sim", "trace", "a100", "--schedule", i, "-o", o], "--out"),
+    (_schedule, lambda i, o: ["sim", "trace", "a100", "--schedule", i, "-o", o], "--output"),
     (
         _schedule,
         lambda i, o: ["sim", "trace", "a100", "--schedule", i, "-o", o + ".parquet", "--records", o],
@@ -110,7 +110,7 @@ def test_profile_is_replaced_atomically(capsys: pytest.CaptureFixture[str], tmp_
     ("argv", "option"),
     [
         (["calibrate", "{rec}", "-o", "{fifo}"], "--output"),
-        (["sim", "trace", "a100", "--schedule", "{sched}", "-o", "{fifo}"], "--out"),
+        (["sim", "trace", "a100", "--schedule", "{sched}", "-o", "{fifo}"], "--output"),
         (
             ["sim", "trace", "a100", "--schedule", "{sched}", "-o", "{tmp}/t.parquet", "--records", "{fifo}"],
             "--records",

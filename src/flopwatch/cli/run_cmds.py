@@ -48,6 +48,11 @@ def run_cmd(
     from flopwatch.pipeline import RunOptions, run_pipeline
 
     err = console(stderr=True)
+    if not force and _only_an_interrupted_run(out):
+        (out / INCOMPLETE_FILE).unlink()
+        force = True  # removes exactly flopwatch's own files, as --force does
+        if not as_json:
+            err.print(f"note: {out} holds only the files of an interrupted run: reusing it")
     opts = RunOptions(
         outdir=out,
         device=device,
@@ -60,11 +65,50 @@ def run_cmd(
         n_splits=splits,
         progress=not (as_json or no_progress) and sys.stderr.isatty(),
     )
-    summary = run_pipeline(opts, log=(None if as_json else err.print))
+    try:
+        summary = run_pipeline(opts, log=(None if as_json else err.print))
+    except KeyboardInterrupt:
+        _mark_interrupted(out)
+        raise  # the CLI's group prints "flopwatch: interrupted" and exits 130
+    (out / INCOMPLETE_FILE).unlink(missing_ok=True)  # a --force run over an interrupted one is complete now
     if as_json:
         echo_json(summary)
         return
     print_summary(summary, out)
+
+
+#: Written into DIR when a run is interrupted: the files beside it are partial. A DIR holding only this and
+#: flopwatch's own files is reused by the next ``flopwatch run`` without ``--force``.
+INCOMPLETE_FILE = "INCOMPLETE"
+
+
+def _mark_interrupted(out: Path) -> None:
+    from datetime import datetime, timezone
+
+    if not out.is_dir():
+        return
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    (out / INCOMPLETE_FILE).write_text(
+        f"flopwatch run was interrupted at {when}: the files in this directory are partial.\n"
+        f"Run `flopwatch run -o {out}` again: it reuses this directory (only flopwatch's own files are here).\n",
+        encoding="utf-8",
+    )
+
+
+def _only_an_interrupted_run(out: Path) -> bool:
+    """DIR holds the INCOMPLETE marker and nothing but flopwatch's own outputs (files and figures/*.png)."""
+    from flopwatch.pipeline.layout import FIGURES_DIR, OUTPUT_FILES
+
+    if not (out / INCOMPLETE_FILE).is_file():
+        return False
+    own = {INCOMPLETE_FILE, *OUTPUT_FILES}
+    for p in out.iterdir():
+        if p.name == FIGURES_DIR and p.is_dir():
+            if any(f.suffix != ".png" or not f.is_file() for f in p.iterdir()):
+                return False
+        elif p.name.removesuffix(".tmp") not in own or not p.is_file():  # .tmp: an atomic write cut short
+            return False
+    return True
 
 
 def print_summary(summary: dict[str, Any], out: Path) -> None:
@@ -101,6 +145,9 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
     for k, v in rows:
         t.add_row(k, v)
     con.print(t)
+    headline = (summary.get("headline") or {}).get("verdict")
+    if headline:  # the same words as summary.json's headline and the report's verdict box
+        con.print(f"verdict{' (simulated)' if sim else ''}: {headline}")
     con.print(f"report: {out / 'report.html'}")
 
 

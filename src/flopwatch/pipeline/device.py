@@ -61,6 +61,12 @@ def _cuda_ok() -> tuple[bool, str]:
     return True, ""
 
 
+def _flat(why: str) -> str:
+    """A nested reason ("a (b (c))") as one level of clauses ("a: b; c"), to fit in one plain sentence."""
+    parts = [p.strip() for p in why.replace(")", "").split(" (")]
+    return ": ".join(parts[:2]) + "".join(f"; {p}" for p in parts[2:])
+
+
 def resolve_device(spec: str) -> DeviceChoice:
     """Turn ``--device`` into a :class:`DeviceChoice` (InputError when the asked-for device is unusable)."""
     s = str(spec).strip().lower()
@@ -79,7 +85,10 @@ def resolve_device(spec: str) -> DeviceChoice:
                 return _cuda_choice(0, "a real GPU with working NVML telemetry was found")
             why = cwhy
         return DeviceChoice(
-            "sim", "sim:a100", "a100", reason=f"no usable GPU ({why}); using the simulated A100"
+            "sim",
+            "sim:a100",
+            "a100",
+            reason=f"the simulated A100, since no usable GPU was found ({_flat(why)})",
         )
     if s == "cuda" or s.startswith("cuda:"):
         idx = 0
