@@ -345,9 +345,9 @@ def evaluate_cmd(
     con.print(
         f"threshold sweep ({dm}, {ts['n_thresholds']} thresholds {fmt_flops(ts['min_threshold_flops'])}–"
         f"{fmt_flops(ts['max_threshold_flops'])} FLOP): 'above' only when the {confidence:.0%} interval is "
-        f"above → {fp(ts['max_fp_rate'])}, false negatives {pct(ts['mean_fn_rate'])} "
-        f"on average ({pct(ts['mean_uncertain_rate'])} uncertain); deciding on the point estimate: "
-        f"{fp(ts['point_max_fp_rate'])}, false negatives {pct(ts['point_mean_fn_rate'])}"
+        f"above → {fp(ts['max_fp_rate'])}, wrong below up to {pct(ts['max_wrong_below_rate'])} (declared below, "
+        f"truly above), uncertain {pct(ts['mean_uncertain_rate'])} on average; deciding on the point estimate: "
+        f"{fp(ts['point_max_fp_rate'])}, wrong below {pct(ts['point_mean_fn_rate'])} on average"
     )
     ss = d["models"][dm].get("session_shift")
     if ss:

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json
+from flopwatch.cli._output import console, echo_json, simulated_banner
 
 
 def join_cmd(
@@ -48,6 +48,10 @@ def join_cmd(
         echo_json(res.to_dict())
         return
     con = console()
+    if res.simulated:
+        simulated_banner(
+            con, "the trace or the records come from the simulator: every number below is simulated"
+        )
     con.print(
         f"wrote {res.n_records} record(s) to {output}: {res.n_ok} joined with telemetry, "
         f"{len(res.mismatches)} mismatch(es); {res.n_segments} workload(s) detected, idle {res.idle_power_w:.3f} W"

@@ -151,7 +151,7 @@ def trace_cmd(
         overwrite=force,
     )
     console().print(
-        f"wrote {out} (SIMULATED {res.device_name}: {res.n_samples} samples over {res.duration_s:.0f} virtual s"
+        f"wrote {out} (SIMULATED {str(res.device_name).removesuffix(' (simulated)')}: {res.n_samples} samples over {res.duration_s:.0f} virtual s"
         + (f"; {res.n_records} records to {records}" if records is not None else "")
         + ")"
     )

@@ -252,21 +252,36 @@ def run_cmd(
 @workload_app.command("sweeps")
 def sweeps_cmd(
     name: str | None = typer.Argument(None, help="List the configurations of this sweep."),
+    precision: str = typer.Option(
+        "bf16", "--precision", help="frontier only: its precision (flopwatch run: bf16, fp32 on a Jetson)."
+    ),
+    quick: bool = typer.Option(
+        False, "--quick", help="frontier only: the shorter grid of flopwatch run --quick."
+    ),
     as_json: options.Json = False,
 ) -> None:
     """List the named sweeps, or the configurations of one (labels, sizes, counted FLOPs)."""
+    from flopwatch.pipeline.plan import FRONTIER_SWEEP, frontier_sweep
     from flopwatch.workloads.formulas import closed_form_flops_per_step
     from flopwatch.workloads.sweeps import SWEEP_DESCRIPTIONS, SWEEPS, get_sweep
 
     if name is None:
         data: Any = [
-            {"name": s, "n_configs": len(get_sweep(s)), "description": SWEEP_DESCRIPTIONS[s]} for s in SWEEPS
+            {"name": "frontier", "n_configs": len(frontier_sweep(precision)), "description": FRONTIER_SWEEP},
+            *(
+                {"name": s, "n_configs": len(get_sweep(s)), "description": SWEEP_DESCRIPTIONS[s]}
+                for s in SWEEPS
+            ),
         ]
     else:
+        # frontier: flopwatch run's default sweep on data-center GPUs (built per precision, not a fixed list)
+        cfgs = (
+            frontier_sweep(precision, quick=quick) if name.strip().lower() == "frontier" else get_sweep(name)
+        )
         data = [
             {**c.to_dict(), "flops_per_step": closed_form_flops_per_step(c), "total_flops":
              closed_form_flops_per_step(c) * c.steps}
-            for c in get_sweep(name)
+            for c in cfgs
         ]  # fmt: skip
     if as_json:
         echo_json(data, indent=None)
