@@ -127,3 +127,22 @@ def test_the_readme_example_schedule_loads_and_join_says_simulated(tmp_path: Pat
     capsys.readouterr()
     assert main(["join", str(t), str(r), "-o", str(tmp_path / "j.jsonl")]) == 0
     assert "SIMULATED" in capsys.readouterr().out
+
+
+def test_a_replayed_seed_trace_takes_the_replays_wall_clock_not_the_files_mtime(
+    timeseries_path: Path,
+) -> None:
+    """Defect 11: the seed's timeseries.json records no wall clock; its replay must not invent one from the file's
+    modification time (the ledger showed a workload starting 27 min before it was replayed)."""
+    import os
+
+    from flopwatch.telemetry.sensors.base import VirtualClock
+    from flopwatch.telemetry.sensors.replay import ReplaySensor
+
+    wall0 = 1.9e9  # the replay's clock: far from the file's mtime, so the two cannot agree by chance
+    clock = VirtualClock(t0=0.0, wall0=wall0)
+    s = ReplaySensor(timeseries_path, clock=clock)
+    clock.sleep_until(65.0)
+    r = s.read()
+    assert r.wall_time == pytest.approx(wall0 + r.t_s, abs=1.0)
+    assert abs(r.wall_time - os.path.getmtime(timeseries_path)) > 1e6
