@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 
 from flopwatch import __version__
 from flopwatch.cli import options
-from flopwatch.cli._output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, literal, new_app
+from flopwatch.cli._output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, literal, new_app, plain_metavars
 from flopwatch.errors import FlopwatchError
 
 app = new_app(
@@ -98,7 +98,7 @@ _register_all()
 def command() -> Any:
     """The click command tree of ``app``, built once (typer rebuilds it on every ``app()`` call, ~50 ms; the
     app is complete once this module is imported)."""
-    return get_command(app)
+    return plain_metavars(get_command(app))
 
 
 def main(argv: list[str] | None = None) -> int:

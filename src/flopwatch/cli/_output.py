@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
     from click import Context
@@ -64,6 +64,29 @@ class Group(TyperGroup):
         except KeyboardInterrupt:
             print("flopwatch: interrupted", file=sys.stderr, flush=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+class Command(TyperCommand):
+    """typer's command, with the usage line in the usual Unix style: ``flopwatch estimate [OPTIONS] RECORDS``
+    (typer 0.29 writes required arguments as ``{records}``, which reads like a set literal)."""
+
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for p in self.get_params(ctx):
+            if p.param_type_name == "argument":
+                name = (p.name or "").upper() + ("..." if p.nargs != 1 else "")
+                pieces.append(name if p.required else f"[{name}]")
+        return pieces
+
+
+def plain_metavars(cmd: Any) -> Any:
+    """The click tree ``cmd`` (built by typer) with every command printing the usage line of :class:`Command`.
+    (A repeatable option declares ``metavar="<spec>"`` itself, or typer shows ``<list[str]>``.)"""
+    for sub in getattr(cmd, "commands", {}).values():
+        plain_metavars(sub)
+    if type(cmd) is TyperCommand:
+        cmd.__class__ = Command  # a subclass without state of its own: only the usage line differs
+    return cmd
 
 
 def new_app(help: str, **kw: Any) -> typer.Typer:  # noqa: A002 - typer's own parameter name

@@ -23,7 +23,7 @@ def bench_cmd(
     ),
     sweep: str | None = typer.Option(None, "--sweep", help="Named workload sweep (e.g. quick, datacenter)."),
     label: list[str] | None = typer.Option(
-        None, "--label", help="Only these configs of the sweep (repeatable)."
+        None, "--label", metavar="<label>", help="Only these configs of the sweep (repeatable)."
     ),
     arch: str = typer.Option("gpt", "--arch", help="Grid mode: gpt or seed-encoder."),
     d_model: int | None = typer.Option(

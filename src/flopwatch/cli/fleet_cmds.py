@@ -289,7 +289,7 @@ def sim_openmetrics(
     ),
     label_style: str = typer.Option("pod", "--label-style", help="pod | exported | hpc"),
     omit: list[str] = typer.Option(
-        [], "--omit", help="Leave out a metric (repeatable), e.g. a consumer GPU's."
+        [], "--omit", metavar="<metric>", help="Leave out a metric (repeatable), e.g. a consumer GPU's."
     ),
     resets: int = typer.Option(
         0,

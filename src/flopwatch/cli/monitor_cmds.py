@@ -251,7 +251,11 @@ def ledger_export_key(
 
 def monitor_command(
     sensor: list[str] = typer.Option(
-        None, "--sensor", "-s", help="Sensor spec (repeatable): nvml, jetson, replay:FILE, sim:NAME …"
+        None,
+        "--sensor",
+        "-s",
+        metavar="<spec>",
+        help="Sensor spec (repeatable): nvml, jetson, replay:FILE, sim:NAME …",
     ),
     profile: Path | None = typer.Option(
         None, "--profile", help="Calibration profile (JSON) from `flopwatch calibrate`."

@@ -267,7 +267,9 @@ def evaluate_cmd(
     data: list[Path] | None = typer.Argument(
         None, help="Aggregate CSVs (default: the bundled MASCOTS data)."
     ),
-    gpu: list[str] | None = typer.Option(None, "--gpu", help="Only these GPUs (repeatable)."),
+    gpu: list[str] | None = typer.Option(
+        None, "--gpu", metavar="<gpu>", help="Only these GPUs (repeatable)."
+    ),
     k: int = typer.Option(
         5,
         "--k",
@@ -404,7 +406,7 @@ def inverse_cmd(
         callback=options.non_negative(unit="s"),
     ),
     data: list[Path] | None = typer.Option(
-        None, "--data", help="Aggregate CSVs to fit on (default: bundled)."
+        None, "--data", metavar="<csv>", help="Aggregate CSVs to fit on (default: bundled)."
     ),
     min_batch: options.MinBatch = 32,
     level: options.Level = 0.95,

@@ -46,7 +46,7 @@ def specs_cmd(as_json: options.Json = False) -> None:
 @sim_app.command("validate")
 def validate_cmd(
     gpu: list[str] = typer.Option(
-        ["A100", "L40", "L4"], "--gpu", help="MASCOTS GPU(s) to replay (repeatable)."
+        ["A100", "L40", "L4"], "--gpu", metavar="<gpu>", help="MASCOTS GPU(s) to replay (repeatable)."
     ),
     seed: options.Seed = 0,
     as_json: options.Json = False,

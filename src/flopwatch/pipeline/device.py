@@ -73,7 +73,7 @@ def resolve_device(spec: str) -> DeviceChoice:
     if s.startswith("sim:") or s == "sim":
         key, n = parse_spec(s)
         if n != 1:
-            raise InputError(f"{spec}: flopwatch run uses one device; drop the x{n}", field="device")
+            raise InputError(f"{spec}: flopwatch run uses one device; drop the x{n}", field="--device")
         return DeviceChoice("sim", f"sim:{key}", key, reason="simulator requested")
     if s == "auto":
         ok, why, sensors = _nvml_ok(None)
@@ -96,17 +96,17 @@ def resolve_device(spec: str) -> DeviceChoice:
             try:
                 idx = int(s.split(":", 1)[1])
             except ValueError:
-                raise InputError(f"expected cuda or cuda:N, got {spec!r}", field="device") from None
+                raise InputError(f"expected cuda or cuda:N, got {spec!r}", field="--device") from None
         ok, why, sensors = _nvml_ok(idx)
         for x in sensors:
             x.close()
         if not ok:
-            raise InputError(f"{spec}: {why}; use --device sim:a100 to run on the simulator", field="device")
+            raise InputError(f"{spec}: {why}; use --device sim:a100 to run on the simulator", field="--device")
         cok, cwhy = _cuda_ok()
         if not cok:
-            raise InputError(f"{spec}: {cwhy}", field="device")
+            raise InputError(f"{spec}: {cwhy}", field="--device")
         return _cuda_choice(idx, "requested")
-    raise InputError(f"unknown device {spec!r}; expected auto, cuda[:N] or sim:NAME", field="device")
+    raise InputError(f"unknown device {spec!r}; expected auto, cuda[:N] or sim:NAME", field="--device")
 
 
 def _cuda_choice(idx: int, reason: str) -> DeviceChoice:
