@@ -173,7 +173,9 @@ def bench_cmd(
             m = fit_power_model(loaded.df, by="gpu")
             result["fit"] = m.to_dict()
             if con is not None:
-                con.print(m.summary(), soft_wrap=True)
+                from flopwatch.cli.powermodel_cmds import fit_table
+
+                con.print(fit_table(m))
         elif con is not None:
             con.print("fewer than 3 rows with power: no fit", style="yellow")
     if json_out:

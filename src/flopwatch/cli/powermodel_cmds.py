@@ -152,7 +152,7 @@ def fit_cmd(
         echo_json(m.to_dict())
         return
     con = console()
-    con.print(m.summary(), soft_wrap=True)
+    con.print(fit_table(m))
     for n in loaded.notes:
         con.print(f"note: {n}", style="dim")
     con.print(f"wrote {output}")
@@ -442,6 +442,27 @@ def inverse_cmd(
         "Valid only in the compute-bound regime (large batches); see `flopwatch powermodel evaluate`.",
         style="dim",
     )
+
+
+def fit_table(m: Any) -> Any:
+    """A fitted power model as a table in the style of every other command (``m.summary()`` is the plain-text
+    form for Python users)."""
+    from rich.table import Table
+
+    p = m.params
+    keys = [str(n) for n in p.index.names]
+    t = Table(title=f"linear power model: power_w ~ 1 + {m.x}, by {m.by} ({len(p)} groups, {m.nobs} runs)")
+    for c in keys:
+        t.add_column(c)
+    cols = ["intercept", "slope", "n", "r2", "mape_pct", "resid_sd_pct"]
+    for c in cols:
+        t.add_column(c, justify="right")
+    for k, (_, r) in zip(p.index, p.iterrows(), strict=True):
+        kv = k if isinstance(k, tuple) else (k,)
+        t.add_row(*(str(v) for v in kv), *(str(int(r[c])) if c == "n" else f"{r[c]:.4g}" for c in cols))
+    if m.n_dropped:
+        t.caption = f"{m.n_dropped} row(s) without power or {m.x} were dropped before fitting."
+    return t
 
 
 def register(app: typer.Typer) -> None:

@@ -57,19 +57,23 @@ def sensors_cmd(
         return
     from rich.table import Table
 
-    t = Table(title="flopwatch sensors")
-    for c in ("backend", "status", "device", "capabilities / reason"):
-        t.add_column(c)
+    rows: list[tuple[str, Any, str, str]] = []
     for s in statuses:
         if s.available and s.sensors:
             for i in s.sensors:
-                t.add_row(
-                    s.kind, styled("found", "green"), f"{i.name}\n{i.device_id}", ", ".join(i.capabilities)
+                rows.append(
+                    (s.kind, styled("found", "green"), f"{i.name}\n{i.device_id}", ", ".join(i.capabilities))
                 )
         elif s.available:
-            t.add_row(s.kind, styled("available", "green"), "", s.reason)
+            rows.append((s.kind, styled("available", "green"), "", s.reason))
         else:
-            t.add_row(s.kind, styled("unavailable", "red"), "", s.reason)
+            rows.append((s.kind, styled("unavailable", "red"), "", s.reason))
+    found = any(r[2] for r in rows)  # no device found: no column that is empty in every row
+    t = Table(title="flopwatch sensors" + ("" if found else ": no sensor device found on this machine"))
+    for c in ("backend", "status", *(("device",) if found else ()), "capabilities / reason"):
+        t.add_column(c)
+    for kind, status, dev, what in rows:
+        t.add_row(kind, status, *((dev,) if found else ()), what)
     console().print(t)
 
 

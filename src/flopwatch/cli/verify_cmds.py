@@ -98,7 +98,10 @@ def verdict_cmd(
     from rich.table import Table
 
     con = console()
-    t = Table(title=f"window verdicts vs {fmt_flops(thr)} FLOP ({window}, by {by})")
+    scope = "the whole ledger" if window == "all" else f"the last {window}"
+    t = Table(
+        title=f"window verdicts vs {fmt_flops(thr)} FLOP over {scope}" + ("" if by == "all" else f", by {by}")
+    )
     for col in ("group", "workloads", "estimate", "lower", "upper", "outside-workload J", "verdict"):
         t.add_column(col, justify="left" if col in ("group", "verdict") else "right")
     for g in res["groups"] + ([res["total"]] if by != "all" else []):
@@ -117,7 +120,7 @@ def verdict_cmd(
         f"ledger verification: {'OK' if v['ok'] else 'FAILED'} ({v['problems']} problem(s); key {v['key_source']})"
     )
     for w in v["warnings"] + res["warnings"] + res["total"]["warnings"]:
-        con.print(styled("warning ", "yellow"), w, sep="")
+        con.print(styled("warning: ", "yellow"), w, sep="")
 
 
 def redteam_cmd(
