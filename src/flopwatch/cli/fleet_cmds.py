@@ -358,7 +358,7 @@ def sim_openmetrics(
     tr = fleet.write_openmetrics(out)
     truth_path.write_text(json.dumps(tr.to_dict(), indent=2))
     console().print(
-        f"wrote {out} (SIMULATED {fleet.spec.name} fleet: {gpus} GPUs × {hours:g} h, {len(tr.pods)} pods) "
+        f"wrote {out} (SIMULATED {fleet.spec.name} fleet: {gpus} GPUs × {hours:g} h, {len(tr.pods)} pod{'' if len(tr.pods) == 1 else 's'}) "
         f"and {truth_path}; backfill: promtool tsdb create-blocks-from openmetrics {out} DIR"
     )
 

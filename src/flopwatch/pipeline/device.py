@@ -101,7 +101,9 @@ def resolve_device(spec: str) -> DeviceChoice:
         for x in sensors:
             x.close()
         if not ok:
-            raise InputError(f"{spec}: {why}; use --device sim:a100 to run on the simulator", field="--device")
+            raise InputError(
+                f"{spec}: {why}; use --device sim:a100 to run on the simulator", field="--device"
+            )
         cok, cwhy = _cuda_ok()
         if not cok:
             raise InputError(f"{spec}: {cwhy}", field="--device")
