@@ -44,7 +44,9 @@ def v2_profile(v2_records_path: Path):
     from flopwatch.estimate.calibrate import calibrate
     from flopwatch.records import load_records
 
-    return calibrate(load_records(v2_records_path))
+    return calibrate(
+        load_records(v2_records_path), device="orin-nano"
+    )  # the study's device: "below" needs its datasheet
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +237,7 @@ def test_no_trace_unless_opted_in(tmp_path):
     kept = tmp_path / "kept.parquet"
     cfg2 = _cfg(tmp_path / "b", keep_trace=kept)
     Monitor(cfg2, sensors=_virtual_replay(trace), profile=LinearProfile()).run()
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
     assert len(Trace.read(kept).samples) == 121
 
