@@ -146,3 +146,15 @@ def test_a_replayed_seed_trace_takes_the_replays_wall_clock_not_the_files_mtime(
     r = s.read()
     assert r.wall_time == pytest.approx(wall0 + r.t_s, abs=1.0)
     assert abs(r.wall_time - os.path.getmtime(timeseries_path)) > 1e6
+
+
+def test_a_mistyped_command_suggests_only_close_names(capsys) -> None:  # noqa: ANN001
+    assert main(["estimat"]) == 2
+    err = capsys.readouterr().err
+    assert "Did you mean 'estimate'?" in err and "'sim'" not in err
+
+
+def test_an_option_is_named_an_option_in_errors(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    assert main(["run", "--device", "cuda:x", "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "option '--device'" in err and "field" not in err

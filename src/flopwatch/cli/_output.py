@@ -13,6 +13,7 @@ rich is imported inside the functions: ``flopwatch --help`` must stay light.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import math
@@ -54,6 +55,21 @@ class Group(TyperGroup):
         if opt is not None and opt.default is None:
             opt.default = False
         return opt
+
+    def resolve_command(self, ctx: Context, args: list[str]) -> Any:
+        """An unknown command suggests only close names (``estimat`` → 'estimate'; the default cutoff also
+        offered 'sim')."""
+        name = args[0] if args else ""
+        if (
+            name
+            and not name.startswith("-")
+            and not ctx.resilient_parsing
+            and self.get_command(ctx, name) is None
+        ):
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.75)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: Context) -> Any:
         """Say "interrupted" where Ctrl-C really arrives: typer 0.29 turns a KeyboardInterrupt escaping the
