@@ -387,3 +387,39 @@ def test_cli_fleet_estimate_numeric_options(capsys, option: str, value: str) -> 
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and option.lstrip("-") in err, err
     assert "cannot reach" not in err
+
+
+@pytest.mark.parametrize(
+    ("fn", "value"),
+    [
+        ("time", "0001-01-01T00:00:00+01:00"),
+        ("time", "9999-12-31T23:59:59-01:00"),
+        ("time", "1e15"),
+        ("time", "nan"),
+        ("time", "-1"),
+        ("duration", "100000y"),
+        ("duration", "1e300"),
+        ("duration", "0s"),
+        ("duration", "nan"),
+    ],
+)
+def test_times_and_durations_out_of_range_are_refused(fn: str, value: str) -> None:
+    from flopwatch.errors import InputError
+    from flopwatch.telemetry.timespec import parse_duration, parse_time
+
+    with pytest.raises(InputError) as e:
+        (parse_time if fn == "time" else parse_duration)(value)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "spec", ["prometheus:http://[::1", "prometheus:http://prom:99999", "prometheus:http://a b"]
+)
+def test_record_with_a_malformed_prometheus_url_is_one_line(capsys, tmp_path, spec: str) -> None:
+    from flopwatch.cli import main
+
+    rc = main(
+        ["record", "--sensor", spec, "--rate", "1", "--duration", "1", "-o", str(tmp_path / "t.parquet")]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err

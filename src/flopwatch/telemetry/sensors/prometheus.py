@@ -42,7 +42,11 @@ def parse_spec(arg: str) -> tuple[str, dict[str, str]]:
             "prometheus needs a URL: prometheus:http://HOST:9090[?match={...}&gpu=UUID]", field="sensor"
         )
     u = arg if "://" in arg else "http://" + arg
-    p = urllib.parse.urlsplit(u)
+    try:
+        p = urllib.parse.urlsplit(u)
+        p.port  # noqa: B018 - raises ValueError on a port that is not a number in 0–65535
+    except ValueError as e:
+        raise InputError(f"malformed prometheus URL {arg[:80]!r} ({e})", field="sensor") from None
     opts = {k: v[-1] for k, v in urllib.parse.parse_qs(p.query, keep_blank_values=False).items()}
     unknown = set(opts) - {"match", "gpu", "start", "end", "step"}
     if unknown:
