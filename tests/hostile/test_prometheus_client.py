@@ -284,7 +284,7 @@ _RSS_PROBE = textwrap.dedent(
     c = PrometheusClient(sys.argv[1], timeout_s=60, retries=0)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
-        c.query_values("up", 1700000000)
+        c.query_range("up", 1700000000, 1700003600, 15)
     except PrometheusError as e:
         print(str(e), file=sys.stderr)
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -293,18 +293,39 @@ _RSS_PROBE = textwrap.dedent(
 )
 
 
-def test_600_mib_endless_body_in_bounded_memory() -> None:
-    """The red team's 600 MiB answer took 2.3 GB: with the default cap (32 MiB) the peak RSS grows < 100 MB."""
-    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
-    with HostileServer(endless(head, 600 * 2**20)) as srv:
+def _rss_growth_mb(case) -> tuple[float, str]:
+    """Peak RSS growth (MB) of a fresh process making one query against ``case``, and its error line."""
+    with HostileServer(case) as srv:
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
         r = subprocess.run(
             [sys.executable, "-c", _RSS_PROBE, srv.url], capture_output=True, text=True, timeout=120, env=env
         )
     assert r.returncode == 0, r.stderr
-    assert "larger than the 33554432 byte cap" in r.stderr
-    growth_mb = float(r.stdout.strip())
+    return float(r.stdout.strip()), r.stderr
+
+
+def test_600_mib_endless_body_in_bounded_memory() -> None:
+    """The red team's 600 MiB answer took 2.3 GB: with the default cap (32 MiB) the peak RSS grows < 100 MB."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+    growth_mb, err = _rss_growth_mb(endless(head, 600 * 2**20))
+    assert "larger than the 33554432 byte cap" in err
     assert growth_mb < 100, growth_mb
+
+
+def test_worst_answer_under_the_cap_in_bounded_memory() -> None:
+    """The costliest answer the cap lets through (≈ 2 M one-character samples in 32 MiB: JSON objects cost ~8 × the
+    text) is parsed and checked in < 500 MB (the fleet target is ≤ 1 GiB), then refused for its repeated times."""
+    n = (32 * 2**20 - 200) // 17
+    body = (
+        b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":['
+        + b",".join([b'[1700000000,"1"]'] * n)
+        + b"]}]}}"
+    )
+    assert len(body) <= 32 * 2**20
+    growth_mb, err = _rss_growth_mb(answer(body))
+    del body
+    assert "repeat or go backwards" in err, err
+    assert growth_mb < 500, growth_mb
 
 
 @pytest.mark.parametrize(
