@@ -257,9 +257,8 @@ class PrometheusClient:
             raise InputError(
                 f"must be between 1 KiB and 1 TiB, got {max_answer_bytes}", field="max-answer-bytes"
             )
-        if not (
-            isinstance(retries, int) and 0 <= retries <= 100
-        ):  # each retry backs off: a huge count is a hang
+        # each retry backs off: a huge count is a hang
+        if not (isinstance(retries, int) and 0 <= retries <= 100):
             raise InputError(f"must be between 0 and 100, got {retries}", field="retries")
         self.timeout_s = float(timeout_s)
         self.run_timeout_s = None if run_timeout_s is None else float(run_timeout_s)
@@ -281,6 +280,7 @@ class PrometheusClient:
         #: Every answer's degradations over this client's life (the run), in arrival order.
         self.degradations: list[str] = []
         self._version: tuple[int, int] | None = None
+        self._ssl: ssl.SSLContext | None = None
 
     # ------------------------------------------------------------------------------------------ transport
     def _deadline(self) -> tuple[float, str]:
@@ -302,7 +302,7 @@ class PrometheusClient:
         if self._opener is not None:
             return self._exchange_opener(method, target, body, headers, guard)
         cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
-        kw: dict[str, Any] = {"context": ssl.create_default_context()} if self._scheme == "https" else {}
+        kw: dict[str, Any] = {"context": self._tls()} if self._scheme == "https" else {}
         conn = cls(self._host, self._port, timeout=guard.left(), **kw)
         conn.response_class = lambda sock, **k: _GuardedResponse(sock, guard, **k)  # type: ignore[assignment,misc]
         try:
@@ -322,13 +322,20 @@ class PrometheusClient:
         finally:
             conn.close()
 
+    def _tls(self) -> ssl.SSLContext:
+        with self._lock:  # built once: loading the CA store costs milliseconds per request
+            if self._ssl is None:
+                self._ssl = ssl.create_default_context()
+            return self._ssl
+
     def _exchange_opener(
         self, method: str, target: str, body: bytes | None, headers: Mapping[str, str], guard: _Guard
     ) -> tuple[int, str, bytes]:
         import urllib.error
         import urllib.request
 
-        url = f"{self._scheme}://{self._host}{'' if self._port is None else f':{self._port}'}{target}"
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        url = f"{self._scheme}://{host}{'' if self._port is None else f':{self._port}'}{target}"
         req = urllib.request.Request(url, data=body, method=method, headers=dict(headers))
         try:
             with self._opener.open(req, timeout=guard.left()) as r:
@@ -365,6 +372,7 @@ class PrometheusClient:
             target, body = f"{self._path}{path}", form.encode()
             headers = {"Content-Type": "application/x-www-form-urlencoded", **self.headers}
         last = ""
+        tried = 0
         for attempt in range(self.retries + 1):
             if attempt:
                 wait = self.backoff_s * 2 ** (attempt - 1)
@@ -372,6 +380,7 @@ class PrometheusClient:
                     break
                 self._sleep(wait)
             guard = _Guard(deadline, self.max_answer_bytes + _HEADER_BYTES, self._clock)
+            tried += 1
             with self._lock:
                 self.n_requests += 1
             try:
@@ -421,7 +430,7 @@ class PrometheusClient:
             except _Refused as e:
                 raise PrometheusError(f"{where}: {e}", field="prometheus") from None
         raise PrometheusError(
-            f"{where}: {last or 'no answer'} after {attempt + 1} attempt(s) within {deadline_name}",
+            f"{where}: {last or 'no answer'} after {tried} attempt(s) within {deadline_name}",
             field="prometheus",
         )
 
