@@ -385,6 +385,27 @@ def test_cli_fleet_estimate_is_one_line_exit_2(capsys, case, fragment) -> None:
     assert took < 3.0
 
 
+def test_cli_fleet_estimate_run_deadline(capsys) -> None:
+    """Each answer arrives within the query deadline, but a run of them cannot outlast --run-timeout."""
+    from flopwatch.cli import main
+
+    names = answer(success(["DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]))
+    uuids = answer(success(["GPU-1"]))
+    empty = answer(success({"resultType": "vector", "result": []}))
+
+    def route(c, req: bytes) -> None:  # plausible answers, each 0.3 s late
+        if c.wait(0.3):
+            (names if b"/label/__name__/" in req else uuids if b"/label/" in req else empty)(c, req)
+
+    with HostileServer(route) as srv:
+        t0 = time.monotonic()
+        rc = main(_fleet(srv.url, "--timeout", "5", "--run-timeout", "0.5", "--retries", "0"))
+        took = time.monotonic() - t0
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "the run's deadline of 0.5 s" in err, err
+    assert took < 2.5
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [
