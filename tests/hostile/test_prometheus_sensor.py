@@ -79,7 +79,7 @@ def test_monitor_keeps_every_15s_counter_step_at_speed(history, tmp_path):
 def test_record_at_speed_keeps_the_counter(history, tmp_path):
     """``record`` honours --speed too, and the trace's energy counter spans the history's energy."""
     from flopwatch.cli import main
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
     prom, acc = history
     end = WALL0 + 600

@@ -31,8 +31,9 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
+from flopwatch.sensor_timing import ENERGY_COUNTER_MAX_UPDATE_S
 from flopwatch.telemetry.plausibility import check_counter_step, check_reading
-from flopwatch.telemetry.sensors.base import Gap, Reading
+from flopwatch.telemetry.schema import Gap, Reading
 from flopwatch.text import literal
 from flopwatch.units import counter_delta
 
@@ -258,9 +259,13 @@ class DeviceAccount:
             de: float | None = None
             if r.energy_j is not None and prev.energy_j is not None:
                 de = counter_delta(prev.energy_j, r.energy_j)
-                # judged over the counter's own update period (a 15 s scrape read every second holds, then steps)
+                # judged over the counter's own update period: since it last changed (a 15 s scrape read every
+                # second holds, then steps), and at least one update of a 100 ms counter between jittered reads
+                # closer than that (sensor_timing)
                 since = r.t_s - (self._counter_t if self._counter_t is not None else prev.t_s)
-                if de is not None and check_counter_step(de, since, self.ctx.spec):
+                if de is not None and check_counter_step(
+                    de, max(since, ENERGY_COUNTER_MAX_UPDATE_S), self.ctx.spec
+                ):
                     # The counter jumped by more than the device can draw: a counter glitch, not energy.
                     self._fault(
                         r.t_s,
@@ -291,8 +296,9 @@ class DeviceAccount:
                 # Cannot happen with plausible readings; never let a non-finite value reach the totals.
                 self._fault(r.t_s, "non-finite energy increment", implausible=True)
                 return
-            # A gap longer than 1.5 nominal periods is only partly covered by telemetry.
-            covered = dt if dt <= 1.5 * self.period_s + 1e-9 else self.period_s
+            # A gap longer than 2.5 nominal periods is only partly covered by telemetry (the sampler's jitter
+            # puts two reads up to 2 periods apart: telemetry/sampler.py).
+            covered = dt if dt <= 2.5 * self.period_s + 1e-9 else self.period_s
             busy = (
                 self.open is not None
                 or (u0 is not None and u0 > thr)

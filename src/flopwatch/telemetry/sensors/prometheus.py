@@ -4,14 +4,14 @@ Spec: ``prometheus:http://prom:9090?match={Hostname="node-1"}&gpu=GPU-…`` — 
 then optional query parameters (removed before any request is sent):
 
 * ``match``: label matchers that pick GPUs (default: all); ``gpu``: one ``UUID`` (or an index in UUID order);
-* ``start``, ``end`` (RFC 3339 or Unix seconds): play that stretch of history back from its raw samples (every
-  series of the GPU merged in time: dcgm-exporter starts a new series whenever a pod label changes; ``step`` is
-  accepted for older specs and not needed)
-  like ``replay:`` (sample-and-hold; at ``--speed`` on a paced virtual clock that never skips a tick, without
-  one in real time, or on the clock passed in), so ``record`` → trace → ``detect`` and ``monitor`` work on a
-  fleet's past. Without them every read is an instant query: the value of the latest scrape, so reading faster
-  than the scrape interval repeats values. Either way the energy counter holds between scrapes and then steps
-  by a whole scrape's energy: the monitor judges such a step over the time since the counter last changed
+* ``start``, ``end`` (RFC 3339 or Unix seconds): play that stretch of history back like ``replay:``
+  (sample-and-hold; at ``--speed`` on a paced virtual clock that never skips a tick, without one in real time,
+  or on the clock passed in) from its raw samples, every series of the GPU merged in time (dcgm-exporter starts
+  a new series whenever a pod label changes; ``step`` is accepted for older specs, no longer needed), so
+  ``record`` → trace → ``detect`` and ``monitor`` work on a fleet's past. Without them every read is an instant
+  query: the value of the latest scrape, so reading faster than the scrape interval repeats values. Either way
+  the energy counter holds between scrapes and then steps by a whole scrape's energy: the monitor judges such a
+  step over the time since the counter last changed
   (:func:`flopwatch.telemetry.plausibility.check_counter_step`), not over the reading interval.
 
 One sensor per GPU (``UUID``). Units are converted here, once: mJ → J, % → ratio, DRAM_ACTIVE × the device's
@@ -30,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flopwatch.errors import InputError, SensorError, SensorUnavailable
-from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, Reading, ScaledClock, SensorInfo
+from flopwatch.telemetry.schema import Reading
+from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, ScaledClock, SensorInfo
 
 _LOOKBACK_S = 300.0  # Prometheus's default lookback: a live GPU has a sample at most this old
 
