@@ -46,14 +46,15 @@ from pathlib import Path
 from typing import Any
 
 from flopwatch.errors import InputError, LedgerError
+from flopwatch.io import fsync_dir
 from flopwatch.monitor import merkle
 from flopwatch.monitor import tree as tree_store
 from flopwatch.monitor.keys import (
     Pin,
-    _fsync_dir,
     create_private_key,
     default_key_path,
     default_public_key_path,
+    fsync_dir,
     git_worktree_of,
     key_fingerprint,
     load_or_create_private_key,
@@ -354,7 +355,7 @@ class Ledger:
         except OSError as e:
             raise LedgerError(f"{self.key_path}: cannot install the signing key: {e.strerror}") from None
         os.unlink(pending)
-        _fsync_dir(self.key_path.parent)
+        fsync_dir(self.key_path.parent)
 
     def _kept_key_error(self) -> LedgerError:
         return LedgerError(
