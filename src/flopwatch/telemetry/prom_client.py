@@ -29,6 +29,7 @@ import http.client
 import io
 import json
 import math
+import operator
 import re
 import socket
 import ssl
@@ -621,7 +622,7 @@ def _parses(x: str) -> bool:
 
 
 def _times(ts: list[Any], lo: float, hi: float) -> np.ndarray:
-    if {type(x) for x in ts} - {int, float}:
+    if set(map(type, ts)) - {int, float}:
         bad = next(x for x in ts if type(x) not in (int, float))
         raise _Refused(f"sample timestamp {_clean(json.dumps(bad), 40)} is not a number")
     try:
@@ -664,8 +665,14 @@ def _result(d: Any, want: str) -> Any:
     return d["result"]
 
 
-def _pair(p: Any) -> bool:
-    return type(p) is list and len(p) == 2
+def _points(pts: list[Any], lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """(times, values) of [time, value] pairs (checked with C-level ``map``: ~1 M samples per fleet answer)."""
+    if set(map(type, pts)) - {list} or set(map(len, pts)) - {2}:
+        raise _Refused("a sample is not a [time, value] pair")
+    return _times(list(map(_FIRST, pts)), lo, hi), _values(list(map(_SECOND, pts)))
+
+
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def _vector(d: Any, lo: float, hi: float) -> tuple[list[Mapping[str, str]], np.ndarray, np.ndarray, set[int]]:
@@ -673,10 +680,7 @@ def _vector(d: Any, lo: float, hi: float) -> tuple[list[Mapping[str, str]], np.n
     result = _result(d, "vector")
     metas = _labels(result, "value")
     pts = [r["value"] for r in result]
-    if not all(_pair(p) for p in pts):
-        raise _Refused("a sample is not a [time, value] pair")
-    t = _times([p[0] for p in pts], lo, hi)
-    v = _values([p[1] for p in pts])
+    t, v = _points(pts, lo, hi)
     return metas, t, v, set(np.flatnonzero(np.isnan(v)).tolist())
 
 
@@ -694,10 +698,7 @@ def _matrix(d: Any, lo: float, hi: float) -> tuple[list[Series], int, int]:
             raise _Refused("a series' 'values' is not a list")
         lens.append(len(vals))
         points.extend(vals)
-    if not all(_pair(p) for p in points):
-        raise _Refused("a sample is not a [time, value] pair")
-    t = _times([p[0] for p in points], lo, hi)
-    v = _values([p[1] for p in points])
+    t, v = _points(points, lo, hi)
     bounds = np.cumsum([0, *lens])
     # within a series, timestamps strictly increase (the TSDB stores one sample per series and time)
     step = np.diff(t) > 0
