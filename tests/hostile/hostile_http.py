@@ -225,3 +225,30 @@ def slow(case: Case, delay_s: float) -> Case:
 
 def now() -> float:
     return time.time()
+
+
+def proxy(upstream: str, edit: Callable[[str, Any], Any]) -> Case:
+    """Forward each request to ``upstream`` (a real Prometheus) and answer with ``edit(path, answer)``: a lying
+    middlebox over honest data. ``edit`` gets the request path and the parsed JSON answer and returns the JSON to
+    send (or bytes, sent as they are)."""
+    import urllib.error
+    import urllib.request
+
+    def case(c: Conn, req: bytes) -> None:
+        head, _, body = req.partition(b"\r\n\r\n")
+        method, target, _v = head.split(b"\r\n", 1)[0].decode().split(" ", 2)
+        fwd = urllib.request.Request(
+            upstream + target,
+            data=body if method == "POST" else None,
+            method=method,
+            headers={"Content-Type": "application/x-www-form-urlencoded"} if method == "POST" else {},
+        )
+        try:
+            with urllib.request.urlopen(fwd, timeout=60) as r:
+                status, doc = "200 OK", json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            status, doc = f"{e.code} {e.reason}", json.loads(e.read() or b"{}")
+        out = edit(target.split("?", 1)[0], doc) if status.startswith("200") else doc
+        answer(out, status=status)(c, req)
+
+    return case
