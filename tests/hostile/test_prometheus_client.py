@@ -465,3 +465,58 @@ def test_record_with_a_malformed_prometheus_url_is_one_line(capsys, tmp_path, sp
     )
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A throwaway certificate for 127.0.0.1 (cryptography), and its key."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    crt, pem = tmp_path / "c.pem", tmp_path / "k.pem"
+    crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    pem.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return crt, pem
+
+
+def test_https_verifies_the_certificate(tmp_path, monkeypatch) -> None:
+    import ssl
+
+    crt, pem = _self_signed(tmp_path)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(crt, pem)
+    with HostileServer(answer(GOOD), tls=ctx) as srv:
+        assert srv.url.startswith("https://")
+        # an untrusted certificate: refused, one line, never read
+        with pytest.raises(PrometheusError, match="TLS failed.*CERTIFICATE_VERIFY_FAILED") as e:
+            PrometheusClient(srv.url, retries=0).query_values("up", T)
+        assert "\n" not in str(e.value)
+        # trusted through the standard variable (the operator's CA bundle): read as over HTTP
+        monkeypatch.setenv("SSL_CERT_FILE", str(crt))
+        labels, v = PrometheusClient(srv.url, retries=0).query_values("up", T)
+        assert v.tolist() == [2.5]
