@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -465,6 +467,25 @@ KINDS = {
 }
 
 
+def variants(fam: Family, *, quick: bool) -> list[Family]:
+    """The family with each combination of its ``sweep`` parameters (``quick``: the first value of each) —
+    the evader's search over its knobs, as data."""
+    sweep = dict(fam.params.get("sweep") or {})
+    if not sweep:
+        return [fam]
+    names = sorted(sweep)
+    grids = [list(sweep[n])[:1] if quick else list(sweep[n]) for n in names]
+    out = []
+    for combo in itertools.product(*grids):
+        p = {k: v for k, v in fam.params.items() if k != "sweep"}
+        p.update(zip(names, combo, strict=True))
+        if "first_share" in p:  # two phases: the first takes this share of the time, the second the rest
+            (d0, _), (d1, _) = p["phases"]
+            p["phases"] = ((d0, p["first_share"]), (d1, 1.0 - p["first_share"]))
+        out.append(dataclasses.replace(fam, params=MappingProxyType(p)))
+    return out
+
+
 def cases(world: World, fam: Family, v2_path: Any = None) -> Iterator[Case]:
     if fam.kind == "real":
         from flopwatch.redteam.real import real_cases
@@ -472,4 +493,5 @@ def cases(world: World, fam: Family, v2_path: Any = None) -> Iterator[Case]:
         if v2_path is not None:
             yield from real_cases(v2_path, fam)
         return
-    yield from KINDS[fam.kind](world, fam)
+    for v in variants(fam, quick=world.quick):
+        yield from KINDS[fam.kind](world, v)
