@@ -288,6 +288,16 @@ FAMILIES: tuple[Family, ...] = (
         "the verifier's device table (fp8 = 2 × bf16)",
         tamper="fp8peak",
     ),
+    _f(
+        "replay-sensor-real",
+        "the smallest honest v2 trace replayed while a frontier run executes (real v2)",
+        "real",
+        V2,
+        _T21,
+        "needs attestation",
+        "an attested sensor path; meanwhile the sensor kind in each row (replay is flagged)",
+        op="replay",
+    ),
     # ---- the suite before issue 21 (issue 15), kept -----------------------------------------------------------
     _f(
         "label-stripped",
@@ -460,6 +470,16 @@ FAMILIES: tuple[Family, ...] = (
         "utilisation spoofed low (× 0.3)",
         "tamper",
         DC + ORIN,
+        _B21,
+        "defended",
+        _PHYS,
+        op="util",
+    ),
+    _f(
+        "util-spoofed-real",
+        "utilisation spoofed low (× 0.3) (real v2)",
+        "real",
+        V2,
         _B21,
         "defended",
         _PHYS,
