@@ -274,7 +274,6 @@ def ledger_head(
     ),
 ) -> None:
     """Print the newest signed tree head of the ledger (what a witness keeps off the node)."""
-    from flopwatch.errors import InputError
     from flopwatch.monitor.witness import FileSource
 
     src = FileSource(ledger)
@@ -285,8 +284,6 @@ def ledger_head(
     if json_out:
         echo_json(h.to_dict())
         return
-    if not ledger.exists():  # pragma: no cover - FileSource raised already
-        raise InputError("ledger not found", file=str(ledger))
     typer.echo(
         f"{literal(ledger)}: head size {h.size} root {h.root} time {_ts(h.time_ms / 1000)} "
         f"({h.time_ms} ms) key {h.key_id[:16]}… signature {h.signature}"
