@@ -326,6 +326,14 @@ def ledger_witness(
     if not out.ok:
         typer.echo(f"{literal(log)}: refused: {one_line(out.message)}")
         raise typer.Exit(1)
+    if out.entry is not None:
+        ahead = out.entry.head.time_ms / 1000 - out.entry.witnessed_at
+        if ahead > 60:  # a head is signed before it is fetched: a head from the future means a fast node clock
+            typer.echo(
+                f"warning: the node's clock is {ahead:.0f} s ahead of this witness's (head time vs now); "
+                "windows placed by witnessed times are not affected",
+                err=True,
+            )
     if json_out and out.entry is not None:
         echo_json(out.entry.to_dict())
     else:
