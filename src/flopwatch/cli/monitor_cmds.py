@@ -328,7 +328,8 @@ def ledger_witness(
         raise typer.Exit(1)
     if out.entry is not None:
         ahead = out.entry.head.time_ms / 1000 - out.entry.witnessed_at
-        if ahead > 60:  # a head is signed before it is fetched: a head from the future means a fast node clock
+        # a head is signed before it is fetched: a head dated in the witness's future means a fast node clock
+        if ahead > 60:
             typer.echo(
                 f"warning: the node's clock is {ahead:.0f} s ahead of this witness's (head time vs now); "
                 "windows placed by witnessed times are not affected",
