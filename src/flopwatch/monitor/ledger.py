@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from flopwatch.errors import InputError, LedgerError
+from flopwatch.io import fsync_dir
 from flopwatch.monitor import merkle
 from flopwatch.monitor import tree as tree_store
 from flopwatch.monitor.keys import (
