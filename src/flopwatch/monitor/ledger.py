@@ -245,7 +245,9 @@ class Ledger:
             bad = schema_problems(con)
             empty_file = not con.execute("SELECT 1 FROM main.sqlite_master LIMIT 1").fetchone()
             if empty_file:
-                con.executescript(SCHEMA)
+                con.executescript(
+                    f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;"
+                )  # all or nothing: a kill leaves no half schema
             elif bad:
                 raise LedgerError(
                     f"{self.path}: ledger schema altered ({bad[0]}); refusing to append — run `flopwatch ledger verify`"
