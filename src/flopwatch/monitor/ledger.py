@@ -407,6 +407,8 @@ class Ledger:
     def append_many(self, rows: list[tuple[str, Mapping[str, Any]]]) -> list[LedgerEntry]:
         """Sign and append rows in one transaction (one fsync); each row is signed and hashed on its own."""
         texts = [(kind, canonical_payload(payload)) for kind, payload in rows]
+        if not texts:
+            return []
         out: list[LedgerEntry] = []
         with self._lock:
             con = self._con
