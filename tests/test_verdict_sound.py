@@ -371,3 +371,45 @@ def test_every_verdict_says_what_would_tighten_it(h100_bf16_profile, bf16_family
     assert d["lower_flops"] == d["verdict_lower_flops"] and d["upper_flops"] == d["verdict_upper_flops"]
     assert d["bound"] == d["verdict_basis"] and "calibrated interval" not in d["bound"]
     assert d["assumptions"].startswith("the workload resembles the calibration runs")
+
+
+def test_a_trace_segment_gives_windowed_bounds_for_a_record(tmp_path):
+    """windows_from_trace on a written trace (SIMULATED samples) → assess_record(sampled=…): summed windows, the gap
+    in the samples bounded at peak rate."""
+    from types import SimpleNamespace
+
+    from flopwatch.estimate.observe import windows_from_trace
+    from flopwatch.estimate.verdict import assess_record
+    from flopwatch.records import WorkloadRecord
+    from flopwatch.telemetry.schema import Reading
+    from flopwatch.telemetry.trace import Trace
+
+    t = [x * 0.5 for x in range(0, 121) if not (30.0 <= x * 0.5 < 40.0)]  # a 10 s hole in the samples
+    tr = Trace.from_readings(
+        [Reading(ti, 1.7e9 + ti, "gpu0", 400.0, sm_clock_mhz=1980.0) for ti in t],
+        metadata={"simulated": True},
+    )
+    s = windows_from_trace(tr, SimpleNamespace(device="gpu0", start_s=0.0, end_s=60.0), idle_power_w=100.0)
+    assert s.unobserved_s == pytest.approx(10.5) and s.min_sm_clock_mhz == 1980.0
+    rec = WorkloadRecord(
+        label="r", net_energy_j=s.net_energy_j, duration_s=60.0, device_name="h100", total_flops=1e16
+    )
+    a = assess_record(None, rec, sampled=s)
+    plain = assess_record(None, rec)
+    assert a.upper.windows == len(s.windows) > 1 and a.upper.unobserved_flops == pytest.approx(
+        10.5 * 1978.9e12
+    )
+    assert a.upper_flops != plain.upper_flops
+
+
+def test_a_peak_override_never_makes_an_accusation_easier(h100_bf16_profile, bf16_family):
+    """An override raising the slow formats' peaks (or lowering the profile's) must not raise the lower bound."""
+    acc, (run, *_) = _runs("h100", bf16_family[:1])
+    obs = sim_obs(acc, run)
+    base = assess(h100_bf16_profile, obs, device="h100")
+    assert base.lower_flops > 0
+    for over in ({"fp32": 1e18, "tf32": 1e18}, {"bf16": 1e12}):
+        a = assess(h100_bf16_profile, obs, device=get_device("h100", peak_overrides=over))
+        assert a.lower_flops <= base.lower_flops * (1 + 1e-12) and any(
+            "peak override" in w for w in a.warnings
+        )

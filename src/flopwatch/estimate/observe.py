@@ -251,7 +251,7 @@ TRACE_PIPE_COLUMNS: Mapping[str, str] = {
 
 
 def windows_from_trace(trace: Any, segment: Any, *, idle_power_w: float) -> SampledRun:
-    """:func:`windows_from_samples` over one detected segment of a trace (a ``telemetry.reading.Trace`` and a
+    """:func:`windows_from_samples` over one detected segment of a trace (a ``telemetry.trace.Trace`` and a
     ``detect.Segment``, used by attribute so that this stage needs neither module): the segment's device,
     ``[start_s, end_s]``, power, SM clock, ``extra_power_limit_w`` and the pipe columns of
     :data:`TRACE_PIPE_COLUMNS` where the trace has them."""

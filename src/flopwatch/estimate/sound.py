@@ -345,13 +345,27 @@ def sound_upper(
     )
 
 
+def floor_peaks(spec: DeviceSpec) -> dict[str, float]:
+    """min(datasheet, override) per format: an override may not make an accusation easier either."""
+    table = _table(spec)
+    keys = set(table.peak_flops) & set(spec.peak_flops)
+    return {k: min(table.peak_flops[k], spec.peak_flops[k]) for k in keys}
+
+
 def slowest_format_ratio(
-    peaks: Mapping[str, float], profile_dtype: str, obs: Observables
+    peaks: Mapping[str, float],
+    profile_dtype: str,
+    obs: Observables,
+    *,
+    low_peaks: Mapping[str, float] | None = None,
 ) -> tuple[float, str]:
-    """peak(least efficient format not ruled out) / peak(the profile's format), ≤ 1, and which format."""
+    """peak(least efficient format not ruled out) / peak(the profile's format) × :data:`FORMAT_MFU_ALLOWANCE`
+    (1 when no format is slower), and which format. ``low_peaks`` (default ``peaks``) gives the candidates'
+    peaks, ``peaks`` the profile format's: with an override in force, the smaller and the larger of the two."""
     ref = peaks.get(profile_dtype)
     if not ref:
         return 1.0, profile_dtype
+    peaks = dict(low_peaks) if low_peaks is not None else dict(peaks)
     cands = dict(peaks)
     if obs.has_pipes:
         pa = obs.pipe_active_s or {}
@@ -387,6 +401,7 @@ __all__ = [
     "device_basis",
     "dvfs_allowance",
     "eta_max",
+    "floor_peaks",
     "slowest_format_ratio",
     "sound_upper",
     "verdict_peaks",

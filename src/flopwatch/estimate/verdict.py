@@ -54,6 +54,7 @@ from flopwatch.estimate.sound import (
     SoundUpper,
     clock_ratio_factor,
     device_basis,
+    floor_peaks,
     slowest_format_ratio,
     sound_upper,
     verdict_peaks,
@@ -184,6 +185,20 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
         peak_power_w=_num(raw.get("peak_power_w")),
         unobserved_s=_num(raw.get("unobserved_s")),
         pipe_active_s=pa,
+    )
+
+
+def with_samples(obs: Observables, sampled: SampledRun) -> Observables:
+    """``obs`` tightened by what a trace shows over the run (:func:`~flopwatch.estimate.observe.windows_from_trace`):
+    its windows, unobserved time, clock range, peak power and pipe activity (the run's energy and duration stay)."""
+    return dataclasses.replace(
+        obs,
+        windows=sampled.windows,
+        unobserved_s=sampled.unobserved_s,
+        min_sm_clock_mhz=sampled.min_sm_clock_mhz,
+        max_sm_clock_mhz=sampled.max_sm_clock_mhz,
+        peak_power_w=sampled.peak_power_w,
+        pipe_active_s=sampled.pipe_active_s,
     )
 
 
@@ -420,7 +435,7 @@ def assess(
         and dtype is not None
     ):
         peaks = verdict_peaks(spec)
-        fr, fmt = slowest_format_ratio(peaks, dtype, obs)
+        fr, fmt = slowest_format_ratio(peaks, dtype, obs, low_peaks=floor_peaks(spec))
         cal_clk = (profile.regime_ranges.get("sm_clock_mhz") or [None, None])[1]  # type: ignore[union-attr]
         run_clk = obs.max_sm_clock_mhz if obs.max_sm_clock_mhz is not None else None
         cf = clock_ratio_factor(cal_clk, run_clk, spec.max_sm_clock_mhz)
@@ -510,16 +525,19 @@ def assess_record(
     threshold_flops: float | None = None,
     confidence: float | None = None,
     extra_warnings: Sequence[str] = (),
+    sampled: SampledRun | None = None,
 ) -> Assessment:
-    """:func:`assess` on a record's observables (the device defaults to the record's device name)."""
+    """:func:`assess` on a record's observables (the device defaults to the record's device name); ``sampled``:
+    the record's segment of a trace (:func:`~flopwatch.estimate.observe.windows_from_trace`), for windowed bounds."""
     dev = (
         device if device is not None else (record.raw.get("device_name") or record.raw.get("device") or None)
     )
     if dev is not None and not isinstance(dev, DeviceSpec) and resolve_device(dev) is None:
         dev = None  # an unknown name: fall back to the profile's device
+    obs = observables_from_record(record)
     return assess(
         profile,
-        observables_from_record(record),
+        obs if sampled is None else with_samples(obs, sampled),
         device=dev,
         threshold_flops=threshold_flops,
         confidence=confidence,
@@ -551,4 +569,5 @@ __all__ = [
     "threshold_verdict",
     "windows_from_samples",
     "windows_from_trace",
+    "with_samples",
 ]
