@@ -183,8 +183,8 @@ def verify_ledger(
     result = VerifyResult(path=str(p), n_rows=0, ok=False)
     try:
         con = connect(p, readonly=True)
-    except InputError as e:
-        result.problems.append(Problem(None, "unreadable", e.detail))
+    except InputError as e:  # a directory, a device, no read access: not a ledger this can read
+        result.problems.append(Problem(None, "not-a-ledger", e.detail))
         return result
     try:
         _verify(con, p, public_key, expect_head, result, witness)
