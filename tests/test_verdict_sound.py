@@ -29,7 +29,7 @@ from flopwatch.estimate.verdict import assess, context_warnings, observables_fro
 from flopwatch.records import load_records
 from flopwatch.redteam.simulated import datacenter_family, sim_profile
 from flopwatch.sim.accelerator import SimulatedAccelerator
-from sound_helpers import sim_obs
+from sound_helpers import pipe_active_s, sim_obs
 
 MASCOTS_KEYS = {
     "A100": "a100",
@@ -413,3 +413,14 @@ def test_a_peak_override_never_makes_an_accusation_easier(h100_bf16_profile, bf1
         assert a.lower_flops <= base.lower_flops * (1 + 1e-12) and any(
             "peak override" in w for w in a.warnings
         )
+
+
+def test_unobserved_time_stays_at_peak_with_pipe_counters(h100_bf16_profile, bf16_family):
+    """``unobserved_s`` is time no counter covered — the pipe counters included (a caller whose pipe counters
+    did cover the energy sensor's blind time does not count it as unobserved). SIMULATED H100."""
+    acc, (run, *_) = _runs("h100", bf16_family[:1])
+    obs = dataclasses.replace(sim_obs(acc, run, clocks=True), pipe_active_s=pipe_active_s(acc, run))
+    a = assess(h100_bf16_profile, dataclasses.replace(obs, unobserved_s=10.0), device="h100")
+    b = assess(h100_bf16_profile, obs, device="h100")
+    assert a.upper.unobserved_flops == pytest.approx(10.0 * 1978.9e12)
+    assert a.upper_flops > b.upper_flops and run.total_flops <= b.upper_flops <= 2.5 * run.total_flops
