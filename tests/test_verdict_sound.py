@@ -276,6 +276,7 @@ def test_replayed_or_simulated_sensors_and_other_contexts_are_never_below(h100_b
     for ctx, why in (
         ({**mine, "sensor_kind": "replay"}, "replay or simulation"),
         ({**mine, "sensor_kind": "sim"}, "replay or simulation"),
+        ({**mine, "sensor_kind": ["nvml", "replay"]}, "replay or simulation"),  # the daemon records a list
         ({**mine, "profile_sha256": "b" * 64}, "profile_sha256"),
         ({**mine, "peak_override": "h100:fp8=1"}, "peak override"),
         ({**mine, "sample_rate_hz": 0.2}, "sampling rate"),

@@ -257,9 +257,14 @@ def context_warnings(
     ctx = dict(context or {})
     if ctx.get("peak_override"):
         out.append(f"peak override in force when the row was made ({ctx['peak_override']!s}): never 'below'")
-    kind = str(ctx.get("sensor_kind") or "").strip().lower()
-    if kind and (kind in REPLAY_SENSOR_KINDS or kind.startswith(REPLAY_SENSOR_KINDS)):
-        out.append(f"sensor kind {kind!r} is a replay or simulation, not a measurement of the device judged")
+    kinds = ctx.get("sensor_kind") or ()
+    for kind in [kinds] if isinstance(kinds, str) else list(kinds):  # one kind, or the daemon's list of them
+        kind = str(kind).strip().lower()
+        if kind in REPLAY_SENSOR_KINDS or kind.startswith(REPLAY_SENSOR_KINDS):
+            out.append(
+                f"sensor kind {kind!r} is a replay or simulation, not a measurement of the device judged"
+            )
+            break
     rate = _num(ctx.get("sample_rate_hz"))
     if rate is not None and rate < min_rate_hz:
         out.append(f"sampling rate {rate:.3g} Hz is below the {min_rate_hz:g} Hz this verdict needs")
