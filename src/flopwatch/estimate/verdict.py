@@ -383,8 +383,10 @@ def assess(
         deviations = check_regime(obs.values(), profile.regime_ranges)
         dtype = profile.dtype if profile.dtype != "all" else "fp32"  # never the run's declared precision
         try:
+            # on the run's own baseline: energy given back for a raised baseline only loosens the sound upper
+            # bound; counted here it would raise the estimate and the accusation's lower bound
             est = profile.estimate(
-                E_pos + idle_excess * t,
+                E_pos,
                 t,
                 tb_moved=obs.tb_moved,
                 mean_util=obs.mean_util,
