@@ -144,19 +144,28 @@ def test_an_honest_tf32_h100_run_under_a_bf16_profile_is_not_accused(h100_bf16_p
     )
 
 
-@pytest.mark.parametrize("key", ["a100", "h100"])
+@pytest.mark.parametrize("key", ["a100", "h100", "h200", "orin-nano"])
 def test_honest_runs_of_every_precision_clock_and_power_limit_are_never_accused(key, bf16_family):
-    """SIMULATED: every precision the device supports × default/middle/lowest power limit × free/locked-low clock,
-    judged by bf16 and fp32 profiles, with and without pipe counters: lower ≤ truth ≤ upper, 0 false "above"."""
+    """SIMULATED: every precision the device supports × default/middle/lowest power limit (where the device has
+    one) × free/locked-low clock, judged by profiles of two precisions, with and without pipe counters (the Orin
+    has none): lower ≤ truth ≤ upper, 0 false "above"."""
+    from flopwatch.redteam.simulated import orin_family
+
     spec = get_device(key)
-    fam = bf16_family[:3]
-    profiles = [
-        sim_profile(key, fam + bf16_family[3:6], "bf16"),
-        sim_profile(key, _as(bf16_family[:6], "fp32"), "fp32"),
-    ]
-    caps = [None, 0.5 * (spec.min_power_cap_w + spec.tdp_w), spec.min_power_cap_w]
+    base = orin_family(quick=True)[:6] if key == "orin-nano" else bf16_family[:6]
+    fam = base[:3]
+    profiles = [sim_profile(key, _as(base, "fp32"), "fp32")]
+    if (
+        key != "orin-nano"
+    ):  # the Orin twin's fp16 runs are host-bound (< 80 % busy): no fp16 frontier to calibrate
+        profiles.append(sim_profile(key, base, "bf16"))
+    caps = [None]
+    if spec.min_power_cap_w:
+        caps += [0.5 * (spec.min_power_cap_w + spec.tdp_w), spec.min_power_cap_w]
     clocks = [None, 0.55 * spec.max_sm_clock_mhz]
+    pipe_modes = (False,) if key == "orin-nano" else (False, True)
     n = false_above = 0
+    worst = 0.0
     for dtype in spec.peak_flops:
         for cap in caps:
             for clock in clocks:
@@ -164,13 +173,14 @@ def test_honest_runs_of_every_precision_clock_and_power_limit_are_never_accused(
                 acc, runs = _runs(key, _as(fam, dtype), cap=cap, clock=clock)
                 for run in runs:
                     for prof in profiles:
-                        for pipes in (False, True):
+                        for pipes in pipe_modes:
                             a = assess(prof, sim_obs(acc, run, pipes=pipes, clocks=pipes), device=key,
                                        threshold_flops=run.total_flops)  # fmt: skip
                             assert a.upper_flops >= run.total_flops, (dtype, cap, clock, run.label)
                             false_above += a.lower_flops > run.total_flops
+                            worst = max(worst, a.lower_flops / run.total_flops)
                             n += 1
-    assert n >= 200 and false_above == 0
+    assert n >= 24 and false_above == 0, worst
 
 
 # ------------------------------------------------------------------------------------------ broken assumptions
