@@ -435,3 +435,28 @@ def test_unobserved_time_stays_at_peak_with_pipe_counters(h100_bf16_profile, bf1
     b = assess(h100_bf16_profile, obs, device="h100")
     assert a.upper.unobserved_flops == pytest.approx(10.0 * 1978.9e12)
     assert a.upper_flops > b.upper_flops and run.total_flops <= b.upper_flops <= 2.5 * run.total_flops
+
+
+def test_records_carry_the_new_observables_and_caller_warnings_rejudge():
+    from flopwatch.estimate.verdict import Assessment
+    from flopwatch.records import WorkloadRecord
+
+    pipes = {"tensor": 30.0, "fp64": 0.0, "fp32": 1.0, "fp16": 0.0}
+    rec = WorkloadRecord(label="r", net_energy_j=3.0e4, duration_s=60.0, device_name="h100",
+                         extra={"min_sm_clock_mhz": 1500.0, "max_sm_clock_mhz": 1980.0, "peak_power_w": 690.0,
+                                "unobserved_s": 2.0, "pipe_active_s": pipes})  # fmt: skip
+    o = observables_from_record(rec)
+    assert (o.min_sm_clock_mhz, o.max_sm_clock_mhz, o.peak_power_w, o.unobserved_s) == (
+        1500.0,
+        1980.0,
+        690.0,
+        2.0,
+    )
+    assert o.has_pipes and o.pipe_active_s == pipes
+    a = Assessment(estimate_flops=1.0, verdict_lower_flops=0.5, verdict_upper_flops=2.0, threshold_flops=3.0,
+                   verdict="below", decisive_at=2.0)  # fmt: skip
+    b = a.with_warnings(["fleet: estimators disagree"])
+    assert (
+        b.verdict == "uncertain" and b.decisive_at is None and b.warnings == ("fleet: estimators disagree",)
+    )
+    assert a.with_warnings([], threshold_flops=0.4).verdict == "above"
