@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
 from flopwatch.sensor_timing import ENERGY_COUNTER_MAX_UPDATE_S
-from flopwatch.telemetry.plausibility import check_power_rate, check_reading
+from flopwatch.telemetry.plausibility import check_counter_step, check_reading
 from flopwatch.telemetry.schema import Gap, Reading
 from flopwatch.text import literal
 from flopwatch.units import counter_delta
@@ -229,6 +229,7 @@ class DeviceAccount:
             else max(0.05, DEFAULT_BUSY_MARGIN_FRACTION * self.idle_power_w)
         )
         self.last: Reading | None = None
+        self._counter_t: float | None = None  # time of the reading at which the energy counter last changed
         self.last_good_t: float | None = None
         self.next_poll: float | None = None
         self.open: OpenWorkload | None = None
@@ -258,10 +259,12 @@ class DeviceAccount:
             de: float | None = None
             if r.energy_j is not None and prev.energy_j is not None:
                 de = counter_delta(prev.energy_j, r.energy_j)
-                # a counter that updates every 100 ms can show a whole update between two jittered reads
-                # closer than that (sensor_timing): judge the step over at least one update period
-                if de is not None and check_power_rate(
-                    de / max(dt, ENERGY_COUNTER_MAX_UPDATE_S), self.ctx.spec
+                # judged over the counter's own update period: since it last changed (a 15 s scrape read every
+                # second holds, then steps), and at least one update of a 100 ms counter between jittered reads
+                # closer than that (sensor_timing)
+                since = r.t_s - (self._counter_t if self._counter_t is not None else prev.t_s)
+                if de is not None and check_counter_step(
+                    de, max(since, ENERGY_COUNTER_MAX_UPDATE_S), self.ctx.spec
                 ):
                     # The counter jumped by more than the device can draw: a counter glitch, not energy.
                     self._fault(
@@ -357,6 +360,8 @@ class DeviceAccount:
         while self._hist and self._hist[0].t < r.t_s - self._hist_s:
             self._hist.popleft()
         tot.t_s, tot.wall = r.t_s, r.wall_time
+        if r.energy_j is None or prev is None or prev.energy_j is None or r.energy_j != prev.energy_j:
+            self._counter_t = r.t_s  # the counter changed here (or starts or stops here)
         self.last = r
         self.last_good_t = r.t_s
         if r.power_w is not None:

@@ -54,7 +54,6 @@ from flopwatch.monitor.keys import (
     create_private_key,
     default_key_path,
     default_public_key_path,
-    fsync_dir,
     git_worktree_of,
     key_fingerprint,
     load_or_create_private_key,
