@@ -460,3 +460,22 @@ def test_records_carry_the_new_observables_and_caller_warnings_rejudge():
         b.verdict == "uncertain" and b.decisive_at is None and b.warnings == ("fleet: estimators disagree",)
     )
     assert a.with_warnings([], threshold_flops=0.4).verdict == "above"
+
+
+def test_pipe_counters_that_covered_the_energy_sensors_blind_time_bound_it(h100_bf16_profile, bf16_family):
+    """NVML's power reading sees 25 ms of every 100 ms on an H100 (Yang, Adamek & Armour, SC 2024): that blind 75 %
+    is unobserved by the energy sensor and bounded at peak — unless the pipe counters, which count every cycle,
+    covered it (``pipe_observed_s``). Paused counters (covering less) leave the rest at peak. SIMULATED H100."""
+    acc, (run, *_) = _runs("h100", bf16_family[:1])
+    obs = dataclasses.replace(sim_obs(acc, run, clocks=True), pipe_active_s=pipe_active_s(acc, run))
+    t = obs.duration_s
+    blind = dataclasses.replace(obs, unobserved_s=0.75 * t)
+    a = assess(h100_bf16_profile, blind, device="h100", threshold_flops=0.8 * run.total_flops)
+    assert a.upper_flops >= 0.75 * t * 1978.9e12 and a.verdict != "below"
+    covered = dataclasses.replace(blind, pipe_observed_s=t)
+    b = assess(h100_bf16_profile, covered, device="h100", threshold_flops=0.8 * run.total_flops)
+    assert run.total_flops <= b.upper_flops <= 2.5 * run.total_flops and b.verdict != "below"
+    assert "the counters covered" in b.bound
+    paused = dataclasses.replace(blind, pipe_observed_s=0.5 * t)
+    c = assess(h100_bf16_profile, paused, device="h100")
+    assert c.upper_flops >= 0.5 * t * 1978.9e12

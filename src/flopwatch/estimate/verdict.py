@@ -185,6 +185,7 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
         peak_power_w=_num(raw.get("peak_power_w")),
         unobserved_s=_num(raw.get("unobserved_s")),
         pipe_active_s=pa,
+        pipe_observed_s=_num(raw.get("pipe_observed_s")),
     )
 
 
