@@ -362,12 +362,14 @@ def test_a_fifo_input_is_refused_without_hanging(ws, template):  # noqa: ANN001
     assert _digests(ws) == before
 
 
-def test_ledger_verify_of_a_non_ledger_says_tampered(ws, capsys):  # noqa: ANN001
-    """A ledger path that holds something else is tampering (exit 1, as `verify` promises), not a crash."""
+def test_ledger_verify_of_a_non_ledger_is_an_input_error(ws, capsys):  # noqa: ANN001
+    """A ledger path that holds something else is a bad input (exit 2, one line naming the file; issue 23),
+    not tampering and not a crash."""
     for f in ("garbage", "empty", "adir", "t.parquet"):
-        assert main(["ledger", "verify", str(ws / f)]) == 1
+        assert main(["ledger", "verify", str(ws / f)]) == 2
         out = capsys.readouterr()
-        assert "TAMPERED" in out.out and "Traceback" not in out.err
+        lines = out.err.strip().splitlines()
+        assert len(lines) == 1 and str(ws / f) in lines[0] and "Traceback" not in out.err
 
 
 # ------------------------------------------------------------------------------- window verdict evasions

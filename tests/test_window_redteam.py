@@ -112,9 +112,8 @@ def test_redteam_quick_has_no_wrong_below_and_no_false_above(capsys, v2_records_
     d = _json(capsys)
     assert d["wrong_below"] == 0 and d["wrong_below_at_best_threshold"] == 0 and d["false_above"] == 0
     assert d["n_families"] >= 25 and d["families_broken"] == []
-    # issue 21: "below" rests on physics only, so no honest run is "below" at 2 × truth any more; each
-    # family's decisive factor is reported instead
-    assert d["honest_decisive_pct_at_double"] == 0.0 and d["decisive_at"]
+    # issue 21: "below" rests on physics only; each family's decisive factor is reported
+    assert d["decisive_at"]
     for a in d["attacks"]:
         assert set(a) >= {"attack", "device", "truth_flops", "lower_flops", "upper_flops", "verdict"}
         assert a["simulated"] == a["device"].startswith("sim:")

@@ -274,7 +274,6 @@ def ledger_head(
 ) -> None:
     """Print the newest signed tree head of the ledger (what a witness keeps off the node); with --json:
     {"size", "root", "time", "signature", "key_id"} (hex; time in ms)."""
-    from flopwatch.errors import InputError
     from flopwatch.monitor.witness import FileSource
 
     src = FileSource(ledger)
@@ -285,8 +284,6 @@ def ledger_head(
     if json_out:
         echo_json(h.to_dict())
         return
-    if not ledger.exists():  # pragma: no cover - FileSource raised already
-        raise InputError("ledger not found", file=str(ledger))
     typer.echo(
         f"{literal(ledger)}: head size {h.size} root {h.root} time {_ts(h.time_ms / 1000)} "
         f"({h.time_ms} ms) key {h.key_id[:16]}… signature {h.signature}"
@@ -329,6 +326,15 @@ def ledger_witness(
     if not out.ok:
         typer.echo(f"{literal(log)}: refused: {one_line(out.message)}")
         raise typer.Exit(1)
+    if out.entry is not None:
+        ahead = out.entry.head.time_ms / 1000 - out.entry.witnessed_at
+        # a head is signed before it is fetched: a head dated in the witness's future means a fast node clock
+        if ahead > 60:
+            typer.echo(
+                f"warning: the node's clock is {ahead:.0f} s ahead of this witness's (head time vs now); "
+                "windows placed by witnessed times are not affected",
+                err=True,
+            )
     if json_out and out.entry is not None:
         echo_json(out.entry.to_dict())
     else:

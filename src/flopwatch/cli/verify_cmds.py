@@ -200,6 +200,13 @@ def verdict_cmd(
     con.print(
         f"ledger verification: {'OK' if v['ok'] else 'FAILED'} ({v['problems']} problem(s); key {v['key_source']})"
     )
+    if multi or logs:
+        for n in v["nodes"]:
+            con.print(
+                f"  {n['node']}: {'OK' if n['ok'] else 'FAILED'}, {n['rows']} rows, "
+                f"{n['witnessed_rows']} witnessed ({n['witness_heads']} head(s) in its log)",
+                markup=False,
+            )
     for w in v["warnings"] + res["warnings"] + res["total"]["warnings"]:
         con.print(styled("warning: ", "yellow"), w, sep="")
 

@@ -185,6 +185,7 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
         peak_power_w=_num(raw.get("peak_power_w")),
         unobserved_s=_num(raw.get("unobserved_s")),
         pipe_active_s=pa,
+        pipe_observed_s=_num(raw.get("pipe_observed_s")),
     )
 
 
@@ -257,9 +258,14 @@ def context_warnings(
     ctx = dict(context or {})
     if ctx.get("peak_override"):
         out.append(f"peak override in force when the row was made ({ctx['peak_override']!s}): never 'below'")
-    kind = str(ctx.get("sensor_kind") or "").strip().lower()
-    if kind and (kind in REPLAY_SENSOR_KINDS or kind.startswith(REPLAY_SENSOR_KINDS)):
-        out.append(f"sensor kind {kind!r} is a replay or simulation, not a measurement of the device judged")
+    kinds = ctx.get("sensor_kind") or ()
+    for kind in [kinds] if isinstance(kinds, str) else list(kinds):  # one kind, or the daemon's list of them
+        kind = str(kind).strip().lower()
+        if kind in REPLAY_SENSOR_KINDS or kind.startswith(REPLAY_SENSOR_KINDS):
+            out.append(
+                f"sensor kind {kind!r} is a replay or simulation, not a measurement of the device judged"
+            )
+            break
     rate = _num(ctx.get("sample_rate_hz"))
     if rate is not None and rate < min_rate_hz:
         out.append(f"sampling rate {rate:.3g} Hz is below the {min_rate_hz:g} Hz this verdict needs")
@@ -378,8 +384,10 @@ def assess(
         deviations = check_regime(obs.values(), profile.regime_ranges)
         dtype = profile.dtype if profile.dtype != "all" else "fp32"  # never the run's declared precision
         try:
+            # on the run's own baseline: energy given back for a raised baseline only loosens the sound upper
+            # bound; counted here it would raise the estimate and the accusation's lower bound
             est = profile.estimate(
-                E_pos + idle_excess * t,
+                E_pos,
                 t,
                 tb_moved=obs.tb_moved,
                 mean_util=obs.mean_util,

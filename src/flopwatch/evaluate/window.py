@@ -6,8 +6,12 @@ therefore adds up, soundly:
 
 * **lower** = Σ lower bounds of the workloads that lie entirely inside the window;
 * **upper** = Σ upper bounds of the workloads that end inside it + the net energy measured *outside* any
-  workload in the window × the efficiency envelope (best FLOP per joule the hardware can reach,
-  :mod:`flopwatch.estimate.bounds`). A workload without a finite upper bound makes the sum unbounded.
+  workload in the window × η_max (the best FLOP per joule the hardware can reach: physics and the datasheet,
+  :mod:`flopwatch.estimate.sound`). A workload without a finite upper bound makes the sum unbounded.
+
+One :class:`WindowVerdict` type for the command and the monitor's gauge; rows may be typed
+(``monitor.rows.WorkloadRow``) or stored payloads. With ``--profile`` every row is re-assessed from its
+observables in the verifier's context (its profile hash): a row recorded under another profile is flagged.
 
 "above" when lower > T, "below" when upper < T and no row in the window carries a warning, else
 "uncertain" (:func:`combine_window`, a pure function; the monitor's ``flopwatch_window_verdict`` gauge calls it
