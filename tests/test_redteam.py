@@ -4,7 +4,7 @@
 * every family of issue 21's table is present;
 * a family's configurations are left out of the calibration that judges it;
 * 0 wrong below at T = 0.8 × truth and at the evader's best threshold;
-* honest runs: 0 false above (the known tf32 accusation is an expected failure until the verifier fixes it).
+* honest runs of every precision, clock and power limit: 0 false above.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ def test_no_wrong_below_in_any_family_at_either_threshold(fast):
         )
         # the upper bound holds: nothing is hidden above it
         assert a["hidden_pct"] == 0.0, (a["family"], a["label"])
+    assert fast["upper_bound_violations"] == 0
     json.dumps(fast)  # the contract is plain JSON
 
 
@@ -103,14 +104,9 @@ def test_honest_runs_report_decisive_at_per_observable_set(honest):
             raise AssertionError(h)
 
 
-def test_no_false_above_on_honest_bf16_fp16_fp8_runs(honest):
-    bad = [h for h in honest if h["false_above"] and h["dtype"] != "tf32"]
-    assert bad == []
-
-
-def test_no_false_above_on_honest_tf32_runs(honest):
-    """Issue 21's false accusation (an honest tf32 run judged by a bf16 profile): the lower bound now allows the
-    least efficient format the counters do not rule out (estimate/sound.py)."""
+def test_no_false_above_on_honest_runs_of_any_precision_clock_or_power_limit(honest):
+    assert {h["dtype"] for h in honest} >= {"bf16", "fp16", "tf32", "fp8", "fp32"}
+    assert any("cap" in h["note"] for h in honest) and any("clock" in h["note"] for h in honest)
     assert [h for h in honest if h["false_above"]] == []
 
 

@@ -11,7 +11,7 @@ from flopwatch.errors import InputError
 from flopwatch.sensor_timing import TABLE, check_sampling, sensor_kind_of, sensor_timing
 from flopwatch.telemetry.sampler import Sampler, sample_instants
 from flopwatch.telemetry.schema import Reading
-from flopwatch.telemetry.sensors.base import SensorInfo, VirtualClock
+from flopwatch.telemetry.sensors.base import MonotonicClock, SensorInfo, VirtualClock
 
 
 class Probe:
@@ -65,9 +65,10 @@ def test_the_seed_is_recorded_and_regenerates_every_instant():
 
 
 def test_an_unseeded_sampler_draws_and_records_its_own_seed_and_a_replay_is_not_jittered():
-    s1 = Sampler([Probe(VirtualClock())], 2.0)
-    s2 = Sampler([Probe(VirtualClock())], 2.0)
+    s1 = Sampler([Probe(MonotonicClock())], 2.0)  # real time: fresh entropy, recorded
+    s2 = Sampler([Probe(MonotonicClock())], 2.0)
     assert s1.jitter == 1.0 and s1.jitter_seed is not None and s1.jitter_seed != s2.jitter_seed
+    assert Sampler([Probe(VirtualClock())], 2.0).jitter_seed == 0  # simulated time stays reproducible
     assert Sampler([Probe(VirtualClock(), kind="replay")], 2.0).jitter == 0.0
     with pytest.raises(ValueError):
         Sampler([Probe(VirtualClock())], 2.0, jitter=1.5)
@@ -108,3 +109,44 @@ def test_check_sampling_names_inadequate_rates_and_blind_time():
     with pytest.raises(InputError):
         check_sampling("h100", "nvml-energy", float("nan"))
     assert sensor_kind_of("nvml:0") == "nvml-energy" and sensor_kind_of("jetson") == "ina3221"
+
+
+def test_the_monitor_checks_each_sensors_rate_at_start():
+    from flopwatch.monitor.daemon import _sampling_checks
+    from flopwatch.sim.accelerator import SimulatedAccelerator
+    from flopwatch.sim.sensor import SimSensor
+
+    clk = VirtualClock()
+    orin = SimSensor(SimulatedAccelerator("orin-nano"), clk)
+    h100 = SimSensor(SimulatedAccelerator("h100", device_index=1), clk)
+    slow = _sampling_checks([orin, h100], 2.0)  # the twin's Orin read-out: a 100 ms point average, no counter
+    assert not slow["sim:orin-nano"].adequate and slow["sim:h100:1"].adequate
+    assert _sampling_checks([orin], 10.0)["sim:orin-nano"].adequate
+
+
+def test_record_stores_the_jitter_seed_and_the_sampling_check(tmp_path, capsys):
+    from flopwatch.cli import main
+    from flopwatch.telemetry.trace import Trace
+
+    out = tmp_path / "t.parquet"
+    assert (
+        main(
+            [
+                "record",
+                "--sensor",
+                "sim:orin-nano",
+                "--rate",
+                "2",
+                "--duration",
+                "2",
+                "-o",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
+    assert "below the 10 Hz needed" in capsys.readouterr().err
+    md = Trace.read(out).metadata
+    assert isinstance(md["jitter_seed"], int) and md["jitter"] == 1.0
+    assert md["sampling_checks"]["sim:orin-nano"]["adequate"] is False

@@ -102,7 +102,7 @@ def redteam_cmd(
         + (f", BROKEN: {', '.join(d['families_broken'])}" if d["families_broken"] else "")
         + f"); wrong below: {d['wrong_below']} ({d['wrong_below_at_0_8']} at 0.8 × truth, "
         f"{d['wrong_below_at_best_threshold']} at the evader's best threshold; before sound bounds: "
-        f"{d['wrong_below_before']})"
+        f"{d['wrong_below_before']}); runs whose truth exceeds the upper bound: {d['upper_bound_violations']}"
     )
     n_h = len(d["honest"])
     if n_h:

@@ -150,7 +150,12 @@ class Monitor:
     def assess(self, meas: Measurement) -> Assessment:
         """The assess stage in use (the injected one, else the profile's)."""
         assert self._assess is not None
-        return self._assess(meas)
+        a = self._assess(meas)
+        chk = self.sampling_checks.get(meas.device)
+        if chk is not None and chk.timing is not None and not chk.adequate and hasattr(a, "with_warnings"):
+            # too slow a rate for this sensor (flopwatch.sensor_timing): the row is never "below"
+            a = a.with_warnings(chk.warnings)
+        return a
 
     def _emit_row(self, row: WorkloadRow) -> None:
         assert self.ledger is not None
@@ -220,7 +225,8 @@ class Monitor:
             "sensor_kind": sorted({str(i["kind"]) for i in self.sensor_info.values()}),
             "sensor_spec": list(cfg.sensors),
             "sample_rate_hz": cfg.sample_hz,
-            "jitter_seed": getattr(cfg, "jitter_seed", None),
+            # the seeds in force (one sampler: its seed; several: per device); every instant can be regenerated
+            "jitter_seed": _seed_in_force(self.jitter_seeds, getattr(cfg, "jitter_seed", None)),
             "flopwatch_version": __version__,
         }
 
@@ -566,7 +572,14 @@ def _sampling_checks(sensors: list[Sensor], rate_hz: float) -> dict[str, Any]:
         info = s.info()
         chk = check_sampling(info.spec_key or info.name or info.device_id, sensor_kind_of(info.kind), rate_hz)
         out[info.device_id] = chk
-        if not chk.adequate:
+        if not chk.adequate and chk.timing is not None:  # a sensor the table knows, read too slowly
             for w in chk.warnings:
                 log.warning("%s: %s", info.device_id, w)
     return out
+
+
+def _seed_in_force(seeds: dict[str, int | None], configured: int | None) -> Any:
+    vals = set(seeds.values())
+    if not seeds:
+        return configured
+    return next(iter(vals)) if len(vals) == 1 else dict(sorted(seeds.items()))

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,10 @@ from flopwatch.estimate.calibrate import calibrate
 from flopwatch.estimate.features import FrontierGate
 from flopwatch.estimate.profile import Profile
 from flopwatch.records import RecordSet, WorkloadRecord
+from flopwatch.redteam.case import Case, profile_hash, shape
 from flopwatch.redteam.families import Family
-from flopwatch.redteam.observe import combine, exact_values, sampled_values
+from flopwatch.redteam.observe import combine, exact_values, phase_windows, sampled_values
+from flopwatch.sensor_timing import sensor_timing
 from flopwatch.sim.accelerator import SimulatedAccelerator, SimulatedRun, sim_params
 from flopwatch.telemetry.sampler import sample_instants
 from flopwatch.workloads.config import GPTConfig
@@ -32,27 +35,6 @@ from flopwatch.workloads.formulas import WorkloadDescription, describe
 from flopwatch.workloads.sweeps import get_sweep
 
 RUN_S = 60.0  # seconds per simulated run
-
-
-@dataclass(frozen=True)
-class Case:
-    """One evader run, ready to judge."""
-
-    family: str
-    device: str  # display name ("sim:h100", "orin-nano (real, v2)")
-    spec: str  # the device key the verifier judges with
-    label: str
-    truth_flops: float
-    values: Mapping[str, Any]
-    profile: Profile | None
-    calibration_labels: tuple[str, ...]
-    attacked_labels: tuple[str, ...]
-    simulated: bool
-    note: str
-    extra_warnings: tuple[str, ...] = ()
-    context: Mapping[str, Any] | None = None
-    verifier_context: Mapping[str, Any] | None = None
-    window: Mapping[str, Any] | None = None  # for window families: rows and the energy outside them
 
 
 @dataclass
@@ -100,13 +82,6 @@ class World:
 
 def home_dtype(key: str) -> str:
     return "fp32" if key == "orin-nano" else "bf16"
-
-
-def shape(label: str) -> str:
-    """A configuration's label without its precision (the same shape in another precision is the same config)."""
-    for d in ("_fp32", "_tf32", "_fp16", "_bf16", "_fp8"):
-        label = label.replace(d, "")
-    return label
 
 
 def dc_family(quick: bool, dtype: str) -> list[WorkloadDescription]:
@@ -165,12 +140,6 @@ def to_record(acc: SimulatedAccelerator, run: SimulatedRun) -> WorkloadRecord:
         tb_moved=v["tb_moved"], total_flops=run.total_flops, dtype=run.workload.dtype, idle_power_w=acc.idle_power_w,
         device_name=acc.spec.key, simulated=True, extra=extra,
     )  # fmt: skip
-
-
-def profile_hash(p: Profile | None) -> str | None:
-    if p is None:
-        return None
-    return hashlib.sha256(json.dumps(p.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _case(
@@ -232,7 +201,10 @@ def gen_phases(world: World, fam: Family) -> Iterator[Case]:
                 parts.append(exact_values(acc, r.start_s, r.end_s, [r]))
                 truth += r.total_flops
                 labels.append(wd.label)
-            yield _case(world, fam, key, "+".join(labels), truth, combine(parts), labels, fam.name)
+            vals = combine(parts)
+            if len(parts) > 1:
+                vals["windows"] = phase_windows(parts)  # the verifier sees each phase (time-resolved bounds)
+            yield _case(world, fam, key, "+".join(labels), truth, vals, labels, fam.name)
 
 
 def _instants(rate_hz: float, t0: float, t1: float, seed: int) -> np.ndarray:
@@ -246,15 +218,19 @@ def gen_timing(world: World, fam: Family) -> Iterator[Case]:
     for key in fam.devices:
         for w in world.attack_workloads(key, fam):
             acc = make_acc(key, world.attack_seed, tail=False)
-            sensor = "sim"
-            P_sensor, win, phase = (0.1, 0.1, 0.0) if key == "orin-nano" else (0.1, 0.025, 0.0)
+            sensor, phase = (
+                "sim",
+                0.0,
+            )  # the twin's read-out (NVML-like or the Orin's), its timing from the table
+            tm = sensor_timing(key, sensor)
+            assert tm is not None
+            P_sensor, win = tm.update_period_s, tm.window_s
             t_start = 10.0
             acc.idle(t_start)
             truth = 0.0
             dtype = p.get("dtype", home_dtype(key))
-            dtype = (
-                dtype if get_device(key).supports(dtype) else home_dtype(key)
-            )  # fp8 where the device has it
+            if not get_device(key).supports(dtype):  # fp8 where the device has it
+                dtype = home_dtype(key)
             wd = with_dtype(w, dtype) if dtype != w.dtype else w
             op = acc.operating_point(wd)
             mfu = 100.0 * op.mfu / max(op.util, 1e-9)
@@ -491,6 +467,25 @@ KINDS = {
 }
 
 
+def variants(fam: Family, *, quick: bool) -> list[Family]:
+    """The family with each combination of its ``sweep`` parameters (``quick``: the first value of each) —
+    the evader's search over its knobs, as data."""
+    sweep = dict(fam.params.get("sweep") or {})
+    if not sweep:
+        return [fam]
+    names = sorted(sweep)
+    grids = [list(sweep[n])[:1] if quick else list(sweep[n]) for n in names]
+    out = []
+    for combo in itertools.product(*grids):
+        p = {k: v for k, v in fam.params.items() if k != "sweep"}
+        p.update(zip(names, combo, strict=True))
+        if "first_share" in p:  # two phases: the first takes this share of the time, the second the rest
+            (d0, _), (d1, _) = p["phases"]
+            p["phases"] = ((d0, p["first_share"]), (d1, 1.0 - p["first_share"]))
+        out.append(dataclasses.replace(fam, params=MappingProxyType(p)))
+    return out
+
+
 def cases(world: World, fam: Family, v2_path: Any = None) -> Iterator[Case]:
     if fam.kind == "real":
         from flopwatch.redteam.real import real_cases
@@ -498,4 +493,5 @@ def cases(world: World, fam: Family, v2_path: Any = None) -> Iterator[Case]:
         if v2_path is not None:
             yield from real_cases(v2_path, fam)
         return
-    yield from KINDS[fam.kind](world, fam)
+    for v in variants(fam, quick=world.quick):
+        yield from KINDS[fam.kind](world, v)

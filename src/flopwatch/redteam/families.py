@@ -8,6 +8,9 @@ adding a row; no family has its own code path. ``defence`` is the status ``docs/
 * ``defended when X is sampled`` — sound only when the verifier configures observable X (named in ``needs``);
 * ``needs attestation`` — the node itself lies about its sensor or clock; only hardware attestation (named in
   ``needs``) closes it; until then the verdict rests on the verifier's context checks (rows flagged, never "below").
+
+A ``sweep`` parameter (name → values) is the evader's search over its knobs: the full suite runs every
+combination, ``--quick`` the first value of each (:func:`flopwatch.redteam.engine.variants`).
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ FAMILIES: tuple[Family, ...] = (
         "defended",
         _PHYS,
         phases=(("fp32", 0.5), ("bf16", 0.5)),
+        sweep={"first_share": (0.5, 0.2, 0.8)},
     ),
     _f(
         "mixed-fp32-tf32",
@@ -76,6 +80,7 @@ FAMILIES: tuple[Family, ...] = (
         "defended",
         _PHYS,
         phases=(("fp32", 0.5), ("tf32", 0.5)),
+        sweep={"first_share": (0.5, 0.2, 0.8)},
     ),
     _f(
         "mixed-real",
@@ -107,6 +112,7 @@ FAMILIES: tuple[Family, ...] = (
         "SM clock (max/min) and power limit",
         phases=(("bf16", 1.0),),
         clock_frac=0.55,
+        sweep={"clock_frac": (0.55, 0.4, 0.75)},
     ),
     _f(
         "dvfs",
@@ -129,6 +135,7 @@ FAMILIES: tuple[Family, ...] = (
         _PHYS,
         phases=(("bf16", 1.0),),
         burner_frac=0.6,
+        sweep={"burner_frac": (0.6, 0.3, 1.0)},
     ),
     _f(
         "power-padding-real",
@@ -150,6 +157,19 @@ FAMILIES: tuple[Family, ...] = (
         "jittered sampling at the sensor's adequate rate (sensor_timing)",
         placement="between",
         evader_rate_hz=2.0,
+        sweep={"evader_rate_hz": (2.0, 1.0, 5.0)},
+    ),
+    _f(
+        "phase-lock-adequate",
+        "work between a 2 Hz grid's samples, the verifier sampling at its adequate rate (jittered)",
+        "timing",
+        ORIN + ("h100",),
+        _B21,
+        "defended when X is sampled",
+        "jittered sampling at the sensor's adequate rate (sensor_timing)",
+        placement="between",
+        evader_rate_hz=2.0,
+        rate_hz=10.0,
     ),
     _f(
         "nvml-blind",
@@ -161,6 +181,7 @@ FAMILIES: tuple[Family, ...] = (
         "a cumulative pipe/energy counter covering the blind 75 % (DCGM profiling)",
         placement="nvml-blind",
         dtype="fp8",
+        sweep={"dtype": ("fp8", "bf16")},
     ),
     _f(
         "own-profile",
@@ -266,6 +287,16 @@ FAMILIES: tuple[Family, ...] = (
         "defended",
         "the verifier's device table (fp8 = 2 × bf16)",
         tamper="fp8peak",
+    ),
+    _f(
+        "replay-sensor-real",
+        "the smallest honest v2 trace replayed while a frontier run executes (real v2)",
+        "real",
+        V2,
+        _T21,
+        "needs attestation",
+        "an attested sensor path; meanwhile the sensor kind in each row (replay is flagged)",
+        op="replay",
     ),
     # ---- the suite before issue 21 (issue 15), kept -----------------------------------------------------------
     _f(
@@ -439,6 +470,16 @@ FAMILIES: tuple[Family, ...] = (
         "utilisation spoofed low (× 0.3)",
         "tamper",
         DC + ORIN,
+        _B21,
+        "defended",
+        _PHYS,
+        op="util",
+    ),
+    _f(
+        "util-spoofed-real",
+        "utilisation spoofed low (× 0.3) (real v2)",
+        "real",
+        V2,
         _B21,
         "defended",
         _PHYS,

@@ -16,12 +16,14 @@ bytes, idle), ``+clock+pl`` (SM clock and power limit too), ``+pipes`` (per-pipe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from flopwatch.estimate.observe import ObservedWindows
 from flopwatch.sensor_timing import SensorTiming, check_sampling
 from flopwatch.sim.accelerator import SimulatedAccelerator, SimulatedRun
 
@@ -32,6 +34,7 @@ OBSERVABLE_SETS: Mapping[str, tuple[str, ...]] = {
     "+pipes": ("pipe_active_s",),
 }
 SET_ORDER = ("energy", "+clock+pl", "+pipes")
+_PIPE_FIELDS = ("tensor_active", "fp64_active", "fp32_active", "fp16_active")
 TENSOR_DTYPES = ("tf32", "fp16", "bf16", "fp8")
 
 
@@ -41,6 +44,13 @@ def keep_set(values: Mapping[str, Any], upto: str) -> dict[str, Any]:
     for name in SET_ORDER[: SET_ORDER.index(upto) + 1]:
         keys.update(OBSERVABLE_SETS[name])
     out = {k: v for k, v in values.items() if k in keys}
+    w = out.get("windows")
+    if w is not None:  # the windows carry only what this set observes
+        drop = {
+            "energy": ("sm_clock_mhz", "max_sm_clock_mhz", "power_limit_w", *_PIPE_FIELDS),
+            "+clock+pl": _PIPE_FIELDS,
+        }
+        out["windows"] = dataclasses.replace(w, **{f: None for f in drop.get(upto, ())})
     # ``unobserved_s`` stays the energy sensor's blind time even with pipe counters: an energy bound over
     # the observed time only is not a bound over the run (nvml-blind: the counter sees ~0 J). Whether the
     # cumulative pipe counters cover that time is the verifier's call (estimate/sound.py), not the suite's.
@@ -110,6 +120,30 @@ def exact_values(
         "pipe_active_s": None if orin else _pipe_seconds(acc, runs if runs is not None else acc.runs, t0, t1),
         "unobserved_s": unobserved * dur,
     }
+
+
+def phase_windows(parts: Sequence[Mapping[str, Any]]) -> ObservedWindows:
+    """One observed window per phase (time-resolved bounds: each phase bounded on its own, then summed)."""
+
+    def arr(k: str) -> np.ndarray | None:
+        vals = [p.get(k) for p in parts]
+        return None if any(v is None for v in vals) else np.array(vals, float)
+
+    dt = np.array([p["duration_s"] for p in parts], float)
+    pipes = [p.get("pipe_active_s") for p in parts]
+    act = {}
+    for name in ("tensor", "fp64", "fp32", "fp16"):
+        act[f"{name}_active"] = (
+            None if any(x is None for x in pipes) else np.array([x.get(name, 0.0) for x in pipes]) / dt  # type: ignore[union-attr]
+        )
+    return ObservedWindows(
+        dt_s=dt,
+        net_energy_j=np.array([p["net_energy_j"] for p in parts], float),
+        sm_clock_mhz=arr("min_sm_clock_mhz"),
+        max_sm_clock_mhz=arr("max_sm_clock_mhz"),
+        power_limit_w=arr("power_limit_w"),
+        **act,
+    )
 
 
 def combine(parts: Sequence[Mapping[str, Any]], *, parallel: bool = False) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from flopwatch.estimate.features import FrontierGate
 from flopwatch.estimate.profile import Profile
 from flopwatch.estimate.verdict import observables_from_record
 from flopwatch.records import RecordSet, WorkloadRecord, load_records
-from flopwatch.redteam.engine import Case, shape
+from flopwatch.redteam.case import Case, profile_hash, shape
 from flopwatch.redteam.families import Family
 
 V2_RELPATH = Path("jetson_flop_estimator") / "eval_results_v2_records.json"
@@ -196,8 +196,6 @@ def real_cases(path: Path, fam: Family) -> Iterator[Case]:
                 truth=truth,
             )
     elif op == "profile":
-        from flopwatch.redteam.engine import profile_hash
-
         for r in frontier:
             prof = loo.without(r.label)
             h = profile_hash(prof)
@@ -212,6 +210,25 @@ def real_cases(path: Path, fam: Family) -> Iterator[Case]:
                 context={"profile_sha256": f"operator:{(h or '')[:8]}×0.6", "sensor_kind": "jetson"},
                 verifier_context={"profile_sha256": h, "sensor_kind": "jetson"},
             )
+    elif op == "util":
+        for r in frontier:
+            v = _values(r)
+            v["mean_util"] = (r.mean_util or 0.0) * 0.3
+            yield _case(
+                fam, loo.without(r.label), r, v, "utilisation reported × 0.3", [r.label], cal(r.label)
+            )
+    elif op == "replay":
+        # the daemon is fed the smallest honest run's trace while each frontier run executes
+        small = min(frontier, key=lambda x: float(x.total_flops or 0.0))
+        for r in frontier:
+            if r.label == small.label:
+                continue
+            yield _case(
+                fam, loo.without(r.label, small.label), r, _values(small), f"trace of {small.label} replayed",
+                [r.label, small.label], cal(r.label, small.label),
+                context={"sensor_kind": "replay", "sensor_spec": f"replay:{small.label}.parquet"},
+                verifier_context={"sensor_kind": "jetson"},
+            )  # fmt: skip
     else:
         raise ValueError(f"unknown real-data operation {op!r}")
 

@@ -130,6 +130,9 @@ class SuiteResult:
             "wrong_below_at_best_threshold": sum(a.wrong_below_best for a in self.attacks),
             "wrong_below_before": sum(a.before_verdict == "below" for a in self.attacks),
             "error_name": WRONG_BELOW,
+            # stronger than no wrong below: runs whose truth exceeds the sound upper bound at all (a "below" would
+            # then be one estimate or warning away); 0 means every bound held
+            "upper_bound_violations": sum(a.hidden_flops > 0 for a in self.attacks),
             "n_families": len(self.families),
             "families_held": sum(f["status"] == "held" for f in fams),
             "families_broken": [f["key"] for f in fams if f["status"] == "BROKEN"],
@@ -295,7 +298,7 @@ def sim_honest(world: World) -> Iterable[HonestResult]:
         yield judge_honest(
             prof, exact_values(acc, r.start_s, r.end_s, [r]), spec="orin-nano", truth=r.total_flops,
             device="sim:orin-nano", label=w.label, dtype=w.dtype, simulated=True, sets=("energy", "+clock+pl"),
-            note="fp32 (the Orin reports its GPU clock, no power limit)",
+            note="fp32",  # the Orin reports its GPU clock, no power limit: +clock+pl is the clock alone
         )  # fmt: skip
 
 

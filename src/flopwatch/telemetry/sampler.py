@@ -30,7 +30,7 @@ import numpy as np
 
 from flopwatch.errors import SensorError
 from flopwatch.telemetry.schema import Gap, Reading
-from flopwatch.telemetry.sensors.base import Sensor
+from flopwatch.telemetry.sensors.base import Sensor, VirtualClock
 
 Sink = Callable[[Reading | Gap], None]
 
@@ -142,10 +142,11 @@ class Sampler:
     A read that takes longer than ``slow_read_s`` (default: one period) keeps its reading, and the ticks
     it overran are recorded as gaps.
 
-    ``jitter`` (0–1; default 1, or 0 when a sensor is a replay, which yields its recorded rows) is the share of each period over which the sample instant is drawn; ``rng``
-    injects the generator, else one is seeded from ``jitter_seed``, else from fresh OS entropy (an evader
-    cannot predict it). The seed in use is :attr:`jitter_seed` (None when ``rng`` was injected: its owner
-    knows it).
+    ``jitter`` (0–1; default 1, or 0 when a sensor is a replay, which yields its recorded rows) is the share
+    of each period over which the sample instant is drawn. ``rng`` injects the generator, else one is seeded
+    from ``jitter_seed``, else from fresh OS entropy (an evader cannot predict it) — or 0 under a
+    :class:`VirtualClock` (simulations stay reproducible). The seed in use is :attr:`jitter_seed` (None when
+    ``rng`` was injected: its owner knows it).
     """
 
     def __init__(
@@ -172,7 +173,9 @@ class Sampler:
             raise ValueError(f"jitter must be in [0, 1], got {jitter!r}")
         self.jitter = float(jitter)
         if rng is None:
-            if jitter_seed is None:
+            if jitter_seed is None and isinstance(sensors[0].clock, VirtualClock):
+                jitter_seed = 0  # simulated time: a reproducible run (no evader lives in a virtual clock)
+            elif jitter_seed is None:
                 jitter_seed = int(np.random.SeedSequence().entropy) % 2**63  # unpredictable, recorded
             rng = np.random.default_rng(int(jitter_seed))
         self.jitter_seed = None if jitter_seed is None else int(jitter_seed)
