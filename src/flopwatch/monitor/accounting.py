@@ -229,6 +229,7 @@ class DeviceAccount:
         )
         self.last: Reading | None = None
         self.last_good_t: float | None = None
+        self._ctr_base_t: float | None = None  # reading time just before the energy counter last changed
         self.next_poll: float | None = None
         self.open: OpenWorkload | None = None
         # Session-local cumulative values (independent of restored totals) for interpolation.
@@ -254,17 +255,7 @@ class DeviceAccount:
         prev = self.last
         if prev is not None and r.t_s > prev.t_s:
             dt = r.t_s - prev.t_s
-            de: float | None = None
-            if r.energy_j is not None and prev.energy_j is not None:
-                de = counter_delta(prev.energy_j, r.energy_j)
-                if de is not None and check_power_rate(de / dt, self.ctx.spec):
-                    # The counter jumped by more than the device can draw: a counter glitch, not energy.
-                    self._fault(
-                        r.t_s,
-                        f"implausible energy counter step: {de:.6g} J in {dt:.3g} s",
-                        implausible=True,
-                    )
-                    de = None
+            de = self._counter_energy(prev, r)
             if de is None:
                 p0 = prev.power_w if prev.power_w is not None else r.power_w
                 p1 = r.power_w if r.power_w is not None else p0
@@ -375,6 +366,37 @@ class DeviceAccount:
             self.next_poll += self.s.poll_s * max(
                 1, math.floor((r.t_s - self.next_poll) / self.s.poll_s + 1e-9) + 1
             )
+
+    def _counter_energy(self, prev: Reading, r: Reading) -> float | None:
+        """The energy counter's increment from ``prev`` to ``r``, or None: integrate power over the interval.
+
+        A counter may update more slowly than the sampler reads it (the A100's every ~100 ms): read at 100 Hz it
+        shows nine zero steps and one ~30 J step. It is integrated as a counter: the zeros are no energy yet,
+        not missing energy, and a step is judged against the device's power ceiling over the counter's own
+        update period — from the reading before its previous change (the earliest its energy can have started
+        accruing) to now — not over the sampler's interval. Until the counter is seen to change in this
+        session (and again after a reset) that period is unknown, so power is integrated instead.
+        """
+        if r.energy_j is None or prev.energy_j is None:
+            self._ctr_base_t = None
+            return None
+        de = counter_delta(prev.energy_j, r.energy_j)
+        if de is None:  # a reset (driver reload): the counter is live again after its next change
+            self._ctr_base_t = None
+            return None
+        if de == 0.0:
+            return 0.0 if self._ctr_base_t is not None else None
+        base, self._ctr_base_t = self._ctr_base_t, prev.t_s
+        if base is None:  # the first change seen: the span it accrued over is unknown
+            return None
+        span = r.t_s - base
+        if check_power_rate(de / span, self.ctx.spec):
+            # The counter jumped by more than the device can draw over the counter's own period: a glitch.
+            self._fault(
+                r.t_s, f"implausible energy counter step: {de:.6g} J in {span:.3g} s", implausible=True
+            )
+            return None
+        return de
 
     def _dram_rate(self, r: Reading) -> float | None:
         """DRAM bytes/s of a reading: the sensor's own, else NVML GPM's DRAM bandwidth utilisation (0–1,
