@@ -60,7 +60,10 @@ def test_size_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLOPWATCH_MAX_INPUT_BYTES", "10")
     with pytest.raises(InputError, match="10-byte limit"):
         read_json(p)
-    monkeypatch.setenv("FLOPWATCH_MAX_INPUT_BYTES", "nonsense")  # ignored: the default applies
+    monkeypatch.setenv("FLOPWATCH_MAX_INPUT_BYTES", "nonsense")  # refused like a bad option (issue 25)
+    with pytest.raises(InputError, match="FLOPWATCH_MAX_INPUT_BYTES"):
+        read_json(p)
+    monkeypatch.setenv("FLOPWATCH_MAX_INPUT_BYTES", "")  # empty: the default applies
     assert read_json(p) == []
 
 

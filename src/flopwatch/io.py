@@ -20,9 +20,11 @@ count), before any work starts.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -50,14 +52,21 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "MAX_NESTING",
     "OutOfRange",
+    "PUBLISHED_SHA256",
     "atomic_write",
     "atomic_writer",
+    "check_disk_space",
+    "env_int",
+    "clean_stale_partials",
+    "disk_errors",
+    "scratch_dir",
     "check_input_file",
     "check_not_input",
     "check_output_file",
     "is_out_of_range",
     "parse_json",
     "parse_toml",
+    "published_data_problem",
     "read_bytes",
     "read_json",
     "read_text",
@@ -65,12 +74,26 @@ __all__ = [
 ]
 
 
+def env_int(name: str, default: int, *, lo: int = 1, hi: int = 2**62) -> int:
+    """An integer environment variable, parsed as strictly as a command-line option: unset or empty gives
+    ``default``; anything but ASCII digits within [lo, hi] (``²³``, ``٣``, ``1e9``, ``-5``, ``10_000``) is one
+    :class:`InputError` naming the variable — ``str.isdigit`` accepts superscripts that ``int`` refuses."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 30):
+        raise InputError(f"must be a whole number of ASCII digits, got {raw!r}", field=f"${name}")
+    v = int(text)
+    if not lo <= v <= hi:
+        raise InputError(f"must be between {lo} and {hi}, got {v}", field=f"${name}")
+    return v
+
+
 def max_input_bytes() -> int:
-    """The size cap: ``FLOPWATCH_MAX_INPUT_BYTES`` when set to a positive integer, else the default."""
-    env = os.environ.get("FLOPWATCH_MAX_INPUT_BYTES", "").strip()
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return MAX_INPUT_BYTES
+    """The size cap: ``FLOPWATCH_MAX_INPUT_BYTES`` (a positive integer; anything else is refused), else the
+    default."""
+    return env_int("FLOPWATCH_MAX_INPUT_BYTES", MAX_INPUT_BYTES)
 
 
 def _describe_mode(mode: int) -> str:
@@ -443,6 +466,107 @@ def _fsync_dir(d: Path) -> None:
             os.close(fd)
 
 
+#: Temporary outputs are named ``<name>.partial-<pid>-<random>`` beside the output: visible, saying what they
+#: are and which process writes them, so the next writer of the same output removes what a killed one left.
+_PARTIAL = ".partial-"
+#: Errors of a disk that cannot take the data (full, over quota, over RLIMIT_FSIZE, read-only, failing).
+_DISK_ERRNOS = frozenset(
+    e
+    for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EFBIG, errno.EROFS, errno.EIO)
+    if e is not None
+)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, OverflowError):
+        return True  # another user's live process, or unknowable: keep its files
+    return True
+
+
+def clean_stale_partials(path: str | os.PathLike[str]) -> list[str]:
+    """Remove the temporary files and folders that a killed writer of ``path`` left beside it (their writer's
+    process no longer runs); returns their names. A symlink is removed, never followed."""
+    p = Path(path)
+    d = p.parent if str(p.parent) else Path(".")
+    prefix = f"{p.name}{_PARTIAL}"
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(d))
+    except OSError:
+        return removed
+    for e in entries:
+        if not e.name.startswith(prefix):
+            continue
+        pid_s = e.name[len(prefix) :].split("-", 1)[0]
+        if not (pid_s.isascii() and pid_s.isdigit()) or _pid_alive(int(pid_s)):
+            continue
+        with contextlib.suppress(OSError):
+            if e.is_dir(follow_symlinks=False):
+                shutil.rmtree(e.path, ignore_errors=True)
+            else:
+                os.unlink(e.path)
+            removed.append(e.name)
+    return removed
+
+
+def _partial_prefix(p: Path) -> str:
+    return f"{p.name}{_PARTIAL}{os.getpid()}-"
+
+
+@contextlib.contextmanager
+def disk_errors(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn a full disk (or quota, file-size limit, read-only or failing disk) met while writing ``path`` into
+    one :class:`InputError` naming the file (exit 2), instead of a traceback."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in _DISK_ERRNOS:
+            raise
+        raise InputError(
+            f"cannot write ({e.strerror or e}); nothing was written and any previous file is untouched",
+            file=os.fspath(path),
+        ) from None
+
+
+def check_disk_space(path: str | os.PathLike[str], need_bytes: float, *, what: str = "output") -> None:
+    """InputError before any work when ``need_bytes`` will not fit in the free space of ``path``'s file system."""
+    p = Path(path)
+    d = p.parent if str(p.parent) else Path(".")
+    while not d.exists() and d != d.parent:
+        d = d.parent
+    try:
+        free = shutil.disk_usage(d).free
+    except OSError:
+        return
+    if need_bytes > free:
+        raise InputError(
+            f"the {what} needs about {need_bytes / 1e9:.3g} GB and {d} has {free / 1e9:.3g} GB free",
+            file=os.fspath(p),
+        )
+
+
+@contextlib.contextmanager
+def scratch_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A scratch folder beside ``path`` (``<name>.partial-<pid>-…``) for a writer that builds ``path`` from
+    pieces; removed when the block ends, and by the next writer of ``path`` if this process is killed."""
+    p = Path(path)
+    _prepare_target(p)
+    clean_stale_partials(p)
+    with disk_errors(p):
+        d = Path(tempfile.mkdtemp(prefix=_partial_prefix(p), dir=p.parent))
+    try:
+        with disk_errors(p):
+            yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def atomic_writer(
     path: str | os.PathLike[str], *, mode: str = "w", perms: int | None = None, encoding: str = "utf-8"
@@ -457,8 +581,9 @@ def atomic_writer(
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
     p = Path(path)
     _prepare_target(p)
+    clean_stale_partials(p)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(p), suffix=".tmp", dir=p.parent)
     except OSError as e:
         raise InputError(f"cannot write ({e.strerror or e})", file=str(p)) from None
     try:
@@ -469,7 +594,7 @@ def atomic_writer(
             keep = None
         os.fchmod(fd, keep if keep is not None else (0o644 if perms is None else perms))
         kw: dict[str, Any] = {} if "b" in mode else {"encoding": encoding, "newline": ""}
-        with os.fdopen(fd, mode, **kw) as fh:
+        with disk_errors(p), os.fdopen(fd, mode, **kw) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
@@ -500,10 +625,15 @@ def atomic_path(path: str | os.PathLike[str], *, perms: int | None = None) -> It
     """
     p = Path(path)
     _prepare_target(p)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=p.suffix or ".tmp", dir=p.parent)
+    clean_stale_partials(p)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(p), suffix=p.suffix or ".tmp", dir=p.parent)
+    except OSError as e:
+        raise InputError(f"cannot write ({e.strerror or e})", file=str(p)) from None
     os.close(fd)
     try:
-        yield Path(tmp)
+        with disk_errors(p):
+            yield Path(tmp)
         try:
             old = os.lstat(p)
             keep = stat.S_IMODE(old.st_mode) if stat.S_ISREG(old.st_mode) else None
@@ -522,3 +652,76 @@ def atomic_path(path: str | os.PathLike[str], *, perms: int | None = None) -> It
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+# ------------------------------------------------------------------------------------ published data
+
+#: sha256 of the published study data as copied to ``shared/data`` (taken 2026-12-01 from the copies, and equal
+#: to the hashes their ``SOURCE.md`` records): keyed by the path under the data root. A copy whose hash differs
+#: (edited ground truth, a swapped file) is not the published data, whatever its SOURCE.md says.
+PUBLISHED_SHA256: dict[str, str] = {
+    "jetson_flop_estimator/eval_results_v2_records.json": (
+        "e7f21fc442f0bf81cdfe21a5078ebf8acfab68b3dbbc0bec95e978977c453673"
+    ),
+    "jetson_flop_estimator/writeup/timeseries.json": (
+        "90c76152d06b1143b8e406e9cfaf7d890629026e61f6cb8e7ff1f55ebce7f4a2"
+    ),
+    **{
+        f"gpu_power_benchmark/aggregation_results/mfu_aggregated_per_config_{gpu}.csv": h
+        for gpu, h in (
+            ("A100", "7d266850cee5d2d96be86f4d1f73704cf5727e7db9eb0682a127026df9bc7b29"),
+            ("L40", "d972e6a20d0686bea78410a96728aa282097b5a5ccc9d7defadbe13becdc7dc2"),
+            ("L4", "b1b240fcd904cc1fef8ad92ccc3e243ce45d26a54e417f1311fe8af61bd02967"),
+            ("GPU06", "24cdce3126382f44e3cc85a0435caf641525893e66bcb26a734a996ac484da27"),
+            ("4070", "fe519ba8114d83e9e949b14aa4a2d0e6edaebe9e4659a24dd9f5383552e32022"),
+            ("MI210", "d0b6e4d8bec34a31a1b5e649dce2f865f30abd009136036e006d5fa779dbedbb"),
+        )
+    },
+}
+
+
+def _source_md_hashes(path: Path) -> tuple[Path | None, dict[str, str]]:
+    """The SOURCE.md of the dataset folder holding ``path`` (nearest ancestor that has one) and the sha256 it
+    records for each file, keyed by the file's path relative to that folder."""
+    import re
+
+    for d in path.parents:
+        src = d / "SOURCE.md"
+        if src.is_file():
+            out: dict[str, str] = {}
+            with contextlib.suppress(InputError):
+                for line in read_text(src).splitlines():
+                    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                    sha = next((c for c in cells if re.fullmatch(r"[0-9a-f]{64}", c)), None)
+                    if sha is not None and cells and cells[0]:
+                        out[cells[0]] = sha
+            return src, out
+    return None, {}
+
+
+def published_data_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why the file at ``path`` is not the published study data it claims to be (its sha256 differs from the
+    hash recorded in :data:`PUBLISHED_SHA256` or in its folder's SOURCE.md), or None when it matches."""
+    import hashlib
+
+    p = Path(path)
+    try:
+        digest = hashlib.sha256(read_bytes(p)).hexdigest()
+    except InputError as e:
+        return str(e)
+    problems: list[str] = []
+    src, recorded = _source_md_hashes(p)
+    if src is not None:
+        rel = p.relative_to(src.parent).as_posix()
+        want = recorded.get(rel)
+        if want is not None and want != digest:
+            problems.append(f"its SOURCE.md records {want[:12]}…")
+        key = f"{src.parent.name}/{rel}"
+    else:
+        key = "/".join(p.parts[-3:]) if "aggregation_results" in p.parts else "/".join(p.parts[-2:])
+    pinned = next((h for k, h in PUBLISHED_SHA256.items() if k == key or k.endswith("/" + key)), None)
+    if pinned is not None and pinned != digest:
+        problems.append(f"flopwatch recorded {pinned[:12]}… on 2026-12-01")
+    if not problems:
+        return None
+    return f"{p}: sha256 {digest[:12]}… is not the published data ({'; '.join(problems)})"

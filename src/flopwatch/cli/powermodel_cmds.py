@@ -212,7 +212,7 @@ def predict_cmd(
         "--duration-s",
         min=0.0,
         help="Run length, for energy.",
-        callback=options.non_negative(unit="s"),
+        callback=options.duration_s(allow_zero=True),
     ),
     by: str = typer.Option(
         "auto",
@@ -425,7 +425,8 @@ def inverse_cmd(
         "--power-w",
         min=0.0,
         help="Measured mean board power (W).",
-        callback=options.non_negative(unit="W"),
+        # no single board draws more (flopwatch.telemetry.plausibility.MAX_BOARD_POWER_W, cited there)
+        callback=options.non_negative(le=5000.0, unit="W"),
     ),
     util_pct: float | None = typer.Option(
         None,
@@ -441,7 +442,7 @@ def inverse_cmd(
         "--duration-s",
         min=0.0,
         help="Run length, for total FLOPs.",
-        callback=options.non_negative(unit="s"),
+        callback=options.duration_s(allow_zero=True),
     ),
     data: list[Path] | None = typer.Option(
         None, "--data", help="Aggregate CSVs to fit on (default: bundled)."

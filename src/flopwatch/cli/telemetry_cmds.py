@@ -87,7 +87,7 @@ def record_cmd(
         ...,
         "--duration",
         help="Seconds to record (sensor clock).",
-        callback=options.positive(unit="s"),
+        callback=options.duration_s(),
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Parquet trace to write."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
@@ -101,7 +101,7 @@ def record_cmd(
         5.0,
         "--flush-every",
         help="Seconds between flushes (what a crash can lose).",
-        callback=options.positive(unit="s"),
+        callback=options.duration_s(le=86400.0),
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
 ) -> None:
@@ -118,6 +118,7 @@ def record_cmd(
         raise InputError(f"--rate must be > 0, got {rate}", field="rate")
     if not duration > 0:
         raise InputError(f"--duration must be > 0, got {duration}", field="duration")
+    options.check_samples(rate, duration)
     from flopwatch.io import check_output
 
     replayed = [x.split(":", 1)[1] for x in sensor.split(",") if x.startswith("replay:")]
@@ -339,7 +340,7 @@ def detect_cmd(
         1.5,
         "--poll",
         help="Poll interval in seconds (study: 1.5).",
-        callback=options.positive(unit="s"),
+        callback=options.poll_s(),
     ),
     util_threshold: float = typer.Option(
         0.05,

@@ -8,13 +8,17 @@ runs are judged at 0.5 × and 2 × truth, where "above" and "below" are the corr
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flopwatch.io import published_data_problem
 from flopwatch.redteam.core import AttackResult, HonestResult
+
+log = logging.getLogger("flopwatch.redteam")
 
 
 def _counts(rs: list[AttackResult], key: str) -> dict[str, int]:
@@ -106,11 +110,16 @@ def run_suite(*, quick: bool = False, seed: int = 0, data_root: str | Path | Non
     skipped: list[str] = []
     open_attacks: list[AttackResult] = []
     v2 = real.find_v2(data_root)
+    altered = published_data_problem(v2) if v2 is not None else None
     if v2 is None:
         skipped.append(
             "real-data attacks and honest runs: ../shared/data/jetson_flop_estimator/eval_results_v2_records.json "
             "not found"
         )
+    elif altered is not None:
+        # Results on data that is not the published data would be claims about something else: refuse them.
+        log.warning("%s; the real-data attacks are not run", altered)
+        skipped.append(f"real-data attacks and honest runs: {altered}")
     else:
         attacks.extend(real.real_attacks(v2))
         honest.extend(real.real_honest(v2))
