@@ -472,7 +472,7 @@ class DeviceAccount:
         ):
             # The sensor has been failing too long to know when the workload ended: close it at the last
             # good reading, flagged, and start detection afresh when readings return.
-            self.close(self.last_good_t, status="sensor_fault")
+            self.close(self.last_good_t, status="sensor_fault", cut="the sensor failed")
             self.detector = self._new_detector()
 
     # ------------------------------------------------------------------ detection
@@ -556,7 +556,7 @@ class DeviceAccount:
         log.info("%s: workload started at t=%.1f", self.label, t_s)
         self.ports.checkpoint("workload start")
 
-    def _measure(self, w: OpenWorkload, end: _Point) -> Measurement:
+    def _measure(self, w: OpenWorkload, end: _Point, cut: str | None = None) -> Measurement:
         b = w.base
         dur = max(0.0, end.t - b.t)
         net = end.net_energy_j - b.net_energy_j
@@ -568,7 +568,7 @@ class DeviceAccount:
         clock_dt, plim_dt = end.clock_dt - b.clock_dt, end.plim_dt - b.plim_dt
         mean_clock = (end.clock_s - b.clock_s) / clock_dt if clock_dt > 0 else None
         mean_plim = (end.plim_s - b.plim_s) / plim_dt if plim_dt > 0 else None
-        warnings: list[str] = []
+        warnings: list[str] = [cut_warning(cut)] if cut is not None else []
         if implausible:
             warnings.append(
                 f"{implausible} physically implausible sensor reading(s) excluded from the energy "
@@ -612,8 +612,8 @@ class DeviceAccount:
             spec_key=self.ctx.spec.key if self.ctx.spec is not None else None,
         )
 
-    def _row(self, w: OpenWorkload, end: _Point, *, status: str) -> WorkloadRow:
-        meas = self._measure(w, end)
+    def _row(self, w: OpenWorkload, end: _Point, *, status: str, cut: str | None = None) -> WorkloadRow:
+        meas = self._measure(w, end, cut)
         return WorkloadRow.build(
             workload_id=w.workload_id,
             session_id=self.s.session_id,
@@ -626,12 +626,17 @@ class DeviceAccount:
             simulated=self.ctx.simulated,
         )
 
-    def close(self, t_s: float, *, status: str) -> WorkloadRow | None:
-        """End the open workload at sensor time ``t_s`` with ``status``; emits and returns its row."""
+    def close(self, t_s: float, *, status: str, cut: str | None = None) -> WorkloadRow | None:
+        """End the open workload at sensor time ``t_s`` with ``status``; emits and returns its row.
+
+        ``cut``: why the row ends while the workload may still be running (the daemon stopping by signal or
+        ``--duration``, the sensor failing): the row then carries :func:`cut_warning`, so its verdict is at
+        most "uncertain" — its FLOPs go on beyond the row.
+        """
         w = self.open
         if w is None:
             return None
-        row = self._row(w, self._at(min(t_s, self._cum.t)), status=status)
+        row = self._row(w, self._at(min(t_s, self._cum.t)), status=status, cut=cut)
         self.open = None
         self.totals.workload_net_energy_j += row.net_energy_j or 0.0
         self.totals.workload_s += row.duration_s or 0.0
@@ -696,6 +701,15 @@ class DeviceAccount:
         return d
 
 
+#: The named warning of a row cut before its workload ended (see :meth:`DeviceAccount.close`).
+CUT_WARNING_PREFIX = "workload cut before it ended"
+
+
+def cut_warning(why: str) -> str:
+    """The warning of a row cut before its workload ended: it blocks "below" (threshold_verdict)."""
+    return f"{CUT_WARNING_PREFIX} ({why}): its FLOPs go on beyond this row, which is only a lower bound"
+
+
 def _mean(a: float | None, b: float | None) -> float | None:
     if a is None:
         return b
@@ -717,10 +731,12 @@ def _g(x: float | None) -> str:
 
 
 __all__ = [
+    "CUT_WARNING_PREFIX",
     "AccountPorts",
     "AccountSettings",
     "DeviceAccount",
     "DeviceContext",
     "OpenWorkload",
     "Totals",
+    "cut_warning",
 ]

@@ -482,7 +482,7 @@ class Monitor:
             with self._lock:
                 for acc in self.accounts.values():
                     if acc.open is not None and acc.last is not None:
-                        acc.close(acc.last.t_s, status="interrupted")
+                        acc.close(acc.last.t_s, status="interrupted", cut=f"the daemon stopped: {end_reason}")
                 self.checkpoint(reason=f"stop: {end_reason}")
                 led.append("stop", {"session_id": self.session_id, "wall": time.time(), "reason": end_reason})
             log.info("monitor stopped: %s", end_reason)
