@@ -608,9 +608,10 @@ def finite_float(x: Any) -> float | None:
 def load_json(p: Path) -> Any:
     """Parse a JSON file, turning every failure (bad UTF-8, syntax, nesting too deep) into InputError."""
     check_regular_file(p)
+    from flopwatch.io import read_bytes  # size-capped like every other loader (FLOPWATCH_MAX_INPUT_BYTES)
+
     try:
-        with open(p, encoding="utf-8") as f:
-            return json.load(f)
+        return json.loads(read_bytes(p, kind="JSON trace").decode("utf-8"))
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror or e}", file=str(p)) from None
     except RecursionError:
