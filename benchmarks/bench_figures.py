@@ -27,7 +27,7 @@ def main() -> None:
     from flopwatch.report.estimate_figures import write_figures
     from flopwatch.report.mpl import pyplot
     from flopwatch.report.run_figures import write_run_figures
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
@@ -48,7 +48,7 @@ def main() -> None:
         for i in range(args.repeat):
             d = Path(tmp) / f"figs{i}"
             c0, w0 = time.process_time(), time.perf_counter()
-            n = len(write_run_figures(trace, det, recs, gres, ev, d, simulated=True))
+            n = len(write_run_figures(trace.samples, det, recs, gres, ev, d, simulated=True))
             n += len(write_figures(ev, d, watermark="SIMULATED"))
             cpu.append(time.process_time() - c0)
             wall.append(time.perf_counter() - w0)

@@ -21,10 +21,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from flopwatch.telemetry.reading import Trace, TraceWriter, base_metadata
 from flopwatch.telemetry.sampler import Sampler
-from flopwatch.telemetry.sensors.base import Reading
+from flopwatch.telemetry.schema import Reading, base_metadata
 from flopwatch.telemetry.sensors.replay import open_replay
+from flopwatch.telemetry.trace import Trace
+from flopwatch.telemetry.writer import TraceWriter
 
 DEFAULT_TRACE = (
     Path(__file__).resolve().parents[1].parent / "shared/data/jetson_flop_estimator/writeup/timeseries.json"

@@ -90,7 +90,7 @@ def write_trace(path: Path, duration_s: float, hz: float, seed: int = 0, rows_pe
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from flopwatch.telemetry.reading import _arrow_schema, base_metadata
+    from flopwatch.telemetry.schema import arrow_schema, base_metadata
 
     rng = np.random.default_rng(seed)
     md = base_metadata(
@@ -101,7 +101,7 @@ def write_trace(path: Path, duration_s: float, hz: float, seed: int = 0, rows_pe
         note="bench_scaling.py synthetic trace (numpy, seeded), not a measurement",
         t0_monotonic_s=0.0,
     )
-    schema = _arrow_schema([], md)
+    schema = arrow_schema([], md)
     n = int(duration_s * hz)
     starts, ends = workload_times(duration_s, rng)
     energy0 = 0.0
@@ -153,7 +153,7 @@ def child(case: str, path: str, duration_s: float) -> dict[str, object]:
 
             import flopwatch.monitor.daemon  # noqa: F401
             import flopwatch.sim.sensor  # noqa: F401
-            import flopwatch.telemetry.reading  # noqa: F401
+            import flopwatch.telemetry.trace  # noqa: F401
     elif case == "detect":
         from flopwatch.detect import detect_workloads
 
@@ -190,8 +190,9 @@ def child(case: str, path: str, duration_s: float) -> dict[str, object]:
             out["workloads"] = len(res.workloads)
     elif case.startswith("record"):
         from flopwatch.sim.sensor import from_spec
-        from flopwatch.telemetry.reading import TraceWriter, base_metadata
         from flopwatch.telemetry.sampler import Sampler
+        from flopwatch.telemetry.schema import base_metadata
+        from flopwatch.telemetry.writer import TraceWriter
 
         hz = float(case.partition("@")[2] or 10.0)  # "record@100": the recording rate
         sensors = list(from_spec("a100", seed=0))

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from flopwatch.errors import SensorError
-from flopwatch.telemetry.sensors.base import Clock, Reading, SensorInfo
+from flopwatch.telemetry.schema import Reading
+from flopwatch.telemetry.sensors.base import Clock, SensorInfo
 
 P_IDLE_W = 50.0
 P_BUSY_W = 250.0
@@ -30,11 +31,12 @@ class LinearProfile:
     """Test double of a calibrated profile: eq. 2 form, F = (E_net − p·t) / a, interval ±10 %.
 
     It has what :func:`flopwatch.estimate.verdict.assess` reads: no recorded regime ranges (so nothing places a
-    run out of regime), no measured efficiency and no device (so the hardware bound is unknown)."""
+    run out of regime), no measured efficiency, and an H100 as its device: a "below" rests on a datasheet (issue
+    21), so a profile without a known device could never give one."""
 
     model_name = "linear-test"
     dtype = "fp32"
-    device_key = None
+    device_key = "h100"
     regime_ranges: dict = {}
     efficiency: dict = {}
 
@@ -69,7 +71,8 @@ def write_trace(
     rate_hz: float = RATE_HZ,
 ) -> Path:
     """A 2 Hz trace: idle at 50 W / util 0, busy at 250 W / util 0.95 (with a cumulative counter if asked)."""
-    from flopwatch.telemetry.reading import Trace, base_metadata
+    from flopwatch.telemetry.schema import base_metadata
+    from flopwatch.telemetry.trace import Trace
 
     n = int(t_total * rate_hz) + 1
     readings = []

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from flopwatch.telemetry.reading import COLUMNS, Trace
+from flopwatch.telemetry.schema import COLUMNS
+from flopwatch.telemetry.trace import Trace
 
 
 def synth_frame(

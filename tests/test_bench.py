@@ -28,7 +28,7 @@ from flopwatch.powermodel.bench import (
 from flopwatch.powermodel.datasets import read_aggregate_csv
 from flopwatch.powermodel.fit import fit_power_model
 from flopwatch.sim.bench import bench_grid_sim
-from flopwatch.telemetry.sensors.base import Gap, Reading
+from flopwatch.telemetry.schema import Gap, Reading
 
 
 def test_ci_rel_halfwidth_matches_scipy(rng: np.random.Generator) -> None:
@@ -191,7 +191,7 @@ def test_bench_on_the_simulated_device_is_labelled_and_fits(tmp_path: Path) -> N
 
 def test_bench_on_cpu_with_a_replay_sensor(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="the CPU bench trains a model with torch")
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
     from flopwatch.workloads.sweeps import get_sweep
 
     # A recorded trace (written here, not copied): 60 s at 20 Hz of 40 W and 75 % utilisation.
@@ -229,7 +229,7 @@ def test_bench_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_bench_refuses_a_sensor_spec_that_opens_several_devices(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="bench_grid checks the configs on the CPU with torch first")
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
     from flopwatch.workloads.sweeps import get_sweep
 
     readings = [Reading(i / 10, 1.7e9 + i / 10, f"gpu{i % 2}", 40.0, None, 0.75) for i in range(40)]

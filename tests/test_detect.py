@@ -10,8 +10,8 @@ import pytest
 from flopwatch.cli import main
 from flopwatch.detect import HysteresisParams, OnlineDetector, detect_workloads
 from flopwatch.errors import InputError
-from flopwatch.telemetry.reading import Trace
-from flopwatch.telemetry.sensors.base import Reading
+from flopwatch.telemetry.schema import Reading
+from flopwatch.telemetry.trace import Trace
 
 
 def _feed(det, utils, poll=1.5):
@@ -124,10 +124,11 @@ def test_detect_cli_bad_file(tmp_path, capsys):
 
 def test_replayed_and_rerecorded_seed_trace_detects_the_same(timeseries_path, tmp_path):
     """Replay → sampler → Parquet → detect gives the same workload as detecting the original file."""
-    from flopwatch.telemetry.reading import TraceWriter, base_metadata
     from flopwatch.telemetry.sampler import Sampler
+    from flopwatch.telemetry.schema import base_metadata
     from flopwatch.telemetry.sensors.base import VirtualClock
     from flopwatch.telemetry.sensors.replay import open_replay
+    from flopwatch.telemetry.writer import TraceWriter
 
     out = tmp_path / "re.parquet"
     sensors = open_replay(timeseries_path, clock=VirtualClock(t0=0.0))

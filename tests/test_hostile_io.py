@@ -133,14 +133,49 @@ def test_atomic_write_failure_leaves_old_file(tmp_path: Path) -> None:
     assert [x.name for x in tmp_path.iterdir()] == ["out.json"]
 
 
-def test_atomic_write_replaces_a_symlink_instead_of_following_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["atomic_write", "atomic_path", "Trace.write", "TraceWriter", "journal"])
+def test_no_writer_writes_through_a_symlink(tmp_path: Path, how: str) -> None:
+    """Issue 25 item 4: one guard in io.py, used by every writer: the link and its target are left alone,
+    and no temporary file is left behind."""
+    from flopwatch.io import atomic_path
+    from flopwatch.telemetry.schema import Reading
+    from flopwatch.telemetry.trace import Trace
+
     victim = tmp_path / "victim"
     victim.write_text("precious")
     link = tmp_path / "out"
     link.symlink_to(victim)
-    atomic_write(link, "new")
-    assert victim.read_text() == "precious"
-    assert not link.is_symlink() and link.read_text() == "new"
+    with pytest.raises(InputError, match="symbolic link") as ei:
+        if how == "atomic_write":
+            atomic_write(link, "new")
+        elif how == "atomic_path":
+            with atomic_path(link) as tmp:
+                tmp.write_text("new")
+        elif how == "Trace.write":
+            Trace.from_readings([Reading(0.0, 0.0, "d", 1.0), Reading(1.0, 1.0, "d", 1.0)]).write(link)
+        else:  # the streaming recorder: its Parquet file, or its journal, planted as a link
+            from flopwatch.telemetry.writer import TraceWriter
+
+            target = link if how == "TraceWriter" else tmp_path / "rec.parquet"
+            if how == "journal":
+                link.rename(tmp_path / "rec.parquet.journal")
+                link = tmp_path / "rec.parquet.journal"
+            with TraceWriter(target, {"kind": "test"}, overwrite=True) as w:
+                w.write(Reading(0.0, 0.0, "d", 1.0))
+    assert str(link) in str(ei.value)
+    assert victim.read_text() == "precious" and link.is_symlink()
+    assert sorted(x.name for x in tmp_path.iterdir()) == sorted([link.name, "victim"])
+
+
+def test_a_failed_atomic_path_leaves_no_temporary_file(tmp_path: Path) -> None:
+    from flopwatch.io import atomic_path
+
+    out = tmp_path / "t.parquet"
+    with pytest.raises(RuntimeError), atomic_path(out) as tmp:
+        assert tmp.parent == tmp_path and tmp.name.startswith("t.parquet.partial-")  # named after its target
+        tmp.write_text("half")
+        raise RuntimeError("killed")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_atomic_write_to_a_directory(tmp_path: Path) -> None:

@@ -62,7 +62,7 @@ def test_join_is_the_run_pipelines_join(recorded, tmp_path) -> None:
     """The file-level join and the in-memory stage give the same records."""
     from flopwatch.detect import detect_workloads
     from flopwatch.join import join_records
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
     trace, records = recorded
     out = tmp_path / "j.jsonl"
@@ -124,7 +124,7 @@ def test_streamed_join_equals_the_in_memory_join(request, tmp_path, clock, which
     energy, coverage, utilisation and DRAM traffic."""
     from flopwatch.detect import detect_workloads
     from flopwatch.join import join_records
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
     trace, records = request.getfixturevalue(which)
     out = tmp_path / "s.jsonl"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "flopwatch"
 
-BASE = {"__init__", "errors", "units", "devices", "text", "io"}
+BASE = {"__init__", "errors", "units", "devices", "text", "io", "sensor_timing"}
 #: unit (a top-level module or package of flopwatch) → the units it may import. Keep docs/architecture.md in step.
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
@@ -19,6 +19,7 @@ ALLOWED: dict[str, set[str]] = {
     "__init__": {"errors"},
     "units": {"errors"},
     "devices": {"__init__", "errors", "units"},
+    "sensor_timing": {"__init__", "errors", "units", "devices"},  # each sensor's window and update period
     "io": {"errors"},  # safe input / atomic output (flopwatch.io): a foundation like errors
     "records": BASE,
     "telemetry": BASE,

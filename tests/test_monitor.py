@@ -235,7 +235,7 @@ def test_no_trace_unless_opted_in(tmp_path):
     kept = tmp_path / "kept.parquet"
     cfg2 = _cfg(tmp_path / "b", keep_trace=kept)
     Monitor(cfg2, sensors=_virtual_replay(trace), profile=LinearProfile()).run()
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
     assert len(Trace.read(kept).samples) == 121
 

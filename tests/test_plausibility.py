@@ -9,8 +9,9 @@ from flopwatch.detect import detect_workloads
 from flopwatch.devices import DEVICES, get_device
 from flopwatch.monitor.daemon import device_spec
 from flopwatch.telemetry.plausibility import MAX_BOARD_POWER_W, check_reading, limits_spec, max_power_w
-from flopwatch.telemetry.reading import COLUMNS, Trace
-from flopwatch.telemetry.sensors.base import Reading, SensorInfo
+from flopwatch.telemetry.schema import COLUMNS, Reading
+from flopwatch.telemetry.sensors.base import SensorInfo
+from flopwatch.telemetry.trace import Trace
 
 
 def _reading(power_w: float) -> Reading:

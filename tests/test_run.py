@@ -122,7 +122,7 @@ def test_summary_and_report_lead_with_a_held_out_verdict(quick_run):
 def test_quick_run_is_labelled_simulated(quick_run):
     from flopwatch.estimate.profile import Profile
     from flopwatch.records import load_records
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
     out = quick_run
     tr = Trace.read(out / "trace.parquet")
@@ -312,7 +312,7 @@ def _configs(*widths: int) -> list:
 def test_real_gpu_execution_mechanics(tmp_path):
     """The real-GPU path without a GPU: a sampler thread records a live (monotonic-clock) sensor while workloads
     run in the main thread; a failing workload is recorded and the sweep goes on."""
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
     counted: list[str] = []
     execute = CudaExecutor(
@@ -348,7 +348,7 @@ def test_interrupted_real_gpu_sweep_keeps_finished_records(tmp_path):
     """Ctrl-C (or a dead driver) in the middle of a real-GPU sweep: the trace is closed and the ground truth of the
     workloads that already finished is on disk, not lost with the process."""
     from flopwatch.records import load_records
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
     execute = CudaExecutor(
         run_workload=_fake_run({96: RuntimeError("CUDA out of memory (fake)"), 128: KeyboardInterrupt()}),
@@ -430,7 +430,7 @@ def test_analysis_bug_keeps_records_and_writes_summary(tmp_path):
 def test_gpm_dram_share_becomes_bytes():
     """Hopper's GPM DRAM bandwidth share × the datasheet peak fills dram_bytes_per_s, marked as derived."""
     from flopwatch.pipeline import gpm_dram_bytes
-    from flopwatch.telemetry.sensors.base import Gap, Reading
+    from flopwatch.telemetry.schema import Gap, Reading
 
     got: list = []
     sink = gpm_dram_bytes(got.append, 4.8e12)

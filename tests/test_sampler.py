@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 from flopwatch.errors import SensorError
-from flopwatch.telemetry.reading import Trace, TraceWriter, base_metadata
 from flopwatch.telemetry.sampler import Sampler
-from flopwatch.telemetry.sensors.base import Gap, MonotonicClock, Reading, SensorInfo, VirtualClock
+from flopwatch.telemetry.schema import Gap, Reading, base_metadata
+from flopwatch.telemetry.sensors.base import MonotonicClock, SensorInfo, VirtualClock
 from flopwatch.telemetry.sensors.replay import ReplaySensor, TraceEnded, open_replay
+from flopwatch.telemetry.trace import Trace
+from flopwatch.telemetry.writer import TraceWriter
 
 
 class FakeSensor:
@@ -49,7 +51,7 @@ class FakeSensor:
 
 def test_virtual_clock_exact_grid_and_counts():
     clk = VirtualClock()
-    s = Sampler([FakeSensor(clk), FakeSensor(clk, dev="fake1")], 100.0, duration_s=1.0)
+    s = Sampler([FakeSensor(clk), FakeSensor(clk, dev="fake1")], 100.0, duration_s=1.0, jitter=0.0)
     st = s.run()
     assert st.n_ticks == 101  # t = 0, 0.01, …, 1.00
     assert st.n_samples == {"fake0": 101, "fake1": 101}
@@ -65,6 +67,7 @@ def test_failures_become_gaps_with_errors():
         [FakeSensor(clk, fail_at={3, 7}), FakeSensor(clk, dev="b", fail_at={5}, raise_type=KeyError)],
         10.0,
         sinks=[items.append],
+        jitter=0.0,
     )
     s.run(n_ticks=10)
     gaps = [x for x in items if isinstance(x, Gap)]
@@ -77,7 +80,9 @@ def test_failures_become_gaps_with_errors():
 def test_slow_read_skips_ticks_and_records_overrun_gap():
     clk = VirtualClock()
     items = []
-    s = Sampler([FakeSensor(clk, slow_at={2}, slow_s=0.37)], 10.0, sinks=[items.append], duration_s=1.0)
+    s = Sampler(
+        [FakeSensor(clk, slow_at={2}, slow_s=0.37)], 10.0, sinks=[items.append], duration_s=1.0, jitter=0.0
+    )
     st = s.run()
     gaps = [x for x in items if isinstance(x, Gap)]
     assert len(gaps) == 1 and "overrun: 3 tick(s) missed" in gaps[0].error
@@ -146,7 +151,7 @@ def test_sampler_stops_at_end_of_replay_and_writes(tmp_path):
     rep = ReplaySensor(_seed_like_trace(), clock=clk)
     out = tmp_path / "r.parquet"
     with TraceWriter(out, base_metadata(kind="replay", rate_hz=4)) as w:
-        st = Sampler([rep], 4.0, sinks=[w]).run()
+        st = Sampler([rep], 4.0, sinks=[w], jitter=0.0).run()
     assert st.end_reason == "trace ended" and st.n_samples["d0"] == 41
     tr = Trace.read(out)
     assert len(tr) == 41 and tr.metadata["rate_hz"] == 4
@@ -155,7 +160,7 @@ def test_sampler_stops_at_end_of_replay_and_writes(tmp_path):
 def test_replay_seed_timeseries_fast(timeseries_path):
     sensors = open_replay(timeseries_path, clock=VirtualClock(t0=0.0))
     items = []
-    st = Sampler(sensors, 2.0, sinks=[items.append]).run()
+    st = Sampler(sensors, 2.0, sinks=[items.append], jitter=0.0).run()
     assert st.end_reason == "trace ended"
     tr = Trace.from_readings(items)
     assert tr.df["util"].max() > 0.9 and st.n_gaps.total() == 0
@@ -192,7 +197,7 @@ def test_100hz_for_a_minute_holds_rate_without_drift_on_a_jittery_clock(rng):
     sensor = CostlySensor(clk)
     sensor.rng = rng
     items = []
-    st = Sampler([sensor], 100.0, duration_s=60.0, sinks=[items.append]).run()
+    st = Sampler([sensor], 100.0, duration_s=60.0, sinks=[items.append], jitter=0.0).run()
     ticks = [x.t_s for x in items if isinstance(x, Reading)]
     assert st.n_ticks == 6001 and st.skipped_ticks == 0  # t = 0 … 60 s, no tick lost to the jitter
     assert st.mean_period_s == pytest.approx(0.01, rel=0.01)

@@ -22,7 +22,8 @@ pynvml = pytest.importorskip("pynvml")
 
 from flopwatch.errors import SensorError  # noqa: E402
 from flopwatch.telemetry.sampler import Sampler  # noqa: E402
-from flopwatch.telemetry.sensors.base import Gap, VirtualClock  # noqa: E402
+from flopwatch.telemetry.schema import Gap  # noqa: E402
+from flopwatch.telemetry.sensors.base import VirtualClock  # noqa: E402
 from flopwatch.telemetry.sensors.nvml import open_nvml  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "nvml"

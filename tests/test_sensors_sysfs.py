@@ -13,8 +13,9 @@ import pytest
 
 from flopwatch.errors import InputError, SensorError, SensorPermissionError, SensorUnavailable
 from flopwatch.telemetry.sampler import Sampler
+from flopwatch.telemetry.schema import Gap
 from flopwatch.telemetry.sensors._sysfs import default_reader
-from flopwatch.telemetry.sensors.base import Gap, VirtualClock
+from flopwatch.telemetry.sensors.base import VirtualClock
 from flopwatch.telemetry.sensors.discover import open_sensors, probe_all
 from flopwatch.telemetry.sensors.jetson import JetsonSensor
 from flopwatch.telemetry.sensors.rapl import RaplSensor

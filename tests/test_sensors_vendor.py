@@ -15,12 +15,12 @@ from types import SimpleNamespace
 import pytest
 
 from flopwatch.errors import SensorError, SensorUnavailable
-from flopwatch.telemetry.reading import Trace
 from flopwatch.telemetry.sampler import Sampler
 from flopwatch.telemetry.sensors.amd import open_amd
 from flopwatch.telemetry.sensors.base import VirtualClock
 from flopwatch.telemetry.sensors.discover import open_sensors
 from flopwatch.telemetry.sensors.nvml import open_nvml
+from flopwatch.telemetry.trace import Trace
 
 DATA = Path(__file__).parent / "data"
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from flopwatch.errors import InputError
-from flopwatch.sim.accelerator import Idle, Run, SimulatedAccelerator
+from flopwatch.sim.accelerator import Idle, RawWorkload, Run, SimulatedAccelerator
 from flopwatch.sim.artefacts import SensorReadout
-from flopwatch.sim.sensor import RawWorkload, from_spec, load_schedule, parse_spec
+from flopwatch.sim.sensor import from_spec, load_schedule, parse_spec
 from flopwatch.telemetry.sensors.base import Sensor, VirtualClock
 
 
@@ -326,7 +326,7 @@ def test_sim_cli(tmp_path, capsys):
         main(["sim", "trace", "a100", "--schedule", str(sched), "-o", str(out), "--records", str(recs)]) == 0
     )
     from flopwatch.detect import detect_workloads
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
     tr = Trace.read(out)
     assert tr.simulated

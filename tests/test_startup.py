@@ -41,7 +41,7 @@ def test_estimator_and_trace_modules_import_lazily():
         "flopwatch.estimate.intervals",
         "flopwatch.estimate.profile",
         "flopwatch.detect",
-        "flopwatch.telemetry.reading",
+        "flopwatch.telemetry.trace",
         "flopwatch.telemetry.integrate",
         "flopwatch.telemetry.source",
         "flopwatch.telemetry.sensors.replay",

@@ -6,18 +6,19 @@ from __future__ import annotations
 import math
 import threading
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from flopwatch.detect import detect_workloads
 from flopwatch.telemetry.integrate import StreamingMedian, Window, integrate_windows
-from flopwatch.telemetry.reading import Trace, TraceWriter, base_metadata
 from flopwatch.telemetry.sampler import Sampler
+from flopwatch.telemetry.schema import base_metadata
 from flopwatch.telemetry.sensors.base import VirtualClock
 from flopwatch.telemetry.sensors.replay import PacedClock, ReplaySensor, open_replay
 from flopwatch.telemetry.source import ParquetSource, open_source
+from flopwatch.telemetry.trace import Trace
+from flopwatch.telemetry.writer import TraceWriter
 from streaming_helpers import synth_frame, synth_trace
 
 # Numbers of the whole-trace implementation (flopwatch before streaming, commit 1ff4bc0) on these seeded
@@ -205,7 +206,7 @@ class _Const:
         return SensorInfo(kind="test", device_id="c", name="c")
 
     def read(self):
-        from flopwatch.telemetry.reading import Reading
+        from flopwatch.telemetry.schema import Reading
 
         return Reading(self.clock.now(), 0.0, "c", 1.0)
 
@@ -216,7 +217,7 @@ class _Const:
 # ---------------------------------------------------------------------- writer backpressure
 def test_writer_queue_is_bounded_when_the_disk_is_slow(tmp_path):
     """A writer thread slower than the producer blocks the producer: never more than max_pending batches."""
-    from flopwatch.telemetry.reading import Reading
+    from flopwatch.telemetry.schema import Reading
 
     w = TraceWriter(tmp_path / "w.parquet", base_metadata(kind="test"), row_group_rows=50, max_pending=2)
     real = w._write_rows
@@ -279,10 +280,12 @@ def test_run_timeline_of_a_long_trace_is_a_bounded_envelope(tmp_path) -> None:
 
     df = synth_frame(n_s=1800, hz=10, seed=3)
     path = Trace(df, {"t0_monotonic_s": 0.0}).write(tmp_path / "t.parquet")
-    whole = timeline_samples(path, len(df), max_rows=len(df))
-    assert isinstance(whole, Trace) and len(whole) == len(df)
-    env = timeline_samples(path, len(df), max_rows=1000, bins=120).samples
-    s = whole.samples
+    whole = timeline_samples(path, max_rows=len(df))  # every reading, in one pass
+    s = Trace.read(path).samples
+    assert list(whole.columns) == ["t_s", "power_w", "util"] and len(whole) == len(s)
+    for c in whole.columns:
+        assert np.array_equal(whole[c].to_numpy(), s[c].to_numpy(), equal_nan=True)
+    env = timeline_samples(path, max_rows=1000, bins=120)
     assert len(env) <= 2 * 120 and list(env.columns) == ["t_s", "power_w", "util"]
     assert env["power_w"].max() == s["power_w"].max() and env["power_w"].min() == s["power_w"].min()
     assert env["util"].max() == s["util"].max() and env["util"].min() == s["util"].min()
@@ -293,5 +296,5 @@ def test_run_timeline_of_a_long_trace_is_a_bounded_envelope(tmp_path) -> None:
     by_bin = s.groupby(k)["power_w"].agg(["min", "max"]).to_numpy()
     assert np.array_equal(env["power_w"].to_numpy().reshape(-1, 2), by_bin)
     det = detect_workloads(path)
-    out = fig_timeline(SimpleNamespace(samples=env), det, [], tmp_path / "tl.png", simulated=True)
+    out = fig_timeline(env, det, [], tmp_path / "tl.png", simulated=True)
     assert out.stat().st_size > 10_000

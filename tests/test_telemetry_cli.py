@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from flopwatch.cli import main
-from flopwatch.telemetry.reading import Trace, base_metadata
-from flopwatch.telemetry.sensors.base import Reading
+from flopwatch.telemetry.schema import Reading, base_metadata
+from flopwatch.telemetry.trace import Trace
 
 SYSFS = Path(__file__).parent / "data" / "sysfs"
 

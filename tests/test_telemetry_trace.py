@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from flopwatch.errors import InputError
-from flopwatch.telemetry.reading import Trace, TraceWriter, base_metadata
-from flopwatch.telemetry.sensors.base import Gap, Reading
+from flopwatch.telemetry.schema import Gap, Reading, base_metadata
+from flopwatch.telemetry.trace import Trace
+from flopwatch.telemetry.writer import TraceWriter
 
 
 def _readings(n=101, dt=0.1, power=10.0, counter=True, dev="gpu0"):
@@ -161,7 +162,7 @@ def test_malformed_timeseries_names_field(tmp_path, payload, field):
 def test_not_json(tmp_path):
     p = tmp_path / "ts.json"
     p.write_text("{nope")
-    with pytest.raises(InputError, match="not valid JSON"):
+    with pytest.raises(InputError, match="invalid JSON"):
         Trace.read(p)
 
 

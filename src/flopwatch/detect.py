@@ -25,8 +25,8 @@ import numpy as np
 from flopwatch.errors import InputError
 
 if TYPE_CHECKING:
-    from flopwatch.telemetry.reading import Trace
     from flopwatch.telemetry.source import Chunk, TraceSource
+    from flopwatch.telemetry.trace import Trace
 
 
 @dataclass(frozen=True)

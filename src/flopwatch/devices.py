@@ -475,3 +475,29 @@ def get_device(name: str, *, peak_overrides: Mapping[str, float] | None = None) 
     if env:
         return with_peaks(spec, parse_peak_overrides(env).get(spec.key, {}), f"${PEAK_OVERRIDE_ENV}")
     return spec
+
+
+def resolve(*names: object, cpu: bool = True) -> DeviceSpec | None:
+    """The spec of the first of ``names`` that :func:`get_device` knows, else None: the one name → spec
+    resolver (sensor names, spec keys, NVML names, profile device keys, fleet ``modelName`` labels).
+
+    A :class:`DeviceSpec` is returned as is; empty names are skipped; a simulated name (``sim:a100#0``,
+    ``sim:h100:1``, ``A100 (simulated)``) resolves to its device. ``cpu=False`` skips CPU entries (an
+    accelerator bound must not come from the nominal "Generic CPU" row).
+    """
+    for n in names:
+        if isinstance(n, DeviceSpec):
+            spec = n
+        elif not n:
+            continue
+        else:
+            s = str(n).replace("(simulated)", "").strip()
+            if s.startswith("sim:"):
+                s = re.split(r"[#:]", s[4:], maxsplit=1)[0]
+            try:
+                spec = get_device(s)
+            except InputError:
+                continue
+        if cpu or spec.vendor != "cpu":
+            return spec
+    return None

@@ -79,7 +79,3 @@ class SensorPermissionError(SensorError, PermissionError):
 
 class LedgerError(FlopwatchError):
     """A ledger cannot be opened or written."""
-
-
-class LedgerTampered(LedgerError):
-    """Ledger verification found an edited, deleted, inserted or reordered row."""

@@ -11,8 +11,10 @@ Inputs may be hostile (a verifier's tool runs where the operator may want it to 
   :class:`~flopwatch.errors.InputError` (or a value the field validators name), never a RecursionError,
   OverflowError or MemoryError.
 
-Outputs are written atomically (a temporary file in the same directory, ``fsync``, then ``os.replace``): a
-crash or a full disk leaves the previous file intact, never half a file. :func:`check_not_input` refuses an
+Outputs are written atomically (a temporary file named after the target in the same directory, ``fsync``,
+then ``os.replace``; the temporary file is removed on any failure): a crash or a full disk leaves the previous
+file intact, never half a file. No writer writes through (or replaces) a symbolic link at its target, ``--force``
+or not (issue 25): the link may point at someone else's file, and whoever planted it meant something by it. :func:`check_not_input` refuses an
 output path that is one of the command's inputs (by resolved path and by inode, so hard links and symlinks
 count), before any work starts.
 """
@@ -20,6 +22,7 @@ count), before any work starts.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import math
@@ -28,7 +31,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,6 +56,7 @@ __all__ = [
     "MAX_NESTING",
     "OutOfRange",
     "PUBLISHED_SHA256",
+    "atomic_path",
     "atomic_write",
     "atomic_writer",
     "check_disk_space",
@@ -64,6 +68,7 @@ __all__ = [
     "check_not_input",
     "check_output_file",
     "is_out_of_range",
+    "jsonable",
     "parse_json",
     "parse_toml",
     "published_data_problem",
@@ -71,6 +76,8 @@ __all__ = [
     "read_json",
     "read_text",
     "read_toml",
+    "refuse_link",
+    "open_output",
 ]
 
 
@@ -202,6 +209,34 @@ class OutOfRange(float):
         obj = super().__new__(cls, -math.inf if neg else math.inf)
         obj.literal = literal if len(literal) <= 24 else f"{literal[:12]}…({len(literal)} characters)"
         return obj
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` as plain JSON values (the one JSON-safe converter): non-finite floats → None (JSON has no NaN;
+    a null says "undefined" honestly), numpy scalars/arrays → numbers/lists, tuples and sets → lists,
+    paths → str, objects with ``to_dict()`` and dataclasses → their dict. Keys become strings.
+
+    numpy is recognised by duck typing (``item``/``tolist``) so this module stays import-light.
+    """
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if callable(getattr(obj, "to_dict", None)):  # records, results: their own JSON form
+        return jsonable(obj.to_dict())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return jsonable(dataclasses.asdict(obj))
+    if callable(getattr(obj, "tolist", None)):  # numpy arrays and scalars (a scalar's tolist is its item)
+        return jsonable(obj.tolist())
+    if callable(getattr(obj, "item", None)):
+        return jsonable(obj.item())
+    return str(obj)
 
 
 def is_out_of_range(value: Any) -> str | None:
@@ -441,12 +476,40 @@ def check_output(
     if not create_parents and not parent.is_dir():
         raise InputError(f"folder {parent} does not exist", file=str(out))
     check_not_input(out, inputs, option=option)
+    refuse_link(
+        out
+    )  # before any work: no writer writes through a link (found at the end, it wastes the work)
     if (out.exists() or out.is_symlink()) and not overwrite:
         raise InputError("file exists (use --force to overwrite)", file=str(out))
     return out
 
 
+def refuse_link(path: str | os.PathLike[str]) -> None:
+    """InputError when ``path`` is a symbolic link (dangling or not): no writer writes through one."""
+    if os.path.islink(path):
+        raise InputError(
+            "is a symbolic link; refusing to write through it (remove the link first)", file=os.fspath(path)
+        )
+
+
+def open_output(path: str | os.PathLike[str]) -> IO[bytes]:
+    """A new or truncated binary file at ``path`` for a streaming writer that cannot write to a temporary name
+    (a recording's Parquet file and journal, read after a crash): a symlink at ``path`` is refused, also one
+    planted after the check (``O_NOFOLLOW``)."""
+    refuse_link(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            refuse_link(path)
+        raise InputError(f"cannot write ({e.strerror or e})", file=os.fspath(path)) from None
+    return os.fdopen(fd, "wb")
+
+
 def _prepare_target(p: Path) -> None:
+    """The one guard of every atomic writer: the target is not a symlink or a directory, its folder exists."""
+    refuse_link(p)
     if p.is_dir():
         raise InputError("is a directory; expected an output file path", file=str(p))
     try:
@@ -567,15 +630,37 @@ def scratch_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def _install(tmp: str, p: Path, exclusive: bool) -> None:
+    """Put the finished temporary file at ``p``: rename over it, or (``exclusive``) link it there only when the
+    name is free — a file or link that appeared meanwhile is never replaced."""
+    if not exclusive:
+        os.replace(tmp, p)
+        return
+    try:
+        os.link(tmp, p)  # atomic, and fails (EEXIST) on any existing name, a symlink included
+    except FileExistsError:
+        raise InputError("appeared while it was being written; refusing to replace it", file=str(p)) from None
+    except OSError as e:
+        raise InputError(f"cannot write ({e.strerror or e})", file=str(p)) from None
+    os.unlink(tmp)
+
+
 @contextlib.contextmanager
 def atomic_writer(
-    path: str | os.PathLike[str], *, mode: str = "w", perms: int | None = None, encoding: str = "utf-8"
+    path: str | os.PathLike[str],
+    *,
+    mode: str = "w",
+    perms: int | None = None,
+    encoding: str = "utf-8",
+    exclusive: bool = False,
 ) -> Iterator[IO[Any]]:
     """Context manager giving a file in ``path``'s directory that replaces ``path`` only on success.
 
     ``mode`` is ``"w"`` (text) or ``"wb"``. The file keeps the mode of the file it replaces, else
-    ``perms`` (default rw-r--r--: outputs are shared). A symlink at ``path`` is replaced, never written
-    through. On any exception the temporary file is removed and ``path`` is untouched.
+    ``perms`` (default rw-r--r--: outputs are shared). A symlink at ``path`` is refused (InputError), never
+    written through nor replaced. On any exception the temporary file is removed and ``path`` is untouched.
+    ``exclusive``: create ``path``, never replace an existing file (a signing key). The temporary file is
+    created with mode 0600 and given its final mode before any data is written.
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
@@ -598,7 +683,7 @@ def atomic_writer(
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, p)
+        _install(tmp, p, exclusive)
         _fsync_dir(p.parent)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -607,11 +692,20 @@ def atomic_writer(
 
 
 def atomic_write(
-    path: str | os.PathLike[str], data: str | bytes, *, perms: int | None = None, encoding: str = "utf-8"
+    path: str | os.PathLike[str],
+    data: str | bytes,
+    *,
+    perms: int | None = None,
+    encoding: str = "utf-8",
+    exclusive: bool = False,
 ) -> Path:
     """Write ``data`` to ``path`` atomically (see :func:`atomic_writer`); returns the path."""
     with atomic_writer(
-        path, mode="wb" if isinstance(data, bytes) else "w", perms=perms, encoding=encoding
+        path,
+        mode="wb" if isinstance(data, bytes) else "w",
+        perms=perms,
+        encoding=encoding,
+        exclusive=exclusive,
     ) as fh:
         fh.write(data)
     return Path(path)
@@ -621,7 +715,8 @@ def atomic_write(
 def atomic_path(path: str | os.PathLike[str], *, perms: int | None = None) -> Iterator[Path]:
     """A temporary path beside ``path`` for writers that want a file name (pandas, pyarrow, matplotlib).
 
-    The temporary path is renamed over ``path`` when the block succeeds, removed otherwise.
+    The temporary path is renamed over ``path`` when the block succeeds, removed otherwise (the same guard
+    as :func:`atomic_writer`: a symlink at ``path`` is refused). ``perms`` as for :func:`atomic_writer`.
     """
     p = Path(path)
     _prepare_target(p)

@@ -26,11 +26,12 @@ import numpy as np
 
 from flopwatch.detect import detect_workloads
 from flopwatch.errors import InputError
+from flopwatch.io import atomic_path
 from flopwatch.records import WorkloadRecord, append_record, load_records
 from flopwatch.telemetry.source import TraceSource, open_source
 
 if TYPE_CHECKING:
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
 #: A segment must cover this share of its run's timed region for the run to get the segment's energy.
 MIN_OVERLAP_FRAC = 0.9
@@ -274,16 +275,9 @@ def join_trace_file(
     except InputError as e:
         raise InputError(e.detail, file=str(records_path), record=e.record, field=e.field) from None
     sim = bool(src.metadata.get("simulated", False))
-    tmp = out.with_name(out.name + ".tmp")
-    if tmp.exists():
-        tmp.unlink()
-    try:
+    with atomic_path(out) as tmp:  # a refused record leaves no half-written file behind
         for r in res.records:
             append_record(tmp, replace(r, simulated=r.simulated or sim))
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a refused record leaves no half-written file behind
-        raise
     return JoinFileResult(
         output=str(out),
         n_records=len(res.records),

@@ -24,7 +24,7 @@ from typing import Any, overload
 
 from flopwatch.devices import normalize_dtype
 from flopwatch.errors import InputError
-from flopwatch.io import check_output_file, is_out_of_range, parse_json, read_text
+from flopwatch.io import check_output_file, is_out_of_range, jsonable, parse_json, read_text, refuse_link
 from flopwatch.units import MW_PER_W, TERA
 
 RECORD_SCHEMA = "flopwatch.record/1"
@@ -677,18 +677,6 @@ def _check_unique(records: Sequence[WorkloadRecord], file: str) -> None:
         seen[r.label] = i
 
 
-def _json_default(o: Any) -> Any:
-    # numpy scalars and arrays from the workload runner
-    if hasattr(o, "item") and callable(o.item):
-        try:
-            return o.item()
-        except (ValueError, TypeError):
-            pass
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
 def append_record(path: str | os.PathLike[str], record: Mapping[str, Any] | WorkloadRecord) -> None:
     """Append one record as a JSON line: one ``write`` on an ``O_APPEND`` descriptor, then ``fsync``.
 
@@ -700,7 +688,8 @@ def append_record(path: str | os.PathLike[str], record: Mapping[str, Any] | Work
     if "label" not in d or d["label"] in (None, ""):
         raise InputError("is missing", file=str(path), field="label")
     try:
-        line = json.dumps(d, default=_json_default, allow_nan=False, separators=(",", ":")) + "\n"
+        # numpy values from the workload runner become plain numbers (io.jsonable); a float NaN is refused
+        line = json.dumps(d, default=jsonable, allow_nan=False, separators=(",", ":")) + "\n"
     except ValueError:
         bad = [k for k, v in d.items() if isinstance(v, float) and not math.isfinite(v)]
         raise InputError(
@@ -711,10 +700,17 @@ def append_record(path: str | os.PathLike[str], record: Mapping[str, Any] | Work
         ) from None
     data = line.encode("utf-8")
     check_output_file(path)
-    # O_NONBLOCK: should a FIFO appear at the path after the check, open fails instead of waiting for a reader
-    fd = os.open(
-        os.fspath(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0), 0o644
+    refuse_link(path)
+    # O_NONBLOCK: should a FIFO appear at the path after the check, open fails instead of waiting for a reader;
+    # O_NOFOLLOW: nor is a symlink planted after the check written through
+    flags = (
+        os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
     )
+    try:
+        fd = os.open(os.fspath(path), flags, 0o644)
+    except OSError:
+        refuse_link(path)  # ELOOP: a link planted between the check and the open
+        raise
     try:
         # A previous crash may have left a partial line without "\n": start ours on a fresh line.
         if os.fstat(fd).st_size > 0:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -32,12 +35,19 @@ def mv_ma_to_w(mv: float, ma: float) -> float:
     return mv * ma / 1e6
 
 
-def tflop_to_flop(tf: float) -> float:
-    return tf * TERA
+def finite(x: Any) -> float | None:
+    """``float(x)`` when ``x`` is a real, finite number (not a bool; numpy scalars count), else None.
 
-
-def flop_to_tflop(f: float) -> float:
-    return f / TERA
+    The one finite-number helper: a value read from a file, a payload or a sensor is either a usable number or
+    "missing", never NaN, inf, True or an int too large for a float (no OverflowError escapes).
+    """
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        return None
+    try:
+        f = float(x)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
 
 
 def counter_delta(prev: float, cur: float, max_range: float | None = None) -> float | None:

@@ -80,7 +80,11 @@ def test_max_input_bytes_is_parsed_like_an_option(
 ) -> None:
     (tmp_path / "x.json").write_text("{}")
     monkeypatch.setenv("FLOPWATCH_MAX_INPUT_BYTES", value)
-    _refused(capsys, ["detect", str(tmp_path / "x.json")], "FLOPWATCH_MAX_INPUT_BYTES")
+    _refused(
+        capsys,
+        ["calibrate", str(tmp_path / "x.json"), "-o", str(tmp_path / "p.json")],
+        "FLOPWATCH_MAX_INPUT_BYTES",
+    )
 
 
 @pytest.mark.parametrize(

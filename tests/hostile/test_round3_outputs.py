@@ -50,18 +50,22 @@ def _one_error_line(r: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def test_openmetrics_force_never_writes_through_symlinks(tmp_path: Path) -> None:
+def test_openmetrics_force_never_writes_through_symlinks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "victim-a").write_text("precious a")
     (tmp_path / "victim-b").write_text("precious b")
-    (tmp_path / "h.om").symlink_to(tmp_path / "victim-a")
     (tmp_path / "h.om.truth.json").symlink_to(tmp_path / "victim-b")
-    assert main(["sim", "openmetrics", "-o", str(tmp_path / "h.om"), *SMALL_FLEET, "--force"]) == 0
+    # a symlinked ground truth: refused before any work (io's one output guard), the target untouched
+    assert main(["sim", "openmetrics", "-o", str(tmp_path / "h.om"), *SMALL_FLEET, "--force"]) == 2
+    assert "link" in capsys.readouterr().err
+    (tmp_path / "h.om.truth.json").unlink()
+    (tmp_path / "h.om").symlink_to(tmp_path / "victim-a")
+    assert main(["sim", "openmetrics", "-o", str(tmp_path / "h.om"), *SMALL_FLEET, "--force"]) == 2
+    assert "link" in capsys.readouterr().err
     assert (tmp_path / "victim-a").read_text() == "precious a"
     assert (tmp_path / "victim-b").read_text() == "precious b"
-    for name in ("h.om", "h.om.truth.json"):
-        assert not (tmp_path / name).is_symlink() and (tmp_path / name).stat().st_size > 0
-    assert (tmp_path / "h.om").read_text().rstrip().endswith("# EOF")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.om", "h.om.truth.json", "victim-a", "victim-b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.om", "victim-a", "victim-b"]
 
 
 def test_a_killed_writers_leftovers_are_removed_by_the_next_run(tmp_path: Path) -> None:

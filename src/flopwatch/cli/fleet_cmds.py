@@ -4,6 +4,7 @@ fleet's dcgm-exporter history as OpenMetrics text). Logic lives in :mod:`flopwat
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,10 @@ def _threshold(v: str | None) -> float | None:
         x = float(v)
     except ValueError:
         raise InputError(f"not a number of FLOPs: {v!r} (e.g. 1e25)", field="threshold") from None
-    if not x > 0:
-        raise InputError(f"must be > 0, got {v!r}", field="threshold")
+    if not (
+        math.isfinite(x) and x > 0
+    ):  # inf or 1e400 would clear every group "below" (as `estimate` refuses)
+        raise InputError(f"must be a positive finite FLOP count, got {v!r}", field="threshold")
     return x
 
 
@@ -63,8 +66,14 @@ def fleet_estimate(
     timeout_s: float = typer.Option(
         60.0,
         "--timeout",
-        help="Seconds per HTTP request.",
-        callback=options.positive(unit="s"),
+        help="Deadline per query in seconds (connect, retries and the whole answer).",
+        callback=options.positive(le=86400, unit="s"),
+    ),
+    run_timeout_s: float = typer.Option(
+        None,
+        "--run-timeout",
+        help="Deadline for all queries of the run together, in seconds (default: none).",
+        callback=options.positive(le=30 * 86400, unit="s"),
     ),
     retries: int = typer.Option(
         3,
@@ -113,7 +122,7 @@ def fleet_estimate(
         from flopwatch.devices import normalize_dtype
 
         dtype = normalize_dtype(dtype)
-    client = PrometheusClient(prometheus, timeout_s=timeout_s, retries=retries)
+    client = PrometheusClient(prometheus, timeout_s=timeout_s, run_timeout_s=run_timeout_s, retries=retries)
     show = not (as_json or no_progress) and sys.stderr.isatty()
     if show:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

@@ -1,4 +1,5 @@
-"""CLI of the monitor area: ``flopwatch monitor`` (the daemon) and ``flopwatch ledger verify|show|export-key``."""
+"""CLI of the monitor area: ``flopwatch monitor`` (the daemon) and
+``flopwatch ledger verify|show|export-key|head|witness``."""
 
 from __future__ import annotations
 
@@ -106,18 +107,30 @@ def ledger_verify(
         help="SEQ or SEQ:HASH of a head recorded earlier off the node (a previous verify, the scraped "
         "flopwatch_ledger_head_seq): detects the newest rows being cut off.",
     ),
+    witness: Path | None = typer.Option(
+        None,
+        "--witness",
+        help="Witness log (HEADS.jsonl from `ledger witness`): every head in it must be a prefix of the "
+        "ledger (exit 1 naming the head otherwise).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Check the schema, the pin, and every row's hash, signature, sequence number and chain link; exit 1 if
-    anything was tampered with."""
+    """Check the schema, the pin, every row's hash, signature, sequence number and chain link, and the
+    history tree against the signed and the witnessed heads; exit 1 if anything was tampered with, 2 if the
+    file is not a ledger or the witness log does not parse."""
     from flopwatch.errors import InputError
     from flopwatch.monitor.ledger import parse_head, verify_ledger
+    from flopwatch.monitor.witness import read_log
     from flopwatch.text import literal as one_line  # newlines escaped too: one problem, one line
 
     if not ledger.exists():
         raise InputError("ledger not found", file=str(ledger))
     head = parse_head(expect_head) if expect_head is not None else None
-    res = verify_ledger(ledger, public_key, expect_head=head)
+    heads = read_log(witness) if witness is not None else None
+    res = verify_ledger(ledger, public_key, expect_head=head, witness=heads)
+    bad = next((p for p in res.problems if p.kind == "not-a-ledger"), None)
+    if bad is not None:
+        raise InputError(bad.message, file=str(ledger))
     if json_out:
         echo_json(res.to_dict())
     else:
@@ -132,6 +145,11 @@ def ledger_verify(
             f"head {res.head_seq}:{literal(res.head_hash)}; key {literal(res.key_source)}"
             + (f" (sha256 {res.key_fingerprint[:16]}…)" if res.key_fingerprint else "")
             + (f"; genesis {literal(res.genesis_hash)[:16]}…" if res.genesis_hash else "")
+            + (
+                f"; {res.witness_heads} witnessed head(s), rows 1..{res.witnessed_size} witnessed"
+                if witness is not None
+                else ""
+            )
         )
     if not res.ok:
         raise typer.Exit(1)
@@ -248,6 +266,75 @@ def ledger_export_key(
             raise InputError(str(e), file=str(output), field="output") from None
 
 
+@ledger_app.command("head")
+def ledger_head(
+    ledger: Path = typer.Argument(..., help="Ledger file (SQLite); opened read-only."),
+    json_out: bool = typer.Option(
+        False, "--json", help='Print {"size", "root", "time", "signature", "key_id"} (hex; time in ms).'
+    ),
+) -> None:
+    """Print the newest signed tree head of the ledger (what a witness keeps off the node)."""
+    from flopwatch.errors import InputError
+    from flopwatch.monitor.witness import FileSource
+
+    src = FileSource(ledger)
+    try:
+        h = src.head()
+    finally:
+        src.close()
+    if json_out:
+        echo_json(h.to_dict())
+        return
+    if not ledger.exists():  # pragma: no cover - FileSource raised already
+        raise InputError("ledger not found", file=str(ledger))
+    typer.echo(
+        f"{literal(ledger)}: head size {h.size} root {h.root} time {_ts(h.time_ms / 1000)} "
+        f"({h.time_ms} ms) key {h.key_id[:16]}… signature {h.signature}"
+    )
+
+
+@ledger_app.command("witness")
+def ledger_witness(
+    source: str = typer.Argument(
+        ..., help="The monitor's URL (http://HOST:PORT, serving /head and /consistency) or a ledger file."
+    ),
+    log: Path = typer.Option(..., "--log", help="Witness log (JSON Lines); appended to, never rewritten."),
+    public_key: Path | None = typer.Option(
+        None,
+        "--public-key",
+        help="Pinned key (`ledger export-key`) the head must be signed with; default for a ledger file: "
+        "LEDGER.pub beside it (a warning says it is not off the node). Required for a URL.",
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the logged entry as JSON."),
+) -> None:
+    """Fetch the newest signed head, check it against the pinned key and, by consistency proofs, against
+    every head already in the log, then append it with this machine's clock. Exit 1 naming the earlier head
+    when the new one is not consistent with it."""
+    from flopwatch.errors import InputError
+    from flopwatch.monitor.keys import default_public_key_path, load_pin
+    from flopwatch.monitor.witness import witness
+    from flopwatch.text import literal as one_line
+
+    if public_key is None:
+        if source.startswith(("http://", "https://")):
+            raise InputError("a URL needs --public-key (the pin kept off the node)", field="--public-key")
+        public_key = default_public_key_path(source)
+        typer.echo(
+            f"warning: using {one_line(public_key)} beside the ledger as the pin; keep a copy off the node and "
+            "pass it with --public-key",
+            err=True,
+        )
+    pin = load_pin(public_key)
+    out = witness(source, log, pin.key)
+    if not out.ok:
+        typer.echo(f"{literal(log)}: refused: {one_line(out.message)}")
+        raise typer.Exit(1)
+    if json_out and out.entry is not None:
+        echo_json(out.entry.to_dict())
+    else:
+        typer.echo(f"{literal(log)}: {one_line(out.message)}")
+
+
 def monitor_command(
     sensor: list[str] = typer.Option(
         None, "--sensor", "-s", help="Sensor spec (repeatable): nvml, jetson, replay:FILE, sim:NAME …"
@@ -276,6 +363,11 @@ def monitor_command(
     ),
     checkpoint_s: float | None = typer.Option(
         None, "--checkpoint-s", help="Checkpoint interval of the running totals (s)."
+    ),
+    head_interval_s: float | None = typer.Option(
+        None,
+        "--head-interval-s",
+        help="Sign a tree head of the ledger this often (s of sensor time, default 60); served at /head.",
     ),
     duration: float | None = typer.Option(
         None, "--duration", help="Stop after this many seconds of sensor time."
@@ -339,6 +431,7 @@ def monitor_command(
             "poll_s": poll_s,
             "sample_hz": sample_hz,
             "checkpoint_s": checkpoint_s,
+            "head_interval_s": head_interval_s,
             "duration_s": duration,
             "speed": speed,
             "idle_power_w": idle_power_w,

@@ -22,7 +22,7 @@ from typing import Any
 import typer
 
 from flopwatch.errors import InputError
-from flopwatch.io import check_not_input, check_output_file
+from flopwatch.io import check_not_input, check_output_file, refuse_link
 
 # No sensor backend refreshes faster than 1 kHz (NVML's power reading every 20–100 ms, tegrastats ≥ 1 ms,
 # RAPL's energy counter ~1 ms): sampling above that only burns CPU, and 1e7 Hz used to run away.
@@ -231,6 +231,11 @@ def not_inputs(
         check_not_input(p, ins, option=opt)
         # two outputs on one path: the second would overwrite the first
         check_not_input(p, [q for _, q in outs[i + 1 :]], option=opt)
+        if opt not in directories:
+            try:
+                refuse_link(p)  # no writer writes through a link: refused before any work, --force or not
+            except InputError as e:
+                raise InputError(e.detail, file=str(p), field=opt) from None
 
 
 def sensor_files(spec: str | None) -> list[str]:

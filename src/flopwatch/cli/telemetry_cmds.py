@@ -111,8 +111,9 @@ def record_cmd(
     )  # before any work: never overwrite an input
     import time
 
-    from flopwatch.telemetry.reading import TraceWriter, base_metadata
     from flopwatch.telemetry.sampler import Sampler
+    from flopwatch.telemetry.schema import base_metadata
+    from flopwatch.telemetry.writer import TraceWriter
 
     if not rate > 0:
         raise InputError(f"--rate must be > 0, got {rate}", field="rate")
@@ -127,6 +128,16 @@ def record_cmd(
         raise InputError(f"--flush-every must be a finite number > 0, got {flush_every}", field="flush_every")
     sensors = _open(sensor, speed)
     infos = [s.info() for s in sensors]
+    from flopwatch.sensor_timing import check_sampling, sensor_kind_of
+
+    sampler = Sampler(sensors, rate, duration_s=duration, max_buffer=max(100, int(rate * 10)))
+    checks = {
+        i.device_id: check_sampling(i.spec_key or i.name or i.device_id, sensor_kind_of(i.kind), rate)
+        for i in infos
+    }
+    for dev, chk in checks.items():
+        for w in chk.warnings if not chk.adequate else ():
+            print(f"warning: {dev}: {w}", file=sys.stderr)
     md = base_metadata(
         kind=infos[0].kind,
         rate_hz=rate,
@@ -145,9 +156,12 @@ def record_cmd(
             for i in infos
         ],
         t0_monotonic_s=sensors[0].clock.now(),
+        jitter=sampler.jitter,
+        jitter_seed=sampler.jitter_seed,  # every sample instant can be regenerated (telemetry/sampler.py)
+        sampling_checks={d: c.to_dict() for d, c in checks.items()},
     )
     writer = TraceWriter(output, md, flush_every_s=flush_every, overwrite=force)
-    sampler = Sampler(sensors, rate, sinks=[writer], duration_s=duration, max_buffer=max(100, int(rate * 10)))
+    sampler.sinks.append(writer)
     interrupted = False
     try:
         if as_json or not sys.stderr.isatty():
@@ -244,7 +258,7 @@ def idle_cmd(
     import numpy as np
 
     from flopwatch.telemetry.sampler import Sampler
-    from flopwatch.telemetry.sensors.base import Reading
+    from flopwatch.telemetry.schema import Reading
 
     if not duration > 0 or not rate > 0:
         raise InputError("--duration and --rate must be > 0", field="duration")

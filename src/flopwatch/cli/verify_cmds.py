@@ -32,12 +32,17 @@ def _counts(c: dict[str, int]) -> str:
 
 
 def verdict_cmd(
-    ledger: Path = typer.Argument(..., help="Monitor ledger (SQLite) to read; never written."),
+    ledgers: list[Path] = typer.Argument(
+        ..., help="Monitor ledger(s) (SQLite) to read, one per node of the job; never written."
+    ),
     threshold: str = typer.Option(..., "--threshold", help="Compute threshold in FLOP (e.g. 1e14)."),
     window: str = typer.Option(
-        "all", "--window", help="Window ending at the ledger's last entry: 24h, 7d, 90m, … or all."
+        "all",
+        "--window",
+        help="Window ending at the last entry (placed by the witness's clock with --witness): 24h, 7d, 90m, … "
+        "or all.",
     ),
-    by: str = typer.Option("all", "--by", help="Group by device, job or all."),
+    by: str = typer.Option("all", "--by", help="Group by device, job or all (all: the job across nodes)."),
     profile: Path | None = typer.Option(
         None,
         "--profile",
@@ -45,40 +50,112 @@ def verdict_cmd(
         help="Recompute each row's sound bounds from its observables with this profile.",
     ),
     device: str | None = typer.Option(None, "--device", help="Device model for the datasheet bounds."),
-    public_key: Path | None = typer.Option(
+    public_key: list[Path] | None = typer.Option(
         None,
         "--public-key",
-        help="Pin to verify the ledger against (`ledger export-key`); default: LEDGER.pub, else the genesis key.",
+        help="Pin to verify a ledger against (`ledger export-key`), one per ledger in their order; default: "
+        "LEDGER.pub, else the genesis key.",
+    ),
+    witness: list[Path] | None = typer.Option(
+        None,
+        "--witness",
+        help="Witness log (`ledger witness`) per ledger, in their order: heads checked as prefixes, and the "
+        "windows placed by the witness's clock rather than the node's.",
     ),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
-    """Judge everything a ledger recorded over a window as a whole (chunks and bursts included). The ledger is
-    verified first, as `ledger verify` does: a ledger that fails is judged, but never "below"."""
+    """Judge everything one or several ledgers recorded over a window as a whole (chunks, bursts and the
+    nodes of one job included). Each ledger is verified first, as `ledger verify` does, against its own pin
+    and witness log: a ledger that fails is judged, but never "below"."""
+    import time
+
     from flopwatch.evaluate.window import ledger_window_verdicts, parse_window
+    from flopwatch.monitor.ledger import read_entries, verify_ledger
+    from flopwatch.monitor.nodes import (
+        NodeRows,
+        clock_jumps,
+        context_of,
+        merge_nodes,
+        namespace,
+        place_by_witness,
+    )
+    from flopwatch.monitor.witness import read_log
 
     thr = _flops_opt(threshold, "--threshold")
     win = parse_window(window)
-    if not ledger.is_file():
-        raise InputError("not found (expected a flopwatch ledger)", file=str(ledger))
+    pins = list(public_key or [])
+    logs = list(witness or [])
+    for name, given in (("--public-key", pins), ("--witness", logs)):
+        if given and len(given) != len(ledgers):
+            raise InputError(
+                f"give one per ledger ({len(ledgers)}), in the ledgers' order; got {len(given)}", field=name
+            )
+    for p in ledgers:
+        if not p.is_file():
+            raise InputError("not found (expected a flopwatch ledger)", file=str(p))
     prof = None
     if profile is not None:
         from flopwatch.estimate.profile import Profile
 
         prof = Profile.load(profile)
-    from flopwatch.monitor.ledger import read_entries, verify_ledger
-
-    # rows that fail their hashes, signatures or chain links are not evidence of anything
-    check = verify_ledger(ledger, public_key)
-    blockers = []
-    if not check.ok:
-        first = check.problems[0].line() if check.problems else "?"
-        blockers.append(
-            f"the ledger fails verification ({len(check.problems)} problem(s), first: {first}): run "
-            "`flopwatch ledger verify`"
+    multi = len(ledgers) > 1
+    stems = [p.name for p in ledgers]
+    labels = [s if stems.count(s) == 1 else f"{s}#{i + 1}" for i, s in enumerate(stems)]
+    now = time.time()  # the verifier's clock bounds rows no witness has seen yet
+    nodes: list[NodeRows] = []
+    checks = []
+    blockers: list[str] = []
+    node_docs: list[dict[str, Any]] = []
+    for i, path in enumerate(ledgers):
+        heads = read_log(logs[i]) if logs else None
+        # rows that fail their hashes, signatures, chain links or witnessed heads are not evidence of anything
+        check = verify_ledger(path, pins[i] if pins else None, witness=heads)
+        bad = next((pr for pr in check.problems if pr.kind == "not-a-ledger"), None)
+        if bad is not None:
+            raise InputError(bad.message, file=str(path))
+        checks.append(check)
+        who = f"{labels[i]}: " if multi else ""
+        node = NodeRows(labels[i], read_entries(str(path)))
+        if not check.ok:
+            first = check.problems[0].line() if check.problems else "?"
+            node.blockers.append(
+                f"{who}the ledger fails verification ({len(check.problems)} problem(s), first: {first}): run "
+                "`flopwatch ledger verify`"
+            )
+        node.blockers.extend(who + b for b in clock_jumps(node.entries))
+        if heads is not None:
+            good = [h for h in heads if h.head.size <= check.witnessed_size]
+            node.entries, notes = place_by_witness(node.entries, good, now)
+            node.warnings.extend(who + n for n in notes)
+        if multi:
+            node.entries = namespace(node.entries, labels[i])
+            # gaps and clock steps are judged per node (another node's checkpoints must not fill them)
+            alone = ledger_window_verdicts(
+                node.entries, source=str(path), threshold_flops=thr, window_s=win, by="all", device=device
+            )
+            node.blockers.extend(
+                f"{who}{w}"
+                for w in alone["total"]["warnings"]
+                if any(k in w for k in ("were not observed", "goes backwards", "no checkpoint in the ledger"))
+            )
+        blockers.extend(node.blockers)
+        nodes.append(node)
+        node_docs.append(
+            {
+                "ledger": str(path),
+                "node": labels[i],
+                "ok": check.ok,
+                "problems": len(check.problems),
+                "key_source": check.key_source,
+                "witness_heads": check.witness_heads,
+                "witnessed_rows": check.witnessed_size,
+                "rows": check.n_rows,
+                "context": context_of(node.entries),
+            }
         )
     res = ledger_window_verdicts(
-        read_entries(str(ledger)),
-        source=str(ledger),
+        merge_nodes(nodes),
+        source=", ".join(str(p) for p in ledgers),
         threshold_flops=thr,
         window_s=win,
         by=by,
@@ -86,11 +163,15 @@ def verdict_cmd(
         device=device,
         blockers=blockers,
     )
+    res["warnings"] = [w for n in nodes for w in n.warnings] + list(res["warnings"])
     res["verification"] = {
-        "ok": check.ok,
-        "problems": len(check.problems),
-        "key_source": check.key_source,
-        "warnings": list(check.warnings),
+        "ok": all(c.ok for c in checks),
+        "problems": sum(len(c.problems) for c in checks),
+        "key_source": "; ".join(c.key_source for c in checks),
+        "warnings": [
+            (f"{labels[i]}: " if multi else "") + w for i, c in enumerate(checks) for w in c.warnings
+        ],
+        "nodes": node_docs,
     }
     if as_json:
         echo_json(res)

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flopwatch.devices import DeviceSpec, get_device
+from flopwatch.devices import DeviceSpec, resolve
 from flopwatch.devices import peak_rate_bound as peak_rate_bound  # re-exported: defined with the devices
 
 #: Safety factor on the best measured FLOP/J of a precision (see module docstring).
@@ -42,37 +42,32 @@ ENVELOPE_MARGIN = 1.25
 #: V_min/V_max ≥ 0.6 (Mei, Wang & Chu 2017; the simulator's sim/dvfs.py uses 0.65).
 V_MIN_RATIO = 0.6
 DVFS_FACTOR = 1.0 / V_MIN_RATIO**2
+#: THE coverage threshold of the project (runs, monitor rows, windows): below it a run's energy is partly
+#: interpolated over gaps and the time not covered is bounded at peak rate only. 0.95: one missed 2 Hz sample
+#: in a 10 s workload is 5 %; the monitor's rows and ``estimate`` use this same value.
+MIN_COVERAGE = 0.95
 #: Idle-baseline drift between sessions measured on the Orin Nano (Fowler 2026: repeat sessions idled at
-#: ~563 mW against v2's 642 mW, i.e. up to 80 mW = 12.5 % of idle). Scaled with the idle power for other
-#: devices (idle power varies with temperature and fan/board state roughly in proportion).
+#: ~563 mW against v2's 642.048 mW, i.e. up to 80 mW = 12.5 % of idle). Scaled with the idle power for other
+#: devices (idle power varies with temperature and fan/board state roughly in proportion), with a floor of
+#: :data:`IDLE_DRIFT_MIN_W` (sensor resolution: the INA3221 reads in 40 µV steps over a mΩ shunt, and NVML
+#: reports whole watts on many boards, so smaller shifts are not distinguishable from noise).
 IDLE_DRIFT_W_ORIN = 0.080
-IDLE_DRIFT_FRACTION = IDLE_DRIFT_W_ORIN / 0.642
+IDLE_DRIFT_FRACTION = IDLE_DRIFT_W_ORIN / 0.642048
+IDLE_DRIFT_MIN_W = 0.05
 
 
 def idle_drift_w(idle_power_w: float | None, spec: DeviceSpec | None = None) -> float | None:
-    """Largest idle-baseline shift between sessions that is not suspicious, for a device idling at
-    ``idle_power_w`` (or the spec's idle): 80 mW on the Orin Nano, the same 12.5 % of idle elsewhere."""
+    """THE idle-drift rule: the largest idle-baseline shift between sessions that is not suspicious, for a device
+    idling at ``idle_power_w`` (or the spec's idle): 12.5 % of idle (80 mW on the Orin Nano), at least 0.05 W."""
     base = idle_power_w if idle_power_w is not None and idle_power_w > 0 else (spec.idle_w if spec else None)
     if base is None:
         return None
-    return IDLE_DRIFT_FRACTION * float(base)
+    return max(IDLE_DRIFT_MIN_W, IDLE_DRIFT_FRACTION * float(base))
 
 
 def resolve_device(*names: Any) -> DeviceSpec | None:
-    """The first name that :func:`flopwatch.devices.get_device` knows (simulated names included), else None."""
-    for n in names:
-        if not n:
-            continue
-        s = str(n).replace("(simulated)", "").strip()
-        if s.startswith("sim:"):
-            s = s[4:].split(":")[0]
-        try:
-            spec = get_device(s)
-        except Exception:  # noqa: BLE001 - unknown device names are normal here
-            continue
-        if spec.vendor != "cpu":
-            return spec
-    return None
+    """The first accelerator among ``names`` (simulated names included), else None: :func:`flopwatch.devices.resolve`."""
+    return resolve(*names, cpu=False)
 
 
 @dataclass(frozen=True)

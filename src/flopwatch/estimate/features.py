@@ -80,12 +80,6 @@ class FrontierGate:
         return {"min_util": float(self.min_util), "precision": self.precision}
 
 
-def _reason_kind(reason: str) -> str:
-    return (
-        reason.split(" ")[0] if not reason.startswith("mean utilisation unknown") else "utilisation-unknown"
-    )
-
-
 @dataclass
 class GateResult:
     """Outcome of a :class:`FrontierGate`: the kept records and each excluded label with its reason."""

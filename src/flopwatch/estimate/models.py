@@ -25,7 +25,6 @@ data-driven happens inside the training set: the evaluation's test split is neve
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -707,7 +706,3 @@ def resolve_model(name: str, X: Features) -> FlopModel:
 
 def model_names() -> list[str]:
     return list(MODELS)
-
-
-def is_finite_params(params: Mapping[str, float]) -> bool:
-    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in params.values())

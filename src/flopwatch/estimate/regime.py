@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flopwatch.estimate.observe import Observables
+
 #: Observables a regime is described by, with their units (all computable without trusting a label).
 OBSERVABLES: Mapping[str, str] = {
     "bytes_per_j": "B/J",  # DRAM bytes per net joule (tb_moved / E_net)
@@ -45,34 +47,6 @@ TOLERANCES: Mapping[str, tuple[str, float]] = {
     "sm_clock_mhz": ("abs", 15.0),  # one step of NVIDIA's supported-clocks table
     "power_limit_w": ("rel", 0.01),
 }
-
-
-@dataclass(frozen=True)
-class Observables:
-    """What a verifier measures about one run (None where the sensor does not report it)."""
-
-    net_energy_j: float
-    duration_s: float
-    tb_moved: float | None = None
-    mean_util: float | None = None
-    sm_clock_mhz: float | None = None
-    power_limit_w: float | None = None
-    idle_power_w: float | None = None
-    coverage: float | None = None
-
-    def values(self) -> dict[str, float | None]:
-        """The regime observables (derived ones computed; None where unknown or undefined)."""
-        e, t = self.net_energy_j, self.duration_s
-        bpj = None
-        if self.tb_moved is not None and _pos(e):
-            bpj = self.tb_moved * 1e12 / e
-        return {
-            "bytes_per_j": bpj,
-            "net_power_w": e / t if _pos(t) and _finite(e) else None,
-            "mean_util": self.mean_util,
-            "sm_clock_mhz": self.sm_clock_mhz,
-            "power_limit_w": self.power_limit_w,
-        }
 
 
 @dataclass(frozen=True)

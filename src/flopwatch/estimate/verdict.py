@@ -1,96 +1,157 @@
-"""Sound threshold verdicts for one workload: estimate, regime, bounds that hold in every regime, warnings.
+"""The one assessment of flopwatch: a sound verdict and, kept apart, a calibrated estimate.
 
-:func:`assess` is the one public entry point (the CLI's ``estimate``/``redteam`` and the monitor's ledger
-rows call it). It never reads a declared precision, configuration or label: the profile's own precision is
-assumed only after the run's observables place it in the calibrated regime.
+:func:`assess` is the project's one entry point (``estimate``, ``redteam``, the monitor's rows, windows and the
+fleet call it) and :func:`threshold_verdict` its one threshold rule. An :class:`Assessment` carries **two answers
+that are never mixed**:
 
-* **In regime** (every observable the calibration recorded is measured and inside its range, coverage,
-  idle baseline and estimate fine): the calibrated interval, made monotone in the two inputs an evader can
-  inflate — the DRAM counter (the upper bound is the larger of the model at the observed traffic and at the
-  regime's lowest bytes per joule; every shipped model's FLOPs fall as DRAM traffic rises, so inflating it
-  never lowers the upper bound) and the idle baseline (net energy is recomputed with the calibration's idle
-  when the run's baseline is higher).
-* **Any violated assumption** (out of regime, an observable not measured, low coverage, suspicious idle,
-  non-positive estimate, negative net energy): the calibrated interval is not used. The lower bound is 0
-  (energy can be spent without FLOPs) and the upper bound is the hardware's
-  (:mod:`flopwatch.estimate.bounds`): net energy × the efficiency envelope, capped by peak rate × time;
-  with low coverage only peak rate × time (the energy itself is interpolated).
+* the **verdict** (``verdict``, ``verdict_lower_flops``, ``verdict_upper_flops``, ``verdict_basis``). "below"
+  is a certificate: the upper bound rests only on the datasheet (the fastest format's peak), physics (η_max, the
+  best FLOP per net joule the device can reach at the lowest clock observed) and counters the verifier's sensor
+  read (energy, clock range, pipe activity) — :mod:`flopwatch.estimate.sound`. The operator's profile, a declared
+  precision, labels or ``FLOPWATCH_PEAK_FLOPS`` never lower it. "above" is an accusation: the lower bound is the
+  calibrated one made valid for the least efficient format the counters do not rule out, a higher clock than the
+  calibration's and a later session;
+* the **calibrated estimate** (``estimate_flops``, ``calibrated_lower_flops``/``calibrated_upper_flops``,
+  ``confidence``) with the ``assumptions`` it needs ("the workload resembles the calibration runs: …"). It never
+  makes a "below".
 
-The verdict (:func:`threshold_verdict`, the project's one threshold rule): "above" only when the lower
-bound is over the threshold; "below" only when the sound upper bound is under it, the estimate is positive
-and finite, and no assumption was violated — every violated assumption is a line in ``warnings`` saying what
-and by how much, and any of them turns a "below" into "uncertain"; otherwise "uncertain".
+Every violated assumption of the verdict is a line in ``warnings`` (coverage, idle baseline, negative energy,
+a device impossible for its claimed model, a peak override, a replay/simulated sensor, a context that differs from
+the verifier's, the caller's ``extra_warnings``); any of them blocks "below". ``decisive_at`` is the factor
+T / estimate above which "below" becomes possible, and ``tighten`` says which observation would lower it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flopwatch.devices import DeviceSpec, get_device
 from flopwatch.errors import InputError
 from flopwatch.estimate.bounds import (
+    MIN_COVERAGE,
     Envelope,
     check_idle_baseline,
-    envelope_flops_per_j,
     idle_drift_w,
-    peak_rate_bound,
     resolve_device,
 )
-from flopwatch.estimate.regime import Deviation, Observables, check_regime, widened
+from flopwatch.estimate.observe import (
+    CONTEXT_KEYS,
+    PIPES,
+    Observables,
+    ObservedWindows,
+    SampledRun,
+    windows_from_samples,
+    windows_from_trace,
+)
+from flopwatch.estimate.regime import Deviation, check_regime, widened
+from flopwatch.estimate.sound import (
+    SESSION_LOG_SD,
+    SoundUpper,
+    clock_ratio_factor,
+    device_basis,
+    slowest_format_ratio,
+    sound_upper,
+    verdict_peaks,
+)
 
 if TYPE_CHECKING:
     from flopwatch.estimate.profile import Profile
     from flopwatch.records import WorkloadRecord
 
-MIN_COVERAGE = 0.95  # as flopwatch.estimate.profile.MIN_COVERAGE: below it energy is bridged over gaps
-#: Relative session-to-session J/TFLOP shift (SD) measured on the Orin Nano (Fowler 2026: three sessions
-#: of identical configurations, SD 0.76 %). The interval is widened by z_c · this in quadrature.
-SESSION_JPT_SD = 0.0076
+#: Back-compatible name of the session shift (one SD of log J/TFLOP between sessions; fitted, see
+#: :mod:`flopwatch.estimate.session`).
+SESSION_JPT_SD = SESSION_LOG_SD
+#: Slowest sampling a row may rest on: the Jetson study sampled at 2 Hz and its detector polls every 1.5 s
+#: (Fowler 2026); under 1 Hz a workload shorter than the detector's two-poll start leaves no sample.
+MIN_SAMPLE_RATE_HZ = 1.0
+#: Sensor kinds that are not a measurement of the device being judged.
+REPLAY_SENSOR_KINDS = ("replay", "sim", "simulated")
+VERDICTS = ("above", "below", "uncertain", "n/a")
+
+
+def _fin(x: float | None) -> float | None:
+    return x if x is None or math.isfinite(x) else None
 
 
 @dataclass(frozen=True)
 class Assessment:
-    """Everything a verifier says about one workload."""
+    """One judgement: the verdict from sound bounds, and the calibrated estimate with its assumptions, apart.
 
-    estimate_flops: float | None
-    lower_flops: float
-    upper_flops: float
-    regime: str  # "calibrated" | "out-of-regime" | "unconfirmed" | "uncalibrated"
-    bound: str  # where upper_flops comes from
-    verdict: str  # "above" | "below" | "uncertain" | "n/a"
-    threshold_flops: float | None = None
-    confidence: float | None = None
+    ``lower_flops``/``upper_flops``/``bound`` (properties, and the JSON keys of the contract) are the
+    verdict's bounds; ``verdict_upper_flops`` is ``math.inf`` when nothing bounds it.
+    """
+
+    verdict: str = "n/a"
+    verdict_lower_flops: float = 0.0
+    verdict_upper_flops: float = math.inf
+    verdict_basis: str = "not assessed"
+    estimate_flops: float | None = None
     calibrated_lower_flops: float | None = None
     calibrated_upper_flops: float | None = None
+    confidence: float | None = None
+    assumptions: str | None = None
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    decisive_at: float | None = None
+    tighten: tuple[str, ...] = ()
+    threshold_flops: float | None = None
+    regime: str | None = None
     model: str | None = None
     device: str | None = None
     deviations: tuple[Deviation, ...] = ()
-    warnings: tuple[str, ...] = field(default=())
-    envelope: Envelope | None = None
+    upper: SoundUpper | None = None
+
+    @property
+    def lower_flops(self) -> float:
+        return self.verdict_lower_flops
+
+    @property
+    def upper_flops(self) -> float:
+        return self.verdict_upper_flops
+
+    @property
+    def bound(self) -> str:
+        return self.verdict_basis
+
+    def with_warnings(self, extra: Sequence[str], threshold_flops: float | None = None) -> Assessment:
+        """This assessment with more violated assumptions (and optionally another threshold), re-judged by
+        :func:`threshold_verdict`."""
+        w = tuple(dict.fromkeys((*self.warnings, *extra)))
+        t = self.threshold_flops if threshold_flops is None else threshold_flops
+        v = threshold_verdict(self.estimate_flops, self.verdict_lower_flops, self.verdict_upper_flops, t, w)
+        return dataclasses.replace(
+            self, warnings=w, verdict=v, threshold_flops=t, decisive_at=None if w else self.decisive_at
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        def fin(x: float | None) -> float | None:
-            return x if x is None or math.isfinite(x) else None
-
         return {
-            "estimate_flops": fin(self.estimate_flops),
-            "lower_flops": fin(self.lower_flops),
-            "upper_flops": fin(self.upper_flops),  # null: unbounded
-            "regime": self.regime,
-            "bound": self.bound,
             "verdict": self.verdict,
-            "threshold_flops": self.threshold_flops,
+            "lower_flops": _fin(self.verdict_lower_flops),  # contract keys: the verdict's bounds
+            "upper_flops": _fin(self.verdict_upper_flops),  # null: unbounded
+            "bound": self.verdict_basis,
+            "verdict_lower_flops": _fin(self.verdict_lower_flops),
+            "verdict_upper_flops": _fin(self.verdict_upper_flops),
+            "verdict_basis": self.verdict_basis,
+            "estimate_flops": _fin(self.estimate_flops),
+            "calibrated_lower_flops": _fin(self.calibrated_lower_flops),
+            "calibrated_upper_flops": _fin(self.calibrated_upper_flops),
+            "calibrated_interval": "calibrated interval (holds only under the assumptions; never makes 'below')",
             "confidence": self.confidence,
-            "calibrated_lower_flops": fin(self.calibrated_lower_flops),
-            "calibrated_upper_flops": fin(self.calibrated_upper_flops),
+            "assumptions": self.assumptions,
+            "warnings": list(self.warnings),
+            "notes": list(self.notes),
+            "decisive_at": _fin(self.decisive_at),
+            "tighten": list(self.tighten),
+            "threshold_flops": self.threshold_flops,
+            "regime": self.regime,
             "model": self.model,
             "device": self.device,
             "regime_deviations": [d.to_dict() for d in self.deviations],
-            "warnings": list(self.warnings),
-            "envelope": None if self.envelope is None else self.envelope.to_dict(),
+            "sound_upper": None if self.upper is None else self.upper.to_dict(),
         }
 
 
@@ -104,6 +165,10 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
     """The observables of a record (its label, config and dtype are never read)."""
     raw = r.raw
     clock = _num(raw.get("mean_sm_clock_mhz", raw.get("sm_clock_mhz")))
+    pipes = raw.get("pipe_active_s")
+    pa = None
+    if isinstance(pipes, Mapping) and all(_num(pipes.get(k)) is not None for k in PIPES):
+        pa = {k: float(pipes[k]) for k in PIPES}
     return Observables(
         net_energy_j=r.net_energy_j,
         duration_s=r.duration_s,
@@ -113,6 +178,11 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
         power_limit_w=_num(raw.get("power_limit_w")),
         idle_power_w=r.idle_power_w,
         coverage=_num(raw.get("coverage")),
+        min_sm_clock_mhz=_num(raw.get("min_sm_clock_mhz")),
+        max_sm_clock_mhz=_num(raw.get("max_sm_clock_mhz")),
+        peak_power_w=_num(raw.get("peak_power_w")),
+        unobserved_s=_num(raw.get("unobserved_s")),
+        pipe_active_s=pa,
     )
 
 
@@ -123,14 +193,12 @@ def threshold_verdict(
     threshold_flops: float | None,
     warnings: Sequence[str] = (),
 ) -> str:
-    """The one threshold rule of flopwatch (``estimate``, ``redteam``, the monitor's rows, window verdicts).
+    """The one threshold rule of flopwatch (``estimate``, ``redteam``, the monitor's rows, windows, fleet groups).
 
     * "n/a" without a threshold;
     * "above" only when the lower bound is finite and over the threshold;
     * "below" only when the (sound) upper bound is finite and under it, the estimate is positive and finite,
-      **and** no assumption was violated: any entry in ``warnings`` (out of regime, low coverage, low
-      utilisation, suspicious idle baseline, clock or power limit outside calibration, implausible readings,
-      sensor errors, negative net energy) turns a "below" into "uncertain";
+      **and** no assumption was violated: any entry in ``warnings`` turns a "below" into "uncertain";
     * otherwise "uncertain" — a non-positive or non-finite estimate or bound is never "below".
     """
     if threshold_flops is None:
@@ -160,20 +228,62 @@ def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> DeviceSpe
     return None
 
 
+def context_warnings(
+    context: Mapping[str, Any] | None,
+    verifier_context: Mapping[str, Any] | None,
+    *,
+    min_rate_hz: float = MIN_SAMPLE_RATE_HZ,
+) -> list[str]:
+    """Named warnings for a row's recorded context: a peak override, a replay/simulated sensor, too slow a rate,
+    and every key of :data:`~flopwatch.estimate.observe.CONTEXT_KEYS` the verifier set that the row records
+    differently (a key the verifier leaves None is not compared)."""
+    out: list[str] = []
+    ctx = dict(context or {})
+    if ctx.get("peak_override"):
+        out.append(f"peak override in force when the row was made ({ctx['peak_override']!s}): never 'below'")
+    kind = str(ctx.get("sensor_kind") or "").strip().lower()
+    if kind and (kind in REPLAY_SENSOR_KINDS or kind.startswith(REPLAY_SENSOR_KINDS)):
+        out.append(f"sensor kind {kind!r} is a replay or simulation, not a measurement of the device judged")
+    rate = _num(ctx.get("sample_rate_hz"))
+    if rate is not None and rate < min_rate_hz:
+        out.append(f"sampling rate {rate:.3g} Hz is below the {min_rate_hz:g} Hz this verdict needs")
+    if verifier_context is not None:
+        if context is None:
+            out.append("the row records no context (profile hash, peaks, sensor): it cannot be checked")
+        else:
+            for k in CONTEXT_KEYS:
+                want = verifier_context.get(k)
+                if want is None:
+                    continue
+                got = ctx.get(k)
+                if got != want:
+                    out.append(f"context {k}: the row's {got!r} differs from the verifier's {want!r}")
+    return out
+
+
 def profile_envelope(
     profile: Profile | None, spec: DeviceSpec | None, obs: Observables | None = None
 ) -> Envelope:
-    """The efficiency envelope of ``profile``'s device; the DVFS factor is dropped only when the run's clock
-    and power limit are observed and inside the calibrated ranges."""
-    measured = profile.efficiency if profile is not None else {}
-    calibrated_state = False
-    if profile is not None and obs is not None:
-        ranges = profile.regime_ranges
-        vals = obs.values()
-        keys = ("sm_clock_mhz", "power_limit_w")
-        if all(k in ranges for k in keys):
-            calibrated_state = not check_regime({k: vals[k] for k in keys}, {k: ranges[k] for k in keys})
-    return envelope_flops_per_j(measured, spec, power_state_calibrated=calibrated_state)
+    """η_max of ``spec`` at the lowest clock ``obs`` shows (physics only: ``profile`` is accepted for the old
+    signature and never lowers it); unbounded without a device."""
+    del profile  # a profile's measured efficiency may never lower η_max
+    if spec is None:
+        return Envelope(math.inf, "device unknown: no physical efficiency bound", None, 1.0)
+    dev = device_basis(spec, obs)
+    clk = None if obs is None else obs.min_sm_clock_mhz
+    eta = dev.eta(clk)
+    return Envelope(
+        eta,
+        f"η_max of {dev.key}: fastest peak / (half the net TDP) × DVFS allowance (sound.py)",
+        dev.fastest_format,
+        eta / dev.eta_at_max_clock,
+    )
+
+
+def _session_q(confidence: float) -> float:
+    from scipy import stats
+
+    return float(stats.norm.ppf(0.5 + confidence / 2.0)) * SESSION_LOG_SD
 
 
 def assess(
@@ -184,11 +294,17 @@ def assess(
     threshold_flops: float | None = None,
     confidence: float | None = None,
     label: str | None = None,
-    session_shift: bool = True,
+    extra_warnings: Sequence[str] = (),
+    context: Mapping[str, Any] | None = None,
+    verifier_context: Mapping[str, Any] | None = None,
 ) -> Assessment:
-    """Estimate, sound bounds, regime, verdict and warnings for one workload (see the module docstring)."""
+    """The verdict and the calibrated estimate of one workload (module docstring).
+
+    ``extra_warnings``: violated assumptions named by the caller (fleet group notes, the accounting's
+    warnings); each blocks "below". ``context``/``verifier_context``: the row's recorded context and the
+    verifier's (keys :data:`~flopwatch.estimate.observe.CONTEXT_KEYS`); see :func:`context_warnings`.
+    """
     spec = _spec(device, profile)
-    warnings: list[str] = []
     E, t = float(obs.net_energy_j), float(obs.duration_s)
     if not (math.isfinite(t) and t > 0):
         raise InputError(
@@ -198,45 +314,62 @@ def assess(
         raise InputError(
             f"must be a finite number, got {obs.net_energy_j!r}", record=label, field="net_energy_j"
         )
-    violated: list[str] = []
+    warnings: list[str] = [str(w) for w in extra_warnings]
+    notes: list[str] = []
+    warnings += context_warnings(context, verifier_context)
     if E < 0:
-        violated.append(
+        warnings.append(
             f"negative net energy {E:.4g} J: the idle baseline is above the run's power (baseline taken under load?)"
         )
     E_pos = max(0.0, E)
 
-    # idle baseline: a higher baseline than the calibration's takes energy away from the run
-    cal_idle = None
+    # the verifier's idle reference: its profile's, else the datasheet's; a higher run baseline gives energy back
+    ref_idle = None
     if profile is not None:
-        cal_idle = profile.verifier.get("idle_power_w", profile.idle_power_w)
-    E_hi = E_pos
-    if obs.idle_power_w is not None and cal_idle is not None:
-        E_hi = E_pos + max(0.0, float(obs.idle_power_w) - float(cal_idle)) * t
-        ic = check_idle_baseline(float(obs.idle_power_w), spec=spec, reference_idle_w=float(cal_idle))
-        violated.extend(f"idle baseline suspicious: {r}" for r in ic.reasons)
+        ref_idle = profile.verifier.get("idle_power_w", profile.idle_power_w)
+    idle_excess = 0.0
+    if obs.idle_power_w is not None and (ref_idle is not None or spec is not None):
+        ref = float(ref_idle) if ref_idle is not None else None
+        idle_excess = max(0.0, float(obs.idle_power_w) - (ref if ref is not None else spec.idle_w))  # type: ignore[union-attr]
+        ic = check_idle_baseline(float(obs.idle_power_w), spec=spec, reference_idle_w=ref)
+        warnings.extend(f"idle baseline suspicious: {r}" for r in ic.reasons)
 
-    cov_low = obs.coverage is not None and obs.coverage < MIN_COVERAGE
-    if cov_low:
-        violated.append(
-            f"telemetry covers only {obs.coverage:.0%} of the run: its energy is partly interpolated over gaps, "
-            "so only the peak-rate bound holds"
+    obs_b = obs
+    if obs.coverage is not None and obs.coverage < MIN_COVERAGE:
+        warnings.append(
+            f"telemetry covers only {obs.coverage:.0%} of the run (< {MIN_COVERAGE:.0%}): the time not covered is "
+            "bounded at peak rate"
         )
+        if obs.unobserved_s is None:
+            obs_b = dataclasses.replace(obs, unobserved_s=(1.0 - max(0.0, obs.coverage)) * t)
 
+    # ---- the sound upper bound (physics, datasheet, the verifier's counters)
+    su: SoundUpper | None = None
+    dev = None
+    if spec is None:
+        warnings.append("device unknown: no datasheet peak or efficiency bounds this run")
+        upper, basis = math.inf, "unbounded: device unknown"
+    else:
+        dev = device_basis(spec, obs_b)
+        warnings.extend(dev.warnings)
+        su = sound_upper(dev, obs_b, idle_excess_w=idle_excess)
+        upper, basis = su.flops, su.basis
+
+    # ---- the calibrated estimate (rests on the workload resembling the calibration)
     est_flops: float | None = None
-    cal_lo = cal_hi = None
-    conf = None
+    cal_lo = cal_hi = conf = None
     model = None
     deviations: list[Deviation] = []
+    dtype = None
     if profile is None:
-        violated.append("no calibration profile: nothing places the run in a calibrated regime")
+        notes.append("no calibration profile: no calibrated estimate")
     else:
         model = profile.model_name
         deviations = check_regime(obs.values(), profile.regime_ranges)
-        violated.extend(d.reason for d in deviations)
         dtype = profile.dtype if profile.dtype != "all" else "fp32"  # never the run's declared precision
         try:
             est = profile.estimate(
-                E_pos,
+                E_pos + idle_excess * t,
                 t,
                 tb_moved=obs.tb_moved,
                 mean_util=obs.mean_util,
@@ -245,75 +378,131 @@ def assess(
                 label=label,
             )
         except InputError as e:
-            violated.append(f"no calibrated estimate: {e.detail}")
+            notes.append(f"no calibrated estimate: {e.detail}")
             est = None
         if est is not None:
             est_flops, conf = est.flops, est.confidence
-            cal_lo, cal_hi = est.lower_flops, est.upper_flops
-            # the profile's own extrapolation notes duplicate the regime check; keep the others
-            warnings.extend(
+            notes.extend(
                 w
                 for w in est.warnings
                 if "outside the calibration range" not in w and "below the calibration gate" not in w
             )
-            if not (math.isfinite(est.flops) and est.flops > 0):
-                violated.append("estimate is not positive: no calibrated statement is possible")
-            else:
-                cal_lo, cal_hi = _monotone_upper(profile, est, obs, E_pos, E_hi, t, dtype, confidence)
-                if session_shift:
-                    q = _session_widening(est.confidence)
-                    cal_lo, cal_hi = cal_lo * math.exp(-q), cal_hi * math.exp(q)
-
-    env = profile_envelope(profile, spec, obs)
-    if not violated and cal_lo is not None and cal_hi is not None:
-        lower, upper, regime, bound = cal_lo, cal_hi, "calibrated", "calibrated interval"
-    else:
-        lower = 0.0
-        peak = peak_rate_bound(spec, t)
-        if cov_low:
-            upper, bound = peak, "peak rate × duration (datasheet)"
-        else:
-            e_bound = E_hi * env.flops_per_j if math.isfinite(env.flops_per_j) else math.inf
-            if e_bound <= peak:
-                upper, bound = e_bound, f"net energy × efficiency envelope ({env.basis})"
-            else:
-                upper, bound = peak, "peak rate × duration (datasheet)"
-        if cal_hi is not None and math.isfinite(cal_hi) and upper < cal_hi:
-            upper = cal_hi  # never tighter than the calibrated answer
-        if not math.isfinite(upper):
-            bound = f"unbounded ({env.basis}; device {'unknown' if spec is None else spec.key})"
-        regime = (
-            "out-of-regime"
-            if any(d.value is not None for d in deviations)
-            else ("uncalibrated" if profile is None else "unconfirmed")
-        )
+            if math.isfinite(est.flops) and est.flops > 0:
+                lo, hi = _monotone_upper(
+                    profile, est, obs, E_pos, E_pos + idle_excess * t, t, dtype, confidence
+                )
+                q = _session_q(est.confidence)
+                cal_lo, cal_hi = lo * math.exp(-q), hi * math.exp(q)
     ok = est_flops is not None and math.isfinite(est_flops) and est_flops > 0
+    regime = (
+        "uncalibrated"
+        if profile is None
+        else "calibrated"
+        if ok and not deviations
+        else "out-of-regime"
+        if any(d.value is not None for d in deviations)
+        else "unconfirmed"
+    )
+    assumptions = None
+    if profile is not None:
+        assumptions = (
+            f"the workload resembles the calibration runs: {profile.dtype} precision, {model} fitted on "
+            f"{profile.device_key or 'its device'}, a session like the calibration's (shift SD "
+            f"{SESSION_LOG_SD:.1%}), the calibration taken at the maximum clock"
+            + ("; out of regime: " + "; ".join(d.reason for d in deviations) if deviations else "")
+        )
+
+    # ---- the lower bound (accusation): valid for any honest format, clock and later session
+    lower, low_basis = 0.0, "0 (no calibrated statement in regime)"
+    if (
+        ok
+        and cal_lo is not None
+        and regime == "calibrated"
+        and E >= 0
+        and spec is not None
+        and dtype is not None
+    ):
+        peaks = verdict_peaks(spec)
+        fr, fmt = slowest_format_ratio(peaks, dtype, obs)
+        cal_clk = (profile.regime_ranges.get("sm_clock_mhz") or [None, None])[1]  # type: ignore[union-attr]
+        run_clk = obs.max_sm_clock_mhz if obs.max_sm_clock_mhz is not None else None
+        cf = clock_ratio_factor(cal_clk, run_clk, spec.max_sm_clock_mhz)
+        if obs.coverage is None or obs.coverage >= MIN_COVERAGE:
+            lower = cal_lo * fr * cf
+            low_basis = f"calibrated lower × {fr:.3g} (if the run were {fmt}) × {cf:.3g} (clock)"
+    if ok and est_flops > upper:  # type: ignore[operator]
+        warnings.append(
+            f"the calibrated estimate {est_flops:.4g} exceeds the sound upper bound {upper:.4g}: the profile or "
+            "the device table is wrong for this run"
+        )
     if threshold_flops is not None and not ok and upper < threshold_flops:
-        warnings.append("no positive estimate: never 'below'")
-    v = threshold_verdict(est_flops, lower, upper, threshold_flops, (*violated, *warnings))
+        warnings.append("no positive calibrated estimate: never 'below'")
+    warnings = list(dict.fromkeys(warnings))
+    v = threshold_verdict(est_flops, lower, upper, threshold_flops, warnings)
+    decisive = upper / est_flops if ok and math.isfinite(upper) and not warnings else None  # type: ignore[operator]
+    tighten = _tighten(dev, obs_b, idle_excess, upper, est_flops if ok else None, dtype, spec, warnings)
     return Assessment(
-        estimate_flops=est_flops,
-        lower_flops=float(lower),
-        upper_flops=float(upper),
-        regime=regime,
-        bound=bound,
         verdict=v,
-        threshold_flops=threshold_flops,
-        confidence=conf,
+        verdict_lower_flops=float(lower),
+        verdict_upper_flops=float(upper),
+        verdict_basis=basis + f"; lower: {low_basis}",
+        estimate_flops=est_flops,
         calibrated_lower_flops=cal_lo,
         calibrated_upper_flops=cal_hi,
+        confidence=conf,
+        assumptions=assumptions,
+        warnings=tuple(warnings),
+        notes=tuple(dict.fromkeys(notes)),
+        decisive_at=decisive,
+        tighten=tuple(tighten),
+        threshold_flops=threshold_flops,
+        regime=regime,
         model=model,
         device=None if spec is None else spec.key,
         deviations=tuple(deviations),
-        warnings=tuple(violated + warnings),
-        envelope=env,
+        upper=su,
     )
 
 
-def _session_widening(confidence: float) -> float:
-    from scipy import stats
-
-    return float(stats.norm.ppf(0.5 + confidence / 2.0)) * SESSION_JPT_SD
+def _tighten(
+    dev: Any,
+    obs: Observables,
+    idle_excess: float,
+    upper: float,
+    est: float | None,
+    dtype: str | None,
+    spec: DeviceSpec | None,
+    warnings: Sequence[str],
+) -> list[str]:
+    """ "with X observed: ×a → ×b" for each observation that would lower the verdict's factor."""
+    out: list[str] = []
+    if warnings:
+        out.append(f"resolve the {len(warnings)} warning(s): each blocks 'below' whatever the bound")
+    if dev is None or est is None or not math.isfinite(upper):
+        return out
+    a = upper / est
+    w = obs.windows
+    clock_seen = obs.min_sm_clock_mhz is not None or (w is not None and w.sm_clock_mhz is not None)
+    if not clock_seen and dev.max_clock_mhz:
+        b = sound_upper(dev, obs, idle_excess_w=idle_excess, assume_clock_mhz=dev.max_clock_mhz).flops / est
+        if b < a * 0.999:
+            out.append(f"with the SM clock range observed (at the maximum clock): ×{a:.3g} → ×{b:.3g}")
+    pipes_seen = obs.has_pipes or (w is not None and w.has_pipes)
+    if not pipes_seen and spec is not None and dtype in spec.peak_flops and dtype != "fp32":
+        t_obs = max(0.0, obs.duration_s - float(obs.unobserved_s or 0.0))
+        tensor_s = min(t_obs, est / spec.peak_flops[dtype])
+        hyp = dataclasses.replace(
+            obs, windows=None, pipe_active_s={"tensor": tensor_s, "fp64": 0.0, "fp32": 0.0, "fp16": 0.0}
+        )
+        b = sound_upper(dev, hyp, idle_excess_w=idle_excess).flops / est
+        if b < a * 0.999:
+            out.append(f"with the pipe-activity counters observed (a {dtype} run): ×{a:.3g} → ×{b:.3g}")
+    if obs.unobserved_s:
+        su = sound_upper(dev, dataclasses.replace(obs, unobserved_s=0.0), idle_excess_w=idle_excess)
+        out.append(
+            f"with the {obs.unobserved_s:.3g} s unobserved covered by a cumulative counter: ×{a:.3g} → ≥ ×{su.flops / est:.3g}"
+        )
+    return out
 
 
 def _monotone_upper(
@@ -355,12 +544,13 @@ def assess_record(
     device: DeviceSpec | str | None = None,
     threshold_flops: float | None = None,
     confidence: float | None = None,
+    extra_warnings: Sequence[str] = (),
 ) -> Assessment:
     """:func:`assess` on a record's observables (the device defaults to the record's device name)."""
     dev = (
         device if device is not None else (record.raw.get("device_name") or record.raw.get("device") or None)
     )
-    if dev is not None and resolve_device(dev) is None and not isinstance(dev, DeviceSpec):
+    if dev is not None and not isinstance(dev, DeviceSpec) and resolve_device(dev) is None:
         dev = None  # an unknown name: fall back to the profile's device
     return assess(
         profile,
@@ -369,6 +559,7 @@ def assess_record(
         threshold_flops=threshold_flops,
         confidence=confidence,
         label=record.label,
+        extra_warnings=extra_warnings,
     )
 
 
@@ -380,47 +571,19 @@ def session_drift_w(profile: Profile | None, spec: DeviceSpec | None) -> float |
     return float(d) if d is not None else idle_drift_w(profile.idle_power_w, spec)
 
 
-def assess_workload(
-    profile: Profile | None,
-    *,
-    net_energy_j: float,
-    duration_s: float,
-    tb_moved: float | None = None,
-    mean_util: float | None = None,
-    idle_power_w: float | None = None,
-    coverage: float | None = None,
-    sm_clock_mhz: float | None = None,
-    power_limit_w: float | None = None,
-    device: DeviceSpec | str | None = None,
-    threshold_flops: float | None = None,
-) -> dict[str, Any]:
-    """The monitor's hook: one workload's observables → ledger-ready fields (``estimate_flops``,
-    ``lower_flops``, ``upper_flops`` — the sound verdict bounds —, ``regime``, ``verdict``, ``warnings``,
-    plus ``calibrated_lower_flops``/``calibrated_upper_flops``, ``bound``, ``confidence``, ``model``).
-
-    Never raises on odd numbers from a live sensor: a non-finite or non-positive duration gives
-    ``verdict "n/a"`` with the reason in ``warnings``.
-    """
-    if not (isinstance(duration_s, (int, float)) and math.isfinite(duration_s) and duration_s > 0) or not (
-        isinstance(net_energy_j, (int, float)) and math.isfinite(net_energy_j)
-    ):
-        return {
-            "estimate_flops": None,
-            "lower_flops": None,
-            "upper_flops": None,
-            "regime": "unconfirmed",
-            "verdict": "n/a",
-            "warnings": [f"no assessment: duration {duration_s!r} s, net energy {net_energy_j!r} J"],
-        }
-    obs = Observables(
-        net_energy_j=float(net_energy_j),
-        duration_s=float(duration_s),
-        tb_moved=_num(tb_moved),
-        mean_util=_num(mean_util),
-        sm_clock_mhz=_num(sm_clock_mhz),
-        power_limit_w=_num(power_limit_w),
-        idle_power_w=_num(idle_power_w),
-        coverage=_num(coverage),
-    )
-    d = assess(profile, obs, device=device, threshold_flops=threshold_flops).to_dict()
-    return d
+__all__ = [
+    "MIN_COVERAGE",
+    "VERDICTS",
+    "Assessment",
+    "Observables",
+    "ObservedWindows",
+    "SampledRun",
+    "assess",
+    "assess_record",
+    "context_warnings",
+    "observables_from_record",
+    "profile_envelope",
+    "threshold_verdict",
+    "windows_from_samples",
+    "windows_from_trace",
+]

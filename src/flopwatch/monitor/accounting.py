@@ -31,8 +31,9 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
+from flopwatch.sensor_timing import ENERGY_COUNTER_MAX_UPDATE_S
 from flopwatch.telemetry.plausibility import check_power_rate, check_reading
-from flopwatch.telemetry.sensors.base import Gap, Reading
+from flopwatch.telemetry.schema import Gap, Reading
 from flopwatch.text import literal
 from flopwatch.units import counter_delta
 
@@ -279,8 +280,9 @@ class DeviceAccount:
                 # Cannot happen with plausible readings; never let a non-finite value reach the totals.
                 self._fault(r.t_s, "non-finite energy increment", implausible=True)
                 return
-            # A gap longer than 1.5 nominal periods is only partly covered by telemetry.
-            covered = dt if dt <= 1.5 * self.period_s + 1e-9 else self.period_s
+            # A gap longer than 2.5 nominal periods is only partly covered by telemetry (the sampler's jitter
+            # puts two reads up to 2 periods apart: telemetry/sampler.py).
+            covered = dt if dt <= 2.5 * self.period_s + 1e-9 else self.period_s
             busy = (
                 self.open is not None
                 or (u0 is not None and u0 > thr)
@@ -389,7 +391,8 @@ class DeviceAccount:
         base, self._ctr_base_t = self._ctr_base_t, prev.t_s
         if base is None:  # the first change seen: the span it accrued over is unknown
             return None
-        span = r.t_s - base
+        # and never shorter than the slowest known counter update (sensor_timing), for jittered reads
+        span = max(r.t_s - base, ENERGY_COUNTER_MAX_UPDATE_S)
         if check_power_rate(de / span, self.ctx.spec):
             # The counter jumped by more than the device can draw over the counter's own period: a glitch.
             self._fault(

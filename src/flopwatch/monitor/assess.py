@@ -3,18 +3,18 @@
 ``assess(meas) -> Assessment`` is the single place where the daemon turns a :class:`~flopwatch.monitor.rows.
 Measurement` into FLOPs; the daemon takes any callable of that shape (``Monitor(config, assess=...)``).
 
-:class:`ProfileAssessor` is the default: :func:`flopwatch.estimate.verdict.assess_workload`, the same sound
+:class:`ProfileAssessor` is the default: :func:`flopwatch.estimate.verdict.assess`, called once, the same sound
 assessment as ``flopwatch estimate`` and ``flopwatch redteam``, on the workload's *observables* only — net
 energy, duration, DRAM traffic, utilisation, idle baseline, coverage, and the SM clock and enforced power limit
 where the sensor reports them. Nothing the operator declares is an input:
 
 * ``regime`` in the row is the observed regime ("calibrated" only when every observable the calibration
   recorded is measured and inside its range; else "out-of-regime", "unconfirmed" or "uncalibrated");
-* ``lower_flops``/``upper_flops`` are bounds that hold in every regime the workload could be in (outside the
-  calibrated one: 0 and the hardware's efficiency envelope × net energy, capped by peak rate × time);
-* ``warnings`` carry every violated assumption with its reason — the estimator's (out of regime and by how
-  much, low coverage, suspicious idle baseline, clock or power limit outside calibration) and the accounting's
-  (implausible readings, sensor errors, idle floor, negative net energy);
+* ``lower_flops``/``upper_flops`` are the verdict's sound bounds (physics, datasheet and the verifier's counters:
+  :mod:`flopwatch.estimate.sound`); ``calibrated_*`` the profile's interval, which never makes a "below";
+* ``warnings`` carry every violated assumption of the verdict with its reason — the assessment's (low coverage,
+  suspicious idle baseline, impossible device, context) and the accounting's (implausible readings, sensor
+  errors, idle floor, negative net energy), passed in as ``extra_warnings``;
 * the verdict is :func:`flopwatch.estimate.verdict.threshold_verdict` over all of them: "above" only when the
   lower bound is over the threshold, "below" only when the upper bound is under it, the estimate positive and
   finite and no warning present, otherwise "uncertain".
@@ -25,13 +25,15 @@ the estimate.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from flopwatch.estimate.verdict import assess_workload, threshold_verdict
-from flopwatch.monitor.rows import Assessment, Measurement
+from flopwatch.estimate.observe import Observables
+from flopwatch.estimate.verdict import Assessment, assess
+from flopwatch.monitor.rows import Measurement
 from flopwatch.text import literal
 
 log = logging.getLogger("flopwatch.monitor")
@@ -46,11 +48,33 @@ def _num(x: Any) -> float | None:
     return float(x)
 
 
+def observables(meas: Measurement) -> Observables:
+    """The observables of a measured workload (never its declared precision)."""
+    return Observables(
+        net_energy_j=float(meas.net_energy_j),
+        duration_s=float(meas.duration_s),
+        tb_moved=_num(meas.tb_moved),
+        mean_util=_num(meas.mean_util),
+        sm_clock_mhz=_num(meas.mean_sm_clock_mhz),
+        power_limit_w=_num(meas.power_limit_w),
+        idle_power_w=_num(meas.idle_power_w),
+        coverage=_num(meas.coverage),
+        min_sm_clock_mhz=_num(getattr(meas, "min_sm_clock_mhz", None)),
+        max_sm_clock_mhz=_num(getattr(meas, "max_sm_clock_mhz", None)),
+        peak_power_w=_num(getattr(meas, "peak_power_w", None)),
+        unobserved_s=_num(getattr(meas, "unobserved_s", None)),
+        pipe_active_s=getattr(meas, "pipe_active_s", None),
+        windows=getattr(meas, "windows", None),
+    )
+
+
 class ProfileAssessor:
-    """Default assess stage: the sound assessment of a calibrated profile (module docstring).
+    """Default assess stage: :func:`flopwatch.estimate.verdict.assess`, called once per workload with the
+    accounting's warnings as ``extra_warnings`` (module docstring).
 
     ``profile``: a :class:`~flopwatch.estimate.profile.Profile` (None: energy only, no estimate, verdict
-    "n/a"). ``declared_dtype``: the operator's precision claim, recorded, never used.
+    "n/a"). ``declared_dtype``: the operator's precision claim, recorded, never used. ``context`` /
+    ``verifier_context``: the recorded context of the rows and the verifier's, compared by ``assess``.
     """
 
     def __init__(
@@ -59,10 +83,14 @@ class ProfileAssessor:
         *,
         threshold_flops: float | None = None,
         declared_dtype: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        verifier_context: Mapping[str, Any] | None = None,
     ) -> None:
         self.profile = profile
         self.threshold_flops = threshold_flops
         self.declared_dtype = declared_dtype
+        self.context = context
+        self.verifier_context = verifier_context
         self._warned = False
 
     def _notes(self) -> tuple[str, ...]:
@@ -76,19 +104,23 @@ class ProfileAssessor:
     def __call__(self, meas: Measurement) -> Assessment:
         if self.profile is None or not meas.duration_s > 0:
             return Assessment(notes=self._notes())
+        if _num(meas.duration_s) is None or _num(meas.net_energy_j) is None:
+            return Assessment(
+                verdict="n/a" if self.threshold_flops is None else "uncertain",
+                warnings=(
+                    f"no assessment: duration {meas.duration_s!r} s, net energy {meas.net_energy_j!r} J",
+                ),
+                notes=self._notes(),
+            )
         try:
-            d = assess_workload(
+            a = assess(
                 self.profile,
-                net_energy_j=meas.net_energy_j,
-                duration_s=meas.duration_s,
-                tb_moved=meas.tb_moved,
-                mean_util=meas.mean_util,
-                idle_power_w=meas.idle_power_w,
-                coverage=meas.coverage,
-                sm_clock_mhz=meas.mean_sm_clock_mhz,
-                power_limit_w=meas.power_limit_w,
+                observables(meas),
                 device=meas.spec_key or meas.device_name,
                 threshold_flops=self.threshold_flops,
+                extra_warnings=meas.warnings,
+                context=self.context,
+                verifier_context=self.verifier_context,
             )
         except Exception as e:  # noqa: BLE001 - an estimator failure must never stop the daemon or lose a row
             if not self._warned:
@@ -99,23 +131,7 @@ class ProfileAssessor:
                 warnings=(f"no estimate: {e}",),
                 notes=self._notes(),
             )
-        warnings = tuple(str(w) for w in d.get("warnings") or ())
-        est, lo, hi = _num(d.get("estimate_flops")), _num(d.get("lower_flops")), _num(d.get("upper_flops"))
-        return Assessment(
-            estimate_flops=est,
-            lower_flops=lo if lo is not None else 0.0,
-            upper_flops=hi,  # None: unbounded
-            confidence=_num(d.get("confidence")),
-            model=d.get("model"),
-            # the one rule, over the estimator's and the accounting's violated assumptions together
-            verdict=threshold_verdict(est, lo, hi, self.threshold_flops, (*meas.warnings, *warnings)),
-            regime=d.get("regime"),
-            bound=d.get("bound"),
-            calibrated_lower_flops=_num(d.get("calibrated_lower_flops")),
-            calibrated_upper_flops=_num(d.get("calibrated_upper_flops")),
-            warnings=warnings,
-            notes=self._notes(),
-        )
+        return dataclasses.replace(a, notes=(*a.notes, *self._notes()))
 
 
-__all__ = ["AssessFn", "ProfileAssessor"]
+__all__ = ["AssessFn", "ProfileAssessor", "observables"]

@@ -10,6 +10,7 @@ Example (``/etc/flopwatch/monitor.toml``)::
     metrics_addr = "127.0.0.1"   # loopback unless the node's Prometheus scrapes from elsewhere
     poll_s = 1.5                 # the study's detection poll
     checkpoint_s = 30.0          # a crash loses at most this much of the running totals
+    head_interval_s = 60.0       # a signed tree head of the ledger this often, served at /head for witnesses
     threshold_flops = 1e25       # optional: verdict against a reporting threshold
 """
 
@@ -42,6 +43,7 @@ class MonitorConfig:
     start_polls: int = 2  # study: 2 consecutive busy polls start a workload
     end_polls: int = 3  # study: 3 consecutive idle polls end it
     checkpoint_s: float = 30.0
+    head_interval_s: float = 60.0  # sign a tree head of the ledger this often (sensor time); served at /head
     duration_s: float | None = None
     speed: float = 1.0  # replay speed
     idle_power_w: float | None = None  # None: the profile's idle power (else 0 with a warning)
@@ -55,6 +57,9 @@ class MonitorConfig:
     new_chain: bool = False  # allow a new chain beside an existing signing key (see docs/monitor.md)
     keep_trace: Path | None = None  # opt-in raw trace (privacy: off by default)
     seed: int = 0
+    # sample instants: random in each period (telemetry/sampler.py; 0 = fixed grid, phase-lockable)
+    sample_jitter: float = 1.0
+    jitter_seed: int | None = None  # None: fresh entropy on real clocks, derived from ``seed`` when simulated
     schedule: Path | None = None  # simulator schedule (TOML/JSON) for sim: sensors
 
     _PATHS = ("profile", "ledger", "key_path", "public_key_path", "keep_trace", "schedule")
@@ -63,6 +68,7 @@ class MonitorConfig:
         "poll_s": 3600.0,
         "sample_hz": 1000.0,
         "checkpoint_s": 86400.0,
+        "head_interval_s": 86400.0,
         "speed": 1e6,
         "sensor_fault_s": 86400.0,
         "duration_s": 1e9,
@@ -94,6 +100,10 @@ class MonitorConfig:
         number("idle_power_w", lo=0.0, hi=1e5, lo_open=False)
         number("busy_power_margin_w", lo=0.0, hi=1e5, lo_open=False)
         number("threshold_flops", lo=0.0, hi=1e40)
+        number("sample_jitter", lo=0.0, hi=1.0, lo_open=False)
+        js = self.jitter_seed
+        if js is not None and (isinstance(js, bool) or not isinstance(js, int) or not 0 <= js < 2**63):
+            raise bad("jitter_seed", f"must be an integer in 0..2**63-1, got {js!r}")
         for name in ("start_polls", "end_polls"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1000:

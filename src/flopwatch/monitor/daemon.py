@@ -55,7 +55,8 @@ from flopwatch.monitor.window import (
     WorkloadWindow,
     default_window_verdict,
 )
-from flopwatch.telemetry.sensors.base import Gap, Reading, Sensor, SensorInfo, VirtualClock
+from flopwatch.telemetry.schema import Gap, Reading
+from flopwatch.telemetry.sensors.base import Sensor, SensorInfo, VirtualClock
 
 if TYPE_CHECKING:
     from flopwatch.devices import DeviceSpec
@@ -131,11 +132,15 @@ class Monitor:
         self.workloads: list[dict[str, Any]] = []
         self.ledger: Ledger | None = None
         self.samplers: list[Any] = []
+        self.jitter_seeds: dict[str, int | None] = {}
+        self.sampling_checks: dict[str, Any] = {}  # device → sensor_timing.SamplingCheck
         self.idle_power_w = 0.0
         self.profile_sha256: str | None = None
         self._stop = threading.Event()
         self._stop_reason = ""
         self._next_cp: float | None = None
+        self._next_head: float | None = None
+        self._peaks: dict[str, dict[str, float]] = {}  # device → the datasheet peaks in force (context)
         self._restored: dict[str, Totals] = {}
         self._lock = threading.RLock()
         self.metrics_port: int | None = None
@@ -203,6 +208,21 @@ class Monitor:
             self.window.mark(wall, {d: v["outside_net_energy_j"] for d, v in devs.items()})
             self._update_window()
         log.debug("checkpoint row %d (%s)", e.seq, reason)
+
+    def context(self) -> dict[str, Any]:
+        """The operator's context, signed into each start row (docs/monitor.md, "Context"): what a verifier
+        compares with its own before trusting a verdict."""
+        cfg = self.config
+        return {
+            "profile_sha256": self.profile_sha256,
+            "peaks_in_force": dict(sorted(self._peaks.items())),
+            "peak_override": getattr(cfg, "peak_override", None),
+            "sensor_kind": sorted({str(i["kind"]) for i in self.sensor_info.values()}),
+            "sensor_spec": list(cfg.sensors),
+            "sample_rate_hz": cfg.sample_hz,
+            "jitter_seed": getattr(cfg, "jitter_seed", None),
+            "flopwatch_version": __version__,
+        }
 
     # ------------------------------------------------------------------ lifecycle
     def _load_profile(self) -> None:
@@ -299,6 +319,11 @@ class Monitor:
                 elif t >= self._next_cp:
                     self.checkpoint()
                     self._next_cp = t + self.config.checkpoint_s
+                if self._next_head is None:
+                    self._next_head = t + self.config.head_interval_s
+                elif t >= self._next_head and self.ledger is not None:
+                    self.ledger.sign_head()  # a batch: one signature covers every row since the last head
+                    self._next_head = t + self.config.head_interval_s
         except LedgerError as e:
             # The ledger cannot be written: stop rather than measure without a record.
             self.fatal = e
@@ -314,7 +339,23 @@ class Monitor:
         cfg = self.config
         virtual = any(isinstance(s.clock, VirtualClock) for s in sensors)
         groups = [sensors] if virtual or len(sensors) == 1 else [[s] for s in sensors]
-        self.samplers = [Sampler(g, cfg.sample_hz, sinks=sinks, duration_s=cfg.duration_s) for g in groups]
+        seed = cfg.jitter_seed
+        if seed is None and virtual:
+            seed = 0x71775E + cfg.seed  # a simulated run is reproducible: its jitter follows its seed
+        self.samplers = [
+            Sampler(
+                g,
+                cfg.sample_hz,
+                sinks=sinks,
+                duration_s=cfg.duration_s,
+                jitter=None if cfg.sample_jitter == 1.0 else cfg.sample_jitter,  # None: 1, or 0 for a replay
+                jitter_seed=None if seed is None else seed + i,
+            )
+            for i, g in enumerate(groups)
+        ]
+        # the seeds in force (ledger rows may carry them as ``jitter_seed``: every instant can be regenerated)
+        self.jitter_seeds = {s.info().device_id: sm.jitter_seed for sm in self.samplers for s in sm.sensors}
+        self.sampling_checks = _sampling_checks(sensors, cfg.sample_hz)
         if self._stop.is_set():
             for sampler in self.samplers:
                 sampler.request_stop()
@@ -347,6 +388,8 @@ class Monitor:
             "capabilities": caps,
         }
         spec = device_spec(info)
+        if spec is not None:
+            self._peaks[dev] = {str(k): float(v) for k, v in spec.peak_flops.items()}
         ctx = DeviceContext(
             device=dev,
             name=info.name,
@@ -453,11 +496,17 @@ class Monitor:
                     "model": getattr(self.profile, "model_name", None),
                     "idle_power_w": self.idle_power_w,
                     "sensors": list(self.sensor_info.values()),
+                    "context": self.context(),
                 },
+            )
+            # the first head, then one every head_interval_s; witnesses fetch it at GET /head
+            led.sign_head()
+            self.metrics.serve_ledger(
+                lambda: h.to_dict() if (h := led.latest_head) is not None else None, led.consistency
             )
             sinks: list[Any] = [self._sink]
             if cfg.keep_trace is not None:
-                from flopwatch.telemetry.reading import TraceWriter
+                from flopwatch.telemetry.writer import TraceWriter
 
                 trace_writer = TraceWriter(
                     cfg.keep_trace,
@@ -485,6 +534,7 @@ class Monitor:
                         acc.close(acc.last.t_s, status="interrupted", cut=f"the daemon stopped: {end_reason}")
                 self.checkpoint(reason=f"stop: {end_reason}")
                 led.append("stop", {"session_id": self.session_id, "wall": time.time(), "reason": end_reason})
+                led.sign_head()
             log.info("monitor stopped: %s", end_reason)
             if self.fatal is not None:
                 raise self.fatal
@@ -504,3 +554,19 @@ class Monitor:
             self.metrics.stop()
             if led is not None:
                 led.close()
+
+
+def _sampling_checks(sensors: list[Sensor], rate_hz: float) -> dict[str, Any]:
+    """Is ``rate_hz`` enough for each sensor (flopwatch.sensor_timing)? Inadequate rates are logged; the
+    checks' ``warnings`` are what a row must carry so that it is never "below"."""
+    from flopwatch.sensor_timing import check_sampling, sensor_kind_of
+
+    out: dict[str, Any] = {}
+    for s in sensors:
+        info = s.info()
+        chk = check_sampling(info.spec_key or info.name or info.device_id, sensor_kind_of(info.kind), rate_hz)
+        out[info.device_id] = chk
+        if not chk.adequate:
+            for w in chk.warnings:
+                log.warning("%s: %s", info.device_id, w)
+    return out

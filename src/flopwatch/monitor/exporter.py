@@ -21,6 +21,11 @@ plus ``flopwatch_net_energy_joules_total{device}``, ``flopwatch_outside_workload
 current state), ``flopwatch_window_lower_flops``, ``flopwatch_window_upper_flops`` (+Inf: unknown),
 ``flopwatch_window_seconds``. The verdict comes from a swappable function (see ``monitor/window.py``).
 
+The same port serves the ledger's witness endpoints (docs/monitor.md, "Witnessing"): ``GET /head`` — the newest
+signed tree head as JSON ``{"size", "root", "time", "signature", "key_id"}`` — and
+``GET /consistency?first=N&second=M`` — ``{"first", "second", "proof": [hex, …]}``, the RFC 9162 consistency
+proof between two sizes of the history tree.
+
 Counters restored from the ledger after a restart continue from the checkpointed totals, so
 ``increase()`` over a restart stays correct. Only totals are exposed, never traces (privacy).
 """
@@ -28,9 +33,16 @@ Counters restored from the ledger after a restart continue from the checkpointed
 from __future__ import annotations
 
 import errno
+import json
+import socket
+import socketserver
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Info, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Info, make_wsgi_app
 
 from flopwatch import __version__
 from flopwatch.errors import ConfigError
@@ -112,6 +124,17 @@ class MonitorMetrics:
         self.info.info({"version": __version__})
         self._server: Any = None
         self._thread: Any = None
+        self._head_fn: Callable[[], dict[str, Any] | None] | None = None
+        self._proof_fn: Callable[[int, int], list[str]] | None = None
+
+    def serve_ledger(
+        self,
+        head: Callable[[], dict[str, Any] | None],
+        consistency: Callable[[int, int], list[str]],
+    ) -> None:
+        """Serve ``GET /head`` (``head()``: the newest signed head, None before the first) and
+        ``GET /consistency?first=N&second=M`` (``consistency(N, M)``: hex hashes; ValueError if out of range)."""
+        self._head_fn, self._proof_fn = head, consistency
 
     def add_device(self, device: str) -> None:
         """Create the device's series at 0 so they exist before the first event."""
@@ -138,7 +161,7 @@ class MonitorMetrics:
     def start(self, port: int, addr: str = "127.0.0.1") -> int:
         """Serve ``/metrics`` on ``addr:port`` (port 0: any free port); returns the bound port."""
         try:
-            self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
+            self._server, self._thread = _serve(_App(make_wsgi_app(self.registry), self), port, addr)
         except OSError as e:
             # One line and exit 2 (ConfigError), not a traceback and a systemd restart loop.
             why = "is in use" if e.errno == errno.EADDRINUSE else f"cannot be bound ({e.strerror or e})"
@@ -150,3 +173,65 @@ class MonitorMetrics:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+class _Threading(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+def _serve(app: Any, port: int, addr: str) -> tuple[WSGIServer, threading.Thread]:
+    """prometheus_client's ``start_wsgi_server`` with our own app (metrics + the ledger's witness routes)."""
+
+    class Server(_Threading):
+        address_family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+    httpd = make_server(addr, port, app, Server, handler_class=_Quiet)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True, name="flopwatch-exporter")
+    t.start()
+    return httpd, t
+
+
+class _App:
+    """``/head`` and ``/consistency`` from the ledger; everything else is prometheus_client's metrics app."""
+
+    def __init__(self, metrics_app: Any, owner: MonitorMetrics) -> None:
+        self.metrics_app = metrics_app
+        self.owner = owner
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path not in ("/head", "/consistency"):
+            return self.metrics_app(environ, start_response)  # type: ignore[no-any-return]
+        if self.owner._head_fn is None:
+            return _answer(start_response, 503, {"error": "the ledger is not open yet"})
+        try:
+            if path == "/head":
+                doc = self.owner._head_fn()
+                if doc is None:
+                    return _answer(start_response, 503, {"error": "no signed tree head yet"})
+                return _answer(start_response, 200, doc)
+            q = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""), max_num_fields=4)
+            first, second = (int(q[k][0]) for k in ("first", "second"))
+            assert self.owner._proof_fn is not None
+            proof = self.owner._proof_fn(first, second)
+            return _answer(start_response, 200, {"first": first, "second": second, "proof": proof})
+        except (KeyError, ValueError) as e:
+            return _answer(
+                start_response, 400, {"error": f"need integers first <= second in range: {e}"[:200]}
+            )
+        except Exception as e:  # noqa: BLE001 - a failed proof must not kill the exporter thread
+            return _answer(start_response, 500, {"error": f"{type(e).__name__}: {e}"[:200]})
+
+
+def _answer(start_response: Callable[..., Any], code: int, doc: Any) -> list[bytes]:
+    body = json.dumps(doc, sort_keys=True).encode()
+    reason = {200: "OK", 400: "Bad Request", 500: "Internal Server Error", 503: "Service Unavailable"}[code]
+    start_response(
+        f"{code} {reason}", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+    )
+    return [body]

@@ -26,7 +26,6 @@ import hashlib
 import os
 import re
 import stat
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from flopwatch.errors import InputError, LedgerError
+from flopwatch.io import atomic_write
 
 _PEM_RE = re.compile(
     r"-----BEGIN (PUBLIC KEY|PRIVATE KEY)-----[\r\n]+[A-Za-z0-9+/=\r\n]+-----END \1-----", re.S
@@ -132,71 +132,32 @@ def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
 
 
 # --------------------------------------------------------------------------------------------- writing
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _write_temp(dest: Path, data: bytes, mode: int) -> Path:
-    """Write ``data`` to a new temporary file beside ``dest`` (exclusive, no symlink followed, fsynced)."""
-    tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:12]}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp
-
-
 def write_public_file(dest: str | os.PathLike[str], text: str) -> None:
-    """Atomically write a public file (pin): temporary file + rename; a symlink at ``dest`` is refused."""
+    """Atomically write a public file (pin) through :func:`flopwatch.io.atomic_write`; a symlink at ``dest``
+    is refused."""
     p = Path(dest)
     if p.is_symlink():
         raise LedgerError(f"{p} is a symlink; refusing to write the public key through it (remove it)")
     if p.exists() and not p.is_file():
         raise LedgerError(f"{p} exists and is not a regular file; refusing to replace it")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _write_temp(p, text.encode(), 0o644)
     try:
-        os.replace(tmp, p)  # replaces the name, never writes through it
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise LedgerError(f"{p}: cannot write the public key: {e.strerror}") from None
-    _fsync_dir(p.parent)
+        atomic_write(p, text, perms=0o644)
+    except InputError as e:
+        raise LedgerError(f"{p}: cannot write the public key: {e.detail}") from None
 
 
 def create_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
-    """Generate a signing key at ``path`` (0600); never replaces an existing file or follows a symlink."""
+    """Generate a signing key at ``path`` (0600 from its creation); never replaces an existing file or follows a
+    symlink (:func:`flopwatch.io.atomic_write` with ``exclusive=True``)."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    tmp = _write_temp(p, pem, 0o600)
     try:
-        os.link(tmp, p)  # atomic, and fails (EEXIST) on any existing name — a symlink included
-    except FileExistsError:
-        raise LedgerError(
-            f"{p} appeared while the signing key was being created; refusing to replace it"
-        ) from None
-    except OSError as e:
-        raise LedgerError(f"{p}: cannot create the signing key: {e.strerror}") from None
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(p.parent)
+        atomic_write(p, pem, perms=0o600, exclusive=True)
+    except InputError as e:
+        raise LedgerError(f"{p}: cannot create the signing key: {e.detail}") from None
     return key
 
 
@@ -262,11 +223,16 @@ def git_worktree_of(path: str | os.PathLike[str]) -> Path | None:
     return None
 
 
+def pending_key_path(key_path: str | os.PathLike[str]) -> Path:
+    """Where a first start creates its key until the genesis row is committed (then linked to ``key_path``)."""
+    return Path(f"{key_path}.pending")
+
+
 def ledger_companions(ledger: str | os.PathLike[str]) -> list[Path]:
     """Files that belong to a ledger and must never be overwritten by an output: the database, its WAL and
     shared-memory files, its key and lock."""
     s = str(ledger)
-    return [Path(s + suffix) for suffix in ("", "-wal", "-shm", "-journal", ".key", ".lock")]
+    return [Path(s + suffix) for suffix in ("", "-wal", "-shm", "-journal", ".key", ".key.pending", ".lock")]
 
 
 def refuse_clobber(output: str | os.PathLike[str], protected: list[Path], what: str = "output") -> None:

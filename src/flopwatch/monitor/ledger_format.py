@@ -17,7 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,7 +33,8 @@ GENESIS_PREV = "0" * 64
 #: Row kinds written by the daemon. Verification accepts any kind: the chain covers them all.
 KINDS = ("genesis", "start", "workload", "checkpoint", "recovery", "stop")
 
-SCHEMA = """
+#: The 0.2 ledger: the hash chain only (still verified as a chain; it has no history tree and no witness).
+LEGACY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
     seq INTEGER PRIMARY KEY,
     kind TEXT NOT NULL,
@@ -56,18 +59,47 @@ SELECT seq,
 FROM entries WHERE kind = 'workload';
 """
 
+#: The history tree (RFC 9162, :mod:`~flopwatch.monitor.merkle`) over the rows in sequence order: every perfect
+#: subtree root ``(level, idx)`` (level 0: the leaf hashes), written in the row's own transaction, and the
+#: signed tree heads (hex root and signature, time in ms since the epoch, key_id = sha256 of the public key).
+TREE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tree_nodes (
+    level INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    hash BLOB NOT NULL,
+    PRIMARY KEY (level, idx)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tree_heads (
+    size INTEGER PRIMARY KEY,
+    root TEXT NOT NULL,
+    time_ms INTEGER NOT NULL,
+    signature TEXT NOT NULL,
+    key_id TEXT NOT NULL
+);
+"""
+
+SCHEMA = LEGACY_SCHEMA + TREE_SCHEMA
+
 _COLS = "seq, kind, prev_hash, payload, hash, signature"
 
 
-@lru_cache(maxsize=1)
-def expected_schema() -> frozenset[tuple[str, str, str, str]]:
-    """``(type, name, tbl_name, sql)`` of every schema object a genuine ledger holds (as SQLite stores them)."""
+@lru_cache(maxsize=2)
+def expected_schema(legacy: bool = False) -> frozenset[tuple[str, str, str, str]]:
+    """``(type, name, tbl_name, sql)`` of every schema object a genuine ledger holds (as SQLite stores them);
+    ``legacy``: a 0.2 chain-only ledger."""
     con = sqlite3.connect(":memory:")
     try:
-        con.executescript(SCHEMA)
+        con.executescript(LEGACY_SCHEMA if legacy else SCHEMA)
         return frozenset(_schema_rows(con))
     finally:
         con.close()
+
+
+def has_tree(con: sqlite3.Connection) -> bool:
+    """Does the file hold the history tree (False: a 0.2 chain-only ledger)?"""
+    return bool(
+        con.execute("SELECT 1 FROM main.sqlite_master WHERE type='table' AND name='tree_heads'").fetchone()
+    )
 
 
 def _schema_rows(con: sqlite3.Connection) -> list[tuple[str, str, str, str]]:
@@ -78,9 +110,12 @@ def _schema_rows(con: sqlite3.Connection) -> list[tuple[str, str, str, str]]:
 
 
 def schema_problems(con: sqlite3.Connection) -> list[str]:
-    """What differs between the file's schema and the ledger's DDL (empty: identical)."""
-    want = expected_schema()
+    """What differs between the file's schema and the ledger's DDL (empty: identical to the current or, when
+    no tree object is present at all, to the 0.2 chain-only schema)."""
     have = _schema_rows(con)
+    tree_names = {"tree_nodes", "tree_heads"} | {f"sqlite_autoindex_tree_nodes_{i}" for i in (1, 2)}
+    legacy = not any(n in tree_names or tb in tree_names for _t, n, tb, _s in have)
+    want = expected_schema(legacy)
     names = {(t, n) for t, n, _, _ in want}
     out: list[str] = []
     for t, n, _tb, s in have:
@@ -148,22 +183,85 @@ class LedgerEntry:
 
 
 # --------------------------------------------------------------------------------------------- opening
-def sqlite_uri(path: Path, *, mode: str) -> str:
+def sqlite_uri(path: Path, *, mode: str, immutable: bool = False) -> str:
     """A ``file:`` URI for ``path`` with every special character escaped (``#``, ``?``, ``%`` in names).
 
     ``f"file:{path}?mode=ro"`` would cut ``a#b.db`` at the ``#`` and decode ``%41`` to ``A``.
     """
-    return f"{path.absolute().as_uri()}?mode={mode}"
+    return f"{path.absolute().as_uri()}?mode={mode}" + ("&immutable=1" if immutable else "")
+
+
+class _CopyConnection(sqlite3.Connection):
+    """A read-only connection to a private copy of a ledger (removed on close)."""
+
+    tmpdir: str | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = None
+
+
+def _readonly(path: Path) -> sqlite3.Connection:
+    """Open a ledger for reading without writing anything beside it.
+
+    A WAL database opened ``mode=ro`` still needs its ``-shm`` file, which SQLite creates: in a directory the
+    reader cannot write (a verifier with read access only) that open fails, which must never read as
+    tampering. Then: with no WAL content, ``immutable=1`` reads the main file exactly (nothing else holds
+    rows); with WAL content (a running or killed daemon), the file and its WAL are copied to a private
+    temporary directory and read there, so the committed rows in the WAL are seen too.
+    """
+    con = sqlite3.connect(sqlite_uri(path, mode="ro"), uri=True, timeout=10.0, check_same_thread=False)
+    try:
+        con.execute("SELECT COUNT(*) FROM main.sqlite_master").fetchone()
+        return con
+    except sqlite3.DatabaseError as e:
+        why = str(e)
+        if not isinstance(e, sqlite3.OperationalError) or (
+            "unable to open" not in why and "readonly" not in why and "read-only" not in why
+        ):
+            return con  # not a matter of access (a damaged file): the caller's queries report it
+        con.close()
+    wal = Path(f"{path}-wal")
+    try:
+        wal_bytes = wal.stat().st_size
+    except FileNotFoundError:
+        wal_bytes = 0
+    if wal_bytes == 0:
+        return sqlite3.connect(
+            sqlite_uri(path, mode="ro", immutable=True), uri=True, timeout=10.0, check_same_thread=False
+        )
+    tmp = tempfile.mkdtemp(prefix="flopwatch-ledger-ro-")
+    try:
+        copy = Path(tmp) / "ledger.db"
+        shutil.copyfile(path, copy)
+        shutil.copyfile(wal, Path(f"{copy}-wal"))
+        con2 = sqlite3.connect(
+            sqlite_uri(copy, mode="ro"),
+            uri=True,
+            timeout=10.0,
+            check_same_thread=False,
+            factory=_CopyConnection,
+        )
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    con2.tmpdir = tmp  # type: ignore[attr-defined]
+    return con2
 
 
 def connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
-    """Open the ledger file (read-only: never created, never written)."""
+    """Open the ledger file (read-only: never created, never written, no write access needed)."""
     if readonly:
         if not path.exists():
             raise InputError("ledger not found", file=str(path))
         if not path.is_file():
             raise InputError("not a ledger file (a directory or device)", file=str(path))
-        return sqlite3.connect(sqlite_uri(path, mode="ro"), uri=True, timeout=10.0, check_same_thread=False)
+        try:
+            return _readonly(path)
+        except OSError as e:
+            raise InputError(f"cannot read the ledger: {e.strerror or e}", file=str(path)) from None
     return sqlite3.connect(
         sqlite_uri(path, mode="rwc"), uri=True, timeout=10.0, isolation_level=None, check_same_thread=False
     )

@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flopwatch.estimate.verdict import Assessment  # the one assessment type (re-exported)
+
 ROW_VERSION = 3
 #: Workload statuses: detected start and end / daemon stopped (or crashed) while open / sensor failed too long.
 STATUSES = ("complete", "interrupted", "sensor_fault", "open")
@@ -58,24 +60,6 @@ class Measurement:
     declared_dtype: str | None = None  # the operator's claim (``--dtype``), never an observation
     device_name: str | None = None
     spec_key: str | None = None  # devices.DEVICES key when known
-
-
-@dataclass(frozen=True)
-class Assessment:
-    """The estimate of one workload and its threshold verdict (output of the assess stage)."""
-
-    estimate_flops: float | None = None
-    lower_flops: float | None = None
-    upper_flops: float | None = None
-    confidence: float | None = None
-    model: str | None = None
-    verdict: str = "n/a"  # above | below | uncertain | n/a (no threshold or no estimate)
-    regime: str | None = None  # None: not classified from observables
-    warnings: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    bound: str | None = None  # where upper_flops comes from
-    calibrated_lower_flops: float | None = None  # the profile's own interval (holds in its regime only)
-    calibrated_upper_flops: float | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +144,7 @@ class WorkloadRow:
             power_limit_w=meas.power_limit_w,
             estimate_flops=assessment.estimate_flops,
             lower_flops=assessment.lower_flops,
-            upper_flops=assessment.upper_flops,
+            upper_flops=assessment.upper_flops if math.isfinite(assessment.upper_flops) else None,
             confidence=assessment.confidence,
             model=assessment.model,
             verdict=assessment.verdict,

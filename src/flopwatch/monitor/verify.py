@@ -7,6 +7,11 @@ trying neighbours: moving a row keeps its ``hash`` and ``prev_hash``, so its pos
 its depth along the ``prev_hash → hash`` links from the genesis, which SQLite computes with an index in its
 temporary store; one SHA-256 and one signature check at that depth confirm the move, wherever the row went
 (single swaps, whole blocks, a shuffled ledger). Python memory is bounded by the number of failing rows.
+
+The same pass recomputes the RFC 9162 history tree from the rows (O(log n) memory, :mod:`~flopwatch.monitor.merkle`)
+and compares its root, at each size where one was signed, with the node's stored heads and with the heads a
+witness logged off the node (``witness=``): a witnessed head that is not a prefix of the rows (truncation, a
+deleted, edited or moved row, a fork, a wipe re-signed with the same key) is a problem naming that head.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import hashlib
 import os
 import re
 import sqlite3
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,15 +30,19 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from flopwatch.errors import InputError
+from flopwatch.monitor import merkle
 from flopwatch.monitor.keys import Pin, default_public_key_path, key_fingerprint, load_pin
 from flopwatch.monitor.ledger_format import (
     GENESIS_PREV,
     LedgerEntry,
     connect,
+    has_tree,
     iter_entries,
     schema_problems,
     signed_bytes,
 )
+from flopwatch.monitor.tree import SignedHead, iter_heads
+from flopwatch.monitor.witness import WitnessedHead
 
 _SIG_HEX = re.compile(r"[0-9a-f]{128}")
 
@@ -62,6 +72,10 @@ class VerifyResult:
     head_seq: int = 0
     head_hash: str = GENESIS_PREV
     genesis_hash: str | None = None
+    has_tree: bool = False  # False: a chain-only (0.2) ledger
+    tree_root: str | None = None  # recomputed from the rows
+    witness_heads: int = 0  # heads in the witness log given
+    witnessed_size: int = 0  # rows covered by the newest consistent witnessed head
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +88,8 @@ class VerifyResult:
             "key_fingerprint": self.key_fingerprint,
             "problems": [{"seq": p.seq, "kind": p.kind, "message": p.message} for p in self.problems],
             "warnings": list(self.warnings),
+            "tree": {"size": self.n_rows, "root": self.tree_root, "stored": self.has_tree},
+            "witness": {"heads": self.witness_heads, "witnessed_rows": self.witnessed_size},
         }
 
 
@@ -152,6 +168,7 @@ def verify_ledger(
     public_key: str | os.PathLike[str] | Ed25519PublicKey | Pin | None = None,
     *,
     expect_head: tuple[int, str | None] | None = None,
+    witness: Sequence[WitnessedHead] | None = None,
 ) -> VerifyResult:
     """Check the schema, the pin and every row; never raises for tampering (one :class:`Problem` per finding).
 
@@ -159,6 +176,8 @@ def verify_ledger(
     strongest check — it binds the genesis too), else ``LEDGER.pub`` beside the file, else the key embedded
     in the genesis row (self-asserted: a warning says so). ``expect_head`` ``(seq, hash or None)`` is a head
     recorded earlier off the node: the ledger must still hold that row unchanged (catches cut-off rows).
+    ``witness``: the heads of a witness log (:func:`flopwatch.monitor.witness.read_log`); each must be a
+    prefix of the rows, signed by the pinned key.
     """
     p = Path(path)
     result = VerifyResult(path=str(p), n_rows=0, ok=False)
@@ -168,9 +187,10 @@ def verify_ledger(
         result.problems.append(Problem(None, "unreadable", e.detail))
         return result
     try:
-        _verify(con, p, public_key, expect_head, result)
+        _verify(con, p, public_key, expect_head, result, witness)
     except sqlite3.DatabaseError as e:
-        result.problems.append(Problem(None, "unreadable", f"not a readable flopwatch ledger: {e}"))
+        kind = "not-a-ledger" if "not a database" in str(e) else "unreadable"
+        result.problems.append(Problem(None, kind, f"not a readable flopwatch ledger: {e}"))
     finally:
         con.close()
     result.problems.sort(key=lambda pr: -1 if pr.seq is None else pr.seq)  # stable: ledger-wide first
@@ -184,8 +204,13 @@ def _verify(
     public_key: str | os.PathLike[str] | Ed25519PublicKey | Pin | None,
     expect_head: tuple[int, str | None] | None,
     result: VerifyResult,
+    witness: Sequence[WitnessedHead] | None = None,
 ) -> None:
     problems = result.problems
+    names = {str(r[0]) for r in con.execute("SELECT name FROM main.sqlite_master")}
+    if "entries" not in names and "workloads" not in names:
+        problems.append(Problem(None, "not-a-ledger", "not a flopwatch ledger (no entries table)"))
+        return
     for s in schema_problems(con):
         problems.append(Problem(None, "schema", f"schema altered: {s}"))
     if any(pr.kind == "schema" and "'entries'" in pr.message for pr in problems):
@@ -243,6 +268,26 @@ def _verify(
             "with the same key would pass; re-export it with `flopwatch ledger export-key`"
         )
 
+    result.has_tree = has_tree(con)
+    kid = result.key_fingerprint
+    # witnessed heads by size (the verifier's log: its own file, read whole); stored heads are streamed
+    wit: dict[int, list[WitnessedHead]] = {}
+    for w in witness or ():
+        if w.head.key_id != kid or not w.head.verify(key):
+            problems.append(
+                Problem(
+                    None,
+                    "witness-key",
+                    f"{w.label()} is not signed by the pinned key (another key or a forged head)",
+                )
+            )
+            continue
+        wit.setdefault(w.head.size, []).append(w)
+    result.witness_heads = len(witness or ())
+    stored: Iterator[SignedHead] = iter(iter_heads(con)) if result.has_tree else iter(())
+    next_stored = next(stored, None)
+    tree = merkle.CompactRange()
+
     # Pass 1: stream every row once; failures are classified in place, moved rows are found in pass 2.
     failing: dict[int, tuple[int, bool]] = {}  # seq → (index of its problem, hash ok at its position)
     expected_seq = 1
@@ -270,9 +315,82 @@ def _verify(
             # Two authentic neighbours that do not link: something between them was replaced.
             problems.append(Problem(r.seq, "chain", f"does not follow row {r.seq - 1} in the hash chain"))
         prev_hash_stored, prev_auth, expected_seq, first = r.hash, auth, r.seq + 1, False
+        tree.append(merkle.leaf_hash(msg))
+        if wit or next_stored is not None:
+            next_stored = _check_heads(tree, wit, next_stored, stored, key, problems, result)
     result.n_rows = n
+    result.tree_root = tree.root().hex()
+    while next_stored is not None:  # heads beyond the rows: rows were cut off after the node signed them
+        problems.append(
+            Problem(
+                None,
+                "truncated",
+                f"the node signed a head of {next_stored.size} rows but the ledger holds {n}",
+            )
+        )
+        next_stored = next(stored, None)
+    for size, ws in sorted(wit.items()):
+        if size > n:
+            problems.append(
+                Problem(
+                    None,
+                    "witness-truncated",
+                    f"{ws[0].label()} covers {size} rows but the ledger holds {n}: rows were cut off",
+                )
+            )
+    if not result.has_tree:
+        result.warnings.append(
+            "a chain-only ledger (flopwatch 0.2): no history tree and no witness; it shows the rows agree with "
+            "each other and the key, not that they are the rows a verifier saw"
+        )
+    elif witness is None:
+        result.warnings.append(
+            "no witness log given (--witness HEADS.jsonl): whoever holds the node's key could have rewritten "
+            "every row; only heads kept off the node rule that out"
+        )
+    elif result.witnessed_size < n:
+        result.warnings.append(
+            f"rows {result.witnessed_size + 1}..{n} come after the newest witnessed head: not yet witnessed"
+        )
     if any(not h_ok for _, h_ok in failing.values()):
         _locate_moved(con, key, failing, problems)
+
+
+def _check_heads(
+    tree: merkle.CompactRange,
+    wit: dict[int, list[WitnessedHead]],
+    next_stored: SignedHead | None,
+    stored: Iterator[SignedHead],
+    key: Ed25519PublicKey,
+    problems: list[Problem],
+    result: VerifyResult,
+) -> SignedHead | None:
+    """Compare the recomputed root at this size with the witnessed and the stored heads of this size."""
+    size = tree.size
+    root_hex: str | None = None
+    for w in wit.get(size, ()):
+        root_hex = root_hex or tree.root().hex()
+        if w.head.root != root_hex:
+            problems.append(
+                Problem(
+                    None,
+                    "witness",
+                    f"{w.label()} is not a prefix of this ledger (its first {size} rows now hash to "
+                    f"{root_hex[:16]}…): rows were deleted, edited, moved or re-signed after it was witnessed",
+                )
+            )
+        else:
+            result.witnessed_size = max(result.witnessed_size, size)
+    while next_stored is not None and next_stored.size <= size:
+        h = next_stored
+        if h.size == size:
+            root_hex = root_hex or tree.root().hex()
+            if h.root != root_hex or not h.verify(key):
+                problems.append(
+                    Problem(size, "head", f"the node's signed head of {size} rows does not match the rows")
+                )
+        next_stored = next(stored, None)
+    return next_stored
 
 
 def _in_place_problem(r: LedgerEntry, h_ok: bool) -> Problem:

@@ -17,8 +17,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,7 +25,7 @@ from flopwatch.detect import Detection, detect_workloads
 from flopwatch.errors import InputError
 from flopwatch.estimate.calibrate import calibrate
 from flopwatch.estimate.features import DEFAULT_MIN_UTIL, FrontierGate, GateResult
-from flopwatch.evaluate.apply_profile import estimate_records
+from flopwatch.estimate.verdict import assess_record
 from flopwatch.evaluate.splits import EvaluationResult, evaluate_models
 from flopwatch.join import JoinResult, Mismatch, join_records
 from flopwatch.pipeline.device import DeviceChoice
@@ -35,8 +34,10 @@ from flopwatch.pipeline.layout import EVALUATION_FILE, FIGURES_DIR, PROFILE_FILE
 from flopwatch.pipeline.plan import Plan, RunOptions
 from flopwatch.pipeline.progress import ANALYSIS_S, Progress
 from flopwatch.records import RecordSet, WorkloadRecord, append_record, record_set
-from flopwatch.telemetry.reading import Trace
-from flopwatch.telemetry.source import TraceSource, open_source
+from flopwatch.telemetry.source import ParquetSource, TraceLike, TraceSource, open_source
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The study's split ratio: 14 training runs of 21 (Fowler 2026).
 TRAIN_FRACTION = 14 / 21
@@ -68,7 +69,7 @@ class Analysis:
     profile: Any  # flopwatch.estimate.profile.Profile
     evaluation: EvaluationResult
     threshold_flops: float
-    verdicts: list[dict[str, Any]]
+    verdicts: list[ThresholdVerdict]
     figures: list[Path] = field(default_factory=list)
     figure_errors: list[str] = field(default_factory=list)
 
@@ -87,27 +88,65 @@ def frontier_gate(measured: RecordSet, *, where: str, sweep: str, file: str) -> 
     return FrontierGate(min_util=DEFAULT_MIN_UTIL, precision=max(sorted(set(dtypes)), key=dtypes.count))
 
 
-def threshold_verdicts(profile: Any, kept: RecordSet, threshold_flops: float) -> list[dict[str, Any]]:
-    """Stage **verdict** on the frontier runs at one threshold: above / below / uncertain, against the truth."""
-    run = estimate_records(
-        profile, kept, profile_path="", records_path=kept.source, threshold_flops=threshold_flops
-    )
+@dataclass(frozen=True)
+class ThresholdVerdict:
+    """The verdict on one frontier run at the run's threshold, beside its truth: the estimate and calibrated
+    interval of the profile, the bounds the verdict rests on (:func:`flopwatch.estimate.verdict.assess_record`)."""
+
+    label: str
+    total_flops: float
+    estimate_flops: float
+    lower_flops: float  # calibrated interval
+    upper_flops: float
+    verdict_lower_flops: float  # the bounds the verdict used
+    verdict_upper_flops: float
+    verdict: str
+    threshold_flops: float
+
+    @property
+    def truth(self) -> str:
+        return "above" if self.total_flops > self.threshold_flops else "below"
+
+    @property
+    def correct(self) -> bool | None:
+        """Whether the verdict matches the truth; None for "uncertain"."""
+        return None if self.verdict == "uncertain" else self.verdict == self.truth
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "total_flops": self.total_flops,
+            "estimate_flops": self.estimate_flops,
+            "lower_flops": self.lower_flops,
+            "upper_flops": self.upper_flops,
+            "verdict_lower_flops": self.verdict_lower_flops,
+            "verdict_upper_flops": self.verdict_upper_flops,
+            "err_pct": (self.estimate_flops / self.total_flops - 1.0) * 100.0,
+            "verdict": self.verdict,
+            "truth": self.truth,
+            "correct": self.correct,
+        }
+
+
+def threshold_verdicts(profile: Any, kept: RecordSet, threshold_flops: float) -> list[ThresholdVerdict]:
+    """Stage **verdict** on the frontier runs at one threshold: above / below / uncertain, against the truth
+    (typed: the profile's estimate and the sound assessment of each run, no row dicts in between)."""
     out = []
-    for row in run.rows:
-        v = row["threshold_verdict"]
-        truth = "above" if row["ground_truth_flops"] > threshold_flops else "below"
+    for r in kept:
+        e = profile.estimate_record(r)
+        a = assess_record(profile, r, threshold_flops=threshold_flops)
         out.append(
-            {
-                "label": row["label"],
-                "total_flops": row["ground_truth_flops"],
-                "estimate_flops": row["estimate_flops"],
-                "lower_flops": row["lower_flops"],
-                "upper_flops": row["upper_flops"],
-                "err_pct": row["rel_error_pct"],
-                "verdict": v,
-                "truth": truth,
-                "correct": v == truth if v != "uncertain" else None,
-            }
+            ThresholdVerdict(
+                r.label,
+                float(r.total_flops),
+                e.flops,
+                e.lower_flops,
+                e.upper_flops,
+                a.lower_flops,
+                a.upper_flops,
+                a.verdict,
+                threshold_flops,
+            )
         )
     return out
 
@@ -117,29 +156,39 @@ def threshold_verdicts(profile: Any, kept: RecordSet, threshold_flops: float) ->
 TIMELINE_MAX_ROWS = 200_000
 #: Envelope bins: two per pixel column of the 12-inch, 100-dpi timeline (report.run_figures.fig_timeline).
 TIMELINE_BINS = 2400
+_TIMELINE_COLUMNS = ("power_w", "util")
 
 
 def timeline_samples(
-    path: Path, n_rows: int, *, max_rows: int = TIMELINE_MAX_ROWS, bins: int = TIMELINE_BINS
-) -> Any:
-    """What the timeline figure plots (``.samples``: ``t_s``, ``power_w``, ``util``): the whole trace when it has at
+    trace: TraceLike, *, max_rows: int = TIMELINE_MAX_ROWS, bins: int = TIMELINE_BINS
+) -> pd.DataFrame:
+    """What the timeline figure plots (columns ``t_s``, ``power_w``, ``util``): every reading when the trace has at
     most ``max_rows`` rows; else, per time bin, the lowest and highest power and utilisation (at the bin's centre),
-    which a line through every sample would fill at the figure's resolution. Two passes over the rows, memory
-    bounded by a chunk and the bins, whatever the trace's length."""
-    if n_rows <= max_rows:
-        return Trace.read(path)
+    which a line through every sample would fill at the figure's resolution. One pass over the rows (the time span
+    of a Parquet trace comes from its footer), memory bounded by a chunk and the bins, whatever the trace's length;
+    the rows are not validated again (detection did)."""
     import pandas as pd
 
-    src = open_source(path)
-    t_lo, t_hi = math.inf, -math.inf
-    for ch in src.chunks((), validate=False):  # validated by detection
-        r = ch.t_s[~ch.is_gap]
-        if r.size:
-            t_lo, t_hi = min(t_lo, float(r.min())), max(t_hi, float(r.max()))
+    src = open_source(trace)
+    n = src.num_rows
+    if n is not None and n <= max_rows:
+        parts = [ch.take(~ch.is_gap) for ch in src.chunks(_TIMELINE_COLUMNS, validate=False)]
+        cols = {"t_s": np.concatenate([p.t_s for p in parts]) if parts else np.zeros(0)}
+        for c in _TIMELINE_COLUMNS:
+            cols[c] = np.concatenate([p.cols[c] for p in parts]) if parts else np.zeros(0)
+        return pd.DataFrame(cols).sort_values("t_s", kind="stable").reset_index(drop=True)
+    span = src.t_span() if isinstance(src, ParquetSource) else None
+    if span is None:  # a journal or a file without statistics: one pass over the times only
+        t_lo, t_hi = math.inf, -math.inf
+        for ch in src.chunks((), validate=False):
+            if len(ch):
+                t_lo, t_hi = min(t_lo, float(ch.t_s.min())), max(t_hi, float(ch.t_s.max()))
+    else:
+        t_lo, t_hi = span
     width = max(t_hi - t_lo, 1e-9) / bins
-    lo = {c: np.full(bins, np.inf) for c in ("power_w", "util")}
-    hi = {c: np.full(bins, -np.inf) for c in ("power_w", "util")}
-    for ch in src.chunks(("power_w", "util"), validate=False):
+    lo = {c: np.full(bins, np.inf) for c in _TIMELINE_COLUMNS}
+    hi = {c: np.full(bins, -np.inf) for c in _TIMELINE_COLUMNS}
+    for ch in src.chunks(_TIMELINE_COLUMNS, validate=False):
         ok = ~ch.is_gap
         k = np.clip(((ch.t_s[ok] - t_lo) / width).astype(np.int64), 0, bins - 1)
         for c in lo:
@@ -149,15 +198,19 @@ def timeline_samples(
             np.maximum.at(hi[c], k[fin], v[fin])
     centre = t_lo + (np.arange(bins) + 0.5) * width
     seen = np.isfinite(lo["power_w"]) | np.isfinite(lo["util"])
-    cols: dict[str, np.ndarray] = {"t_s": np.repeat(centre[seen], 2)}
+    out: dict[str, np.ndarray] = {"t_s": np.repeat(centre[seen], 2)}
     for c in lo:
         pair = np.stack([lo[c][seen], hi[c][seen]], axis=1).ravel()
-        cols[c] = np.where(np.isfinite(pair), pair, np.nan)
-    return SimpleNamespace(samples=pd.DataFrame(cols))
+        out[c] = np.where(np.isfinite(pair), pair, np.nan)
+    return pd.DataFrame(out)
 
 
 def trace_rows(src: TraceSource) -> int:
-    """The rows of a trace as :meth:`Trace.read` would load them, counted in one streaming pass."""
+    """The rows of a trace as :meth:`Trace.read` would load them (identical repeated samples counted once): the
+    count the source already knows (a Parquet footer) less the duplicates its validated pass dropped; one
+    streaming pass only when the source cannot tell (a crash journal)."""
+    if src.num_rows is not None:
+        return src.num_rows - src.duplicates_dropped
     return sum(len(ch) for ch in src.chunks(()))
 
 
@@ -249,7 +302,7 @@ def write_figures(a: Analysis, outdir: Path, *, simulated: bool, prog: Progress)
         from flopwatch.report.run_figures import write_run_figures
 
         return write_run_figures(
-            timeline_samples(a.trace_path, a.trace_rows),
+            timeline_samples(a.trace_path),
             a.detection,
             [r.to_dict() for r in a.joined],
             a.gate,

@@ -22,16 +22,35 @@ from flopwatch.pipeline.device import DeviceChoice
 from flopwatch.pipeline.plan import Plan, RunOptions
 from flopwatch.pipeline.progress import Progress, prog_weight_sweep
 from flopwatch.records import WorkloadRecord, append_record
-from flopwatch.telemetry.reading import TraceWriter, base_metadata
 from flopwatch.telemetry.sampler import Sampler
+from flopwatch.telemetry.schema import base_metadata
+from flopwatch.telemetry.writer import TraceWriter
 
 if TYPE_CHECKING:
     from flopwatch.telemetry.sensors.base import SensorInfo
 
 
+@dataclass(frozen=True)
+class SimulationFacts:
+    """What the simulated twin was: its power model (kind, source) and the idle power it really drew."""
+
+    power_model: str
+    power_model_source: str
+    true_idle_power_w: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "note": "SIMULATED: every number comes from flopwatch's simulated accelerator, not a measurement",
+            "power_model": self.power_model,
+            "power_model_source": self.power_model_source,
+            "true_idle_power_w": self.true_idle_power_w,
+        }
+
+
 @dataclass
 class Execution:
-    """What the sweep produced: the trace on disk, the ground-truth records, what went wrong."""
+    """What the sweep produced: the trace on disk, the ground-truth records, what went wrong; for the twin, the
+    facts of its power model (``simulation``; None for a real device)."""
 
     trace_path: Path
     records: list[WorkloadRecord]
@@ -39,6 +58,7 @@ class Execution:
     sampler_stats: dict[str, Any]
     sensor_info: Any
     device_name: str
+    simulation: SimulationFacts | None = None
 
 
 class Executor(Protocol):
@@ -109,7 +129,9 @@ class SimExecutor:
             )
             for run, w in zip(acc.runs, plan.workloads, strict=True)
         ]
-        return Execution(trace_path, records, [], stats.to_dict(), info, acc.name)
+        pm = acc.power_model
+        facts = SimulationFacts(pm.kind, pm.source, pm.idle_w)
+        return Execution(trace_path, records, [], stats.to_dict(), info, acc.name, facts)
 
 
 class CudaExecutor:

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
-import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from flopwatch.errors import InputError
+from flopwatch.io import atomic_write, jsonable
 
 TRACE_FILE = "trace.parquet"
 RECORDS_FILE = "records.jsonl"
@@ -54,34 +51,5 @@ def prepare_outdir(outdir: Path, force: bool) -> None:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as strict JSON (NaN/inf → null), atomically (temp file, then rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(_finite(obj), f, indent=2, default=_json_default, allow_nan=False)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def _finite(o: Any) -> Any:
-    """NaN/inf → None, recursively (JSON has no NaN; a null says "undefined" honestly)."""
-    if isinstance(o, dict):
-        return {k: _finite(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_finite(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return _finite(o.tolist())
-    if isinstance(o, (float, np.floating)):
-        return float(o) if math.isfinite(o) else None
-    if isinstance(o, np.integer):
-        return int(o)
-    return o
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, (np.floating, np.integer)):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    """Write ``obj`` as strict JSON (NaN/inf → null, :func:`flopwatch.io.jsonable`), atomically."""
+    atomic_write(path, json.dumps(jsonable(obj), indent=2, allow_nan=False) + "\n")

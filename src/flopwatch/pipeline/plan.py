@@ -18,7 +18,7 @@ import numpy as np
 from flopwatch.devices import get_device
 from flopwatch.errors import FlopwatchError, InputError
 from flopwatch.pipeline.device import DeviceChoice
-from flopwatch.sim.accelerator import SimulatedAccelerator
+from flopwatch.sim.accelerator import roofline
 from flopwatch.workloads.config import make_config
 from flopwatch.workloads.formulas import describe
 from flopwatch.workloads.sweeps import SWEEP_DESCRIPTIONS, SWEEPS, get_sweep
@@ -309,17 +309,16 @@ def _likely_frontier_first(cfgs: Sequence[Any], spec: Any) -> list[int]:
 
     A run that fails the frontier gate costs budget and adds nothing to the calibration, so a tight budget drops
     first the configs outside the sweep's main precision, then those the device's twin (roofline host/GPU model)
-    puts below 85 % utilisation: near the 80 % gate, as small models on a fast GPU are. Without a twin for the
-    device (or without the data it needs) only the precision rule applies.
+    puts below 85 % utilisation (:func:`flopwatch.sim.accelerator.roofline`, at the maximum clock): near the 80 %
+    gate, as small models on a fast GPU are. Without a twin for the device only the precision rule applies.
     """
     dtypes = [c.precision for c in cfgs]
     main = max(sorted(set(dtypes)), key=dtypes.count)
     util = [1.0] * len(cfgs)
-    if spec is not None:
-        try:
-            acc = SimulatedAccelerator(spec.key)
-            util = [acc.operating_point(describe_fast(c)).util for c in cfgs]
-        except (FlopwatchError, OSError, ImportError):
+    if spec is not None and spec.vendor != "cpu":
+        try:  # the twin's roofline alone (no power model, no fit): utilisation is what the gate checks
+            util = [roofline(spec, describe_fast(c)).util for c in cfgs]
+        except FlopwatchError:
             pass
     order = sorted(range(len(cfgs)), key=lambda i: (dtypes[i] != main, util[i] < 0.85, i))
     return order

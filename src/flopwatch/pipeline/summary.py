@@ -12,11 +12,13 @@ from typing import Any
 
 from flopwatch import __version__
 from flopwatch.errors import FlopwatchError
+from flopwatch.evaluate.headline import yardstick
 from flopwatch.pipeline.analyse import Analysis
 from flopwatch.pipeline.device import DeviceChoice
 from flopwatch.pipeline.execute import Execution
 from flopwatch.pipeline.layout import OUTPUT_FILES, REPORT_FILE, SUMMARY_FILE
 from flopwatch.pipeline.plan import Plan, RunOptions
+from flopwatch.report.headline import apply_headline
 
 #: run/2: the verdict ``headline``; run/1's ``published_models_mae_pct`` split into ``study_models_heldout_mae_pct``
 #: and ``published_heldout_mae_pct`` (see flopwatch.report.headline)
@@ -50,9 +52,7 @@ _HELDOUT_KEYS = (
 def constant_jpf_baseline(ev: Any) -> dict[str, float]:
     """The no-model yardstick on the evaluation's own splits: every test run predicted as E_net / (median J/FLOP of
     its split's calibration runs); summary.json's ``constant_jpf_baseline`` (computed once, with the headline, by
-    :func:`flopwatch.report.headline.yardstick`)."""
-    from flopwatch.report.headline import yardstick
-
+    :func:`flopwatch.evaluate.headline.yardstick`)."""
     return yardstick(ev)
 
 
@@ -116,7 +116,7 @@ def build_summary(
         "n_test": evd["n_test"],
         "threshold": {
             "threshold_flops": a.threshold_flops,
-            "verdicts": a.verdicts,
+            "verdicts": [v.to_dict() for v in a.verdicts],
             "rates": ev.thresholds(dm),
         },
         "sampler": ex.sampler_stats,
@@ -125,20 +125,10 @@ def build_summary(
         "figure_errors": a.figure_errors,
         "outputs": [n for n in OUTPUT_FILES if (outdir / n).exists()] + [SUMMARY_FILE, REPORT_FILE],
     }
-    if choice.simulated:
-        from flopwatch.sim.power import power_model_for
-
-        pm = power_model_for(choice.spec_key or "a100")
-        summary["simulation"] = {
-            "note": "SIMULATED: every number comes from flopwatch's simulated accelerator, not a measurement",
-            "power_model": pm.kind,
-            "power_model_source": pm.source,
-            "true_idle_power_w": pm.idle_w,
-        }
+    if ex.simulation is not None:  # the twin's own facts, carried by the execution that ran it
+        summary["simulation"] = ex.simulation.to_dict()
     # the verdict on top of summary.json and the report, with the keys derived from it (constant_jpf_baseline,
-    # study_models_heldout_mae_pct, published_heldout_mae_pct): each built once, there
-    from flopwatch.report.headline import apply_headline
-
+    # study_models_heldout_mae_pct, published_heldout_mae_pct): numbers from evaluate/, words from report/
     return apply_headline(summary, ev)
 
 

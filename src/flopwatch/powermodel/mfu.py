@@ -166,8 +166,3 @@ def mfu_pct(
         * np.asarray(flops_per_token, float)
         / np.asarray(peak_flops_per_s)
     )
-
-
-def flop_rate_from_mfu(mfu_percent: float | np.ndarray, peak_flops_per_s: float | np.ndarray) -> np.ndarray:
-    """Achieved FLOP/s for an MFU in percent: the inverse of :func:`mfu_pct`."""
-    return np.asarray(mfu_percent, float) / 100.0 * np.asarray(peak_flops_per_s, float)

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from flopwatch.io import atomic_write
 from flopwatch.report.fmt import pct, share, sig3
 from flopwatch.report.headline import PUBLISHED, PUBLISHED_SOURCE, study_models_mae_pct
 
@@ -471,8 +472,4 @@ def write_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> Pat
     """Write ``report.html`` into ``outdir`` (atomically) and return its path."""
     out = Path(outdir)
     text = render_report(out, summary)
-    path = out / "report.html"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return atomic_write(out / "report.html", text)

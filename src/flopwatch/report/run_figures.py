@@ -21,11 +21,11 @@ MFU_AXIS = "MFU (%, hardware FLOPs)"
 
 
 def fig_timeline(
-    trace: Any, detection: Any, records: list[dict[str, Any]], path: Path, *, simulated: bool
+    s: Any, detection: Any, records: list[dict[str, Any]], path: Path, *, simulated: bool
 ) -> Path:
-    """Power and utilisation over the whole run, detected workloads shaded, frontier ones labelled."""
+    """Power and utilisation over the whole run (``s``: a DataFrame of ``t_s``, ``power_w``, ``util``, as
+    :func:`flopwatch.pipeline.analyse.timeline_samples` returns), detected workloads shaded, frontier ones labelled."""
     plt = pyplot()
-    s = trace.samples
     fig, (ax1, ax2) = plt.subplots(
         2, 1, figsize=(12, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]}
     )
@@ -141,7 +141,7 @@ def fig_loo_fit(evaluation: Any, path: Path, *, simulated: bool) -> Path:
 
 
 def write_run_figures(
-    trace: Any,
+    samples: Any,
     detection: Any,
     records: list[dict[str, Any]],
     gate: Any,
@@ -154,7 +154,7 @@ def write_run_figures(
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [
-        fig_timeline(trace, detection, records, out / "run_timeline.png", simulated=simulated),
+        fig_timeline(samples, detection, records, out / "run_timeline.png", simulated=simulated),
         fig_energy_vs_flops(records, gate, out / "run_energy_vs_flops.png", simulated=simulated),
         fig_loo_fit(evaluation, out / "run_heldout_vs_truth.png", simulated=simulated),
     ]

@@ -35,7 +35,7 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -49,15 +49,28 @@ from flopwatch.sim.power import PowerModel, power_model_for
 _Z90 = 1.2815515655446004
 
 
-class WorkloadLike(Protocol):
-    """What the simulator needs of a workload (``flopwatch.workloads.formulas.WorkloadDescription`` fits)."""
+@dataclass(frozen=True)
+class RawWorkload:
+    """A workload given by its numbers rather than a model config (scripted schedules, measured conditions,
+    tests): the simulator's one workload description besides
+    :class:`~flopwatch.workloads.formulas.WorkloadDescription`, whose fields it shares."""
 
     label: str
-    dtype: str
-    batch_size: int
-    tokens_per_step: float
     flops_per_step: float
     bytes_per_step: float
+    tokens_per_step: float
+    batch_size: int = 1
+    dtype: str = "fp32"
+    arch: str | None = None
+    num_layers: int | None = None
+    params: float | None = None
+
+
+if TYPE_CHECKING:
+    from flopwatch.workloads.formulas import WorkloadDescription
+
+    #: What the simulator runs: a workload by its numbers or one described from a model config.
+    WorkloadLike: TypeAlias = RawWorkload | WorkloadDescription
 
 
 @dataclass(frozen=True)
@@ -258,6 +271,61 @@ def _stable_unit_normal(*keys: object) -> float:
     return float(np.random.default_rng(int.from_bytes(h[:8], "little")).standard_normal())
 
 
+@dataclass(frozen=True)
+class Roofline:
+    """The step-time terms of a workload on a device at its maximum clock (module docstring): compute time
+    ``t_c0``, memory and fixed per-layer device time ``t_m``, host time ``t_host`` (seconds per step)."""
+
+    dtype: str
+    flops: float
+    nbytes: float
+    tokens: float
+    t_c0: float
+    t_m: float
+    t_host: float
+
+    @property
+    def util(self) -> float:
+        """Predicted utilisation (device-busy share of the step) at the maximum clock, before any power cap."""
+        t_gpu = self.t_c0 + self.t_m
+        return t_gpu / (t_gpu**5 + self.t_host**5) ** 0.2
+
+
+def roofline(
+    spec: DeviceSpec, workload: WorkloadLike, params: SimParams | None = None, *, speed: float = 1.0
+) -> Roofline:
+    """The roofline/host terms of ``workload`` on ``spec`` (no power model, no DVFS: cheap enough for planning,
+    :func:`flopwatch.pipeline.plan.plan_run`); refuses a dtype the device lacks and non-physical sizes."""
+    sp = params or sim_params(spec.key)
+    dtype = normalize_dtype(workload.dtype)
+    if not spec.supports(dtype):
+        raise ConfigError(f"{spec.name} does not support {dtype}", record=workload.label, field="dtype")
+    flops = float(workload.flops_per_step)
+    nbytes = float(workload.bytes_per_step)
+    tokens = float(workload.tokens_per_step)
+    if not (flops > 0 and math.isfinite(flops)):
+        raise InputError(
+            f"flops_per_step must be > 0, got {flops!r}", record=workload.label, field="flops_per_step"
+        )
+    if not (nbytes >= 0 and math.isfinite(nbytes)):
+        raise InputError(
+            f"bytes_per_step must be ≥ 0, got {nbytes!r}", record=workload.label, field="bytes_per_step"
+        )
+    if not tokens > 0:
+        raise InputError(
+            f"tokens_per_step must be > 0, got {tokens!r}", record=workload.label, field="tokens_per_step"
+        )
+    eta_max = sp.eff_fp32 if dtype == "fp32" else sp.eff_tensor
+    eta_c = eta_max * tokens / (tokens + sp.tokens_half)
+    t_c0 = flops / (spec.mfu_peak(dtype) * eta_c) / speed
+    layers = _num_layers(workload)
+    t_m = (nbytes / (spec.mem_bw_bytes_per_s * sp.eff_mem) + sp.gpu_layer_s * layers) / speed
+    t_host = (sp.host_base_s + sp.host_layer_s * layers) * (
+        sp.host_mixed_factor if dtype in ("fp16", "bf16") else 1.0
+    )
+    return Roofline(dtype, flops, nbytes, tokens, t_c0, t_m, t_host)
+
+
 class SimulatedAccelerator:
     """Digital twin of one accelerator model, executing workloads in virtual time.
 
@@ -328,36 +396,11 @@ class SimulatedAccelerator:
         self, workload: WorkloadLike, *, power_scale: float = 1.0, speed: float = 1.0
     ) -> OperatingPoint:
         """Steady state of ``workload`` on this device: step time, utilisation, clock and power."""
-        dtype = normalize_dtype(workload.dtype)
-        if not self.spec.supports(dtype):
-            raise ConfigError(
-                f"{self.spec.name} does not support {dtype}", record=workload.label, field="dtype"
-            )
-        flops = float(workload.flops_per_step)
-        nbytes = float(workload.bytes_per_step)
-        tokens = float(workload.tokens_per_step)
-        if not (flops > 0 and math.isfinite(flops)):
-            raise InputError(
-                f"flops_per_step must be > 0, got {flops!r}", record=workload.label, field="flops_per_step"
-            )
-        if not (nbytes >= 0 and math.isfinite(nbytes)):
-            raise InputError(
-                f"bytes_per_step must be ≥ 0, got {nbytes!r}", record=workload.label, field="bytes_per_step"
-            )
-        if not tokens > 0:
-            raise InputError(
-                f"tokens_per_step must be > 0, got {tokens!r}", record=workload.label, field="tokens_per_step"
-            )
         sp = self.params
+        rf = roofline(self.spec, workload, sp, speed=speed)
+        dtype, flops, nbytes, tokens = rf.dtype, rf.flops, rf.nbytes, rf.tokens
+        t_c0, t_m, t_host = rf.t_c0, rf.t_m, rf.t_host
         peak = self.spec.mfu_peak(dtype)
-        eta_max = sp.eff_fp32 if dtype == "fp32" else sp.eff_tensor
-        eta_c = eta_max * tokens / (tokens + sp.tokens_half)
-        t_c0 = flops / (peak * eta_c) / speed
-        layers = _num_layers(workload)
-        t_m = (nbytes / (self.spec.mem_bw_bytes_per_s * sp.eff_mem) + sp.gpu_layer_s * layers) / speed
-        t_host = (sp.host_base_s + sp.host_layer_s * layers) * (
-            sp.host_mixed_factor if dtype in ("fp16", "bf16") else 1.0
-        )
         f_max = self.dvfs.f_max_mhz
 
         def step_at(f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -541,7 +584,7 @@ class SimulatedAccelerator:
     ) -> SimulatedRun:
         """Run at a measured (MFU, utilisation) condition for ``duration_s`` (with the usual power offsets)."""
         point = self.condition_point(dtype, tokens_per_step, mfu_pct, util, step_time_s)
-        wl = _ConditionWorkload(
+        wl = RawWorkload(
             label=label,
             dtype=normalize_dtype(dtype),
             batch_size=1,
@@ -706,16 +749,6 @@ class SimulatedAccelerator:
         )
 
 
-@dataclass(frozen=True)
-class _ConditionWorkload:
-    label: str
-    dtype: str
-    batch_size: int
-    tokens_per_step: float
-    flops_per_step: float
-    bytes_per_step: float
-
-
 def _with_power(point: OperatingPoint, p: float, idle: float, gap_frac: float) -> OperatingPoint:
     """``point`` with mean power ``p`` split into the busy/gap levels of its step."""
     from dataclasses import replace
@@ -748,5 +781,7 @@ __all__ = [
     "SimParams",
     "SimulatedAccelerator",
     "SimulatedRun",
-    "WorkloadLike",
+    "RawWorkload",
+    "Roofline",
+    "roofline",
 ]

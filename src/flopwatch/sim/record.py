@@ -8,8 +8,9 @@ from pathlib import Path
 from flopwatch.errors import InputError
 from flopwatch.records import append_record
 from flopwatch.sim.sensor import from_spec
-from flopwatch.telemetry.reading import TraceWriter, base_metadata
 from flopwatch.telemetry.sampler import Sampler
+from flopwatch.telemetry.schema import base_metadata
+from flopwatch.telemetry.writer import TraceWriter
 
 
 @dataclass(frozen=True)

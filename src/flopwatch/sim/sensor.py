@@ -23,34 +23,19 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from flopwatch.devices import get_device, normalize_dtype
 from flopwatch.errors import InputError, SensorError
 from flopwatch.io import is_out_of_range, parse_toml, read_json, read_text
-from flopwatch.sim.accelerator import Idle, Run, SimulatedAccelerator
+from flopwatch.sim.accelerator import Idle, RawWorkload, Run, SimulatedAccelerator
 from flopwatch.sim.artefacts import SensorReadout
-from flopwatch.telemetry.sensors.base import Clock, Reading, ScaledClock, SensorInfo, VirtualClock
+from flopwatch.telemetry.schema import Reading
+from flopwatch.telemetry.sensors.base import Clock, ScaledClock, SensorInfo, VirtualClock
 
 _SPEC_RE = re.compile(r"^(?P<key>[a-z0-9][a-z0-9\- ]*?)(?:x(?P<n>\d+))?$")
-
-
-@dataclass(frozen=True)
-class RawWorkload:
-    """A workload given by its numbers rather than a model config (for scripted schedules and tests)."""
-
-    label: str
-    flops_per_step: float
-    bytes_per_step: float
-    tokens_per_step: float
-    batch_size: int = 1
-    dtype: str = "fp32"
-    arch: str | None = None
-    num_layers: int | None = None
-    params: float | None = None
 
 
 class SimSensor:
@@ -337,8 +322,3 @@ def _describe_config(d: Mapping[str, Any], i: int, file: str | None) -> tuple[An
             f"invalid ({type(e).__name__}: {str(e)[:100]})", file=file, record=i, field="config"
         ) from None
     return describe(cfg), {"config": cfg.to_dict() if hasattr(cfg, "to_dict") else None}
-
-
-def schedule_items(items: Sequence[Any]) -> list[Idle | Run]:
-    """Public alias of :func:`load_schedule` for lists."""
-    return load_schedule(list(items))

@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 
 from flopwatch.errors import InputError
-from flopwatch.sim.accelerator import SimulatedAccelerator
+from flopwatch.sim.accelerator import RawWorkload, SimulatedAccelerator
 from flopwatch.sim.artefacts import SensorReadout
-from flopwatch.sim.sensor import RawWorkload
 
 #: gpt2-xl as the MASCOTS study ran it: 48 layers, d_model 1600, 1.56e9 parameters; calflops FLOPs per step at
 #: batch 1 (11 tokens) from the aggregate rows (``calflops_total_mean``).

@@ -4,7 +4,7 @@
 accumulates, for every window edge, the running integrals it needs: cost linear in rows (plus
 windows × chunks), memory bounded by one chunk and the number of windows, whatever the trace length.
 
-The quantities are exactly those of :meth:`Trace.energy` (which delegates here), per device:
+The quantities are exactly those of :meth:`Trace.energy <flopwatch.telemetry.trace.Trace.energy>` (which delegates here), per device:
 
 * ``counter``: when the device has ≥ 2 readings of a cumulative energy counter whose span meets the
   window, the counter's delta (a backward step is a reset, whose interval is filled from power, as
@@ -22,18 +22,13 @@ week-long trace loses no precision to a large running total.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from flopwatch.errors import InputError
-from flopwatch.telemetry.source import Chunk, TraceSource, open_source
-
-if TYPE_CHECKING:
-    from flopwatch.telemetry.reading import Trace
+from flopwatch.telemetry.source import Chunk, TraceLike, TraceSource, open_source
 
 #: Columns one integration pass reads.
 INTEGRATE_COLUMNS = ("power_w", "energy_j", "util", "dram_bytes_per_s")
@@ -296,7 +291,7 @@ def _by_device(ch: Chunk, mask: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
 
 
 def integrate_windows(
-    source: str | os.PathLike[str] | Trace | TraceSource,
+    source: TraceLike,
     windows: Iterable[Window | Sequence[object]],
     *,
     idle_power_w: float | Mapping[str, float] = 0.0,

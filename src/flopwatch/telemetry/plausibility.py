@@ -4,7 +4,8 @@ A glitching sensor must not become compute: one Jetson rail reading 999999999999
 otherwise integrate to ~10^12 J and, through any J/FLOP profile, to ~10^26 FLOPs. :func:`check_reading`
 says what is impossible about a reading (an empty tuple: nothing); the monitor counts such a reading as a
 sensor error, leaves it out of every energy integral and flags the workload it fell in. Offline readers
-(trace loaders, ``detect``) can call the same function.
+(trace loaders, ``detect``) check whole columns with the same rules: :func:`violations` takes scalars or
+arrays, and :class:`flopwatch.telemetry.source.Validator` calls it on every chunk of a trace.
 
 Limits (each a property of the hardware, not a tuning knob):
 
@@ -26,11 +27,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from flopwatch.telemetry.schema import FLOAT_COLUMNS, Reading
 
 if TYPE_CHECKING:
     from flopwatch.devices import DeviceSpec
-    from flopwatch.telemetry.sensors.base import Reading
 
 #: A sensor-averaged power above this multiple of TDP is not physical (see the module docstring).
 POWER_TDP_FACTOR = 2.0
@@ -40,7 +45,13 @@ MAX_BOARD_POWER_W = 5000.0
 #: DRAM throughput above this multiple of the datasheet peak bandwidth is a counter error.
 BANDWIDTH_FACTOR = 1.5
 #: Tolerance on the [0, 1] utilisation range (float rounding in vendor conversions).
-_RATIO_EPS = 1e-6
+RATIO_EPS = 1e-6
+#: Columns that may not be negative, with how a message names them and their unit.
+_NON_NEGATIVE = {
+    "energy_j": ("energy counter", "J"),
+    "dram_bytes_per_s": ("DRAM traffic", "B/s"),
+    "sm_clock_mhz": ("clock", "MHz"),
+}
 
 
 def limits_spec(spec: DeviceSpec | None) -> DeviceSpec | None:
@@ -56,71 +67,104 @@ def max_power_w(spec: DeviceSpec | None) -> float:
     return POWER_TDP_FACTOR * spec.tdp_w if spec is not None else MAX_BOARD_POWER_W
 
 
-def _num(x: object) -> float | None:
-    if x is None or isinstance(x, bool):
+@dataclass(frozen=True)
+class Violation:
+    """The first impossible value of one field: its position (0 for a scalar), the value and why."""
+
+    field: str
+    index: int
+    value: float
+    message: str
+
+
+def _as_array(v: Any) -> np.ndarray | None:
+    """A value or a column as a 1-D float array; None when absent. A scalar that is not a number is NaN
+    (reported as not finite); None and bools are absent (sensors differ in what they report)."""
+    if v is None or isinstance(v, bool):
         return None
+    if isinstance(v, np.ndarray):
+        return v.astype(float, copy=False).reshape(-1)
     try:
-        return float(x)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return math.nan
+        return np.array([float(v)])
+    except (TypeError, ValueError, OverflowError):
+        return np.array([math.nan])
+
+
+def _rules(name: str, a: np.ndarray, spec: DeviceSpec | None) -> list[tuple[np.ndarray, str]]:
+    """(mask of bad elements, message template with ``{x}``) for the physical limits of one column."""
+    if name == "power_w":
+        top = max_power_w(spec)
+        where = (
+            f"{POWER_TDP_FACTOR:g}× the {spec.name} TDP of {spec.tdp_w:g} W" if spec else "above any board"
+        )
+        return [
+            (a < 0, "negative power: power_w {x} W"),
+            (a > top, "power_w {x} W is implausible: above " + f"{top:.6g} W ({where})"),
+        ]
+    if name in ("util", "mem_util"):
+        out = (a < -RATIO_EPS) | (a > 1 + RATIO_EPS)
+        pct = out & (a > 1) & (a <= 100)
+        return [
+            (pct, name + " {x} is outside 0–1 (a percentage? utilisation is a 0–1 ratio)"),
+            (out & ~pct, name + " {x} is outside 0–1"),
+        ]
+    if name in _NON_NEGATIVE:
+        what, unit = _NON_NEGATIVE[name]
+        rules = [(a < 0, f"negative {what}: {name} " + "{x} " + unit)]
+        if name == "dram_bytes_per_s" and spec is not None:
+            rules.append(
+                (
+                    a > BANDWIDTH_FACTOR * spec.mem_bw_bytes_per_s,
+                    "dram_bytes_per_s {x} B/s is implausible: above "
+                    + f"{BANDWIDTH_FACTOR:g}× the {spec.name} peak bandwidth",
+                )
+            )
+        return rules
+    return []
+
+
+def violations(
+    values: Mapping[str, Any], spec: DeviceSpec | None = None, *, nan_is_missing: bool = False
+) -> list[Violation]:
+    """The physical limits (module docstring) applied to scalars or equal-length columns keyed by trace
+    column name: for each field, its first impossible element (by position; at one position, the order of
+    the rules). ``nan_is_missing``: NaN stands for null (trace columns), else NaN is itself impossible (a
+    sensor reading). A placeholder ``spec`` gives the generic limits (:func:`limits_spec`)."""
+    spec = limits_spec(spec)
+    out: list[Violation] = []
+    for name, v in values.items():
+        a = _as_array(v)
+        if a is None or a.size == 0:
+            continue
+        present = ~np.isnan(a) if nan_is_missing else np.ones(a.shape, bool)
+        nonfinite = present & ~np.isfinite(a)
+        with np.errstate(invalid="ignore"):
+            rules = [(nonfinite, name + " is {x} (not finite)")]
+            rules += [(present & np.isfinite(a) & m, msg) for m, msg in _rules(name, a, spec)]
+        first: tuple[int, str] | None = None
+        for mask, msg in rules:
+            if mask.any():
+                i = int(np.argmax(mask))
+                if first is None or i < first[0]:
+                    first = (i, msg)
+        if first is not None:
+            i, msg = first
+            x = float(a[i])
+            out.append(Violation(name, i, x, msg.format(x=f"{x:.6g}" if math.isfinite(x) else repr(x))))
+    return out
 
 
 def check_values(values: Mapping[str, object], spec: DeviceSpec | None = None) -> tuple[str, ...]:
     """Problems with a reading given as a mapping of trace columns (``power_w``, ``util`` …); () if none.
 
-    Absent (None) values are not problems: sensors differ in what they report. A placeholder ``spec`` gives the
-    generic limits (:func:`limits_spec`).
+    Absent (None) values are not problems: sensors differ in what they report; NaN is one.
     """
-    spec = limits_spec(spec)
-    out: list[str] = []
-    for name, v in values.items():
-        x = _num(v)
-        if x is None:
-            continue
-        if not math.isfinite(x):
-            out.append(f"{name} is {x!r} (not finite)")
-            continue
-        if name == "power_w":
-            top = max_power_w(spec)
-            if x < 0:
-                out.append(f"power_w {x:.6g} W is negative")
-            elif x > top:
-                where = (
-                    f"{POWER_TDP_FACTOR:g}× the {spec.name} TDP of {spec.tdp_w:g} W" if spec else "any board"
-                )
-                out.append(f"power_w {x:.6g} W is above {top:.6g} W ({where})")
-        elif name in ("util", "mem_util"):
-            if not -_RATIO_EPS <= x <= 1 + _RATIO_EPS:
-                hint = " (percent instead of a 0–1 ratio?)" if 1 < x <= 100 else ""
-                out.append(f"{name} {x:.6g} is outside 0–1{hint}")
-        elif name in ("energy_j", "dram_bytes_per_s", "sm_clock_mhz"):
-            if x < 0:
-                out.append(f"{name} {x:.6g} is negative")
-            elif (
-                name == "dram_bytes_per_s"
-                and spec is not None
-                and x > BANDWIDTH_FACTOR * spec.mem_bw_bytes_per_s
-            ):
-                out.append(
-                    f"dram_bytes_per_s {x:.6g} is above {BANDWIDTH_FACTOR:g}× the {spec.name} peak bandwidth"
-                )
-    return tuple(out)
+    return tuple(v.message for v in violations(values, spec))
 
 
 def check_reading(reading: Reading, spec: DeviceSpec | None = None) -> tuple[str, ...]:
     """Problems that make ``reading`` physically impossible for ``spec`` (None: generic limits); () if none."""
-    return check_values(
-        {
-            "power_w": reading.power_w,
-            "energy_j": reading.energy_j,
-            "util": reading.util,
-            "mem_util": reading.mem_util,
-            "dram_bytes_per_s": reading.dram_bytes_per_s,
-            "sm_clock_mhz": reading.sm_clock_mhz,
-            "temp_c": reading.temp_c,
-        },
-        spec,
-    )
+    return check_values({c: getattr(reading, c) for c in FLOAT_COLUMNS}, spec)
 
 
 def check_power_rate(power_w: float, spec: DeviceSpec | None = None) -> tuple[str, ...]:

@@ -1,21 +1,41 @@
-"""A small Prometheus HTTP API client (``/api/v1/query_range``, ``/query``, ``/label``, ``/status/buildinfo``).
+"""A Prometheus HTTP API client (``/api/v1/query_range``, ``/query``, ``/label``, ``/status/buildinfo``) that
+refuses hostile answers.
 
-Standard library only (``urllib``): POST forms so long series selectors fit, a timeout per request, retries
-with exponential back-off on connection errors, timeouts and 5xx/429 answers, and one-line errors for the
-rest. Prometheus answers ``{"status": "error", "errorType": ..., "error": ...}`` on bad queries (HTTP 400/422):
-that text is passed on, since it names what is wrong (``exceeded maximum resolution of 11,000 points``).
-API reference: https://prometheus.io/docs/prometheus/latest/querying/api/.
+Standard library only (``http.client``) and numpy. Every answer is read under three bounds, whatever the server
+does: a **deadline per query** (``timeout_s``, covering connect, every retry and back-off, headers and body; each
+socket read waits at most the time left, so a server that trickles bytes cannot stretch it), an optional **deadline
+per run** (``run_timeout_s``, from the first request), and a **size cap** (``max_answer_bytes``; the body is read
+in pieces and refused once over it, so memory stays bounded even for an endless body). The answer is then checked
+strictly against the API's shape (https://prometheus.io/docs/prometheus/latest/querying/api/): the result type
+asked for, label maps of strings, sample values as finite decimal strings, timestamps finite and inside the range
+asked (± one step), ordered within a series, and no label set twice. Anything else raises
+:class:`PrometheusError`: one line naming the query and what was wrong (the CLI prints it, exit status 2).
+
+What is refused versus degraded: a value ``"NaN"`` is how Prometheus spells a sample with no value (``0/0``, a
+stale marker), so such samples are dropped and named in the answer's ``degradations`` (and the client's, for the
+whole run) instead of becoming a silent number; the server's own ``warnings`` are passed on the same way. Every
+other lie — ``"+Inf"``, ``"-1e309"``, ``"abc"``, ``null``, a number where a string belongs, a vector asked and a
+matrix given — refuses the whole answer.
+
+Retries (exponential back-off, inside the query's deadline) are for a server that cannot be reached or answers
+5xx/429; a malformed answer is never retried. Prometheus's own errors (``{"status": "error", ...}``, HTTP 400/422)
+are passed on, since they name what is wrong (``exceeded maximum resolution of 11,000 points``).
 """
 
 from __future__ import annotations
 
+import base64
+import http.client
+import io
 import json
 import math
+import re
+import socket
+import ssl
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +45,22 @@ from flopwatch.errors import InputError
 
 #: Prometheus refuses range queries with more points per series than this (``promql/engine.go``).
 MAX_POINTS_PER_SERIES = 11_000
+#: Default cap on one answer's body. The fleet reader's answers are ≤ a few MB (32 GPUs per chunk; fleet-wide
+#: vectors of 10,000 series ≈ 4 MB); parsing a JSON body costs up to ~10 × its size in Python objects, so this keeps
+#: the worst case near 350 MB whatever the server sends.
+MAX_ANSWER_BYTES = 32 * 2**20
+#: Header bytes allowed on top of the body cap (http.client itself refuses > 100 headers or a line > 64 KiB).
+_HEADER_BYTES = 256 * 2**10
+_READ_PIECE = 256 * 2**10
+#: A query shown in a message is cut to this many characters (fleet selectors list hundreds of UUIDs).
+_SHOW_QUERY = 160
 
 
 class PrometheusError(InputError):
-    """Prometheus could not be reached or refused a request (exit status 2, one line)."""
+    """Prometheus could not be reached, refused a request or gave an answer flopwatch refuses (exit status 2)."""
+
+    #: The HTTP status of a refusal by the server (4xx), else None (unreachable, too slow, malformed…).
+    http_status: int | None = None
 
 
 @dataclass(frozen=True)
@@ -40,25 +72,159 @@ class Series:
     v: np.ndarray
 
 
-#: An instant query's answer as :meth:`PrometheusClient.query_values` gives it: each series' labels, and their values.
-VectorAnswer = tuple[list[Mapping[str, str]], np.ndarray]
+class SeriesList(list[Series]):
+    """The series of one answer, and what was wrong with it but left the rest usable (``degradations``: one
+    sentence each, naming the query — for the caller to put in a group's notes)."""
+
+    def __init__(self, series: Iterable[Series] = (), degradations: Iterable[str] = ()) -> None:
+        super().__init__(series)
+        self.degradations: list[str] = list(degradations)
+
+
+class VectorAnswer(tuple[list[Mapping[str, str]], np.ndarray]):
+    """An instant query's answer as :meth:`PrometheusClient.query_values` gives it: unpacks as ``(labels, values)``
+    (each series' labels; their values in one array) and carries ``degradations`` like :class:`SeriesList`."""
+
+    degradations: list[str]
+
+    def __new__(
+        cls, labels: list[Mapping[str, str]], values: np.ndarray, degradations: Iterable[str] = ()
+    ) -> VectorAnswer:
+        obj = super().__new__(cls, (labels, values))
+        obj.degradations = list(degradations)
+        return obj
+
+    @property
+    def labels(self) -> list[Mapping[str, str]]:
+        return self[0]
+
+    @property
+    def values(self) -> np.ndarray:
+        return self[1]
+
+
+class _Overdue(Exception):
+    """The query's (or the run's) deadline passed while waiting for the server."""
+
+
+class _TooLarge(Exception):
+    """The answer passed its byte budget."""
+
+
+class _Refused(Exception):
+    """The answer broke the API's shape; the message says how (wrapped into a PrometheusError by the caller)."""
+
+
+def _clean(s: object, n: int = 200) -> str:
+    """Server-supplied text on one line, control characters escaped, cut to ``n`` characters."""
+    t = repr(str(s))[1:-1]
+    return t if len(t) <= n else f"{t[:n]}…"
+
+
+def _show(expr: str) -> str:
+    return repr(expr if len(expr) <= _SHOW_QUERY else f"{expr[:_SHOW_QUERY]}…({len(expr)} characters)")
 
 
 def _redact(url: str) -> str:
     p = urllib.parse.urlsplit(url)
-    if p.password or p.username:
-        netloc = p.hostname or ""
-        if p.port:
-            netloc += f":{p.port}"
-        return urllib.parse.urlunsplit((p.scheme, netloc, p.path, "", ""))
-    return urllib.parse.urlunsplit((p.scheme, p.netloc, p.path, "", ""))
+    netloc = p.hostname or ""
+    if ":" in netloc:
+        netloc = f"[{netloc}]"
+    if p.port:
+        netloc += f":{p.port}"
+    return urllib.parse.urlunsplit((p.scheme, netloc, p.path, "", ""))
+
+
+def _parse_url(url: object) -> urllib.parse.SplitResult:
+    """The split base URL, or an InputError naming what is wrong with it."""
+    u = str(url).strip()
+    if not u:
+        raise InputError("empty Prometheus URL", field="prometheus")
+    if any(ord(c) < 33 or ord(c) == 127 for c in u):
+        raise InputError(f"URL contains spaces or control characters: {_clean(u, 80)!r}", field="prometheus")
+    if "://" not in u:
+        u = "http://" + u
+    try:
+        p = urllib.parse.urlsplit(u)
+        port = p.port  # raises ValueError on a port that is not a number in 0–65535
+        host = p.hostname
+    except ValueError as e:
+        raise InputError(f"malformed URL {_clean(url, 80)!r} ({_clean(e, 80)})", field="prometheus") from None
+    if p.scheme not in ("http", "https") or not host:
+        raise InputError(f"not an http(s) URL: {_clean(url, 80)!r}", field="prometheus")
+    if port == 0:
+        raise InputError(f"port 0 in URL {_clean(url, 80)!r}", field="prometheus")
+    if p.query or p.fragment:
+        raise InputError(
+            f"a Prometheus base URL takes no query or fragment: {_clean(url, 80)!r}", field="prometheus"
+        )
+    return p
+
+
+class _Guard:
+    """One query's deadline (monotonic seconds) and byte budget, checked on every socket read."""
+
+    def __init__(self, deadline: float, budget: int, clock: Callable[[], float]) -> None:
+        self.deadline = deadline
+        self.budget = budget
+        self.received = 0
+        self.clock = clock
+
+    def left(self) -> float:
+        x = self.deadline - self.clock()
+        if x <= 0:
+            raise _Overdue
+        return x
+
+    def count(self, n: int) -> None:
+        self.received += n
+        if self.received > self.budget:
+            raise _TooLarge
+
+
+class _GuardedIO(io.RawIOBase):
+    """The socket as http.client reads it: each read waits at most the time left and counts against the budget.
+
+    ``keep`` is the socket file http.client opened: holding it open keeps the socket alive after the connection
+    object lets go of it (``Connection: close``), as http.client's own reader would."""
+
+    def __init__(self, sock: socket.socket, guard: _Guard, keep: Any) -> None:
+        super().__init__()
+        self._sock = sock
+        self._guard = guard
+        self._keep = keep
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        self._sock.settimeout(self._guard.left())
+        try:
+            n = self._sock.recv_into(b)
+        except TimeoutError:
+            raise _Overdue from None
+        self._guard.count(n)
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._keep.close()
+        super().close()
+
+
+class _GuardedResponse(http.client.HTTPResponse):
+    def __init__(self, sock: socket.socket, guard: _Guard, **kw: Any) -> None:
+        super().__init__(sock, **kw)
+        self.fp = io.BufferedReader(_GuardedIO(sock, guard, self.fp), 64 * 1024)
 
 
 class PrometheusClient:
     """Client of one Prometheus (or Prometheus-compatible: Thanos, Mimir, VictoriaMetrics) HTTP API.
 
-    ``opener`` is injectable (a ``urllib.request.OpenerDirector``-like object with ``open(req, timeout=)``) so
-    tests and proxies can replace the transport. Constructing the client sends nothing.
+    Thread-safe (one connection per request; the fleet reader queries from a pool). ``opener`` replaces the
+    transport (a ``urllib.request.OpenerDirector``-like object with ``open(req, timeout=)``; tests and proxies):
+    the body is still read with the size cap and checked strictly, but the deadline then bounds only what the
+    opener honours. Constructing the client sends nothing.
     """
 
     def __init__(
@@ -66,150 +232,293 @@ class PrometheusClient:
         url: str,
         *,
         timeout_s: float = 60.0,
+        run_timeout_s: float | None = None,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
         retries: int = 3,
         backoff_s: float = 0.5,
         headers: Mapping[str, str] | None = None,
         opener: Any = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
-        u = str(url).strip()
-        if not u:
-            raise InputError("empty Prometheus URL", field="prometheus")
-        if "://" not in u:
-            u = "http://" + u
-        p = urllib.parse.urlsplit(u)
-        if p.scheme not in ("http", "https") or not p.netloc:
-            raise InputError(f"not an http(s) URL: {url!r}", field="prometheus")
-        self.url = u.rstrip("/")
+        p = _parse_url(url)
+        self._scheme, self._host, self._port = p.scheme, p.hostname or "", p.port
+        self._path = p.path.rstrip("/")
+        self.url = urllib.parse.urlunsplit((p.scheme, p.netloc, self._path, "", ""))
         self.display_url = _redact(self.url)
-        if not (math.isfinite(timeout_s) and 0 < timeout_s <= 86400):
+        if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and 0 < timeout_s <= 86400):
             raise InputError(f"must be between 0 and 86400 s, got {timeout_s}", field="timeout")
-        if not (0 <= retries <= 100):  # each retry backs off: a huge count is a hang
+        if run_timeout_s is not None and not (
+            math.isfinite(run_timeout_s) and 0 < run_timeout_s <= 30 * 86400
+        ):
+            raise InputError(f"must be between 0 and 30 days in s, got {run_timeout_s}", field="run-timeout")
+        if not (isinstance(max_answer_bytes, int) and 1024 <= max_answer_bytes <= 2**40):
+            raise InputError(
+                f"must be between 1 KiB and 1 TiB, got {max_answer_bytes}", field="max-answer-bytes"
+            )
+        if not (
+            isinstance(retries, int) and 0 <= retries <= 100
+        ):  # each retry backs off: a huge count is a hang
             raise InputError(f"must be between 0 and 100, got {retries}", field="retries")
         self.timeout_s = float(timeout_s)
-        self.retries = int(retries)
+        self.run_timeout_s = None if run_timeout_s is None else float(run_timeout_s)
+        self.max_answer_bytes = max_answer_bytes
+        self.retries = retries
         self.backoff_s = float(backoff_s)
-        self.headers = dict(headers or {})
-        self._opener = opener or urllib.request.build_opener()
+        self.headers = {"Accept": "application/json", "User-Agent": "flopwatch", **(headers or {})}
+        if p.username is not None:  # user:password@host → basic auth (never shown: display_url drops it)
+            cred = f"{urllib.parse.unquote(p.username)}:{urllib.parse.unquote(p.password or '')}"
+            self.headers.setdefault("Authorization", "Basic " + base64.b64encode(cred.encode()).decode())
+        self._opener = opener
         self._sleep = sleep
+        self._clock = clock
+        self._wall = wall
+        self._lock = threading.Lock()
+        self._run_deadline: float | None = None
         self.n_requests = 0
         self.bytes_received = 0
+        #: Every answer's degradations over this client's life (the run), in arrival order.
+        self.degradations: list[str] = []
         self._version: tuple[int, int] | None = None
 
     # ------------------------------------------------------------------------------------------ transport
-    def _request(self, path: str, params: Sequence[tuple[str, str]], *, get: bool = False) -> Any:
-        body = urllib.parse.urlencode(list(params)).encode()
+    def _deadline(self) -> tuple[float, str]:
+        """This query's deadline and how to name it when it passes."""
+        now = self._clock()
+        with self._lock:
+            if self.run_timeout_s is not None and self._run_deadline is None:
+                self._run_deadline = now + self.run_timeout_s
+            run = self._run_deadline
+        q = now + self.timeout_s
+        if run is not None and run < q:
+            return run, f"the run's deadline of {self.run_timeout_s:g} s"
+        return q, f"the {self.timeout_s:g} s deadline per query"
+
+    def _exchange(
+        self, method: str, target: str, body: bytes | None, headers: Mapping[str, str], guard: _Guard
+    ) -> tuple[int, str, bytes]:
+        """One HTTP exchange under ``guard``: (status, reason, body)."""
+        if self._opener is not None:
+            return self._exchange_opener(method, target, body, headers, guard)
+        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        kw: dict[str, Any] = {"context": ssl.create_default_context()} if self._scheme == "https" else {}
+        conn = cls(self._host, self._port, timeout=guard.left(), **kw)
+        conn.response_class = lambda sock, **k: _GuardedResponse(sock, guard, **k)  # type: ignore[assignment,misc]
+        try:
+            conn.request(method, target, body=body, headers=dict(headers))
+            r = conn.getresponse()
+            if r.length is not None and r.length > self.max_answer_bytes:
+                raise _TooLarge
+            want = r.length
+            raw = self._read_body(r.read)
+            if want is not None and len(raw) < want:  # http.client leaves a short Content-Length body to us
+                raise http.client.IncompleteRead(raw, want - len(raw))
+            return r.status, r.reason, raw
+        except TimeoutError:
+            if guard.deadline - guard.clock() <= 0.0:
+                raise _Overdue from None
+            raise
+        finally:
+            conn.close()
+
+    def _exchange_opener(
+        self, method: str, target: str, body: bytes | None, headers: Mapping[str, str], guard: _Guard
+    ) -> tuple[int, str, bytes]:
+        import urllib.error
+        import urllib.request
+
+        url = f"{self._scheme}://{self._host}{'' if self._port is None else f':{self._port}'}{target}"
+        req = urllib.request.Request(url, data=body, method=method, headers=dict(headers))
+        try:
+            with self._opener.open(req, timeout=guard.left()) as r:
+                return int(getattr(r, "status", 200) or 200), "OK", self._read_body(r.read)
+        except urllib.error.HTTPError as e:
+            return e.code, str(e.reason), self._read_body(e.read)
+        except urllib.error.URLError as e:
+            raise ConnectionError(str(getattr(e, "reason", e))) from None
+
+    def _read_body(self, read: Callable[[int], bytes]) -> bytes:
+        buf = bytearray()
+        while True:
+            piece = read(min(_READ_PIECE, self.max_answer_bytes + 1 - len(buf)))
+            if not piece:
+                return bytes(buf)
+            buf += piece
+            if len(buf) > self.max_answer_bytes:
+                raise _TooLarge
+
+    def _request(self, path: str, params: Sequence[tuple[str, str]], what: str, *, get: bool = False) -> Any:
+        """The ``data`` of a successful answer, after the deadline, size and envelope checks.
+
+        ``what`` names the request in messages (the query, shortened). Returns (data, warnings)."""
+        where = f"{self.display_url}{path} {what}"
+        deadline, deadline_name = self._deadline()
+        form = urllib.parse.urlencode(list(params))
+        if get:  # the label endpoints take GET only
+            target, body, headers = (
+                (f"{self._path}{path}?{form}" if form else f"{self._path}{path}"),
+                None,
+                self.headers,
+            )
+        else:
+            target, body = f"{self._path}{path}", form.encode()
+            headers = {"Content-Type": "application/x-www-form-urlencoded", **self.headers}
         last = ""
         for attempt in range(self.retries + 1):
             if attempt:
-                self._sleep(self.backoff_s * 2 ** (attempt - 1))
-            if get:  # the label endpoints take GET only
-                req = urllib.request.Request(
-                    f"{self.url}{path}?{body.decode()}" if body else f"{self.url}{path}", headers=self.headers
-                )
-            else:
-                req = urllib.request.Request(
-                    f"{self.url}{path}",
-                    data=body,
-                    method="POST",
-                    headers={"Content-Type": "application/x-www-form-urlencoded", **self.headers},
-                )
-            self.n_requests += 1
+                wait = self.backoff_s * 2 ** (attempt - 1)
+                if self._clock() + wait >= deadline:
+                    break
+                self._sleep(wait)
+            guard = _Guard(deadline, self.max_answer_bytes + _HEADER_BYTES, self._clock)
+            with self._lock:
+                self.n_requests += 1
             try:
-                with self._opener.open(req, timeout=self.timeout_s) as r:
-                    raw = r.read()
-            except urllib.error.HTTPError as e:
-                raw = e.read() or b""
-                detail = _api_error(raw) or f"HTTP {e.code} {e.reason}"
-                if e.code >= 500 or e.code == 429:
-                    last = detail
-                    continue
-                raise PrometheusError(f"{self.display_url}{path}: {detail}", field="prometheus") from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-                reason = getattr(e, "reason", e)
-                last = f"cannot reach Prometheus ({reason})"
-                continue
-            self.bytes_received += len(raw)
-            try:
-                doc = json.loads(raw)
-            except ValueError:
+                status, reason, raw = self._exchange("GET" if get else "POST", target, body, headers, guard)
+            except _Overdue:
                 raise PrometheusError(
-                    f"{self.display_url}{path}: answer is not JSON (is this a Prometheus API URL?)",
+                    f"{where}: no complete answer within {deadline_name}"
+                    + (f" ({last})" if last else "")
+                    + f" ({guard.received} bytes received)",
                     field="prometheus",
                 ) from None
-            if not isinstance(doc, dict) or doc.get("status") != "success":
+            except _TooLarge:
                 raise PrometheusError(
-                    f"{self.display_url}{path}: {_api_error(raw) or 'unexpected answer'}", field="prometheus"
-                )
-            return doc.get("data")
+                    f"{where}: answer larger than the {self.max_answer_bytes} byte cap", field="prometheus"
+                ) from None
+            except ssl.SSLError as e:
+                raise PrometheusError(f"{where}: TLS failed ({_clean(e, 120)})", field="prometheus") from None
+            except OSError as e:  # refused, reset, closed before answering, no route, no such host: try again
+                last = f"cannot reach Prometheus ({_clean(getattr(e, 'strerror', None) or e, 120)})"
+                continue
+            except http.client.IncompleteRead as e:
+                raise PrometheusError(
+                    f"{where}: truncated or badly chunked body ({len(e.partial)} bytes read)",
+                    field="prometheus",
+                ) from None
+            except (http.client.HTTPException, ValueError) as e:
+                # a bad status line (HTTP/0.9, garbage), too many or too long headers, a bad chunk size
+                kind = type(e).__name__
+                raise PrometheusError(
+                    f"{where}: malformed HTTP answer ({kind}: {_clean(e, 120) or 'empty'})",
+                    field="prometheus",
+                ) from None
+            with self._lock:
+                self.bytes_received += len(raw)
+            if status >= 500 or status == 429:
+                last = _api_error(raw) or f"HTTP {status} {_clean(reason, 60)}"
+                continue
+            if status != 200:
+                detail = _api_error(raw) or f"HTTP {status} {_clean(reason, 60)}"
+                if 300 <= status < 400:
+                    detail += " (redirects are not followed: give the final URL)"
+                err = PrometheusError(f"{where}: {detail}", field="prometheus")
+                err.http_status = status
+                raise err
+            try:
+                return _envelope(raw)
+            except _Refused as e:
+                raise PrometheusError(f"{where}: {e}", field="prometheus") from None
         raise PrometheusError(
-            f"{self.display_url}: {last} after {self.retries + 1} attempt(s) of {self.timeout_s:g} s",
+            f"{where}: {last or 'no answer'} after {attempt + 1} attempt(s) within {deadline_name}",
             field="prometheus",
         )
+
+    def _degrade(self, found: list[str]) -> list[str]:
+        if found:
+            with self._lock:
+                self.degradations.extend(found)
+        return found
+
+    def _checked(self, where: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except _Refused as e:
+            raise PrometheusError(f"{where}: {e}", field="prometheus") from None
 
     # ------------------------------------------------------------------------------------------ API
     def version(self) -> tuple[int, int]:
         """(major, minor) of the server; (2, 0) when it does not say (e.g. a compatible store)."""
         if self._version is None:
             try:
-                d = self._request("/api/v1/status/buildinfo", [], get=True)
+                d, _w = self._request("/api/v1/status/buildinfo", [], "(build information)", get=True)
                 parts = str(d.get("version", "2.0")).lstrip("v").split(".")
                 self._version = (int(parts[0]), int(parts[1]))
             except (PrometheusError, ValueError, IndexError, AttributeError) as e:
-                if isinstance(e, PrometheusError) and "cannot reach" in str(e):
-                    raise
+                if isinstance(e, PrometheusError) and e.http_status is None:
+                    raise  # unreachable, slow, oversized or malformed: not "a server without buildinfo"
                 self._version = (2, 0)
         return self._version
 
     def label_values(self, label: str, match: str | Sequence[str], start: float, end: float) -> list[str]:
         """Values of ``label`` over the series matching ``match`` (several selectors: any of them) in [start, end]."""
         matches = [match] if isinstance(match, str) else list(match)
-        d = self._request(
-            f"/api/v1/label/{urllib.parse.quote(label)}/values",
+        path = f"/api/v1/label/{urllib.parse.quote(label, safe='')}/values"
+        what = f"(values of {label!r} for {_show(' or '.join(matches))})"
+        d, warn = self._request(
+            path,
             [*(("match[]", m) for m in matches), ("start", _ts(start)), ("end", _ts(end))],
+            what,
             get=True,
         )
-        return sorted(str(x) for x in (d or []))
+        if not isinstance(d, list) or any(type(x) is not str for x in d):
+            raise PrometheusError(
+                f"{self.display_url}{path} {what}: label values are not a list of strings", field="prometheus"
+            )
+        if len(set(d)) != len(d):
+            raise PrometheusError(
+                f"{self.display_url}{path} {what}: a label value is listed twice", field="prometheus"
+            )
+        self._degrade([f"{what}: server warning: {w}" for w in warn])
+        return sorted(d)
 
-    def query(self, expr: str, at: float | None = None) -> list[Series]:
-        """Instant query: one point per series."""
+    def _instant(self, expr: str, at: float | None) -> tuple[Any, list[str], str, float, float]:
         params = [("query", expr)]
         if at is not None:
             params.append(("time", _ts(at)))
-        d = self._request("/api/v1/query", params)
-        if not d or d.get("resultType") != "vector":
-            return []
-        out = []
-        for r in d["result"]:
-            t, v = r["value"]
-            out.append(Series(r["metric"], np.array([float(t)]), np.array([_num(v)])))
-        return out
+            lo, hi = at - 1.0, at + 1.0  # the answer is stamped with the evaluation time
+        else:
+            lo, hi = 0.0, self._wall() + 86400.0
+        d, warn = self._request("/api/v1/query", params, _show(expr))
+        return d, warn, f"{self.display_url}/api/v1/query {_show(expr)}", lo, hi
 
     def query_values(self, expr: str, at: float | None = None) -> VectorAnswer:
         """Instant query as (each series' labels, their values in one array): no arrays per series, which cost
-        ≈ 3 µs each on answers of tens of thousands of series (a fleet's GPU-jobs)."""
-        params = [("query", expr)]
-        if at is not None:
-            params.append(("time", _ts(at)))
-        d = self._request("/api/v1/query", params)
-        if not d or d.get("resultType") != "vector":
-            return [], np.empty(0)
-        result = d["result"]
-        raw = [r["value"][1] for r in result]
-        try:  # numpy parses "1.5", "NaN", "+Inf" itself
-            v = np.array(raw, dtype=float)
-        except ValueError:
-            v = np.array([_num(x) for x in raw], dtype=float)
-        return [r["metric"] for r in result], v
+        ≈ 3 µs each on answers of tens of thousands of series (a fleet's GPU-jobs). Samples whose value is
+        ``NaN`` are left out and named in ``degradations``."""
+        d, warn, where, lo, hi = self._instant(expr, at)
+        metas, t, v, bad = self._checked(where, lambda: _vector(d, lo, hi))
+        notes = [f"{where}: server warning: {w}" for w in warn]
+        if bad:
+            keep = [i for i in range(len(metas)) if i not in bad]
+            metas, v = [metas[i] for i in keep], v[keep]
+            notes.append(
+                f"{where}: {len(bad)} of {len(bad) + len(metas)} series had the value NaN (no sample): left out"
+            )
+        return VectorAnswer(metas, v, self._degrade(notes))
 
-    def query_matrix(self, expr: str, at: float) -> list[Series]:
+    def query(self, expr: str, at: float | None = None) -> SeriesList:
+        """Instant query: one point per series (series whose value is ``NaN`` left out, named in degradations)."""
+        d, warn, where, lo, hi = self._instant(expr, at)
+        metas, t, v, bad = self._checked(where, lambda: _vector(d, lo, hi))
+        notes = [f"{where}: server warning: {w}" for w in warn]
+        if bad:
+            notes.append(
+                f"{where}: {len(bad)} of {len(metas)} series had the value NaN (no sample): left out"
+            )
+        out = [Series(m, t[i : i + 1], v[i : i + 1]) for i, m in enumerate(metas) if i not in bad]
+        return SeriesList(out, self._degrade(notes))
+
+    def query_matrix(self, expr: str, at: float) -> SeriesList:
         """Instant query of a range selector (``x[5m]``): the raw samples of each series in the range."""
-        d = self._request("/api/v1/query", [("query", expr), ("time", _ts(at))])
-        if not d or d.get("resultType") != "matrix":
-            return []
-        return _parse_matrix(d.get("result", []))
+        d, warn = self._request("/api/v1/query", [("query", expr), ("time", _ts(at))], _show(expr))
+        where = f"{self.display_url}/api/v1/query {_show(expr)}"
+        rng = _range_of(expr)
+        lo = at - rng - 1.0 if rng is not None else 0.0
+        return self._matrix(where, d, warn, lo, at + 1.0)
 
-    def query_range(self, expr: str, start: float, end: float, step_s: float) -> list[Series]:
+    def query_range(self, expr: str, start: float, end: float, step_s: float) -> SeriesList:
         """Range query; raises :class:`PrometheusError` when it would exceed the server's point limit."""
         n = int((end - start) // step_s) + 1
         if n > MAX_POINTS_PER_SERIES:
@@ -217,61 +526,208 @@ class PrometheusClient:
                 f"{n} points per series exceed Prometheus's limit of {MAX_POINTS_PER_SERIES}: chunk the range",
                 field="step",
             )
-        d = self._request(
+        d, warn = self._request(
             "/api/v1/query_range",
             [("query", expr), ("start", _ts(start)), ("end", _ts(end)), ("step", f"{step_s:g}")],
+            _show(expr),
         )
-        if not d:
-            return []
-        return _parse_matrix(d.get("result", []))
+        where = f"{self.display_url}/api/v1/query_range {_show(expr)}"
+        return self._matrix(where, d, warn, start - step_s, end + step_s)
+
+    def _matrix(self, where: str, d: Any, warn: list[str], lo: float, hi: float) -> SeriesList:
+        series, n_nan, n_series = self._checked(where, lambda: _matrix(d, lo, hi))
+        notes = [f"{where}: server warning: {w}" for w in warn]
+        if n_nan:
+            notes.append(
+                f"{where}: {n_nan} sample(s) with the value NaN (no sample) in {n_series} series: left out"
+            )
+        return SeriesList(series, self._degrade(notes))
 
 
-def _parse_matrix(result: list[Any]) -> list[Series]:
-    """Series of a matrix answer. All points are converted in one numpy call and each series gets views into
-    those arrays: per-series conversions dominated the reader's CPU time on large fleets (benchmarks/bench_fleet.py).
-    """
+# ---------------------------------------------------------------------------------------------- answer checks
+def _bare_constant(name: str) -> float:
+    raise _Refused(f"bare {name} in the JSON (not JSON; Prometheus quotes its values)")
+
+
+def _envelope(raw: bytes) -> tuple[Any, list[str]]:
+    """(data, warnings) of a successful answer."""
+    if not raw.strip():
+        raise _Refused("empty answer")
+    try:
+        doc = json.loads(raw, parse_constant=_bare_constant)
+    except _Refused:
+        raise
+    except RecursionError:
+        raise _Refused("JSON nested too deep") from None
+    except (ValueError, UnicodeDecodeError):
+        raise _Refused("answer is not JSON (is this a Prometheus API URL?)") from None
+    if not isinstance(doc, dict) or type(doc.get("status")) is not str:
+        raise _Refused("answer is not a Prometheus API envelope (no 'status')")
+    if doc["status"] != "success":
+        raise _Refused(_api_error(raw) or f"status {_clean(doc['status'], 40)!r}")
+    if "data" not in doc:
+        raise _Refused("answer has no 'data'")
+    warn = doc.get("warnings") or []
+    if not isinstance(warn, list) or any(type(w) is not str for w in warn):
+        raise _Refused("'warnings' is not a list of strings")
+    return doc["data"], [_clean(w) for w in warn[:20]]
+
+
+_NUM = r"(?:NaN|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+#: Every value of an answer at once (joined by NUL): one C-level pass instead of a Python check per sample.
+_VALUES = re.compile(rf"{_NUM}(?:\x00{_NUM})*")
+_ONE = re.compile(_NUM)
+
+
+def _values(raw: list[Any]) -> np.ndarray:
+    """Sample values (strings of finite decimals, or ``NaN``) as floats; refuses anything else."""
+    if not raw:
+        return np.empty(0)
+    try:
+        ok = _VALUES.fullmatch("\x00".join(raw)) is not None
+    except TypeError:
+        ok = False
+    if not ok:
+        bad = next(x for x in raw if type(x) is not str or not _ONE.fullmatch(x))
+        if type(bad) is not str:
+            raise _Refused(f"sample value {_clean(json.dumps(bad), 40)} is not a string of a number")
+        raise _Refused(f"sample value {_clean(bad, 40)!r} is not a finite decimal number")
+    v = np.array(raw, dtype=float)
+    over = np.isinf(v)
+    if over.any():
+        raise _Refused(f"sample value {_clean(raw[int(np.argmax(over))], 40)!r} is out of a float's range")
+    return v
+
+
+def _times(ts: list[Any], lo: float, hi: float) -> np.ndarray:
+    if {type(x) for x in ts} - {int, float}:
+        bad = next(x for x in ts if type(x) not in (int, float))
+        raise _Refused(f"sample timestamp {_clean(json.dumps(bad), 40)} is not a number")
+    try:
+        t = np.array(ts, dtype=float)
+    except OverflowError:  # an integer past float64
+        raise _Refused("a sample timestamp is out of a float's range") from None
+    out = ~((t >= lo) & (t <= hi))  # NaN fails both comparisons
+    if out.any():
+        x = float(t[int(np.argmax(out))])
+        raise _Refused(f"sample timestamp {x!r} outside the asked range {lo:.3f}–{hi:.3f}")
+    return t
+
+
+def _labels(result: Any, key: str) -> list[Mapping[str, str]]:
+    if not isinstance(result, list):
+        raise _Refused("'result' is not a list")
     metas: list[Mapping[str, str]] = []
+    for r in result:
+        if not isinstance(r, dict) or key not in r:
+            raise _Refused(f"a series without '{key}'")
+        m = r.get("metric")
+        if not isinstance(m, dict) or any(type(k) is not str or type(x) is not str for k, x in m.items()):
+            raise _Refused(f"series labels {_clean(json.dumps(m)[:60], 60)} are not a map of strings")
+        metas.append(m)
+    if len({frozenset(m.items()) for m in metas}) != len(metas):
+        seen: set[frozenset[tuple[str, str]]] = set()
+        dup = next(m for m in metas if (k := frozenset(m.items())) in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise _Refused(f"label set {_clean(json.dumps(dup)[:120], 120)} appears twice")
+    return metas
+
+
+def _result(d: Any, want: str) -> Any:
+    if not isinstance(d, dict):
+        raise _Refused("'data' is not an object")
+    rt = d.get("resultType")
+    if rt != want:
+        raise _Refused(f"result type {_clean(json.dumps(rt), 20)} where a {want} was asked")
+    if "result" not in d:
+        raise _Refused("no 'result'")
+    return d["result"]
+
+
+def _pair(p: Any) -> bool:
+    return type(p) is list and len(p) == 2
+
+
+def _vector(d: Any, lo: float, hi: float) -> tuple[list[Mapping[str, str]], np.ndarray, np.ndarray, set[int]]:
+    """(labels, times, values, indices of NaN values) of a vector answer."""
+    result = _result(d, "vector")
+    metas = _labels(result, "value")
+    pts = [r["value"] for r in result]
+    if not all(_pair(p) for p in pts):
+        raise _Refused("a sample is not a [time, value] pair")
+    t = _times([p[0] for p in pts], lo, hi)
+    v = _values([p[1] for p in pts])
+    return metas, t, v, set(np.flatnonzero(np.isnan(v)).tolist())
+
+
+def _matrix(d: Any, lo: float, hi: float) -> tuple[list[Series], int, int]:
+    """Series of a matrix answer (NaN samples left out; empty series dropped), the count of NaN samples and the
+    count of series holding any. All points are converted in one numpy call and each series gets views into those
+    arrays: per-series conversions dominated the reader's CPU time on large fleets (benchmarks/bench_fleet.py)."""
+    result = _result(d, "matrix")
+    metas = _labels(result, "values")
     lens: list[int] = []
     points: list[Any] = []
     for r in result:
-        vals = r.get("values") or []
-        if not vals:
-            continue
-        metas.append(r.get("metric", {}))
+        vals = r["values"]
+        if type(vals) is not list:
+            raise _Refused("a series' 'values' is not a list")
         lens.append(len(vals))
         points.extend(vals)
-    if not points:
-        return []
-    t = np.fromiter((p[0] for p in points), dtype=float, count=len(points))
-    raw = [p[1] for p in points]
-    try:  # numpy parses "1.5", "NaN", "+Inf" itself
-        v = np.array(raw, dtype=float)
-    except ValueError:
-        v = np.array([_num(x) for x in raw], dtype=float)
+    if not all(_pair(p) for p in points):
+        raise _Refused("a sample is not a [time, value] pair")
+    t = _times([p[0] for p in points], lo, hi)
+    v = _values([p[1] for p in points])
+    bounds = np.cumsum([0, *lens])
+    # within a series, timestamps strictly increase (the TSDB stores one sample per series and time)
+    step = np.diff(t) > 0
+    if len(step):
+        inner = np.ones(len(step), dtype=bool)
+        inner[bounds[1:-1][(bounds[1:-1] > 0) & (bounds[1:-1] < len(t))] - 1] = False
+        if (inner & ~step).any():
+            raise _Refused("a series' timestamps repeat or go backwards")
+    nan = np.isnan(v)
+    n_nan = int(nan.sum())
+    n_series = 0
     out = []
-    a = 0
-    for meta, n in zip(metas, lens, strict=True):
-        out.append(Series(meta, t[a : a + n], v[a : a + n]))
-        a += n
-    return out
+    for meta, a, b in zip(metas, bounds[:-1], bounds[1:], strict=True):
+        if a == b:
+            continue
+        tt, vv = t[a:b], v[a:b]
+        if n_nan and nan[a:b].any():
+            n_series += 1
+            keep = ~nan[a:b]
+            tt, vv = tt[keep], vv[keep]
+            if not len(tt):
+                continue
+        out.append(Series(meta, tt, vv))
+    return out, n_nan, n_series
+
+
+_RANGE = re.compile(r"\[([0-9a-z.]+)\]\s*\)*\s*$")
+
+
+def _range_of(expr: str) -> float | None:
+    """Seconds of a trailing range selector (``x{…}[30m]``, ``[1800000ms]``), or None."""
+    from flopwatch.telemetry.timespec import parse_duration
+
+    m = _RANGE.search(expr)
+    if m is None:
+        return None
+    try:
+        return parse_duration(m.group(1))
+    except InputError:
+        return None
 
 
 def _ts(t: float) -> str:
     return f"{float(t):.3f}"
 
 
-def _num(v: Any) -> float:
-    try:
-        return float(v)  # Prometheus sends "NaN", "+Inf" as strings too
-    except (TypeError, ValueError):
-        return float("nan")
-
-
 def _api_error(raw: bytes) -> str | None:
     try:
-        d = json.loads(raw)
-    except ValueError:
+        d = json.loads(raw[:65536], parse_constant=float)
+    except (ValueError, RecursionError):
         return None
     if isinstance(d, dict) and d.get("error"):
-        return f"{d.get('errorType', 'error')}: {d['error']}"
+        return f"{_clean(d.get('errorType', 'error'), 40)}: {_clean(d['error'])}"
     return None

@@ -1,7 +1,13 @@
-"""Fixed-rate sampling of one or more sensors on a background thread.
+"""Sampling of one or more sensors at a fixed mean rate, at random instants, on a background thread.
 
-Deadlines are absolute on the sensors' clock, ``t_k = t0 + k / rate_hz``, so lateness in one tick never
-shifts later ticks (no accumulated drift, unlike ``sleep(period)`` loops). Time comes from
+Deadlines are absolute on the sensors' clock, ``t_k = t0 + (k + j·u_k) / rate_hz`` with ``u_k`` uniform on
+[0, 1) from a seeded :class:`numpy.random.Generator` and ``j`` the jitter (default 1: each sample falls anywhere
+in its own period — stratified random sampling). Lateness in one tick never shifts later ticks (no accumulated
+drift, unlike ``sleep(period)`` loops) and the mean rate is exactly ``rate_hz``. Why random: on a fixed grid an
+evader who learns the phase can run work only between samples and leave no trace (issue 21 item 4, the 2 Hz
+Orin phase-lock); with full jitter every instant of every period is equally likely to be sampled, so no
+schedule hides from it in expectation. The seed is recorded (:attr:`Sampler.jitter_seed`, ``stats.to_dict()``)
+so every sample instant can be regenerated; ``jitter=0`` restores the fixed grid (tests, replays of old runs). Time comes from
 ``sensors[0].clock``: real time for live sensors, a scaled clock for replays, a virtual clock for the
 simulator (then the loop runs as fast as the CPU allows, and :meth:`Sampler.run` is the synchronous
 entry point tests use).
@@ -20,8 +26,11 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from flopwatch.errors import SensorError
-from flopwatch.telemetry.sensors.base import Gap, Reading, Sensor
+from flopwatch.telemetry.schema import Gap, Reading
+from flopwatch.telemetry.sensors.base import Sensor
 
 Sink = Callable[[Reading | Gap], None]
 
@@ -49,6 +58,8 @@ class SamplerStats:
     """Counters of a sampler run (read them any time; updated by the sampling thread)."""
 
     rate_hz: float
+    jitter: float = 0.0
+    jitter_seed: int | None = None
     n_ticks: int = 0
     n_samples: Counter[str] = field(default_factory=Counter)
     n_gaps: Counter[str] = field(default_factory=Counter)
@@ -87,6 +98,8 @@ class SamplerStats:
     def to_dict(self) -> dict[str, object]:
         return {
             "rate_hz": self.rate_hz,
+            "jitter": self.jitter,
+            "jitter_seed": self.jitter_seed,
             "n_ticks": self.n_ticks,
             "n_samples": dict(self.n_samples),
             "n_gaps": dict(self.n_gaps),
@@ -101,6 +114,13 @@ class SamplerStats:
         }
 
 
+def _kind(sensor: Sensor) -> str:
+    try:
+        return str(sensor.info().kind)
+    except Exception:  # noqa: BLE001 - a sensor whose info fails is sampled like any other
+        return ""
+
+
 class Sampler:
     """Sample ``sensors`` at ``rate_hz`` until stopped, ``duration_s`` elapses or a replay ends.
 
@@ -109,6 +129,11 @@ class Sampler:
     ``max_buffer`` items stay in :attr:`buffer` (bounded memory) for live displays.
     A read that takes longer than ``slow_read_s`` (default: one period) keeps its reading, and the ticks
     it overran are recorded as gaps.
+
+    ``jitter`` (0–1; default 1, or 0 when a sensor is a replay, which yields its recorded rows) is the share of each period over which the sample instant is drawn; ``rng``
+    injects the generator, else one is seeded from ``jitter_seed``, else from fresh OS entropy (an evader
+    cannot predict it). The seed in use is :attr:`jitter_seed` (None when ``rng`` was injected: its owner
+    knows it).
     """
 
     def __init__(
@@ -120,11 +145,29 @@ class Sampler:
         max_buffer: int = 10_000,
         duration_s: float | None = None,
         slow_read_s: float | None = None,
+        jitter: float | None = None,
+        rng: np.random.Generator | None = None,
+        jitter_seed: int | None = None,
     ) -> None:
         if not sensors:
             raise ValueError("Sampler needs at least one sensor")
         if not rate_hz > 0:
             raise ValueError("rate_hz must be > 0")
+        if jitter is None:
+            # a replay yields its recorded rows in order: jittering it only reorders the recording
+            jitter = 0.0 if any(_kind(s) == "replay" for s in sensors) else 1.0
+        if not (isinstance(jitter, (int, float)) and 0.0 <= jitter <= 1.0):
+            raise ValueError(f"jitter must be in [0, 1], got {jitter!r}")
+        self.jitter = float(jitter)
+        if rng is None:
+            if jitter_seed is None:
+                jitter_seed = int(np.random.SeedSequence().entropy) % 2**63  # unpredictable, recorded
+            rng = np.random.default_rng(int(jitter_seed))
+        self.jitter_seed = None if jitter_seed is None else int(jitter_seed)
+        self._rng = rng
+        self._u: list[
+            float
+        ] = []  # u_k drawn in order of k (skipped ticks too), so k → instant is reproducible
         self.sensors = list(sensors)
         self.rate_hz = float(rate_hz)
         self.period_s = 1.0 / self.rate_hz
@@ -133,7 +176,7 @@ class Sampler:
         self.duration_s = duration_s
         self.slow_read_s = self.period_s if slow_read_s is None else float(slow_read_s)
         self.clock = self.sensors[0].clock
-        self.stats = SamplerStats(rate_hz=self.rate_hz)
+        self.stats = SamplerStats(rate_hz=self.rate_hz, jitter=self.jitter, jitter_seed=self.jitter_seed)
         self._stop = threading.Event()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -185,6 +228,18 @@ class Sampler:
         return items if n is None else items[-n:]
 
     # ------------------------------------------------------------------ loop
+    def offset_s(self, k: int) -> float:
+        """The jitter of tick ``k``: seconds after the start of its period (0 ≤ offset < period)."""
+        if self.jitter == 0.0 or k == 0:
+            return 0.0  # the first read anchors the counters at the start (the start is no secret)
+        while len(self._u) <= k:
+            self._u.extend(self._rng.random(1024).tolist())
+        return self.jitter * self._u[k] * self.period_s
+
+    def deadline_s(self, t0: float, k: int) -> float:
+        """Scheduled instant of tick ``k`` for a sampler that started at ``t0``."""
+        return t0 + k * self.period_s + self.offset_s(k)
+
     def _run_safe(self) -> None:
         try:
             self._loop(None)
@@ -227,10 +282,13 @@ class Sampler:
                 if n_ticks is not None and st.n_ticks >= n_ticks:
                     st.end_reason = "n_ticks reached"
                     break
-                deadline = t0 + k * self.period_s
-                if end_t is not None and deadline > end_t + 1e-9:
+                slot = t0 + k * self.period_s
+                if end_t is not None and slot > end_t + 1e-9:
                     st.end_reason = "duration reached"
                     break
+                deadline = self.deadline_s(t0, k)
+                if end_t is not None:
+                    deadline = min(deadline, end_t)  # the last read closes the run: as many reads as the grid
                 if not clock.sleep_until(deadline, self._stop):
                     break
                 w0 = time.perf_counter()
@@ -267,9 +325,12 @@ class Sampler:
                 k += 1
                 # Overran one or more deadlines: skip them (keeping the grid), and record them as gaps.
                 now = clock.now()
-                next_deadline = t0 + k * self.period_s
-                # A deadline passed by more than half a period is skipped; a less late one still runs (late).
-                behind = now - next_deadline - 0.5 * self.period_s
+                next_slot = t0 + k * self.period_s
+                next_deadline = self.deadline_s(t0, k)
+                # A tick is skipped once its slot is over (with jitter: the whole period it may fall in; on the
+                # fixed grid: half a period after its deadline); a less late one still runs (late).
+                allow = (1.0 if self.jitter > 0 else 0.5) * self.period_s
+                behind = now - next_slot - allow
                 if behind > 0:
                     missed = int(behind // self.period_s) + 1
                     if missed > 0:
@@ -277,7 +338,7 @@ class Sampler:
                         for i in range(len(self.sensors)):
                             self._emit(
                                 Gap(
-                                    next_deadline,
+                                    max(next_deadline, t_tick),  # never before the read that overran
                                     clock.wall_time(),
                                     devices[i],
                                     f"overrun: {missed} tick(s) missed "

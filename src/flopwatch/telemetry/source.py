@@ -3,46 +3,42 @@
 Every reader of traces (detection, energy integration, replay, :meth:`Trace.read`) goes through
 :func:`open_source`, which accepts a flopwatch Parquet trace (read one row group/batch at a time), the
 Arrow IPC journal of a crashed recording, the seed study's ``timeseries.json`` (small by nature: read
-whole, handed out in chunks) or an in-memory :class:`~flopwatch.telemetry.reading.Trace`.
+whole, handed out in chunks) or anything with a ``source()`` method (an in-memory
+:class:`~flopwatch.telemetry.trace.Trace` hands out its frame through :class:`FrameSource`).
 
 Validation (issue 11): a file that is not a regular file (a directory, a FIFO, ``/dev/zero``) is refused
 before it is opened, so nothing hangs or fills memory; rows are checked as they stream past, and the first
 implausible one is refused with :class:`InputError` naming the file, the row (0-based, in file order) and
 the field: a non-finite time or value, time going backwards on a device, two samples of a device at one
 time with different values (identical duplicates are dropped and counted), negative power, a utilisation
-outside 0–1 (percent instead of a ratio), negative DRAM traffic, or power far above the device's TDP.
+outside 0–1 (percent instead of a ratio), negative DRAM traffic, or power far above the device's TDP — the
+limits are :mod:`flopwatch.telemetry.plausibility`'s, applied to whole columns (one set of rules).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import numpy as np
 
+from flopwatch.devices import DeviceSpec, resolve
 from flopwatch.errors import InputError
 from flopwatch.io import check_input_file
+from flopwatch.telemetry.plausibility import limits_spec, violations
+from flopwatch.telemetry.schema import FLOAT_COLUMNS, JOURNAL_SUFFIX, extra_columns, metadata_from_schema
+from flopwatch.telemetry.seed_format import read_seed_timeseries
 
 if TYPE_CHECKING:
-    from flopwatch.devices import DeviceSpec
-    from flopwatch.telemetry.reading import Trace
+    import pandas as pd
 
 #: Rows per chunk when a source is not already chunked (Parquet row groups are read as written).
 CHUNK_ROWS = 16_384
-#: Numeric columns the validator checks (a subset of the trace schema's float columns).
-VALUE_COLUMNS = ("power_w", "energy_j", "util", "mem_util", "dram_bytes_per_s", "sm_clock_mhz", "temp_c")
-# Physical limits are those of :mod:`flopwatch.telemetry.plausibility` (the monitor's per-reading check),
-# applied here to whole columns: power ≤ 2 × the device's TDP (a generic ceiling without a spec), DRAM
-# traffic ≤ 1.5 × its peak bandwidth, utilisation in 0–1, no negative power, counter, traffic or clock.
-#: Float rounding allowed around the 0–1 utilisation range (as plausibility.py allows).
-RATIO_EPS = 1e-6
-#: The seed's ``timeseries.json`` files are under 1 MiB; a JSON trace is parsed whole, so cap its size.
-MAX_JSON_BYTES = 256 * 2**20
+#: Numeric columns the validator checks: every float column of the trace schema.
+VALUE_COLUMNS = FLOAT_COLUMNS
 
 
 @dataclass
@@ -99,46 +95,19 @@ def check_regular_file(p: Path) -> os.stat_result:
 
 # ---------------------------------------------------------------------- plausibility
 def device_specs(metadata: Mapping[str, Any]) -> dict[str, DeviceSpec]:
-    """Per device id: its :class:`~flopwatch.devices.DeviceSpec`, from the metadata's ``devices`` list."""
-    from flopwatch.devices import get_device
-
+    """Per device id: its :class:`~flopwatch.devices.DeviceSpec`, from the metadata's ``devices`` list
+    (placeholder specs left out: their limits do not apply, :func:`~flopwatch.telemetry.plausibility.limits_spec`)."""
     out: dict[str, DeviceSpec] = {}
     devs = metadata.get("devices")
     if isinstance(devs, list):
         for d in devs:
             if not isinstance(d, dict) or not isinstance(d.get("device_id"), str):
                 continue
-            for key in (d.get("spec_key"), d.get("name")):
-                if isinstance(key, str) and key:
-                    try:
-                        spec = get_device(key)
-                    except InputError:
-                        continue
-                    if _real_spec(spec):
-                        out[d["device_id"]] = spec
-                    break
+            key = next((k for k in (d.get("spec_key"), d.get("name")) if isinstance(k, str) and k), None)
+            spec = limits_spec(resolve(key))
+            if spec is not None:
+                out[d["device_id"]] = spec
     return out
-
-
-def _real_spec(spec: DeviceSpec) -> bool:
-    """A spec whose limits apply (not a placeholder): the rule of :func:`~flopwatch.telemetry.plausibility.limits_spec`."""
-    from flopwatch.telemetry.plausibility import limits_spec
-
-    return limits_spec(spec) is not None
-
-
-def _device_spec(name: str, known: Mapping[str, DeviceSpec]) -> DeviceSpec | None:
-    if name in known:
-        return known[name]
-    if name.startswith("sim:"):  # "sim:a100#0": the simulated device's spec key
-        from flopwatch.devices import get_device
-
-        try:
-            spec = get_device(name[4:].split("#", 1)[0])
-        except InputError:
-            return None
-        return spec if _real_spec(spec) else None
-    return None
 
 
 class Validator:
@@ -154,34 +123,13 @@ class Validator:
     def _fail(self, row: int, fld: str, msg: str) -> None:
         raise InputError(msg, file=self.file, record=f"row {row}", field=fld)
 
-    def _check_spec(self, ch: Chunk, idx: np.ndarray, device: str, spec: DeviceSpec | None) -> None:
-        """Power above the device's plausible ceiling; DRAM traffic above its peak bandwidth."""
-        from flopwatch.telemetry.plausibility import BANDWIDTH_FACTOR, POWER_TDP_FACTOR, max_power_w
-
-        p = ch.cols.get("power_w")
-        if p is not None:
-            cap = max_power_w(spec)
-            hi = p[idx] > cap
-            if hi.any():
-                i = int(idx[np.argmax(hi)])
-                why = f"{POWER_TDP_FACTOR:g} × the {spec.name}'s TDP" if spec else "above any board"
-                self._fail(
-                    ch.row0 + i,
-                    "power_w",
-                    f"power {p[i]:.6g} W on {device} is implausible (> {cap:g} W, {why})",
-                )
-        d = ch.cols.get("dram_bytes_per_s")
-        if d is not None and spec is not None:
-            cap = BANDWIDTH_FACTOR * spec.mem_bw_bytes_per_s
-            hi = d[idx] > cap
-            if hi.any():
-                i = int(idx[np.argmax(hi)])
-                self._fail(
-                    ch.row0 + i,
-                    "dram_bytes_per_s",
-                    f"DRAM traffic {d[i]:.6g} B/s on {device} is implausible "
-                    f"(> {BANDWIDTH_FACTOR:g} × the {spec.name}'s peak bandwidth)",
-                )
+    def _device_spec(self, code: int, names: Sequence[str]) -> DeviceSpec | None:
+        if code not in self._spec:
+            name = names[code] if code >= 0 else ""
+            # a known id from the metadata, else a simulated id ("sim:a100#0") that names its device
+            known = self._known.get(name)
+            self._spec[code] = known or (limits_spec(resolve(name)) if name.startswith("sim:") else None)
+        return self._spec[code]
 
     def check(self, ch: Chunk, names: Sequence[str]) -> Chunk:
         """Validate ``ch`` (codes into ``names``); returns it without identical duplicate samples."""
@@ -192,51 +140,29 @@ class Validator:
         if bad.any():
             i = int(np.argmax(bad))
             self._fail(ch.row0 + i, "t_s", f"time is not a finite number ({ch.t_s[i]})")
+        # physical limits, per device (its spec sets the power and bandwidth ceilings): the first bad row
+        first: tuple[int, str, str] | None = None
+        for code in np.unique(ch.device):
+            code = int(code)
+            idx = np.flatnonzero(ch.device == code)
+            found = violations(
+                {c: v[idx] for c, v in ch.cols.items() if c in VALUE_COLUMNS},
+                self._device_spec(code, names),
+                nan_is_missing=True,
+            )
+            for v in found:
+                row = int(idx[v.index])
+                if first is None or row < first[0]:
+                    on = f" on {names[code]}" if code >= 0 else ""
+                    first = (row, v.field, v.message + on)
+        if first is not None:
+            self._fail(ch.row0 + first[0], first[1], first[2])
         samp = ~ch.is_gap
-        for c in ("power_w", "energy_j", "util", "mem_util", "dram_bytes_per_s", "sm_clock_mhz", "temp_c"):
-            v = ch.cols.get(c)
-            if v is None:
-                continue
-            inf = np.isinf(v)
-            if inf.any():
-                i = int(np.argmax(inf))
-                self._fail(ch.row0 + i, c, f"value is not finite ({v[i]})")
-        p = ch.cols.get("power_w")
-        if p is not None:
-            neg = samp & (p < 0)
-            if neg.any():
-                i = int(np.argmax(neg))
-                self._fail(ch.row0 + i, "power_w", f"negative power ({p[i]} W)")
-        for c in ("util", "mem_util"):
-            u = ch.cols.get(c)
-            if u is None:
-                continue
-            out = samp & ((u < -RATIO_EPS) | (u > 1 + RATIO_EPS))
-            if out.any():
-                i = int(np.argmax(out))
-                hint = " (a percentage? utilisation is a 0–1 ratio)" if 1 < u[i] <= 100 else ""
-                self._fail(ch.row0 + i, c, f"utilisation {u[i]} outside 0–1{hint}")
-        for c, what, unit in (
-            ("dram_bytes_per_s", "DRAM traffic", "B/s"),
-            ("energy_j", "energy counter", "J"),
-            ("sm_clock_mhz", "clock", "MHz"),
-        ):
-            v = ch.cols.get(c)
-            if v is None:
-                continue
-            neg = samp & (v < 0)
-            if neg.any():
-                i = int(np.argmax(neg))
-                self._fail(ch.row0 + i, c, f"negative {what} ({v[i]} {unit})")
         keep = np.ones(n, dtype=bool)
         check_cols = [c for c in ("power_w", "energy_j", "util") if c in ch.cols]
         for code in np.unique(ch.device[samp]) if samp.any() else ():
             code = int(code)
             idx = np.flatnonzero(samp & (ch.device == code))
-            if code >= 0:
-                if code not in self._spec:
-                    self._spec[code] = _device_spec(names[code], self._known)
-                self._check_spec(ch, idx, names[code], self._spec[code])
             t = ch.t_s[idx]
             vals = (
                 np.stack([ch.cols[c][idx] for c in check_cols], axis=1)
@@ -282,6 +208,7 @@ class TraceSource:
         self.extra_columns: list[str] = []
         self.validate = True  # check rows as they stream past (off for traces already in memory)
         self.duplicates_dropped = 0  # identical repeated samples dropped by the last validated pass
+        self.num_rows: int | None = None  # rows, when known without a pass (Parquet footer, a frame)
 
     @property
     def name(self) -> str:
@@ -428,13 +355,26 @@ class ParquetSource(TraceSource):
             raise InputError(
                 f"not a readable Parquet trace (truncated or corrupt?): {e}", file=str(path)
             ) from None
-        from flopwatch.telemetry.reading import _metadata_from_schema
-
-        super().__init__(path, _metadata_from_schema(schema, path))
+        super().__init__(path, metadata_from_schema(schema, path))
         self.metadata.setdefault("source", str(path))
-        self.num_rows = pf.metadata.num_rows
+        self.num_rows = int(pf.metadata.num_rows)  # from the footer: counting rows reads no data
         self._names = schema.names
-        self.extra_columns = [c for c in schema.names if c.startswith("extra_") and c != "extra_json"]
+        self.extra_columns = extra_columns(schema.names)
+
+    def t_span(self) -> tuple[float, float] | None:
+        """(lowest, highest) ``t_s`` of the file from its row groups' statistics (the footer: no data read), or
+        None when the writer stored none."""
+        import pyarrow.parquet as pq
+
+        try:
+            md = pq.ParquetFile(self.path).metadata
+            col = self._names.index("t_s")
+            stats = [md.row_group(i).column(col).statistics for i in range(md.num_row_groups)]
+        except (OSError, ValueError):
+            return None
+        if not stats or any(st is None or not st.has_min_max for st in stats):
+            return None
+        return float(min(st.min for st in stats)), float(max(st.max for st in stats))
 
     def _raw_chunks(
         self, columns: tuple[str, ...], wall: bool, gap_error: bool, extras: bool
@@ -473,12 +413,10 @@ class JournalSource(TraceSource):
                 schema = ipc.open_stream(f).schema
         except (pa.ArrowInvalid, OSError) as e:
             raise InputError(f"journal is unreadable: {e}", file=str(path)) from None
-        from flopwatch.telemetry.reading import _metadata_from_schema
-
-        super().__init__(path, _metadata_from_schema(schema, path))
+        super().__init__(path, metadata_from_schema(schema, path))
         self.metadata["recovered_from_journal"] = True
         self.metadata.setdefault("source", str(path))
-        self.extra_columns = [c for c in schema.names if c.startswith("extra_") and c != "extra_json"]
+        self.extra_columns = extra_columns(schema.names)
 
     def _raw_chunks(
         self, columns: tuple[str, ...], wall: bool, gap_error: bool, extras: bool
@@ -505,16 +443,27 @@ class JournalSource(TraceSource):
 
 
 class FrameSource(TraceSource):
-    """An in-memory :class:`Trace` handed out in chunks (rows in the trace's time order)."""
+    """A trace frame in memory (the schema's columns, rows in time order) and its metadata, handed out in
+    chunks: what :meth:`Trace.source() <flopwatch.telemetry.trace.Trace.source>` returns and what the seed's
+    ``timeseries.json`` becomes."""
 
-    def __init__(self, trace: Trace, chunk_rows: int = CHUNK_ROWS, *, validate: bool = False) -> None:
-        super().__init__(None, dict(trace.metadata))
-        self.validate = validate
-        self.trace = trace
-        self.chunk_rows = chunk_rows
-        self.extra_columns = trace.extra_columns()
-        df = trace.df
+    def __init__(
+        self,
+        frame: pd.DataFrame,
+        metadata: Mapping[str, Any],
+        chunk_rows: int = CHUNK_ROWS,
+        *,
+        validate: bool = False,
+    ) -> None:
         import pandas as pd
+
+        super().__init__(None, dict(metadata))
+        self.validate = validate
+        self.frame = frame
+        self.num_rows = len(frame)
+        self.chunk_rows = chunk_rows
+        self.extra_columns = extra_columns(frame.columns)
+        df = frame
 
         raw, uniques = pd.factorize(df["device"])  # codes in order of first appearance, −1 for null
         dict_codes = self._code([str(c) for c in uniques])
@@ -525,7 +474,7 @@ class FrameSource(TraceSource):
     def _raw_chunks(
         self, columns: tuple[str, ...], wall: bool, gap_error: bool, extras: bool
     ) -> Iterator[Chunk]:
-        df = self.trace.df
+        df = self.frame
         n = len(df)
         cols = {c: df[c].to_numpy(dtype=float) for c in columns} if n else {c: np.zeros(0) for c in columns}
         w = None
@@ -559,29 +508,32 @@ def _sniff_json(p: Path) -> bool:
     return head[:1] in (b"{", b"[")
 
 
-def open_source(
-    trace: str | os.PathLike[str] | Trace | TraceSource, *, batch_rows: int = CHUNK_ROWS
-) -> TraceSource:
-    """A streaming source for a path (Parquet, its crash journal, or the seed's ``timeseries.json``), an
-    in-memory :class:`Trace`, or a source (returned as is). Bad files raise :class:`InputError`."""
-    from flopwatch.telemetry.reading import JOURNAL_SUFFIX, Trace
+class HasSource(Protocol):
+    """Anything that hands out its rows as a :class:`TraceSource` (an in-memory ``Trace``)."""
 
+    def source(self, chunk_rows: int = CHUNK_ROWS) -> TraceSource: ...
+
+
+#: What the readers of traces accept: a path, a source, or something with a ``source()`` method.
+TraceLike: TypeAlias = str | os.PathLike[str] | TraceSource | HasSource
+
+
+def open_source(trace: TraceLike, *, batch_rows: int = CHUNK_ROWS) -> TraceSource:
+    """A streaming source for a path (Parquet, its crash journal, or the seed's ``timeseries.json``), a
+    source (returned as is) or an in-memory trace (its ``source()``). Bad files raise :class:`InputError`."""
     if isinstance(trace, TraceSource):
         return trace
-    if isinstance(trace, Trace):
-        return FrameSource(trace, batch_rows)
+    if not isinstance(trace, str | os.PathLike):
+        return trace.source(batch_rows)
     p = Path(trace)
     journal = Path(str(p) + JOURNAL_SUFFIX)
     if not os.path.lexists(p) and journal.exists():
         check_regular_file(journal)
         return JournalSource(journal)
-    st = check_regular_file(p)
+    check_regular_file(p)
     if p.suffix.lower() == ".json" or _sniff_json(p):
-        if st.st_size > MAX_JSON_BYTES:
-            raise InputError(f"JSON trace larger than {MAX_JSON_BYTES >> 20} MiB", file=str(p))
-        from flopwatch.telemetry.reading import _read_seed_timeseries
-
-        return FrameSource(_read_seed_timeseries(p), batch_rows, validate=True)
+        frame, metadata = read_seed_timeseries(p)
+        return FrameSource(frame, metadata, batch_rows, validate=True)
     if p.name.endswith(JOURNAL_SUFFIX):
         return JournalSource(p)
     try:
@@ -591,30 +543,3 @@ def open_source(
             check_regular_file(journal)
             return JournalSource(journal)
         raise
-
-
-def finite_float(x: Any) -> float | None:
-    """``float(x)`` when ``x`` is a real, finite number (not a bool); None otherwise (ints too large for a
-    float included: no OverflowError escapes)."""
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        return None
-    try:
-        f = float(x)
-    except OverflowError:
-        return None
-    return f if math.isfinite(f) else None
-
-
-def load_json(p: Path) -> Any:
-    """Parse a JSON file, turning every failure (bad UTF-8, syntax, nesting too deep) into InputError."""
-    check_regular_file(p)
-    from flopwatch.io import read_bytes  # size-capped like every other loader (FLOPWATCH_MAX_INPUT_BYTES)
-
-    try:
-        return json.loads(read_bytes(p, kind="JSON trace").decode("utf-8"))
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", file=str(p)) from None
-    except RecursionError:
-        raise InputError("JSON nested too deeply", file=str(p)) from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise InputError(f"not valid JSON ({e})", file=str(p)) from None

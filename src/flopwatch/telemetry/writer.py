@@ -1,6 +1,7 @@
 """Stream readings to a Parquet trace with a crash journal, in bounded memory (backpressure).
 
-See :class:`TraceWriter`. The format is described in :mod:`flopwatch.telemetry.reading`.
+See :class:`TraceWriter`. The format is described in :mod:`flopwatch.telemetry.schema`, the only module of
+``telemetry/`` this one imports.
 """
 
 from __future__ import annotations
@@ -16,18 +17,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flopwatch.errors import InputError
-from flopwatch.telemetry.reading import (
+from flopwatch.io import open_output, refuse_link
+from flopwatch.telemetry.schema import (
     EXTRA_JSON,
     EXTRA_PREFIX,
     JOURNAL_SUFFIX,
-    SCHEMA_NAME,
     Gap,
     Reading,
-    _arrow_schema,
-    _frame,
-    _now_version,
-    _row,
-    _to_table,
+    arrow_schema,
+    default_metadata,
+    extra_columns,
+    frame,
+    row,
+    to_table,
 )
 
 if TYPE_CHECKING:
@@ -68,6 +70,8 @@ class TraceWriter:
             raise ValueError("max_pending must be >= 1")
         self.path = Path(path)
         self.journal_path = Path(str(self.path) + JOURNAL_SUFFIX)
+        refuse_link(self.path)
+        refuse_link(self.journal_path)
         if self.path.exists() and not overwrite:
             raise InputError("file exists (use --force to overwrite)", file=str(self.path))
         if self.journal_path.exists() and not overwrite:
@@ -75,10 +79,7 @@ class TraceWriter:
                 "a crashed recording's journal is here; read it with Trace.read (or use --force to discard it)",
                 file=str(self.journal_path),
             )
-        self.metadata = dict(metadata)
-        self.metadata.setdefault("schema", SCHEMA_NAME)
-        self.metadata.setdefault("flopwatch_version", _now_version())
-        self.metadata.setdefault("simulated", False)
+        self.metadata = default_metadata(metadata)
         self.flush_every_s = float(flush_every_s)
         self.row_group_rows = int(row_group_rows)
         self.fsync = fsync
@@ -87,6 +88,7 @@ class TraceWriter:
         self._t0: float | None = self.metadata.get("t0_monotonic_s")
         self._last_flush = time.monotonic()
         self._pq: Any = None
+        self._pq_file: Any = None
         self._ipc: Any = None
         self._sink: Any = None
         self._schema: Any = None
@@ -115,13 +117,13 @@ class TraceWriter:
     def write(self, reading: Reading) -> None:
         if self.closed:
             raise ValueError("TraceWriter is closed")
-        self._rows.append(_row(reading, self._origin(reading.t_s)))
+        self._rows.append(row(reading, self._origin(reading.t_s)))
         self._maybe_flush()
 
     def write_gap(self, t_s: float, wall_time: float, device: str, error: str) -> None:
         if self.closed:
             raise ValueError("TraceWriter is closed")
-        self._rows.append(_row(Gap(t_s, wall_time, device, error), self._origin(t_s)))
+        self._rows.append(row(Gap(t_s, wall_time, device, error), self._origin(t_s)))
         self._maybe_flush()
 
     def _maybe_flush(self) -> None:
@@ -167,22 +169,24 @@ class TraceWriter:
         import pyarrow.parquet as pq
 
         if not self._extra_cols:
-            self._extra_cols = [c for c in df.columns if c.startswith(EXTRA_PREFIX) and c != EXTRA_JSON]
-        self._schema = _arrow_schema(self._extra_cols, self.metadata)
+            self._extra_cols = extra_columns(df.columns)
+        self._schema = arrow_schema(self._extra_cols, self.metadata)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._pq = pq.ParquetWriter(str(self.path), self._schema)
-        self._sink = open(self.journal_path, "wb")  # noqa: SIM115 - closed in close()
+        # neither file is written through a symlink (issue 25): opened with O_NOFOLLOW, closed in close()
+        self._pq_file = open_output(self.path)
+        self._pq = pq.ParquetWriter(self._pq_file, self._schema)
+        self._sink = open_output(self.journal_path)
         self._ipc = ipc.new_stream(self._sink, self._schema)
 
     def _write_rows(self, rows: list[dict[str, Any]]) -> None:
         if not rows:
             return
         known = set(self._extra_cols)
-        df = _frame(rows, extra_cols=None)
+        df = frame(rows, extra_cols=None)
         if self._pq is None:
             self._open(df)
             known = set(self._extra_cols)
-        late = [c for c in df.columns if c.startswith(EXTRA_PREFIX) and c != EXTRA_JSON and c not in known]
+        late = [c for c in extra_columns(df.columns) if c not in known]
         if late:  # extras first seen after the schema was fixed go to the JSON column, not lost
             sub = df[late]
             df[EXTRA_JSON] = [
@@ -192,7 +196,7 @@ class TraceWriter:
         for c in self._extra_cols:
             if c not in df:
                 df[c] = np.nan
-        table = _to_table(df, self._schema)
+        table = to_table(df, self._schema)
         self._pq.write_table(table)
         self._ipc.write_table(table)
         self._sink.flush()
@@ -211,8 +215,9 @@ class TraceWriter:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
         if self._pq is None:  # nothing was written: still produce a valid empty trace
-            self._open(_frame([]))
+            self._open(frame([]))
         self._pq.close()
+        self._pq_file.close()
         self._ipc.close()
         self._sink.close()
         self.journal_path.unlink(missing_ok=True)

@@ -1,25 +1,2 @@
-"""Sensor backends. Vendor libraries are imported lazily inside each backend."""
-
-from flopwatch.telemetry.sensors.base import (
-    BackendStatus,
-    Clock,
-    Gap,
-    MonotonicClock,
-    Reading,
-    ScaledClock,
-    Sensor,
-    SensorInfo,
-    VirtualClock,
-)
-
-__all__ = [
-    "BackendStatus",
-    "Clock",
-    "Gap",
-    "MonotonicClock",
-    "Reading",
-    "ScaledClock",
-    "Sensor",
-    "SensorInfo",
-    "VirtualClock",
-]
+"""Sensor backends: the protocol and clocks in ``base.py``, one file per vendor (vendor libraries imported lazily
+inside each backend), discovery in ``discover.py``. The row types are :mod:`flopwatch.telemetry.schema`'s."""

@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from flopwatch.errors import SensorError, SensorUnavailable
+from flopwatch.telemetry.schema import Reading
 from flopwatch.telemetry.sensors import _libref
 from flopwatch.telemetry.sensors._counter import ResetAwareEnergy
-from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, Reading, SensorInfo
+from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, SensorInfo
 from flopwatch.units import uj_to_j
 
 

@@ -18,16 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-# Reading and Gap live in telemetry/reading.py (the trace's row types); re-exported here for old imports.
-from flopwatch.telemetry.reading import OPTIONAL_FIELDS, Gap, Reading  # noqa: E402
+from flopwatch.telemetry.schema import Reading
 
 __all__ = [
-    "OPTIONAL_FIELDS",
     "BackendStatus",
     "Clock",
-    "Gap",
     "MonotonicClock",
-    "Reading",
     "ScaledClock",
     "Sensor",
     "SensorInfo",
@@ -64,6 +60,16 @@ class Clock(Protocol):
         ...
 
 
+def _wait(delay: float, stop: threading.Event | None) -> bool:
+    """Sleep ``delay`` real seconds (none when ≤ 0), or until ``stop`` is set: False when it was."""
+    if delay <= 0:
+        return not (stop is not None and stop.is_set())
+    if stop is not None:
+        return not stop.wait(delay)
+    time.sleep(delay)
+    return True
+
+
 class MonotonicClock:
     """Real time: ``time.monotonic`` and real sleeps."""
 
@@ -74,13 +80,7 @@ class MonotonicClock:
         return time.time()
 
     def sleep_until(self, t: float, stop: threading.Event | None = None) -> bool:
-        delay = t - time.monotonic()
-        if delay <= 0:
-            return not (stop is not None and stop.is_set())
-        if stop is not None:
-            return not stop.wait(delay)
-        time.sleep(delay)
-        return True
+        return _wait(t - time.monotonic(), stop)
 
 
 class ScaledClock:
@@ -119,13 +119,7 @@ class ScaledClock:
         return self._wall0 + (self.now() - self.t0)
 
     def sleep_until(self, t: float, stop: threading.Event | None = None) -> bool:
-        delay = (t - self.now()) / self.speed
-        if delay <= 0:
-            return not (stop is not None and stop.is_set())
-        if stop is not None:
-            return not stop.wait(delay)
-        time.sleep(delay)
-        return True
+        return _wait((t - self.now()) / self.speed, stop)
 
 
 class VirtualClock:

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flopwatch.errors import SensorError, SensorUnavailable
+from flopwatch.telemetry.schema import Reading
 from flopwatch.telemetry.sensors._sysfs import Reader, default_reader, read_number, read_text, under
-from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, Reading, SensorInfo
+from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, SensorInfo
 from flopwatch.units import mv_ma_to_w
 
 INA3221 = "/sys/bus/i2c/drivers/ina3221"

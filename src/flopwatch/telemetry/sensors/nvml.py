@@ -22,9 +22,10 @@ from types import ModuleType
 from typing import Any
 
 from flopwatch.errors import SensorError, SensorUnavailable
+from flopwatch.telemetry.schema import Reading
 from flopwatch.telemetry.sensors import _libref
 from flopwatch.telemetry.sensors._counter import ResetAwareEnergy
-from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, Reading, SensorInfo
+from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, SensorInfo
 from flopwatch.units import mj_to_j, mw_to_w
 
 

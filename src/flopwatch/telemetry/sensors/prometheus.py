@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from flopwatch.errors import InputError, SensorError, SensorUnavailable
-from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, Reading, ScaledClock, SensorInfo
+from flopwatch.telemetry.schema import Reading
+from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, ScaledClock, SensorInfo
 
 _LOOKBACK_S = 300.0  # Prometheus's default lookback: a live GPU has a sample at most this old
 

@@ -37,11 +37,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from flopwatch.errors import InputError, SensorError
-from flopwatch.telemetry.sensors.base import Clock, Reading, ScaledClock, SensorInfo, VirtualClock
+from flopwatch.telemetry.schema import Reading
+from flopwatch.telemetry.sensors.base import Clock, ScaledClock, SensorInfo, VirtualClock
 
 if TYPE_CHECKING:
-    from flopwatch.telemetry.reading import Trace
     from flopwatch.telemetry.source import Chunk, TraceSource
+    from flopwatch.telemetry.trace import Trace
 
 _FIELDS = ("power_w", "util", "mem_util", "dram_bytes_per_s", "sm_clock_mhz", "temp_c")
 _COLUMNS = (*_FIELDS, "energy_j")
@@ -172,8 +173,8 @@ class ReplaySensor:
         clock: Clock | None = None,
         speed: float | None = None,
     ) -> None:
-        from flopwatch.telemetry.reading import Trace
         from flopwatch.telemetry.source import VALUE_COLUMNS, open_source
+        from flopwatch.telemetry.trace import Trace
 
         self.trace = trace if isinstance(trace, Trace) else None
         src = open_source(trace)

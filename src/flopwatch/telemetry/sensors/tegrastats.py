@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flopwatch.errors import InputError, SensorError, SensorUnavailable
-from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, Reading, SensorInfo
+from flopwatch.telemetry.schema import Reading
+from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, SensorInfo
 
 if TYPE_CHECKING:
-    from flopwatch.telemetry.reading import Trace
+    from flopwatch.telemetry.trace import Trace
 
 _TS = re.compile(r"^(\d\d-\d\d-\d{4} \d\d:\d\d:\d\d)\s+")
 _RAM = re.compile(r"\bRAM (\d+)/(\d+)MB")
@@ -141,8 +142,9 @@ def read_log(path: str | os.PathLike[str], *, interval_s: float = 0.5, rail: str
     Lines with a timestamp (JetPack 6+) are placed at their wall time (1 s resolution, so consecutive lines
     within a second are spread by ``interval_s``); older lines at ``interval_s`` spacing.
     """
-    from flopwatch.telemetry.reading import Trace, base_metadata
+    from flopwatch.telemetry.schema import base_metadata
     from flopwatch.telemetry.source import VALUE_COLUMNS, FrameSource, check_regular_file
+    from flopwatch.telemetry.trace import Trace
 
     p = Path(path)
     st = check_regular_file(p)  # a FIFO would block, /dev/zero never end
@@ -167,10 +169,8 @@ def read_log(path: str | os.PathLike[str], *, interval_s: float = 0.5, rail: str
         raise InputError("no tegrastats lines", file=str(p))
     md = base_metadata(kind="tegrastats", rate_hz=1.0 / interval_s, source=str(p))
     tr = Trace.from_readings(readings, md)
-    for _ in FrameSource(tr, validate=True).chunks(
-        VALUE_COLUMNS
-    ):  # implausible values: refused, with the row
-        pass
+    for _ in FrameSource(tr.df, tr.metadata, validate=True).chunks(VALUE_COLUMNS):
+        pass  # implausible values: refused, with the row
     return tr
 
 

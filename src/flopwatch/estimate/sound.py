@@ -1,0 +1,381 @@
+"""The sound bounds of a verdict: what physics, the datasheet and the verifier's own counters allow.
+
+**Upper bound** (what "below" rests on). Over each window of the telemetry (or the run as one window),
+the smallest of
+
+* **rate**: the device's fastest dense datasheet peak (fp8 where supported, never the declared precision)
+  × the window's length × (highest observed SM clock / maximum clock, when the clock is observed: peak
+  throughput is a per-cycle number times the clock);
+* **energy**: net energy × η_max, the best FLOP per net joule the device can reach
+  (:func:`eta_max`), narrowed only by the lowest SM clock observed;
+* **pipes** (when the four pipe-activity counters are observed): tensor-active seconds × the fastest format
+  the tensor pipe runs (tensor activity is format-blind: fp8 and bf16 look the same, Pedersen et al. 2026,
+  "OFU", arXiv:2605.20799) + the fp32/fp64/fp16 pipes at their peaks, × the clock ratio;
+
+summed over windows (a mixed-precision run is bounded by the sum of its phases), plus the time nothing observed
+(``unobserved_s``) at peak rate.
+
+**η_max** = peak_fastest / (:data:`NET_POWER_FLOOR_FRACTION` × (TDP − idle)) × the DVFS allowance
+1 / max(V_MIN_RATIO, f_min/f_max)²: dynamic energy per operation scales with V², the V–f curve is affine with a
+positive intercept above its knee (so V(f)/V_max ≥ f/f_max) and flat below it, with V_min/V_max ≥ 0.6 (Mei, Wang &
+Chu 2017, DCN 3(2)); unobserved clock → the full 1/0.6² ≈ 2.78. No profile, declared precision or environment
+variable enters it; a power limit does not narrow it (a lower cap only makes a device more efficient).
+
+**Lower bound** (what "above" rests on): the calibrated lower bound divided by what an honest run could have
+gained over the calibration: the least efficient format not ruled out by the pipe counters (datasheet peak ratio:
+efficiency ratios between formats are compressed relative to peak ratios — on the Orin Nano fp16/fp32 measured
+3.3–3.6 against a peak ratio of 8, tf32/fp32 1.8–2.0 against 4 — so scaling by the peak ratio never overstates
+the loss), a clock above the calibrated one ((V ratio)² as above), and the session shift
+(:data:`SESSION_LOG_SD`, fitted in :mod:`flopwatch.estimate.session`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from flopwatch.devices import DEVICES, DeviceSpec, get_device
+from flopwatch.estimate.bounds import V_MIN_RATIO
+from flopwatch.estimate.observe import PIPES, Observables, ObservedWindows
+
+#: The least share of its net TDP (TDP − idle) a device draws while running its fastest format at the dense
+#: peak and the maximum clock. Checked against every row of the MASCOTS data (Enskat & Wiesner 2026, bundled
+#: powermodel/data): the most efficient one relative to peak_fastest/(TDP − idle) is the MI210's fp16 GEMM at
+#: 39 % MFU and 96 W net, 1.045× "full peak at full net TDP"; 0.5 leaves a 2× margin above every measured row
+#: (tests/test_verdict_sound.py). A datasheet's boost clock and TDP are set so that dense peak throughput is
+#: sustainable within the TDP, and on every device measured the power at the datasheet peak is well over half.
+NET_POWER_FLOOR_FRACTION = 0.5
+#: FP16 on the non-tensor (FMA) pipes ≤ this × the FP32 vector peak: 4× on the A100 (whitepaper: 78 vs 19.5
+#: TFLOP/s), 2× on the H100 — the largest ratio of NVIDIA's tables.
+FP16_PIPE_OVER_FP32 = 4.0
+#: Share of tensor-active time the scalar pipes may take before a non-tensor format (fp32 vector) can no longer
+#: be ruled out for the lower bound.
+SCALAR_SHARE_RULES_OUT = 0.10
+#: Observed power above this × TDP, or an SM clock above this × the datasheet maximum, is impossible for the
+#: claimed model (NVML's 100 ms power average of a GH100/GA100 stays within about 10 % of the limit: the board's
+#: power controller holds the average to its limit; 20 % allows a reading's own error).
+IMPOSSIBLE_POWER_FACTOR = 1.2
+IMPOSSIBLE_CLOCK_FACTOR = 1.02
+#: One standard deviation of the log J/TFLOP shift between measurement sessions: see
+#: :mod:`flopwatch.estimate.session` (fitted from the Jetson study's later-session MAEs).
+SESSION_LOG_SD = 0.0368
+
+
+def _table(spec: DeviceSpec) -> DeviceSpec:
+    """The datasheet spec (no peak override), else ``spec`` itself."""
+    try:
+        return get_device(spec.key, peak_overrides={})
+    except Exception:  # noqa: BLE001 - a spec not in the table (a test's own): it is its own datasheet
+        return spec
+
+
+def is_overridden(spec: DeviceSpec) -> bool:
+    return any(str(s).startswith("overridden by") for s in spec.sources)
+
+
+def verdict_peaks(spec: DeviceSpec) -> dict[str, float]:
+    """Peaks a verdict may use: max(datasheet, override) per format — an override may only raise a bound."""
+    table = _table(spec)
+    keys = set(table.peak_flops) | set(spec.peak_flops)
+    return {k: max(table.peak_flops.get(k, 0.0), spec.peak_flops.get(k, 0.0)) for k in keys}
+
+
+@dataclass(frozen=True)
+class PipePeaks:
+    """Peak FLOP/s of each pipe at the maximum clock (format-blind: the fastest format each pipe runs)."""
+
+    tensor: float
+    fp64: float
+    fp32: float
+    fp16: float
+
+    def get(self, name: str) -> float:
+        return float(getattr(self, name))
+
+
+def pipe_peaks(peaks: Mapping[str, float], spec: DeviceSpec) -> PipePeaks:
+    fp32 = max(peaks.get("fp32", 0.0), spec.fp32_matrix_flops or 0.0)
+    tensor = max(peaks.values()) if peaks else 0.0
+    return PipePeaks(
+        tensor=tensor, fp64=fp32, fp32=fp32, fp16=min(tensor, FP16_PIPE_OVER_FP32 * peaks.get("fp32", 0.0))
+    )
+
+
+def dvfs_allowance(min_clock_mhz: float | None, max_clock_mhz: float | None) -> float:
+    """1 / max(V_MIN_RATIO, f/f_max)²: the efficiency gain of running at clock f instead of f_max."""
+    if min_clock_mhz is None or not max_clock_mhz or not math.isfinite(min_clock_mhz) or min_clock_mhz <= 0:
+        return 1.0 / V_MIN_RATIO**2
+    r = max(V_MIN_RATIO, min(1.0, float(min_clock_mhz) / float(max_clock_mhz)))
+    return 1.0 / r**2
+
+
+@dataclass(frozen=True)
+class DeviceBasis:
+    """The device a verdict's bounds rest on: its peaks, η_max at the maximum clock, and why."""
+
+    key: str
+    peak_fastest: float
+    fastest_format: str
+    eta_at_max_clock: float  # FLOP per net J at f_max (× dvfs_allowance for lower clocks)
+    max_clock_mhz: float | None
+    pipes: PipePeaks
+    warnings: tuple[str, ...] = ()
+
+    def eta(self, min_clock_mhz: float | None) -> float:
+        return self.eta_at_max_clock * dvfs_allowance(min_clock_mhz, self.max_clock_mhz)
+
+
+def eta_max(spec: DeviceSpec, min_clock_mhz: float | None = None) -> float:
+    """Best FLOP per net joule ``spec`` can reach at an observed lowest clock (None: any clock)."""
+    return device_basis(spec).eta(min_clock_mhz)
+
+
+def device_basis(spec: DeviceSpec, obs: Observables | None = None) -> DeviceBasis:
+    """The verdict's device: ``spec``'s datasheet (an override may only raise peaks), or — when the observed
+    power or clock is impossible for it — the most capable device consistent with what was seen."""
+    warns: list[str] = []
+    peaks = verdict_peaks(spec)
+    if is_overridden(spec):
+        warns.append(
+            f"peak override in force for {spec.key} ({spec.sources[-1]}): the verdict uses max(datasheet, override)"
+        )
+    cands = [(spec, peaks)]
+    seen_p = obs.peak_power_w if obs is not None else None
+    seen_f = obs.max_sm_clock_mhz if obs is not None else None
+    bad_p = seen_p is not None and seen_p > IMPOSSIBLE_POWER_FACTOR * spec.tdp_w
+    bad_f = (
+        seen_f is not None
+        and spec.max_sm_clock_mhz
+        and seen_f > IMPOSSIBLE_CLOCK_FACTOR * spec.max_sm_clock_mhz
+    )
+    if bad_p or bad_f:
+        others = [
+            s
+            for s in DEVICES.values()
+            if s.vendor != "cpu"
+            and (seen_p is None or seen_p <= IMPOSSIBLE_POWER_FACTOR * s.tdp_w)
+            and (
+                seen_f is None
+                or not s.max_sm_clock_mhz
+                or seen_f <= IMPOSSIBLE_CLOCK_FACTOR * s.max_sm_clock_mhz
+            )
+        ] or [s for s in DEVICES.values() if s.vendor != "cpu"]
+        cands += [(s, dict(s.peak_flops)) for s in others]
+        what = " and ".join(
+            x
+            for x in (
+                f"peak power {seen_p:.4g} W > {IMPOSSIBLE_POWER_FACTOR:g} × TDP {spec.tdp_w:g} W"
+                if bad_p
+                else "",
+                f"SM clock {seen_f:.0f} MHz > {spec.max_sm_clock_mhz:.0f} MHz" if bad_f else "",
+            )
+            if x
+        )
+        warns.append(
+            f"impossible for {spec.name}: {what}; bounded as the most capable device consistent with it "
+            f"({', '.join(s.key for s in others)})"
+        )
+
+    def eta0(s: DeviceSpec, pk: Mapping[str, float]) -> float:
+        net = max(s.tdp_w - s.idle_w, 1e-9)
+        return max(pk.values()) / (NET_POWER_FLOOR_FRACTION * net)
+
+    best = max(cands, key=lambda c: max(c[1].values()))
+    fastest_fmt = max(best[1], key=lambda k: best[1][k])
+    eta = max(eta0(s, pk) for s, pk in cands)
+    # the clock ratio is taken against the claimed model's maximum (a larger one only raises the rate bound)
+    fmax = min((s.max_sm_clock_mhz for s, _ in cands if s.max_sm_clock_mhz), default=None)
+    pp = [pipe_peaks(pk, s) for s, pk in cands]
+    pipes = PipePeaks(*(max(p.get(n) for p in pp) for n in ("tensor", "fp64", "fp32", "fp16")))
+    return DeviceBasis(
+        key=best[0].key if len(cands) == 1 else f"{spec.key}→{best[0].key}",
+        peak_fastest=max(best[1].values()),
+        fastest_format=fastest_fmt,
+        eta_at_max_clock=eta,
+        max_clock_mhz=fmax,
+        pipes=pipes,
+        warnings=tuple(warns),
+    )
+
+
+@dataclass(frozen=True)
+class SoundUpper:
+    """The sound upper bound and its parts (FLOPs)."""
+
+    flops: float
+    basis: str
+    rate_flops: float  # Σ rate terms alone
+    energy_flops: float  # Σ energy terms alone
+    pipe_flops: float | None  # Σ pipe terms alone (None: not observed)
+    unobserved_flops: float
+    windows: int
+    terms: Mapping[str, float] = field(default_factory=dict)  # how many windows each term decided
+
+    def to_dict(self) -> dict[str, Any]:
+        def fin(x: float | None) -> float | None:
+            return None if x is None or not math.isfinite(x) else float(x)
+
+        return {
+            "flops": fin(self.flops),
+            "basis": self.basis,
+            "rate_flops": fin(self.rate_flops),
+            "energy_flops": fin(self.energy_flops),
+            "pipe_flops": fin(self.pipe_flops),
+            "unobserved_flops": fin(self.unobserved_flops),
+            "windows": self.windows,
+            "decided_by": dict(self.terms),
+        }
+
+
+def _nan(x: float | None) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def run_windows(obs: Observables, extra_energy_j: float = 0.0) -> ObservedWindows:
+    """The run as one window (its observed time, net energy, clock range and pipe activity)."""
+    t_obs = max(0.0, float(obs.duration_s) - float(obs.unobserved_s or 0.0))
+    pa = obs.pipe_active_s if obs.has_pipes else None
+
+    def ratio(p: str) -> np.ndarray | None:
+        if pa is None:
+            return None
+        return np.array([pa[p] / t_obs if t_obs > 0 else 0.0])
+
+    return ObservedWindows(
+        dt_s=np.array([t_obs]),
+        net_energy_j=np.array([max(0.0, float(obs.net_energy_j)) + extra_energy_j]),
+        sm_clock_mhz=np.array([_nan(obs.min_sm_clock_mhz)]),
+        max_sm_clock_mhz=np.array([_nan(obs.max_sm_clock_mhz)]),
+        tensor_active=ratio("tensor"),
+        fp64_active=ratio("fp64"),
+        fp32_active=ratio("fp32"),
+        fp16_active=ratio("fp16"),
+    )
+
+
+def sound_upper(
+    dev: DeviceBasis,
+    obs: Observables,
+    *,
+    idle_excess_w: float = 0.0,
+    use_pipes: bool = True,
+    assume_clock_mhz: float | None = None,
+) -> SoundUpper:
+    """The sound upper bound (module docstring). ``idle_excess_w``: how far the run's idle baseline sits above
+    the verifier's reference (its energy is given back to the run). ``assume_clock_mhz`` (for the "what would
+    tighten it" hints only): evaluate as if the lowest and highest clock had been observed at this value."""
+    w = obs.windows
+    if w is None or len(w) == 0:
+        w = run_windows(obs, idle_excess_w * max(0.0, float(obs.duration_s) - float(obs.unobserved_s or 0.0)))
+        e = w.net_energy_j
+    else:
+        e = np.maximum(w.net_energy_j, 0.0) + idle_excess_w * w.dt_s
+    dt = w.dt_s
+    fmax = dev.max_clock_mhz
+    n = dt.size
+    cmin = w.sm_clock_mhz if w.sm_clock_mhz is not None else np.full(n, np.nan)
+    cmax = w.max_sm_clock_mhz if w.max_sm_clock_mhz is not None else np.full(n, np.nan)
+    if assume_clock_mhz is not None:
+        cmin = np.where(np.isfinite(cmin), cmin, assume_clock_mhz)
+        cmax = np.where(np.isfinite(cmax), cmax, assume_clock_mhz)
+    if fmax:
+        clk = np.where(np.isfinite(cmax) & (cmax > 0), np.maximum(cmax, 0.0) / fmax, 1.0)
+        clk = np.maximum(clk, np.where(np.isfinite(cmin), cmin / fmax, 0.0))
+        lo = np.where(np.isfinite(cmin) & (cmin > 0), np.clip(cmin / fmax, V_MIN_RATIO, 1.0), V_MIN_RATIO)
+        allow = 1.0 / lo**2
+    else:
+        clk = np.ones(n)
+        allow = np.full(n, 1.0 / V_MIN_RATIO**2)
+    rate = dev.peak_fastest * dt * clk
+    energy = e * dev.eta_at_max_clock * allow
+    terms = [rate, energy]
+    pipe_total: float | None = None
+    if use_pipes and w.has_pipes:
+        acts = {p: w.pipe(p) for p in PIPES}
+        pipe = sum(np.clip(np.nan_to_num(acts[p], nan=np.inf), 0.0, np.inf) * dev.pipes.get(p) for p in PIPES)
+        pipe = np.where(np.isfinite(pipe), pipe * dt * clk, np.inf)  # NaN activity: that window unobserved
+        terms.append(pipe)
+        pipe_total = float(np.sum(pipe))
+    stack = np.vstack(terms)
+    idx = np.argmin(stack, axis=0)
+    per_window = stack[idx, np.arange(n)]
+    unobs = float(obs.unobserved_s or 0.0) * dev.peak_fastest
+    total = float(np.sum(per_window)) + unobs
+    names = ("rate", "energy", "pipes")
+    decided = {names[i]: int(np.sum(idx == i)) for i in range(stack.shape[0]) if np.any(idx == i)}
+    main = max(decided, key=lambda k: decided[k]) if decided else "rate"
+    how = {
+        "rate": f"peak rate of the fastest format ({dev.fastest_format}, {dev.peak_fastest / 1e12:.4g} TFLOP/s, "
+        "datasheet) × time" + (" × observed clock ratio" if np.isfinite(cmax).any() else ""),
+        "energy": f"net energy × η_max ({dev.eta_at_max_clock / 1e12:.4g} TFLOP/J at max clock, "
+        f"× DVFS allowance {'from the observed lowest clock' if np.isfinite(cmin).any() else '1/0.6² (clock not observed)'})",
+        "pipes": "pipe activity × each pipe's fastest format (tensor: "
+        f"{dev.pipes.tensor / 1e12:.4g} TFLOP/s, format-blind) × observed clock ratio",
+    }[main]
+    basis = (
+        how
+        if n <= 1
+        else f"Σ over {n} windows of min(rate, energy{', pipes' if pipe_total is not None else ''}); mostly {how}"
+    )
+    if unobs > 0:
+        basis += f"; + {float(obs.unobserved_s):.4g} s unobserved at peak rate"
+    return SoundUpper(
+        flops=total,
+        basis=f"sound: {basis} [{dev.key}]",
+        rate_flops=float(np.sum(rate)) + unobs,
+        energy_flops=float(np.sum(energy)) + unobs,
+        pipe_flops=None if pipe_total is None else pipe_total + unobs,
+        unobserved_flops=unobs,
+        windows=n,
+        terms=decided,
+    )
+
+
+def slowest_format_ratio(
+    peaks: Mapping[str, float], profile_dtype: str, obs: Observables
+) -> tuple[float, str]:
+    """peak(least efficient format not ruled out) / peak(the profile's format), ≤ 1, and which format."""
+    ref = peaks.get(profile_dtype)
+    if not ref:
+        return 1.0, profile_dtype
+    cands = dict(peaks)
+    if obs.has_pipes:
+        pa = obs.pipe_active_s or {}
+        scalar = pa.get("fp32", 0.0) + pa.get("fp16", 0.0) + pa.get("fp64", 0.0)
+        if pa.get("tensor", 0.0) > 0 and scalar <= SCALAR_SHARE_RULES_OUT * pa["tensor"]:
+            cands = {k: v for k, v in peaks.items() if k != "fp32"} or cands
+    fmt = min(cands, key=lambda k: cands[k])
+    return min(1.0, cands[fmt] / ref), fmt
+
+
+def clock_ratio_factor(
+    cal_max_clock_mhz: float | None, run_max_clock_mhz: float | None, fmax: float | None
+) -> float:
+    """(V(cal)/V(run))² ≥ max(0.6, cal/run)²: the efficiency an honest run loses at a higher clock than the
+    calibration's (1 when the calibration's clock is not recorded: the calibration is taken at the maximum)."""
+    if cal_max_clock_mhz is None:
+        return 1.0
+    f = run_max_clock_mhz if run_max_clock_mhz is not None else fmax
+    if f is None or f <= cal_max_clock_mhz:
+        return 1.0
+    return max(V_MIN_RATIO, cal_max_clock_mhz / f) ** 2
+
+
+__all__ = [
+    "NET_POWER_FLOOR_FRACTION",
+    "SESSION_LOG_SD",
+    "DeviceBasis",
+    "PipePeaks",
+    "SoundUpper",
+    "clock_ratio_factor",
+    "device_basis",
+    "dvfs_allowance",
+    "eta_max",
+    "slowest_format_ratio",
+    "sound_upper",
+    "verdict_peaks",
+]

@@ -1,0 +1,193 @@
+"""What ``flopwatch verdict`` reads from one or several nodes' ledgers: verified rows, placed in time by the
+witness's clock, with the devices of each node kept apart so that one job's rows on several nodes add up.
+
+* **Time from the witness** (issue 23 item 3). A witnessed head of size ``s`` logged at the witness's time ``w``
+  proves rows ``1..s`` existed at ``w``; the previous witnessed head proves rows after it did not exist before
+  its time. Every row's wall time (``end_wall``/``start_wall`` of a workload, ``wall`` of a checkpoint) is
+  clamped into that interval, so a node clock run fast after the job cannot push the job out of a rolling
+  window that ends at the verifier's clock. Rows after the newest witnessed head are bounded by the verifier's
+  own clock (``now``). Within an interval the node's clock is trusted as far as the node is.
+* **Clock jumps.** Rows keep the sensor's monotonic time (``t_s``, ``end_t_s``) beside wall time; within one
+  daemon session both advance together. A wall clock that moves more than :data:`JUMP_SLACK_S` (or 1 %) away
+  from the monotonic clock between two rows is a blocker: no "below" on that ledger.
+* **Several nodes.** Device ids become ``NODE/device`` (NODE: the ledger's file name, or its ledger id when
+  names collide), and the rows of all nodes are merged in time order, so ``--by all`` over a job's window sums
+  the job's rows across nodes before the one verdict rule judges them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from flopwatch.monitor.ledger_format import LedgerEntry, canonical_payload
+from flopwatch.monitor.witness import WitnessedHead
+
+#: A wall clock may drift from the monotonic one by this much between two rows before it counts as a jump
+#: (NTP slews at most 0.5 ms/s, so 1 % plus 30 s is far beyond any honest clock).
+JUMP_SLACK_S = 30.0
+JUMP_RATIO = 0.01
+
+
+@dataclass
+class NodeRows:
+    """One node's rows, ready for the window verdict."""
+
+    label: str
+    entries: list[LedgerEntry]
+    blockers: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+def clock_jumps(entries: Iterable[LedgerEntry]) -> list[str]:
+    """Blockers for a wall clock that jumped against the monotonic clock within a daemon session."""
+    out: list[str] = []
+    last: dict[str, tuple[int, float, float]] = {}  # session → (seq, t_s, wall)
+    for e in entries:
+        p = e.payload
+        if e.kind == "workload":
+            t, w = _num(p.get("end_t_s")), _num(p.get("end_wall"))
+        elif e.kind == "checkpoint":
+            t, w = _num(p.get("t_s")), _num(p.get("wall"))
+        else:
+            continue
+        sid = str(p.get("session_id") or "")
+        if t is None or w is None or not sid:
+            continue
+        if sid in last:
+            seq0, t0, w0 = last[sid]
+            dt, dw = t - t0, w - w0
+            if dt >= 0 and abs(dw - dt) > JUMP_SLACK_S + JUMP_RATIO * dt:
+                out.append(
+                    f"the node's wall clock moved {dw:+.0f} s while its monotonic clock moved {dt:+.0f} s "
+                    f"(rows {seq0} → {e.seq}): a clock jump; its rows' times cannot place a window"
+                )
+                break
+        last[sid] = (e.seq, t, w)
+    return out
+
+
+def _with_payload(e: LedgerEntry, p: dict[str, Any]) -> LedgerEntry:
+    return LedgerEntry(e.seq, e.kind, e.prev_hash, canonical_payload(p), e.hash, e.signature)
+
+
+def _clamp(x: float | None, lo: float, hi: float) -> float | None:
+    return None if x is None else min(max(x, lo), hi)
+
+
+def place_by_witness(
+    entries: Sequence[LedgerEntry], heads: Sequence[WitnessedHead], now: float
+) -> tuple[list[LedgerEntry], list[str]]:
+    """Clamp each row's wall times into the interval its witnessed heads allow (module docstring)."""
+    hs = sorted(((h.head.size, h.witnessed_at) for h in heads), key=lambda x: x[0])
+    # a head seen later must not claim an earlier time than one seen before it: keep the witness monotone
+    sizes: list[int] = []
+    times: list[float] = []
+    for s, w in hs:
+        if sizes and s == sizes[-1]:
+            times[-1] = min(times[-1], w)  # the earliest sighting of that size bounds its rows best
+            continue
+        sizes.append(s)
+        times.append(w)
+    for i in range(len(times) - 2, -1, -1):
+        times[i] = min(times[i], times[i + 1])
+    out: list[LedgerEntry] = []
+    moved = 0
+    for pos, e in enumerate(entries, start=1):
+        k = bisect.bisect_left(sizes, pos)  # the first head covering this row
+        hi = times[k] if k < len(sizes) else now
+        lo = times[k - 1] if k > 0 else -math.inf
+        p = e.payload
+        if e.kind == "workload":
+            end, start = _num(p.get("end_wall")), _num(p.get("start_wall"))
+            dur = _num(p.get("duration_s"))
+            if dur is None and end is not None and start is not None:
+                dur = max(0.0, end - start)
+            new_end = _clamp(end, lo, hi)
+            new_start = _clamp(start, lo - (dur or 0.0), hi - (dur or 0.0))
+            if (new_end, new_start) != (end, start):
+                moved += 1
+                p = {**p, "end_wall": new_end, "start_wall": new_start, "node_wall": [start, end]}
+                e = _with_payload(e, p)
+        elif e.kind == "checkpoint":
+            w = _num(p.get("wall"))
+            nw = _clamp(w, lo, hi)
+            if nw != w:
+                moved += 1
+                e = _with_payload(e, {**p, "wall": nw, "node_wall": w})
+        out.append(e)
+    notes: list[str] = []
+    if moved:
+        notes.append(
+            f"{moved} row(s) placed by the witness's clock: the node's wall time was outside what its witnessed heads allow"
+        )
+    last = sizes[-1] if sizes else 0
+    if len(entries) > last:
+        notes.append(
+            f"rows {last + 1}..{len(entries)} are after the newest witnessed head; the verifier's clock bounds them"
+        )
+    return out, notes
+
+
+def namespace(entries: Iterable[LedgerEntry], label: str) -> list[LedgerEntry]:
+    """Device ids of one node prefixed with its label (``NODE/device``), in rows and checkpoints."""
+    out: list[LedgerEntry] = []
+    for e in entries:
+        p = e.payload
+        if e.kind == "workload" and p.get("device") is not None:
+            e = _with_payload(e, {**p, "device": f"{label}/{p['device']}", "node": label})
+        elif e.kind == "checkpoint" and isinstance(p.get("devices"), dict):
+            e = _with_payload(e, {**p, "devices": {f"{label}/{d}": v for d, v in p["devices"].items()}})
+        elif e.kind == "start" and isinstance(p.get("sensors"), list):
+            sens = [
+                {**s, "device": f"{label}/{s['device']}"} if isinstance(s, dict) and s.get("device") else s
+                for s in p["sensors"]
+            ]
+            e = _with_payload(e, {**p, "sensors": sens})
+        out.append(e)
+    return out
+
+
+def _time_of(e: LedgerEntry) -> float:
+    p = e.payload
+    w = (
+        _num(p.get("end_wall"))
+        if e.kind == "workload"
+        else _num(p.get("wall"))
+        if e.kind == "checkpoint"
+        else None
+    )
+    return -math.inf if w is None else w
+
+
+def merge_nodes(nodes: Sequence[NodeRows]) -> list[LedgerEntry]:
+    """All nodes' rows in one stream, in time order (each node's own order kept)."""
+    if len(nodes) == 1:
+        return list(nodes[0].entries)
+
+    def keyed(n: NodeRows) -> Iterable[tuple[float, int, LedgerEntry]]:
+        t = -math.inf
+        for i, e in enumerate(n.entries):
+            t = max(t, _time_of(e))  # rows without a time (start, stop) travel with the row before them
+            yield t, i, e
+
+    return [e for _, _, e in heapq.merge(*(keyed(n) for n in nodes), key=lambda x: (x[0], x[1]))]
+
+
+def context_of(entries: Iterable[LedgerEntry]) -> dict[str, Any] | None:
+    """The operator's context of the newest daemon session (the ``context`` of its start row), if any."""
+    ctx = None
+    for e in entries:
+        if e.kind == "start" and isinstance(e.payload.get("context"), dict):
+            ctx = e.payload["context"]
+    return ctx
