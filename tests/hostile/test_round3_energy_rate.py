@@ -87,6 +87,7 @@ def test_energy_does_not_depend_on_rate(key: str, rate_hz: float) -> None:
     te = np.diff(acc.true_energy_j(np.array([row.start_t_s, row.end_t_s])))[0]
     true_net = float(te) - idle * (row.end_t_s - row.start_t_s)
     assert true_net > 20.0  # a real workload, not noise
+    assert not any("physically impossible" in w for w in row.warnings), row.warnings  # no false alarm
     tol = 0.08 if sampled else 0.01
     assert row.net_energy_j == pytest.approx(true_net, abs=tol * float(te))
 

@@ -408,6 +408,8 @@ def detect_cmd(
     c.print()
     if det.skipped_devices:
         c.print(f"not segmented (no utilisation series): {', '.join(det.skipped_devices)}", style="yellow")
+    for w in det.warnings:  # physically impossible telemetry on a device (blocks "below" downstream)
+        c.print(f"warning: {w}", style="yellow")
     if not det.segments:
         return
     multi = len({s.device for s in det.segments}) > 1
@@ -442,6 +444,10 @@ def detect_cmd(
             "—" if s.tb_moved is None else f"{s.tb_moved:.4f}",
         )
     c.print(t)
+    for i, s in enumerate(det.segments):
+        for w in s.warnings:
+            if w not in det.warnings:
+                c.print(f"warning: workload {i}: {w}", style="yellow")
 
 
 def register(app: typer.Typer) -> None:

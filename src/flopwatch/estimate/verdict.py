@@ -546,7 +546,11 @@ def assess_record(
     confidence: float | None = None,
     extra_warnings: Sequence[str] = (),
 ) -> Assessment:
-    """:func:`assess` on a record's observables (the device defaults to the record's device name)."""
+    """:func:`assess` on a record's observables (the device defaults to the record's device name). The
+    physically impossible telemetry the join found on the record (``telemetry_warnings``) is a violated
+    assumption like ``extra_warnings``."""
+    from flopwatch.records import telemetry_warnings
+
     dev = (
         device if device is not None else (record.raw.get("device_name") or record.raw.get("device") or None)
     )
@@ -559,7 +563,7 @@ def assess_record(
         threshold_flops=threshold_flops,
         confidence=confidence,
         label=record.label,
-        extra_warnings=extra_warnings,
+        extra_warnings=(*extra_warnings, *telemetry_warnings(record)),
     )
 
 

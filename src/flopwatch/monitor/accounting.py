@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
 from flopwatch.sensor_timing import ENERGY_COUNTER_MAX_UPDATE_S
+from flopwatch.telemetry.consistency import ConsistencyCheck
 from flopwatch.telemetry.plausibility import check_power_rate, check_reading
 from flopwatch.telemetry.schema import Gap, Reading
 from flopwatch.text import literal
@@ -146,6 +147,7 @@ class OpenWorkload:
     polls: int = 0
     first_implausible: str | None = None
     running: WorkloadRow | None = None
+    consistency: ConsistencyCheck | None = None  # cross-channel checks over the workload's readings
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,8 @@ class DeviceAccount:
         self.last: Reading | None = None
         self.last_good_t: float | None = None
         self._ctr_base_t: float | None = None  # reading time just before the energy counter last changed
+        # Power without utilisation hides outside workloads: checked over the whole session.
+        self._consistency = ConsistencyCheck(self.idle_power_w)
         self.next_poll: float | None = None
         self.open: OpenWorkload | None = None
         # Session-local cumulative values (independent of restored totals) for interpolation.
@@ -254,6 +258,10 @@ class DeviceAccount:
             return
         tot = self.totals
         prev = self.last
+        if prev is None or r.t_s > prev.t_s:
+            self._consistency.feed(r.t_s, r.power_w, r.util, r.energy_j)
+            if self.open is not None and self.open.consistency is not None:
+                self.open.consistency.feed(r.t_s, r.power_w, r.util, r.energy_j)
         if prev is not None and r.t_s > prev.t_s:
             dt = r.t_s - prev.t_s
             de = self._counter_energy(prev, r)
@@ -554,6 +562,7 @@ class DeviceAccount:
             start_t_s=t_s,
             start_wall=base.wall,
             base=base,
+            consistency=ConsistencyCheck(self.idle_power_w),
         )
         self.metrics.active.labels(device=self.device).set(1)
         log.info("%s: workload started at t=%.1f", self.label, t_s)
@@ -572,6 +581,10 @@ class DeviceAccount:
         mean_clock = (end.clock_s - b.clock_s) / clock_dt if clock_dt > 0 else None
         mean_plim = (end.plim_s - b.plim_s) / plim_dt if plim_dt > 0 else None
         warnings: list[str] = [cut_warning(cut)] if cut is not None else []
+        # physically impossible telemetry: in the workload, or power without utilisation on the device
+        if w.consistency is not None:
+            warnings.extend(w.consistency.problems())
+        warnings.extend(x for x in self._consistency.problems() if x.startswith("power without utilisation"))
         if implausible:
             warnings.append(
                 f"{implausible} physically implausible sensor reading(s) excluded from the energy "
