@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from flopwatch.monitor.accounting import AccountPorts, AccountSettings, DeviceAccount, DeviceContext
-from flopwatch.monitor.exporter import MonitorMetrics
 from flopwatch.monitor.rows import Assessment
 from flopwatch.sim.accelerator import SIM_PARAMS
 from flopwatch.sim.sensor import from_spec
@@ -46,12 +45,7 @@ def _sweep(key: str, rate_hz: float):
     acc = sensor.accelerator
     idle = acc.spec.idle_w
     rows = []
-    ports = AccountPorts(
-        assess=lambda m: Assessment(),
-        emit_row=rows.append,
-        checkpoint=lambda reason: None,
-        metrics=MonitorMetrics(),
-    )
+    ports = AccountPorts(assess=lambda m: Assessment(), emit_row=rows.append, checkpoint=lambda reason: None)
     account = DeviceAccount(
         DeviceContext(device=acc.device_id, spec=acc.spec, simulated=True),
         AccountSettings(session_id="sweep", sample_hz=rate_hz, idle_power_w=idle),
@@ -106,12 +100,7 @@ def test_counter_glitch_still_refused() -> None:
 
     spec = get_device("a100")
     rows: list = []
-    ports = AccountPorts(
-        assess=lambda m: Assessment(),
-        emit_row=rows.append,
-        checkpoint=lambda reason: None,
-        metrics=MonitorMetrics(),
-    )
+    ports = AccountPorts(assess=lambda m: Assessment(), emit_row=rows.append, checkpoint=lambda reason: None)
     a = DeviceAccount(
         DeviceContext(device="gpu0", spec=spec),
         AccountSettings(session_id="g", sample_hz=10.0, idle_power_w=60.0),

@@ -118,19 +118,13 @@ def test_join_puts_the_warning_on_the_record_and_estimate_is_never_below(
 
 def test_the_monitor_flags_a_sensor_that_reads_idle_under_load(tmp_path: Path) -> None:
     from flopwatch.monitor.accounting import AccountPorts, AccountSettings, DeviceAccount, DeviceContext
-    from flopwatch.monitor.exporter import MonitorMetrics
     from flopwatch.monitor.rows import Assessment
     from flopwatch.sim.sensor import from_spec
 
     def run(lying: bool) -> Any:
         s = from_spec("a100", seed=1, schedule=[{"idle_s": 10}, _JOB, {"idle_s": 30}])[0]
         rows: list = []
-        ports = AccountPorts(
-            assess=lambda m: Assessment(),
-            emit_row=rows.append,
-            checkpoint=lambda r: None,
-            metrics=MonitorMetrics(),
-        )
+        ports = AccountPorts(assess=lambda m: Assessment(), emit_row=rows.append, checkpoint=lambda r: None)
         acc = DeviceAccount(
             DeviceContext(device="gpu0", spec=s.accelerator.spec),
             AccountSettings(session_id="x", sample_hz=2.0, idle_power_w=IDLE_A100_W),

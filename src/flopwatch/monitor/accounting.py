@@ -1,7 +1,7 @@
 """Per-device accounting: running totals, workload detection and the measurement of each workload.
 
 A :class:`DeviceAccount` is driven by readings and gaps of one device and talks to the rest of the daemon only
-through :class:`AccountPorts` (assess, emit a row, request a checkpoint, metrics): it holds no reference to
+through :class:`AccountPorts` (assess, emit a row, request a checkpoint): it holds no reference to
 the daemon. Each reading is
 
 * checked for physical plausibility (:func:`flopwatch.telemetry.plausibility.check_reading`): an impossible
@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from flopwatch.monitor.exporter import DeviceSample
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
 from flopwatch.sensor_timing import ENERGY_COUNTER_MAX_UPDATE_S
 from flopwatch.telemetry.consistency import ConsistencyCheck
@@ -40,7 +41,6 @@ from flopwatch.units import counter_delta
 
 if TYPE_CHECKING:
     from flopwatch.devices import DeviceSpec
-    from flopwatch.monitor.exporter import MonitorMetrics
 
 log = logging.getLogger("flopwatch.monitor")
 
@@ -187,7 +187,6 @@ class AccountPorts:
     assess: Callable[[Measurement], Assessment]
     emit_row: Callable[[WorkloadRow], None]  # sign the row into the ledger (and keep it for the summary)
     checkpoint: Callable[[str], None]  # request a checkpoint row, with a reason
-    metrics: MonitorMetrics
 
 
 @dataclass
@@ -245,10 +244,9 @@ class DeviceAccount:
         self.session_implausible = 0
         self._idle = _IdleWindow()
         self.reported_outside_j = self.settled_outside_j()
-
-    @property
-    def metrics(self) -> MonitorMetrics:
-        return self.ports.metrics
+        self.status_counts: dict[
+            str, int
+        ] = {}  # rows closed this session, by status (the exporter's counter)
 
     # ------------------------------------------------------------------ readings
     def on_reading(self, r: Reading) -> None:
@@ -328,9 +326,6 @@ class DeviceAccount:
                 c.plim_s + (plim * dt if plim is not None else 0.0),
                 c.plim_dt + (dt if plim is not None else 0.0),
             )
-            self.metrics.inc(self.metrics.energy, de, device=self.device)
-            if busy:
-                self.metrics.inc(self.metrics.net_energy, dnet, device=self.device)
         else:
             c = self._cum
             self._cum = _Point(
@@ -354,10 +349,6 @@ class DeviceAccount:
         tot.t_s, tot.wall = r.t_s, r.wall_time
         self.last = r
         self.last_good_t = r.t_s
-        if r.power_w is not None:
-            self.metrics.power.labels(device=self.device).set(r.power_w)
-        if r.util is not None:
-            self.metrics.util.labels(device=self.device).set(r.util)
 
         if log.isEnabledFor(logging.DEBUG):  # -vv: what the daemon knows after each reading
             log.debug(
@@ -437,7 +428,6 @@ class DeviceAccount:
         tot = self.totals
         if tot.min_idle_power_w is None or p < tot.min_idle_power_w:
             tot.min_idle_power_w = p
-            self.metrics.min_idle_power.labels(device=self.device).set(p)
         if w.net_energy_j < 0 and self.idle_power_w - p > self._idle_tolerance_w():
             if tot.negative_net_energy_j == 0.0:
                 log.warning(
@@ -471,7 +461,6 @@ class DeviceAccount:
             self.totals.implausible_readings += 1
             if self.open is not None and self.open.first_implausible is None:
                 self.open.first_implausible = error
-        self.metrics.sensor_errors.labels(device=self.device).inc()
         if self.session_errors in (1, 10, 100) or self.session_errors % 1000 == 0:
             log.warning(
                 "%s: sensor error #%d at t=%.1f: %s", self.label, self.session_errors, t_s, literal(error)
@@ -498,7 +487,6 @@ class DeviceAccount:
             row = self._row(self.open, self._cum, status="open")
             self.open.running = row
             est = row.estimate_flops
-            self.metrics.workload_flops.labels(device=self.device).set(est if est is not None else 0.0)
             log.debug(
                 "%s: t=%.1f workload running %.1f s net %.1f J estimate %s",
                 self.label,
@@ -519,9 +507,7 @@ class DeviceAccount:
         # Only called while idle with no busy streak pending: outer-edge detection starts a workload at the last
         # idle poll at the earliest, so busy energy before this poll can no longer be claimed by a workload.
         f = self.settled_outside_j()
-        if f > self.reported_outside_j:
-            self.metrics.inc(self.metrics.outside_energy, f - self.reported_outside_j, device=self.device)
-            self.reported_outside_j = f
+        self.reported_outside_j = max(self.reported_outside_j, f)
 
     def _at(self, t: float) -> _Point:
         """Cumulative values at sensor time ``t`` (linear interpolation between readings)."""
@@ -564,7 +550,6 @@ class DeviceAccount:
             base=base,
             consistency=ConsistencyCheck(self.idle_power_w),
         )
-        self.metrics.active.labels(device=self.device).set(1)
         log.info("%s: workload started at t=%.1f", self.label, t_s)
         self.ports.checkpoint("workload start")
 
@@ -657,9 +642,7 @@ class DeviceAccount:
         self.totals.workload_net_energy_j += row.net_energy_j or 0.0
         self.totals.workload_s += row.duration_s or 0.0
         self.totals.workloads += 1
-        self.metrics.active.labels(device=self.device).set(0)
-        self.metrics.workload_flops.labels(device=self.device).set(0)
-        self.metrics.workloads.labels(device=self.device, status=status).inc()
+        self.status_counts[status] = self.status_counts.get(status, 0) + 1
         self.ports.emit_row(row)
         log.info(
             "%s: workload %s: %.1f s, net %.1f J, estimate %s FLOPs [%s, %s], verdict %s, coverage %s",
@@ -703,9 +686,26 @@ class DeviceAccount:
         if f is None or not math.isfinite(f):
             return
         # A counter never decreases: the total holds while the busy-time estimate dips (e.g. overhead-only time).
-        if f > t.estimated_flops:
-            self.metrics.inc(self.metrics.flops, f - t.estimated_flops, device=self.device)
-            t.estimated_flops = f
+        t.estimated_flops = max(t.estimated_flops, f)
+
+    def metric_sample(self) -> DeviceSample:
+        """The device's values for the exporter, read at scrape (the caller holds the daemon's lock)."""
+        t, last, w = self.totals, self.last, self.open
+        est = w.running.estimate_flops if w is not None and w.running is not None else None
+        return DeviceSample(
+            device=self.device,
+            energy_j=t.energy_j,
+            net_energy_j=t.busy_net_energy_j,
+            outside_net_energy_j=self.reported_outside_j,
+            estimated_flops=t.estimated_flops,
+            sensor_errors=t.sensor_errors,
+            power_w=last.power_w if last is not None else None,
+            util=last.util if last is not None else None,
+            min_idle_power_w=t.min_idle_power_w,
+            active=w is not None,
+            workload_flops=est if est is not None and math.isfinite(est) else 0.0,
+            workloads=dict(self.status_counts),
+        )
 
     def snapshot(self) -> dict[str, Any]:
         """Totals and the open workload's running row (status "open"), for a checkpoint."""
