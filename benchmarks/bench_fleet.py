@@ -1,22 +1,21 @@
-"""Fleet estimation throughput through a real Prometheus: GPU-hours processed per second and peak memory, and how
-both grow with the number of GPUs and with the hours of history.
+"""Fleet estimates on raw dcgm-exporter series: GPU-hours per Prometheus CPU-second and per flopwatch CPU-second,
+and flopwatch's peak memory as the fleet grows.
 
-Simulated fleets (``flopwatch.sim.dcgm``, every series labelled simulated) are written as OpenMetrics, backfilled
-with promtool into one TSDB (one fleet per day of timestamps), and served by one ``prometheus`` on 127.0.0.1.
-Each estimate runs in a fresh subprocess so its peak RSS is its own; Prometheus's CPU time is read from /proc.
+Two measurements (results: benchmarks/RESULTS.md, section "Fleet"):
 
-    python benchmarks/bench_fleet.py                      # GPUs 16,32,64,128 × 6 h and 32 GPUs × 6,12,24 h
-    python benchmarks/bench_fleet.py --gpus 1024 --hours-fixed 24 --sweep-hours '' --tsdb /tmp/t24  # the issue's size
-    python benchmarks/bench_fleet.py --gpus 1024 --hours-fixed 24 --sweep-hours '' --tsdb /tmp/t24 --rules \
-        --resolution both --slice-gpus 128,256,512 --slice-hours 6,12   # both paths, both resolutions, growth
-    python benchmarks/bench_fleet.py --gpus 1024 --hours-fixed 24 --sweep-hours '' --tsdb /tmp/t24 --rules \
-        --resolution span --repeat 10   # the spread of the headline row on this shared machine
-    git archive main src | tar -x -C /tmp/base   # then, paired before/after against the same server:
-    python benchmarks/bench_fleet.py --tsdb /tmp/t6 --baseline-src /tmp/base/src
+* ``prometheus``: a SIMULATED fleet (``flopwatch.sim.dcgm``, every series labelled simulated) is written as
+  OpenMetrics in slices of 128 GPUs, backfilled with promtool into one TSDB (kept under ``--tsdb`` for re-runs) and
+  served by one ``prometheus`` on 127.0.0.1 with its default ``--query.max-samples``. Each estimate runs in a fresh
+  subprocess (its own peak RSS); Prometheus's CPU time is read from /proc before and after. Sizes below the whole
+  fleet are slices of it (``--selector`` on the hosts). The bare per-pod energy query an auditor could type
+  (``sum by (pod) (increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[…]))``) is timed alongside for scale.
+* ``replicate``: flopwatch's own CPU time and peak RSS from 128 to 10,000 GPUs without a Prometheus. One simulated
+  node-day is read through Prometheus once; a replaying client then serves those verified window answers for any
+  number of copies of the node (new UUIDs, hosts and pods per copy), so the reader, fold and assessment run on the
+  full fleet's answers. Prometheus's own cost is not in these rows.
 
-The full 1024 GPUs × 24 h at 15 s is ≈ 83 M samples (≈ 26 GB of OpenMetrics); promtool backfills it in 20–30 min
-on this 2-core machine (31 min on 2026-12-01 with another job on the second core; ``--tsdb`` keeps it for re-runs,
-and ``--rules`` adds ≈ 1 min). Figures, what they mean and the limit: docs/fleet.md, "Scale".
+    python benchmarks/bench_fleet.py prometheus --gpus 1024 --hours 24 --tsdb /tmp/fleet1024 --slices 128,512
+    python benchmarks/bench_fleet.py replicate --gpus 128,1024,10000 --hours 24
 """
 
 from __future__ import annotations
@@ -31,50 +30,21 @@ import tempfile
 import time
 from pathlib import Path
 
-# Timing without tracemalloc (it slows allocation several-fold); memory as peak RSS over the baseline after
-# imports (what the estimate itself allocates: answers in flight, GPU-jobs of a chunk, the output groups).
+WALL0 = 1_700_000_000.0
+
 CHILD = r"""
 import json, resource, sys, time
-import numpy
 from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
-ANSWER_KEYS = json.loads(sys.argv[5])
-url, t0, t1, chunk = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-rules = sys.argv[6] if len(sys.argv) > 6 else "off"
-kw = {"resolution": sys.argv[7]} if len(sys.argv) > 7 else {}
-if len(sys.argv) > 8 and sys.argv[8]:
-    kw["matchers"] = sys.argv[8]
+url, t0, t1, sel = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 w0, c0 = time.perf_counter(), time.process_time()
-r = estimate_fleet(PrometheusClient(url), ReadPlan(t0, t1, gpus_per_chunk=chunk, rules=rules, **kw), by="pod")
-wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"wall_s": wall, "cpu_s": cpu, "gpu_hours": r.meta["gpu_hours"], "groups": len(r.groups),
-                  "queries": r.meta["queries"], "bytes": r.meta["bytes_received"], "rss_growth_mb": rss - rss0,
-                  "maxrss_mb": rss, "read_from": r.meta.get("read_from"), "start": r.meta["start"],
-                  "answers": {g["key"]: [g.get(k) for k in ANSWER_KEYS] for g in r.groups}}))
+r = estimate_fleet(PrometheusClient(url, timeout_s=600), ReadPlan(t0, t1, matchers=sel), by="pod")
+print(json.dumps({"wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0,
+                  "gpu_hours": r.meta["gpu_hours"], "groups": len(r.groups), "queries": r.meta["queries"],
+                  "max_samples_per_query": r.meta["max_samples_per_query"], "bytes": r.meta["bytes_received"],
+                  "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss0_mb": rss0,
+                  "fleet_energy_j": r.fleet["energy_j"]}))
 """
-#: Per-group fields compared between --baseline-src and this tree (the paired runs must agree).
-ANSWER_KEYS = ["energy_j", "estimate_flops", "lower_flops", "upper_flops", "pipe_estimate_flops", "gpu_hours"]
-
-
-def _max_rel_diff(
-    a: dict[str, list[float | None]], b: dict[str, list[float | None]], cols: tuple[int, ...] | None = None
-) -> float:
-    """Largest relative difference between two runs' per-group answers (inf when the groups differ); ``cols``:
-    only these columns of :data:`ANSWER_KEYS`."""
-    if a.keys() != b.keys():
-        return float("inf")
-    worst = 0.0
-    for k, xs in a.items():
-        for c, (x, y) in enumerate(zip(xs, b[k], strict=True)):
-            if cols is not None and c not in cols:
-                continue
-            if x is None or y is None:
-                if (x is None) != (y is None):
-                    return float("inf")
-                continue
-            worst = max(worst, abs(x - y) / max(abs(x), abs(y), 1e-300))
-    return worst
 
 
 def _cpu_s(pid: int) -> float:
@@ -82,394 +52,195 @@ def _cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _backfill_rules(tsdb: Path, spans: list[tuple[float, float]], want: str) -> bool:
-    """Backfill flopwatch's 1 h recording rules over ``spans`` with promtool through a Prometheus over ``tsdb``;
-    print its wall time and the Prometheus CPU time it took (what the rules cost at ingest, paid once here)."""
-    import shutil
+def build(tsdb: Path, gpus: int, hours: float, slice_gpus: int = 128) -> None:
+    """Simulate ``gpus`` GPUs × ``hours`` and backfill them into ``tsdb`` in slices (disk: one slice at a time)."""
+    from flopwatch.fleet.localprom import backfill
+    from flopwatch.sim.dcgm import SimulatedFleet, random_schedule
 
-    from flopwatch.fleet.localprom import LocalPrometheus, find_tool
-    from flopwatch.fleet.rules import rules_yaml
+    done = tsdb / "flopwatch-bench.json"
+    want = {"gpus": gpus, "hours": hours}
+    if done.exists() and json.loads(done.read_text()) == want:
+        return
+    fleet = SimulatedFleet(
+        gpus, hours, random_schedule(gpus, hours, seed=0), device="h100", seed=0, wall0=WALL0
+    )
+    with tempfile.TemporaryDirectory(dir=tsdb.parent) as d:
+        for a in range(0, gpus, slice_gpus):
+            t = time.perf_counter()
+            om = Path(d) / "slice.om"
+            fleet.write_openmetrics(om, gpus=range(a, min(gpus, a + slice_gpus)))
+            backfill(om, tsdb, timeout_s=7200)
+            om.unlink()
+            print(f"  GPUs {a}–{min(gpus, a + slice_gpus) - 1}: {time.perf_counter() - t:.0f} s", flush=True)
+    done.write_text(json.dumps(want))
+
+
+def run_prometheus(args: argparse.Namespace) -> list[dict]:
+    from flopwatch.fleet.localprom import LocalPrometheus
     from flopwatch.telemetry.prom_client import PrometheusClient
 
-    done = tsdb / "bench_rules_manifest.json"
-    have = json.loads(done.read_text()) if done.exists() else None
-    fleets = json.loads(want)
-    with LocalPrometheus(tsdb) as p:
-        text = rules_yaml(3600, PrometheusClient(p.url).version()[0])
-    # the rules (record → expression) are part of the manifest: records not there yet are backfilled; a record
-    # whose expression changed is deleted first (its old series would otherwise be summed with the new ones)
-    records = _records(text)
-    old: dict[str, str] = {}
-    if isinstance(have, dict) and have.get("fleets") == fleets:
-        old = have.get("records", {})
-        if isinstance(old, list):  # a manifest that kept names only
-            old = {n: "?" for n in old}
-    elif have is not None and have == fleets:  # manifest of a rules file before the job-level rules
-        old = {n: e for n, e in records.items() if n.startswith("flopwatch:")}
-    todo = {n for n, e in records.items() if old.get(n) != e}
-    if not todo:
-        print("# reusing the backfilled rule series")
-        return False
-    stale = sorted(n for n in todo if n in old)
-    if stale:
-        _delete_series(tsdb, stale)
-    keep = _rules_subset(text, todo)
-    with tempfile.TemporaryDirectory(prefix="bench_rules_") as d, LocalPrometheus(tsdb) as p:
+    tsdb = Path(args.tsdb)
+    tsdb.mkdir(parents=True, exist_ok=True)
+    build(tsdb, args.gpus, args.hours)
+    t1 = WALL0 + args.hours * 3600
+    rows = []
+    with LocalPrometheus(tsdb, ready_timeout_s=600) as p:
         assert p.proc is not None
-        # promtool evaluates a group at an offset hashed from its name and file path: one path for every backfill
-        # into this TSDB keeps all the records on one window grid, as one rules file on a live server does
-        rules = tsdb / "flopwatch-rules.yml"
-        rules.write_text(keep)
-        out = Path(d) / "blocks"
-        w, pc0 = time.perf_counter(), _cpu_s(p.proc.pid)
-        for t0, t1 in spans:
-            subprocess.run(
-                [
-                    str(find_tool("promtool")),
-                    "tsdb",
-                    "create-blocks-from",
-                    "rules",
-                    f"--start={int(t0)}",  # from an hour before the data, promtool 2.42 wrote no blocks here (2026-12-01)
-                    f"--end={int(t1 + 3600)}",
-                    f"--url={p.url}",
-                    f"--output-dir={out}",
-                    "--quiet",
-                    str(rules),
-                ],
-                check=True,
-                capture_output=True,
-                timeout=3600,
+        for n in [int(x) for x in args.slices.split(",") if x] + [args.gpus]:
+            nodes = -(-n // 8)
+            sel = (
+                ""
+                if n == args.gpus
+                else 'Hostname=~"' + "|".join(f"node-{i:04d}" for i in range(nodes)) + '"'
             )
-        wall, pcpu = time.perf_counter() - w, _cpu_s(p.proc.pid) - pc0
-        p.stop()  # before its blocks change
-        blocks = [b for b in out.iterdir() if b.is_dir()]
-        for b in blocks:
-            shutil.move(str(b), tsdb / b.name)
-        n = len(blocks)
-    done.write_text(json.dumps({"fleets": fleets, "records": records}))
-    print(
-        f"# rule backfill (promtool create-blocks-from rules, 1 h group, {len(todo)} records): {wall:.1f} s "
-        f"wall, {pcpu:.1f} Prometheus CPU-s, {n} blocks — what evaluating them over this history costs Prometheus"
-    )
-    return True
+            for _ in range(args.repeat):
+                c0 = _cpu_s(p.proc.pid)
+                out = subprocess.run([sys.executable, "-c", CHILD, p.url, str(WALL0), str(t1), sel],
+                                     capture_output=True, text=True, check=True, env=os.environ)  # fmt: skip
+                r = json.loads(out.stdout) | {
+                    "gpus": n,
+                    "hours": args.hours,
+                    "prom_cpu_s": _cpu_s(p.proc.pid) - c0,
+                }
+                # the bare query for scale: per-pod energy over the range, one instant query
+                c0, w0 = _cpu_s(p.proc.pid), time.perf_counter()
+                m = f"{{{sel}}}" if sel else ""
+                PrometheusClient(p.url, timeout_s=600).query(
+                    f"sum by (pod) (increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{m}[{int(args.hours * 3600)}s]))",
+                    t1,
+                )
+                r |= {"bare_wall_s": time.perf_counter() - w0, "bare_prom_cpu_s": _cpu_s(p.proc.pid) - c0}
+                rows.append(r)
+                _print(r)
+    return rows
 
 
-def _compacted(tsdb: Path, limit_s: float = 900.0) -> None:
-    """Wait (Prometheus running over ``tsdb``) until it has merged freshly added blocks: their count has not
-    fallen for 40 s. A long-running server does this within minutes; measuring hundreds of small blocks would
-    measure the backfill, not the reader."""
-    n = lambda: sum(1 for b in tsdb.iterdir() if (b / "meta.json").exists())  # noqa: E731
-    t0, last, since = time.monotonic(), n(), time.monotonic()
-    merged = last < 20
-    # Prometheus 2.42 starts compacting about a minute after start: wait for the first merge, then for quiet
-    while time.monotonic() - t0 < limit_s and not (
-        time.monotonic() - since >= 40 and (merged or time.monotonic() - t0 > 240)
-    ):
-        time.sleep(5)
-        k = n()
-        if k < last:
-            last, since, merged = k, time.monotonic(), True
-    print(f"# compaction: {last} blocks after {time.monotonic() - t0:.0f} s")
+class ReplayClient:
+    """Serves one node's verified window answers for any number of copies of it (``GPU-…-cCCCC`` UUIDs)."""
+
+    display_url = "replay://simulated-node"
+    bytes_received = 0
+
+    def __init__(
+        self, answers: dict[str, dict], uuids: list[str], copies: int, version: tuple[int, int]
+    ) -> None:
+        self.answers, self.uuids, self.copies, self._version = answers, uuids, copies, version
+
+    def version(self) -> tuple[int, int]:
+        return self._version
+
+    def label_values(self, label: str, match: str, start: float, end: float) -> list[str]:
+        if label == "__name__":
+            from flopwatch.telemetry import dcgm_metrics as M
+
+            return [m.name for m in M.TABLE] if "DCGM" in match else []
+        if label == "UUID":
+            return [f"{u}-c{c:05d}" for c in range(self.copies) for u in self.uuids]
+        return []
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list:
+        from flopwatch.telemetry.prom_client import Series
+
+        m = re.search(r'UUID=~"([^"]*)"', expr)
+        key = re.sub(r'UUID=~"[^"]*"', "UUID", expr)
+        want = m.group(1).replace("\\\\-", "-").split("|") if m else []
+        out = []
+        for w in want:
+            base, c = w.rsplit("-c", 1)
+            for s in self.answers.get(key, {}).get(base, ()):
+                ok = (s.t >= start - 1e-6) & (s.t <= end + 1e-6)
+                lab = dict(s.labels) | {"UUID": w, "Hostname": f"{s.labels.get('Hostname')}-c{c}"}
+                if lab.get("pod"):
+                    lab["pod"] = f"{lab['pod']}-c{c}"
+                out.append(Series(lab, s.t[ok], s.v[ok]))
+        return out
 
 
-def _records(text: str) -> dict[str, str]:
-    """record → expression of a rules file."""
-    import yaml
-
-    return {r["record"]: r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"]}
-
-
-def _delete_series(tsdb: Path, names: list[str]) -> None:
-    """Delete these series names from ``tsdb`` (TSDB admin API) and rewrite the blocks without them."""
-    import urllib.parse
-    import urllib.request
+def run_replicate(args: argparse.Namespace) -> list[dict]:
+    import resource
 
     from flopwatch.fleet.localprom import LocalPrometheus
+    from flopwatch.fleet.plan import ReadPlan
+    from flopwatch.telemetry.prom_client import PrometheusClient
 
-    with LocalPrometheus(tsdb, admin=True) as p:
-        match = urllib.parse.urlencode({"match[]": '{__name__=~"' + "|".join(map(re.escape, names)) + '"}'})
-        for path in (f"/api/v1/admin/tsdb/delete_series?{match}", "/api/v1/admin/tsdb/clean_tombstones"):
-            urllib.request.urlopen(urllib.request.Request(p.url + path, method="POST"), timeout=3600).close()
-    print(f"# deleted {len(names)} rule series whose expression changed")
+    tsdb = Path(tempfile.mkdtemp(prefix="fleet-node-"))
+    build(tsdb, 8, args.hours)
+    t1 = WALL0 + args.hours * 3600
+    plan = ReadPlan(WALL0, t1)
+    with LocalPrometheus(tsdb) as p:
+        client = PrometheusClient(p.url)
+        uuids = client.label_values("UUID", "DCGM_FI_DEV_POWER_USAGE", WALL0, t1)
+        version = client.version()
+        from flopwatch.fleet.plan import chunking
+        from flopwatch.fleet.reader import FleetReader, discover
 
-
-def _rules_subset(text: str, records: set[str]) -> str:
-    """The rules file ``text`` keeping only the rules that record ``records`` (same group: same name, interval)."""
-    import yaml
-
-    doc = yaml.safe_load(text)
-    for g in doc["groups"]:
-        g["rules"] = [r for r in g["rules"] if r["record"] in records]
-    return yaml.safe_dump(doc, sort_keys=False, width=1000)
-
-
-def _print_row(tag: str, res: str, g: int, h: float, r: dict, note: str) -> None:
-    print(
-        f"{tag:4s}  {res:6s}  {g:4d}  {h:5.1f}  {r['gpu_hours']:6.1f}  {r['wall_s']:6.2f}  "
-        f"{r['cpu_s']:5.2f}  {r['prom_cpu_s']:10.2f}  {r['gpu_hours'] / r['wall_s']:11.0f}  "
-        f"{r['rss_growth_mb']:13.1f}  {r['maxrss_mb']:9.0f}  {r['queries']:7d}  "
-        f"{r['bytes'] / 1e6:7.2f}  {r['load1']:5.2f}  {r['utc']}" + note
-    )
-
-
-def _summary(rows: list[dict], what: str) -> None:
-    """Largest run's rate (and its spread over ``--repeat``) and the marginal rates (least squares over the runs)
-    of one (source, resolution)."""
-    import numpy as np
-
-    big_gh = max(r["gpu_hours"] for r in rows)
-    reps = [r["gpu_hours"] / r["wall_s"] for r in rows if r["gpu_hours"] == big_gh]
-    if len(reps) > 1:
-        print(
-            f"# {what}: largest run over {len(reps)} repeats: {min(reps):.0f} / {float(np.median(reps)):.0f} / "
-            f"{max(reps):.0f} GPU-h/s (min / median / max), ≥ 10 000 in {sum(x >= 10_000 for x in reps)}"
+        found = discover(client, plan)
+        reader = FleetReader(client, plan, found, chunking(plan, 8))
+        m = f'UUID=~"{"|".join(uuids)}"'
+        answers: dict[str, dict[str, list]] = {}
+        for (_key, _fn), expr in reader.queries(m).items():
+            per: dict[str, list] = {}
+            for s in client.query_range(expr, WALL0 + plan.window_s, t1, plan.window_s):
+                per.setdefault(s.labels["UUID"], []).append(s)
+            answers[re.sub(r'UUID=~"[^"]*"', "UUID", expr)] = per
+    rows = []
+    for n in [int(x) for x in args.gpus.split(",")]:
+        code = (
+            "import json,pickle,resource,sys,time\n"
+            "sys.path.insert(0, 'benchmarks')\n"
+            "from bench_fleet import ReplayClient\n"
+            "from flopwatch.fleet import ReadPlan, estimate_fleet\n"
+            "a, u, n, t0, t1, v = pickle.load(sys.stdin.buffer)\n"
+            "rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
+            "w0, c0 = time.perf_counter(), time.process_time()\n"
+            "r = estimate_fleet(ReplayClient(a, u, n // 8, v), ReadPlan(t0, t1), by='pod')\n"
+            "print(json.dumps({'wall_s': time.perf_counter() - w0, 'cpu_s': time.process_time() - c0,\n"
+            "  'gpu_hours': r.meta['gpu_hours'], 'groups': len(r.groups), 'queries': r.meta['queries'],\n"
+            "  'maxrss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 'rss0_mb': rss0}))\n"
         )
-    rows = [r for r in rows if r.get("rep", 0) == 0]
-    gh = np.array([r["gpu_hours"] for r in rows])
+        import pickle
 
-    def per_gpu_h(key: str) -> float:
-        """Least-squares slope of ``key`` on GPU-hours: the marginal cost, fixed costs removed."""
-        y = np.array([r[key] for r in rows])
-        slope = float(np.polyfit(gh, y, 1)[0]) if len(rows) > 1 else float("nan")
-        return 1.0 / slope if slope > 0 else float("inf")
+        out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps((answers, uuids, n, WALL0, t1, version)),
+                             capture_output=True, check=True, env=os.environ)  # fmt: skip
+        r = json.loads(out.stdout) | {"gpus": n, "hours": args.hours, "prom_cpu_s": None}
+        rows.append(r)
+        _print(r)
+    _ = resource
+    return rows
 
-    big = max(rows, key=lambda r: r["gpu_hours"])
-    fixed = min(r["cpu_s"] for r in rows)
-    print(
-        f"# {what}: largest run {big['gpu_hours']:.0f} GPU-h at {big['gpu_hours'] / big['wall_s']:.0f} GPU-h/s end "
-        f"to end (imports excluded; discovery, the rule checks and the built-in power model's lines included: "
-        f"≥ {fixed:.1f} CPU-s per run)"
+
+def _print(r: dict) -> None:
+    gh = r["gpu_hours"]
+    line = (
+        f"{r['gpus']:>6} GPUs × {r['hours']:g} h: {gh:9.0f} GPU-h, wall {r['wall_s']:7.2f} s, flopwatch CPU "
+        f"{r['cpu_s']:6.2f} s → {gh / r['cpu_s']:9.0f} GPU-h/CPU-s, peak RSS {r['maxrss_mb']:6.0f} MB"
     )
-    if len(rows) < 2:
-        return
-    w, c, pc = per_gpu_h("wall_s"), per_gpu_h("cpu_s"), per_gpu_h("prom_cpu_s")
-    print(
-        f"# {what}: marginal {w:.0f} GPU-h per wall-second, {c:.0f} GPU-h per flopwatch CPU-second, {pc:.0f} GPU-h "
-        "per Prometheus CPU-second (least squares over the runs)"
-    )
+    if r.get("prom_cpu_s"):
+        line += (
+            f", Prometheus CPU {r['prom_cpu_s']:6.2f} s → {gh / r['prom_cpu_s']:7.0f} GPU-h/CPU-s; bare per-pod "
+            f"query {r['bare_wall_s']:.2f} s wall, {r['bare_prom_cpu_s']:.2f} CPU-s"
+        )
+    print(line, flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpus", default="16,32,64,128", help="fleet sizes at --hours-fixed")
-    ap.add_argument("--hours-fixed", type=float, default=6.0)
-    ap.add_argument("--sweep-hours", default="6,12,24", help="history lengths at --gpus-fixed ('' to skip)")
-    ap.add_argument("--gpus-fixed", type=int, default=32)
-    ap.add_argument("--chunk", type=int, default=32, help="GPUs per query chunk")
-    ap.add_argument("--device", default="h100")
-    ap.add_argument("--tsdb", default=None, help="keep the backfilled TSDB here and reuse it when it matches")
-    ap.add_argument(
-        "--baseline-src",
-        default=None,
-        help="a second source tree (e.g. `git archive main src | tar -x -C /tmp/base`, then /tmp/base/src): each "
-        "size runs with it and with this tree alternately against the same Prometheus (paired before/after)",
-    )
-    ap.add_argument(
-        "--settle",
-        type=float,
-        default=0.0,
-        help="seconds to let Prometheus compact the blocks before measuring (a long-running server merges "
-        "promtool's 2 h blocks within minutes); 0 (default): wait until it has merged the blocks this run added "
-        "or more than 20 blocks; -1: measure them as backfilled",
-    )
-    ap.add_argument(
-        "--rules",
-        action="store_true",
-        help="also backfill flopwatch's recording rules (promtool tsdb create-blocks-from rules, evaluated by the "
-        "served Prometheus: the ingest-time cost is printed) and measure the rules path (--rules require) beside "
-        "the raw path over the same span (the rule grid), comparing their answers",
-    )
-    ap.add_argument(
-        "--resolution",
-        choices=("window", "span", "both"),
-        default="window",
-        help="fleet estimate resolution (flopwatch.fleet.span); both: each run at window then at span resolution, "
-        "with span's largest relative difference from window's answers",
-    )
-    ap.add_argument(
-        "--slice-gpus",
-        default="",
-        help="also measure the first N GPUs of the largest fleet (comma-separated; whole nodes, by Hostname)",
-    )
-    ap.add_argument("--slice-hours", default="", help="also measure the first H hours of the largest fleet")
-    ap.add_argument(
-        "--warm",
-        type=int,
-        default=1,
-        help="untimed runs of each measurement first (default 1: a freshly started Prometheus answers its first "
-        "queries up to 2 × slower, and a long-running one is warm; 0: measure first touch)",
-    )
-    ap.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        help="timed runs of each measurement (each printed; the summary gives min / median / max of the largest "
-        "run's GPU-h/s): this shared machine's speed drifts by up to 1.75 × within the hour",
-    )
+    sub = ap.add_subparsers(dest="mode", required=True)
+    pp = sub.add_parser("prometheus")
+    pp.add_argument("--gpus", type=int, default=1024)
+    pp.add_argument("--hours", type=float, default=24.0)
+    pp.add_argument("--tsdb", required=True, help="keep the backfilled TSDB here (reused when it matches)")
+    pp.add_argument("--slices", default="128,512", help="smaller fleets read as host slices of the whole")
+    pp.add_argument("--repeat", type=int, default=1)
+    rp = sub.add_parser("replicate")
+    rp.add_argument("--gpus", default="128,1024,10000")
+    rp.add_argument("--hours", type=float, default=24.0)
+    for p in (pp, rp):
+        p.add_argument("--json", default=None, help="also write the rows here")
     args = ap.parse_args()
-
-    from flopwatch.fleet.localprom import LocalPrometheus, backfill
-    from flopwatch.sim.dcgm import SimulatedFleet, random_schedule
-
-    fleets = [(int(g), args.hours_fixed) for g in args.gpus.split(",") if g]
-    if args.sweep_hours:
-        fleets.append((args.gpus_fixed, max(float(h) for h in args.sweep_hours.split(","))))
-    load = os.getloadavg()
-    print(
-        f"# machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (shared)"
-    )
-    with tempfile.TemporaryDirectory(prefix="bench_fleet_") as d:
-        tsdb = Path(args.tsdb) if args.tsdb else Path(d) / "tsdb"
-        manifest = tsdb / "bench_manifest.json"
-        want = json.dumps([list(f) for f in fleets] + [args.device])
-        reuse = manifest.exists() and manifest.read_text() == want
-        walls = {}
-        for i, (g, h) in enumerate(fleets):
-            wall0 = 1.7e9 + i * 2 * 86400
-            walls[(g, h)] = wall0
-            if reuse:
-                continue
-            om = Path(d) / f"f{i}.om"
-            fleet = SimulatedFleet(
-                g, h, random_schedule(g, h, seed=i), device=args.device, wall0=wall0, seed=i
-            )
-            w1 = w2 = 0.0
-            size = 0
-            for g0 in range(0, g, 128):  # ≤ 128 GPUs per file: promtool holds a file's samples in memory
-                w = time.perf_counter()
-                fleet.write_openmetrics(om, gpus=range(g0, min(g, g0 + 128)))
-                w1 += time.perf_counter() - w
-                size += om.stat().st_size
-                w = time.perf_counter()
-                backfill(om, tsdb, timeout_s=3600)
-                w2 += time.perf_counter() - w
-            print(
-                f"# fleet {g} GPUs × {h:g} h: {size / 1e6:.0f} MB OpenMetrics written in {w1:.1f} s, "
-                f"backfilled in {w2:.1f} s"
-            )
-            om.unlink()
-        if not reuse:
-            manifest.write_text(want)
-            (tsdb / "bench_rules_manifest.json").unlink(missing_ok=True)  # rules of other data
-        else:
-            print(f"# reusing the backfilled TSDB in {tsdb}")
-        fresh = not reuse
-        if args.rules:
-            fresh |= _backfill_rules(tsdb, [(w, w + h * 3600) for (g, h), w in walls.items()], want)
-        runs = [
-            (g, args.hours_fixed, walls[(g, args.hours_fixed)])
-            for g, _ in fleets
-            if (g, args.hours_fixed) in walls
-        ]
-        runs = list(dict.fromkeys(runs))
-        if args.sweep_hours:
-            w0 = walls[(args.gpus_fixed, max(float(h) for h in args.sweep_hours.split(",")))]
-            runs += [(args.gpus_fixed, float(h), w0) for h in args.sweep_hours.split(",")]
-        # slices of the largest fleet on the same server: its first G GPUs (whole nodes, by Hostname) and its
-        # first H hours, so that growth with GPUs and with hours is measured without backfilling more fleets
-        big_g, big_h = max(fleets)
-        runs4 = [(g, h, w0, "") for g, h, w0 in runs]
-        for g in (int(x) for x in args.slice_gpus.split(",") if x):
-            nodes = "|".join(f"node-{n:04d}" for n in range(max(1, g // 8)))
-            runs4.append((g, big_h, walls[(big_g, big_h)], f'Hostname=~"{nodes}"'))
-        for h in (float(x) for x in args.slice_hours.split(",") if x):
-            runs4.append((big_g, h, walls[(big_g, big_h)], ""))
-        srcs = [("this", str(Path(__file__).resolve().parents[1] / "src"))]
-        if args.rules:  # rules first: its start (on the rule grid) is the span the raw run reads too
-            srcs = [("rule", srcs[0][1]), ("raw", srcs[0][1])]
-        elif args.baseline_src:
-            srcs.insert(0, ("base", str(Path(args.baseline_src).resolve())))
-        print(
-            "src   res     gpus  hours  gpu_h   wall_s  cpu_s  prom_cpu_s  gpu_h_per_s  rss_growth_MB  maxrss_MB  queries  "
-            "MB_recv  load1  UTC"
-        )
-        rows = []
-        base_answers: dict[str, list[float | None]] = {}
-        with LocalPrometheus(tsdb) as p:
-            assert p.proc is not None
-            if args.settle > 0:
-                time.sleep(args.settle)
-            elif args.settle == 0 and (
-                fresh or sum(1 for b in tsdb.iterdir() if (b / "meta.json").exists()) > 20
-            ):
-                _compacted(
-                    tsdb
-                )  # blocks added (in this run or an interrupted one): let the server merge them first
-            blocks = sum(1 for b in tsdb.iterdir() if (b / "meta.json").exists())
-            print(f"# Prometheus serves {blocks} blocks")
-            resolutions = ["window", "span"] if args.resolution == "both" else [args.resolution]
-            for g, h, w0, sel in runs4:
-                t_start = w0
-                for tag, src in srcs:
-                    win_answers: dict[str, list[float | None]] = {}
-                    for res in resolutions:
-                        argv = [
-                            sys.executable,
-                            "-c",
-                            CHILD,
-                            p.url,
-                            str(t_start),
-                            str(w0 + h * 3600),
-                            str(args.chunk),
-                            json.dumps(ANSWER_KEYS),
-                            {"rule": "require", "raw": "off"}.get(tag, "off"),
-                            res,
-                            sel,
-                        ]
-                        env = {**os.environ, "PYTHONPATH": src}
-                        for _ in range(args.warm):  # untimed: a long-running server has the data warm
-                            subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
-                        for rep in range(max(1, args.repeat)):
-                            pc0 = _cpu_s(p.proc.pid)
-                            out = subprocess.run(
-                                argv, capture_output=True, text=True, env=env, check=True
-                            ).stdout
-                            r = json.loads(out)
-                            r |= {"src": tag, "resolution": res, "gpus": g, "hours": h, "rep": rep}
-                            r["prom_cpu_s"] = _cpu_s(p.proc.pid) - pc0
-                            r["load1"] = os.getloadavg()[0]
-                            r["utc"] = time.strftime("%H:%M:%S", time.gmtime())
-                            if rep < args.repeat - 1:  # the repeats: their times only
-                                r.pop("answers")
-                                if tag != "base":
-                                    rows.append(r)
-                                _print_row(tag, res, g, h, r, "")
-                        answers = r.pop("answers")
-                        if tag == "rule" and res == resolutions[0]:
-                            from datetime import datetime
-
-                            t_start = datetime.fromisoformat(r["start"].replace("Z", "+00:00")).timestamp()
-                        note = ""
-                        if res == "window" and len(resolutions) > 1:
-                            win_answers = answers
-                        elif res == "span" and win_answers:
-                            # per answer: the built-in model's upper bound jumps to the peak where a cell's line
-                            # saturates, so a tiny energy difference can move a bound a lot (docs/fleet.md)
-                            d = {
-                                name: _max_rel_diff(win_answers, answers, cols)
-                                for name, cols in (
-                                    ("energy", (0,)),
-                                    ("estimate", (1,)),
-                                    ("bounds", (2, 3)),
-                                    ("pipe", (4,)),
-                                    ("gpu_h", (5,)),
-                                )
-                            }
-                            r["max_rel_diff_vs_window"] = d
-                            note = "  span vs window, largest relative difference: " + ", ".join(
-                                f"{k} {v:.1e}" for k, v in d.items()
-                            )
-                        if tag in ("base", "rule") and res == resolutions[0]:
-                            base_answers = answers
-                        elif (args.baseline_src or args.rules) and res == resolutions[0]:
-                            r["max_rel_diff_vs_base"] = _max_rel_diff(base_answers, answers)
-                            note += f"  answers differ from {srcs[0][0]} by ≤ {r['max_rel_diff_vs_base']:.1e}"
-                        if tag != "base":
-                            rows.append(r)
-                        _print_row(tag, res, g, h, r, note)
-        for src_tag, res in dict.fromkeys((r["src"], r["resolution"]) for r in rows):
-            _summary([r for r in rows if r["src"] == src_tag and r["resolution"] == res], f"{src_tag}/{res}")
-        print(json.dumps(rows))
+    rows = run_prometheus(args) if args.mode == "prometheus" else run_replicate(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

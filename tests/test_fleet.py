@@ -1,12 +1,11 @@
-"""Fleet pieces without a Prometheus: times and selectors, the client's errors, window folding, estimators, the
-simulated fleet's OpenMetrics."""
+"""Fleet pieces without a Prometheus: times and selectors, the client's errors, the planner's arithmetic, the
+fold of window answers into GPU-jobs, devices and the power model, the simulated fleet's OpenMetrics."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
 import json
-import math
 import urllib.error
 import urllib.parse
 
@@ -14,9 +13,7 @@ import numpy as np
 import pytest
 
 from flopwatch.errors import InputError
-from flopwatch.fleet.aggregate import Accumulator
-from flopwatch.fleet.estimators import disagree, verdict
-from flopwatch.fleet.reader import ReadPlan, WindowBlock
+from flopwatch.fleet.plan import ReadPlan
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_client import PrometheusClient, PrometheusError
 from flopwatch.telemetry.timespec import parse_duration, parse_time, selector_matchers
@@ -139,102 +136,6 @@ def test_client_passes_prometheus_errors_and_parses_ranges():
     assert labels == [] and values.shape == (0,)
 
 
-def _block(t, series, values):
-    return WindowBlock(
-        t=np.asarray(t, float),
-        labels=series,
-        values={k: np.asarray(v, float) for k, v in values.items()},
-        present=frozenset(),
-    )
-
-
-def test_counter_bridges_gaps_and_falls_back_to_power_on_reset():
-    """One series at 300 W, scraped every 10 s at t = 5, 15, … 395 s (t = 125 missed), windows of 100 s; the
-    counter (mJ) reads 300e3·t and restarts at t = 250 (a driver reload)."""
-    lab = [{"UUID": "GPU-1", "pod": "p", "modelName": "NVIDIA H100 80GB HBM3"}]
-    vals = {
-        "e_first": [[1.5e6, 31.5e6, 3.0e6, 18.0e6]],  # window 3's minimum is after the reset
-        "e_last": [[28.5e6, 58.5e6, 15.0e6, 45.0e6]],
-        "e_resets": [[0, 0, 1, 0]],
-        "e_n": [[10, 9, 10, 10]],
-        "p_sum": [[3000, 2700, 3000, 3000]],
-        "p_n": [[10, 9, 10, 10]],
-    }
-    acc = Accumulator(("pod",), 10.0, 100.0)
-    acc.add(_block([100, 200], lab, {k: [v[0][:2]] for k, v in vals.items()}))  # two time chunks
-    acc.add(_block([300, 400], lab, {k: [v[0][2:]] for k, v in vals.items()}))
-    (job,) = acc.finish()
-    # window 1: counter + half a step before the first sample; window 2 bridges the missed scrape; window 3
-    # (reset) from power over the whole window (samples on both sides); window 4 from the counter again; half
-    # a step after the last sample
-    assert job.resets == 1
-    assert job.energy_from_power_j == pytest.approx(300 * 100)
-    assert job.energy_j == pytest.approx(300 * 400, rel=1e-12)
-    assert job.duration_s == pytest.approx(400)
-    assert job.covered_s == pytest.approx(390)  # one scrape missing
-    assert (job.t_first, job.t_last) == (0, 400)
-
-
-def test_series_without_the_group_label_are_unattributed():
-    lab = [{"UUID": "GPU-1", "pod": ""}]
-    acc = Accumulator(M.group_labels("pod"), 10.0, 100.0)
-    acc.add(_block([100], lab, {"p_sum": [[1000]], "p_n": [[10]]}))
-    assert acc.finish() == [] and acc.unattributed_j == pytest.approx(10000)
-    assert M.group_labels("job") == ("hpc_job",) and M.group_labels("team") == ("team",)
-
-
-def test_verdicts_and_disagreement():
-    assert verdict(2e25, 3e25, 1e25) == "above"
-    assert verdict(1e24, 5e24, 1e25) == "below"
-    assert verdict(5e24, 2e25, 1e25) == "uncertain"
-    assert verdict(1, 2, None) is None and verdict(math.nan, 1, 1) == "unknown"
-    assert disagree(1e24, 2e24, 3e24, 4e24) and not disagree(1e24, 3e24, 2e24, 4e24)
-    assert not disagree(math.nan, 1, 2, 3)
-
-
-def test_builtin_power_inverse_is_monotone_and_bounded():
-    from flopwatch.fleet.powerinv import power_inverse
-
-    for dev in ("a100", "h100"):
-        inv = power_inverse(dev, "bf16")
-        rates = [inv.rate(p) for p in np.linspace(inv.idle_w, inv.max_w, 9)]
-        mids = [r[0] for r in rates]
-        assert all(b >= a for a, b in zip(mids, mids[1:], strict=False))
-        assert all(lo <= mid <= hi <= inv.ceiling_flops for mid, lo, hi in rates)
-        assert "MASCOTS" in inv.source
-
-
-def test_bundled_power_lines_equal_a_fresh_fit(tmp_path):
-    """The fits power_inverse reads from the package are what the bundled MASCOTS data give now (stale file: run
-    ``python -m flopwatch.fleet.powerinv``), and every GPU the model templates from is in it."""
-    import json
-
-    from flopwatch.fleet.powerinv import LINES_FILE, TEMPLATE, fit_lines, write_lines
-    from flopwatch.powermodel.mfu import GPU_DEVICE_KEYS
-
-    table = json.loads(LINES_FILE.read_text())
-    assert set(table) == set(GPU_DEVICE_KEYS) | {TEMPLATE}
-    for gpu, lines in table.items():
-        fresh = json.loads(json.dumps(fit_lines(gpu)))  # the same float → text → float round trip
-        assert lines == fresh, gpu
-    assert json.loads(write_lines(tmp_path / "lines.json").read_text()) == table
-
-
-def test_power_inverse_refits_when_the_bundled_file_lacks_a_gpu(monkeypatch, tmp_path):
-    from flopwatch.fleet import powerinv
-
-    (tmp_path / "empty.json").write_text("{}")
-    monkeypatch.setattr(powerinv, "LINES_FILE", tmp_path / "empty.json")
-    powerinv._lines.cache_clear()
-    powerinv.power_inverse.cache_clear()
-    try:
-        refit = powerinv.power_inverse("h100", "bf16")
-    finally:
-        powerinv._lines.cache_clear()
-        powerinv.power_inverse.cache_clear()
-    assert refit == powerinv.power_inverse("h100", "bf16")
-
-
 def test_simulated_fleet_openmetrics(tmp_path):
     from flopwatch.sim.dcgm import FAMILIES, SimulatedFleet, random_schedule
 
@@ -260,6 +161,7 @@ def test_simulated_fleet_openmetrics(tmp_path):
         "DCGM_FI_DEV_GPU_TEMP" not in types and "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE" not in types
     )  # not Hopper
     assert len(types) == len(FAMILIES) - 2 + 1
+    assert [f[0] for f in FAMILIES] == [m.name for m in M.TABLE]  # derived from the one table
     assert truth.pods and all(
         p["simulated"] and p["energy_j"] > 0 and p["flops"] > 0 for p in truth.pods.values()
     )
@@ -338,192 +240,221 @@ def test_cli_sim_openmetrics_writes_truth_and_refuses_to_overwrite(tmp_path, cap
         assert any((tmp_path / "tsdb").iterdir())
 
 
-class _Router:
-    """Transport double for requests sent concurrently: the DCGM metric names from a list, then whatever
-    ``dcgm_names`` holds; the server's version; no flopwatch rule names."""
+# ------------------------------------------------------------------------------------------------ the planner
+def test_planner_keeps_every_query_inside_the_engine_limits_at_10000_gpus_30_days():
+    from flopwatch.fleet.plan import MAX_QUERY_BYTES, PROM_MAX_SAMPLES, chunking
 
-    def __init__(self, dcgm_names):
-        self.dcgm_names = dcgm_names
-        self.requests = []
+    plan = ReadPlan(0.0, 30 * 86400.0).check()
+    cut = chunking(plan, 10_000, key_bytes=40 + 4)  # "GPU-" + UUID, escaped
+    # 10,000 GPUs × 30 days at 15 s would be 1.7e9 samples per metric in one query
+    assert 10_000 * 30 * 86400 / 15 > 30 * PROM_MAX_SAMPLES
+    assert cut.samples_per_query <= PROM_MAX_SAMPLES / 4
+    assert cut.query_bytes < MAX_QUERY_BYTES
+    spans = cut.time_chunks(plan)
+    assert spans[0][0] == 3600.0 and spans[-1][1] == 30 * 86400.0  # the windows are tiled …
+    n = sum(round((b - a) / 3600) + 1 for a, b in spans)
+    assert n == 30 * 24  # … once each
+    n_chunks = -(-10_000 // cut.gpus_per_chunk) * len(spans)
+    assert n_chunks < 2000  # a fleet-month in a bounded number of queries per metric
+    # a real query string of a full chunk stays under 16 KB
+    import uuid
 
-    def open(self, req, timeout):
-        self.requests.append(req)
-        url = urllib.parse.unquote(req.full_url + "?" + (req.data or b"").decode())
-        if "buildinfo" in url:
-            a = {"status": "success", "data": {"version": "2.42.0"}}
-        elif '__name__=~"DCGM_FI_.*"' in url:  # the metric names (the rule names match flopwatch…:DCGM_FI_)
-            a = {"status": "success", "data": self.dcgm_names}
-        else:
-            a = {"status": "success", "data": []}
-        return io.BytesIO(json.dumps(a).encode())
+    from flopwatch.fleet.plan import gpu_matchers
 
-
-def test_missing_energy_metrics_is_a_clear_error():
-    from flopwatch.fleet.reader import FleetReader
-
-    c = PrometheusClient("prom:9090", opener=_Router(["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_SM_CLOCK"]))
-    with pytest.raises(InputError, match="missing metrics: neither DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"):
-        FleetReader(c, ReadPlan(0, 3600)).discover()
-    c = PrometheusClient("prom:9090", opener=_Router([]))
-    with pytest.raises(InputError, match="empty result"):
-        FleetReader(c, ReadPlan(0, 3600)).discover()
+    keys = [f"GPU-{uuid.UUID(int=i)}" for i in range(cut.gpus_per_chunk)]
+    m = gpu_matchers(dataclasses.replace(plan, matchers='namespace="research"'), "UUID", keys)
+    q = M.window_queries(frozenset(M.METRICS), m, "3600000ms")
+    assert max(len(x.encode()) for x in q.values()) < MAX_QUERY_BYTES
 
 
-@pytest.mark.parametrize("clock", [True, False])
-def test_job_level_pipes_give_the_per_gpu_jobs_answer(clock: bool) -> None:
-    """A group's pipe estimate, SM activity, power limit, other-pipe note and dtype from its job-level sums (the
-    job-level rules) equal what its GPU-jobs give one by one: the pipe estimator is linear in the sums."""
-    from flopwatch.fleet.aggregate import GpuJob
-    from flopwatch.fleet.estimate import _add_job, _close, _new_group
-    from flopwatch.fleet.joblevel import JobPipes
+def test_planner_refuses_a_window_over_the_budget():
+    from flopwatch.fleet.plan import chunking
 
-    rng = np.random.default_rng(7)
-    jobs = []
-    for i in range(5):
-        j = GpuJob(
-            group="train", gpu=f"GPU-{i}", labels={"modelName": "NVIDIA H100 80GB HBM3", "UUID": f"GPU-{i}"}
-        )
-        j.energy_j, j.covered_s, j.duration_s = 3.6e6 * (1 + i / 10), 3600.0, 3600.0
-        j.t_first, j.t_last, j.counter_s = 0.0, 3600.0, 3600.0
-        j.busy_s, j.busy_covered_s = 3000.0 + 100 * i, 3600.0
-        j.sm_active_s = 2500.0 + 50 * i
-        j.tensor_a, j.tensor_covered_s = float(rng.uniform(1000, 3000)), 3600.0
-        j.fp32_a, j.fp32_covered_s = float(rng.uniform(10, 100)), 3600.0
-        if clock:
-            f = float(rng.uniform(1500, 1980))
-            j.tensor_af, j.fp32_af = j.tensor_a * f, j.fp32_a * f
-            j.clock_mhz_s, j.clock_covered_s = f * 3600, 3600.0
-        j.other_pipes_s = {"fp64": 5.0 * i}
-        j.power_limit_w = 700.0 - 50 * (i % 2)
-        jobs.append(j)
-    per_gpu = _new_group("train")
-    for j in jobs:
-        _add_job(per_gpu, j, frozenset(), None, None, None)
-    sums = {
-        "tensor_a": sum(j.tensor_a for j in jobs),
-        "fp32_a": sum(j.fp32_a for j in jobs),
-        "sm_a": sum(j.sm_active_s for j in jobs),
-        "fp64_a": sum(j.other_pipes_s["fp64"] for j in jobs),
-        "plimit_max": max(j.power_limit_w for j in jobs),
-        "plimit_min": min(j.power_limit_w for j in jobs),
+    with pytest.raises(InputError, match="shorter --window"):
+        chunking(ReadPlan(0, 86400 * 400, step_s=1, window_s=86400 * 100, max_samples=1000), 8)
+
+
+def test_every_metric_is_read_at_most_twice_and_queries_come_from_the_table():
+    q = M.window_queries(frozenset(M.METRICS), 'UUID="x"', "1h")
+    per_metric: dict[str, int] = {}
+    for key, _fn in q:
+        per_metric[key] = per_metric.get(key, 0) + 1
+    assert max(per_metric.values()) <= 2
+    assert ("tensor", "avg") not in q and ("hmma", "avg") in q  # HMMA stands in for TENSOR on Hopper
+    assert q[("energy", "last")] == 'last_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{UUID="x"}[1h])'
+    assert all(m.window or m.key == "temp" for m in M.TABLE)
+
+
+# --------------------------------------------------------------------------------------- the fold on arrays
+def _series(labels, t, v):
+    from flopwatch.telemetry.prom_client import Series
+
+    return Series(labels, np.asarray(t, float), np.asarray(v, float))
+
+
+def _reader(by=("pod",), jobs=None, window=100.0, step=10.0, end=400.0):
+    from flopwatch.fleet.plan import chunking
+    from flopwatch.fleet.reader import Discovery, FleetReader
+
+    plan = ReadPlan(0.0, end, step_s=step, window_s=window).check()
+    found = Discovery(frozenset({M.ENERGY, M.POWER}), ["GPU-1"], "UUID", False)
+
+    class _C:
+        def version(self):
+            return (3, 0)
+
+    return FleetReader(_C(), plan, found, chunking(plan, 1), by_labels=by, jobs=jobs)
+
+
+def test_counter_bridges_gaps_and_falls_back_to_power_on_reset():
+    """One series at 300 W, scraped every 10 s at t = 5, 15, … 395 s (t = 125 missed), windows of 100 s; the
+    counter (mJ) reads 300e3·t and restarts at t = 250 (a driver reload)."""
+    lab = {"UUID": "GPU-1", "pod": "p", "modelName": "NVIDIA H100 80GB HBM3"}
+    t = [100, 200, 300, 400]
+    ans = {
+        ("energy", "min"): [
+            _series(lab, t, [1.5e6, 31.5e6, 3.0e6, 18.0e6])
+        ],  # window 3's minimum after the reset
+        ("energy", "last"): [_series(lab, t, [28.5e6, 58.5e6, 15.0e6, 45.0e6])],
+        ("power", "sum"): [_series(lab, t, [3000, 2700, 3000, 3000])],
+        ("power", "count"): [_series(lab, t, [10, 9, 10, 10])],
     }
-    if clock:
-        sums |= {"tensor_af": sum(j.tensor_af for j in jobs), "fp32_af": sum(j.fp32_af for j in jobs)}
-    pipes = {"train": {"NVIDIA H100 80GB HBM3": JobPipes(sums)}}
-    job_level = _new_group("train")
-    for j in jobs:  # what span resolution reads per GPU with job-level rules: no pipes, clock, SM, limit
-        bare = GpuJob(**{**j.__dict__, "other_pipes_s": {}})
-        for k in ("tensor_a", "tensor_af", "tensor_covered_s", "fp32_a", "fp32_af", "fp32_covered_s"):
-            setattr(bare, k, 0.0)
-        bare.sm_active_s, bare.clock_mhz_s, bare.clock_covered_s, bare.power_limit_w = 0.0, 0.0, 0.0, math.nan
-        _add_job(job_level, bare, frozenset(), None, None, None, pipes)
-    a = _close(per_gpu, 1e20)
-    b = _close(job_level, 1e20, (pipes["train"], None, None, None))
-    for k in ("pipe_estimate_flops", "pipe_lower_flops", "pipe_upper_flops", "mean_sm_active"):
-        assert b[k] == pytest.approx(a[k], rel=1e-12), k
-    for k in (
-        "estimate_flops",
-        "lower_flops",
-        "upper_flops",
-        "energy_j",
-        "verdict",
-        "pipe_verdict",
-        "dtypes",
-    ):
-        assert b[k] == a[k], k
-    assert (b["power_limit_w"], b["missing"], b["notes"]) == (a["power_limit_w"], a["missing"], a["notes"])
-    assert any("fp64 pipe active" in n for n in b["notes"])
-    assert clock or any("SM_CLOCK" in m for m in b["missing"])
-    # a group the job-level rules know nothing of: no pipe estimate, and it says so
-    empty = _new_group("other")
-    _add_job(empty, jobs[0], frozenset(), None, None, None, {})
-    c = _close(empty, None, ({}, None, None, None))
-    assert c["pipe_estimate_flops"] is None and "pipe activity (no pipe estimate)" in c["missing"]
+    jobs = _reader()._fold(ans, None)
+    assert len(jobs) == 1 and jobs.job[0] == "p" and jobs.gpu[0] == "GPU-1"
+    assert jobs.resets[0] == 1
+    assert jobs.energy_from_power_j[0] == pytest.approx(300 * 100)  # the reset window, from power
+    assert jobs.energy_j[0] == pytest.approx(300 * 400, rel=1e-12)
+    assert jobs.duration_s[0] == pytest.approx(400)
+    assert jobs.covered_s[0] == pytest.approx(390)  # one scrape missing
+    assert (jobs.t_first[0], jobs.t_last[0]) == (0, 400)
+    # the counter agrees with the power gauge where both are exact
+    assert jobs.counter_j[0] == pytest.approx(jobs.counter_power_j[0])
 
 
-def test_batched_gpu_job_estimates_equal_one_at_a_time() -> None:
-    """The built-in model's per-GPU-job estimates in one numpy pass (PowerInverse.rates, estimate_gpu_jobs) equal
-    the scalar path exactly: powers from idle to past the board limit, low and unknown utilisation, no samples."""
-    from flopwatch.devices import get_device
-    from flopwatch.fleet.aggregate import GpuJob
-    from flopwatch.fleet.estimators import estimate_gpu_job, estimate_gpu_jobs
-    from flopwatch.fleet.powerinv import power_inverse
+def test_job_info_join_splits_one_gpu_series_between_jobs():
+    """No job label on the DCGM series: an info series says job a holds the GPU in windows 1–2, job b in 3–4."""
+    from flopwatch.fleet.reader import JobMap
 
-    rng = np.random.default_rng(11)
-    for dev, dtype in (("h100", "bf16"), ("a100", "fp32"), ("l4", "fp16"), ("h200", "tf32")):
-        spec, inv = get_device(dev), power_inverse(dev, dtype)
-        p = np.concatenate([rng.uniform(-20, 1.3 * inv.max_w, 300), [math.nan, inv.idle_w, inv.max_w]])
-        mid, lo, hi = inv.rates(p)
-        for i, x in enumerate(p):
-            want = inv.rate(float(x))
-            assert all(
-                a == b or (a != a and b != b) for a, b in zip(want, (mid[i], lo[i], hi[i]), strict=True)
-            )
-        jobs = []
-        for i in range(200):
-            t = float(rng.choice([0.0, 15.0, 3600.0, rng.uniform(30, 86400)]))
-            j = GpuJob(group="g", gpu=f"GPU-{i}", labels={}, duration_s=t, covered_s=t * rng.uniform(0.5, 1))
-            j.energy_j = t * rng.uniform(0.5, 1.4) * inv.max_w
-            j.busy_covered_s = float(rng.choice([0.0, j.covered_s]))
-            j.busy_s = j.busy_covered_s * rng.uniform(0.3, 1.0)
-            j.tensor_a, j.tensor_covered_s = t * rng.uniform(0, 1), t * float(rng.integers(0, 2))
-            j.tensor_af = j.tensor_a * rng.uniform(0, 1980)
-            jobs.append(j)
-        for pipes in (True, False):
-            batch = estimate_gpu_jobs(jobs, spec, dtype, None, pipes=pipes)
-            one = [estimate_gpu_job(j, spec, dtype, None, pipes=pipes) for j in jobs]
-            for a, b in zip(batch, one, strict=True):  # NaN where an estimator had nothing: equal here
-                ta, tb = dataclasses.astuple(a), dataclasses.astuple(b)
-                assert all(x == y or (x != x and y != y) for x, y in zip(ta, tb, strict=True)), (a, b)
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_fold_on_arrays_equals_one_gpu_job_at_a_time(seed: int) -> None:
-    """Span resolution with the job-level pipes folds a chunk's GPU-jobs on arrays (estimate._fold_arrays): the same
-    groups as _add_job one GPU-job at a time — sums, bounds, notes, missing metrics, devices, dtypes — on GPU-jobs
-    below the utilisation gate, without utilisation, without samples, from power only, and of an unknown model."""
-    from flopwatch.fleet.aggregate import GpuJob
-    from flopwatch.fleet.estimate import _add_job, _close, _fold_arrays, _new_group
-    from flopwatch.fleet.joblevel import JobPipes
-
-    rng = np.random.default_rng(seed)
-    models = ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "Mystery GPU 9000"]
-    jobs = []
-    for i in range(400):
-        group = f"job-{int(rng.integers(0, 40))}"
-        model = models[int(rng.integers(0, 3))] if rng.random() < 0.15 else models[int(i % 40 < 30)]
-        j = GpuJob(group=group, gpu=f"GPU-{int(rng.integers(0, 64))}", labels={"modelName": model})
-        dur = float(rng.choice([0.0, rng.uniform(15, 7200)], p=[0.03, 0.97]))
-        j.duration_s, j.covered_s = dur, dur * float(rng.uniform(0.9, 1.0))
-        j.energy_j = dur * float(rng.uniform(80, 750))
-        j.t_first = float(rng.uniform(0, 86400))
-        j.t_last = j.t_first + dur
-        j.counter_s = j.covered_s if rng.random() < 0.9 else 0.0
-        j.energy_from_power_j = 0.0 if j.counter_s > 0 else j.energy_j
-        j.resets = int(rng.random() < 0.05)
-        if rng.random() < 0.9:  # else: no utilisation
-            j.busy_covered_s = j.covered_s
-            j.busy_s = j.covered_s * float(rng.uniform(0.3, 1.0))
-        jobs.append(j)
-    pipes = {
-        f"job-{k}": {
-            m: JobPipes({"tensor_a": float(rng.uniform(0, 9e3)), "fp32_a": float(rng.uniform(0, 9e3))})
-            for m in models
-        }
-        for k in range(40)
+    lab = {"UUID": "GPU-1", "Hostname": "n0", "gpu": "0", "modelName": "NVIDIA H100 80GB HBM3"}
+    t = [100, 200, 300, 400]
+    ans = {
+        ("power", "sum"): [_series(lab, t, [3000] * 4)],
+        ("power", "count"): [_series(lab, t, [10] * 4)],
     }
-    one, arrays = {}, {}
-    for j in jobs:
-        _add_job(one.setdefault(j.group, _new_group(j.group)), j, frozenset(), None, None, None, pipes)
-    for part in (jobs[:150], jobs[150:]):  # two chunks
-        _fold_arrays(arrays, part, None, None, pipes)
-    assert one.keys() == arrays.keys()
-    for k in one:
-        a = _close(one[k], 1e18, (pipes[k], None, None, None))
-        b = _close(arrays[k], 1e18, (pipes[k], None, None, None))
-        assert a.keys() == b.keys()
-        for f, x in a.items():
-            if isinstance(x, float):
-                assert b[f] == pytest.approx(x, rel=1e-12, abs=1e-9), (k, f)
-            else:
-                assert b[f] == x, (k, f)
+    info = [
+        _series({"job": "a", "Hostname": "n0", "gpu": "0"}, [100, 200], [1, 1]),
+        _series({"job": "b", "Hostname": "n0", "gpu": "0"}, [300, 400], [1, 1]),
+    ]
+    jobs = _reader(jobs=JobMap(metric="slurm_job_info"))._fold(ans, info)
+    got = dict(zip(jobs.job.tolist(), jobs.energy_j.tolist(), strict=True))
+    assert set(got) == {"a", "b"}
+    assert got["a"] + got["b"] == pytest.approx(300 * 400)
+    # the same from a mapping file (GPU by UUID)
+    m = JobMap(allocations=(("a", "GPU-1", 0.0, 200.0), ("b", "GPU-1", 200.0, 400.0)))
+    jobs2 = _reader(jobs=m)._fold(ans, None)
+    assert dict(zip(jobs2.job.tolist(), jobs2.energy_j.tolist(), strict=True)) == pytest.approx(got)
+
+
+def test_mig_instances_never_count_the_whole_gpu_twice():
+    """dcgm-exporter repeats the whole GPU's power on both instances; the energy is apportioned 3:1 by activity."""
+    t = [100, 200]
+    base = {"UUID": "GPU-1", "modelName": "NVIDIA H100 80GB HBM3"}
+    a, b = base | {"GPU_I_ID": "1", "pod": "a"}, base | {"GPU_I_ID": "2", "pod": "b"}
+    ans = {
+        ("power", "sum"): [_series(a, t, [3000, 3000]), _series(b, t, [3000, 3000])],
+        ("power", "count"): [_series(a, t, [10, 10]), _series(b, t, [10, 10])],
+        ("gr", "avg"): [_series(a, t, [0.6, 0.6]), _series(b, t, [0.2, 0.2])],
+    }
+    jobs = _reader(end=200.0)._fold(ans, None)
+    got = dict(zip(jobs.job.tolist(), jobs.energy_j.tolist(), strict=True))
+    assert got["a"] + got["b"] == pytest.approx(300 * 200)  # once, not twice
+    assert got["a"] == pytest.approx(3 * got["b"])
+    assert jobs.mig.all()
+
+
+def test_impossible_readings_and_a_less_capable_device_never_ease_the_bound():
+    from flopwatch.fleet.groups import devices_of
+    from flopwatch.fleet.reader import GpuJobs
+
+    n = 3
+    cols = {f.name: np.zeros(n) for f in dataclasses.fields(GpuJobs)}
+    cols |= {
+        "gpu": np.array(["g0", "g1", "g2"], dtype=object),
+        "model": np.array(["Orin Nano", "NVIDIA H100 80GB HBM3", ""], dtype=object),
+        "peak_power_w": np.array([700.0, 650.0, 300.0]),
+        "clock_max_mhz": np.array([1980.0, 1980.0, np.nan]),
+    }
+    jobs = GpuJobs(**cols)
+    specs, unknown, impossible = devices_of(jobs, "orin-nano")
+    # a 15 W part drawing 700 W: the most capable device consistent with that, not the claim
+    assert impossible[0] and specs[0].key != "orin-nano" and max(specs[0].peak_flops.values()) >= 9e14
+    # --device names a less capable model than the H100 reports: the H100 stands
+    assert specs[1].key == "h100" and not impossible[1]
+    # modelName missing: --device, unless the readings contradict it (300 W on a 15 W part)
+    assert unknown[2] and impossible[2]
+
+
+def test_power_model_forward_and_inverse_share_the_lines():
+    from flopwatch.powermodel.device_power import power_model_for
+
+    for dev in ("a100", "h100"):
+        pm = power_model_for(dev)
+        tokens = 11 * 64  # a compute-bound cell
+        for mfu in (10.0, 25.0):
+            p = pm.power_w("bf16", tokens, mfu)
+            mid, lo, hi = pm.flop_rate("bf16", np.array([p]))
+            rate = mfu / 100 * pm.mfu_peak_flops["bf16"]
+            assert lo[0] <= rate <= hi[0], (dev, mfu)
+        mids = pm.flop_rate("bf16", np.linspace(pm.idle_w, pm.max_w, 9))[0]
+        assert np.all(np.diff(mids) >= -1e-6 * mids.max())
+
+
+def test_bundled_power_cells_equal_a_fresh_fit(tmp_path):
+    """The cell fits the simulator and the fleet read from the package are what the bundled MASCOTS data give
+    now (stale file: ``python -m flopwatch.powermodel.device_power``)."""
+    from flopwatch.powermodel.device_power import CELLS_FILE, fit_cells, write_cells
+    from flopwatch.powermodel.mfu import GPU_DEVICE_KEYS
+
+    table = json.loads(CELLS_FILE.read_text())
+    assert set(table) == set(GPU_DEVICE_KEYS) | {"A100"}
+    for gpu in ("A100", "L4"):
+        assert table[gpu] == json.loads(json.dumps(fit_cells(gpu))), gpu
+    assert json.loads(write_cells(tmp_path / "cells.json").read_text()) == table
+
+
+def test_openmetrics_label_values_are_escaped(tmp_path):
+    """A job named ``evil"job\\x`` (and a newline) must backfill with promtool (client_python's escaping)."""
+    from flopwatch.sim.dcgm import SimulatedFleet, label_text, load_fleet_schedule
+
+    assert label_text({"a": 'e"v\\il\n'}) == 'a="e\\"v\\\\il\\n"'
+    sched = tmp_path / "s.json"
+    sched.write_text(json.dumps([{"name": 'evil"job\\x', "gpus": 1, "start_s": 60, "duration_s": 600}]))
+    f = SimulatedFleet(1, 0.25, load_fleet_schedule(sched), device="l4", gpus_per_node=1, seed=1)
+    f.write_openmetrics(tmp_path / "f.om")
+    from flopwatch.fleet.localprom import backfill, find_tool
+
+    if find_tool("promtool") is None:
+        pytest.skip("needs promtool")
+    backfill(tmp_path / "f.om", tmp_path / "tsdb")
+    assert any((tmp_path / "tsdb").iterdir())
+
+
+@pytest.mark.parametrize("bad", ["inf", "1e400", "0", "-1", "nan", "abc"])
+def test_cli_refuses_thresholds_estimate_refuses(bad, capsys):
+    from flopwatch.cli import main
+
+    rc = main(["fleet", "estimate", "--prometheus", "http://127.0.0.1:9", "--start", "0", "--end", "3600",
+               "--threshold", bad])  # fmt: skip
+    assert rc == 2 and "--threshold" in capsys.readouterr().err
+
+
+def test_job_map_file_errors_name_file_record_and_field(tmp_path):
+    from flopwatch.cli.fleet_cmds import load_job_map
+
+    p = tmp_path / "map.csv"
+    p.write_text("job,gpu,start,end\na,GPU-1,0,3600\nb,GPU-1,3600,\n")
+    with pytest.raises(InputError) as e:
+        load_job_map(p)
+    assert e.value.field == "end" and "map.csv" in str(e.value)
+    p.write_text("job,gpu,start,end\na,GPU-1,0,3600\n")
+    assert load_job_map(p) == (("a", "GPU-1", 0.0, 3600.0),)

@@ -110,8 +110,11 @@ def test_redteam_quick_has_no_wrong_below_and_honest_runs_stay_decisive(capsys, 
     assert main(["redteam", "--quick", "--json", "--data", str(v2_records_path.parents[1])]) == 0
     d = _json(capsys)
     assert d["wrong_below"] == 0
-    assert d["honest_decisive_pct"] >= 90.0
-    assert d["honest_decisive_pct_at_half"] >= 90.0 and d["honest_decisive_pct_at_double"] >= 90.0
+    # issue 21: "below" rests on physics only, so an honest run is no longer "below" at 2 × truth (energy and time
+    # alone bound it at ×16–30 on the Orin, ×4–10 on an H100 without pipe counters); "above" at 0.5 × truth
+    # holds where the counters rule out a slower format than the profile's (the fp32 Orin family) and not on
+    # the simulated H100 without pipe counters (an honest fp32 run cannot be ruled out: 14.8× slower peak)
+    assert d["honest_decisive_pct_at_half"] >= 60.0
     names = {a["attack"] for a in d["attacks"]}
     for must in (
         "tf32 run, precision label stripped",
@@ -223,9 +226,10 @@ def test_verdict_bounds_a_sensor_named_device_with_the_profiles_device(capsys, t
         {"wall": 1.7e9 + 200, "devices": {"jetson:VDD_CPU_GPU_CV": {"outside_net_energy_j": 8.0}}},
     ]
     led = _ledger(tmp_path, [row], cps)
-    assert main(["verdict", str(led), "--threshold", "1e15", "--profile", str(prof), "--json"]) == 0
+    # the Orin's sound bound for 146.7 s: the fp16 peak rate × time, 2.45e15 (the rail name is no device)
+    assert main(["verdict", str(led), "--threshold", "3e15", "--profile", str(prof), "--json"]) == 0
     tot = _json(capsys)["total"]
-    assert tot["upper_flops"] is not None and tot["upper_flops"] < 1e15 and tot["verdict"] == "below"
+    assert tot["upper_flops"] is not None and tot["upper_flops"] < 3e15 and tot["verdict"] == "below"
 
 
 def test_verdict_verifies_the_ledger_and_never_says_below_on_a_tampered_one(capsys, tmp_path):

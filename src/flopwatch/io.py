@@ -67,6 +67,7 @@ __all__ = [
     "check_input_file",
     "check_not_input",
     "check_output_file",
+    "fsync_dir",
     "is_out_of_range",
     "jsonable",
     "parse_json",
@@ -520,7 +521,8 @@ def _prepare_target(p: Path) -> None:
         raise InputError(f"cannot create its directory ({e.strerror or e})", file=str(p)) from None
 
 
-def _fsync_dir(d: Path) -> None:
+def fsync_dir(d: Path) -> None:
+    """fsync a directory, so a rename or link in it survives a crash (best effort: some filesystems refuse)."""
     with contextlib.suppress(OSError):
         fd = os.open(d, os.O_RDONLY)
         try:
@@ -684,7 +686,7 @@ def atomic_writer(
             fh.flush()
             os.fsync(fh.fileno())
         _install(tmp, p, exclusive)
-        _fsync_dir(p.parent)
+        fsync_dir(p.parent)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -742,7 +744,7 @@ def atomic_path(path: str | os.PathLike[str], *, perms: int | None = None) -> It
             finally:
                 os.close(fd2)
         os.replace(tmp, p)
-        _fsync_dir(p.parent)
+        fsync_dir(p.parent)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -4,7 +4,6 @@ fleet's dcgm-exporter history as OpenMetrics text). Logic lives in :mod:`flopwat
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,24 +11,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, fmt_flops, literal, new_app, styled
-
-
-def _threshold(v: str | None) -> float | None:
-    from flopwatch.errors import InputError
-
-    if v is None:
-        return None
-    try:
-        x = float(v)
-    except ValueError:
-        raise InputError(f"not a number of FLOPs: {v!r} (e.g. 1e25)", field="threshold") from None
-    if not (
-        math.isfinite(x) and x > 0
-    ):  # inf or 1e400 would clear every group "below" (as `estimate` refuses)
-        raise InputError(f"must be a positive finite FLOP count, got {v!r}", field="threshold")
-    return x
-
+from flopwatch.cli._output import console, echo_json, fmt_flops, new_app, simulated_banner
 
 fleet_app = new_app(
     "Fleet scale: estimate every job of a GPU cluster from the dcgm-exporter history in Prometheus."
@@ -42,27 +24,58 @@ def fleet_estimate(
     start: str = typer.Option(..., "--start", help="Start: RFC 3339 (2026-11-30T00:00:00Z) or Unix seconds."),
     end: str = typer.Option(..., "--end", help="End: RFC 3339 or Unix seconds."),
     by: str = typer.Option(
-        "pod", "--by", help="Group by pod | namespace | job (hpc_job) | node | gpu | LABEL."
+        "pod",
+        "--by",
+        help="Group by pod | namespace | job (hpc_job) | node | gpu | LABEL, or cohort (GPUs whose busy intervals "
+        "start and stop together, whatever their labels).",
     ),
     selector: str = typer.Option(None, "--selector", help="Label matchers, e.g. '{namespace=\"research\"}'."),
-    step: str = typer.Option("15s", "--step", help="Scrape interval of the dcgm-exporter job (resolution)."),
+    step: str = typer.Option("15s", "--step", help="Scrape interval of the dcgm-exporter job."),
     window: str = typer.Option("1h", "--window", help="Prometheus-side aggregation window."),
     profile_path: Path = typer.Option(
-        None, "--profile", help="Calibration profile (default: the device's built-in MFU→power model)."
+        None, "--profile", help="Calibration profile (else the built-in model)."
     ),
-    threshold: str = typer.Option(None, "--threshold", help="FLOP threshold for the verdict, e.g. 1e25."),
-    dtype: str = typer.Option(
-        None, "--dtype", help="Training dtype (default: from the profile, else inferred)."
+    threshold: float = typer.Option(
+        None, "--threshold", help="FLOP threshold for the verdict, e.g. 1e25.", callback=options.positive()
     ),
-    device: str = typer.Option(None, "--device", help="Device model when modelName is missing or unknown."),
+    confidence: float = typer.Option(
+        None,
+        "--confidence",
+        help="Interval confidence (0–1).",
+        callback=options.fraction(open_low=True, open_high=True),
+    ),
+    dtype: str = typer.Option(None, "--dtype", help="Training dtype (default: inferred from the pipes)."),
+    device: str = typer.Option(
+        None,
+        "--device",
+        help="Device model where modelName is missing or unknown; never replaces a reported model by a less "
+        "capable one.",
+    ),
+    job_info: str = typer.Option(
+        None,
+        "--job-info",
+        help="Join jobs from an info series, e.g. 'slurm_job_info' (labels: --job-label, --job-gpu-labels).",
+    ),
+    job_label: str = typer.Option("job", "--job-label", help="Label of the info series naming the job."),
+    job_gpu_labels: str = typer.Option(
+        "Hostname,gpu",
+        "--job-gpu-labels",
+        help="Labels of the info series naming the GPU: UUID, or host,index.",
+    ),
+    job_map: Path = typer.Option(
+        None,
+        "--job-map",
+        help="Join jobs from a file: CSV or JSON rows of job, gpu (UUID or host/gpuN), start, end.",
+    ),
     gpus_per_chunk: int = typer.Option(
-        32,
+        None,
         "--gpus-per-chunk",
-        help="GPUs per query chunk (memory grows with it); recording rules read at least 128, span resolution "
-        "at least 256 (their answers are smaller).",
-        callback=options.count(ge=1),
+        help="GPUs per query (default: the most the engine limits allow).",
+        callback=options.count(ge=1, le=100_000),
     ),
-    time_chunk: str = typer.Option("6h", "--time-chunk", help="Time per query chunk."),
+    time_chunk: str = typer.Option(
+        None, "--time-chunk", help="Time per query (default: the longest allowed)."
+    ),
     timeout_s: float = typer.Option(
         60.0,
         "--timeout",
@@ -76,28 +89,15 @@ def fleet_estimate(
         callback=options.positive(le=30 * 86400, unit="s"),
     ),
     retries: int = typer.Option(
-        3,
-        "--retries",
-        help="Retries on connection errors, timeouts and 5xx.",
-        callback=options.count(ge=0, le=100),
-    ),
-    rules: str = typer.Option(
-        "auto",
-        "--rules",
-        help="Recording-rule series (flopwatch fleet rules): auto (when they match) | require | off (raw only).",
-    ),
-    resolution: str = typer.Option(
-        "window",
-        "--resolution",
-        help="window: per-window aggregates folded here (exact edges) | span: per-series totals from Prometheus "
-        "(2–3 × faster; edges and clock weighting approximated, docs/fleet.md).",
+        3, "--retries", help="Retries on connection errors and 5xx.", callback=options.count(ge=0, le=100)
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
-    """Per-job FLOP estimates (energy and pipe activity), bounds and verdicts for a whole fleet."""
+    """Per-job FLOP estimates, sound bounds and verdicts (the project's assessment) for a whole fleet."""
     from flopwatch.fleet.estimate import estimate_fleet
-    from flopwatch.fleet.reader import ReadPlan
+    from flopwatch.fleet.plan import ReadPlan
+    from flopwatch.fleet.reader import JobMap
     from flopwatch.telemetry.prom_client import PrometheusClient
     from flopwatch.telemetry.timespec import parse_duration, parse_time, selector_matchers
 
@@ -106,13 +106,19 @@ def fleet_estimate(
         end=parse_time(end, field="end"),
         step_s=parse_duration(step, field="step"),
         window_s=parse_duration(window, field="window"),
-        time_chunk_s=parse_duration(time_chunk, field="time-chunk"),
+        time_chunk_s=None if time_chunk is None else parse_duration(time_chunk, field="time-chunk"),
         gpus_per_chunk=gpus_per_chunk,
         matchers=selector_matchers(selector),
-        rules=rules,
-        resolution=resolution,
     ).check()
-    thr = _threshold(threshold)
+    jobs = None
+    if job_info is not None or job_map is not None:
+        gl = tuple(x.strip() for x in job_gpu_labels.split(",") if x.strip())
+        if not 1 <= len(gl) <= 2:
+            from flopwatch.errors import InputError
+
+            raise InputError("expected UUID or HOST_LABEL,INDEX_LABEL", field="--job-gpu-labels")
+        allocs = load_job_map(job_map) if job_map is not None else ()
+        jobs = JobMap(metric=job_info or "", job_label=job_label, gpu_labels=gl, allocations=allocs)
     prof = None
     if profile_path is not None:
         from flopwatch.estimate import Profile
@@ -123,8 +129,10 @@ def fleet_estimate(
 
         dtype = normalize_dtype(dtype)
     client = PrometheusClient(prometheus, timeout_s=timeout_s, run_timeout_s=run_timeout_s, retries=retries)
-    show = not (as_json or no_progress) and sys.stderr.isatty()
-    if show:
+    kw: dict[str, Any] = dict(
+        by=by, jobs=jobs, profile=prof, threshold=threshold, confidence=confidence, dtype=dtype, device=device
+    )
+    if not (as_json or no_progress) and sys.stderr.isatty():
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         with Progress(
@@ -137,66 +145,67 @@ def fleet_estimate(
         ) as bar:
             task = bar.add_task("q", total=None)
             res = estimate_fleet(
-                client,
-                plan,
-                by=by,
-                profile=prof,
-                threshold=thr,
-                dtype=dtype,
-                device=device,
-                progress=lambda d, n: bar.update(task, completed=d, total=n),
+                client, plan, progress=lambda d, n: bar.update(task, completed=d, total=n), **kw
             )
     else:
-        res = estimate_fleet(client, plan, by=by, profile=prof, threshold=thr, dtype=dtype, device=device)
+        res = estimate_fleet(client, plan, **kw)
     if as_json:
         echo_json(res.to_dict())
         return
     _print_table(res.to_dict())
 
 
-@fleet_app.command("rules")
-def fleet_rules(
-    output: Path = typer.Option(None, "-o", "--output", help="Write the rules file here (default: stdout)."),
-    window: str = typer.Option("1h", "--window", help="Aggregation window = rule group interval."),
-    prometheus_major: int = typer.Option(
-        3, "--prometheus-major", help="Prometheus major version (2: closed ranges, 3: left-open)."
-    ),
-    selector: str = typer.Option(
-        None, "--selector", help="Label matchers limiting the rules, e.g. '{job=\"dcgm\"}'."
-    ),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing rules file."),
-) -> None:
-    """Print or write the recording rules that pre-aggregate dcgm-exporter series for `fleet estimate`."""
-    from flopwatch.fleet.rules import rules_yaml
-    from flopwatch.io import atomic_write, check_output
-    from flopwatch.telemetry.timespec import parse_duration, selector_matchers
+def load_job_map(path: Path) -> tuple[tuple[str, str, float, float], ...]:
+    """(job, GPU, start, end) rows of a CSV (header job,gpu,start,end) or JSON (list of objects) mapping file."""
+    import csv
+    import io as _io
 
-    # before any work: never a ledger, key, directory or FIFO; never over a file silently
-    if output is not None:
-        check_output(output, overwrite=force, what="rules file")
-    text = rules_yaml(parse_duration(window, field="window"), prometheus_major, selector_matchers(selector))
-    if output is None:
-        sys.stdout.write(text)
-        return
-    atomic_write(output, text)
+    from flopwatch.errors import InputError
+    from flopwatch.io import parse_json, read_text
+    from flopwatch.telemetry.timespec import parse_time
+
+    text = read_text(path, kind="job map")
+    if path.suffix.lower() == ".json":
+        doc: Any = parse_json(text, file=str(path))
+        rows = doc.get("jobs") if isinstance(doc, dict) else doc
+    else:
+        rows = list(csv.DictReader(_io.StringIO(text)))
+    if not isinstance(rows, list) or not rows:
+        raise InputError("expected a non-empty list of job, gpu, start, end rows", file=str(path))
+    out = []
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise InputError("each row must be an object", file=str(path), record=i)
+        for k in ("job", "gpu", "start", "end"):
+            if r.get(k) in (None, ""):
+                raise InputError("missing", file=str(path), record=i, field=k)
+        t0 = parse_time(str(r["start"]), field="start")
+        t1 = parse_time(str(r["end"]), field="end")
+        if not t1 > t0:
+            raise InputError("end must be after start", file=str(path), record=i, field="end")
+        out.append((str(r["job"]), str(r["gpu"]), t0, t1))
+    return tuple(out)
 
 
 @fleet_app.command("metrics")
 def fleet_metrics(as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout.")) -> None:
-    """The dcgm-exporter metrics flopwatch reads and what each contributes."""
-    from flopwatch.telemetry.dcgm_metrics import METRICS
+    """The dcgm-exporter metrics flopwatch reads (the one metric table) and what each contributes."""
+    from flopwatch.telemetry.dcgm_metrics import TABLE
 
-    rows = [{"metric": m.name, "unit": m.unit, "kind": m.kind, "role": m.role} for m in METRICS.values()]
+    rows = [
+        {"metric": m.name, "unit": m.unit, "kind": m.kind, "window": list(m.window), "role": m.role}
+        for m in TABLE
+    ]
     if as_json:
         echo_json(rows)
         return
     from rich.table import Table
 
     t = Table(title="dcgm-exporter metrics used by flopwatch fleet")
-    for c in ("metric", "unit", "role"):
+    for c in ("metric", "unit", "window", "role"):
         t.add_column(c)
     for r in rows:
-        t.add_row(r["metric"], r["unit"], r["role"])
+        t.add_row(r["metric"], r["unit"], ", ".join(r["window"]) or "—", r["role"])
     console().print(t)
 
 
@@ -205,68 +214,56 @@ def register(app: typer.Typer) -> None:
     app.add_typer(fleet_app, name="fleet")
 
 
+def _estimate_cell(g: dict[str, Any]) -> str:
+    """The estimate with its bounds; "—" and why where there is no positive estimate."""
+    bounds = f"[{fmt_flops(g['lower_flops'])}, {fmt_flops(g['upper_flops'])}]"
+    e = g["estimate_flops"]
+    if e is None or not e > 0:
+        why = "no estimate" if e is None else "model gives 0 at this power"
+        return f"— ({why}) {bounds}"
+    return f"{fmt_flops(e)} {bounds}"
+
+
 def _print_table(d: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = console()
     if d.get("simulated"):
-        con.print(
-            "[bold white on red] SIMULATED [/] this Prometheus holds flopwatch's simulated fleet history"
-        )
+        simulated_banner(con, "this Prometheus holds flopwatch's simulated fleet history")
     t = Table(title=f"flopwatch fleet estimate — {d['prometheus']} by {d['by']} ({d['start']} → {d['end']})")
     for c, j in (
         ("group", "left"),
         ("GPUs", "right"),
         ("GPU-h", "right"),
         ("energy MJ (net)", "right"),
-        ("energy est. FLOPs [bounds]", "right"),
-        ("pipe est. FLOPs", "right"),
+        ("estimate FLOPs [sound bounds]", "right"),
+        ("pipe FLOPs", "right"),
         ("verdict", "left"),
         ("coverage", "right"),
-        ("missing / flags", "left"),
+        ("notes (why)", "left"),
     ):
         t.add_column(c, justify=j)  # type: ignore[arg-type]
-    for g in d["groups"]:
-        flags = [*g["missing"], *g["flags"]]
+    for g in [*d["groups"], d["fleet"]]:
         t.add_row(
-            literal(g["key"]),
+            g["key"],
             str(g["gpus"]),
             f"{g['gpu_hours']:.1f}",
             f"{g['energy_j'] / 1e6:.2f} ({g['net_energy_j'] / 1e6:.2f})",
-            f"{fmt_flops(g['estimate_flops'])} [{fmt_flops(g['lower_flops'])}, {fmt_flops(g['upper_flops'])}]",
+            _estimate_cell(g),
             fmt_flops(g["pipe_estimate_flops"]),
-            styled(
-                str(g["verdict"] or "—") + (" ⚠" if g["disagree"] else ""),
-                "bold red" if g["disagree"] else "",
-            ),
+            str(g["verdict"] or "—"),
             f"{g['coverage']:.0%}",
-            literal("; ".join(flags)),
+            "; ".join(g["notes"]) or "—",
         )
     con.print(t)
-    con.print(literal(f"energy model: {d['energy_model']}"))
+    con.print(f"energy model: {d['energy_model']}")
     if d["metrics_missing"]:
         con.print(f"metrics not found (estimates degrade without them): {', '.join(d['metrics_missing'])}")
-    if d["unattributed_series"]:
-        con.print(
-            f"{d['unattributed_series']} series had no {'/'.join(d['by_labels'])} label "
-            f"({d['unattributed_energy_j'] / 1e6:.2f} MJ, unallocated GPUs): not in any group"
-        )
     con.print(
-        f"{d['gpu_hours']:.0f} GPU-hours in {d['elapsed_s']:.1f} s ({d['queries']} queries, "
-        f"{d['bytes_received'] / 1e6:.1f} MB received; {d['read_from']}, {d.get('resolution', 'window')} resolution"
-        + (
-            f"; {d['regrid_gpus']} GPUs re-read per window: counter reset or gap"
-            if d.get("regrid_gpus")
-            else ""
-        )
-        + (f"; pipes from {d['pipes_from']}" if d.get("pipes_from") else "")
-        + (f"; counter energy from the {d['counter_from']}" if d.get("counter_from") == "rise rule" else "")
-        + ")"
+        f"{d['gpu_hours']:.0f} GPU-hours in {d['elapsed_s']:.1f} s ({d['cpu_s']:.1f} CPU-s here; {d['queries']} "
+        f"queries, {d['bytes_received'] / 1e6:.1f} MB received; jobs from {d['jobs_from']}; "
+        f"{d['gpus_per_chunk']} GPUs × {d['windows_per_chunk']} windows per query)"
     )
-    for key in ("rules_note", "job_rules_note"):
-        if d.get(key):
-            con.print(literal(f"recording rules: {d[key]}"))
 
 
 def sim_openmetrics(
@@ -296,7 +293,11 @@ def sim_openmetrics(
         help="GPUs per node (one pod per node and job).",
         callback=options.count(ge=1),
     ),
-    label_style: str = typer.Option("pod", "--label-style", help="pod | exported | hpc"),
+    label_style: str = typer.Option(
+        "pod",
+        "--label-style",
+        help="pod | exported | hpc | info (no job label on DCGM series; a slurm_job_info series)",
+    ),
     omit: list[str] = typer.Option(
         [], "--omit", help="Leave out a metric (repeatable), e.g. a consumer GPU's."
     ),

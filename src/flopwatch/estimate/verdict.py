@@ -47,7 +47,8 @@ from flopwatch.estimate.observe import (
     windows_from_samples,
     windows_from_trace,
 )
-from flopwatch.estimate.regime import Deviation, check_regime, widened
+from flopwatch.estimate.regime import Deviation, check_regime
+from flopwatch.estimate.session import widen
 from flopwatch.estimate.sound import (
     SESSION_LOG_SD,
     SoundUpper,
@@ -280,12 +281,6 @@ def profile_envelope(
     )
 
 
-def _session_q(confidence: float) -> float:
-    from scipy import stats
-
-    return float(stats.norm.ppf(0.5 + confidence / 2.0)) * SESSION_LOG_SD
-
-
 def assess(
     profile: Profile | None,
     obs: Observables,
@@ -388,11 +383,13 @@ def assess(
                 if "outside the calibration range" not in w and "below the calibration gate" not in w
             )
             if math.isfinite(est.flops) and est.flops > 0:
-                lo, hi = _monotone_upper(
-                    profile, est, obs, E_pos, E_pos + idle_excess * t, t, dtype, confidence
-                )
-                q = _session_q(est.confidence)
-                cal_lo, cal_hi = lo * math.exp(-q), hi * math.exp(q)
+                # the calibrated interval as the profile gives it (it never makes a "below", so it need not be
+                # made monotone in what an evader can inflate: the sound bound does not read the DRAM counter),
+                # widened for a later session in quadrature (estimate/session.py)
+                lo, hi = est.lower_flops, est.upper_flops
+                q0 = math.log(hi / est.flops) if hi > est.flops else 0.0
+                dq = float(widen(q0, est.confidence, SESSION_LOG_SD)) - q0
+                cal_lo, cal_hi = lo * math.exp(-dq), hi * math.exp(dq)
     ok = est_flops is not None and math.isfinite(est_flops) and est_flops > 0
     regime = (
         "uncalibrated"
@@ -503,38 +500,6 @@ def _tighten(
             f"with the {obs.unobserved_s:.3g} s unobserved covered by a cumulative counter: ×{a:.3g} → ≥ ×{su.flops / est:.3g}"
         )
     return out
-
-
-def _monotone_upper(
-    profile: Profile,
-    est: Any,
-    obs: Observables,
-    E: float,
-    E_hi: float,
-    t: float,
-    dtype: str,
-    confidence: float | None,
-) -> tuple[float, float]:
-    """Calibrated (lower, upper) with the upper made monotone in the DRAM counter and the idle baseline."""
-    lo, hi = est.lower_flops, est.upper_flops
-    cands = [(E_hi, obs.tb_moved)]
-    rng = profile.regime_ranges.get("bytes_per_j")
-    if obs.tb_moved is not None and rng is not None and E_hi > 0:
-        floor_bpj = widened("bytes_per_j", rng[0], rng[1])[0]
-        tb_lo = min(obs.tb_moved, floor_bpj * E_hi / 1e12)
-        cands.append((E_hi, tb_lo))
-    for e, tb in cands:
-        if e == E and tb == obs.tb_moved:
-            continue
-        try:
-            alt = profile.estimate(
-                e, t, tb_moved=tb, mean_util=obs.mean_util, dtype=dtype, confidence=confidence
-            )
-        except InputError:
-            continue
-        if math.isfinite(alt.upper_flops):
-            hi = max(hi, alt.upper_flops)
-    return lo, hi
 
 
 def assess_record(

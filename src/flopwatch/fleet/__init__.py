@@ -1,15 +1,15 @@
 """Fleet scale: per-job FLOP estimates for a whole cluster from the dcgm-exporter history in Prometheus.
 
-``estimate_fleet(PrometheusClient(url), ReadPlan(start, end), by="pod")`` reads the history chunk by chunk
-(:mod:`.reader`), folds it per GPU and job (:mod:`.aggregate`), and applies the energy and pipe-activity
-estimators (:mod:`.estimators`). See ``docs/fleet.md``. Imports are lazy: ``import flopwatch.fleet`` is cheap.
+``estimate_fleet(PrometheusClient(url), ReadPlan(start, end), by="pod")``: :mod:`.plan` (chunks inside the
+engine's limits) → :mod:`.reader` (one columnar table of GPU-jobs) → :mod:`.groups` (one fold, the project's
+assessment per group) → :mod:`.estimate` (the orchestrator). See ``docs/fleet.md``. Imports are lazy.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FleetResult", "PrometheusClient", "ReadPlan", "estimate_fleet"]
+__all__ = ["FleetResult", "JobMap", "PrometheusClient", "ReadPlan", "estimate_fleet"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,9 +18,13 @@ def __getattr__(name: str) -> Any:
 
         return PrometheusClient
     if name == "ReadPlan":
-        from flopwatch.fleet.reader import ReadPlan
+        from flopwatch.fleet.plan import ReadPlan
 
         return ReadPlan
+    if name == "JobMap":
+        from flopwatch.fleet.reader import JobMap
+
+        return JobMap
     if name in ("FleetResult", "estimate_fleet"):
         from flopwatch.fleet import estimate
 

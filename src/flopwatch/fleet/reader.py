@@ -1,526 +1,630 @@
-"""Chunked reading of dcgm-exporter history: Prometheus does the per-sample work, flopwatch gets window sums.
+"""Read a fleet's dcgm-exporter history into one columnar table of GPU-jobs (:class:`GpuJobs`).
 
-For every window of ``window_s`` (default 1 h) and every series, Prometheus evaluates range functions over the
-raw samples (``last_over_time``, ``min_over_time``, ``resets``, ``count_over_time``, ``avg_over_time``). Only
-those window aggregates cross the network: a day of a GPU at a 15 s scrape is 5760 samples per metric but 24
-points here. The pipe estimator weights activity by the SM clock with the window means (Σa · mean f); with
-``exact_clock`` a subquery multiplies each activity sample by the clock of the same instant
-(``sum_over_time((last_over_time(A[step]) * last_over_time(CLOCK[step]))[window:step])``), exact when clock and
-activity move together inside a window (power capping) but about ten times the Prometheus work.
+For every window (default 1 h) and series, Prometheus evaluates the range functions of the metric table
+(:data:`flopwatch.telemetry.dcgm_metrics.TABLE`: at most two per metric, so each raw sample is read at most twice);
+only window aggregates cross the network. One GPU chunk at a time, every time chunk of it is assembled into
+(series × window) arrays, each (series, window) cell gets its energy, time and activity, and the cells are summed
+with ``np.bincount`` into GPU-job rows: (GPU, MIG instance, job). A job comes from the series' labels (``--by``),
+from a job-info series or a mapping file joined per window (:class:`JobMap`: no job label on DCGM series, so the
+series count stays proportional to GPUs however many jobs run), or is left empty for ``--by cohort``/fleet totals.
 
-Memory is bounded by the chunk: the fleet is read ``gpus_per_chunk`` GPUs (by ``UUID``, else by host) at a time
-and ``time_chunk_s`` at a time; the only state carried between time chunks is one counter value per series.
+Energy (``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, mJ since boot) is exact between two samples of one series: a
+cell's energy is ``last_k − last_prev`` (bridging missed scrapes and empty windows: the counter kept counting). A
+series' first cell gets ``last − min`` plus half a step of its mean power (the first scrape is on average half a
+step after the start), its last cell half a step more. A reset (driver reload: the window's minimum below the
+previous last value) makes that cell's energy come from the power gauge (mean power × the time the cell stands
+for) and is counted. Without the counter all energy comes from power. The time a cell stands for: a whole window
+when the series has samples on both sides and at least :data:`FULL_WINDOW` of the window's scrapes; an edge cell its
+samples over the series' share of scrapes that arrived, placed against its neighbour.
 
-Range boundaries: Prometheus 2.x range selectors include both ends, 3.x only the right one. To tile time without
-counting a sample twice, ranges are ``window − 1 ms`` on 2.x (sample timestamps are whole milliseconds).
+MIG: dcgm-exporter repeats the whole GPU's power and energy on every instance. Per window the GPU's energy is
+taken once and apportioned to its instances by their share of graphics-engine activity (an apportionment, not a
+measurement: the group says so).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any
+import functools
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields
 
 import numpy as np
 
+from flopwatch.devices import get_device
 from flopwatch.errors import InputError
+from flopwatch.fleet.plan import Chunking, ReadPlan, gpu_matchers, range_str
 from flopwatch.telemetry import dcgm_metrics as M
-from flopwatch.telemetry.prom_client import MAX_POINTS_PER_SERIES, PrometheusClient, Series
+from flopwatch.telemetry.prom_client import PrometheusClient, Series
 
 #: The series flopwatch's simulated fleets carry (``flopwatch.sim.dcgm``): their output says "simulated".
 SIMULATED = "flopwatch_simulated"
-
-#: Above this step a range subquery at ``step`` would fall outside Prometheus's default 5 min lookback, and job
-#: boundaries blur by more than the scrape intervals dcgm-exporter deployments use (15–60 s).
-MAX_STEP_S = 300.0
-
-
-@dataclass(frozen=True)
-class ReadPlan:
-    """What to read: time range, resolution, chunking."""
-
-    start: float
-    end: float
-    step_s: float = 15.0  # the scrape interval of the dcgm-exporter job
-    window_s: float = 3600.0  # Prometheus-side aggregation window
-    time_chunk_s: float = 6 * 3600.0
-    gpus_per_chunk: int = 32  # measured best on 1024 GPUs (benchmarks/bench_fleet.py); memory grows with it
-    matchers: str = ""  # label matchers of --selector, without braces
-    concurrency: int = 4  # queries in flight at once (Prometheus evaluates them in parallel)
-    exact_clock: bool = (
-        False  # pipe × clock per sample (a subquery: ~10× the Prometheus work) vs window means
-    )
-    #: Recording rules (:mod:`flopwatch.fleet.rules`): "auto" uses them when they match the plan, "require"
-    #: fails when they don't, "off" reads raw series only.
-    rules: str = "auto"
-    #: Chunks when reading rule series: one sample per series and window, so a chunk of 128 GPUs × 48 h of 1 h
-    #: windows is ~1 M numbers across all queries (memory still bounded by the chunk, not the fleet).
-    rules_gpus_per_chunk: int = 128
-    rules_time_chunk_s: float = 48 * 3600.0
-    #: "window": window aggregates folded here (exact edges and per-window clock weighting); "span": per-series
-    #: totals over the range from Prometheus (:mod:`flopwatch.fleet.span`: fewer evaluations, a smaller answer).
-    resolution: str = "window"
-    #: GPUs per chunk at span resolution: the answer is one number per series and metric, so chunks can be large
-    span_gpus_per_chunk: int = 256
-
-    def check(self) -> ReadPlan:
-        if not self.end > self.start:
-            raise InputError(f"end ({self.end:.0f}) must be after start ({self.start:.0f})", field="end")
-        if self.step_s > MAX_STEP_S:
-            raise InputError(
-                f"step {self.step_s:g} s is too coarse: at most {MAX_STEP_S:g} s (Prometheus's lookback); use the "
-                "dcgm-exporter scrape interval (typically 15–60 s)",
-                field="step",
-            )
-        if self.step_s > (self.end - self.start) / 2:
-            raise InputError(
-                f"step {self.step_s:g} s is too coarse for a {self.end - self.start:g} s range (fewer than two "
-                "samples per series)",
-                field="step",
-            )
-        if self.window_s < self.step_s:
-            raise InputError("window must be at least one step", field="window")
-        if self.gpus_per_chunk < 1:
-            raise InputError("gpus_per_chunk must be >= 1", field="gpus_per_chunk")
-        if self.rules not in ("auto", "require", "off"):
-            raise InputError(f"rules must be auto, require or off, got {self.rules!r}", field="rules")
-        if self.resolution not in ("window", "span"):
-            raise InputError(
-                f"resolution must be window or span, got {self.resolution!r}", field="resolution"
-            )
-        if self.resolution == "span" and self.exact_clock:
-            raise InputError(
-                "exact clock weighting multiplies activity and clock per sample: it needs --resolution window",
-                field="resolution",
-            )
-        return self
+#: A window with samples on both sides stands for the whole window only if at least this share of its scrapes
+#: arrived; otherwise the series may have left and come back inside it.
+FULL_WINDOW = 0.8
+#: Mean power above idle × this (or idle + 30 W, whichever is more) counts as load for the consistency checks.
+LOAD_FACTOR = 1.5
 
 
 @dataclass
-class WindowBlock:
-    """Window aggregates of the series of one (GPU chunk, time chunk): ``values[query][i]`` per series ``i``."""
+class GpuJobs:
+    """What each GPU did for each job in the range, one row per (GPU, MIG instance, job); arrays of equal length.
 
-    t: np.ndarray  # window end times (s)
-    labels: list[Mapping[str, str]]
-    values: dict[str, np.ndarray]  # query name → (n_series, n_windows), NaN where absent
-    present: frozenset[str] = field(default_factory=frozenset)
+    Times in seconds, energy in joules, activities as ∫ ratio dt (seconds), clocks in MHz."""
 
+    gpu: np.ndarray  # object: GPU id (UUID, else host/index)
+    instance: np.ndarray  # object: MIG instance id, "" for a whole GPU
+    job: np.ndarray  # object: job key, None where no job is known
+    model: np.ndarray  # object: the modelName the GPU reports ("" when absent)
+    cohort: np.ndarray  # object: the GPU's busy-interval signature (GPUs that start and stop together)
+    energy_j: np.ndarray
+    energy_from_power_j: np.ndarray  # part of energy_j from the power gauge
+    counter_j: np.ndarray  # counter increments over cells with both counter and power (cross-check) …
+    counter_power_j: np.ndarray  # … and the power gauge's energy over the same cells
+    covered_s: np.ndarray  # time with samples (samples × step)
+    duration_s: np.ndarray  # time the samples stand for (missed scrapes bridged)
+    t_first: np.ndarray
+    t_last: np.ndarray
+    busy_s: np.ndarray  # ∫ GR_ENGINE_ACTIVE (else GPU_UTIL) dt
+    busy_covered_s: np.ndarray
+    sm_s: np.ndarray
+    dram_s: np.ndarray
+    dram_covered_s: np.ndarray
+    tensor_s: np.ndarray  # ∫ tensor activity dt (HMMA where reported)
+    tensor_mhz_s: np.ndarray  # ∫ tensor activity × SM clock dt (window means)
+    fp32_s: np.ndarray
+    fp32_mhz_s: np.ndarray
+    fp16_s: np.ndarray
+    fp64_s: np.ndarray
+    pipe_covered_s: np.ndarray  # time with any pipe counter
+    clock_mhz_s: np.ndarray
+    clock_covered_s: np.ndarray
+    clock_max_mhz: np.ndarray  # NaN: no clock
+    clock_min_mhz: np.ndarray  # lowest window-mean clock under load
+    power_limit_w: np.ndarray  # highest limit seen (NaN: none)
+    power_limit_min_w: np.ndarray
+    peak_power_w: np.ndarray  # highest window-mean power
+    min_power_w: np.ndarray  # lowest window-mean power
+    resets: np.ndarray
+    out_of_range: np.ndarray  # cells with a ratio outside [0, 1]
+    prof_covered_s: np.ndarray  # time with profiling counters
+    prof_gap_s: np.ndarray  # time with samples but no profiling counter, where the fleet exports them
+    prof_zero_load_s: np.ndarray  # time with every profiling counter at 0 while power shows load
+    ends_busy: np.ndarray  # series whose telemetry stops under load while the range goes on (lag, outage)
+    duplicate_s: np.ndarray  # time with more samples than scrapes (a GPU scraped twice)
+    mig: np.ndarray  # bool: energy apportioned among MIG instances
+    n_series: np.ndarray
 
-def _ms_range(seconds: float, closed: bool) -> str:
-    ms = int(round(seconds * 1000))
-    return f"{ms - 1 if closed else ms}ms"
+    def __len__(self) -> int:
+        return len(self.gpu)
 
-
-def _queries(
-    present: frozenset[str], m: str, W: str, s: str, R_sub: str, exact_clock: bool = False
-) -> dict[str, str]:
-    """PromQL per query name, for the metrics present. ``m``: matchers; W: window range; s: step range."""
-    sel = (lambda name: f"{name}{{{m}}}") if m else (lambda name: name)
-    q: dict[str, str] = {}
-    if M.ENERGY in present:
-        e = sel(M.ENERGY)
-        q |= {
-            "e_last": f"last_over_time({e}[{W}])",
-            "e_first": f"min_over_time({e}[{W}])",
-            "e_max": f"max_over_time({e}[{W}])",  # the value before a reset inside the window
-            "e_resets": f"resets({e}[{W}])",
-            "e_n": f"count_over_time({e}[{W}])",
-        }
-    if M.POWER in present:
-        q["p_sum"] = f"sum_over_time({sel(M.POWER)}[{W}])"
-        q["p_n"] = f"count_over_time({sel(M.POWER)}[{W}])"
-    for key, name in (
-        ("gr", M.GR_ACTIVE),
-        ("gpu_util", M.GPU_UTIL if M.GR_ACTIVE not in present else ""),  # a fallback only
-        ("sm", M.SM_ACTIVE),
-        ("dram", M.DRAM),
-        ("clock", M.SM_CLOCK),
-        ("imma", M.IMMA),
-        ("dfma", M.DFMA),
-        ("fp16", M.FP16),
-        ("fp64", M.FP64),
-    ):
-        if name and name in present:  # one query per gauge: its count is the power's (same scrape)
-            q[f"{key}_avg"] = f"avg_over_time({sel(name)}[{W}])"
-    if M.POWER_LIMIT in present:
-        q["plimit"] = f"max_over_time({sel(M.POWER_LIMIT)}[{W}])"
-    # The tensor pipe: HMMA where the GPU reports it (Hopper), else TENSOR_ACTIVE.
-    pipes = [("tensor", M.HMMA if M.HMMA in present else M.TENSOR), ("fp32", M.FP32)]
-    for key, name in pipes:
-        if name not in present:
-            continue
-        q[f"{key}_avg"] = f"avg_over_time({sel(name)}[{W}])"
-        if M.SM_CLOCK in present and exact_clock:
-            q[f"{key}_af"] = (
-                f"sum_over_time((last_over_time({sel(name)}[{s}]) * last_over_time({sel(M.SM_CLOCK)}[{s}]))"
-                f"[{R_sub}])"
-            )
-    return q
-
-
-class FleetReader:
-    """Plans and runs the chunked queries of one :class:`ReadPlan` against one Prometheus."""
-
-    def __init__(self, client: PrometheusClient, plan: ReadPlan) -> None:
-        self.client = client
-        self.plan = plan.check()
-        self.present: frozenset[str] = frozenset()
-        self.n_queries = 0
-        self.n_lazy_queries = 0  # asked on demand (_on_demand): rare
-        self.rules_used = False  # reading the recording-rule series (flopwatch.fleet.rules), not raw samples
-        self.rules_note = ""  # why not, when rules were asked for ("auto") but not used
-        self.rule_names: frozenset[str] | None = None  # flopwatch rule names in the range (rules.rule_names)
-        self.alongside: Future[Any] | None = None  # discover()'s ``alongside`` call
-        self.simulated = False  # the range holds flopwatch's simulation marker (discover)
-
-    # ----------------------------------------------------------------------------------- discovery
-    def discover(
-        self, alongside: Callable[[ReadPlan], Any] | None = None
-    ) -> tuple[frozenset[str], list[str], str]:
-        """Which DCGM metrics exist for the selector in the range, and the GPU chunk keys (label, values).
-
-        The round trips here are on the estimate's critical path, before any chunk is read, so what does not
-        depend on an answer is asked at once: the metric names with the rule names; once the span is fixed (a
-        ``--rules require`` start moved onto the rule grid), the rules' coverage with the GPU keys and
-        ``alongside(plan)`` (the caller's own set-up: its answer, or its exception, is :attr:`alongside`).
-        """
-        from concurrent.futures import ThreadPoolExecutor
-
-        from flopwatch.fleet.rules import rule_names
-
-        p = self.plan
-        m = p.matchers
-        match = f'{{__name__=~"DCGM_FI_.*"{"," + m if m else ""}}}'
-        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="flopwatch-discover") as pool:
-            f_rules = None
-            if p.rules != "off":
-                # once, over the widest span the checks may look at (a window before start: the grid widening)
-                f_rules = pool.submit(
-                    rule_names, self.client, p.window_s, p.start - p.window_s, p.end + p.window_s
-                )
-                pool.submit(self.client.version)  # cached: the checks' ranges depend on it
-            # with the marker of flopwatch's simulated fleets (sim.dcgm): one lookup of the series index, not two
-            found = self.client.label_values(
-                "__name__", [match, f'{{__name__="{SIMULATED}"}}'], p.start, p.end
-            )
-            self.simulated = SIMULATED in found
-            names = frozenset(n for n in found if n != SIMULATED)
-            if not names:
-                raise InputError(
-                    f"no DCGM series at {self.client.display_url} for {('{' + m + '}') if m else 'any selector'} "
-                    "between the start and end times (empty result: check --selector, --start/--end, and that "
-                    "dcgm-exporter is scraped)",
-                    field="selector",
-                )
-            self.present = names & frozenset(M.METRICS)
-            if M.ENERGY not in self.present and M.POWER not in self.present:
-                raise InputError(
-                    f"missing metrics: neither {M.ENERGY} nor {M.POWER} is present, so no energy can be measured "
-                    f"(found: {', '.join(sorted(names)[:8])}{' …' if len(names) > 8 else ''})",
-                    field="metrics",
-                )
-            if f_rules is not None:
-                self.rule_names = f_rules.result()
-            grid = self._rules_grid()  # may move the start onto the rule grid
-            f_along = pool.submit(alongside, self.plan) if alongside is not None else None
-            # the GPU keys as the rule series know them (rules may be kept longer than raw samples), asked before
-            # the coverage checks say whether the rules are used (then, rarely, asked again of the raw series)
-            f_keys = pool.submit(self._gpu_keys, True) if grid is not None else None
-            if grid is not None:
-                self._check_rules(*grid)
-            if f_keys is not None and self.rules_used:
-                keys = f_keys.result()
-            else:
-                keys = self._gpu_keys(self.rules_used)
-            self.alongside = f_along
-        return self.present, keys[0], keys[1]
-
-    def _gpu_keys(self, rules: bool) -> tuple[list[str], str]:
-        """The GPU chunk keys: the values of the first of UUID, Hostname, instance the series carry."""
-        from flopwatch.fleet.rules import reader_rule
-
-        p = self.plan
-        ref = M.ENERGY if M.ENERGY in self.present else M.POWER
-        if rules:
-            ref = (
-                reader_rule("e_last" if M.ENERGY in self.present else "p_sum", self.present, p.window_s)
-                or ref
-            )
-        ref_match = f"{ref}{{{p.matchers}}}" if p.matchers else ref
-        for label in ("UUID", "Hostname", "instance"):
-            vals = self.client.label_values(label, ref_match, p.start, p.end)
-            if vals:
-                return vals, label
-        return [""], ""
-
-    def _needed_rules(self) -> list[str]:
-        return list(_queries(self.present, "x", "1s", "1s", "1s:1s", self.plan.exact_clock))
-
-    def _rules_grid(self) -> tuple[ReadPlan, list[Series] | None] | None:
-        """The rules' first check (:func:`~flopwatch.fleet.rules.rules_grid`): None when they cannot be used (the
-        reason goes to :attr:`rules_note`, or raises under ``--rules require``); else the plan to check them over
-        (``--rules require`` moves the start onto the rule grid: the window before start) and the samples read
-        (None: the start was just moved, so they are on the grid)."""
-        import dataclasses
-
-        from flopwatch.fleet.rules import rules_grid
-
-        p = self.plan
-        if p.rules == "off":
-            return None
-        chk, first = rules_grid(
-            self.client, p, self.present, self._needed_rules(), self.rule_names or frozenset()
+    @staticmethod
+    def concat(parts: Sequence[GpuJobs]) -> GpuJobs:
+        if not parts:
+            return GpuJobs(**{f.name: np.empty(0) for f in fields(GpuJobs)})
+        return GpuJobs(
+            **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(GpuJobs)}
         )
-        if chk is None:
-            return p, first
-        if chk.kind == "grid" and p.rules == "require" and chk.grid_offset_s is not None:
-            # Widen the span to the rule grid (the window before start): answers then equal the raw path's
-            # over the widened span, which the output's start reports.
-            self.plan = dataclasses.replace(p, start=p.start + chk.grid_offset_s - p.window_s)
-            self.rules_note = f"span widened to the rule grid: start {self.plan.start:.3f}"
-            return self.plan, None
-        self._rules_unused(chk.reason)
-        return None
 
-    def _rules_unused(self, reason: str) -> None:
-        if self.plan.rules == "require":
-            raise InputError(f"--rules require: {reason}", field="rules")
-        self.rules_note = reason
 
-    def _check_rules(self, p: ReadPlan, first: list[Series] | None) -> None:
-        """The rules' coverage at the first and last window (:func:`~flopwatch.fleet.rules.check_rules`) over the
-        plan :meth:`_rules_grid` fixed; on success the reader reads rule series from now on."""
-        import dataclasses
+@dataclass(frozen=True)
+class JobMap:
+    """Jobs joined to GPUs at query time instead of labels on DCGM series.
 
-        from flopwatch.fleet.rules import check_rules
+    ``metric``: an info series (Slurm-style ``slurm_job_info{job="…", Hostname="…", gpu="0"} 1`` while the job
+    holds the GPU, or one carrying ``UUID``): its ``job_label`` names the job, ``gpu_labels`` the GPU (``UUID``,
+    or host and index). ``allocations``: (job, GPU id as :func:`~flopwatch.telemetry.dcgm_metrics.gpu_id` spells
+    it, start, end) from a mapping file. A (GPU, window) belongs to the job that holds it longest in the window."""
 
-        # first None: the start was just put on the grid, so the rule samples are counted, not read
-        chk = check_rules(
-            self.client,
-            p,
-            self.present,
-            self._needed_rules(),
-            self.rule_names,
-            on_grid=first is None,
-            first=first,
+    metric: str = ""
+    job_label: str = "job"
+    gpu_labels: tuple[str, ...] = ("Hostname", "gpu")
+    allocations: tuple[tuple[str, str, float, float], ...] = ()
+
+
+@dataclass
+class Discovery:
+    present: frozenset[str]  # DCGM metric names with series in the range
+    keys: list[str]  # GPU chunk keys
+    key_label: str
+    simulated: bool
+
+
+def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
+    """Which DCGM metrics exist for the selector in the range, and the GPUs (by UUID, else host)."""
+    m = plan.matchers
+    match = f'{{__name__=~"DCGM_FI_.*"{"," + m if m else ""}}}'
+    names = frozenset(client.label_values("__name__", match, plan.start, plan.end))
+    if not names:
+        raise InputError(
+            f"no DCGM series at {client.display_url} for {('{' + m + '}') if m else 'any selector'} between the "
+            "start and end times (check --selector, --start/--end, and that dcgm-exporter is scraped)",
+            field="selector",
         )
-        if chk.use:
-            self.rules_used = True
-            self.plan = dataclasses.replace(
-                p,
-                gpus_per_chunk=max(p.gpus_per_chunk, p.rules_gpus_per_chunk),
-                time_chunk_s=max(p.time_chunk_s, p.rules_time_chunk_s),
-            )
-        else:
-            self.rules_note = ""
-            self._rules_unused(chk.reason)
-
-    def chunks(self, keys: Sequence[str], label: str) -> list[str]:
-        """Matchers of each GPU chunk (the user's matchers plus a regex on ``label``)."""
-        if not label:
-            return [self.plan.matchers]
-        out = []
-        n = self.plan.gpus_per_chunk
-        for i in range(0, len(keys), n):
-            alt = "|".join(_re_escape(k) for k in keys[i : i + n])
-            mm = f'{label}=~"{alt}"'
-            out.append(f"{self.plan.matchers},{mm}" if self.plan.matchers else mm)
-        return out
-
-    def time_chunks(self) -> list[tuple[float, float]]:
-        """[(t0, t1)] covering [start, end] in whole windows (the last window may end after ``end``)."""
-        p = self.plan
-        W = p.window_s
-        n_win = max(1, math.ceil((p.end - p.start) / W - 1e-9))
-        per = max(1, min(int(p.time_chunk_s // W) or 1, MAX_POINTS_PER_SERIES - 1))
-        out = []
-        for k in range(0, n_win, per):
-            t0 = p.start + k * W
-            t1 = p.start + min(n_win, k + per) * W
-            out.append((t0, t1))
-        return out
-
-    def blocks(self, matchers: str, on_query: Callable[[], None] | None = None) -> Iterator[WindowBlock]:
-        """Window aggregates of one GPU chunk, one time chunk at a time."""
-        p = self.plan
-        closed = self.client.version() < (3, 0)
-        W = _ms_range(p.window_s, closed)
-        s = _ms_range(p.step_s, closed)
-        R_sub = f"{W}:{int(round(p.step_s * 1000))}ms"
-        queries = _queries(self.present, matchers, W, s, R_sub, p.exact_clock)
-        if self.rules_used:
-            queries = self._rule_queries(queries, matchers, W)
-        # Asked only where needed (see _on_demand): resets() where the counter decreased inside a window, and the
-        # counter's sample count where power has none (dcgm-exporter exports every field at each scrape, so
-        # elsewhere it is the power's). Each saves one pass over the counter's samples per chunk.
-        lazy = {k: queries.pop(k) for k in ("e_resets",) if k in queries}
-        if M.POWER in self.present and "e_n" in queries:
-            lazy["e_n"] = queries.pop("e_n")
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=max(1, p.concurrency)) as pool:
-            for t0, t1 in self.time_chunks():
-                # Evaluate at window ends; a window (t − W, t] covers the samples of that window only.
-                futs = {
-                    name: pool.submit(self.client.query_range, expr, t0 + p.window_s, t1, p.window_s)
-                    for name, expr in queries.items()
-                }
-                results: dict[str, list[Series]] = {}
-                for name, f in futs.items():
-                    results[name] = f.result()
-                    self.n_queries += 1
-                    if on_query is not None:
-                        on_query()
-                block = _assemble(results, t0 + p.window_s, t1, p.window_s, self.present, sums=False)
-                self._on_demand(block, lazy, t0 + p.window_s, t1)
-                _sums_from_means(block.values)
-                yield block
-
-    def _rule_queries(self, queries: Mapping[str, str], matchers: str, W: str) -> dict[str, str]:
-        """The same window aggregates from the recording-rule series: one rule sample per series and window."""
-        from flopwatch.fleet.rules import reader_rule
-
-        sel = f"{{{matchers}}}" if matchers else ""
-        # gauge rules hold window sums (flopwatch.fleet.rules); the window mean is the sum over the count rule
-        count = reader_rule("p_n" if M.POWER in self.present else "e_n", self.present, self.plan.window_s)
-        out = {}
-        for name in queries:
-            rule = reader_rule(name, self.present, self.plan.window_s)
-            if rule is None:  # check_rules made sure every query has one
-                raise AssertionError(name)
-            out[name] = f"last_over_time({rule}{sel}[{W}])"
-            if name.endswith("_avg"):
-                out[name] += f" / last_over_time({count}{sel}[{W}])"
-        return out
-
-    def _on_demand(self, block: WindowBlock, lazy: Mapping[str, str], t_first: float, t_last: float) -> None:
-        """Fill the counter's ``e_n`` and ``e_resets`` from what was read, asking the server only where needed.
-
-        ``e_n``: the power's sample count where the counter has samples; ``count_over_time`` is asked (this GPU
-        chunk and time chunk) only when some window has counter samples but no power samples.
-
-        ``e_resets``: 0 where the counter has samples; ``resets()`` is asked only when some window's maximum
-        exceeds its last value (a since-boot counter only rises between resets, so that window held a
-        decrease). A reset between two windows (a window's minimum below the previous window's last value) needs
-        no count: the accumulator sees it. Not seen: a reset after which the counter climbs back above its
-        pre-reset maximum inside the same window, in the first window of a series (a GPU booted less than about
-        a window before): its energy then lacks the part before the reset.
-        """
-        v = block.values
-        e_last = v.get("e_last")
-        if e_last is None or not lazy:
-            return
-        has = np.isfinite(e_last)
-        need: dict[str, str] = {}
-        if "e_n" in lazy:
-            p_n = v.get("p_n")
-            p_n = np.full_like(e_last, np.nan) if p_n is None else p_n
-            with np.errstate(invalid="ignore"):
-                ok = p_n > 0
-            v["e_n"] = np.where(has & ok, p_n, np.nan)
-            if np.any(has & ~ok):
-                need["e_n"] = lazy["e_n"]
-        if "e_resets" in lazy:
-            e_max = v.get("e_max")
-            v["e_resets"] = np.where(has, 0.0, np.nan)
-            with np.errstate(invalid="ignore"):
-                if e_max is not None and np.any(e_max > e_last):
-                    need["e_resets"] = lazy["e_resets"]
-        for name, expr in need.items():
-            series = self.client.query_range(expr, t_first, t_last, self.plan.window_s)
-            self.n_queries += 1
-            self.n_lazy_queries += 1  # not ticked: progress counts the planned queries
-            got = _assemble({name: series}, t_first, t_last, self.plan.window_s, block.present, sums=False)
-            rows = {_key(lab): i for i, lab in enumerate(got.labels)}
-            g = got.values[name]
-            for i, lab in enumerate(block.labels):
-                j = rows.get(_key(lab))
-                if j is not None:
-                    ok = np.isfinite(g[j])
-                    v[name][i, ok] = g[j, ok]
-
-    @property
-    def n_queries_per_chunk(self) -> int:
-        """Queries per (GPU chunk, time chunk), not counting the ones asked on demand (:meth:`_on_demand`)."""
-        q = _queries(self.present, "x", "1s", "1s", "1s:1s", self.plan.exact_clock)
-        return len(q) - ("e_resets" in q) - ("e_n" in q and M.POWER in self.present)
-
-
-def _re_escape(v: str) -> str:
-    out = []
-    for ch in v:
-        if ch in ".^$*+?()[]{}|\\":
-            out.append("\\\\" + ch)
-        elif ch == '"':
-            out.append('\\"')
-        else:
-            out.append(ch)
-    return "".join(out)
+    present = names & frozenset(M.METRICS)
+    if M.ENERGY not in present and M.POWER not in present:
+        raise InputError(
+            f"missing metrics: neither {M.ENERGY} nor {M.POWER} is present, so no energy can be measured "
+            f"(found: {', '.join(sorted(names)[:8])}{' …' if len(names) > 8 else ''})",
+            field="metrics",
+        )
+    ref = M.POWER if M.POWER in present else M.ENERGY
+    ref_match = f"{ref}{{{m}}}" if m else ref
+    keys, key_label = [""], ""
+    for label in ("UUID", "Hostname", "instance"):
+        vals = client.label_values(label, ref_match, plan.start, plan.end)
+        if vals:
+            keys, key_label = vals, label
+            break
+    simulated = bool(client.label_values("__name__", SIMULATED, plan.start, plan.end))
+    return Discovery(present, keys, key_label, simulated)
 
 
 def _key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """Identity of a series across queries: its labels without ``__name__`` (range functions drop it)."""
+    """Identity of a series across queries: its labels without ``__name__`` (range functions drop it), in the
+    order Prometheus sends them (sorted by name: ``labels.Labels``), so no sort per series."""
     if "__name__" in labels:
-        return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
-    return tuple(sorted(labels.items()))
+        return tuple((k, v) for k, v in labels.items() if k != "__name__")
+    return tuple(labels.items())
 
 
-def _assemble(
-    results: Mapping[str, list[Series]],
-    t_first: float,
-    t_last: float,
-    step: float,
-    present: frozenset[str],
-    *,
-    sums: bool = True,
-) -> WindowBlock:
-    t = np.arange(t_first, t_last + step / 2, step)
-    index: dict[tuple[tuple[str, str], ...], int] = {}
-    labels: list[Mapping[str, str]] = []
-    rows: dict[str, list[int]] = {}
-    for name, ss in results.items():
-        r = rows[name] = []
-        for s in ss:
-            k = _key(s.labels)
-            i = index.get(k)
-            if i is None:
-                i = index[k] = len(labels)
-                labels.append(dict(k))
-            r.append(i)
-    n = len(labels)
-    values: dict[str, np.ndarray] = {}
-    for name, ss in results.items():
-        a = np.full((n, len(t)), np.nan)
-        if ss:  # one scatter per query: per-series numpy calls cost more than the work on large fleets
-            row = np.repeat(np.asarray(rows[name], dtype=np.intp), [len(s.t) for s in ss])
-            tt = np.concatenate([s.t for s in ss])
-            vv = np.concatenate([s.v for s in ss])
-            j = np.rint((tt - t_first) / step).astype(np.intp)
-            ok = (j >= 0) & (j < len(t))
-            a[row[ok], j[ok]] = vv[ok]
-        values[name] = a
-    if sums:
-        _sums_from_means(values)
-    return WindowBlock(t=t, labels=labels, values=values, present=present)
+class FleetReader:
+    """Runs the chunked window queries of one plan and turns each GPU chunk into :class:`GpuJobs`."""
+
+    def __init__(
+        self,
+        client: PrometheusClient,
+        plan: ReadPlan,
+        found: Discovery,
+        chunks: Chunking,
+        *,
+        by_labels: tuple[str, ...] = (),
+        jobs: JobMap | None = None,
+    ) -> None:
+        self.client, self.plan, self.found, self.chunking = client, plan, found, chunks
+        self.by_labels = by_labels
+        self.jobs = jobs
+        self.n_queries = 0
+        closed = client.version() < (3, 0)
+        self.window = range_str(plan.window_s, closed)
+        self.ends = np.asarray(plan.window_ends())
+
+    def matchers(self) -> list[str]:
+        keys, label = self.found.keys, self.found.key_label
+        n = self.chunking.gpus_per_chunk
+        return [gpu_matchers(self.plan, label, keys[i : i + n]) for i in range(0, len(keys), n)]
+
+    def queries(self, matchers: str) -> dict[tuple[str, str], str]:
+        q = M.window_queries(self.found.present, matchers, self.window)
+        if ("power", "count") not in q:  # the sample count from the counter: its third read, without power
+            sel = f"{M.ENERGY}{{{matchers}}}" if matchers else M.ENERGY
+            q[("energy", "count")] = f"count_over_time({sel}[{self.window}])"
+        return q
+
+    def read(
+        self, matchers: str, pool: ThreadPoolExecutor, on_query: Callable[[], None] | None = None
+    ) -> GpuJobs:
+        """The GPU-jobs of one GPU chunk over the whole range."""
+        q = self.queries(matchers)
+        spans = self.chunking.time_chunks(self.plan)
+        futs = {
+            (name, i): pool.submit(self.client.query_range, expr, t0, t1, self.plan.window_s)
+            for name, expr in q.items()
+            for i, (t0, t1) in enumerate(spans)
+        }
+        if self.jobs is not None and self.jobs.metric:
+            sel = f"{self.jobs.metric}"
+            by = ", ".join((self.jobs.job_label, *self.jobs.gpu_labels))
+            expr = f"sum by ({by}) (count_over_time({sel}[{self.window}]))"
+            for i, (t0, t1) in enumerate(spans):
+                futs[(("info", ""), i)] = pool.submit(
+                    self.client.query_range, expr, t0, t1, self.plan.window_s
+                )
+        answers: dict[tuple[str, str], list[Series]] = {}
+        for (name, _i), f in futs.items():
+            answers.setdefault(name, []).extend(f.result())
+            self.n_queries += 1
+            if on_query is not None:
+                on_query()
+        info = answers.pop(("info", ""), None)
+        return self._fold(answers, info)
+
+    # ---------------------------------------------------------------------------------------------- fold
+    def _fold(self, answers: Mapping[tuple[str, str], list[Series]], info: list[Series] | None) -> GpuJobs:
+        p = self.plan
+        W, step, K = p.window_s, p.step_s, len(self.ends)
+        index: dict[tuple[tuple[str, str], ...], int] = {}
+        rows: dict[tuple[str, str], np.ndarray] = {}
+        seen: list[tuple[list[Mapping[str, str]], np.ndarray]] = []
+        for name, ss in answers.items():
+            labs = [s.labels for s in ss]
+            # the queries of a chunk answer the same series in the same (sorted) order: reuse the rows when the
+            # label sets are equal one by one (a comparison, not a key and a lookup per series)
+            hit = next((r for ls, r in seen if len(ls) == len(labs) and ls == labs), None)
+            if hit is None:
+                hit = np.array([index.setdefault(_key(lab), len(index)) for lab in labs], dtype=np.intp)
+                seen.append((labs, hit))
+            rows[name] = hit
+        labels = [dict(k) for k in index]
+        S = len(labels)
+        if S == 0:
+            return GpuJobs.concat([])
+
+        def mat(key: str, fn: str) -> np.ndarray:
+            a = np.full((S, K), np.nan)
+            ss = answers.get((key, fn))
+            if ss:
+                r = np.repeat(rows[(key, fn)], [len(s.t) for s in ss])
+                t = np.concatenate([s.t for s in ss])
+                j = np.rint((t - self.ends[0]) / W).astype(np.intp)
+                ok = (j >= 0) & (j < K)
+                a[r[ok], j[ok]] = np.concatenate([s.v for s in ss])[ok]
+            m = M.BY_KEY[key]
+            return a * m.scale if m.scale != 1.0 else a
+
+        has_power = (("power", "count")) in answers
+        N = mat("power", "count") if has_power else mat("energy", "count")
+        N = np.where(np.isfinite(N) & (N > 0), N, 0.0)
+        P = N > 0
+        gids = [M.gpu_id(lab) for lab in labels]
+        ug, gi = np.unique(np.asarray(gids, dtype=object), return_inverse=True)
+        G = len(ug)
+        # --- placement: the time each cell stands for, and where it starts and ends
+        prev = np.zeros_like(P)
+        prev[:, 1:] = P[:, :-1]
+        nxt = np.zeros_like(P)
+        nxt[:, :-1] = P[:, 1:]
+        interior = P & prev & nxt & (N >= FULL_WINDOW * W / step)
+        gpu_n = np.zeros((G, K))
+        np.add.at(gpu_n, gi, N)
+        # a series without interior windows (a job shorter than two windows) borrows its GPU's scrape rate: the GPU
+        # is scraped the whole time, whichever series (job) holds it (median over its interior windows)
+        gp = gpu_n > 0
+        g_in = gp.copy()
+        g_in[:, 1:] &= gp[:, :-1]
+        g_in[:, :-1] &= gp[:, 1:]
+        g_in[:, [0, -1]] = False
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            gpu_kept = np.nanmedian(np.where(g_in, gpu_n, np.nan), axis=1) * step / W
+        gpu_kept = np.where(np.isfinite(gpu_kept), gpu_kept, 1.0)
+        iw = interior.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            kept = np.where(
+                iw > 0, np.where(interior, N, 0).sum(axis=1) * step / (np.maximum(iw, 1) * W), gpu_kept[gi]
+            )
+        kept = np.clip(kept, 0.5, 1.0)[:, None]
+        span = np.where(interior, W, np.where(P, np.minimum(W, N * step / kept), 0.0))
+        t = self.ends[None, :]
+        c_start = np.where(prev, t - W, np.where(nxt, t - span, t - W / 2 - span / 2))
+        c_end = np.where(nxt, t, np.where(prev, t - W + span, t - W / 2 + span / 2))
+        cov = N * step
+        # --- power and energy
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p_mean = mat("power", "sum") / np.where(P, N, np.nan) if has_power else np.full((S, K), np.nan)
+        p_ok = np.isfinite(p_mean)
+        e_power = np.where(p_ok, p_mean * span, 0.0)
+        last = P & ~next_any(P)
+        half = np.where(p_ok, 0.5 * step * p_mean, 0.0)
+        energy = e_power.copy()
+        from_power = e_power.copy()
+        counter_j = np.zeros((S, K))
+        counter_power_j = np.zeros((S, K))
+        resets = np.zeros((S, K))
+        if ("energy", "last") in answers:
+            L, Mn = mat("energy", "last"), mat("energy", "min")
+            e_ok = P & np.isfinite(L) & np.isfinite(Mn)
+            prev_l = _ffill_prev(np.where(e_ok, L, np.nan))
+            has_prev = np.isfinite(prev_l)
+            with np.errstate(invalid="ignore"):
+                reset = e_ok & has_prev & (Mn < prev_l)
+            resets = reset.astype(float)
+            d = np.where(e_ok & has_prev & ~reset, L - np.where(has_prev, prev_l, 0.0), 0.0)
+            d_first = np.where(e_ok & ~has_prev, L - Mn, 0.0)
+            d_reset = np.where(reset, L - Mn, 0.0)  # after the reset only: the part before it is lost
+            c = d + d_first + np.where(e_ok & ~has_prev, half, 0.0) + np.where(e_ok & last, half, 0.0)
+            use_counter = e_ok & ~(reset & p_ok)
+            energy = np.where(use_counter, c + np.where(reset, d_reset, 0.0), e_power)
+            from_power = np.where(use_counter, 0.0, e_power)
+            # the counter's rise from the previous window's last sample covers the time this window stands for
+            both = e_ok & has_prev & ~reset & p_ok & prev
+            counter_j = np.where(both, d, 0.0)
+            counter_power_j = np.where(both, p_mean * span, 0.0)
+        else:
+            energy = from_power = e_power  # power × the time the samples stand for: edges included
+        # --- activities
+        avg: dict[str, np.ndarray] = {}
+        for m in M.TABLE:
+            if "avg" in m.window and (m.key, "avg") in answers:
+                avg[m.key] = mat(m.key, "avg")
+        tensor = avg.get("hmma", avg.get("tensor"))
+        zero = np.zeros((S, K))
+
+        def integral(a: np.ndarray | None) -> np.ndarray:
+            return zero if a is None else np.where(np.isfinite(a) & P, a * cov, 0.0)
+
+        def covered(a: np.ndarray | None) -> np.ndarray:
+            return zero if a is None else np.where(np.isfinite(a) & P, cov, 0.0)
+
+        gr, gu = avg.get("gr"), avg.get("gpu_util")
+        busy_a = gr if gu is None else (gu if gr is None else np.where(np.isfinite(gr), gr, gu))
+        clock = avg.get("clock")
+        clock_w = np.where(np.isfinite(clock), clock, 0.0) if clock is not None else zero
+        prof = [a for k, a in avg.items() if M.BY_KEY[k].profiling]
+        prof_any = np.zeros((S, K), bool)
+        prof_zero = np.ones((S, K), bool) if prof else np.zeros((S, K), bool)
+        bad = np.zeros((S, K))
+        for k, a in avg.items():
+            fin = np.isfinite(a)
+            if k != "clock":
+                with np.errstate(invalid="ignore"):
+                    bad += fin & ((a < 0) | (a > 1 + 1e-6))
+            if M.BY_KEY[k].profiling:
+                prof_any |= fin
+                prof_zero &= fin & (a == 0)
+        idle = np.array([_idle_w(lab.get("modelName", "")) for lab in labels])[:, None]
+        with np.errstate(invalid="ignore"):
+            load = p_ok & (p_mean > np.maximum(idle * LOAD_FACTOR, idle + 30.0))
+        # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
+        g_present = np.zeros((G, K), bool)
+        np.logical_or.at(g_present, gi, P)
+        g_next = np.zeros((G, K), bool)
+        g_next[:, :-1] = g_present[:, 1:]
+        stops = last & load & ~g_next[gi] & (np.arange(K)[None, :] < K - 1)
+        dup = (gpu_n > 1.05 * W / step + 1)[gi] & P
+        # --- MIG: the whole GPU's energy once per window, apportioned by activity share
+        inst = np.array([lab.get(M.MIG_LABEL, "") for lab in labels], dtype=object)
+        is_mig = inst != ""
+        if is_mig.any():
+            energy, from_power = _apportion(energy, from_power, busy_a, is_mig, gi, G)
+            counter_j[is_mig] = 0.0
+            counter_power_j[is_mig] = 0.0
+        # --- jobs per cell (with their share of it), then cells summed into rows of (GPU, instance, job)
+        src, names, wt = self._cell_jobs(labels, gids, S, K, info, c_start, c_end)
+        models = np.array([lab.get("modelName", "") for lab in labels], dtype=object)
+        g_busy = np.zeros((G, K), bool)
+        np.logical_or.at(g_busy, gi, _busy(busy_a, load, P))
+        g_sig = np.array([_signature(g_busy[g], self.ends, W) for g in range(G)], dtype=object)
+        jobs_u, jinv = np.unique(
+            np.array(["\x00" if j is None else j for j in names], dtype=object), return_inverse=True
+        )
+        unit = np.unique(
+            np.stack([gi, np.unique(inst, return_inverse=True)[1]], axis=1), axis=0, return_inverse=True
+        )[1]
+        Pw = P[src] & (wt > 0)
+        sel = Pw.ravel()
+        row_key = np.broadcast_to((np.asarray(unit).ravel()[src] * len(jobs_u) + jinv)[:, None], Pw.shape)
+        rk, rows_of = np.unique(row_key.ravel()[sel], return_inverse=True)
+        R = len(rk)
+        w_sel = wt.ravel()[sel]
+
+        def tot(x: np.ndarray, weighted: bool = True) -> np.ndarray:
+            v = np.broadcast_to(x, (S, K))[src].ravel()[sel].astype(float)
+            return np.bincount(rows_of, weights=v * w_sel if weighted else v, minlength=R)
+
+        def red(x: np.ndarray, ufunc: np.ufunc, init: float) -> np.ndarray:
+            out = np.full(R, init)
+            ufunc.at(out, rows_of, x[src].ravel()[sel])
+            return np.where(np.isfinite(out), out, np.nan)
+
+        series_of = np.broadcast_to(src[:, None], Pw.shape).ravel()[sel]
+        one = np.zeros(R, dtype=np.intp)
+        one[rows_of] = series_of  # a series of each row (they share GPU and instance)
+        pairs = np.unique(np.stack([rows_of, series_of], axis=1), axis=0)
+        clock_max = mat("clock", "max") if clock is not None else np.full((S, K), np.nan)
+        plimit = mat("plimit", "max") if ("plimit", "max") in answers else np.full((S, K), np.nan)
+        fin = lambda a, fill: np.where(np.isfinite(a) & P, a, fill)  # noqa: E731
+        pipe_cov = np.maximum(covered(tensor), covered(avg.get("fp32")))
+        return GpuJobs(
+            gpu=ug[gi[one]],
+            instance=inst[one],
+            job=np.array([None if j == "\x00" else j for j in jobs_u[rk % len(jobs_u)]], dtype=object),
+            model=models[one],
+            cohort=g_sig[gi[one]],
+            energy_j=tot(energy),
+            energy_from_power_j=tot(from_power),
+            counter_j=tot(counter_j),
+            counter_power_j=tot(counter_power_j),
+            covered_s=tot(cov),
+            duration_s=tot(span),
+            t_first=red(fin(c_start, np.inf), np.minimum, np.inf),
+            t_last=red(fin(c_end, -np.inf), np.maximum, -np.inf),
+            busy_s=tot(integral(busy_a)),
+            busy_covered_s=tot(covered(busy_a)),
+            sm_s=tot(integral(avg.get("sm"))),
+            dram_s=tot(integral(avg.get("dram"))),
+            dram_covered_s=tot(covered(avg.get("dram"))),
+            tensor_s=tot(integral(tensor)),
+            tensor_mhz_s=tot(integral(tensor) * clock_w),
+            fp32_s=tot(integral(avg.get("fp32"))),
+            fp32_mhz_s=tot(integral(avg.get("fp32")) * clock_w),
+            fp16_s=tot(integral(avg.get("fp16"))),
+            fp64_s=tot(integral(avg.get("fp64"))),
+            pipe_covered_s=tot(pipe_cov),
+            clock_mhz_s=tot(integral(clock)),
+            clock_covered_s=tot(covered(clock)),
+            clock_max_mhz=red(fin(clock_max, -np.inf), np.maximum, -np.inf),
+            clock_min_mhz=red(np.where(load & (clock_w > 0), clock_w, np.inf), np.minimum, np.inf),
+            power_limit_w=red(fin(plimit, -np.inf), np.maximum, -np.inf),
+            power_limit_min_w=red(fin(plimit, np.inf), np.minimum, np.inf),
+            peak_power_w=red(fin(p_mean, -np.inf), np.maximum, -np.inf),
+            min_power_w=red(fin(p_mean, np.inf), np.minimum, np.inf),
+            resets=tot(resets, weighted=False),
+            out_of_range=tot(bad > 0, weighted=False),
+            prof_covered_s=tot(np.where(prof_any & P, cov, 0.0)),
+            prof_gap_s=tot(np.where(~prof_any & P, span, 0.0)) if prof else np.zeros(R),
+            prof_zero_load_s=tot(np.where(prof_zero & load, span, 0.0)),
+            ends_busy=tot(stops, weighted=False),
+            duplicate_s=tot(np.where(dup, span, 0.0)),
+            mig=is_mig[one],
+            n_series=np.bincount(pairs[:, 0], minlength=R).astype(float),
+        )
+
+    def _cell_jobs(
+        self,
+        labels: list[dict[str, str]],
+        gids: list[str],
+        S: int,
+        K: int,
+        info: list[Series] | None,
+        c_start: np.ndarray,
+        c_end: np.ndarray,
+    ) -> tuple[np.ndarray, list[str | None], np.ndarray]:
+        """(series index, job, share of each cell) triples: one per series from its labels, or one per job that
+        :attr:`jobs` says held the series' GPU, with its share of each (series, window) (overlap with the time the
+        cell stands for; for an info series its samples' share), the rest to no job."""
+        if self.jobs is None:
+            names = [M.group_key(lab, self.by_labels) if self.by_labels else None for lab in labels]
+            return np.arange(S), names, np.ones((S, K))
+        owner: dict[str, dict[str, np.ndarray]] = {}  # GPU key → job → samples or seconds per window
+        W = self.plan.window_s
+        t0s, t1s = self.ends - W, self.ends
+        for job, gpu, t0, t1 in self.jobs.allocations:
+            a = owner.setdefault(gpu, {}).setdefault(job, np.zeros(K))
+            a += np.clip(np.minimum(t1s, t1) - np.maximum(t0s, t0), 0.0, None)
+        by_time = set(owner)
+        for s in info or ():
+            job = s.labels.get(self.jobs.job_label)
+            if not job:
+                continue
+            gl = self.jobs.gpu_labels
+            key = (
+                s.labels.get("UUID", "")
+                if gl == ("UUID",)
+                else f"{s.labels.get(gl[0], '?')}/gpu{s.labels.get(gl[-1], '?')}"
+            )
+            a = owner.setdefault(key, {}).setdefault(job, np.zeros(K))
+            j = np.rint((s.t - self.ends[0]) / W).astype(np.intp)
+            ok = (j >= 0) & (j < K) & np.isfinite(s.v)
+            np.add.at(a, j[ok], np.maximum(s.v[ok], 0.0))
+        src: list[int] = []
+        names: list[str | None] = []
+        rows: list[np.ndarray] = []
+        cell = np.maximum(c_end - c_start, 1e-9)
+        for i, lab in enumerate(labels):
+            host = lab.get("Hostname") or lab.get("instance", "?")
+            key = next((k for k in (gids[i], f"{host}/gpu{lab.get('gpu', '?')}") if k in owner), None)
+            if key is None:
+                src.append(i), names.append(None), rows.append(np.ones(K))
+                continue
+            held = owner[key]
+            if key in by_time:  # seconds of overlap with the time the cell stands for
+                shares = {
+                    j: np.clip(
+                        np.minimum(c_end[i], np.minimum(t1s, t1))
+                        - np.maximum(c_start[i], np.maximum(t0s, t0)),
+                        0.0,
+                        None,
+                    )
+                    / cell[i]
+                    for j, (t0, t1) in self._spans(key).items()
+                }
+            else:  # samples of the info series: the GPU's full window is its busiest window's count
+                total = np.sum(list(held.values()), axis=0)
+                full = max(float(total.max()), 1.0) * cell[i] / W
+                shares = {j: c / np.maximum(total, full) for j, c in held.items()}
+            tot = np.sum(list(shares.values()), axis=0)
+            scale = np.where(tot > 1.0, 1.0 / np.maximum(tot, 1e-12), 1.0)
+            for j, sh in shares.items():
+                src.append(i), names.append(j), rows.append(sh * scale)
+            src.append(i), names.append(None), rows.append(np.clip(1.0 - tot * scale, 0.0, 1.0))
+        return np.asarray(src, dtype=np.intp), names, np.asarray(rows)
+
+    def _spans(self, gpu: str) -> dict[str, tuple[float, float]]:
+        """The mapping file's (start, end) of each job on ``gpu`` (several allocations: their hull)."""
+        out: dict[str, tuple[float, float]] = {}
+        for job, g, t0, t1 in self.jobs.allocations if self.jobs is not None else ():
+            if g == gpu:
+                a, b = out.get(job, (t0, t1))
+                out[job] = (min(a, t0), max(b, t1))
+        return out
 
 
-#: Gauges read as window means; their sample count is the power's (else the counter's): dcgm-exporter exports
-#: every field at each scrape, and one count query instead of one per gauge saves a pass over the samples.
-_GAUGES = ("gr", "gpu_util", "sm", "dram", "clock", "tensor", "fp32", "imma", "dfma", "fp16", "fp64")
+def _ffill_prev(a: np.ndarray) -> np.ndarray:
+    """For each cell, the last finite value strictly before it in its row (NaN if none)."""
+    S, K = a.shape
+    prev = np.full((S, K), np.nan)
+    if K < 2:
+        return prev
+    ok = np.isfinite(a)
+    idx = np.where(ok, np.arange(K)[None, :], -1)
+    np.maximum.accumulate(idx, axis=1, out=idx)
+    src = np.empty_like(idx)
+    src[:, 0] = -1
+    src[:, 1:] = idx[:, :-1]
+    got = src >= 0
+    prev[got] = a[np.nonzero(got)[0], src[got]]
+    return prev
 
 
-def _sums_from_means(values: dict[str, np.ndarray]) -> None:
-    ref = values.get("p_n")
-    if ref is None:
-        ref = values.get("e_n")
-    elif "e_n" in values:
-        ref = np.fmax(ref, values["e_n"])
-    for key in _GAUGES:
-        avg = values.pop(f"{key}_avg", None)
-        if avg is None or ref is None:
-            continue
-        ok = np.isfinite(avg) & np.isfinite(ref)
-        values[f"{key}_n"] = np.where(ok, ref, np.nan)
-        values[f"{key}_sum"] = np.where(ok, avg * ref, np.nan)
+def prev_any(P: np.ndarray) -> np.ndarray:
+    """Cells with a present cell anywhere before them in the row."""
+    c = np.cumsum(P, axis=1)
+    return (c - P) > 0
+
+
+def next_any(P: np.ndarray) -> np.ndarray:
+    """Cells with a present cell anywhere after them in the row."""
+    c = np.cumsum(P[:, ::-1], axis=1)[:, ::-1]
+    return (c - P) > 0
+
+
+@functools.lru_cache(maxsize=256)
+def _idle_w(model: str) -> float:
+    """The claimed model's datasheet idle power (50 W when unknown): the load threshold of the checks."""
+    try:
+        return float(get_device(model).idle_w) if model else 50.0
+    except InputError:
+        return 50.0
+
+
+def _busy(util: np.ndarray | None, load: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """Busy cells: mean utilisation over 5 % (the Jetson study's detection threshold, Fowler 2026), else power above idle."""
+    if util is None:
+        return load & P
+    with np.errstate(invalid="ignore"):
+        return P & np.where(np.isfinite(util), util > 0.05, load)
+
+
+def _signature(busy: np.ndarray, ends: np.ndarray, W: float) -> str:
+    """The busy intervals of a GPU as text (window starts and ends, UTC): GPUs with the same one form a cohort."""
+    if not busy.any():
+        return "idle"
+    b = np.concatenate([[False], busy, [False]]).astype(np.int8)
+    d = np.diff(b)
+    starts, stops = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+    import datetime as _dt
+
+    def iso(x: float) -> str:
+        return _dt.datetime.fromtimestamp(x, tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+
+    return " + ".join(f"{iso(ends[a] - W)}→{iso(ends[z - 1])}" for a, z in zip(starts, stops, strict=True))
+
+
+def _apportion(
+    energy: np.ndarray,
+    from_power: np.ndarray,
+    busy: np.ndarray | None,
+    mig: np.ndarray,
+    gi: np.ndarray,
+    G: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """MIG instances' energy: the whole GPU's once per window (the instances repeat it), split by activity."""
+    K = energy.shape[1]
+    whole = np.zeros((G, K))
+    np.maximum.at(whole, gi[mig], energy[mig])
+    whole_p = np.zeros((G, K))
+    np.maximum.at(whole_p, gi[mig], from_power[mig])
+    a = np.zeros_like(energy) if busy is None else np.where(np.isfinite(busy), np.maximum(busy, 0.0), 0.0)
+    a = np.where(mig[:, None], a, 0.0)
+    n = np.where(mig[:, None] & (energy > 0), 1.0, 0.0)
+    tot_a = np.zeros((G, K))
+    np.add.at(tot_a, gi, a)
+    tot_n = np.zeros((G, K))
+    np.add.at(tot_n, gi, n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(tot_a[gi] > 0, a / tot_a[gi], np.where(tot_n[gi] > 0, n / tot_n[gi], 0.0))
+    e = np.where(mig[:, None], whole[gi] * share, energy)
+    fp = np.where(mig[:, None], whole_p[gi] * share, from_power)
+    return e, fp

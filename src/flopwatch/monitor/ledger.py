@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from flopwatch.errors import InputError, LedgerError
-from flopwatch.io import _fsync_dir
+from flopwatch.io import fsync_dir
 from flopwatch.monitor import merkle
 from flopwatch.monitor import tree as tree_store
 from flopwatch.monitor.keys import (
@@ -354,7 +354,7 @@ class Ledger:
         except OSError as e:
             raise LedgerError(f"{self.key_path}: cannot install the signing key: {e.strerror}") from None
         os.unlink(pending)
-        _fsync_dir(self.key_path.parent)
+        fsync_dir(self.key_path.parent)
 
     def _kept_key_error(self) -> LedgerError:
         return LedgerError(

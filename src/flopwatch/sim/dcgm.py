@@ -43,28 +43,15 @@ from flopwatch.errors import InputError
 from flopwatch.io import atomic_path, scratch_dir
 from flopwatch.sim.accelerator import SimulatedAccelerator
 from flopwatch.sim.sensor import RawWorkload
+from flopwatch.telemetry import dcgm_metrics as M
 
 DRIVER_VERSION = "550.54.15"
-LABEL_STYLES = ("pod", "exported", "hpc")
+LABEL_STYLES = ("pod", "exported", "hpc", "info")
 
-#: dcgm-exporter names written, with the OpenMetrics type. The energy counter has no ``_total`` suffix, which
-#: OpenMetrics requires of a ``counter`` family, so it is written as ``unknown`` (the TSDB stores no type).
-FAMILIES: tuple[tuple[str, str, str], ...] = (
-    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "unknown", "Total energy consumption since boot (in mJ)."),
-    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
-    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
-    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
-    ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned."),
-    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
-    ("DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "gauge", "Ratio of cycles the tensor HMMA pipe is active."),
-    ("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge", "Ratio of cycles the fp32 pipes are active."),
-    ("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge", "Ratio of cycles the fp16 pipes are active."),
-    ("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge", "Ratio of cycles the fp64 pipes are active."),
-    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active."),
-    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
-    ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", "Power management limit (in W)."),
-    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
-)
+#: dcgm-exporter families written (name, OpenMetrics type, help): derived from the one metric table.
+FAMILIES: tuple[tuple[str, str, str], ...] = tuple((m.name, m.om_type, m.help) for m in M.TABLE)
+#: The Slurm-style job-info series of ``label_style="info"``: 1 while a job holds a GPU (job, Hostname, gpu).
+JOB_INFO = "slurm_job_info"
 HOPPER = ("h100", "h200")
 
 #: Workloads of the random schedule: per-GPU steps of data-parallel training (FLOPs = 6·N·tokens, Kaplan et al.
@@ -335,7 +322,8 @@ class SimulatedFleet:
     def sample(
         self, g: int, acc: SimulatedAccelerator
     ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
-        """(times, metric → values, allocation index per time or −1) of GPU ``g``."""
+        """(times, metric key (:data:`flopwatch.telemetry.dcgm_metrics.TABLE`) → values, allocation index per time
+        or −1) of GPU ``g``."""
         t = self.scrape_times(g)
         rng = np.random.default_rng([self.seed, g, 0xDC6])
         keep = rng.random(t.size) >= self.drop if self.drop > 0 else np.ones(t.size, bool)
@@ -363,26 +351,26 @@ class SimulatedFleet:
                 it[r.index] = inten * (1 + waste)
         ri = st["run_index"].astype(int)  # −1 (idle) indexes the trailing zero
         vals = {
-            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": np.rint(e * 1000.0 + 5.0e9 + g * 1.0e6),
-            "DCGM_FI_DEV_POWER_USAGE": np.round(e - acc.true_energy_j(t - 1.0), 3),
-            "DCGM_FI_DEV_GPU_UTIL": np.rint(100.0 * busy_1s),
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE": np.round(busy_w, 6),
-            "DCGM_FI_PROF_SM_ACTIVE": np.round(0.98 * busy_w, 6),
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": np.round(np.minimum(busy_w * it[ri], 1.0), 6),
-            "DCGM_FI_PROF_PIPE_FP32_ACTIVE": np.round(np.minimum(busy_w * ifp[ri], 1.0), 6),
-            "DCGM_FI_PROF_PIPE_FP16_ACTIVE": np.zeros(t.size),
-            "DCGM_FI_PROF_PIPE_FP64_ACTIVE": np.zeros(t.size),
-            "DCGM_FI_PROF_DRAM_ACTIVE": np.round(np.where(st["working"], st["mem_util"], 0.0), 6),
-            "DCGM_FI_DEV_SM_CLOCK": np.rint(st["sm_clock_mhz"]),
-            "DCGM_FI_DEV_POWER_MGMT_LIMIT": np.full(t.size, round(acc.power_limit_w, 3)),
-            "DCGM_FI_DEV_GPU_TEMP": np.rint(st["temp_c"]),
+            "energy": np.rint(e * 1000.0 + 5.0e9 + g * 1.0e6),
+            "power": np.round(e - acc.true_energy_j(t - 1.0), 3),
+            "gpu_util": np.rint(100.0 * busy_1s),
+            "gr": np.round(busy_w, 6),
+            "sm": np.round(0.98 * busy_w, 6),
+            "tensor": np.round(np.minimum(busy_w * it[ri], 1.0), 6),
+            "fp32": np.round(np.minimum(busy_w * ifp[ri], 1.0), 6),
+            "fp16": np.zeros(t.size),
+            "fp64": np.zeros(t.size),
+            "dram": np.round(np.where(st["working"], st["mem_util"], 0.0), 6),
+            "clock": np.rint(st["sm_clock_mhz"]),
+            "plimit": np.full(t.size, round(acc.power_limit_w, 3)),
+            "temp": np.rint(st["temp_c"]),
         }
-        vals["DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE"] = vals["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"]
+        vals["hmma"] = vals["tensor"]
         if self.n_resets:  # driver reloads: the counter restarts from 0 at a random scrape
             for k in sorted(
                 rng.choice(np.arange(1, t.size), size=min(self.n_resets, t.size - 1), replace=False)
             ):
-                en = vals["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]
+                en = vals["energy"]
                 en[k:] = en[k:] - en[k] + np.rint((e[k] - e[k - 1]) * 1000.0 * 0.5)
         alloc = np.full(t.size, -1)
         for j, a in enumerate(self.allocs[g]):
@@ -413,8 +401,9 @@ class SimulatedFleet:
                     "pod": f"nvidia-dcgm-exporter-{node:04d}",
                     "namespace": "gpu-operator",
                 }
-            else:
+            elif self.label_style == "hpc":
                 lab["hpc_job"] = alloc.job.name
+            # "info": no job label on DCGM series; the job is in the JOB_INFO series (write_openmetrics)
         elif self.label_style == "exported":
             lab |= {"pod": f"nvidia-dcgm-exporter-{node:04d}", "namespace": "gpu-operator"}
         return lab
@@ -454,6 +443,7 @@ class SimulatedFleet:
             files = {
                 f[0]: open(tmpdir / f"{i:02d}", "w", buffering=1 << 20) for i, f in enumerate(self.families)
             }
+            info = open(tmpdir / "info", "w", buffering=1 << 20)
             try:
                 todo = range(self.n_gpus) if gpus is None else gpus
                 for g in todo:
@@ -468,9 +458,9 @@ class SimulatedFleet:
                             continue
                         a = int(alloc[seg[0]])
                         lab = self.labels(g, self.allocs[g][a] if a >= 0 else None)
-                        lstr = ",".join(f'{k}="{v}"' for k, v in lab.items())
+                        lstr = label_text(lab)
                         for name, fh in files.items():
-                            v = vals[name][seg]
+                            v = vals[M.METRICS[name].key][seg]
                             prefix = f"{name}{{{lstr}}} "
                             fh.write(
                                 "".join(
@@ -478,11 +468,14 @@ class SimulatedFleet:
                                     for x, i in zip(v.tolist(), seg.tolist(), strict=True)
                                 )
                             )
+                    if self.label_style == "info":
+                        self._write_info(info, g, t, alloc, ts)
                     if progress is not None:
                         progress(g + 1 - todo.start, len(todo))
             finally:
                 for fh in files.values():
                     fh.close()
+                info.close()
             with open(tmp_out, "w") as dst:
                 dst.write(
                     "# HELP flopwatch_simulated 1: every series in this file is SIMULATED by flopwatch (not measured).\n"
@@ -495,8 +488,26 @@ class SimulatedFleet:
                     dst.write(f"# HELP {name} {help_}\n# TYPE {name} {typ}\n")
                     with open(tmpdir / f"{i:02d}") as src:
                         shutil.copyfileobj(src, dst, 1 << 20)
+                if self.label_style == "info":
+                    dst.write(
+                        f"# HELP {JOB_INFO} 1 while the job holds the GPU (simulated).\n# TYPE {JOB_INFO} gauge\n"
+                    )
+                    with open(tmpdir / "info") as src:
+                        shutil.copyfileobj(src, dst, 1 << 20)
                 dst.write("# EOF\n")
         return truth
+
+    def _write_info(self, fh: Any, g: int, t: np.ndarray, alloc: np.ndarray, ts: list[str]) -> None:
+        """The job-info samples of GPU ``g``: one per scrape while a job holds it (labels: job, Hostname, gpu)."""
+        node = g // self.gpus_per_node
+        for j in np.unique(alloc[alloc >= 0]).tolist():
+            lab = {
+                "job": self.allocs[g][j].job.name,
+                "Hostname": f"node-{node:04d}",
+                "gpu": str(g % self.gpus_per_node),
+            }
+            prefix = f"{JOB_INFO}{{{label_text(lab)}}} 1 "
+            fh.write("".join(f"{prefix}{ts[i]}\n" for i in np.flatnonzero(alloc == j).tolist()))
 
     def _truth(self, truth: FleetTruth, g: int, acc: SimulatedAccelerator) -> None:
         for a in self.allocs[g]:
@@ -528,3 +539,12 @@ class SimulatedFleet:
                 rec["net_energy_j"] += energy - idle
                 rec["flops"] += a.run.total_flops
                 rec["gpu_seconds"] += a.end_s - a.start_s
+
+
+def label_text(labels: Mapping[str, str]) -> str:
+    """OpenMetrics label set body: values escaped as the exposition format requires (backslash, double quote and
+    line feed; prometheus/client_python ``openmetrics/exposition.py``), so any job or pod name backfills."""
+    return ",".join(
+        f'{k}="{str(v).replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34)).replace(chr(10), chr(92) + "n")}"'
+        for k, v in labels.items()
+    )

@@ -1,13 +1,19 @@
-"""dcgm-exporter metric names, what each contributes, and how its labels map to GPUs and jobs.
+"""The one table of dcgm-exporter metrics flopwatch reads, and how their labels map to GPUs and jobs.
 
-Names and label keys are dcgm-exporter's (NVIDIA/dcgm-exporter ``etc/dcp-metrics-included.csv`` and
-``pkg/dcgmexporter`` transformations): every series carries ``gpu`` (index on the node), ``UUID``,
-``device`` (``nvidia0``), ``modelName`` (the NVML name) and ``Hostname``; on Kubernetes the pod-resources
-transformation adds ``pod``, ``namespace``, ``container`` for a GPU allocated to a pod, and with
-``--hpc-job-mapping-dir`` the HPC transformation adds ``hpc_job``. When Prometheus scrapes the exporter
-through Kubernetes service discovery without ``honor_labels``, the exporter's ``pod``/``namespace`` clash with
-the target's own and are renamed ``exported_pod``/``exported_namespace`` (Prometheus docs,
-``scrape_config.honor_labels``): the workload is then the ``exported_`` one, so it is preferred.
+Like dcgm-exporter's own ``etc/dcp-metrics-included.csv`` (NVIDIA/dcgm-exporter, one row per field: name, type,
+help), :data:`TABLE` has one row per metric: its key, DCGM field name, kind, the range functions a window
+aggregates it with, its OpenMetrics type and help text, its unit and the factor that converts it once to SI
+units or a 0–1 ratio. The fleet reader's queries (:func:`window_queries`), the simulated exporter's families
+(``flopwatch.sim.dcgm.FAMILIES``) and ``flopwatch fleet metrics`` are derived from it: adding a metric is a row
+here and its value in the simulator.
+
+Labels are dcgm-exporter's (``pkg/dcgmexporter`` transformations): every series carries ``gpu`` (index on the
+node), ``UUID``, ``device``, ``modelName`` (the NVML name) and ``Hostname``; on Kubernetes the pod-resources
+transformation adds ``pod``/``namespace``/``container`` while a pod holds the GPU, and with
+``--hpc-job-mapping-dir`` the HPC transformation adds ``hpc_job``. Scraped through Kubernetes service discovery
+without ``honor_labels`` the exporter's ``pod``/``namespace`` are renamed ``exported_pod``/``exported_namespace``
+(Prometheus docs, ``scrape_config.honor_labels``), so the ``exported_`` one is preferred. MIG instances carry
+``GPU_I_ID`` and ``GPU_I_PROFILE``; dcgm-exporter repeats the whole GPU's power and energy on each of them.
 """
 
 from __future__ import annotations
@@ -21,67 +27,79 @@ from types import MappingProxyType
 class Metric:
     """One dcgm-exporter field as flopwatch uses it."""
 
-    name: str
-    unit: str  # unit as exported (converted once, in the reader)
+    key: str  # flopwatch's short name (a GpuJobs column prefix)
+    name: str  # the DCGM field name dcgm-exporter exports
+    kind: str  # "counter" | "gauge"
+    window: tuple[str, ...]  # PromQL range functions evaluated per window ("" : not read)
+    om_type: str  # OpenMetrics type written by the simulator (a counter without ``_total`` is "unknown")
+    help: str
+    unit: str  # unit as exported
+    scale: float  # × scale → SI unit or 0–1 ratio (converted once, in the reader)
     role: str  # what it contributes to the estimate
-    kind: str = "gauge"  # "gauge" | "counter"
+    profiling: bool = False  # a DCGM profiling (DCP) field: can be paused or stuck independently of the rest
 
 
-ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
-POWER = "DCGM_FI_DEV_POWER_USAGE"
-GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
-GR_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
-TENSOR = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
-HMMA = "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE"
-IMMA = "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE"
-DFMA = "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE"
-FP16 = "DCGM_FI_PROF_PIPE_FP16_ACTIVE"
-FP32 = "DCGM_FI_PROF_PIPE_FP32_ACTIVE"
-FP64 = "DCGM_FI_PROF_PIPE_FP64_ACTIVE"
-DRAM = "DCGM_FI_PROF_DRAM_ACTIVE"
-SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"
-POWER_LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
-GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
+#: Each raw sample is read at most twice: two range functions per metric at most (the counter: last and min;
+#: power: sum and count; clock: mean and max).
+TABLE: tuple[Metric, ...] = (
+    Metric("energy", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", ("last", "min"), "unknown",
+           "Total energy consumption since boot (in mJ).", "mJ since boot", 1e-3,
+           "gross energy, exact between samples; a reset falls back to power"),
+    Metric("power", "DCGM_FI_DEV_POWER_USAGE", "gauge", ("sum", "count"), "gauge",
+           "Power draw (in W).", "W", 1.0,
+           "energy where the counter is missing or reset; sample counts; cross-check of the counter"),
+    Metric("gpu_util", "DCGM_FI_DEV_GPU_UTIL", "gauge", ("avg",), "gauge",
+           "GPU utilization (in %).", "%", 0.01, "busy share where GR_ENGINE_ACTIVE is missing"),
+    Metric("gr", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", ("avg",), "gauge",
+           "Ratio of time the graphics engine is active.", "ratio", 1.0,
+           "busy share (time-averaged by DCGM); cohorts", profiling=True),
+    Metric("sm", "DCGM_FI_PROF_SM_ACTIVE", "gauge", ("avg",), "gauge",
+           "The ratio of cycles an SM has at least 1 warp assigned.", "ratio", 1.0,
+           "reported: SM occupancy in time", profiling=True),
+    Metric("tensor", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", ("avg",), "gauge",
+           "Ratio of cycles the tensor (HMMA) pipe is active.", "ratio", 1.0,
+           "pipe estimate: tensor-core issue cycles (any precision)", profiling=True),
+    Metric("hmma", "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "gauge", ("avg",), "gauge",
+           "Ratio of cycles the tensor HMMA pipe is active.", "ratio", 1.0,
+           "pipe estimate (Hopper): FP16/BF16/TF32 tensor cycles, preferred to TENSOR", profiling=True),
+    Metric("fp32", "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge", ("avg",), "gauge",
+           "Ratio of cycles the fp32 pipes are active.", "ratio", 1.0,
+           "pipe estimate: FP32 CUDA-core cycles × the FP32 peak", profiling=True),
+    Metric("fp16", "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge", ("avg",), "gauge",
+           "Ratio of cycles the fp16 pipes are active.", "ratio", 1.0,
+           "reported: FP16 vector cycles (no vector-FP16 peak)", profiling=True),
+    Metric("fp64", "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge", ("avg",), "gauge",
+           "Ratio of cycles the fp64 pipes are active.", "ratio", 1.0,
+           "reported: FP64 cycles (no FP64 peak)", profiling=True),
+    Metric("dram", "DCGM_FI_PROF_DRAM_ACTIVE", "gauge", ("avg",), "gauge",
+           "Ratio of cycles the device memory interface is active.", "ratio", 1.0,
+           "TB moved = DRAM_ACTIVE × peak bandwidth × Δt (profile models with a TB term)", profiling=True),
+    Metric("clock", "DCGM_FI_DEV_SM_CLOCK", "gauge", ("avg", "max"), "gauge",
+           "SM clock frequency (in MHz).", "MHz", 1.0,
+           "scales each pipe's peak to the clock; the highest clock bounds the device"),
+    Metric("plimit", "DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", ("max",), "gauge",
+           "Power management limit (in W).", "W", 1.0, "power cap in force (a cap moves FLOP per joule)"),
+    Metric("temp", "DCGM_FI_DEV_GPU_TEMP", "gauge", (), "gauge",
+           "GPU temperature (in C).", "C", 1.0, "not read (exported by the simulator for completeness)"),
+)  # fmt: skip
 
-METRICS: Mapping[str, Metric] = MappingProxyType(
-    {
-        m.name: m
-        for m in (
-            Metric(
-                ENERGY,
-                "mJ since boot",
-                "gross energy (exact between samples; resets fall back to power)",
-                "counter",
-            ),
-            Metric(POWER, "W", "energy where the counter is missing or reset; idle check"),
-            Metric(GPU_UTIL, "%", "busy share (NVML utilisation) for the frontier gate"),
-            Metric(GR_ACTIVE, "ratio", "busy share (preferred over GPU_UTIL: time-averaged by DCGM)"),
-            Metric(SM_ACTIVE, "ratio", "SM occupancy in time: reported, sanity check of GR_ENGINE_ACTIVE"),
-            Metric(TENSOR, "ratio", "pipe estimator: tensor-core issue cycles (any precision)"),
-            Metric(
-                HMMA, "ratio", "pipe estimator (Hopper): FP16/BF16/TF32 tensor cycles, preferred to TENSOR"
-            ),
-            Metric(
-                IMMA, "ratio", "pipe estimator (Hopper): integer tensor cycles (not FLOPs: reported only)"
-            ),
-            Metric(
-                DFMA, "ratio", "pipe estimator (Hopper): FP64 tensor cycles (no FP64 peak: reported only)"
-            ),
-            Metric(FP16, "ratio", "pipe estimator: FP16 vector cycles (no vector-FP16 peak: reported only)"),
-            Metric(FP32, "ratio", "pipe estimator: FP32 CUDA-core cycles × the FP32 peak"),
-            Metric(FP64, "ratio", "pipe estimator: FP64 cycles (no FP64 peak: reported only)"),
-            Metric(
-                DRAM, "ratio", "TB moved = DRAM_ACTIVE × peak bandwidth × Δt (profile models with a TB term)"
-            ),
-            Metric(SM_CLOCK, "MHz", "scales each pipe's peak to the observed clock"),
-            Metric(POWER_LIMIT, "W", "power cap in force (reported: a cap moves the MFU→power line)"),
-        )
-    }
-)
+BY_KEY: Mapping[str, Metric] = MappingProxyType({m.key: m for m in TABLE})
+METRICS: Mapping[str, Metric] = MappingProxyType({m.name: m for m in TABLE})
 
-#: Metrics without which the pipe estimator has nothing to count.
-PIPE_METRICS: tuple[str, ...] = (TENSOR, HMMA, FP32)
+ENERGY = BY_KEY["energy"].name
+POWER = BY_KEY["power"].name
+GPU_UTIL = BY_KEY["gpu_util"].name
+GR_ACTIVE = BY_KEY["gr"].name
+SM_ACTIVE = BY_KEY["sm"].name
+TENSOR = BY_KEY["tensor"].name
+HMMA = BY_KEY["hmma"].name
+FP16 = BY_KEY["fp16"].name
+FP32 = BY_KEY["fp32"].name
+FP64 = BY_KEY["fp64"].name
+DRAM = BY_KEY["dram"].name
+SM_CLOCK = BY_KEY["clock"].name
+POWER_LIMIT = BY_KEY["plimit"].name
+GPU_TEMP = BY_KEY["temp"].name
 
 #: Job-level keys of ``--by`` and the labels that carry them, most specific first. ``job`` is the HPC job label:
 #: Prometheus's own ``job`` label names the scrape job (``dcgm-exporter``), never a training job.
@@ -94,10 +112,21 @@ GROUP_LABELS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "gpu": ("UUID",),
     }
 )
-
-#: Labels that identify one physical GPU (UUID when present; else host + index).
-GPU_ID_LABELS: tuple[str, ...] = ("UUID",)
 HOST_LABELS: tuple[str, ...] = ("Hostname", "instance")
+MIG_LABEL = "GPU_I_ID"
+
+
+def window_queries(present: frozenset[str], matchers: str, window: str) -> dict[tuple[str, str], str]:
+    """(metric key, range function) → PromQL, for the metrics ``present`` (by DCGM name); HMMA stands in for
+    TENSOR where a GPU reports it (Hopper)."""
+    out: dict[tuple[str, str], str] = {}
+    for m in TABLE:
+        if m.name not in present or (m.key == "tensor" and HMMA in present):
+            continue
+        sel = f"{m.name}{{{matchers}}}" if matchers else m.name
+        for fn in m.window:
+            out[(m.key, fn)] = f"{fn}_over_time({sel}[{window}])"
+    return out
 
 
 def group_labels(by: str) -> tuple[str, ...]:
@@ -115,7 +144,7 @@ def group_key(labels: Mapping[str, str], candidates: Sequence[str]) -> str | Non
 
 
 def gpu_id(labels: Mapping[str, str]) -> str:
-    """Stable id of the physical GPU behind a series."""
+    """Stable id of the physical GPU behind a series (UUID, else host and index)."""
     u = labels.get("UUID")
     if u:
         return u

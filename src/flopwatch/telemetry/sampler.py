@@ -114,6 +114,18 @@ class SamplerStats:
         }
 
 
+def sample_instants(t0: float, t1: float, rate_hz: float, *, seed: int, jitter: float = 1.0) -> list[float]:
+    """The instants a :class:`Sampler` with ``jitter_seed=seed`` started at ``t0`` reads at, up to ``t1``
+    (no read is late): the schedule alone, to regenerate a recorded run's instants or plan an experiment."""
+    rng = np.random.default_rng(int(seed))
+    period = 1.0 / rate_hz
+    n = int((t1 - t0) * rate_hz + 1e-9)
+    u = rng.random(((n // 1024) + 1) * 1024)
+    return [
+        min(t1, t0 + k * period + (jitter * u[k] * period if k and jitter else 0.0)) for k in range(n + 1)
+    ]
+
+
 def _kind(sensor: Sensor) -> str:
     try:
         return str(sensor.info().kind)

@@ -1,0 +1,459 @@
+"""GPU-jobs folded once into groups, and every group judged by the project's one assessment.
+
+:func:`fold` sums a :class:`~flopwatch.fleet.reader.GpuJobs` table per group key with ``np.bincount`` into a
+:class:`GroupTable` (a dataclass of arrays). Before the fold each GPU-job gets its device (:func:`devices_of`: the
+model it reports, never eased by ``--device`` or by readings the model cannot produce), its built-in energy
+estimate and its pipe estimate, as arrays. :func:`judge` builds each group's ``Observables`` and calls
+:func:`flopwatch.estimate.verdict.assess`; the group's notes (:func:`notes`: everything the data says is wrong
+or unknown) are warnings, and any of them blocks "below" (:func:`~flopwatch.estimate.verdict.threshold_verdict`).
+
+**Pipe activity.** FLOPs ≈ Σ activity × peak(pipe, dtype) × f_SM / f_max × Δt: the DCGM profiling counters give the
+share of cycles a pipe issued instructions (DCGM field reference, ``DCGM_FI_PROF_PIPE_*``), and a pipe's peak
+scales with the SM clock. Known errors: issue cycles are not useful FLOPs (tile padding, wave quantisation and
+pipeline bubbles count as active: biased *up* against model FLOPs); 2:4 sparsity doubles FLOPs per active cycle
+and is invisible (the peaks are dense); TENSOR_ACTIVE mixes precisions, so the dtype chooses the peak; FP16/FP64
+vector pipes have no peak in ``devices.py`` and are reported, not counted.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from flopwatch.devices import DEVICES, DeviceSpec, get_device, normalize_dtype
+from flopwatch.errors import InputError
+from flopwatch.fleet.reader import GpuJobs
+from flopwatch.telemetry import dcgm_metrics as M
+
+#: Useful FLOPs per issued pipe FLOP assumed by the pipe interval: a GEMM padded to 128-wide tiles wastes ≤ 30 %
+#: on skinny shapes, ~0 on large ones; DCGM sampling noise ±5 %. An assumption, not a measurement.
+PIPE_USEFUL_RANGE = (0.7, 1.05)
+#: Readings above the claimed model's TDP (window means) or maximum clock by more than this are impossible for
+#: it (NVML readings sit a few % above TDP on some boards: the L40 MASCOTS runs reach 343 W against 300 W).
+POWER_SLACK, CLOCK_SLACK = 1.15, 1.05
+#: Counter and power gauge must agree within this over the windows both cover (the counter is exact; the gauge
+#: is a 1 s mean per scrape, so it samples the load: a few % on steady training).
+COUNTER_TOLERANCE = 0.10
+MIN_COVERAGE = 0.95
+
+
+@functools.lru_cache(maxsize=256)
+def _spec(name: str) -> DeviceSpec | None:
+    try:
+        return get_device(name) if name else None
+    except InputError:
+        return None
+
+
+def _capability(s: DeviceSpec) -> float:
+    return max(s.peak_flops.values())
+
+
+def devices_of(jobs: GpuJobs, override: str | None) -> tuple[list[DeviceSpec | None], np.ndarray, np.ndarray]:
+    """Each GPU-job's device, and whether its model was unknown or its readings impossible for its claim.
+
+    The model the GPU reports stands unless it is unknown (then ``--device``), or ``--device`` is more capable;
+    readings impossible for the device (mean power above its TDP, a clock above its maximum) replace it by the most
+    capable device consistent with them, so an upper bound never rests on a claim the readings contradict."""
+    forced = _spec(override) if override else None
+    if override and forced is None:
+        raise InputError(f"unknown device {override!r}; known: {', '.join(DEVICES)}", field="device")
+    out: list[DeviceSpec | None] = []
+    unknown = np.zeros(len(jobs), bool)
+    impossible = np.zeros(len(jobs), bool)
+    for i, name in enumerate(jobs.model.tolist()):
+        s = _spec(name)
+        if s is None:
+            unknown[i] = True
+            s = forced
+        elif forced is not None and _capability(forced) > _capability(s):
+            s = forced
+        p, c = float(jobs.peak_power_w[i]), float(jobs.clock_max_mhz[i])
+        if s is not None and not _consistent(s, p, c):
+            impossible[i] = True
+            s = _most_capable(p, c)
+        out.append(s)
+    return out, unknown, impossible
+
+
+def _consistent(s: DeviceSpec, power_w: float, clock_mhz: float) -> bool:
+    if math.isfinite(power_w) and power_w > s.tdp_w * POWER_SLACK:
+        return False
+    mc = s.max_sm_clock_mhz
+    return not (mc and math.isfinite(clock_mhz) and clock_mhz > mc * CLOCK_SLACK)
+
+
+def _most_capable(power_w: float, clock_mhz: float) -> DeviceSpec:
+    gpus = [s for s in DEVICES.values() if s.vendor != "cpu"]
+    fits = [s for s in gpus if _consistent(s, power_w, clock_mhz)] or gpus
+    return max(fits, key=_capability)
+
+
+def _dtype(tensor_s: float, fp32_s: float) -> str:
+    """bf16 when the tensor pipe did the work, fp32 when the FP32 pipe did (ties and no data: bf16)."""
+    return "fp32" if fp32_s > tensor_s else "bf16"
+
+
+@dataclass
+class Estimates:
+    """Per GPU-job: built-in energy estimate (FLOPs, interval) and pipe estimate (NaN: nothing to work with)."""
+
+    energy: np.ndarray
+    energy_lo: np.ndarray
+    energy_hi: np.ndarray
+    pipe: np.ndarray
+    pipe_no_clock: np.ndarray  # pipe FLOPs counted at the maximum clock (no clock samples)
+    net_energy_j: np.ndarray
+    idle_j: np.ndarray
+    dtype: np.ndarray  # object
+
+
+def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) -> Estimates:
+    """Both estimators on arrays, one pass per (device, dtype)."""
+    from flopwatch.powermodel.device_power import power_model_for
+
+    n = len(jobs)
+    e = Estimates(*(np.full(n, np.nan) for _ in range(7)), dtype=np.empty(n, dtype=object))  # type: ignore[arg-type]
+    e.pipe_no_clock = np.zeros(n)
+    keys = np.array([s.key if s is not None else "" for s in specs], dtype=object)
+    for i in range(n):
+        e.dtype[i] = dtype or _dtype(float(jobs.tensor_s[i]), float(jobs.fp32_s[i]))
+    for key in set(keys.tolist()) - {""}:
+        for d in set(e.dtype[keys == key].tolist()):
+            ix = np.flatnonzero((keys == key) & (e.dtype == d))
+            spec = next(s for s in specs if s is not None and s.key == key)
+            t = jobs.duration_s[ix]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                power = np.where(t > 0, jobs.energy_j[ix] / np.where(t > 0, t, 1.0), np.nan)
+            idle = spec.idle_w
+            try:
+                pm = power_model_for(spec.key)
+                mid, lo, hi = pm.flop_rate(d, power)
+                idle = pm.idle_w
+            except (InputError, KeyError, ValueError):
+                mid = lo = hi = np.full(len(ix), np.nan)
+            e.energy[ix], e.energy_lo[ix], e.energy_hi[ix] = mid * t, lo * t, hi * t
+            e.idle_j[ix] = idle * t
+            e.net_energy_j[ix] = jobs.energy_j[ix] - idle * t
+            fmax = spec.max_sm_clock_mhz or math.nan
+            td = normalize_dtype(d)
+            tensor_peak = (
+                spec.peak(td) if td != "fp32" and spec.supports(td) else spec.peak_flops.get("tf32", 0.0)
+            )
+            fp32_peak = spec.peak_flops.get("fp32", 0.0)
+            pipes = np.zeros(len(ix))
+            no_clock = np.zeros(len(ix))
+            for a, af, peak in (
+                (jobs.tensor_s[ix], jobs.tensor_mhz_s[ix], tensor_peak),
+                (jobs.fp32_s[ix], jobs.fp32_mhz_s[ix], fp32_peak),
+            ):
+                clocked = (af > 0) & math.isfinite(fmax)
+                pipes += np.where(clocked, peak * af / fmax, peak * a)
+                no_clock += np.where(clocked, 0.0, peak * a)
+            e.pipe[ix] = np.where(jobs.pipe_covered_s[ix] > 0, pipes, np.nan)
+            e.pipe_no_clock[ix] = no_clock
+    return e
+
+
+@dataclass
+class GroupTable:
+    """Sums of GPU-job columns per group (arrays of one row per group), with what folding them needs."""
+
+    key: np.ndarray  # object
+    gpus: np.ndarray
+    sums: dict[str, np.ndarray]  # GpuJobs column (and estimate) → Σ over the group's GPU-jobs
+    lo: dict[str, np.ndarray]  # column → minimum
+    hi: dict[str, np.ndarray]  # column → maximum
+    devices: list[list[DeviceSpec]]  # the group's devices, most capable first
+    dtypes: list[list[str]]
+    any_unknown_model: np.ndarray
+    impossible: list[list[str]]  # "claimed model: why"
+    no_energy_estimate: np.ndarray  # GPU-jobs without a built-in estimate
+
+
+_SUMMED = (
+    "energy_j", "energy_from_power_j", "counter_j", "counter_power_j", "covered_s", "duration_s", "busy_s",
+    "busy_covered_s", "sm_s", "dram_s", "dram_covered_s", "tensor_s", "tensor_mhz_s", "fp32_s", "fp32_mhz_s",
+    "fp16_s", "fp64_s", "pipe_covered_s", "clock_mhz_s", "clock_covered_s", "resets", "out_of_range",
+    "prof_covered_s", "prof_gap_s", "prof_zero_load_s", "ends_busy", "duplicate_s", "mig", "n_series",
+)  # fmt: skip
+_MIN = ("t_first", "clock_min_mhz", "power_limit_min_w", "min_power_w")
+_MAX = ("t_last", "clock_max_mhz", "power_limit_w", "peak_power_w")
+
+
+def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: Estimates,
+         unknown: np.ndarray, impossible: np.ndarray) -> GroupTable:  # fmt: skip
+    """Sum GPU-jobs per group key (``keys``, one per GPU-job), once."""
+    uk, gi = np.unique(keys.astype(str), return_inverse=True)
+    G = len(uk)
+    sums = {c: np.bincount(gi, weights=np.asarray(getattr(jobs, c), float), minlength=G) for c in _SUMMED}
+    for c in ("energy", "energy_lo", "energy_hi", "pipe", "pipe_no_clock", "net_energy_j", "idle_j"):
+        x = getattr(est, c)
+        sums[c] = np.bincount(gi, weights=np.where(np.isfinite(x), x, 0.0), minlength=G)
+        sums[c + "_n"] = np.bincount(gi, weights=np.isfinite(x).astype(float), minlength=G)
+
+    def reduce(c: str, uf: np.ufunc, init: float) -> np.ndarray:
+        out = np.full(G, init)
+        x = np.asarray(getattr(jobs, c), float)
+        uf.at(out, gi, np.where(np.isfinite(x), x, init))
+        return np.where(np.isfinite(out), out, np.nan)
+
+    pairs = np.unique(np.stack([gi, np.unique(jobs.gpu.astype(str), return_inverse=True)[1]], axis=1), axis=0)
+    devs: list[dict[str, DeviceSpec]] = [{} for _ in range(G)]
+    dts: list[set[str]] = [set() for _ in range(G)]
+    imp: list[set[str]] = [set() for _ in range(G)]
+    for i, g in enumerate(gi.tolist()):
+        s = specs[i]
+        if s is not None:
+            devs[g][s.key] = s
+        dts[g].add(str(est.dtype[i]))
+        if impossible[i]:
+            imp[g].add(
+                f"{jobs.model[i]!s} (power {jobs.peak_power_w[i]:.0f} W, clock {jobs.clock_max_mhz[i]:.0f} MHz)"
+            )
+    no_est = np.bincount(
+        gi, weights=(~np.isfinite(est.energy) & (jobs.duration_s > 0)).astype(float), minlength=G
+    )
+    return GroupTable(
+        key=uk.astype(object),
+        gpus=np.bincount(pairs[:, 0], minlength=G),
+        sums=sums,
+        lo={c: reduce(c, np.minimum, np.inf) for c in _MIN},
+        hi={c: reduce(c, np.maximum, -np.inf) for c in _MAX},
+        devices=[sorted(d.values(), key=_capability, reverse=True) for d in devs],
+        dtypes=[sorted(x) for x in dts],
+        any_unknown_model=np.bincount(
+            gi, weights=(unknown & np.array([s is None for s in specs])).astype(float), minlength=G
+        )
+        > 0,
+        impossible=[sorted(x) for x in imp],
+        no_energy_estimate=no_est,
+    )
+
+
+def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None) -> list[str]:
+    """Everything that makes group ``g``'s data suspect or incomplete; each blocks "below"."""
+    s = {k: float(v[g]) for k, v in t.sums.items()}
+    out = []
+    if unlabelled is not None:
+        out.append(f"missing labels: {unlabelled}")
+    if t.any_unknown_model[g]:
+        out.append("device model unknown (no modelName, or one flopwatch does not know): use --device")
+    for why in t.impossible[g]:
+        out.append(
+            f"readings impossible for the claimed model {why}: bounded as the most capable device they fit"
+        )
+    if not t.devices[g]:
+        return out
+    top = t.devices[g][0]
+    if "overridden by" in " ".join(top.sources):
+        out.append(f"device peaks overridden ({top.sources[-1]}): not the datasheet")
+    if s["resets"]:
+        out.append(
+            f"energy counter reset {int(s['resets'])} time(s) (driver reload): those windows' energy from power"
+        )
+    if s["counter_power_j"] > 0:
+        r = s["counter_j"] / s["counter_power_j"]
+        if abs(r - 1) > COUNTER_TOLERANCE:
+            out.append(
+                f"energy counter and power gauge disagree: counter {r:.0%} of the power's energy (flat or scaled counter?)"
+            )
+    if s["energy_from_power_j"] > 0.5 * max(s["energy_j"], 1e-9) and M.ENERGY in present:
+        out.append(
+            "energy counter missing for most of the time: energy from the power gauge (sampled, not exact)"
+        )
+    if M.ENERGY not in present:
+        out.append(f"{M.ENERGY} missing: energy from the power gauge (sampled, not exact)")
+    if s["out_of_range"]:
+        out.append(f"utilisation or activity outside [0, 1] in {int(s['out_of_range'])} window(s)")
+    mp = float(t.lo["min_power_w"][g])
+    if math.isfinite(mp) and mp < 0:
+        out.append(f"negative power ({mp:.3g} W)")
+    if s["busy_covered_s"] <= 0:
+        out.append("utilisation unknown (no GR_ENGINE_ACTIVE nor GPU_UTIL)")
+    if s["prof_covered_s"] <= 0:
+        out.append("profiling counters (DCGM_FI_PROF_*) missing: no pipe estimate, no independent check")
+    elif s["prof_gap_s"] > 0.01 * max(s["duration_s"], 1.0):
+        out.append(
+            f"profiling counters paused for {s['prof_gap_s'] / 3600:.2f} GPU-h while the other fields were exported"
+        )
+    if s["prof_zero_load_s"] > 0:
+        out.append(
+            f"profiling counters stuck at 0 for {s['prof_zero_load_s'] / 3600:.2f} GPU-h while power shows load"
+        )
+    if s["ends_busy"]:
+        out.append(
+            f"telemetry of {int(s['ends_busy'])} series stops under load before the range ends (exporter lag or outage)"
+        )
+    if s["duplicate_s"]:
+        out.append(
+            f"more samples than scrapes for {s['duplicate_s'] / 3600:.2f} GPU-h (a GPU scraped twice?)"
+        )
+    if s["mig"]:
+        out.append(
+            "MIG: whole-GPU energy apportioned to instances by activity share (an apportionment, not a measurement)"
+        )
+    plim, plim_lo = float(t.hi["power_limit_w"][g]), float(t.lo["power_limit_min_w"][g])
+    if math.isfinite(plim_lo) and plim_lo < 0.95 * top.tdp_w:
+        out.append(
+            f"power limit {plim_lo:.0f} W below the TDP {top.tdp_w:.0f} W: more FLOP per joule than at nominal"
+        )
+    cmin = float(t.lo["clock_min_mhz"][g])
+    if top.max_sm_clock_mhz and math.isfinite(cmin) and cmin < 0.9 * top.max_sm_clock_mhz:
+        out.append(
+            f"SM clock down to {cmin:.0f} MHz under load (max {top.max_sm_clock_mhz:.0f}): more FLOP per joule than at nominal"
+        )
+    if s["pipe_no_clock"] > 0:
+        out.append(f"{M.SM_CLOCK} missing: pipe peaks at the maximum clock")
+    if len(t.devices[g]) > 1:
+        out.append(f"mixed devices ({', '.join(d.key for d in t.devices[g])}): bounded as the most capable")
+    _ = plim
+    return out
+
+
+def observables(t: GroupTable, g: int, present: frozenset[str]) -> dict[str, Any]:
+    """The group's observables for :func:`flopwatch.estimate.verdict.assess`, as keyword arguments (durations are
+    GPU-seconds: the peak-rate bound is per GPU)."""
+    s = {k: float(v[g]) for k, v in t.sums.items()}
+    top = t.devices[g][0] if t.devices[g] else None
+    dur = s["duration_s"]
+
+    def per(x: str, over: str) -> float | None:
+        return s[x] / s[over] if s[over] > 0 else None
+
+    idle_w = s["idle_j"] / dur if dur > 0 and s["idle_j_n"] else (top.idle_w if top else None)
+    return {
+        "net_energy_j": s["energy_j"] - (idle_w or 0.0) * dur,
+        "duration_s": dur,
+        "tb_moved": s["dram_s"] * top.mem_bw_bytes_per_s / 1e12 if top and s["dram_covered_s"] > 0 else None,
+        "mean_util": per("busy_s", "busy_covered_s"),
+        "sm_clock_mhz": per("clock_mhz_s", "clock_covered_s"),
+        "power_limit_w": _fin(t.hi["power_limit_w"][g]),
+        "idle_power_w": idle_w,
+        "coverage": min(1.0, s["covered_s"] / dur) if dur > 0 else 0.0,
+        "max_sm_clock_mhz": _fin(t.hi["clock_max_mhz"][g]),
+        "min_sm_clock_mhz": _fin(t.lo["clock_min_mhz"][g]),
+        "peak_power_w": _fin(t.hi["peak_power_w"][g]),
+        "unobserved_s": max(0.0, dur - s["covered_s"]),
+        "pipe_active_s": {"tensor": s["tensor_s"], "fp32": s["fp32_s"], "fp16": s["fp16_s"], "fp64": s["fp64_s"]}
+        if s["prof_covered_s"] > 0 and {M.FP16, M.FP32, M.FP64} <= present and (M.TENSOR in present or M.HMMA in present)
+        else None,
+    }  # fmt: skip
+
+
+def _fin(x: Any) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def judge(
+    t: GroupTable,
+    g: int,
+    group_notes: list[str],
+    *,
+    present: frozenset[str],
+    profile: Any | None,
+    threshold: float | None,
+    confidence: float | None,
+) -> dict[str, Any]:
+    """Group ``g`` through :func:`~flopwatch.estimate.verdict.assess` (its notes as ``extra_warnings``: each blocks
+    "below"); the JSON row. The built-in energy estimate is reported beside the verdict, labelled, never in it."""
+    from flopwatch.estimate.observe import Observables
+    from flopwatch.estimate.verdict import assess
+
+    s = {k: float(v[g]) for k, v in t.sums.items()}
+    obs = Observables(**observables(t, g, present))
+    spec = t.devices[g][0] if t.devices[g] else None
+    label = str(t.key[g])
+    pipe = s["pipe"] if s["pipe_n"] else math.nan
+    p_lo, p_hi = pipe * PIPE_USEFUL_RANGE[0], pipe * PIPE_USEFUL_RANGE[1]
+    builtin = s["energy"] if s["energy_n"] and not t.no_energy_estimate[g] else math.nan
+    e_lo, e_hi = (s["energy_lo"], s["energy_hi"]) if math.isfinite(builtin) else (math.nan, math.nan)
+    notes = list(group_notes)
+    if profile is None and math.isfinite(pipe) and math.isfinite(e_lo) and (p_hi < e_lo or p_lo > e_hi):
+        notes.append("built-in energy and pipe estimates disagree beyond their intervals")
+    if obs.duration_s <= 0:
+        return _row(
+            t,
+            g,
+            s,
+            obs,
+            notes + ["no samples"],
+            None,
+            None,
+            (None, None),
+            pipe,
+            "uncertain" if threshold else None,
+        )
+    a = assess(profile, obs, device=spec, threshold_flops=threshold, confidence=confidence, label=label,
+               extra_warnings=tuple(notes))  # fmt: skip
+    if profile is not None:
+        point, interval = a.estimate_flops, (a.calibrated_lower_flops, a.calibrated_upper_flops)
+        c = a.calibrated_lower_flops, a.calibrated_upper_flops
+        if math.isfinite(pipe) and None not in c and (p_hi < c[0] or p_lo > c[1]):  # type: ignore[operator]
+            notes.append("calibrated energy and pipe estimates disagree beyond their intervals")
+    else:
+        point, interval = (builtin if math.isfinite(builtin) else None), (_fin(e_lo), _fin(e_hi))
+    row = _row(t, g, s, obs, [*notes, *a.warnings, *a.notes], point, a, interval, pipe,
+               a.verdict if threshold is not None else None)  # fmt: skip
+    return row
+
+
+def _row(
+    t: GroupTable,
+    g: int,
+    s: dict[str, float],
+    obs: Any,
+    notes: list[str],
+    point: float | None,
+    a: Any,
+    interval: tuple[float | None, float | None],
+    pipe: float,
+    verdict: str | None,
+) -> dict[str, Any]:
+    return {
+        "key": str(t.key[g]),
+        "gpus": int(t.gpus[g]),
+        "start": _iso(float(t.lo["t_first"][g])),
+        "end": _iso(float(t.hi["t_last"][g])),
+        "gpu_hours": s["covered_s"] / 3600.0,
+        "energy_j": s["energy_j"],
+        "net_energy_j": obs.net_energy_j,
+        "verdict": verdict,
+        "lower_flops": 0.0 if a is None else _fin(a.verdict_lower_flops),
+        "upper_flops": None if a is None else _fin(a.verdict_upper_flops),  # null: unbounded
+        "bound": "no samples" if a is None else a.verdict_basis,
+        "decisive_at": None if a is None else a.decisive_at,
+        "tighten": [] if a is None else list(a.tighten),
+        "regime": "n/a" if a is None else a.regime,
+        "estimate_flops": None if point is None else _fin(point),
+        "estimate_source": (
+            "calibrated profile"
+            if a is not None and a.model is not None
+            else "built-in MFU→power model (MASCOTS 2026 lines; not calibrated on this fleet; never in the verdict)"
+        ),
+        "estimate_lower_flops": None if interval[0] is None else _fin(interval[0]),
+        "estimate_upper_flops": None if interval[1] is None else _fin(interval[1]),
+        "pipe_estimate_flops": _fin(pipe),
+        "pipe_lower_flops": _fin(pipe * PIPE_USEFUL_RANGE[0]),
+        "pipe_upper_flops": _fin(pipe * PIPE_USEFUL_RANGE[1]),
+        "coverage": obs.coverage,
+        "mean_util": obs.mean_util,
+        "energy_from_power_j": s["energy_from_power_j"],
+        "counter_resets": int(s["resets"]),
+        "devices": [d.key for d in t.devices[g]],
+        "dtypes": t.dtypes[g],
+        "notes": list(dict.fromkeys(notes)),
+    }
+
+
+def _iso(x: float) -> str | None:
+    from datetime import datetime, timezone
+
+    if not math.isfinite(x):
+        return None
+    return datetime.fromtimestamp(x, tz=timezone.utc).isoformat().replace("+00:00", "Z")
