@@ -36,6 +36,8 @@ def _refused(capsys: pytest.CaptureFixture[str], args: list[str], *words: str) -
         (["record", "--sensor", "sim:a100", "--duration", "10", "--flush-every", "1e300", "-o", "{t}/r.parquet"], ["--flush-every"]),
         (["detect", "--poll", "1e-300", "{t}/x.json"], ["--poll"]),
         (["detect", "--poll", "1e300", "{t}/x.json"], ["--poll"]),
+        (["monitor", "--sensor", "sim:a100", "--poll-s", "1e-300", "--duration", "10", "--ledger", "{t}/l.db"],
+         ["poll_s"]),  # fmt: skip
         (["powermodel", "predict", "--gpu", "A100", "--dtype", "bf16", "--batch", "64", "--mfu", "40",
           "--duration-s", "1e308"], ["--duration-s"]),  # fmt: skip
         (["powermodel", "inverse", "--gpu", "A100", "--power-w", "1e308", "--duration-s", "10"], ["--power-w"]),
@@ -127,7 +129,8 @@ def test_redteam_refuses_to_claim_results_on_altered_published_data(
     assert main(["redteam", "--quick", "--data", str(tmp_path / "data"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert any("not the published data" in s for s in out["skipped"]), out["skipped"]
-    assert not any("real" in json.dumps(g["device"]) for g in out["by_attack"])
+    assert out["attacks"] and not any("real" in a["device"] for a in out["attacks"])
+    assert not any("real" in h.get("device", "") for h in out["honest"])
     # the unaltered copy (with or without its SOURCE.md) is accepted
     from flopwatch.io import published_data_problem
 

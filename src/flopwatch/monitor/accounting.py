@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from flopwatch.estimate.bounds import IDLE_DRIFT_MIN_W, MIN_COVERAGE, idle_drift_w
 from flopwatch.monitor.exporter import DeviceSample
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
 from flopwatch.sensor_timing import ENERGY_COUNTER_MAX_UPDATE_S
@@ -49,13 +50,9 @@ DEFAULT_BUSY_MARGIN_FRACTION = 0.10
 #: Settled idle time averaged into one idle-power observation: long enough to average 2 Hz sensor noise and
 #: NVML's ~1 s power averaging window, short enough to see the idle floor between jobs.
 IDLE_WINDOW_S = 10.0
-#: How far the configured idle baseline may sit above the lowest settled idle power before rows are flagged:
-#: the idle baseline of one Orin Nano moved by up to 80 mW of ~0.64 W (12.5 %) across sessions (issue 15,
-#: three sessions of identical configurations), so 15 % (at least 0.05 W) is drift, not manipulation.
-IDLE_DRIFT_FRACTION = 0.15
-IDLE_DRIFT_MIN_W = 0.05
-#: Coverage below which a workload row warns (energy partly interpolated across gaps).
-MIN_ROW_COVERAGE = 0.99
+# How far the configured idle baseline may sit above the lowest settled idle power before rows are flagged, and
+# the coverage below which a row warns, are the project's one rule each (estimate/bounds.py: idle_drift_w,
+# MIN_COVERAGE): the same run is judged alike live and offline.
 
 
 @dataclass
@@ -441,7 +438,8 @@ class DeviceAccount:
         self._idle = _IdleWindow()
 
     def _idle_tolerance_w(self) -> float:
-        return max(IDLE_DRIFT_MIN_W, IDLE_DRIFT_FRACTION * self.idle_power_w)
+        d = idle_drift_w(self.idle_power_w, self.ctx.spec)
+        return d if d is not None else IDLE_DRIFT_MIN_W
 
     def on_gap(self, g: Gap) -> None:
         if g.error.startswith("overrun"):
@@ -577,7 +575,7 @@ class DeviceAccount:
             )
         if errors - implausible > 0:
             warnings.append(f"{errors - implausible} sensor read error(s) during the workload")
-        if coverage is not None and coverage < MIN_ROW_COVERAGE:
+        if coverage is not None and coverage < MIN_COVERAGE:
             warnings.append(f"telemetry covers {100 * coverage:.1f} % of the workload")
         if net < 0:
             warnings.append(

@@ -26,8 +26,10 @@ signed tree head as JSON ``{"size", "root", "time", "signature", "key_id"}`` —
 ``GET /consistency?first=N&second=M`` — ``{"first", "second", "proof": [hex, …]}``, the RFC 9162 consistency
 proof between two sizes of the history tree.
 
-Counters restored from the ledger after a restart continue from the checkpointed totals, so
-``increase()`` over a restart stays correct. Only totals are exposed, never traces (privacy).
+The per-device series are collected at scrape (:class:`AccountsCollector`, a client_python custom collector like
+its ProcessCollector): each scrape reads every account's running totals under the daemon's lock; the accounting
+pushes nothing. The totals are restored from the ledger's last checkpoint after a restart, so the counters
+continue and ``increase()`` over a restart stays correct. Only totals are exposed, never traces (privacy).
 """
 
 from __future__ import annotations
