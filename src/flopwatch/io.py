@@ -62,6 +62,7 @@ __all__ = [
     "check_disk_space",
     "env_int",
     "clean_stale_partials",
+    "disk_error",
     "disk_errors",
     "scratch_dir",
     "check_input_file",
@@ -597,6 +598,21 @@ def disk_errors(path: str | os.PathLike[str]) -> Iterator[None]:
             f"cannot write ({e.strerror or e}); nothing was written and any previous file is untouched",
             file=os.fspath(path),
         ) from None
+
+
+def disk_error(exc: BaseException) -> str | None:
+    """One line for an exception caused, anywhere in its chain, by a disk that cannot take the data (full,
+    over quota or RLIMIT_FSIZE, read-only, failing), else None: streaming writers (Parquet through pyarrow, a
+    worker thread) surface it wrapped or as a later error on the closed file."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _DISK_ERRNOS:
+            where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+            return f"cannot write{where}: {e.strerror or e} (disk full, over quota or a file-size limit)"
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def check_disk_space(path: str | os.PathLike[str], need_bytes: float, *, what: str = "output") -> None:

@@ -109,3 +109,17 @@ def test_a_fleet_that_cannot_fit_on_the_disk_is_refused_before_any_work(
     err = capsys.readouterr().err
     assert "GB" in err and "free" in err and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["record", "--sensor", "sim:a100", "--rate", "50", "--duration", "600", "-o", "r.parquet"],
+        ["sim", "trace", "a100", "--schedule", "s.json", "-o", "t.parquet", "--rate", "100"],
+    ],
+)
+def test_a_streaming_recording_onto_a_full_disk_is_one_line(tmp_path: Path, args: list[str]) -> None:
+    """Same class, found beside the issue's two: the streaming Parquet writer (pyarrow, a worker thread)."""
+    (tmp_path / "s.json").write_text('[{"idle_s": 600}]')
+    r = _cli(args, fsize=20_000, cwd=tmp_path)
+    assert "cannot write" in _one_error_line(r)
