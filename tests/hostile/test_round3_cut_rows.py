@@ -8,6 +8,7 @@ simulated by flopwatch.sim (seeded), not measured.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -99,3 +100,43 @@ def test_a_complete_workload_carries_no_cut_warning(tmp_path: Path, profile_path
     (row,) = res.workloads
     assert row["status"] == "complete"
     assert not any(w.startswith(CUT_WARNING_PREFIX) for w in row["warnings"])
+
+
+def test_a_crash_mid_workload_is_recovered_as_a_cut_row(tmp_path: Path, profile_path: Path) -> None:
+    """The process dies (no stop row, as after kill -9) 80 s into the job; the next start recovers the running row
+    from the last checkpoint with the same named warning."""
+    from flopwatch.estimate.profile import Profile
+
+    class Crash(BaseException):
+        pass
+
+    from flopwatch.redteam.simulated import datacenter_family
+
+    job = datacenter_family("bf16", quick=True)[0]
+    sensors = from_spec(DEVICE, seed=2, schedule=[Idle(20.0), Run(job, duration_s=300.0), Idle(30.0)])
+    cfg = MonitorConfig(
+        sensors=[f"sim:{DEVICE}"], ledger=tmp_path / "ledger.db", threshold_flops=1e30, duration_s=1000.0,
+        checkpoint_s=10.0,
+    )  # fmt: skip
+    mon = Monitor(cfg, sensors=sensors, profile=Profile.load(profile_path))
+    sink = mon._sink
+
+    def crashing_sink(item: Any) -> None:
+        sink(item)
+        if item.t_s >= 80.0:
+            raise Crash
+
+    mon._sink = crashing_sink  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        mon.run(install_signals=False)
+    again = Monitor(
+        dataclasses.replace(cfg, duration_s=5.0),
+        sensors=from_spec(DEVICE, seed=2, schedule=[Idle(10.0)]),
+        profile=Profile.load(profile_path),
+    )
+    again.run(install_signals=False)
+    from flopwatch.monitor.ledger import read_entries
+
+    (row,) = [e.payload for e in read_entries(tmp_path / "ledger.db") if e.kind == "workload"]
+    assert row["status"] == "interrupted" and row["verdict"] != "below"
+    assert any(w.startswith(CUT_WARNING_PREFIX) for w in row["warnings"]), row["warnings"]
