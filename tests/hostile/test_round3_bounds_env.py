@@ -137,3 +137,15 @@ def test_redteam_refuses_to_claim_results_on_altered_published_data(
     assert published_data_problem(v2_records_path) is None
     (alt / "SOURCE.md").unlink()
     assert "not the published data" in (published_data_problem(alt / v2_records_path.name) or "")
+
+
+def test_the_bundled_mascots_copies_are_the_published_data(tmp_path: Path) -> None:
+    from flopwatch.io import published_data_problem
+
+    bundled = sorted((Path(__file__).resolve().parents[2] / "src/flopwatch/powermodel/data").glob("*.csv"))
+    assert len(bundled) == 6
+    for p in bundled:
+        assert published_data_problem(p) is None, p
+    altered = tmp_path / bundled[0].name
+    altered.write_bytes(bundled[0].read_bytes().replace(b"\n", b"\r\n", 1))
+    assert "not the published data" in (published_data_problem(altered) or "")

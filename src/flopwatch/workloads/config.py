@@ -53,10 +53,10 @@ def _choice(name: str, value: Any, choices: tuple[str, ...], aliases: Mapping[st
 #: Largest tensor (elements) a config may ask for: 2^53 elements is 36 PB in fp32, beyond any device, and the
 #: largest count that float64 FLOP totals hold exactly; torch's meta-device shapes overflow int64 not far above.
 MAX_TENSOR_ELEMENTS = 2**53
-#: Most layers and steps: far above any trained model (hundreds of layers) and any run (~1e6 steps), low
-#: enough that building the layers for counting or running the steps cannot run for days.
+#: Most layers and steps: 10× and 1000× beyond any trained model (hundreds of layers) and run (~1e6 steps), so
+#: a typo (``--steps 1e15``) is refused instead of building or running for ever.
 MAX_LAYERS = 10_000
-MAX_STEPS = 10**12
+MAX_STEPS = 10**9
 
 
 def _check_size(c: Any) -> None:
