@@ -147,15 +147,20 @@ def test_the_monitor_flags_a_sensor_that_reads_idle_under_load(tmp_path: Path) -
 def test_the_check_streams_in_pieces_as_in_one() -> None:
     rng = np.random.default_rng(0)
     t = np.cumsum(rng.uniform(0.05, 0.6, 2000))
-    p = np.where((t > 100) & (t < 400), 60.0, 300.0)
-    u = np.where(t > 500, 0.0, 0.9)
+    p = np.where(t < 500, 50.5, 300.0)  # busy at idle power, then power with utilisation 0
+    u = np.where(t < 500, 0.9, 0.0)
     e = np.cumsum(p * 0.3)
     e[(t > 200) & (t < 230)] = e[np.searchsorted(t, 200)]
-    whole, parts = ConsistencyCheck(50.0), ConsistencyCheck(50.0)
-    whole.feed(t, p, u, np.maximum.accumulate(e))
+    e = np.maximum.accumulate(e)
+    u[(rng.random(t.size) < 0.01) & (t < 150)] = np.nan  # missing values
+    whole, parts, one = ConsistencyCheck(50.0), ConsistencyCheck(50.0), ConsistencyCheck(50.0)
+    whole.feed(t, p, u, e)
     for k in np.array_split(np.arange(t.size), 37):
-        parts.feed(t[k], p[k], u[k], np.maximum.accumulate(e)[k])
-    assert whole.problems() == parts.problems() and whole.problems()
-    assert (whole.loaded_s, whole.dark_max_s, whole.flat_max_s) == pytest.approx(
-        (parts.loaded_s, parts.dark_max_s, parts.flat_max_s)
-    )
+        parts.feed(t[k], p[k], u[k], e[k])
+    for x in zip(t.tolist(), p.tolist(), u.tolist(), e.tolist(), strict=True):
+        one.feed(*x)  # the monitor's per-reading path
+    assert whole.problems() == parts.problems() == one.problems() and len(whole.problems()) == 3
+    for c in (parts, one):
+        assert (whole.loaded_s, whole.dark_max_s, whole.flat_max_s) == pytest.approx(
+            (c.loaded_s, c.dark_max_s, c.flat_max_s)
+        )

@@ -28,6 +28,7 @@ code; :meth:`ConsistencyCheck.problems` names what is impossible (empty: nothing
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,15 @@ MIN_DARK_S = 60.0
 MIN_FLAT_S = 5.0
 #: An interval longer than this is a gap in the telemetry, not a stretch of it: runs end there.
 MAX_INTERVAL_S = 10.0
+
+
+def _scalar(x: Any) -> float:
+    if x is None or isinstance(x, bool):
+        return math.nan
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def _longest(mask: np.ndarray, dt: np.ndarray, carry: float) -> tuple[float, float]:
@@ -79,6 +89,9 @@ class ConsistencyCheck:
 
     def feed(self, t_s: Any, power_w: Any = None, util: Any = None, energy_j: Any = None) -> None:
         """Add samples (time-ordered; NaN or None where a channel has no value)."""
+        if np.ndim(t_s) == 0 and all(np.ndim(x) == 0 for x in (power_w, util, energy_j)):
+            self._feed_one(float(t_s), _scalar(power_w), _scalar(util), _scalar(energy_j))
+            return
         t = np.atleast_1d(np.asarray(t_s, dtype=float))
         n = t.size
         if n == 0:
@@ -109,6 +122,28 @@ class ConsistencyCheck:
         self.dark_max_s = max(self.dark_max_s, best)
         best, self._flat_run = _longest(flat, dt, self._flat_run)
         self.flat_max_s = max(self.flat_max_s, best)
+
+    def _feed_one(self, t: float, p: float, u: float, e: float) -> None:
+        """One sample (the monitor's per-reading path): the same rules as the array path of :meth:`feed`, in
+        plain floats (a comparison with NaN is False there as in numpy)."""
+        last, self._last = self._last, (t, p, u, e)
+        if last is None:
+            return
+        t0, p0, u0, e0 = last
+        dt = t - t0
+        ok = 0.0 < dt <= MAX_INTERVAL_S
+        pbar = 0.5 * (p0 + p)
+        loaded = ok and u0 >= LOADED_UTIL and u >= LOADED_UTIL
+        dark = ok and u0 <= DARK_UTIL and u <= DARK_UTIL and pbar >= self.dark_above_w
+        busy = loaded or (ok and pbar >= self.dark_above_w)
+        flat = busy and math.isfinite(e0) and e == e0
+        if loaded and math.isfinite(pbar):
+            self.loaded_s += dt
+            self.loaded_energy_j += pbar * dt
+        self._dark_run = self._dark_run + dt if dark else 0.0
+        self.dark_max_s = max(self.dark_max_s, self._dark_run)
+        self._flat_run = self._flat_run + dt if flat else 0.0
+        self.flat_max_s = max(self.flat_max_s, self._flat_run)
 
     def problems(self) -> tuple[str, ...]:
         """What the telemetry fed so far says that no device does (empty: nothing)."""
