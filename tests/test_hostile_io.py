@@ -188,7 +188,7 @@ def test_check_not_input(tmp_path: Path) -> None:
     a.write_text("{}\n")
     check_not_input(tmp_path / "b.json", [a, None])
     check_not_input(None, [a])
-    with pytest.raises(InputError, match=r"a\.jsonl: field '-o': is also an input"):
+    with pytest.raises(InputError, match=r"a\.jsonl: option '-o': is also an input"):
         check_not_input(a, [a])
     # the same file under another spelling, a symlink and a hard link
     with pytest.raises(InputError, match="is also an input"):
@@ -197,5 +197,5 @@ def test_check_not_input(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is also an input"):
         check_not_input(tmp_path / "ln", [a])
     os.link(a, tmp_path / "hard")
-    with pytest.raises(InputError, match="field '--out'"):
+    with pytest.raises(InputError, match="option '--out'"):
         check_not_input(tmp_path / "hard", [a], option="--out")

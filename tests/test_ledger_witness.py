@@ -492,3 +492,13 @@ def test_the_monitor_signs_heads_and_records_its_context(tmp_path: Path) -> None
                         "sample_rate_hz", "jitter_seed", "flopwatch_version"}  # fmt: skip
     assert ctx["sensor_spec"] == ["sim:a100"] and ctx["peaks_in_force"]
     assert verify_ledger(db).ok
+
+
+def test_a_damaged_stored_tree_is_reported_even_when_every_row_is_intact(tmp_path: Path) -> None:
+    db = _ledger(tmp_path / "node.db")  # 13 rows: the right edge is nodes (3, 0), (2, 2), (0, 12)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE tree_nodes SET hash = zeroblob(32) WHERE level = 2 AND idx = 2")
+    con.commit()
+    con.close()
+    res = verify_ledger(db)
+    assert [p.kind for p in res.problems] == ["tree"]

@@ -389,12 +389,14 @@ _NUMERIC = [
 ]  # fmt: skip
 
 
+@pytest.mark.hypothesis  # the @given is inner: mark it so `pytest -m hypothesis` (the full run) selects it
 def test_config_validation_accepts_only_finite_in_range_values() -> None:
     """Property: any value for any numeric setting is either refused with a ConfigError or finite and sane."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
     from flopwatch.errors import ConfigError
+    from hypothesis_budget import examples
 
     values = st.one_of(
         st.floats(allow_nan=True, allow_infinity=True),
@@ -403,7 +405,7 @@ def test_config_validation_accepts_only_finite_in_range_values() -> None:
         st.text(max_size=5),
     )
 
-    @settings(max_examples=400, deadline=None, derandomize=True)
+    @settings(max_examples=examples("monitor_config"))
     @given(name=st.sampled_from(_NUMERIC), value=values)
     def check(name: str, value: object) -> None:
         cfg = MonitorConfig(sensors=["nvml"], ledger=Path("x.db"))

@@ -23,7 +23,7 @@ def bench_cmd(
     ),
     sweep: str | None = typer.Option(None, "--sweep", help="Named workload sweep (e.g. quick, datacenter)."),
     label: list[str] | None = typer.Option(
-        None, "--label", help="Only these configs of the sweep (repeatable)."
+        None, "--label", metavar="<label>", help="Only these configs of the sweep (repeatable)."
     ),
     arch: str = typer.Option("gpt", "--arch", help="Grid mode: gpt or seed-encoder."),
     d_model: int | None = typer.Option(
@@ -51,11 +51,10 @@ def bench_cmd(
         callback=options.count(ge=1),
     ),
     batch: str = typer.Option("1,8,32", "--batch", help="Grid mode: comma-separated batch sizes."),
-    dtype: str = typer.Option("fp32", "--dtype", help="Grid mode: comma-separated dtypes."),
+    dtype: str = typer.Option("fp32", "--precision", help="Grid mode: comma-separated dtypes."),
     repeats: int = typer.Option(
         1,
         "--repeats",
-        min=1,
         help="Repeats per configuration (noise floor).",
         callback=options.count(ge=1, le=options.MAX_COUNT),
     ),
@@ -101,15 +100,10 @@ def bench_cmd(
         help="Telemetry sampling rate.",
         callback=options.rate_hz(),
     ),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of weights, inputs and simulator noise.",
-        callback=options.count(ge=0, le=2**63 - 1),
-    ),
+    seed: options.Seed = 0,
     append: bool = typer.Option(False, "--append", help="Append to an existing CSV of the same schema."),
     fit: bool = typer.Option(False, "--fit", help="Fit power ~ MFU on the measured rows afterwards."),
-    json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+    json_out: options.Json = False,
 ) -> None:
     """Measure MFU, utilisation and power per configuration with the MASCOTS protocol; write aggregate CSV rows."""
     options.not_inputs(
@@ -179,7 +173,9 @@ def bench_cmd(
             m = fit_power_model(loaded.df, by="gpu")
             result["fit"] = m.to_dict()
             if con is not None:
-                con.print(m.summary(), soft_wrap=True)
+                from flopwatch.cli.powermodel_cmds import fit_table
+
+                con.print(fit_table(m))
         elif con is not None:
             con.print("fewer than 3 rows with power: no fit", style="yellow")
     if json_out:

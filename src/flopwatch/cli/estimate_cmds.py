@@ -73,26 +73,14 @@ def calibrate_cmd(
     model: str = typer.Option(
         "default", "--model", help="Estimator: default, eq1, eq2, loglin-p, loglin-p-bw."
     ),
-    confidence: float = typer.Option(
-        0.9,
-        "--confidence",
-        help="Confidence of the prediction intervals (0–1).",
-        callback=options.fraction(open_low=True, open_high=True),
-    ),
-    min_util: float = typer.Option(
-        0.8,
-        "--min-util",
-        help="Frontier gate: minimum mean utilisation (0–1).",
-        callback=options.fraction(),
-    ),
+    confidence: options.Confidence = 0.9,
+    min_util: options.MinUtil = 0.8,
     precision: str = typer.Option(
         "fp32", "--precision", help="Keep only this precision (fp32, tf32, fp16, bf16) or 'all'."
     ),
     interval: str = typer.Option("auto", "--interval", help="Interval method: auto, conformal, student-t."),
-    device: str | None = typer.Option(
-        None, "--device", help="Device model (e.g. orin-nano) for datasheet bounds (default: from records)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the profile summary as JSON."),
+    device: options.DeviceModel = None,
+    as_json: options.Json = False,
 ) -> None:
     """Fit an estimator on records with ground truth and write a calibration profile."""
     options.not_inputs([("--output", output)], [records])  # before any work: never overwrite an input
@@ -151,12 +139,7 @@ def estimate_cmd(
     profile: Path = typer.Option(
         ..., "--profile", "-p", help="Calibration profile JSON (flopwatch calibrate)."
     ),
-    confidence: float | None = typer.Option(
-        None,
-        "--confidence",
-        help="Override the profile's confidence.",
-        callback=options.fraction(open_low=True, open_high=True),
-    ),
+    confidence: options.OptConfidence = None,
     threshold: str | None = typer.Option(
         None,
         "--threshold",
@@ -172,10 +155,8 @@ def estimate_cmd(
         "--strict",
         help="Fail on records of another precision instead of skipping (and listing) them.",
     ),
-    device: str | None = typer.Option(
-        None, "--device", help="Device model for the verdicts' datasheet bounds (default: the profile's)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    device: options.DeviceModel = None,
+    as_json: options.Json = False,
 ) -> None:
     """Estimate each record's FLOPs with a profile; report errors where ground truth is present."""
     from flopwatch.estimate.profile import Profile
@@ -291,25 +272,10 @@ def evaluate_cmd(
         help="Training runs per split.",
         callback=options.count(ge=2),
     ),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of the split draw.",
-        callback=options.count(ge=0, le=2**63 - 1),
-    ),
+    seed: options.Seed = 0,
     models: str | None = typer.Option(None, "--models", help="Comma-separated models (default: all)."),
-    confidence: float = typer.Option(
-        0.9,
-        "--confidence",
-        help="Confidence of the prediction intervals.",
-        callback=options.fraction(open_low=True, open_high=True),
-    ),
-    min_util: float = typer.Option(
-        0.8,
-        "--min-util",
-        help="Frontier gate: minimum mean utilisation (0–1).",
-        callback=options.fraction(),
-    ),
+    confidence: options.Confidence = 0.9,
+    min_util: options.MinUtil = 0.8,
     precision: str = typer.Option("fp32", "--precision", help="Precision to evaluate, or 'all'."),
     figures: Path | None = typer.Option(None, "--figures", help="Write the figures (PNG) to this folder."),
     detail: bool = typer.Option(
@@ -317,7 +283,7 @@ def evaluate_cmd(
         "--detail",
         help="Include per-workload, per-hyper-parameter and threshold tables in --json.",
     ),
-    as_json: bool = typer.Option(False, "--json", help="JSON output (the evaluate contract)."),
+    as_json: options.Json = False,
 ) -> None:
     """The study's repeated-split evaluation of every model (held-out errors, coverage, thresholds)."""
     options.not_inputs([("--figures", figures)], [records])  # before any work: never overwrite an input
@@ -408,9 +374,9 @@ def evaluate_cmd(
     con.print(
         f"threshold sweep ({dm}, {ts['n_thresholds']} thresholds {fmt_flops(ts['min_threshold_flops'])}–"
         f"{fmt_flops(ts['max_threshold_flops'])} FLOP): 'above' only when the {confidence:.0%} interval is "
-        f"above → {fp(ts['max_fp_rate'])}, false negatives {pct(ts['mean_fn_rate'])} "
-        f"on average ({pct(ts['mean_uncertain_rate'])} uncertain); deciding on the point estimate: "
-        f"{fp(ts['point_max_fp_rate'])}, false negatives {pct(ts['point_mean_fn_rate'])}"
+        f"above → {fp(ts['max_fp_rate'])}, wrong below up to {pct(ts['max_wrong_below_rate'])} (declared below, "
+        f"truly above), uncertain {pct(ts['mean_uncertain_rate'])} on average; deciding on the point estimate: "
+        f"{fp(ts['point_max_fp_rate'])}, wrong below {pct(ts['point_mean_fn_rate'])} on average"
     )
     ss = d["models"][dm].get("session_shift")
     if ss:

@@ -7,8 +7,13 @@ line, exit status 2, before any file is read or any sensor opened::
     rate: float = typer.Option(10.0, "--rate", callback=options.rate_hz())
     idle: float | None = typer.Option(None, "--idle-power", callback=options.non_negative(unit="W"))
 
-Click's own ``FLOAT`` type accepts ``nan`` and ``inf``; these callbacks are what refuse them. The message
-names the option: ``flopwatch: error: Invalid value for '--rate': must be <= 1000 Hz, got 1e+07``.
+Click's own ``FLOAT`` type accepts ``nan`` and ``inf``; these callbacks are what refuse them (typer's
+``min=``/``max=`` are not used: one check, one message). The message names the option:
+``flopwatch: error: Invalid value for '--rate': must be <= 1000 Hz, got 1e+07``.
+
+The options many commands share are declared once, below, as ``Annotated`` aliases (``as_json: options.Json =
+False``), with one spelling each: ``-o/--output``, ``--precision``, ``--threshold``. The old spellings
+(``--out``, ``--dtype``, ``--threshold-flops``) still parse, hidden: :data:`DEPRECATED_SPELLINGS`.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -72,6 +77,24 @@ __all__ = [
     "sensor_files",
     "speed",
 ]
+
+
+# Old spelling → the one spelling; still accepted (documented commands keep working), never shown in --help.
+DEPRECATED_SPELLINGS: dict[str, str] = {
+    "--out": "--output",
+    "--dtype": "--precision",
+    "--threshold-flops": "--threshold",
+}
+
+
+def respell(args: list[str]) -> list[str]:
+    """``args`` with each deprecated option spelling (also ``--out=X``) replaced by the current one."""
+    out = []
+    for a in args:
+        name, eq, value = a.partition("=")
+        new = DEPRECATED_SPELLINGS.get(name)
+        out.append(new + eq + value if new and a.startswith("--") else a)
+    return out
 
 
 def _fmt(v: float) -> str:
@@ -246,3 +269,56 @@ def sensor_files(spec: str | None) -> list[str]:
     if not sep or not arg or kind.strip().lower() in ("nvml", "amd", "sim"):
         return []  # device indices, UUIDs and simulator names are not paths
     return [arg.strip()]
+
+
+# ---------------------------------------------------------------------------------- shared option declarations
+SEED_MAX = (
+    2**63 - 1
+)  # numpy's SeedSequence takes any non-negative int; 64 bits keeps it a SQLite/JSON integer
+
+Json = Annotated[bool, typer.Option("--json", help="Print JSON to stdout (nothing else goes there).")]
+Seed = Annotated[
+    int,
+    typer.Option(
+        "--seed",
+        help="Seed of every random draw (splits, folds, simulator noise): the same seed gives the same result.",
+        callback=count(ge=0, le=SEED_MAX),
+    ),
+]
+Confidence = Annotated[
+    float,
+    typer.Option("--confidence", help="Confidence of the prediction intervals (0–1, e.g. 0.9).",
+                 callback=fraction(open_low=True, open_high=True)),
+]  # fmt: skip
+OptConfidence = Annotated[
+    float | None,
+    typer.Option("--confidence", help="Confidence of the prediction intervals (0–1; default: the profile's).",
+                 callback=fraction(open_low=True, open_high=True)),
+]  # fmt: skip
+MinUtil = Annotated[
+    float,
+    typer.Option("--min-util", help="Frontier gate: minimum mean utilisation (0–1; the study: 0.8).",
+                 callback=fraction()),
+]  # fmt: skip
+MinBatch = Annotated[
+    int,
+    typer.Option(
+        "--min-batch", help="Compute-bound regime only: runs with batch >= this.", callback=count(ge=1)
+    ),
+]
+Level = Annotated[
+    float,
+    typer.Option("--level", help="Level of the interval or quantile of the conservative bound (0.5–0.999).",
+                 callback=in_range(0.5, 0.999)),
+]  # fmt: skip
+DeviceModel = Annotated[
+    str | None,
+    typer.Option("--device", help="Device model for the datasheet bounds, e.g. orin-nano, h100 "
+                 "(default: from the data or the profile)."),
+]  # fmt: skip
+TraceDevice = Annotated[
+    str | None, typer.Option("--device", help="Only this device of a multi-device trace.")
+]
+Threshold = Annotated[
+    str | None, typer.Option("--threshold", help="Compute threshold in FLOP, e.g. 1e25: a verdict per row.")
+]

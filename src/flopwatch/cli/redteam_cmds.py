@@ -42,9 +42,12 @@ def redteam_cmd(
         None, "--data", help="Folder holding jetson_flop_estimator/ (default ../shared/data)."
     ),
     family: list[str] | None = typer.Option(
-        None, "--family", help="Run only this family (its key; repeatable). Default: every family."
+        None,
+        "--family",
+        metavar="<family>",
+        help="Run only this family (its key; repeatable). Default: every family.",
     ),
-    as_json: bool = typer.Option(False, "--json", help="JSON output (the redteam contract)."),
+    as_json: options.Json = False,
 ) -> None:
     """Run every attack family against the verifier (docs/redteam.md, docs/threat-model.md): each judged with
     itself left out of calibration, at T = 0.8 × truth and at the evader's best threshold."""

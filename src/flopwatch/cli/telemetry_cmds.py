@@ -24,7 +24,7 @@ def _open(spec: str, speed: float | None) -> list[Any]:
 
 
 def sensors_cmd(
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    as_json: options.Json = False,
     jetson_root: str = typer.Option("/", "--jetson-root", help="sysfs root to probe for Jetson rails."),
     rapl_root: str = typer.Option("/", "--rapl-root", help="sysfs root to probe for RAPL zones."),
 ) -> None:
@@ -57,19 +57,23 @@ def sensors_cmd(
         return
     from rich.table import Table
 
-    t = Table(title="flopwatch sensors")
-    for c in ("backend", "status", "device", "capabilities / reason"):
-        t.add_column(c)
+    rows: list[tuple[str, Any, str, str]] = []
     for s in statuses:
         if s.available and s.sensors:
             for i in s.sensors:
-                t.add_row(
-                    s.kind, styled("found", "green"), f"{i.name}\n{i.device_id}", ", ".join(i.capabilities)
+                rows.append(
+                    (s.kind, styled("found", "green"), f"{i.name}\n{i.device_id}", ", ".join(i.capabilities))
                 )
         elif s.available:
-            t.add_row(s.kind, styled("available", "green"), "", s.reason)
+            rows.append((s.kind, styled("available", "green"), "", s.reason))
         else:
-            t.add_row(s.kind, styled("unavailable", "red"), "", s.reason)
+            rows.append((s.kind, styled("unavailable", "red"), "", s.reason))
+    found = any(r[2] for r in rows)  # no device found: no column that is empty in every row
+    t = Table(title="flopwatch sensors" + ("" if found else ": no sensor device found on this machine"))
+    for c in ("backend", "status", *(("device",) if found else ()), "capabilities / reason"):
+        t.add_column(c)
+    for kind, status, dev, what in rows:
+        t.add_row(kind, status, *((dev,) if found else ()), what)
     console().print(t)
 
 
@@ -103,7 +107,7 @@ def record_cmd(
         help="Seconds between flushes (what a crash can lose).",
         callback=options.duration_s(le=86400.0),
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
+    as_json: options.Json = False,
 ) -> None:
     """Record a trace at a fixed rate, streaming Parquet row groups to disk."""
     options.not_inputs(
@@ -252,7 +256,7 @@ def idle_cmd(
         None, "--profile", help="Compare with this calibration's idle (else the device's spec idle)."
     ),
     strict: bool = typer.Option(False, "--strict", help="Refuse (exit 2) a baseline taken under load."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    as_json: options.Json = False,
 ) -> None:
     """Measure the idle power baseline: median over DURATION seconds, with its spread; flag one taken under load."""
     import numpy as np
@@ -349,7 +353,7 @@ def idle_cmd(
 
 def detect_cmd(
     trace: Path = typer.Argument(..., help="Trace: flopwatch Parquet or the seed's timeseries.json."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    as_json: options.Json = False,
     poll: float = typer.Option(
         1.5,
         "--poll",
@@ -381,7 +385,7 @@ def detect_cmd(
         help="Idle power in W (default: from the trace).",
         callback=options.non_negative(unit="W"),
     ),
-    device: str | None = typer.Option(None, "--device", help="Only this device of a multi-device trace."),
+    device: options.TraceDevice = None,
 ) -> None:
     """Detect workloads in a trace with the study's utilisation hysteresis and integrate their energy."""
     from flopwatch.detect import HysteresisParams, detect_workloads

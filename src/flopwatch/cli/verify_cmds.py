@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, fmt_flops, styled
 from flopwatch.cli.estimate_cmds import _flops_opt
 from flopwatch.errors import InputError
@@ -48,7 +49,7 @@ def verdict_cmd(
         "-p",
         help="Recompute each row's sound bounds from its observables with this profile.",
     ),
-    device: str | None = typer.Option(None, "--device", help="Device model for the datasheet bounds."),
+    device: options.DeviceModel = None,
     public_key: list[Path] | None = typer.Option(
         None,
         "--public-key",
@@ -61,7 +62,7 @@ def verdict_cmd(
         help="Witness log (`ledger witness`) per ledger, in their order: heads checked as prefixes, and the "
         "windows placed by the witness's clock rather than the node's.",
     ),
-    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    as_json: options.Json = False,
 ) -> None:
     """Judge everything one or several ledgers recorded over a window as a whole (chunks, bursts and the
     nodes of one job included). Each ledger is verified first, as `ledger verify` does, against its own pin
@@ -178,7 +179,10 @@ def verdict_cmd(
     from rich.table import Table
 
     con = console()
-    t = Table(title=f"window verdicts vs {fmt_flops(thr)} FLOP ({window}, by {by})")
+    scope = "the whole ledger" if window == "all" else f"the last {window}"
+    t = Table(
+        title=f"window verdicts vs {fmt_flops(thr)} FLOP over {scope}" + ("" if by == "all" else f", by {by}")
+    )
     for col in ("group", "workloads", "estimate", "lower", "upper", "outside-workload J", "verdict"):
         t.add_column(col, justify="left" if col in ("group", "verdict") else "right")
     for g in res["groups"] + ([res["total"]] if by != "all" else []):
@@ -196,8 +200,15 @@ def verdict_cmd(
     con.print(
         f"ledger verification: {'OK' if v['ok'] else 'FAILED'} ({v['problems']} problem(s); key {v['key_source']})"
     )
+    if multi or logs:
+        for n in v["nodes"]:
+            con.print(
+                f"  {n['node']}: {'OK' if n['ok'] else 'FAILED'}, {n['rows']} rows, "
+                f"{n['witnessed_rows']} witnessed ({n['witness_heads']} head(s) in its log)",
+                markup=False,
+            )
     for w in v["warnings"] + res["warnings"] + res["total"]["warnings"]:
-        con.print(styled("warning ", "yellow"), w, sep="")
+        con.print(styled("warning: ", "yellow"), w, sep="")
 
 
 def register(app: typer.Typer) -> None:

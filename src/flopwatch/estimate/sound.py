@@ -333,6 +333,18 @@ def sound_upper(
     )
     if unobs > 0:
         basis += f"; + {float(obs.unobserved_s):.4g} s unobserved at peak rate"
+    # pipe counters that covered more than the energy sensor (they count every cycle: NVML's blind part of each
+    # 100 ms included) bound the time they covered on their own; only the rest stays at peak rate
+    whole = _covered_by_pipes(dev, obs, assume_clock_mhz) if use_pipes else None
+    if whole is not None and whole < total:
+        total = whole
+        decided = {"pipes (their whole coverage)": 1}
+        basis = (
+            f"pipe activity over the {float(obs.pipe_observed_s or 0.0):.4g} s the counters covered × each pipe's "
+            f"fastest format (tensor: {dev.pipes.tensor / 1e12:.4g} TFLOP/s, format-blind) × clock ratio"
+            + ("; the rest at peak rate" if float(obs.pipe_observed_s or 0.0) < float(obs.duration_s) else "")
+        )
+        pipe_total = whole - unobs
     return SoundUpper(
         flops=total,
         basis=f"sound: {basis} [{dev.key}]",
@@ -345,13 +357,41 @@ def sound_upper(
     )
 
 
+def _covered_by_pipes(dev: DeviceBasis, obs: Observables, assume_clock_mhz: float | None) -> float | None:
+    """Σ_pipe (active s + resolution × covered s) × pipe peak × the run's highest clock ratio + the time the pipe
+    counters did not cover at peak rate; None unless ``pipe_observed_s`` is given with the four pipes."""
+    if not obs.has_pipes or obs.pipe_observed_s is None:
+        return None
+    pa = obs.pipe_active_s or {}
+    t = float(obs.duration_s)
+    cov = min(max(float(obs.pipe_observed_s), 0.0), t)
+    f = obs.max_sm_clock_mhz if obs.max_sm_clock_mhz is not None else assume_clock_mhz
+    clk = f / dev.max_clock_mhz if f is not None and f > 0 and dev.max_clock_mhz else 1.0
+    pipes = sum((pa[p] + PIPE_RATIO_RESOLUTION * cov) * dev.pipes.get(p) for p in PIPES) * clk
+    return pipes + (t - cov) * dev.peak_fastest
+
+
+def floor_peaks(spec: DeviceSpec) -> dict[str, float]:
+    """min(datasheet, override) per format: an override may not make an accusation easier either."""
+    table = _table(spec)
+    keys = set(table.peak_flops) & set(spec.peak_flops)
+    return {k: min(table.peak_flops[k], spec.peak_flops[k]) for k in keys}
+
+
 def slowest_format_ratio(
-    peaks: Mapping[str, float], profile_dtype: str, obs: Observables
+    peaks: Mapping[str, float],
+    profile_dtype: str,
+    obs: Observables,
+    *,
+    low_peaks: Mapping[str, float] | None = None,
 ) -> tuple[float, str]:
-    """peak(least efficient format not ruled out) / peak(the profile's format), ≤ 1, and which format."""
+    """peak(least efficient format not ruled out) / peak(the profile's format) × :data:`FORMAT_MFU_ALLOWANCE`
+    (1 when no format is slower), and which format. ``low_peaks`` (default ``peaks``) gives the candidates'
+    peaks, ``peaks`` the profile format's: with an override in force, the smaller and the larger of the two."""
     ref = peaks.get(profile_dtype)
     if not ref:
         return 1.0, profile_dtype
+    peaks = dict(low_peaks) if low_peaks is not None else dict(peaks)
     cands = dict(peaks)
     if obs.has_pipes:
         pa = obs.pipe_active_s or {}
@@ -387,6 +427,7 @@ __all__ = [
     "device_basis",
     "dvfs_allowance",
     "eta_max",
+    "floor_peaks",
     "slowest_format_ratio",
     "sound_upper",
     "verdict_peaks",

@@ -4,7 +4,7 @@ ground truth is present (what ``flopwatch estimate`` reports)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +72,7 @@ def estimate_records(
     declared_flops: float | None = None,
     strict: bool = False,
     device: str | None = None,
+    sampled: Mapping[str, Any] | None = None,
 ) -> EstimateRun:
     """Estimate every record with ``profile`` (a :class:`~flopwatch.estimate.profile.Profile`).
 
@@ -86,6 +87,8 @@ def estimate_records(
     ``calibrated_upper_flops`` (the interval whose coverage ``in_interval`` and the summary measure, widened for
     a later session), ``assumptions``. ``declaration_verdict``: "inconsistent" only when the declared count lies
     outside the sound bounds. A skipped record still gets the sound verdict: a declared precision is a claim.
+    ``sampled``: per record label, its segment of the trace (``estimate.observe.windows_from_trace``): the bounds
+    are then summed over the trace's windows, the gaps bounded at peak rate.
     """
     from flopwatch.estimate.verdict import assess_record
 
@@ -93,7 +96,13 @@ def estimate_records(
     skipped: list[dict[str, Any]] = []
     for r in records:
         if profile.dtype != "all" and r.dtype != profile.dtype and not strict:
-            a = assess_record(profile, r, device=device, threshold_flops=threshold_flops)
+            a = assess_record(
+                profile,
+                r,
+                device=device,
+                threshold_flops=threshold_flops,
+                sampled=(sampled or {}).get(r.label),
+            )
             skipped.append(
                 {
                     "label": r.label,
@@ -114,7 +123,12 @@ def estimate_records(
                 r, confidence=confidence
             )  # the profile's own checks (precision, features)
             a = assess_record(
-                profile, r, device=device, threshold_flops=threshold_flops, confidence=confidence
+                profile,
+                r,
+                device=device,
+                threshold_flops=threshold_flops,
+                confidence=confidence,
+                sampled=(sampled or {}).get(r.label),
             )
         except ProfileError as err:
             raise ProfileError(err.detail, file=records_path, record=r.label, field=err.field) from None

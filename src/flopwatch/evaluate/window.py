@@ -6,8 +6,12 @@ therefore adds up, soundly:
 
 * **lower** = Σ lower bounds of the workloads that lie entirely inside the window;
 * **upper** = Σ upper bounds of the workloads that end inside it + the net energy measured *outside* any
-  workload in the window × the efficiency envelope (best FLOP per joule the hardware can reach,
-  :mod:`flopwatch.estimate.bounds`). A workload without a finite upper bound makes the sum unbounded.
+  workload in the window × η_max (the best FLOP per joule the hardware can reach: physics and the datasheet,
+  :mod:`flopwatch.estimate.sound`). A workload without a finite upper bound makes the sum unbounded.
+
+One :class:`WindowVerdict` type for the command and the monitor's gauge; rows may be typed
+(``monitor.rows.WorkloadRow``) or stored payloads. With ``--profile`` every row is re-assessed from its
+observables in the verifier's context (its profile hash): a row recorded under another profile is flagged.
 
 "above" when lower > T, "below" when upper < T and no row in the window carries a warning, else
 "uncertain" (:func:`combine_window`, a pure function; the monitor's ``flopwatch_window_verdict`` gauge calls it
@@ -79,6 +83,8 @@ class WindowVerdict:
     estimate_flops: float | None = None
     key: str = "all"
     unattributed_upper_flops: float = 0.0
+    #: T / Σ estimates above which "below" becomes possible (None: blocked by a warning, or no estimate)
+    decisive_at: float | None = None
 
     @property
     def workloads(self) -> int:  # the monitor's name
@@ -107,6 +113,7 @@ class WindowVerdict:
             "verdict": self.verdict,
             "threshold_flops": self.threshold_flops,
             "warnings": list(self.warnings),
+            "decisive_at": fin(self.decisive_at),
         }
 
 
@@ -178,7 +185,11 @@ def combine_window(
     blockers = tuple(blockers)
     warnings.extend(blockers)
     if warned:
-        blockers += (f"{len(warned)} workload row(s) in the window carry warnings",)
+        why = list(dict.fromkeys(w for r in warned for w in _strings(_field(r, "warnings"))))
+        more = f" (+{len(why) - 3} more)" if len(why) > 3 else ""
+        blockers += (
+            f"{len(warned)} workload row(s) in the window carry warnings: {'; '.join(why[:3])}{more}",
+        )
         warnings.append(blockers[-1])
     # a row whose estimate is missing, non-finite or non-positive is never evidence of "below" (issue 15 item 2),
     # whatever its (possibly forged or legacy) bounds say
@@ -203,6 +214,7 @@ def combine_window(
         verdict=v,
         threshold_flops=threshold_flops,
         warnings=tuple(warnings),
+        decisive_at=upper / est if have_est and est > 0 and math.isfinite(upper) and not blockers else None,
     )
 
 
@@ -213,7 +225,7 @@ def _get(d: Mapping[str, Any], k: str) -> Any:
 
 def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = None) -> dict[str, Any]:
     """A ledger row's sound bounds recomputed from its observables with ``profile``."""
-    from flopwatch.estimate.regime import Observables
+    from flopwatch.estimate.observe import CONTEXT_KEYS, Observables
     from flopwatch.estimate.verdict import assess
 
     e, t = _num(row.get("net_energy_j")), _num(row.get("duration_s"))
@@ -229,7 +241,16 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
         idle_power_w=_num(row.get("idle_power_w")),
         coverage=_num(row.get("coverage")),
     )
-    a = assess(profile, obs, device=device or row.get("device_name") or row.get("device"))
+    # the row is judged in the verifier's context: a row made under another profile (or none recorded), a
+    # replay/simulated sensor, a peak override or too slow a rate is flagged and never "below" (issue 21 item 6)
+    ctx = {k: row.get(k) for k in CONTEXT_KEYS if k in row}
+    a = assess(
+        profile,
+        obs,
+        device=device or row.get("device_name") or row.get("device"),
+        context=ctx,
+        verifier_context={"profile_sha256": profile.sha256()},
+    )
     return {
         **row,
         "estimate_flops": a.estimate_flops,

@@ -35,7 +35,7 @@ from flopwatch.monitor.exporter import DeviceSample
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
 from flopwatch.sensor_timing import ENERGY_COUNTER_MAX_UPDATE_S
 from flopwatch.telemetry.consistency import ConsistencyCheck
-from flopwatch.telemetry.plausibility import check_power_rate, check_reading
+from flopwatch.telemetry.plausibility import check_counter_step, check_reading
 from flopwatch.telemetry.schema import Gap, Reading
 from flopwatch.text import literal
 from flopwatch.units import counter_delta
@@ -389,7 +389,7 @@ class DeviceAccount:
             return None
         # and never shorter than the slowest known counter update (sensor_timing), for jittered reads
         span = max(r.t_s - base, ENERGY_COUNTER_MAX_UPDATE_S)
-        if check_power_rate(de / span, self.ctx.spec):
+        if check_counter_step(de, span, self.ctx.spec):
             # The counter jumped by more than the device can draw over the counter's own period: a glitch.
             self._fault(
                 r.t_s, f"implausible energy counter step: {de:.6g} J in {span:.3g} s", implausible=True

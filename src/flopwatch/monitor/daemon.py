@@ -313,7 +313,7 @@ class Monitor:
         out: list[Sensor] = []
         for spec in cfg.sensors:
             opts: dict[str, Any] = {}
-            if spec.startswith("replay:"):
+            if spec.startswith(("replay:", "prometheus:")):  # prometheus: with start=/end= plays history back
                 opts["speed"] = cfg.speed
             if spec.startswith("sim:"):
                 opts["seed"] = cfg.seed

@@ -132,20 +132,6 @@ def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
 
 
 # --------------------------------------------------------------------------------------------- writing
-def fsync_dir(d: Path) -> None:
-    """Make a new or removed name in ``d`` durable (best effort: some filesystems refuse a directory fsync)."""
-    try:
-        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def write_public_file(dest: str | os.PathLike[str], text: str) -> None:
     """Atomically write a public file (pin) through :func:`flopwatch.io.atomic_write`; a symlink at ``dest``
     is refused."""

@@ -245,7 +245,9 @@ class Ledger:
             bad = schema_problems(con)
             empty_file = not con.execute("SELECT 1 FROM main.sqlite_master LIMIT 1").fetchone()
             if empty_file:
-                con.executescript(SCHEMA)
+                con.executescript(
+                    f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;"
+                )  # all or nothing: a kill leaves no half schema
             elif bad:
                 raise LedgerError(
                     f"{self.path}: ledger schema altered ({bad[0]}); refusing to append — run `flopwatch ledger verify`"
@@ -405,6 +407,8 @@ class Ledger:
     def append_many(self, rows: list[tuple[str, Mapping[str, Any]]]) -> list[LedgerEntry]:
         """Sign and append rows in one transaction (one fsync); each row is signed and hashed on its own."""
         texts = [(kind, canonical_payload(payload)) for kind, payload in rows]
+        if not texts:
+            return []
         out: list[LedgerEntry] = []
         with self._lock:
             con = self._con

@@ -72,6 +72,7 @@ class Measurement:
     peak_power_w: float | None = None
     unobserved_s: float | None = None  # time no cumulative counter and no sample covered
     pipe_active_s: Mapping[str, float] | None = None  # Σ activity·dt per pipe (tensor, fp64, fp32, fp16)
+    pipe_observed_s: float | None = None  # time the pipe counters covered (None: what the energy sensor did)
     windows: ObservedWindows | None = None
 
 
