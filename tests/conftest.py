@@ -60,7 +60,7 @@ def _need(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"published data not found at {path} (set FLOPWATCH_SHARED to the shared/ folder)")
     # A test that reproduces published numbers must read the published data: an altered copy fails, saying so.
-    from flopwatch.io import published_data_problem
+    from flopwatch.published import published_data_problem
 
     for f in sorted(path.glob("*.csv")) if path.is_dir() else [path]:
         problem = published_data_problem(f)

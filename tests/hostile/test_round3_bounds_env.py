@@ -132,7 +132,7 @@ def test_redteam_refuses_to_claim_results_on_altered_published_data(
     assert out["attacks"] and not any("real" in a["device"] for a in out["attacks"])
     assert not any("real" in h.get("device", "") for h in out["honest"])
     # the unaltered copy (with or without its SOURCE.md) is accepted
-    from flopwatch.io import published_data_problem
+    from flopwatch.published import published_data_problem
 
     assert published_data_problem(v2_records_path) is None
     (alt / "SOURCE.md").unlink()
@@ -140,7 +140,7 @@ def test_redteam_refuses_to_claim_results_on_altered_published_data(
 
 
 def test_the_bundled_mascots_copies_are_the_published_data(tmp_path: Path) -> None:
-    from flopwatch.io import published_data_problem
+    from flopwatch.published import published_data_problem
 
     bundled = sorted((Path(__file__).resolve().parents[2] / "src/flopwatch/powermodel/data").glob("*.csv"))
     assert len(bundled) == 6

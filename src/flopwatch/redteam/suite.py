@@ -23,7 +23,7 @@ from typing import Any
 from flopwatch.devices import get_device
 from flopwatch.estimate.verdict import profile_envelope
 from flopwatch.evaluate.window import combine_window
-from flopwatch.io import published_data_problem
+from flopwatch.published import published_data_problem
 from flopwatch.redteam.core import AttackResult, HonestResult, expected_verdict, legacy_verdict
 from flopwatch.redteam.engine import Case, World, cases, exact_values, make_acc, shape, with_dtype
 from flopwatch.redteam.families import FAMILIES, Family
