@@ -59,6 +59,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def _need(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"published data not found at {path} (set FLOPWATCH_SHARED to the shared/ folder)")
+    # A test that reproduces published numbers must read the published data: an altered copy fails, saying so.
+    from flopwatch.published import published_data_problem
+
+    for f in sorted(path.glob("*.csv")) if path.is_dir() else [path]:
+        problem = published_data_problem(f)
+        if problem is not None:
+            pytest.fail(problem)
     return path
 
 

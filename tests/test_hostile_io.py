@@ -60,7 +60,10 @@ def test_size_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLOPWATCH_MAX_INPUT_BYTES", "10")
     with pytest.raises(InputError, match="10-byte limit"):
         read_json(p)
-    monkeypatch.setenv("FLOPWATCH_MAX_INPUT_BYTES", "nonsense")  # ignored: the default applies
+    monkeypatch.setenv("FLOPWATCH_MAX_INPUT_BYTES", "nonsense")  # refused like a bad option (issue 25)
+    with pytest.raises(InputError, match="FLOPWATCH_MAX_INPUT_BYTES"):
+        read_json(p)
+    monkeypatch.setenv("FLOPWATCH_MAX_INPUT_BYTES", "")  # empty: the default applies
     assert read_json(p) == []
 
 
@@ -169,7 +172,7 @@ def test_a_failed_atomic_path_leaves_no_temporary_file(tmp_path: Path) -> None:
 
     out = tmp_path / "t.parquet"
     with pytest.raises(RuntimeError), atomic_path(out) as tmp:
-        assert tmp.parent == tmp_path and tmp.name.startswith(".t.parquet.")  # named after its target
+        assert tmp.parent == tmp_path and tmp.name.startswith("t.parquet.partial-")  # named after its target
         tmp.write_text("half")
         raise RuntimeError("killed")
     assert list(tmp_path.iterdir()) == []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "flopwatch"
 
-BASE = {"__init__", "errors", "units", "devices", "text", "io", "sensor_timing"}
+BASE = {"__init__", "errors", "units", "devices", "text", "io", "sensor_timing", "published"}
 #: unit (a top-level module or package of flopwatch) → the units it may import. Keep docs/architecture.md in step.
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
@@ -22,6 +22,7 @@ ALLOWED: dict[str, set[str]] = {
     "devices": {"__init__", "errors", "units"},
     "sensor_timing": {"__init__", "errors", "units", "devices"},  # each sensor's window and update period
     "io": {"errors"},  # safe input / atomic output (flopwatch.io): a foundation like errors
+    "published": {"errors", "io"},  # sha256 of the published study data (issue 25)
     "records": BASE,
     "telemetry": BASE,
     "detect": BASE | {"telemetry"},

@@ -138,6 +138,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("flopwatch: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
+    except Exception as e:
+        # A full disk met by a streaming writer (pyarrow, a worker thread): one line and exit 2, not a traceback.
+        from flopwatch.io import disk_error
+
+        why = disk_error(e)
+        if why is None or debug:
+            raise
+        print(f"flopwatch: error: {literal(why)}", file=sys.stderr)
+        code = EXIT_USAGE
     else:
         code = rv if isinstance(rv, int) else EXIT_OK
     if argv is None:

@@ -317,8 +317,14 @@ def sim_openmetrics(
     openmetrics`) and its ground truth. Everything in it is SIMULATED."""
     import json
 
-    from flopwatch.io import check_output
-    from flopwatch.sim.dcgm import SimulatedFleet, check_fleet_size, load_fleet_schedule, random_schedule
+    from flopwatch.io import atomic_write, check_disk_space, check_output
+    from flopwatch.sim.dcgm import (
+        SimulatedFleet,
+        check_fleet_size,
+        load_fleet_schedule,
+        openmetrics_bytes,
+        random_schedule,
+    )
     from flopwatch.telemetry.timespec import parse_duration, parse_time
 
     truth_path = truth or out.with_name(out.name + ".truth.json")
@@ -339,6 +345,9 @@ def sim_openmetrics(
     )
     step = parse_duration(interval, field="interval")
     check_fleet_size(gpus, hours, gpus_per_node, step)
+    # Disk arithmetic before any work: every GPU × scrape × family is one line, written once as a piece and
+    # once into OUT (a 100 000-GPU, 6 h fleet needs ~1.3 TB, and used to fill the disk from a hidden folder).
+    check_disk_space(out, openmetrics_bytes(gpus, hours, step), what="simulated history (pieces and file)")
     jobs = (
         random_schedule(gpus, hours, gpus_per_node=gpus_per_node, seed=seed)
         if schedule == "random"
@@ -358,10 +367,9 @@ def sim_openmetrics(
         drop=drop,
         omit=omit,
     )
-    for p in (out, truth_path):  # missing folders are created (after every input was checked)
-        p.parent.mkdir(parents=True, exist_ok=True)
+    # Both written atomically (missing folders created): never through a symlink, never half a file.
     tr = fleet.write_openmetrics(out)
-    truth_path.write_text(json.dumps(tr.to_dict(), indent=2))
+    atomic_write(truth_path, json.dumps(tr.to_dict(), indent=2))
     console().print(
         f"wrote {out} (SIMULATED {fleet.spec.name} fleet: {gpus} GPUs × {hours:g} h, {len(tr.pods)} pod{'' if len(tr.pods) == 1 else 's'}) "
         f"and {truth_path}; backfill: promtool tsdb create-blocks-from openmetrics {out} DIR"

@@ -56,6 +56,8 @@ def join_cmd(
         f"wrote {res.n_records} record(s) to {output}: {res.n_ok} joined with telemetry, "
         f"{len(res.mismatches)} mismatch(es); {res.n_segments} workload(s) detected, idle {res.idle_power_w:.3f} W"
     )
+    for label, w in res.telemetry_warnings:
+        con.print(f"warning: {label}: {w}", style="yellow")
     if res.mismatches:
         t = Table(title="not joined one-to-one (no measured energy)")
         for c in ("record", "kind", "detail"):

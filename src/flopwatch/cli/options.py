@@ -27,7 +27,7 @@ from typing import Annotated, Any
 import typer
 
 from flopwatch.errors import InputError
-from flopwatch.io import check_not_input, check_output_file
+from flopwatch.io import check_not_input, check_output_file, refuse_link
 
 # No sensor backend refreshes faster than 1 kHz (NVML's power reading every 20–100 ms, tegrastats ≥ 1 ms,
 # RAPL's energy counter ~1 ms): sampling above that only burns CPU, and 1e7 Hz used to run away.
@@ -35,11 +35,36 @@ MAX_RATE_HZ = 1000.0
 # A replay or a simulated clock faster than 1e6× real time gains nothing (a day replays in 0.1 s).
 MAX_SPEED = 1e6
 
+# Options that size the work are bounded by what the work costs (issue 25: `record --rate 1000 --duration 1e7`
+# asked for 1e10 samples, `detect --poll 1e-300` divided by zero, `powermodel predict --duration-s 1e308`
+# printed inf J):
+#: The longest duration any option accepts: a year (366 days). A single recording, workload or prediction
+#: longer than that is a typo, and 1e308 s overflows every energy computed from it.
+MAX_DURATION_S = 366 * 86400.0
+#: Samples one command may take per device: 1e8 rows of a trace are ~10 GB of Parquet (≈ 100 B a row with
+#: its columns) and ~28 h at the 1 kHz cap, or a year at 3 Hz.
+MAX_SAMPLES = 1e8
+#: The shortest detection poll: one sample at the 1 kHz rate cap (a shorter poll sees no new reading).
+MIN_POLL_S = 1.0 / MAX_RATE_HZ
+#: The longest detection poll: an hour (the study polls every 1.5 s).
+MAX_POLL_S = 3600.0
+#: Largest count of a repeated unit of work (repeats, warm-up steps, samples, resets …) given on the command
+#: line: a million is far above any protocol (MASCOTS: 5 warm-up steps, 50–500 samples).
+MAX_COUNT = 1_000_000
+
 Callback = Callable[..., Any]
 
 __all__ = [
+    "MAX_COUNT",
+    "MAX_DURATION_S",
+    "MAX_POLL_S",
     "MAX_RATE_HZ",
+    "MAX_SAMPLES",
     "MAX_SPEED",
+    "MIN_POLL_S",
+    "check_samples",
+    "duration_s",
+    "poll_s",
     "check_not_input",
     "count",
     "finite",
@@ -180,6 +205,28 @@ def rate_hz() -> Callback:
     return positive(le=MAX_RATE_HZ, unit="Hz")
 
 
+def duration_s(*, allow_zero: bool = False, le: float = MAX_DURATION_S) -> Callback:
+    """A duration in seconds: > 0 (>= 0 with ``allow_zero``) and <= ``le`` (default :data:`MAX_DURATION_S`)."""
+    return finite(ge=0.0, le=le, unit="s") if allow_zero else finite(gt=0.0, le=le, unit="s")
+
+
+def poll_s() -> Callback:
+    """A detection poll interval: within [:data:`MIN_POLL_S`, :data:`MAX_POLL_S`]."""
+    return finite(ge=MIN_POLL_S, le=MAX_POLL_S, unit="s")
+
+
+def check_samples(rate_hz: float, duration_s: float, *, option: str = "--duration", devices: int = 1) -> None:
+    """InputError (exit 2, before any work) when ``rate_hz × duration_s`` (× devices) exceeds
+    :data:`MAX_SAMPLES`: each option is within its own bounds, their product is not."""
+    n = float(rate_hz) * float(duration_s) * max(1, devices)
+    if not n <= MAX_SAMPLES:
+        raise InputError(
+            f"{duration_s:g} s at {rate_hz:g} Hz is {n:.3g} samples (limit {MAX_SAMPLES:.0e}); "
+            "record less time or at a lower rate",
+            field=option,
+        )
+
+
 def speed() -> Callback:
     """A replay / scaled-clock speed factor: > 0 and <= :data:`MAX_SPEED`."""
     return positive(le=MAX_SPEED)
@@ -207,6 +254,11 @@ def not_inputs(
         check_not_input(p, ins, option=opt)
         # two outputs on one path: the second would overwrite the first
         check_not_input(p, [q for _, q in outs[i + 1 :]], option=opt)
+        if opt not in directories:
+            try:
+                refuse_link(p)  # no writer writes through a link: refused before any work, --force or not
+            except InputError as e:
+                raise InputError(e.detail, file=str(p), field=opt) from None
 
 
 def sensor_files(spec: str | None) -> list[str]:

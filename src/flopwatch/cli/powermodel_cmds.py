@@ -202,7 +202,7 @@ def predict_cmd(
         None,
         "--duration-s",
         help="Run length, for energy.",
-        callback=options.non_negative(unit="s"),
+        callback=options.duration_s(allow_zero=True),
     ),
     by: str = typer.Option(
         "auto",
@@ -390,7 +390,8 @@ def inverse_cmd(
         ...,
         "--power-w",
         help="Measured mean board power (W).",
-        callback=options.non_negative(unit="W"),
+        # no single board draws more (flopwatch.telemetry.plausibility.MAX_BOARD_POWER_W, cited there)
+        callback=options.non_negative(le=5000.0, unit="W"),
     ),
     util_pct: float | None = typer.Option(
         None,
@@ -403,7 +404,7 @@ def inverse_cmd(
         None,
         "--duration-s",
         help="Run length, for total FLOPs.",
-        callback=options.non_negative(unit="s"),
+        callback=options.duration_s(allow_zero=True),
     ),
     data: list[Path] | None = typer.Option(
         None, "--data", metavar="<csv>", help="Aggregate CSVs to fit on (default: bundled)."

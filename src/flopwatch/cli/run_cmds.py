@@ -24,7 +24,7 @@ def run_cmd(
         None,
         "--budget-s",
         help="Fit the sweep into about this many seconds.",
-        callback=options.positive(unit="s"),
+        callback=options.duration_s(),
     ),
     quick: bool = typer.Option(False, "--quick", help="A short sweep (under a minute on the simulator)."),
     seed: options.Seed = 0,

@@ -125,7 +125,7 @@ def trace_cmd(
         10.0,
         "--tail-s",
         help="Idle seconds recorded after the schedule.",
-        callback=options.non_negative(unit="s"),
+        callback=options.duration_s(allow_zero=True, le=86400.0),
     ),
     records: Path | None = typer.Option(
         None, "--records", help="Also append the ground-truth records (JSONL)."

@@ -91,7 +91,7 @@ def record_cmd(
         ...,
         "--duration",
         help="Seconds to record (sensor clock).",
-        callback=options.positive(unit="s"),
+        callback=options.duration_s(),
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Parquet trace to write."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
@@ -105,7 +105,7 @@ def record_cmd(
         5.0,
         "--flush-every",
         help="Seconds between flushes (what a crash can lose).",
-        callback=options.positive(unit="s"),
+        callback=options.duration_s(le=86400.0),
     ),
     as_json: options.Json = False,
 ) -> None:
@@ -123,6 +123,7 @@ def record_cmd(
         raise InputError(f"--rate must be > 0, got {rate}", field="rate")
     if not duration > 0:
         raise InputError(f"--duration must be > 0, got {duration}", field="duration")
+    options.check_samples(rate, duration)
     from flopwatch.io import check_output
 
     replayed = [x.split(":", 1)[1] for x in sensor.split(",") if x.startswith("replay:")]
@@ -357,7 +358,7 @@ def detect_cmd(
         1.5,
         "--poll",
         help="Poll interval in seconds (study: 1.5).",
-        callback=options.positive(unit="s"),
+        callback=options.poll_s(),
     ),
     util_threshold: float = typer.Option(
         0.05,
@@ -411,6 +412,8 @@ def detect_cmd(
     c.print()
     if det.skipped_devices:
         c.print(f"not segmented (no utilisation series): {', '.join(det.skipped_devices)}", style="yellow")
+    for w in det.warnings:  # physically impossible telemetry on a device (blocks "below" downstream)
+        c.print(f"warning: {w}", style="yellow")
     if not det.segments:
         return
     multi = len({s.device for s in det.segments}) > 1
@@ -445,6 +448,10 @@ def detect_cmd(
             "—" if s.tb_moved is None else f"{s.tb_moved:.4f}",
         )
     c.print(t)
+    for i, s in enumerate(det.segments):
+        for w in s.warnings:
+            if w not in det.warnings:
+                c.print(f"warning: workload {i}: {w}", style="yellow")
 
 
 def register(app: typer.Typer) -> None:

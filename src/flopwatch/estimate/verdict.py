@@ -536,7 +536,11 @@ def assess_record(
     sampled: SampledRun | None = None,
 ) -> Assessment:
     """:func:`assess` on a record's observables (the device defaults to the record's device name); ``sampled``:
-    the record's segment of a trace (:func:`~flopwatch.estimate.observe.windows_from_trace`), for windowed bounds."""
+    the record's segment of a trace (:func:`~flopwatch.estimate.observe.windows_from_trace`), for windowed bounds.
+    The physically impossible telemetry the join found on the record (``telemetry_warnings``) is a violated
+    assumption like ``extra_warnings``."""
+    from flopwatch.records import telemetry_warnings
+
     dev = (
         device if device is not None else (record.raw.get("device_name") or record.raw.get("device") or None)
     )
@@ -550,7 +554,7 @@ def assess_record(
         threshold_flops=threshold_flops,
         confidence=confidence,
         label=record.label,
-        extra_warnings=extra_warnings,
+        extra_warnings=(*extra_warnings, *telemetry_warnings(record)),
     )
 
 

@@ -10,6 +10,7 @@ the verdict is "below") is reported per set of observables (energy only; + clock
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import time
@@ -22,11 +23,14 @@ from typing import Any
 from flopwatch.devices import get_device
 from flopwatch.estimate.verdict import profile_envelope
 from flopwatch.evaluate.window import combine_window
+from flopwatch.published import published_data_problem
 from flopwatch.redteam.core import AttackResult, HonestResult, expected_verdict, legacy_verdict
 from flopwatch.redteam.engine import Case, World, cases, exact_values, make_acc, shape, with_dtype
 from flopwatch.redteam.families import FAMILIES, Family
 from flopwatch.redteam.judge import BEST_T_FACTOR, judge
 from flopwatch.redteam.observe import SET_ORDER, keep_set
+
+log = logging.getLogger("flopwatch.redteam")
 
 #: The one name of the error this suite counts: a run above the threshold that the verifier cleared.
 WRONG_BELOW = "wrong below"
@@ -318,11 +322,17 @@ def run_suite(
     fams = [f for f in FAMILIES if families is None or f.key in families]
     v2 = real.find_v2(data_root)
     skipped: list[str] = []
+    altered = published_data_problem(v2) if v2 is not None else None
     if v2 is None:
         skipped.append(
             "real-data families and honest runs: ../shared/data/jetson_flop_estimator/eval_results_v2_records.json "
             "not found"
         )
+    elif altered is not None:
+        # Results on data that is not the published data would be claims about something else: refuse them.
+        log.warning("%s; the real-data families are not run", altered)
+        skipped.append(f"real-data families and honest runs: {altered}")
+        v2 = None
     attacks: list[AttackResult] = []
     cal: dict[str, dict[str, Any]] = {}
     for fam in fams:
