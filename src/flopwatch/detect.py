@@ -333,14 +333,14 @@ def detect_workloads(
     if device is not None and device not in names:
         raise InputError(f"device {device!r} not in trace (devices: {sorted(names)})", field="device")
     if not devices:
-        raise InputError("trace has no samples", file=source_name)
+        raise InputError("trace has no samples", file=src.name)
     has_util = {names[c] for c in polls}
     skipped = [d for d in devices if d not in has_util]
     devices = [d for d in devices if d in has_util]
     if not devices:
         raise InputError(
             f"no utilisation samples to detect workloads from (devices: {', '.join(skipped)})",
-            file=source_name,
+            file=src.name,
             field="util",
         )
     raw = [
@@ -394,9 +394,7 @@ def detect_workloads(
                     whole[names[code]].add(pw[idx])
         for d in need_all:
             if whole[d].n == 0:
-                raise InputError(
-                    f"no power samples in [None, None] on {d}", file=source_name, field="power_w"
-                )
+                raise InputError(f"no power samples in [None, None] on {d}", file=src.name, field="power_w")
             idle_by_dev[d] = whole[d].median()
             idle_source = "median of whole trace (no idle period found)"
 
