@@ -275,6 +275,20 @@ def _parse_float(s: str) -> float:
     return v
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # RFC 8259 §4: names SHOULD be unique; with a repeated one, readers disagree on which value counts (Python
+    # and jq keep the last, others the first), so a file could say one thing to us and another to a reviewer.
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return d
+
+
 def _too_deep(obj: Any, limit: int) -> bool:
     """Whether containers nest more than ``limit`` levels (iterative: no recursion on hostile input)."""
     stack: list[tuple[Any, int]] = [(obj, 1)]
@@ -308,7 +322,11 @@ def parse_json(
     where = f"line {line}: " if line is not None else ""
     try:
         # the C scanner guards its recursion itself (RecursionError, caught below)
-        doc = json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
+        doc = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        raise error(
+            f"{where}key {str(e)[:60]!r} appears twice in one object (ambiguous)", file=file
+        ) from None
     except json.JSONDecodeError as e:
         if line is None:
             raise error(f"line {e.lineno}: invalid JSON ({e.msg})", file=file) from None
