@@ -285,7 +285,8 @@ def detect_workloads(
         _period_step,
         _results,
     )
-    from flopwatch.telemetry.source import open_source
+    from flopwatch.devices import resolve
+    from flopwatch.telemetry.source import device_specs, open_source
 
     check_idle_power(idle_power_w)
 
@@ -377,8 +378,19 @@ def detect_workloads(
     idle_by_dev: dict[str, float] = {}
     idle_source = "given"
     need_all: list[str] = []
+    known = device_specs(md)
     for d in devices:
         if idle_power_w is not None:
+            spec = known.get(d) or resolve(d, cpu=False)
+            if spec is not None and idle_power_w > spec.tdp_w:
+                # a baseline above the board's maximum power is a unit slip (mW, a node's total) or a lie:
+                # every workload's net energy would come out negative
+                raise InputError(
+                    f"{idle_power_w:g} W is above the maximum power of {d} ({spec.name}: {spec.tdp_w:g} W); "
+                    "an idle baseline cannot be (units? watts, per device)",
+                    file=src.name,
+                    field="--idle-power",
+                )
             idle_by_dev[d] = float(idle_power_w)
         elif outside[d].n >= 5:
             idle_by_dev[d] = outside[d].median()
