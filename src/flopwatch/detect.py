@@ -277,6 +277,7 @@ def detect_workloads(
     ``idle_power_w`` defaults to the median power outside all detected workloads (with the end-hysteresis
     window kept clear on both sides), as the study's idle baseline; ``Detection.idle_source`` says which.
     """
+    from flopwatch.devices import resolve
     from flopwatch.telemetry.integrate import (
         StreamingMedian,
         Window,
@@ -285,7 +286,6 @@ def detect_workloads(
         _period_step,
         _results,
     )
-    from flopwatch.devices import resolve
     from flopwatch.telemetry.source import device_specs, open_source
 
     check_idle_power(idle_power_w)
