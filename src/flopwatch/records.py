@@ -414,6 +414,9 @@ def _build(
             if v is None or (type(v) is float and math.isfinite(v))
             else _number(v, file=file, record=label, name=name, required=False)
         )
+    for a, b in (("start_monotonic_s", "end_monotonic_s"), ("start_wall", "end_wall")):
+        if kw.get(a) is not None and kw.get(b) is not None and kw[b] < kw[a]:
+            raise InputError(f"{kw[b]!r} is before {a} {kw[a]!r}", file=file, record=label, field=b)
     for name, v in (("steps", vals["steps"]), ("warmup_steps", kw["warmup_steps"])):  # counts stay integers
         if v is not None and float(v).is_integer():
             kw[name] = int(v)
