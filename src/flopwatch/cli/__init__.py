@@ -101,12 +101,43 @@ def command() -> Any:
     return plain_metavars(get_command(app))
 
 
+def _tolerant_streams() -> None:
+    """Tables say "—" and "±": on a stream that cannot encode them (PYTHONIOENCODING=ascii, a latin-1 terminal)
+    print them escaped rather than die with UnicodeEncodeError after the work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if enc != "utf8" and callable(getattr(stream, "reconfigure", None)):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _check_environment() -> None:
+    """The FLOPWATCH_* variables, parsed as strictly as options before any work: a malformed peak override
+    used to be swallowed by the device resolver, which then called the device unknown and dropped its
+    datasheet bounds without a word."""
+    import os
+
+    from flopwatch.errors import InputError
+    from flopwatch.io import max_input_bytes
+
+    max_input_bytes()
+    text = os.environ.get("FLOPWATCH_PEAK_FLOPS", "")
+    if text.strip():  # devices.py is imported only then: `flopwatch --help` stays fast
+        from flopwatch.devices import PEAK_OVERRIDE_ENV, parse_peak_overrides
+
+        try:
+            parse_peak_overrides(text)
+        except InputError as e:
+            raise InputError(e.detail, field=f"${PEAK_OVERRIDE_ENV}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``flopwatch`` console script. Returns (and exits with) the status code."""
     # old spellings (--out, --dtype, --threshold-flops) still parse: documented commands keep working
     args = options.respell(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
+    _tolerant_streams()
     try:
+        _check_environment()
         rv = command().main(args=args, prog_name="flopwatch", standalone_mode=False)
     except typer.Exit as e:
         code = e.exit_code
