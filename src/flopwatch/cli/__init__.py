@@ -20,8 +20,10 @@ Exit status (the one table; README "Exit status" repeats it):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import typer
@@ -101,6 +103,41 @@ def command() -> Any:
     return plain_metavars(get_command(app))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (``kill``, ``systemctl stop``, a closed terminal), raised where Ctrl-C would be: every
+    command already stops cleanly on KeyboardInterrupt (a recording closes its Parquet file, ``run`` marks its
+    directory INCOMPLETE), which a default SIGTERM skipped — the process died mid-write and left partial
+    files that looked complete."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _terminate_like_interrupt() -> Iterator[None]:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # handlers can only be set there
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated(signum)
+
+    sigs = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None]
+    old = {s: signal.getsignal(s) for s in sigs}
+    for s in sigs:
+        if old[s] is not signal.SIG_IGN:  # nohup: an ignored SIGHUP stays ignored
+            signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
 def _tolerant_streams() -> None:
     """Tables say "—" and "±": on a stream that cannot encode them (PYTHONIOENCODING=ascii, a latin-1 terminal)
     print them escaped rather than die with UnicodeEncodeError after the work is done."""
@@ -138,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     _tolerant_streams()
     try:
         _check_environment()
-        rv = command().main(args=args, prog_name="flopwatch", standalone_mode=False)
+        with _terminate_like_interrupt():
+            rv = command().main(args=args, prog_name="flopwatch", standalone_mode=False)
     except typer.Exit as e:
         code = e.exit_code
     except typer.Abort:
@@ -166,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         code = EXIT_USAGE
+    except Terminated as e:
+        import signal
+
+        print(f"flopwatch: terminated ({signal.Signals(e.signum).name})", file=sys.stderr)
+        code = 128 + e.signum  # the shell's status for a process a signal ended
     except KeyboardInterrupt:
         print("flopwatch: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
