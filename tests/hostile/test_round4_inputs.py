@@ -319,3 +319,38 @@ def test_a_toml_schedule_table_is_named(tmp_path: Path, capsys: pytest.CaptureFi
     (tmp_path / "s.toml").write_text("[schedule]\nidle_s = 10\n")
     args = ["sim", "trace", "a100", "--schedule", str(tmp_path / "s.toml"), "-o", str(tmp_path / "t.parquet")]
     _one_line_exit_2(capsys, args, "s.toml", "[[schedule]]")
+
+
+# ------------------------------------------------------------------ unit slips inside a trace
+
+
+def _scaled(src: Path, dst: Path, column: str, k: float) -> Path:
+    t = pq.read_table(src)
+    i = t.schema.get_field_index(column)
+    return _rewrite(src, dst, table=t.set_column(i, column, pc_mul(t.column(column), k)))
+
+
+def test_an_energy_counter_in_millijoules_is_flagged(
+    sim: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NVML counts energy in mJ: a counter written as J without conversion made every workload ×1000
+    (11 MJ over 36 s on one A100), exit 0, no warning."""
+    bad = _scaled(sim[0], tmp_path / "mj.parquet", "energy_j", 1000.0)
+    got = _detect_json(capsys, bad)
+    assert got["workloads"] and all(
+        any("counter and power disagree" in w for w in s["warnings"]) for s in got["workloads"]
+    )
+    honest = _detect_json(capsys, sim[0])
+    assert not any("disagree" in w for s in honest["workloads"] for w in s["warnings"])
+
+
+@pytest.mark.parametrize("k", [1000.0, 0.001])
+def test_a_time_column_in_other_units_is_refused(
+    sim: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], k: float
+) -> None:
+    """t_s in milliseconds: every duration ×1000 and every net energy hugely negative, exit 0 (its intervals
+    were too long for the consistency checks to look at)."""
+    bad = _scaled(sim[0], tmp_path / "ms.parquet", "t_s", k)
+    _one_line_exit_2(capsys, ["detect", str(bad)], "ms.parquet", "'t_s'", "is t_s in seconds?")
+    args = ["join", str(bad), str(sim[1]), "-o", str(tmp_path / "j.jsonl")]
+    _one_line_exit_2(capsys, args, "'t_s'")

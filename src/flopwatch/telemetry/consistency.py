@@ -56,7 +56,7 @@ MIN_FLAT_S = 5.0
 MAX_INTERVAL_S = 10.0
 #: Counter energy and integrated power must agree within this factor over MIN_AGREE_S (module docstring).
 AGREE_FACTOR = 3.0
-MIN_AGREE_S = 30.0
+MIN_AGREE_S = 30.0  # a 15 s scrape counter (dcgm-exporter) steps at most ×1.5 off power over it
 
 
 def _scalar(x: Any) -> float:
