@@ -177,7 +177,7 @@ class GroupTable:
 
 _SUMMED = (
     "energy_j", "energy_from_power_j", "counter_j", "counter_power_j", "covered_s", "duration_s", "busy_s",
-    "busy_covered_s", "sm_s", "dram_s", "dram_covered_s", "tensor_s", "tensor_mhz_s", "fp32_s", "fp32_mhz_s",
+    "busy_covered_s", "dram_s", "dram_covered_s", "tensor_s", "tensor_mhz_s", "fp32_s", "fp32_mhz_s",
     "fp16_s", "fp64_s", "pipe_covered_s", "clock_mhz_s", "clock_covered_s", "resets", "out_of_range",
     "prof_covered_s", "prof_gap_s", "prof_zero_load_s", "ends_busy", "duplicate_s", "mig", "n_series",
 )  # fmt: skip

@@ -68,7 +68,6 @@ class GpuJobs:
     t_last: np.ndarray
     busy_s: np.ndarray  # ∫ GR_ENGINE_ACTIVE (else GPU_UTIL) dt
     busy_covered_s: np.ndarray
-    sm_s: np.ndarray
     dram_s: np.ndarray
     dram_covered_s: np.ndarray
     tensor_s: np.ndarray  # ∫ tensor activity dt (HMMA where reported)
@@ -181,10 +180,13 @@ class FleetReader:
         *,
         by_labels: tuple[str, ...] = (),
         jobs: JobMap | None = None,
+        skip: frozenset[str] = frozenset(),
     ) -> None:
+        """``skip``: metric keys not to read (DRAM activity without a profile: only a profile's TB term uses it)."""
         self.client, self.plan, self.found, self.chunking = client, plan, found, chunks
         self.by_labels = by_labels
         self.jobs = jobs
+        self.skip = skip
         self.n_queries = 0
         closed = client.version() < (3, 0)
         self.window = range_str(plan.window_s, closed)
@@ -196,7 +198,7 @@ class FleetReader:
         return [gpu_matchers(self.plan, label, keys[i : i + n]) for i in range(0, len(keys), n)]
 
     def queries(self, matchers: str) -> dict[tuple[str, str], str]:
-        q = M.window_queries(self.found.present, matchers, self.window)
+        q = M.window_queries(self.found.present, matchers, self.window, self.skip)
         if ("power", "count") not in q:  # the sample count from the counter: its third read, without power
             sel = f"{M.ENERGY}{{{matchers}}}" if matchers else M.ENERGY
             q[("energy", "count")] = f"count_over_time({sel}[{self.window}])"
@@ -432,7 +434,6 @@ class FleetReader:
             t_last=red(fin(c_end, -np.inf), np.maximum, -np.inf),
             busy_s=tot(integral(busy_a)),
             busy_covered_s=tot(covered(busy_a)),
-            sm_s=tot(integral(avg.get("sm"))),
             dram_s=tot(integral(avg.get("dram"))),
             dram_covered_s=tot(covered(avg.get("dram"))),
             tensor_s=tot(integral(tensor)),
