@@ -41,7 +41,8 @@ class Metric:
 
 
 #: Each raw sample is read at most twice: two range functions per metric at most (the counter: last and min;
-#: power: sum and count; clock: mean and max).
+#: power: sum and count; clock: mean and max). Without the power gauge the counter's samples are counted too
+#: (a third read of the counter: ``flopwatch.fleet.reader.FleetReader.queries``).
 TABLE: tuple[Metric, ...] = (
     Metric("energy", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", ("last", "min"), "unknown",
            "Total energy consumption since boot (in mJ).", "mJ since boot", 1e-3,
