@@ -1,4 +1,4 @@
-"""How long the red-team suite and one sound assessment take (issue 15: ``--quick`` must stay under 2 min).
+"""How long the red-team suite and one sound assessment take (issue 21: ``--quick`` under ~10 s of CPU).
 
 Run:  python benchmarks/bench_redteam.py [--repeat 3]
 
@@ -32,7 +32,12 @@ def main() -> None:
     args = ap.parse_args()
     for quick in (True, False):
         w, c = timed(lambda q=quick: run_suite(quick=q), args.repeat)
-        print(f"run_suite(quick={quick}): wall {w:.2f} s, CPU {c:.2f} s")
+        d = run_suite(quick=quick).to_dict()
+        print(
+            f"run_suite(quick={quick}): wall {w:.2f} s, CPU {c:.2f} s — {d['n_families']} families, "
+            f"{len(d['attacks'])} attacked runs, wrong below {d['wrong_below']}, {len(d['honest'])} honest runs, "
+            f"false above {d['false_above']}"
+        )
     v2 = find_v2()
     if v2 is not None:
         prof = calibrate(load_records(v2), device="orin-nano")

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import settings
+
+from hypothesis_budget import PROFILE, SETTINGS
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_DATA = REPO / "tests" / "data"
@@ -18,6 +21,12 @@ JETSON_DIR = SHARED / "data" / "jetson_flop_estimator"
 V2_RECORDS = JETSON_DIR / "eval_results_v2_records.json"
 TIMESERIES = JETSON_DIR / "writeup" / "timeseries.json"
 MASCOTS_DIR = SHARED / "data" / "gpu_power_benchmark" / "aggregation_results"
+
+# Property-based tests: a small default volume keeps the suite fast; FLOPWATCH_HYPOTHESIS=full (run by .ci/run)
+# draws the full volume. Tests with their own count take it from hypothesis_budget.examples().
+settings.register_profile("fast", max_examples=20, **SETTINGS)
+settings.register_profile("full", max_examples=200, **SETTINGS)
+settings.load_profile(PROFILE)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,6 +59,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def _need(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"published data not found at {path} (set FLOPWATCH_SHARED to the shared/ folder)")
+    # A test that reproduces published numbers must read the published data: an altered copy fails, saying so.
+    from flopwatch.published import published_data_problem
+
+    for f in sorted(path.glob("*.csv")) if path.is_dir() else [path]:
+        problem = published_data_problem(f)
+        if problem is not None:
+            pytest.fail(problem)
     return path
 
 

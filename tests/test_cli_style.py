@@ -8,7 +8,6 @@ import json
 import math
 from pathlib import Path
 
-import click
 import typer
 from typer.main import get_command
 
@@ -18,18 +17,24 @@ from flopwatch.cli._output import EXIT_USAGE, console, dump_json, literal
 CLI_DIR = Path(__file__).resolve().parents[1] / "src" / "flopwatch" / "cli"
 
 
-def _walk(cmd: click.Command, path: str = "flopwatch"):
+def _walk(cmd: object, path: str = "flopwatch"):
+    """Every command under ``cmd``. Walks ``.commands`` rather than testing ``isinstance(cmd, click.Group)``:
+    typer 0.29 builds its own vendored click classes (``typer._click``), which a separately installed click
+    does not recognise, so an isinstance walk silently stops at the root."""
     yield path, cmd
-    if isinstance(cmd, click.Group):
-        for name, sub in cmd.commands.items():
-            yield from _walk(sub, f"{path} {name}")
+    for name, sub in getattr(cmd, "commands", {}).items():
+        yield from _walk(sub, f"{path} {name}")
 
 
 def test_every_option_of_every_command_has_help() -> None:
+    commands = list(_walk(get_command(app)))
+    # the walk must reach every command and group (37 when this was written: the root, 5 groups, 31 commands),
+    # so the check below cannot become vacuous again
+    assert len(commands) >= 37, [path for path, _ in commands]
     missing = []
-    for path, cmd in _walk(get_command(app)):
+    for path, cmd in commands:
         for p in cmd.params:
-            if isinstance(p, click.Option) and not p.hidden and not (p.help or "").strip():
+            if p.param_type_name == "option" and not p.hidden and not (p.help or "").strip():
                 missing.append(f"{path} {p.opts[0]}")
     assert not missing, f"options without help text: {missing}"
 

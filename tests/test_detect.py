@@ -158,8 +158,10 @@ def test_two_devices_get_their_own_idle_baseline():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from hypothesis_budget import examples  # noqa: E402
 
-@settings(max_examples=200, deadline=None)
+
+@settings(max_examples=examples("detect_hysteresis"))
 @given(
     utils=st.lists(st.sampled_from([0.0, 0.03, 0.05, 0.06, 0.5, 1.0, float("nan")]), max_size=60),
     start=st.integers(1, 4),

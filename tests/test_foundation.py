@@ -72,3 +72,59 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert test_cmd.startswith("pip install torch==2.13.0") and "pytest" in test_cmd
     ci_lines = [ln.strip() for ln in (repo / ".ci" / "run").read_text().splitlines()]
     assert test_cmd in ci_lines
+
+
+def test_ci_uses_its_own_venv_and_runs_the_full_hypothesis_volume():
+    """A missing install step must fail CI as it fails a newcomer: .ci/run builds a fresh venv and installs into
+    it, and runs every property-based test again at its full volume."""
+    from pathlib import Path
+
+    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    assert "python3 -m venv" in ci and '. "$VENV_DIR/venv/bin/activate"' in ci
+    assert ci.index("-m venv") < ci.index("pip install torch")
+    assert "FLOPWATCH_HYPOTHESIS=full python -m pytest -q -p no:cacheprovider -m hypothesis" in ci
+    assert "collected no tests" in ci  # pytest's exit 5 is a failure, said plainly
+
+
+def test_dev_extra_declares_every_package_tests_and_benchmarks_import():
+    """Every third-party module imported by tests/ and benchmarks/ comes from a declared requirement (the 2026-12-01
+    newcomer's fresh venv failed on `click` and `yaml`)."""
+    import ast
+    import re
+    import sys
+    from importlib.metadata import packages_distributions
+    from pathlib import Path
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the tomli backport (a declared dependency there)
+        import tomli as tomllib
+
+    repo = Path(__file__).resolve().parents[1]
+    proj = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
+    reqs = list(proj["dependencies"]) + [r for rs in proj["optional-dependencies"].values() for r in rs]
+    declared = {re.split(r"[<>=;\[ !~]", r, maxsplit=1)[0].strip().lower().replace("_", "-") for r in reqs}
+    local = {p.stem for d in ("tests", "tests/hostile", "benchmarks") for p in (repo / d).glob("*.py")}
+    optional_backends = {"pynvml", "amdsmi"}  # vendor libraries: those tests skip without them, saying why
+    dists = packages_distributions()
+    missing = set()
+    for f in [*(repo / "tests").rglob("*.py"), *(repo / "benchmarks").glob("*.py")]:
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for n in names:
+                top = n.split(".")[0]
+                if (
+                    top in sys.stdlib_module_names
+                    or top in local
+                    or top in optional_backends
+                    or top == "flopwatch"
+                ):
+                    continue
+                found = {d.lower().replace("_", "-") for d in dists.get(top, [top])}
+                if not found & declared:
+                    missing.add(f"{f.relative_to(repo)}: {top}")
+    assert not missing, sorted(missing)

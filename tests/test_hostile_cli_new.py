@@ -16,8 +16,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -364,63 +362,18 @@ def test_a_fifo_input_is_refused_without_hanging(ws, template):  # noqa: ANN001
     assert _digests(ws) == before
 
 
-def test_ledger_verify_of_a_non_ledger_says_tampered(ws, capsys):  # noqa: ANN001
-    """A ledger path that holds something else is tampering (exit 1, as `verify` promises), not a crash."""
+def test_ledger_verify_of_a_non_ledger_is_an_input_error(ws, capsys):  # noqa: ANN001
+    """A ledger path that holds something else is a bad input (exit 2, one line naming the file; issue 23),
+    not tampering and not a crash."""
     for f in ("garbage", "empty", "adir", "t.parquet"):
-        assert main(["ledger", "verify", str(ws / f)]) == 1
+        assert main(["ledger", "verify", str(ws / f)]) == 2
         out = capsys.readouterr()
-        assert "TAMPERED" in out.out and "Traceback" not in out.err
+        lines = out.err.strip().splitlines()
+        assert len(lines) == 1 and str(ws / f) in lines[0] and "Traceback" not in out.err
 
 
 # ------------------------------------------------------------------------------- window verdict evasions
-T = 1e15
-
-
-def _row(wid: str, s: float | None, e: float | None, est: Any = 1e14, **kw: Any) -> SimpleNamespace:
-    p = {
-        "workload_id": wid,
-        "device": "sim:h100",
-        "start_wall": s,
-        "end_wall": e,
-        "estimate_flops": est,
-        "lower_flops": 0.9e14,
-        "upper_flops": 1.1e14,
-        "regime": "calibrated",
-        "warnings": [],
-    } | kw
-    return SimpleNamespace(kind="workload", payload=p)
-
-
-def _cp(wall: float, outside: Any, dev: str = "sim:h100") -> SimpleNamespace:
-    return SimpleNamespace(
-        kind="checkpoint", payload={"wall": wall, "devices": {dev: {"outside_net_energy_j": outside}}}
-    )
-
-
-_BIG = _row("big", 1000.0, 2000.0, est=2e15, lower_flops=1.8e15, upper_flops=2.2e15)
-_LEGACY = SimpleNamespace(
-    kind="workload",
-    payload={"workload_id": "a", "device": "sim:h100", "start_wall": 0.0, "end_wall": 10.0,
-             "estimate_flops": 1e14, "lower_flops": 0.9e14, "upper_flops": 1.1e14},
-)  # fmt: skip
-
-EVASIONS: list[tuple[str, list[SimpleNamespace], float | None]] = [
-    ("NaN estimate with zero bounds", [_row("a", 0, 10), _row("b", 20, 30, est=float("nan"), upper_flops=0.0), _cp(40, 0)], None),
-    ("negative estimate", [_row("a", 0, 10), _row("b", 20, 30, est=-1e14, upper_flops=0.0), _cp(40, 0)], None),
-    ("zero estimate and bounds", [_row("a", 0, 10), _row("b", 20, 30, est=0.0, lower_flops=0.0, upper_flops=0.0), _cp(40, 0)], None),
-    ("estimate missing", [_row("a", 0, 10, est=None), _cp(20, 0)], None),
-    ("row lacking regime/warnings (legacy)", [_LEGACY, _cp(20, 0)], None),
-    ("clock jumped forward: future checkpoint", [_BIG, _cp(2100, 0), _cp(1e10, 0)], 86400.0),
-    ("clock set back: a row in the future", [_BIG, _row("f", 1e10 - 10, 1e10), _cp(2100, 0)], 86400.0),
-    ("clock set back: running total read at the wrong checkpoint", [_cp(100, 0), _cp(1e10, 0), _cp(200, 1e9)], None),
-    ("negative outside energy", [_row("a", 0, 10), _cp(20, -1e9)], None),
-    ("NaN outside energy", [_row("a", 0, 10), _cp(20, float("nan"))], None),
-    ("job without end time", [_row("a", 0, None, est=2e15, upper_flops=2.2e15), _row("b", 1e5, 1e5 + 10), _cp(1e5 + 20, 0)], 3600.0),
-    ("job with NaN end time", [_row("a", 0, float("nan"), est=2e15, upper_flops=2.2e15), _row("b", 1e5, 1e5 + 10), _cp(1e5 + 20, 0)], 3600.0),
-    ("no checkpoint at all", [_row("a", 0, 10)], None),
-    ("upper bound as a string", [_row("a", 0, 10, upper_flops="1"), _cp(20, 0)], None),
-    ("warnings as a string", [_row("a", 0, 10, warnings="out of regime"), _cp(20, 0)], None),
-]  # fmt: skip
+from window_cases import _BIG, EVASIONS, T, _cp, _row  # noqa: E402  (shared with the live-window parity test)
 
 
 @pytest.mark.parametrize("name, entries, window", EVASIONS, ids=[e[0] for e in EVASIONS])

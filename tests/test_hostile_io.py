@@ -60,7 +60,10 @@ def test_size_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLOPWATCH_MAX_INPUT_BYTES", "10")
     with pytest.raises(InputError, match="10-byte limit"):
         read_json(p)
-    monkeypatch.setenv("FLOPWATCH_MAX_INPUT_BYTES", "nonsense")  # ignored: the default applies
+    monkeypatch.setenv("FLOPWATCH_MAX_INPUT_BYTES", "nonsense")  # refused like a bad option (issue 25)
+    with pytest.raises(InputError, match="FLOPWATCH_MAX_INPUT_BYTES"):
+        read_json(p)
+    monkeypatch.setenv("FLOPWATCH_MAX_INPUT_BYTES", "")  # empty: the default applies
     assert read_json(p) == []
 
 
@@ -169,7 +172,7 @@ def test_a_failed_atomic_path_leaves_no_temporary_file(tmp_path: Path) -> None:
 
     out = tmp_path / "t.parquet"
     with pytest.raises(RuntimeError), atomic_path(out) as tmp:
-        assert tmp.parent == tmp_path and tmp.name.startswith(".t.parquet.")  # named after its target
+        assert tmp.parent == tmp_path and tmp.name.startswith("t.parquet.partial-")  # named after its target
         tmp.write_text("half")
         raise RuntimeError("killed")
     assert list(tmp_path.iterdir()) == []
@@ -185,7 +188,7 @@ def test_check_not_input(tmp_path: Path) -> None:
     a.write_text("{}\n")
     check_not_input(tmp_path / "b.json", [a, None])
     check_not_input(None, [a])
-    with pytest.raises(InputError, match=r"a\.jsonl: field '-o': is also an input"):
+    with pytest.raises(InputError, match=r"a\.jsonl: option '-o': is also an input"):
         check_not_input(a, [a])
     # the same file under another spelling, a symlink and a hard link
     with pytest.raises(InputError, match="is also an input"):
@@ -194,5 +197,5 @@ def test_check_not_input(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is also an input"):
         check_not_input(tmp_path / "ln", [a])
     os.link(a, tmp_path / "hard")
-    with pytest.raises(InputError, match="field '--out'"):
+    with pytest.raises(InputError, match="option '--out'"):
         check_not_input(tmp_path / "hard", [a], option="--out")

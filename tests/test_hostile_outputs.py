@@ -45,7 +45,7 @@ CASES: list[tuple[Callable[[Path], Path], Callable[[str, str], list[str]], str]]
     (_records, lambda i, o: ["calibrate", i, "-o", o], "--output"),
     (_records, lambda i, o: ["evaluate", i, "--figures", o], "--figures"),
     (_csv, lambda i, o: ["powermodel", "fit", i, "--gpu", "A100", "-o", o], "--output"),
-    (_schedule, lambda i, o: ["sim", "trace", "a100", "--schedule", i, "-o", o], "--out"),
+    (_schedule, lambda i, o: ["sim", "trace", "a100", "--schedule", i, "-o", o], "--output"),
     (
         _schedule,
         lambda i, o: ["sim", "trace", "a100", "--schedule", i, "-o", o + ".parquet", "--records", o],
@@ -81,7 +81,7 @@ def test_output_is_never_an_input(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1 and err[0].startswith("flopwatch: error: "), err
-    assert f"field '{option}'" in err[0] and "is also an input" in err[0], err[0]
+    assert f"option '{option}'" in err[0] and "is also an input" in err[0], err[0]
     assert inp.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["sub", "link", "hard", inp.name])
 
@@ -110,7 +110,7 @@ def test_profile_is_replaced_atomically(capsys: pytest.CaptureFixture[str], tmp_
     ("argv", "option"),
     [
         (["calibrate", "{rec}", "-o", "{fifo}"], "--output"),
-        (["sim", "trace", "a100", "--schedule", "{sched}", "-o", "{fifo}"], "--out"),
+        (["sim", "trace", "a100", "--schedule", "{sched}", "-o", "{fifo}"], "--output"),
         (
             ["sim", "trace", "a100", "--schedule", "{sched}", "-o", "{tmp}/t.parquet", "--records", "{fifo}"],
             "--records",
@@ -130,7 +130,7 @@ def test_fifo_as_output_is_refused_before_work(
         args = [a.replace(k, v) for a in args]
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"field '{option}'" in err[0] and "FIFO" in err[0], err
+    assert len(err) == 1 and f"option '{option}'" in err[0] and "FIFO" in err[0], err
     assert not (tmp_path / "t.parquet").exists()
 
 

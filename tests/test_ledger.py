@@ -281,6 +281,10 @@ def test_cut_off_newest_rows_are_caught_with_a_recorded_head(
     assert head.startswith("9:") and len(head) == 2 + 64
     bad = _copy(ledger_path, tmp_path / "c")
     _sql(bad, "DELETE FROM entries WHERE seq >= 8")
+    assert any(p.kind == "tree" for p in verify_ledger(bad).problems)  # the stored tree still has 9 leaves …
+    # … so an operator trims it too (and the node's heads): then nothing in the file shows the cut
+    _sql(bad, "DELETE FROM tree_nodes WHERE (idx + 1) * (1 << level) > 7")
+    _sql(bad, "DELETE FROM tree_heads WHERE size > 7")
     assert verify_ledger(bad).ok  # undetectable from the file alone …
     assert main(["ledger", "verify", str(bad), "--expect-head", head]) == 1  # … but not against the head
     assert "2 newest row(s) cut off" in capsys.readouterr().out

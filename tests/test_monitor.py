@@ -44,7 +44,9 @@ def v2_profile(v2_records_path: Path):
     from flopwatch.estimate.calibrate import calibrate
     from flopwatch.records import load_records
 
-    return calibrate(load_records(v2_records_path))
+    return calibrate(
+        load_records(v2_records_path), device="orin-nano"
+    )  # the study's device: "below" needs its datasheet
 
 
 @pytest.fixture(scope="module")

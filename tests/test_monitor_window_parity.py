@@ -1,5 +1,5 @@
 """The live window gauge (monitor.window.WorkloadWindow) against `flopwatch verdict --window` on the same ledger
-entries: the evasive ledgers of tests/test_hostile_cli_new.py are never "below" live either, and honest ones are
+entries: the evasive ledgers of tests/window_cases.py are never "below" live either, and honest ones are
 decided the same way (the gauge is fed in ledger order, as the daemon and its restart replay feed it)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from flopwatch.monitor.rows import WorkloadRow
 from flopwatch.monitor.window import WorkloadWindow
-from test_hostile_cli_new import _BIG, EVASIONS, T, _cp, _row
+from window_cases import _BIG, EVASIONS, T, _cp, _row
 
 
 def _live(entries: list[Any], window: float | None) -> Any:

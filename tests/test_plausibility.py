@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from flopwatch.detect import detect_workloads
 from flopwatch.devices import DEVICES, get_device
@@ -65,3 +66,41 @@ def test_trace_validator_and_monitor_agree_on_a_placeholder(tmp_path) -> None:
     path = Trace(df, md).write(tmp_path / "rapl.parquet")
     det = detect_workloads(path)
     assert len(det.segments) == 1 and det.segments[0].energy_j > 320.0 * 55
+
+
+def test_one_rule_set_for_a_reading_and_a_column() -> None:
+    """``violations`` takes scalars (a reading: NaN is impossible) or columns (a trace: NaN is null) and says the
+    same thing about the same value; the trace validator reports it with its row."""
+    from flopwatch.telemetry.plausibility import check_values, violations
+
+    a100 = get_device("a100")
+    cases = {
+        "power_w": (-1.0, 801.0),
+        "util": (-0.5, 87.0),
+        "mem_util": (1.5,),
+        "energy_j": (-3.0,),
+        "dram_bytes_per_s": (-1.0, 1e14),
+        "sm_clock_mhz": (-5.0,),
+    }
+    for field, bad in cases.items():
+        for x in bad:
+            (scalar,) = check_values({field: x}, a100)
+            col = np.array([np.nan, 0.5, x, x])  # NaN: a null cell, not a problem
+            (v,) = violations({field: col}, a100, nan_is_missing=True)
+            assert (v.field, v.index, v.message) == (field, 2, scalar)
+    assert check_values({"power_w": np.nan})  # a sensor reading NaN is impossible
+    assert violations({"power_w": np.array([np.nan, np.inf])}, nan_is_missing=True)[0].index == 1
+    assert check_values({"power_w": 300.0, "util": 1.0, "temp_c": 60.0}, a100) == ()
+
+
+def test_the_trace_validator_uses_the_same_rules(tmp_path) -> None:
+    from flopwatch.errors import InputError
+    from flopwatch.telemetry.plausibility import check_values
+
+    readings = [Reading(float(t), 1.7e9 + t, "sim:a100#0", 300.0, util=0.9) for t in range(10)]
+    readings[6] = Reading(6.0, 1.7e9 + 6, "sim:a100#0", 801.0, util=0.9)
+    path = Trace.from_readings(readings).write(tmp_path / "t.parquet")
+    with pytest.raises(InputError) as ei:
+        Trace.read(path)
+    (msg,) = check_values({"power_w": 801.0}, get_device("a100"))
+    assert ei.value.record == "row 6" and ei.value.field == "power_w" and msg in str(ei.value)

@@ -9,28 +9,21 @@ inputs, an existing directory as its output file). Properties:
   the option*, i.e. while the command line is parsed, before the missing input is even looked at;
 * a value inside the domain gets past option parsing (the error is about the missing input instead).
 
-Derandomized (fixed seed, no example database): deterministic in CI.
+Derandomized (fixed seed, no example database): deterministic in CI. The volume is in
+``tests/hypothesis_budget.py`` (small by default, full under ``FLOPWATCH_HYPOTHESIS=full``).
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flopwatch.cli import main
-
-N_EXAMPLES = 2000
-SETTINGS: dict[str, Any] = {
-    "deadline": None,
-    "derandomize": True,
-    "database": None,
-    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-}
+from hypothesis_budget import examples
 
 INF = math.inf
 # option → (lower, lower inclusive, upper, upper inclusive, integer): the documented domain of each option
@@ -165,19 +158,7 @@ values = st.one_of(
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _build_the_cli_once() -> Any:
-    """typer rebuilds the click command tree on every call (~50 ms); build it once for these many calls."""
-    import functools
-
-    import typer.main
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(typer.main, "get_command", functools.cache(typer.main.get_command))
-        yield
-
-
-@settings(max_examples=N_EXAMPLES, **SETTINGS)
+@settings(max_examples=examples("cli_numeric"))
 @given(case=st.sampled_from(CASES), value=values)
 def test_numeric_options(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, case: tuple[list[str], str], value: str

@@ -8,8 +8,9 @@ Properties checked:
 * whatever a loader accepts is valid downstream: finite numbers in their physical ranges, and calibration /
   estimation on accepted data raise nothing but flopwatch errors.
 
-Runs are derandomized (fixed seeds, no example database) so CI is deterministic; the example counts sum to
-well over 10 000 (see ``N``) and the module stays within CI time (deadline=None: a loaded machine is slow).
+Runs are derandomized (fixed seeds, no example database) so CI is deterministic. The example counts are in
+``tests/hypothesis_budget.py``: a small share by default, the full volume (well over 10 000 with the CLI's)
+under ``FLOPWATCH_HYPOTHESIS=full``, which ``.ci/run`` runs.
 """
 
 from __future__ import annotations
@@ -21,40 +22,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flopwatch.errors import FlopwatchError, InputError
 from flopwatch.io import parse_json, parse_toml
+from hypothesis_budget import FULL_EXAMPLES, HOSTILE_INPUT, examples
 
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
 import make_corpus  # noqa: E402  (the corpus generator's good records and profile)
 
-# examples per property; with the CLI's (tests/test_properties_cli.py) the total is asserted below, so a cut
-# can't silently drop under the 10 000 target
-N = {
-    "records": 2000,
-    "seed_records": 1000,
-    "profile": 1200,
-    "csv": 400,
-    "schedule": 1000,
-    "config": 1200,
-    "raw_bytes": 1200,
-    "json_text": 1000,
-}
-
-SETTINGS: dict[str, Any] = {
-    "deadline": None,
-    "derandomize": True,
-    "database": None,
-    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-}
-
 
 def test_example_budget() -> None:
-    from test_properties_cli import N_EXAMPLES as N_CLI
-
-    assert sum(N.values()) + N_CLI >= 10_000
+    """The full volume (FLOPWATCH_HYPOTHESIS=full, run by .ci/run) keeps over 10 000 hostile-input cases."""
+    assert sum(FULL_EXAMPLES[k] for k in HOSTILE_INPUT) >= 10_000
 
 
 # ------------------------------------------------------------------------------------------- strategies
@@ -198,7 +179,7 @@ def _calibrate_and_estimate(rs: Any) -> None:
 # ------------------------------------------------------------------------------------------- records
 
 
-@settings(max_examples=N["records"], **SETTINGS)
+@settings(max_examples=examples("records"))
 @given(muts=record_mutations, truncate=st.one_of(st.none(), st.integers(0, 2000)), blank=st.booleans())
 def test_records_jsonl(tmp_path: Path, muts: list, truncate: int | None, blank: bool) -> None:
     from flopwatch.records import load_records
@@ -226,7 +207,7 @@ def test_records_jsonl(tmp_path: Path, muts: list, truncate: int | None, blank: 
 seed_mutation = st.tuples(st.sampled_from(SEED_FIELDS), st.one_of(st.none(), value_text))
 
 
-@settings(max_examples=N["seed_records"], **SETTINGS)
+@settings(max_examples=examples("seed_records"))
 @given(
     muts=st.lists(st.tuples(st.integers(0, 4), st.lists(seed_mutation, min_size=1, max_size=3)), max_size=3),
     baseline=st.one_of(st.none(), value_text),
@@ -291,7 +272,7 @@ def _set_raw(d: Any, path: tuple, token: str) -> None:
     node[path[-1]] = token
 
 
-@settings(max_examples=N["profile"], **SETTINGS)
+@settings(max_examples=examples("profile"))
 @given(muts=st.lists(st.tuples(st.sampled_from(PROFILE_PATHS), value_text), min_size=1, max_size=3))
 def test_profile_load(tmp_path: Path, muts: list) -> None:
     from flopwatch.estimate.profile import Profile
@@ -348,7 +329,7 @@ CSV_COLUMNS = [
 ]
 
 
-@settings(max_examples=N["csv"], **SETTINGS)
+@settings(max_examples=examples("csv"))
 @given(
     cells=st.lists(st.tuples(st.sampled_from(CSV_COLUMNS), CSV_CELLS), max_size=4),
     drop_line=st.one_of(st.none(), st.integers(0, 6)),
@@ -396,7 +377,7 @@ SCHED_KEYS = [
 ]
 
 
-@settings(max_examples=N["schedule"], **SETTINGS)
+@settings(max_examples=examples("schedule"))
 @given(
     items=st.lists(
         st.lists(st.tuples(st.sampled_from(SCHED_KEYS), st.one_of(st.none(), value_text)), max_size=4),
@@ -453,7 +434,7 @@ TOML_VALUES = st.one_of(
 )
 
 
-@settings(max_examples=N["config"], **SETTINGS)
+@settings(max_examples=examples("config"))
 @given(kv=st.lists(st.tuples(st.sampled_from(CONFIG_KEYS), TOML_VALUES), max_size=5), table=st.booleans())
 def test_monitor_config(tmp_path: Path, kv: list, table: bool) -> None:
     from flopwatch.monitor.config import MonitorConfig
@@ -505,7 +486,7 @@ def _load(kind: str, p: Path) -> None:
 SUFFIX = {"schedule_toml": ".toml", "config": ".toml", "csv": ".csv", "records": ".jsonl"}
 
 
-@settings(max_examples=N["raw_bytes"], **SETTINGS)
+@settings(max_examples=examples("raw_bytes"))
 @given(kind=st.sampled_from(LOADERS), data=st.one_of(st.binary(max_size=300), st.text(max_size=300)))
 def test_random_bytes_and_text(tmp_path: Path, kind: str, data: bytes | str) -> None:
     p = _write(tmp_path, "in" + SUFFIX.get(kind, ".json"), data)
@@ -522,7 +503,7 @@ JSONISH = st.recursive(
 )
 
 
-@settings(max_examples=N["json_text"], **SETTINGS)
+@settings(max_examples=examples("json_text"))
 @given(kind=st.sampled_from(["records", "profile", "schedule_json", "powermodel"]), doc=JSONISH)
 def test_arbitrary_json_documents(tmp_path: Path, kind: str, doc: Any) -> None:
     p = _write(tmp_path, "in" + SUFFIX.get(kind, ".json"), json.dumps(doc))

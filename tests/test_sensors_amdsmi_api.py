@@ -16,7 +16,7 @@ import pytest
 
 from flopwatch.telemetry.sensors.amd import open_amd
 from flopwatch.telemetry.sensors.base import VirtualClock
-from test_sensors_vendor import DATA, FakeAmdSmi
+from vendor_fakes import DATA, FakeAmdSmi
 
 BACKEND = Path(__file__).parents[1] / "src/flopwatch/telemetry/sensors/amd.py"
 

@@ -211,3 +211,18 @@ def test_writer_refuses_to_clobber_a_crash_journal(tmp_path):
     (tmp_path / "t.parquet.journal").write_bytes(b"unrecovered")
     with pytest.raises(InputError, match="journal"):
         TraceWriter(p, {})
+
+
+def test_a_replayed_seed_trace_is_stamped_with_the_time_it_is_replayed(timeseries_path):
+    """The seed's ``timeseries.json`` has no wall clock: its rows carry none (not the file's mtime), and a replay
+    stamps its readings with the replay's own wall clock (issue 24, newcomer defect 11)."""
+    import time
+
+    from flopwatch.telemetry.sensors.replay import open_replay
+
+    tr = Trace.read(timeseries_path)
+    assert tr.df["wall_time"].isna().all() and tr.metadata["wall_time_synthetic"] is True
+    t0 = time.time()
+    (sensor,) = open_replay(timeseries_path, speed=float("inf"))
+    r = sensor.read()
+    assert t0 - 1 <= r.wall_time <= time.time() + 60

@@ -105,50 +105,26 @@ def test_verdict_cli_judges_chunks_and_bursts_as_a_whole(capsys, tmp_path, v2_re
     assert main(["verdict", str(tmp_path / "missing.db"), "--threshold", "1e14"]) == 2
 
 
-def test_redteam_quick_has_no_wrong_below_and_honest_runs_stay_decisive(capsys, v2_records_path):
-    """The CI check of issue 15: every attack of the table, 0 wrong 'below', ≥ 90 % honest decisive."""
+def test_redteam_quick_has_no_wrong_below_and_no_false_above(capsys, v2_records_path):
+    """The CI smoke check of issues 15/21 (the suite's own contract: tests/test_redteam.py): every family, 0 wrong
+    'below' at 0.8 × truth and at the best threshold, 0 false 'above' on honest runs."""
     assert main(["redteam", "--quick", "--json", "--data", str(v2_records_path.parents[1])]) == 0
     d = _json(capsys)
-    assert d["wrong_below"] == 0
-    assert d["honest_decisive_pct"] >= 90.0
-    assert d["honest_decisive_pct_at_half"] >= 90.0 and d["honest_decisive_pct_at_double"] >= 90.0
-    names = {a["attack"] for a in d["attacks"]}
-    for must in (
-        "tf32 run, precision label stripped",
-        "fp16/bf16 run, label stripped",
-        "DRAM counter x5",
-        "idle baseline under +1 W load",
-        "low utilisation (duty cycling), fp32",
-        "split into chunks that each get detected",
-        "bursts under the detection hysteresis",
-        "H100, power cap 500 W",
-        "fp8 job under a bf16 profile, 500 W cap",
-        "bf16, 200 W cap",
-    ):
-        assert must in names, must
+    assert d["wrong_below"] == 0 and d["wrong_below_at_best_threshold"] == 0 and d["false_above"] == 0
+    assert d["n_families"] >= 25 and d["families_broken"] == []
+    # issue 21: "below" rests on physics only; each family's decisive factor is reported
+    assert d["decisive_at"]
     for a in d["attacks"]:
-        assert set(a) >= {
-            "attack",
-            "device",
-            "truth_flops",
-            "estimate_flops",
-            "lower_flops",
-            "upper_flops",
-            "verdict",
-            "expected",
-        }
-        assert a["expected"] == "above"
+        assert set(a) >= {"attack", "device", "truth_flops", "lower_flops", "upper_flops", "verdict"}
         assert a["simulated"] == a["device"].startswith("sim:")
     # the code before issue 15 cleared most attacks wrongly: the suite would have caught it
     assert d["wrong_below_before"] > 40
-    # a known open attack is measured and reported apart, never hidden (docs/redteam.md)
-    assert d["open_attacks"] and d["open_wrong_below"] == sum(a["wrong_below"] for a in d["open_attacks"])
 
 
 def test_redteam_table(capsys, v2_records_path):
     assert main(["redteam", "--quick", "--data", str(v2_records_path.parents[1])]) == 0
     out = capsys.readouterr().out
-    assert "wrong 'below': 0" in out and "SIM" in out
+    assert "SIM" in out and "threat-model.md" in out
 
 
 def test_idle_cli_flags_and_refuses_a_baseline_above_the_calibration(capsys, tmp_path, v2_records_path):
@@ -223,9 +199,20 @@ def test_verdict_bounds_a_sensor_named_device_with_the_profiles_device(capsys, t
         {"wall": 1.7e9 + 200, "devices": {"jetson:VDD_CPU_GPU_CV": {"outside_net_energy_j": 8.0}}},
     ]
     led = _ledger(tmp_path, [row], cps)
-    assert main(["verdict", str(led), "--threshold", "1e15", "--profile", str(prof), "--json"]) == 0
+    # the row records no profile hash: it cannot be checked against the verifier's profile, never "below"
+    assert main(["verdict", str(led), "--threshold", "3e15", "--profile", str(prof), "--json"]) == 0
+    d = _json(capsys)
+    assert d["total"]["verdict"] == "uncertain" and "profile_sha256" in " ".join(d["total"]["warnings"])
+    # recorded under the verifier's profile: the Orin's sound bound for 146.7 s (the fp16 peak rate × time,
+    # 2.45e15; the rail name is no device) decides
+    from flopwatch.estimate.profile import Profile
+
+    row["profile_sha256"] = Profile.load(prof).sha256()
+    (tmp_path / "b").mkdir()
+    led = _ledger(tmp_path / "b", [row], cps)
+    assert main(["verdict", str(led), "--threshold", "3e15", "--profile", str(prof), "--json"]) == 0
     tot = _json(capsys)["total"]
-    assert tot["upper_flops"] is not None and tot["upper_flops"] < 1e15 and tot["verdict"] == "below"
+    assert tot["upper_flops"] is not None and tot["upper_flops"] < 3e15 and tot["verdict"] == "below"
 
 
 def test_verdict_verifies_the_ledger_and_never_says_below_on_a_tampered_one(capsys, tmp_path):

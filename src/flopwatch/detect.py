@@ -140,9 +140,13 @@ class Segment:
     tb_moved: float | None = None
     complete: bool = True  # False when the trace ended while the workload was still running
     method: str = ""
+    # physically impossible telemetry in the segment or on its device (telemetry/consistency.py): blocks "below"
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["warnings"] = list(self.warnings)
+        return d
 
 
 def check_idle_power(idle_power_w: float | None, field: str = "idle_power_w") -> None:
@@ -165,10 +169,12 @@ class Detection:
     idle_source: str = ""
     source: str | None = None
     simulated: bool = False
+    warnings: list[str] = field(default_factory=list)  # device-wide impossible telemetry (consistency.py)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``flopwatch detect --json`` contract (plus extra keys)."""
         return {
+            "warnings": list(self.warnings),
             "idle_power_w": self.idle_power_w,
             "idle_source": self.idle_source,
             "idle_power_w_by_device": dict(self.idle_power_w_by_device),
@@ -395,6 +401,7 @@ def detect_workloads(
             idle_source = "median of whole trace (no idle period found)"
 
     res = _results(wins, accs, seen, idle_by_dev)
+    seg_warn, dev_warn = _consistency(src, raw, idle_by_dev)
     segments = [
         Segment(
             device=d,
@@ -408,8 +415,9 @@ def detect_workloads(
             tb_moved=None if w.bytes_moved is None else w.bytes_moved / 1e12,
             complete=complete,
             method=w.method,
+            warnings=(*sw, *dev_warn.get(d, ())),
         )
-        for (d, a, b, complete), w in zip(raw, res, strict=True)
+        for (d, a, b, complete), w, sw in zip(raw, res, seg_warn, strict=True)
     ]
     return Detection(
         idle_power_w=float(np.median(list(idle_by_dev.values()))),
@@ -420,4 +428,39 @@ def detect_workloads(
         idle_source=idle_source,
         source=source_name,
         simulated=bool(md.get("simulated", False)),
+        warnings=[w for d in devices for w in dev_warn.get(d, ())],
     )
+
+
+def _consistency(
+    src: Any, raw: list[tuple[str, float, float, bool]], idle_by_dev: dict[str, float]
+) -> tuple[list[tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """Pass 3: physically impossible telemetry (:mod:`flopwatch.telemetry.consistency`), per segment (its own
+    samples) and per device (the whole trace: power without utilisation hides outside segments)."""
+    from flopwatch.telemetry.consistency import ConsistencyCheck
+    from flopwatch.telemetry.integrate import _by_device
+
+    whole = {d: ConsistencyCheck(idle, label=d) for d, idle in idle_by_dev.items()}
+    per_seg = [ConsistencyCheck(idle_by_dev[d]) for d, _, _, _ in raw]
+    by_dev: dict[str, list[int]] = {}
+    for i, (d, _, _, _) in enumerate(raw):
+        by_dev.setdefault(d, []).append(i)
+    names = src.device_names
+    for ch in src.chunks(("power_w", "util", "energy_j")):
+        p, u, e = ch.cols["power_w"], ch.cols["util"], ch.cols["energy_j"]
+        for code, idx in _by_device(ch, ~ch.is_gap):
+            d = names[code]
+            if d not in whole:
+                continue
+            t = ch.t_s[idx]
+            whole[d].feed(t, p[idx], u[idx], e[idx])
+            for i in by_dev.get(d, ()):
+                _, a, b, _ = raw[i]
+                if b < t[0] or a > t[-1]:
+                    continue
+                k = (t >= a) & (t <= b)
+                if k.any():
+                    per_seg[i].feed(t[k], p[idx][k], u[idx][k], e[idx][k])
+    seg = [c.problems() for c in per_seg]
+    dev = {d: tuple(w for w in c.problems() if "power without utilisation" in w) for d, c in whole.items()}
+    return seg, dev

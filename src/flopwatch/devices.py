@@ -393,6 +393,8 @@ _OTHER_SKU_TOKENS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )
 
+_ASCII_FLOAT = re.compile(r"[+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
 #: Environment variable with peak overrides: ``KEY:DTYPE=FLOP/s[,DTYPE=FLOP/s…][;KEY:…]``.
 PEAK_OVERRIDE_ENV = "FLOPWATCH_PEAK_FLOPS"
 
@@ -407,11 +409,9 @@ def parse_peak_overrides(text: str) -> dict[str, dict[str, float]]:
         spec = get_device(key.strip(), peak_overrides={})
         for item in filter(None, (x.strip() for x in rest.split(","))):
             d, eq, v = item.partition("=")
-            try:
-                val = float(v)
-            except ValueError:
-                val = float("nan")
-            if not eq or not (val > 0 and val != float("inf")):
+            # As strict as an option: ASCII decimal only (float() also takes "١٢", "1_0", "infinity").
+            val = float(v) if _ASCII_FLOAT.fullmatch(v.strip()) else float("nan")
+            if not eq or not (0 < val < float("inf")):
                 raise InputError(
                     f"expected DTYPE=positive FLOP/s for {spec.key}, got {item!r}", field=PEAK_OVERRIDE_ENV
                 )

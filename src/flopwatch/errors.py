@@ -39,8 +39,8 @@ class InputError(FlopwatchError, ValueError):
             parts.append(str(file))
         if record is not None:
             parts.append(f"record {record!r}" if isinstance(record, str) else f"record {record}")
-        if field is not None:
-            parts.append(f"field {field!r}")
+        if field is not None:  # a command-line option is named as one: "option '--threshold'"
+            parts.append(f"{'option' if str(field).startswith('-') else 'field'} {field!r}")
         prefix = ": ".join(parts)
         super().__init__(f"{prefix}: {message}" if prefix else message)
 

@@ -27,6 +27,7 @@ import errno
 import json
 import math
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -57,9 +58,16 @@ __all__ = [
     "atomic_path",
     "atomic_write",
     "atomic_writer",
+    "check_disk_space",
+    "env_int",
+    "clean_stale_partials",
+    "disk_error",
+    "disk_errors",
+    "scratch_dir",
     "check_input_file",
     "check_not_input",
     "check_output_file",
+    "fsync_dir",
     "is_out_of_range",
     "jsonable",
     "parse_json",
@@ -73,12 +81,26 @@ __all__ = [
 ]
 
 
+def env_int(name: str, default: int, *, lo: int = 1, hi: int = 2**62) -> int:
+    """An integer environment variable, parsed as strictly as a command-line option: unset or empty gives
+    ``default``; anything but ASCII digits within [lo, hi] (``²³``, ``٣``, ``1e9``, ``-5``, ``10_000``) is one
+    :class:`InputError` naming the variable — ``str.isdigit`` accepts superscripts that ``int`` refuses."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 30):
+        raise InputError(f"must be a whole number of ASCII digits, got {raw!r}", field=f"${name}")
+    v = int(text)
+    if not lo <= v <= hi:
+        raise InputError(f"must be between {lo} and {hi}, got {v}", field=f"${name}")
+    return v
+
+
 def max_input_bytes() -> int:
-    """The size cap: ``FLOPWATCH_MAX_INPUT_BYTES`` when set to a positive integer, else the default."""
-    env = os.environ.get("FLOPWATCH_MAX_INPUT_BYTES", "").strip()
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return MAX_INPUT_BYTES
+    """The size cap: ``FLOPWATCH_MAX_INPUT_BYTES`` (a positive integer; anything else is refused), else the
+    default."""
+    return env_int("FLOPWATCH_MAX_INPUT_BYTES", MAX_INPUT_BYTES)
 
 
 def _describe_mode(mode: int) -> str:
@@ -454,6 +476,9 @@ def check_output(
     if not create_parents and not parent.is_dir():
         raise InputError(f"folder {parent} does not exist", file=str(out))
     check_not_input(out, inputs, option=option)
+    refuse_link(
+        out
+    )  # before any work: no writer writes through a link (found at the end, it wastes the work)
     if (out.exists() or out.is_symlink()) and not overwrite:
         raise InputError("file exists (use --force to overwrite)", file=str(out))
     return out
@@ -495,13 +520,130 @@ def _prepare_target(p: Path) -> None:
         raise InputError(f"cannot create its directory ({e.strerror or e})", file=str(p)) from None
 
 
-def _fsync_dir(d: Path) -> None:
+def fsync_dir(d: Path) -> None:
+    """fsync a directory, so a rename or link in it survives a crash (best effort: some filesystems refuse)."""
     with contextlib.suppress(OSError):
         fd = os.open(d, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+#: Temporary outputs are named ``<name>.partial-<pid>-<random>`` beside the output: visible, saying what they
+#: are and which process writes them, so the next writer of the same output removes what a killed one left.
+_PARTIAL = ".partial-"
+#: Errors of a disk that cannot take the data (full, over quota, over RLIMIT_FSIZE, read-only, failing).
+_DISK_ERRNOS = frozenset(
+    e
+    for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EFBIG, errno.EROFS, errno.EIO)
+    if e is not None
+)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, OverflowError):
+        return True  # another user's live process, or unknowable: keep its files
+    return True
+
+
+def clean_stale_partials(path: str | os.PathLike[str]) -> list[str]:
+    """Remove the temporary files and folders that a killed writer of ``path`` left beside it (their writer's
+    process no longer runs); returns their names. A symlink is removed, never followed."""
+    p = Path(path)
+    d = p.parent if str(p.parent) else Path(".")
+    prefix = f"{p.name}{_PARTIAL}"
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(d))
+    except OSError:
+        return removed
+    for e in entries:
+        if not e.name.startswith(prefix):
+            continue
+        pid_s = e.name[len(prefix) :].split("-", 1)[0]
+        if not (pid_s.isascii() and pid_s.isdigit()) or _pid_alive(int(pid_s)):
+            continue
+        with contextlib.suppress(OSError):
+            if e.is_dir(follow_symlinks=False):
+                shutil.rmtree(e.path, ignore_errors=True)
+            else:
+                os.unlink(e.path)
+            removed.append(e.name)
+    return removed
+
+
+def _partial_prefix(p: Path) -> str:
+    return f"{p.name}{_PARTIAL}{os.getpid()}-"
+
+
+@contextlib.contextmanager
+def disk_errors(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn a full disk (or quota, file-size limit, read-only or failing disk) met while writing ``path`` into
+    one :class:`InputError` naming the file (exit 2), instead of a traceback."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in _DISK_ERRNOS:
+            raise
+        raise InputError(
+            f"cannot write ({e.strerror or e}); nothing was written and any previous file is untouched",
+            file=os.fspath(path),
+        ) from None
+
+
+def disk_error(exc: BaseException) -> str | None:
+    """One line for an exception caused, anywhere in its chain, by a disk that cannot take the data (full,
+    over quota or RLIMIT_FSIZE, read-only, failing), else None: streaming writers (Parquet through pyarrow, a
+    worker thread) surface it wrapped or as a later error on the closed file."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _DISK_ERRNOS:
+            where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+            return f"cannot write{where}: {e.strerror or e} (disk full, over quota or a file-size limit)"
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def check_disk_space(path: str | os.PathLike[str], need_bytes: float, *, what: str = "output") -> None:
+    """InputError before any work when ``need_bytes`` will not fit in the free space of ``path``'s file system."""
+    p = Path(path)
+    d = p.parent if str(p.parent) else Path(".")
+    while not d.exists() and d != d.parent:
+        d = d.parent
+    try:
+        free = shutil.disk_usage(d).free
+    except OSError:
+        return
+    if need_bytes > free:
+        raise InputError(
+            f"the {what} needs about {need_bytes / 1e9:.3g} GB and {d} has {free / 1e9:.3g} GB free",
+            file=os.fspath(p),
+        )
+
+
+@contextlib.contextmanager
+def scratch_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A scratch folder beside ``path`` (``<name>.partial-<pid>-…``) for a writer that builds ``path`` from
+    pieces; removed when the block ends, and by the next writer of ``path`` if this process is killed."""
+    p = Path(path)
+    _prepare_target(p)
+    clean_stale_partials(p)
+    with disk_errors(p):
+        d = Path(tempfile.mkdtemp(prefix=_partial_prefix(p), dir=p.parent))
+    try:
+        with disk_errors(p):
+            yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _install(tmp: str, p: Path, exclusive: bool) -> None:
@@ -540,8 +682,9 @@ def atomic_writer(
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
     p = Path(path)
     _prepare_target(p)
+    clean_stale_partials(p)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(p), suffix=".tmp", dir=p.parent)
     except OSError as e:
         raise InputError(f"cannot write ({e.strerror or e})", file=str(p)) from None
     try:
@@ -552,12 +695,12 @@ def atomic_writer(
             keep = None
         os.fchmod(fd, keep if keep is not None else (0o644 if perms is None else perms))
         kw: dict[str, Any] = {} if "b" in mode else {"encoding": encoding, "newline": ""}
-        with os.fdopen(fd, mode, **kw) as fh:
+        with disk_errors(p), os.fdopen(fd, mode, **kw) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         _install(tmp, p, exclusive)
-        _fsync_dir(p.parent)
+        fsync_dir(p.parent)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -593,13 +736,15 @@ def atomic_path(path: str | os.PathLike[str], *, perms: int | None = None) -> It
     """
     p = Path(path)
     _prepare_target(p)
+    clean_stale_partials(p)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=p.suffix or ".tmp", dir=p.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(p), suffix=p.suffix or ".tmp", dir=p.parent)
     except OSError as e:
         raise InputError(f"cannot write ({e.strerror or e})", file=str(p)) from None
     os.close(fd)
     try:
-        yield Path(tmp)
+        with disk_errors(p):
+            yield Path(tmp)
         try:
             old = os.lstat(p)
             keep = stat.S_IMODE(old.st_mode) if stat.S_ISREG(old.st_mode) else None
@@ -613,7 +758,7 @@ def atomic_path(path: str | os.PathLike[str], *, perms: int | None = None) -> It
             finally:
                 os.close(fd2)
         os.replace(tmp, p)
-        _fsync_dir(p.parent)
+        fsync_dir(p.parent)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -27,7 +27,13 @@ import numpy as np
 from flopwatch.detect import detect_workloads
 from flopwatch.errors import InputError
 from flopwatch.io import atomic_path
-from flopwatch.records import WorkloadRecord, append_record, load_records
+from flopwatch.records import (
+    TELEMETRY_WARNINGS,
+    WorkloadRecord,
+    append_record,
+    load_records,
+    telemetry_warnings,
+)
 from flopwatch.telemetry.source import TraceSource, open_source
 
 if TYPE_CHECKING:
@@ -155,6 +161,11 @@ def join_records(
             "overlap_frac": cover,
             "energy_method": getattr(seg, "method", None),
         }
+        seg_warnings = list(getattr(seg, "warnings", ()) or ())
+        if status == "ok" and seg_warnings:
+            # physically impossible telemetry in the record's segment: carried on the record, so every
+            # later verdict (`estimate`, `evaluate`) is at most "uncertain"
+            measured["extra"] = {**rec.extra, TELEMETRY_WARNINGS: seg_warnings}
         out.append(replace(rec, idle_power_w=detection.idle_power_w, join=info, **measured))
     for i, s in enumerate(segs):
         if i not in claimed and i not in split_pieces:
@@ -228,9 +239,12 @@ class JoinFileResult:
     clock: str
     mismatches: list[Mismatch]
     simulated: bool
+    # (record label, warning): physically impossible telemetry in a joined record's segment
+    telemetry_warnings: list[tuple[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "telemetry_warnings": [{"label": lab, "warning": w} for lab, w in self.telemetry_warnings],
             "output": self.output,
             "n_records": self.n_records,
             "n_joined": self.n_ok,
@@ -287,4 +301,5 @@ def join_trace_file(
         clock=which,
         mismatches=res.mismatches,
         simulated=sim or any(r.simulated for r in res.records),
+        telemetry_warnings=[(r.label, w) for r in res.records for w in telemetry_warnings(r)],
     )

@@ -83,6 +83,17 @@ MAX_DEVICES_PER_NODE = 8
 MAX_FLOP_RATE = 1e18
 # 1 PB/s of DRAM traffic is ~200× an H200's 4.8 TB/s (devices.py).
 MAX_TB_PER_S = 1e3
+#: Key (in a record's ``extra``) of the physically impossible telemetry the join found in the record's segment
+#: (:mod:`flopwatch.telemetry.consistency`): a list of warnings, each of which blocks "below".
+TELEMETRY_WARNINGS = "telemetry_warnings"
+
+
+def telemetry_warnings(record: WorkloadRecord) -> tuple[str, ...]:
+    """The record's telemetry warnings (strings only: a hand-edited record cannot inject other values)."""
+    v = record.extra.get(TELEMETRY_WARNINGS)
+    if isinstance(v, str):
+        return (v,)
+    return tuple(x for x in v if isinstance(x, str)) if isinstance(v, (list, tuple)) else ()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import socket
 import socketserver
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -49,6 +50,12 @@ class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         sock: socket.socket = self.request
         sock.settimeout(5.0)
+        owner = self.server.owner
+        if owner.tls is not None:
+            try:
+                sock = owner.tls.wrap_socket(sock, server_side=True)
+            except OSError:  # the client refused the certificate: what a TLS test wants
+                return
         req = b""
         try:
             while b"\r\n\r\n" not in req and len(req) < 65536:
@@ -68,7 +75,6 @@ class _Handler(socketserver.BaseRequestHandler):
                 body += piece
         except OSError:
             return
-        owner = self.server.owner
         with owner.lock:
             owner.requests.append(head + b"\r\n\r\n" + body)
         sock.settimeout(None)
@@ -87,8 +93,10 @@ class _Server(socketserver.ThreadingTCPServer):
 class HostileServer:
     """Serves one scripted case on 127.0.0.1 (context manager; ``url`` once started)."""
 
-    def __init__(self, case: Case) -> None:
+    def __init__(self, case: Case, *, tls: ssl.SSLContext | None = None) -> None:
+        """``tls``: a server-side context, to serve HTTPS (e.g. with a throwaway self-signed certificate)."""
         self.case = case
+        self.tls = tls
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.requests: list[bytes] = []
@@ -98,7 +106,8 @@ class HostileServer:
     @property
     def url(self) -> str:
         assert self._srv is not None
-        return f"http://127.0.0.1:{self._srv.server_address[1]}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self._srv.server_address[1]}"
 
     def start(self) -> HostileServer:
         self._srv = _Server(("127.0.0.1", 0), _Handler)
@@ -225,3 +234,30 @@ def slow(case: Case, delay_s: float) -> Case:
 
 def now() -> float:
     return time.time()
+
+
+def proxy(upstream: str, edit: Callable[[str, Any], Any]) -> Case:
+    """Forward each request to ``upstream`` (a real Prometheus) and answer with ``edit(path, answer)``: a lying
+    middlebox over honest data. ``edit`` gets the request path and the parsed JSON answer and returns the JSON to
+    send (or bytes, sent as they are)."""
+    import urllib.error
+    import urllib.request
+
+    def case(c: Conn, req: bytes) -> None:
+        head, _, body = req.partition(b"\r\n\r\n")
+        method, target, _v = head.split(b"\r\n", 1)[0].decode().split(" ", 2)
+        fwd = urllib.request.Request(
+            upstream + target,
+            data=body if method == "POST" else None,
+            method=method,
+            headers={"Content-Type": "application/x-www-form-urlencoded"} if method == "POST" else {},
+        )
+        try:
+            with urllib.request.urlopen(fwd, timeout=60) as r:
+                status, doc = "200 OK", json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            status, doc = f"{e.code} {e.reason}", json.loads(e.read() or b"{}")
+        out = edit(target.split("?", 1)[0], doc) if status.startswith("200") else doc
+        answer(out, status=status)(c, req)
+
+    return case

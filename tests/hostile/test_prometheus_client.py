@@ -284,7 +284,7 @@ _RSS_PROBE = textwrap.dedent(
     c = PrometheusClient(sys.argv[1], timeout_s=60, retries=0)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
-        c.query_values("up", 1700000000)
+        c.query_range("up", 1700000000, 1700003600, 15)
     except PrometheusError as e:
         print(str(e), file=sys.stderr)
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -293,18 +293,39 @@ _RSS_PROBE = textwrap.dedent(
 )
 
 
-def test_600_mib_endless_body_in_bounded_memory() -> None:
-    """The red team's 600 MiB answer took 2.3 GB: with the default cap (32 MiB) the peak RSS grows < 100 MB."""
-    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
-    with HostileServer(endless(head, 600 * 2**20)) as srv:
+def _rss_growth_mb(case) -> tuple[float, str]:
+    """Peak RSS growth (MB) of a fresh process making one query against ``case``, and its error line."""
+    with HostileServer(case) as srv:
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
         r = subprocess.run(
             [sys.executable, "-c", _RSS_PROBE, srv.url], capture_output=True, text=True, timeout=120, env=env
         )
     assert r.returncode == 0, r.stderr
-    assert "larger than the 33554432 byte cap" in r.stderr
-    growth_mb = float(r.stdout.strip())
+    return float(r.stdout.strip()), r.stderr
+
+
+def test_600_mib_endless_body_in_bounded_memory() -> None:
+    """The red team's 600 MiB answer took 2.3 GB: with the default cap (32 MiB) the peak RSS grows < 100 MB."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+    growth_mb, err = _rss_growth_mb(endless(head, 600 * 2**20))
+    assert "larger than the 33554432 byte cap" in err
     assert growth_mb < 100, growth_mb
+
+
+def test_worst_answer_under_the_cap_in_bounded_memory() -> None:
+    """The costliest answer the cap lets through (≈ 2 M one-character samples in 32 MiB: JSON objects cost ~8 × the
+    text) is parsed and checked in < 500 MB (the fleet target is ≤ 1 GiB), then refused for its repeated times."""
+    n = (32 * 2**20 - 200) // 17
+    body = (
+        b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":['
+        + b",".join([b'[1700000000,"1"]'] * n)
+        + b"]}]}}"
+    )
+    assert len(body) <= 32 * 2**20
+    growth_mb, err = _rss_growth_mb(answer(body))
+    del body
+    assert "repeat or go backwards" in err, err
+    assert growth_mb < 500, growth_mb
 
 
 @pytest.mark.parametrize(
@@ -364,6 +385,27 @@ def test_cli_fleet_estimate_is_one_line_exit_2(capsys, case, fragment) -> None:
     assert took < 3.0
 
 
+def test_cli_fleet_estimate_run_deadline(capsys) -> None:
+    """Each answer arrives within the query deadline, but a run of them cannot outlast --run-timeout."""
+    from flopwatch.cli import main
+
+    names = answer(success(["DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]))
+    uuids = answer(success(["GPU-1"]))
+    empty = answer(success({"resultType": "vector", "result": []}))
+
+    def route(c, req: bytes) -> None:  # plausible answers, each 0.3 s late
+        if c.wait(0.3):
+            (names if b"/label/__name__/" in req else uuids if b"/label/" in req else empty)(c, req)
+
+    with HostileServer(route) as srv:
+        t0 = time.monotonic()
+        rc = main(_fleet(srv.url, "--timeout", "5", "--run-timeout", "0.5", "--retries", "0"))
+        took = time.monotonic() - t0
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "the run's deadline of 0.5 s" in err, err
+    assert took < 2.5
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [
@@ -387,3 +429,94 @@ def test_cli_fleet_estimate_numeric_options(capsys, option: str, value: str) -> 
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and option.lstrip("-") in err, err
     assert "cannot reach" not in err
+
+
+@pytest.mark.parametrize(
+    ("fn", "value"),
+    [
+        ("time", "0001-01-01T00:00:00+01:00"),
+        ("time", "9999-12-31T23:59:59-01:00"),
+        ("time", "1e15"),
+        ("time", "nan"),
+        ("time", "-1"),
+        ("duration", "100000y"),
+        ("duration", "1e300"),
+        ("duration", "0s"),
+        ("duration", "nan"),
+    ],
+)
+def test_times_and_durations_out_of_range_are_refused(fn: str, value: str) -> None:
+    from flopwatch.errors import InputError
+    from flopwatch.telemetry.timespec import parse_duration, parse_time
+
+    with pytest.raises(InputError) as e:
+        (parse_time if fn == "time" else parse_duration)(value)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "spec", ["prometheus:http://[::1", "prometheus:http://prom:99999", "prometheus:http://a b"]
+)
+def test_record_with_a_malformed_prometheus_url_is_one_line(capsys, tmp_path, spec: str) -> None:
+    from flopwatch.cli import main
+
+    rc = main(
+        ["record", "--sensor", spec, "--rate", "1", "--duration", "1", "-o", str(tmp_path / "t.parquet")]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A throwaway certificate for 127.0.0.1 (cryptography), and its key."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    crt, pem = tmp_path / "c.pem", tmp_path / "k.pem"
+    crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    pem.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return crt, pem
+
+
+def test_https_verifies_the_certificate(tmp_path, monkeypatch) -> None:
+    import ssl
+
+    crt, pem = _self_signed(tmp_path)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(crt, pem)
+    with HostileServer(answer(GOOD), tls=ctx) as srv:
+        assert srv.url.startswith("https://")
+        # an untrusted certificate: refused, one line, never read
+        with pytest.raises(PrometheusError, match="TLS failed.*CERTIFICATE_VERIFY_FAILED") as e:
+            PrometheusClient(srv.url, retries=0).query_values("up", T)
+        assert "\n" not in str(e.value)
+        # trusted through the standard variable (the operator's CA bundle): read as over HTTP
+        monkeypatch.setenv("SSL_CERT_FILE", str(crt))
+        labels, v = PrometheusClient(srv.url, retries=0).query_values("up", T)
+        assert v.tolist() == [2.5]

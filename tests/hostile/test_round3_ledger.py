@@ -1,7 +1,8 @@
 """Hostile inputs, round 3 (issue 25), the ledger's findings — each reproduces the finding first:
 
 * the one-writer lock through an alias: a second monitor on a symlink or a hard link to the ledger wrote too;
-* read-only verifiers: an intact ledger in a directory the verifier cannot write was called TAMPERED;
+* read-only verifiers: an intact ledger in a directory the verifier cannot write was called TAMPERED (SQLite
+  could not create the WAL index beside it: "unable to open database file");
 * a crash on first start: kill -9 after the key was created and before the genesis row committed left a state
   the daemon could not restart from;
 * a renamed ledger: the ledger and its WAL renamed away while the daemon ran went unnoticed.
@@ -10,10 +11,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shlex
+import shutil
 import signal
 import sqlite3
-import stat
 import subprocess
 import sys
 import time
@@ -67,19 +70,48 @@ def test_a_second_monitor_through_an_alias_refuses_with_one_line(tmp_path: Path,
 
 
 # ------------------------------------------------------------------------------------------ read-only
-def _unwritable(d: Path) -> None:
-    """Make ``d`` a place the verifier cannot write.
+_READERS = """
+import contextlib, io, json, sys
+from flopwatch.cli import main
+db = sys.argv[1]
+out = {}
+for name, args in (("verify", ["ledger", "verify", db]), ("show", ["ledger", "show", db, "--json"]),
+                   ("verdict", ["verdict", db, "--threshold", "1e30", "--json"]),
+                   ("head", ["ledger", "head", db, "--json"])):
+    o, e = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
+        code = main(args)
+    out[name] = [code, o.getvalue(), e.getvalue()]
+print(json.dumps(out))
+"""
 
-    Not root: the directory loses its write bits, exactly the finding. As root (write bits do not bind root,
-    and the test must not touch anything outside tmp_path), the same failure SQLite met is produced directly:
-    the ``-shm`` file it needs cannot be created because a directory holds its name; the write bits go too.
+
+def _read_from_unwritable(d: Path, db: Path, scratch: Path) -> dict:
+    """Run the verifier's commands where ``d`` cannot be written: the finding's read-only directory.
+
+    Not root: the directory loses its write bits. Root ignores write bits, so the commands run in a private
+    mount namespace where ``d`` is bind-mounted read-only (the kernel refuses every write with EROFS, as it
+    refuses another user's), and nothing outside tmp_path is touched.
     """
-    db = d / "ledger.db"
+    env = {**os.environ, "PYTHONPATH": SRC, "TMPDIR": str(scratch)}
+    cmd = [sys.executable, "-c", _READERS, str(db)]
     if os.geteuid() == 0:
-        shm = Path(f"{db}-shm")
-        shm.unlink(missing_ok=True)  # a killed writer's index: rebuilt from the WAL by any reader
-        shm.mkdir()
-    d.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+        if shutil.which("unshare") is None:
+            pytest.skip("root without unshare(1): cannot make a directory read-only for root")
+        q = shlex.quote(str(d))
+        cmd = ["unshare", "-m", "sh", "-c",
+               f"mount --bind {q} {q} && mount -o remount,ro,bind {q} {q} && exec {shlex.join(cmd)}"]  # fmt: skip
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        if r.returncode != 0 and "mount" in r.stderr:
+            pytest.skip(f"cannot bind-mount read-only here: {r.stderr.strip()[:200]}")
+    else:
+        d.chmod(0o555)
+        try:
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        finally:
+            d.chmod(0o755)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def _kill_mid_write(db: Path, rows: int) -> None:
@@ -93,39 +125,35 @@ def _kill_mid_write(db: Path, rows: int) -> None:
     subprocess.run([sys.executable, "-c", code, str(db)], env={**os.environ, "PYTHONPATH": SRC}, timeout=60)
 
 
-@pytest.mark.parametrize("wal", [False, True], ids=["closed", "killed-with-wal"])
+@pytest.mark.parametrize("state", ["closed", "killed-with-wal", "wal-without-index"])
 def test_a_verifier_without_write_access_never_calls_an_intact_ledger_tampered(
-    tmp_path: Path, wal: bool, capsys
+    tmp_path: Path, state: str
 ) -> None:
     d = tmp_path / "ro"
     d.mkdir()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
     db = d / "ledger.db"
-    if wal:
+    if state != "closed":
         _kill_mid_write(db, 20)
-        assert Path(f"{db}-wal").stat().st_size > 0  # the rows are in the WAL
+        assert Path(f"{db}-wal").stat().st_size > 0  # the rows are in the WAL only
+        if state == "wal-without-index":  # (SQLite rebuilds -shm from the WAL; read-only it cannot create it)
+            Path(f"{db}-shm").unlink()
     else:
         _ledger(db, 20)
-    before = sorted(p.name for p in d.iterdir() if not p.name.endswith("-shm"))
-    digest = hashlib.sha256(db.read_bytes()).hexdigest()
-    _unwritable(d)
-    try:
-        assert main(["ledger", "verify", str(db)]) == 0, capsys.readouterr()
-        out = capsys.readouterr().out
-        assert "OK: 21 rows" in out
-        assert main(["ledger", "show", str(db), "--json"]) == 0
-        assert '"verified": true' in capsys.readouterr().out
-        assert main(["verdict", str(db), "--threshold", "1e30", "--json"]) == 0
-        assert "fails verification" not in capsys.readouterr().out
-        assert main(["ledger", "head", str(db), "--json"]) == 0
-        assert '"size": 21' in capsys.readouterr().out
-    finally:
-        d.chmod(0o755)
-    after = {p.name for p in d.iterdir() if not p.name.endswith("-shm")}
-    # nothing written: the file is unchanged and no file appeared (as root SQLite may still create an empty
-    # -wal before it meets the missing -shm; in a directory without write bits it cannot)
-    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
-    extra = after - set(before)
-    assert not extra or (os.geteuid() == 0 and extra == {"ledger.db-wal"} and Path(f"{db}-wal").stat().st_size == 0)
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in d.iterdir()}
+    got = _read_from_unwritable(d, db, scratch)
+    code, out, err = got["verify"]
+    assert code == 0 and "OK: 21 rows" in out, (out, err)
+    code, out, err = got["show"]
+    assert code == 0 and json.loads(out)["verified"] is True and json.loads(out)["rows"] == 21, err
+    code, out, err = got["verdict"]
+    assert code == 0 and json.loads(out)["verification"]["ok"], err
+    code, out, err = got["head"]
+    assert code == 0 and json.loads(out)["size"] == 21, err
+    after = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in d.iterdir()}
+    assert after == before  # nothing written beside the ledger
+    assert not list(scratch.iterdir())  # the private copy of a WAL ledger is gone
 
 
 # ------------------------------------------------------------------------------------------ first start
@@ -137,11 +165,10 @@ def test_a_first_start_killed_at_any_point_recovers_by_itself(tmp_path: Path, wh
         if where == "before-genesis"
         else "Ledger._install_pending = lambda self, pending: os.kill(os.getpid(), signal.SIGKILL)"
     )
-    code = (
-        "import os, signal, sys; from flopwatch.monitor.ledger import Ledger; "
-        f"{hook}; Ledger(sys.argv[1])"
+    code = f"import os, signal, sys; from flopwatch.monitor.ledger import Ledger; {hook}; Ledger(sys.argv[1])"
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(db)], env={**os.environ, "PYTHONPATH": SRC}, timeout=60
     )
-    r = subprocess.run([sys.executable, "-c", code, str(db)], env={**os.environ, "PYTHONPATH": SRC}, timeout=60)
     assert r.returncode == -signal.SIGKILL
     assert Path(f"{db}.key.pending").exists()  # the key was created …
     assert not Path(f"{db}.key").exists()  # … and never took its name
@@ -175,7 +202,9 @@ def test_the_daemon_stops_when_its_ledger_is_renamed_away(tmp_path: Path) -> Non
     cli = "import sys; from flopwatch.cli import main; sys.exit(main())"
     args = [sys.executable, "-c", cli, "monitor", "--sensor", f"replay:{trace}", "--speed", "20", "--ledger",
             str(db), "--idle-power-w", "50", "--checkpoint-s", "5"]  # fmt: skip
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log.open("w"), env={**os.environ, "PYTHONPATH": SRC})
+    proc = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=log.open("w"), env={**os.environ, "PYTHONPATH": SRC}
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -20,9 +20,12 @@ Exit status (the one table; README "Exit status" repeats it):
 
 from __future__ import annotations
 
+import functools
 import sys
+from typing import Any
 
 import typer
+from typer.main import get_command
 
 try:  # typer >= 0.20 vendors its own copy of click
     from typer._click import exceptions as _cx  # type: ignore[attr-defined]
@@ -30,7 +33,8 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx
 
 from flopwatch import __version__
-from flopwatch.cli._output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, literal, new_app
+from flopwatch.cli import options
+from flopwatch.cli._output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, literal, new_app, plain_metavars
 from flopwatch.errors import FlopwatchError
 
 app = new_app(
@@ -90,12 +94,20 @@ def _register_all() -> None:
 _register_all()
 
 
+@functools.cache
+def command() -> Any:
+    """The click command tree of ``app``, built once (typer rebuilds it on every ``app()`` call, ~50 ms; the
+    app is complete once this module is imported)."""
+    return plain_metavars(get_command(app))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``flopwatch`` console script. Returns (and exits with) the status code."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    # old spellings (--out, --dtype, --threshold-flops) still parse: documented commands keep working
+    args = options.respell(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
     try:
-        rv = app(args=args, prog_name="flopwatch", standalone_mode=False)
+        rv = command().main(args=args, prog_name="flopwatch", standalone_mode=False)
     except typer.Exit as e:
         code = e.exit_code
     except typer.Abort:
@@ -126,6 +138,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("flopwatch: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
+    except Exception as e:
+        # A full disk met by a streaming writer (pyarrow, a worker thread): one line and exit 2, not a traceback.
+        from flopwatch.io import disk_error
+
+        why = disk_error(e)
+        if why is None or debug:
+            raise
+        print(f"flopwatch: error: {literal(why)}", file=sys.stderr)
+        code = EXIT_USAGE
     else:
         code = rv if isinstance(rv, int) else EXIT_OK
     if argv is None:

@@ -13,6 +13,7 @@ rich is imported inside the functions: ``flopwatch --help`` must stay light.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import math
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
     from click import Context
@@ -54,6 +55,54 @@ class Group(TyperGroup):
         if opt is not None and opt.default is None:
             opt.default = False
         return opt
+
+    def resolve_command(self, ctx: Context, args: list[str]) -> Any:
+        """An unknown command suggests only close names (``estimat`` → 'estimate'; the default cutoff also
+        offered 'sim')."""
+        name = args[0] if args else ""
+        if (
+            name
+            and not name.startswith("-")
+            and not ctx.resilient_parsing
+            and self.get_command(ctx, name) is None
+        ):
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.75)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: Context) -> Any:
+        """Say "interrupted" where Ctrl-C really arrives: typer 0.29 turns a KeyboardInterrupt escaping the
+        command into ``Exit(130)`` (typer/core.py ``_main``), so a handler around ``app()`` never sees it.
+        The innermost group prints the line; the outer ones pass the Exit through."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            print("flopwatch: interrupted", file=sys.stderr, flush=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+class Command(TyperCommand):
+    """typer's command, with the usage line in the usual Unix style: ``flopwatch estimate [OPTIONS] RECORDS``
+    (typer 0.29 writes required arguments as ``{records}``, which reads like a set literal)."""
+
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for p in self.get_params(ctx):
+            if p.param_type_name == "argument":
+                name = (p.name or "").upper() + ("..." if p.nargs != 1 else "")
+                pieces.append(name if p.required else f"[{name}]")
+        return pieces
+
+
+def plain_metavars(cmd: Any) -> Any:
+    """The click tree ``cmd`` (built by typer) with every command printing the usage line of :class:`Command`.
+    (A repeatable option declares ``metavar="<spec>"`` itself, or typer shows ``<list[str]>``.)"""
+    for sub in getattr(cmd, "commands", {}).values():
+        plain_metavars(sub)
+    if type(cmd) is TyperCommand:
+        cmd.__class__ = Command  # a subclass without state of its own: only the usage line differs
+    return cmd
 
 
 def new_app(help: str, **kw: Any) -> typer.Typer:  # noqa: A002 - typer's own parameter name

@@ -23,7 +23,7 @@ def bench_cmd(
     ),
     sweep: str | None = typer.Option(None, "--sweep", help="Named workload sweep (e.g. quick, datacenter)."),
     label: list[str] | None = typer.Option(
-        None, "--label", help="Only these configs of the sweep (repeatable)."
+        None, "--label", metavar="<label>", help="Only these configs of the sweep (repeatable)."
     ),
     arch: str = typer.Option("gpt", "--arch", help="Grid mode: gpt or seed-encoder."),
     d_model: int | None = typer.Option(
@@ -51,31 +51,30 @@ def bench_cmd(
         callback=options.count(ge=1),
     ),
     batch: str = typer.Option("1,8,32", "--batch", help="Grid mode: comma-separated batch sizes."),
-    dtype: str = typer.Option("fp32", "--dtype", help="Grid mode: comma-separated dtypes."),
+    dtype: str = typer.Option("fp32", "--precision", help="Grid mode: comma-separated dtypes."),
     repeats: int = typer.Option(
         1,
         "--repeats",
-        min=1,
         help="Repeats per configuration (noise floor).",
-        callback=options.count(ge=1),
+        callback=options.count(ge=1, le=options.MAX_COUNT),
     ),
     window_s: float = typer.Option(
         1.0,
         "--window-s",
         help="Minimum device-timed length of one sample window.",
-        callback=options.positive(unit="s"),
+        callback=options.duration_s(le=3600.0),
     ),
     min_samples: int = typer.Option(
         50,
         "--min-samples",
         help="Windows before the CI rule may stop.",
-        callback=options.count(ge=1),
+        callback=options.count(ge=1, le=options.MAX_COUNT),
     ),
     max_samples: int = typer.Option(
         500,
         "--max-samples",
         help="Hard cap on windows per configuration.",
-        callback=options.count(ge=1),
+        callback=options.count(ge=1, le=options.MAX_COUNT),
     ),
     rel_ci: float = typer.Option(
         0.05,
@@ -87,13 +86,13 @@ def bench_cmd(
         5,
         "--warmup-steps",
         help="Untimed steps before measuring (the protocol: 5).",
-        callback=options.count(ge=0),
+        callback=options.count(ge=0, le=options.MAX_COUNT),
     ),
     cooldown_s: float = typer.Option(
         5.0,
         "--cooldown-s",
         help="Idle seconds between configurations (the protocol: 5).",
-        callback=options.non_negative(unit="s"),
+        callback=options.duration_s(allow_zero=True, le=3600.0),
     ),
     rate_hz: float = typer.Option(
         10.0,
@@ -101,15 +100,10 @@ def bench_cmd(
         help="Telemetry sampling rate.",
         callback=options.rate_hz(),
     ),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of weights, inputs and simulator noise.",
-        callback=options.count(ge=0, le=2**63 - 1),
-    ),
+    seed: options.Seed = 0,
     append: bool = typer.Option(False, "--append", help="Append to an existing CSV of the same schema."),
     fit: bool = typer.Option(False, "--fit", help="Fit power ~ MFU on the measured rows afterwards."),
-    json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+    json_out: options.Json = False,
 ) -> None:
     """Measure MFU, utilisation and power per configuration with the MASCOTS protocol; write aggregate CSV rows."""
     options.not_inputs(
@@ -179,7 +173,9 @@ def bench_cmd(
             m = fit_power_model(loaded.df, by="gpu")
             result["fit"] = m.to_dict()
             if con is not None:
-                con.print(m.summary(), soft_wrap=True)
+                from flopwatch.cli.powermodel_cmds import fit_table
+
+                con.print(fit_table(m))
         elif con is not None:
             con.print("fewer than 3 rows with power: no fit", style="yellow")
     if json_out:

@@ -38,13 +38,8 @@ def fleet_estimate(
     threshold: float = typer.Option(
         None, "--threshold", help="FLOP threshold for the verdict, e.g. 1e25.", callback=options.positive()
     ),
-    confidence: float = typer.Option(
-        None,
-        "--confidence",
-        help="Interval confidence (0–1).",
-        callback=options.fraction(open_low=True, open_high=True),
-    ),
-    dtype: str = typer.Option(None, "--dtype", help="Training dtype (default: inferred from the pipes)."),
+    confidence: options.OptConfidence = None,
+    dtype: str = typer.Option(None, "--precision", help="Training dtype (default: inferred from the pipes)."),
     device: str = typer.Option(
         None,
         "--device",
@@ -91,7 +86,7 @@ def fleet_estimate(
     retries: int = typer.Option(
         3, "--retries", help="Retries on connection errors and 5xx.", callback=options.count(ge=0, le=100)
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    as_json: options.Json = False,
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
     """Per-job FLOP estimates, sound bounds and verdicts (the project's assessment) for a whole fleet."""
@@ -188,7 +183,7 @@ def load_job_map(path: Path) -> tuple[tuple[str, str, float, float], ...]:
 
 
 @fleet_app.command("metrics")
-def fleet_metrics(as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout.")) -> None:
+def fleet_metrics(as_json: options.Json = False) -> None:
     """The dcgm-exporter metrics flopwatch reads (the one metric table) and what each contributes."""
     from flopwatch.telemetry.dcgm_metrics import TABLE
 
@@ -267,7 +262,7 @@ def _print_table(d: dict[str, Any]) -> None:
 
 
 def sim_openmetrics(
-    out: Path = typer.Option(..., "-o", "--out", help="OpenMetrics file to write."),
+    out: Path = typer.Option(..., "-o", "--output", help="OpenMetrics file to write."),
     gpus: int = typer.Option(
         16,
         "--gpus",
@@ -299,13 +294,13 @@ def sim_openmetrics(
         help="pod | exported | hpc | info (no job label on DCGM series; a slurm_job_info series)",
     ),
     omit: list[str] = typer.Option(
-        [], "--omit", help="Leave out a metric (repeatable), e.g. a consumer GPU's."
+        [], "--omit", metavar="<metric>", help="Leave out a metric (repeatable), e.g. a consumer GPU's."
     ),
     resets: int = typer.Option(
         0,
         "--resets",
         help="Energy-counter resets (driver reloads) per GPU.",
-        callback=options.count(ge=0),
+        callback=options.count(ge=0, le=options.MAX_COUNT),
     ),
     drop: float = typer.Option(
         0.0,
@@ -314,12 +309,7 @@ def sim_openmetrics(
         callback=options.finite(ge=0.0, lt=1.0),
     ),
     start: str = typer.Option("1700000000", "--start", help="Wall time of t = 0 (RFC 3339 or Unix seconds)."),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of the schedule and of every simulated draw.",
-        callback=options.count(ge=0, le=2**63 - 1),
-    ),
+    seed: options.Seed = 0,
     truth: Path = typer.Option(None, "--truth", help="Ground-truth JSON (default: OUT.truth.json)."),
     force: bool = typer.Option(False, "--force", help="Overwrite OUT."),
 ) -> None:
@@ -327,13 +317,19 @@ def sim_openmetrics(
     openmetrics`) and its ground truth. Everything in it is SIMULATED."""
     import json
 
-    from flopwatch.io import check_output
-    from flopwatch.sim.dcgm import SimulatedFleet, check_fleet_size, load_fleet_schedule, random_schedule
+    from flopwatch.io import atomic_write, check_disk_space, check_output
+    from flopwatch.sim.dcgm import (
+        SimulatedFleet,
+        check_fleet_size,
+        load_fleet_schedule,
+        openmetrics_bytes,
+        random_schedule,
+    )
     from flopwatch.telemetry.timespec import parse_duration, parse_time
 
     truth_path = truth or out.with_name(out.name + ".truth.json")
     options.not_inputs(
-        [("--out", out), ("--truth", truth_path)], [None if schedule == "random" else schedule]
+        [("--output", out), ("--truth", truth_path)], [None if schedule == "random" else schedule]
     )
     sched_in = None if schedule == "random" else schedule
     check_output(
@@ -349,6 +345,9 @@ def sim_openmetrics(
     )
     step = parse_duration(interval, field="interval")
     check_fleet_size(gpus, hours, gpus_per_node, step)
+    # Disk arithmetic before any work: every GPU × scrape × family is one line, written once as a piece and
+    # once into OUT (a 100 000-GPU, 6 h fleet needs ~1.3 TB, and used to fill the disk from a hidden folder).
+    check_disk_space(out, openmetrics_bytes(gpus, hours, step), what="simulated history (pieces and file)")
     jobs = (
         random_schedule(gpus, hours, gpus_per_node=gpus_per_node, seed=seed)
         if schedule == "random"
@@ -368,12 +367,11 @@ def sim_openmetrics(
         drop=drop,
         omit=omit,
     )
-    for p in (out, truth_path):  # missing folders are created (after every input was checked)
-        p.parent.mkdir(parents=True, exist_ok=True)
+    # Both written atomically (missing folders created): never through a symlink, never half a file.
     tr = fleet.write_openmetrics(out)
-    truth_path.write_text(json.dumps(tr.to_dict(), indent=2))
+    atomic_write(truth_path, json.dumps(tr.to_dict(), indent=2))
     console().print(
-        f"wrote {out} (SIMULATED {fleet.spec.name} fleet: {gpus} GPUs × {hours:g} h, {len(tr.pods)} pods) "
+        f"wrote {out} (SIMULATED {fleet.spec.name} fleet: {gpus} GPUs × {hours:g} h, {len(tr.pods)} pod{'' if len(tr.pods) == 1 else 's'}) "
         f"and {truth_path}; backfill: promtool tsdb create-blocks-from openmetrics {out} DIR"
     )
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json
+from flopwatch.cli._output import console, echo_json, simulated_banner
 
 
 def join_cmd(
@@ -26,16 +26,14 @@ def join_cmd(
         "--clock",
         help="Match by 'monotonic' time (same host), 'wall' time (UTC), or 'auto' (monotonic when both have it).",
     ),
-    device: str | None = typer.Option(None, "--device", help="Only this device of a multi-device trace."),
+    device: options.TraceDevice = None,
     idle_power: float | None = typer.Option(
         None,
         "--idle-power",
         help="Idle power in W (default: from the trace, as `flopwatch detect`).",
         callback=options.non_negative(unit="W"),
     ),
-    as_json: bool = typer.Option(
-        False, "--json", help="Print a JSON summary (counts and mismatches) to stdout."
-    ),
+    as_json: options.Json = False,
 ) -> None:
     """Join workload records with the workloads detected in a trace, by time; write the joined records."""
     options.not_inputs([("--output", output)], [trace, records])  # before any work: never overwrite an input
@@ -50,10 +48,16 @@ def join_cmd(
         echo_json(res.to_dict())
         return
     con = console()
+    if res.simulated:
+        simulated_banner(
+            con, "the trace or the records come from the simulator: every number below is simulated"
+        )
     con.print(
         f"wrote {res.n_records} record(s) to {output}: {res.n_ok} joined with telemetry, "
         f"{len(res.mismatches)} mismatch(es); {res.n_segments} workload(s) detected, idle {res.idle_power_w:.3f} W"
     )
+    for label, w in res.telemetry_warnings:
+        con.print(f"warning: {label}: {w}", style="yellow")
     if res.mismatches:
         t = Table(title="not joined one-to-one (no measured energy)")
         for c in ("record", "kind", "detail"):

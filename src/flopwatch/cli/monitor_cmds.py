@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, literal, new_app, styled
 
 ledger_app = new_app("Inspect and verify a monitor ledger.")
@@ -113,7 +114,7 @@ def ledger_verify(
         help="Witness log (HEADS.jsonl from `ledger witness`): every head in it must be a prefix of the "
         "ledger (exit 1 naming the head otherwise).",
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    json_out: options.Json = False,
 ) -> None:
     """Check the schema, the pin, every row's hash, signature, sequence number and chain link, and the
     history tree against the signed and the witnessed heads; exit 1 if anything was tampered with, 2 if the
@@ -158,7 +159,7 @@ def ledger_verify(
 @ledger_app.command("show")
 def ledger_show(
     ledger: Path = typer.Argument(..., help="Ledger file (SQLite)."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON: {workloads: [...], totals: {...}}."),
+    json_out: options.Json = False,
 ) -> None:
     """List the recorded workloads and the latest running totals per device (printed literally)."""
     from flopwatch.monitor.ledger import summarize_ledger, verify_ledger
@@ -269,12 +270,10 @@ def ledger_export_key(
 @ledger_app.command("head")
 def ledger_head(
     ledger: Path = typer.Argument(..., help="Ledger file (SQLite); opened read-only."),
-    json_out: bool = typer.Option(
-        False, "--json", help='Print {"size", "root", "time", "signature", "key_id"} (hex; time in ms).'
-    ),
+    json_out: options.Json = False,
 ) -> None:
-    """Print the newest signed tree head of the ledger (what a witness keeps off the node)."""
-    from flopwatch.errors import InputError
+    """Print the newest signed tree head of the ledger (what a witness keeps off the node); with --json:
+    {"size", "root", "time", "signature", "key_id"} (hex; time in ms)."""
     from flopwatch.monitor.witness import FileSource
 
     src = FileSource(ledger)
@@ -285,8 +284,6 @@ def ledger_head(
     if json_out:
         echo_json(h.to_dict())
         return
-    if not ledger.exists():  # pragma: no cover - FileSource raised already
-        raise InputError("ledger not found", file=str(ledger))
     typer.echo(
         f"{literal(ledger)}: head size {h.size} root {h.root} time {_ts(h.time_ms / 1000)} "
         f"({h.time_ms} ms) key {h.key_id[:16]}… signature {h.signature}"
@@ -305,7 +302,7 @@ def ledger_witness(
         help="Pinned key (`ledger export-key`) the head must be signed with; default for a ledger file: "
         "LEDGER.pub beside it (a warning says it is not off the node). Required for a URL.",
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the logged entry as JSON."),
+    json_out: options.Json = False,
 ) -> None:
     """Fetch the newest signed head, check it against the pinned key and, by consistency proofs, against
     every head already in the log, then append it with this machine's clock. Exit 1 naming the earlier head
@@ -329,6 +326,15 @@ def ledger_witness(
     if not out.ok:
         typer.echo(f"{literal(log)}: refused: {one_line(out.message)}")
         raise typer.Exit(1)
+    if out.entry is not None:
+        ahead = out.entry.head.time_ms / 1000 - out.entry.witnessed_at
+        # a head is signed before it is fetched: a head dated in the witness's future means a fast node clock
+        if ahead > 60:
+            typer.echo(
+                f"warning: the node's clock is {ahead:.0f} s ahead of this witness's (head time vs now); "
+                "windows placed by witnessed times are not affected",
+                err=True,
+            )
     if json_out and out.entry is not None:
         echo_json(out.entry.to_dict())
     else:
@@ -337,7 +343,11 @@ def ledger_witness(
 
 def monitor_command(
     sensor: list[str] = typer.Option(
-        None, "--sensor", "-s", help="Sensor spec (repeatable): nvml, jetson, replay:FILE, sim:NAME …"
+        None,
+        "--sensor",
+        "-s",
+        metavar="<spec>",
+        help="Sensor spec (repeatable): nvml, jetson, replay:FILE, sim:NAME …",
     ),
     profile: Path | None = typer.Option(
         None, "--profile", help="Calibration profile (JSON) from `flopwatch calibrate`."
@@ -376,12 +386,10 @@ def monitor_command(
     idle_power_w: float | None = typer.Option(
         None, "--idle-power-w", help="Idle power (default: the profile's)."
     ),
-    threshold_flops: float | None = typer.Option(
-        None, "--threshold-flops", help="Verdict threshold (FLOPs)."
-    ),
+    threshold_flops: float | None = typer.Option(None, "--threshold", help="Verdict threshold (FLOPs)."),
     dtype: str | None = typer.Option(
         None,
-        "--dtype",
+        "--precision",
         help="The operator's precision claim (recorded in each row as a claim; never used: the regime is "
         "observed).",
     ),
@@ -403,7 +411,7 @@ def monitor_command(
         None, "--schedule", help="Workload schedule (JSON/TOML) for sim: sensors."
     ),
     seed: int | None = typer.Option(None, "--seed", help="Seed of simulated sensors."),
-    json_out: bool = typer.Option(False, "--json", help="Print a JSON summary on exit."),
+    json_out: options.Json = False,
     verbose: int = typer.Option(
         0, "--verbose", "-v", count=True, help="-v: also checkpoints and the running estimate each poll."
     ),

@@ -7,8 +7,13 @@ line, exit status 2, before any file is read or any sensor opened::
     rate: float = typer.Option(10.0, "--rate", callback=options.rate_hz())
     idle: float | None = typer.Option(None, "--idle-power", callback=options.non_negative(unit="W"))
 
-Click's own ``FLOAT`` type accepts ``nan`` and ``inf``; these callbacks are what refuse them. The message
-names the option: ``flopwatch: error: Invalid value for '--rate': must be <= 1000 Hz, got 1e+07``.
+Click's own ``FLOAT`` type accepts ``nan`` and ``inf``; these callbacks are what refuse them (typer's
+``min=``/``max=`` are not used: one check, one message). The message names the option:
+``flopwatch: error: Invalid value for '--rate': must be <= 1000 Hz, got 1e+07``.
+
+The options many commands share are declared once, below, as ``Annotated`` aliases (``as_json: options.Json =
+False``), with one spelling each: ``-o/--output``, ``--precision``, ``--threshold``. The old spellings
+(``--out``, ``--dtype``, ``--threshold-flops``) still parse, hidden: :data:`DEPRECATED_SPELLINGS`.
 """
 
 from __future__ import annotations
@@ -17,12 +22,12 @@ import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from flopwatch.errors import InputError
-from flopwatch.io import check_not_input, check_output_file
+from flopwatch.io import check_not_input, check_output_file, refuse_link
 
 # No sensor backend refreshes faster than 1 kHz (NVML's power reading every 20–100 ms, tegrastats ≥ 1 ms,
 # RAPL's energy counter ~1 ms): sampling above that only burns CPU, and 1e7 Hz used to run away.
@@ -30,11 +35,36 @@ MAX_RATE_HZ = 1000.0
 # A replay or a simulated clock faster than 1e6× real time gains nothing (a day replays in 0.1 s).
 MAX_SPEED = 1e6
 
+# Options that size the work are bounded by what the work costs (issue 25: `record --rate 1000 --duration 1e7`
+# asked for 1e10 samples, `detect --poll 1e-300` divided by zero, `powermodel predict --duration-s 1e308`
+# printed inf J):
+#: The longest duration any option accepts: a year (366 days). A single recording, workload or prediction
+#: longer than that is a typo, and 1e308 s overflows every energy computed from it.
+MAX_DURATION_S = 366 * 86400.0
+#: Samples one command may take per device: 1e8 rows of a trace are ~10 GB of Parquet (≈ 100 B a row with
+#: its columns) and ~28 h at the 1 kHz cap, or a year at 3 Hz.
+MAX_SAMPLES = 1e8
+#: The shortest detection poll: one sample at the 1 kHz rate cap (a shorter poll sees no new reading).
+MIN_POLL_S = 1.0 / MAX_RATE_HZ
+#: The longest detection poll: an hour (the study polls every 1.5 s).
+MAX_POLL_S = 3600.0
+#: Largest count of a repeated unit of work (repeats, warm-up steps, samples, resets …) given on the command
+#: line: a million is far above any protocol (MASCOTS: 5 warm-up steps, 50–500 samples).
+MAX_COUNT = 1_000_000
+
 Callback = Callable[..., Any]
 
 __all__ = [
+    "MAX_COUNT",
+    "MAX_DURATION_S",
+    "MAX_POLL_S",
     "MAX_RATE_HZ",
+    "MAX_SAMPLES",
     "MAX_SPEED",
+    "MIN_POLL_S",
+    "check_samples",
+    "duration_s",
+    "poll_s",
     "check_not_input",
     "count",
     "finite",
@@ -47,6 +77,24 @@ __all__ = [
     "sensor_files",
     "speed",
 ]
+
+
+# Old spelling → the one spelling; still accepted (documented commands keep working), never shown in --help.
+DEPRECATED_SPELLINGS: dict[str, str] = {
+    "--out": "--output",
+    "--dtype": "--precision",
+    "--threshold-flops": "--threshold",
+}
+
+
+def respell(args: list[str]) -> list[str]:
+    """``args`` with each deprecated option spelling (also ``--out=X``) replaced by the current one."""
+    out = []
+    for a in args:
+        name, eq, value = a.partition("=")
+        new = DEPRECATED_SPELLINGS.get(name)
+        out.append(new + eq + value if new and a.startswith("--") else a)
+    return out
 
 
 def _fmt(v: float) -> str:
@@ -157,6 +205,28 @@ def rate_hz() -> Callback:
     return positive(le=MAX_RATE_HZ, unit="Hz")
 
 
+def duration_s(*, allow_zero: bool = False, le: float = MAX_DURATION_S) -> Callback:
+    """A duration in seconds: > 0 (>= 0 with ``allow_zero``) and <= ``le`` (default :data:`MAX_DURATION_S`)."""
+    return finite(ge=0.0, le=le, unit="s") if allow_zero else finite(gt=0.0, le=le, unit="s")
+
+
+def poll_s() -> Callback:
+    """A detection poll interval: within [:data:`MIN_POLL_S`, :data:`MAX_POLL_S`]."""
+    return finite(ge=MIN_POLL_S, le=MAX_POLL_S, unit="s")
+
+
+def check_samples(rate_hz: float, duration_s: float, *, option: str = "--duration", devices: int = 1) -> None:
+    """InputError (exit 2, before any work) when ``rate_hz × duration_s`` (× devices) exceeds
+    :data:`MAX_SAMPLES`: each option is within its own bounds, their product is not."""
+    n = float(rate_hz) * float(duration_s) * max(1, devices)
+    if not n <= MAX_SAMPLES:
+        raise InputError(
+            f"{duration_s:g} s at {rate_hz:g} Hz is {n:.3g} samples (limit {MAX_SAMPLES:.0e}); "
+            "record less time or at a lower rate",
+            field=option,
+        )
+
+
 def speed() -> Callback:
     """A replay / scaled-clock speed factor: > 0 and <= :data:`MAX_SPEED`."""
     return positive(le=MAX_SPEED)
@@ -184,6 +254,11 @@ def not_inputs(
         check_not_input(p, ins, option=opt)
         # two outputs on one path: the second would overwrite the first
         check_not_input(p, [q for _, q in outs[i + 1 :]], option=opt)
+        if opt not in directories:
+            try:
+                refuse_link(p)  # no writer writes through a link: refused before any work, --force or not
+            except InputError as e:
+                raise InputError(e.detail, file=str(p), field=opt) from None
 
 
 def sensor_files(spec: str | None) -> list[str]:
@@ -194,3 +269,56 @@ def sensor_files(spec: str | None) -> list[str]:
     if not sep or not arg or kind.strip().lower() in ("nvml", "amd", "sim"):
         return []  # device indices, UUIDs and simulator names are not paths
     return [arg.strip()]
+
+
+# ---------------------------------------------------------------------------------- shared option declarations
+SEED_MAX = (
+    2**63 - 1
+)  # numpy's SeedSequence takes any non-negative int; 64 bits keeps it a SQLite/JSON integer
+
+Json = Annotated[bool, typer.Option("--json", help="Print JSON to stdout (nothing else goes there).")]
+Seed = Annotated[
+    int,
+    typer.Option(
+        "--seed",
+        help="Seed of every random draw (splits, folds, simulator noise): the same seed gives the same result.",
+        callback=count(ge=0, le=SEED_MAX),
+    ),
+]
+Confidence = Annotated[
+    float,
+    typer.Option("--confidence", help="Confidence of the prediction intervals (0–1, e.g. 0.9).",
+                 callback=fraction(open_low=True, open_high=True)),
+]  # fmt: skip
+OptConfidence = Annotated[
+    float | None,
+    typer.Option("--confidence", help="Confidence of the prediction intervals (0–1; default: the profile's).",
+                 callback=fraction(open_low=True, open_high=True)),
+]  # fmt: skip
+MinUtil = Annotated[
+    float,
+    typer.Option("--min-util", help="Frontier gate: minimum mean utilisation (0–1; the study: 0.8).",
+                 callback=fraction()),
+]  # fmt: skip
+MinBatch = Annotated[
+    int,
+    typer.Option(
+        "--min-batch", help="Compute-bound regime only: runs with batch >= this.", callback=count(ge=1)
+    ),
+]
+Level = Annotated[
+    float,
+    typer.Option("--level", help="Level of the interval or quantile of the conservative bound (0.5–0.999).",
+                 callback=in_range(0.5, 0.999)),
+]  # fmt: skip
+DeviceModel = Annotated[
+    str | None,
+    typer.Option("--device", help="Device model for the datasheet bounds, e.g. orin-nano, h100 "
+                 "(default: from the data or the profile)."),
+]  # fmt: skip
+TraceDevice = Annotated[
+    str | None, typer.Option("--device", help="Only this device of a multi-device trace.")
+]
+Threshold = Annotated[
+    str | None, typer.Option("--threshold", help="Compute threshold in FLOP, e.g. 1e25: a verdict per row.")
+]

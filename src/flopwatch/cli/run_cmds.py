@@ -13,7 +13,7 @@ from flopwatch.cli._output import console, echo_json, simulated_banner
 
 
 def run_cmd(
-    out: Path = typer.Option(..., "-o", "--out", help="Output directory (must be empty unless --force)."),
+    out: Path = typer.Option(..., "-o", "--output", help="Output directory (must be empty unless --force)."),
     device: str = typer.Option(
         "auto", "--device", help="auto | cuda[:N] | sim:NAME (e.g. sim:a100, sim:h100)."
     ),
@@ -24,15 +24,10 @@ def run_cmd(
         None,
         "--budget-s",
         help="Fit the sweep into about this many seconds.",
-        callback=options.positive(unit="s"),
+        callback=options.duration_s(),
     ),
     quick: bool = typer.Option(False, "--quick", help="A short sweep (under a minute on the simulator)."),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of every random choice (splits, simulator noise).",
-        callback=options.count(ge=0, le=2**63 - 1),
-    ),
+    seed: options.Seed = 0,
     force: bool = typer.Option(False, "--force", help="Overwrite flopwatch's files in a non-empty DIR."),
     rate_hz: float = typer.Option(
         10.0,
@@ -46,13 +41,18 @@ def run_cmd(
         help="Number of random train/test splits (default 200).",
         callback=options.count(ge=1, le=1_000_000),
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout (no progress bar)."),
+    as_json: options.Json = False,
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
     """Run the study end to end: idle baseline, sweep, detection, calibration, held-out evaluation, report."""
     from flopwatch.pipeline import RunOptions, run_pipeline
 
     err = console(stderr=True)
+    if not force and _only_an_interrupted_run(out):
+        (out / INCOMPLETE_FILE).unlink()
+        force = True  # removes exactly flopwatch's own files, as --force does
+        if not as_json:
+            err.print(f"note: {out} holds only the files of an interrupted run: reusing it")
     opts = RunOptions(
         outdir=out,
         device=device,
@@ -65,11 +65,50 @@ def run_cmd(
         n_splits=splits,
         progress=not (as_json or no_progress) and sys.stderr.isatty(),
     )
-    summary = run_pipeline(opts, log=(None if as_json else err.print))
+    try:
+        summary = run_pipeline(opts, log=(None if as_json else err.print))
+    except KeyboardInterrupt:
+        _mark_interrupted(out)
+        raise  # the CLI's group prints "flopwatch: interrupted" and exits 130
+    (out / INCOMPLETE_FILE).unlink(missing_ok=True)  # a --force run over an interrupted one is complete now
     if as_json:
         echo_json(summary)
         return
     print_summary(summary, out)
+
+
+#: Written into DIR when a run is interrupted: the files beside it are partial. A DIR holding only this and
+#: flopwatch's own files is reused by the next ``flopwatch run`` without ``--force``.
+INCOMPLETE_FILE = "INCOMPLETE"
+
+
+def _mark_interrupted(out: Path) -> None:
+    from datetime import datetime, timezone
+
+    if not out.is_dir():
+        return
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    (out / INCOMPLETE_FILE).write_text(
+        f"flopwatch run was interrupted at {when}: the files in this directory are partial.\n"
+        f"Run `flopwatch run -o {out}` again: it reuses this directory (only flopwatch's own files are here).\n",
+        encoding="utf-8",
+    )
+
+
+def _only_an_interrupted_run(out: Path) -> bool:
+    """DIR holds the INCOMPLETE marker and nothing but flopwatch's own outputs (files and figures/*.png)."""
+    from flopwatch.pipeline.layout import FIGURES_DIR, OUTPUT_FILES
+
+    if not (out / INCOMPLETE_FILE).is_file():
+        return False
+    own = {INCOMPLETE_FILE, *OUTPUT_FILES}
+    for p in out.iterdir():
+        if p.name == FIGURES_DIR and p.is_dir():
+            if any(f.suffix != ".png" or not f.is_file() for f in p.iterdir()):
+                return False
+        elif p.name.removesuffix(".tmp") not in own or not p.is_file():  # .tmp: an atomic write cut short
+            return False
+    return True
 
 
 def print_summary(summary: dict[str, Any], out: Path) -> None:
@@ -106,6 +145,9 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
     for k, v in rows:
         t.add_row(k, v)
     con.print(t)
+    headline = (summary.get("headline") or {}).get("verdict")
+    if headline:  # the same words as summary.json's headline and the report's verdict box
+        con.print(f"verdict{' (simulated)' if sim else ''}: {headline}")
     con.print(f"report: {out / 'report.html'}")
 
 

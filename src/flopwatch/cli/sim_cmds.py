@@ -16,7 +16,7 @@ SIM_KEYS = ("a100", "h100", "h200", "l40", "l4", "orin-nano")
 
 
 @sim_app.command("specs")
-def specs_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout.")) -> None:
+def specs_cmd(as_json: options.Json = False) -> None:
     """The simulated devices: peaks, bandwidth, idle and maximum power, and where the power model comes from."""
     from rich.table import Table
 
@@ -46,15 +46,10 @@ def specs_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON to 
 @sim_app.command("validate")
 def validate_cmd(
     gpu: list[str] = typer.Option(
-        ["A100", "L40", "L4"], "--gpu", help="MASCOTS GPU(s) to replay (repeatable)."
+        ["A100", "L40", "L4"], "--gpu", metavar="<gpu>", help="MASCOTS GPU(s) to replay (repeatable)."
     ),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of the simulator's noise.",
-        callback=options.count(ge=0, le=2**63 - 1),
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    seed: options.Seed = 0,
+    as_json: options.Json = False,
 ) -> None:
     """Replay the MASCOTS runs on the twins: per-cell MAPE of simulated vs published mean power, batch-1 floor."""
     from rich.table import Table
@@ -106,19 +101,14 @@ def trace_cmd(
     schedule: Path = typer.Option(
         ..., "--schedule", help="Schedule file (JSON or TOML; see docs/simulator.md)."
     ),
-    out: Path = typer.Option(..., "-o", "--out", help="Trace to write (Parquet)."),
+    out: Path = typer.Option(..., "-o", "--output", help="Trace to write (Parquet)."),
     rate_hz: float = typer.Option(
         10.0,
         "--rate",
         help="Sampling rate (Hz).",
         callback=options.rate_hz(),
     ),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of the simulator's noise and sensor artefacts.",
-        callback=options.count(ge=0, le=2**63 - 1),
-    ),
+    seed: options.Seed = 0,
     power_cap_w: float | None = typer.Option(
         None,
         "--power-cap-w",
@@ -135,7 +125,7 @@ def trace_cmd(
         10.0,
         "--tail-s",
         help="Idle seconds recorded after the schedule.",
-        callback=options.non_negative(unit="s"),
+        callback=options.duration_s(allow_zero=True, le=86400.0),
     ),
     records: Path | None = typer.Option(
         None, "--records", help="Also append the ground-truth records (JSONL)."
@@ -144,7 +134,7 @@ def trace_cmd(
 ) -> None:
     """Play a scripted schedule on a simulated device and record its (simulated) telemetry trace."""
     options.not_inputs(
-        [("--out", out), ("--records", records)], [schedule]
+        [("--output", out), ("--records", records)], [schedule]
     )  # before any work: never overwrite an input
     from flopwatch.sim.record import record_schedule
 
@@ -161,7 +151,7 @@ def trace_cmd(
         overwrite=force,
     )
     console().print(
-        f"wrote {out} (SIMULATED {res.device_name}: {res.n_samples} samples over {res.duration_s:.0f} virtual s"
+        f"wrote {out} (SIMULATED {str(res.device_name).removesuffix(' (simulated)')}: {res.n_samples} samples over {res.duration_s:.0f} virtual s"
         + (f"; {res.n_records} records to {records}" if records is not None else "")
         + ")"
     )

@@ -24,7 +24,7 @@ def _open(spec: str, speed: float | None) -> list[Any]:
 
 
 def sensors_cmd(
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    as_json: options.Json = False,
     jetson_root: str = typer.Option("/", "--jetson-root", help="sysfs root to probe for Jetson rails."),
     rapl_root: str = typer.Option("/", "--rapl-root", help="sysfs root to probe for RAPL zones."),
 ) -> None:
@@ -57,19 +57,23 @@ def sensors_cmd(
         return
     from rich.table import Table
 
-    t = Table(title="flopwatch sensors")
-    for c in ("backend", "status", "device", "capabilities / reason"):
-        t.add_column(c)
+    rows: list[tuple[str, Any, str, str]] = []
     for s in statuses:
         if s.available and s.sensors:
             for i in s.sensors:
-                t.add_row(
-                    s.kind, styled("found", "green"), f"{i.name}\n{i.device_id}", ", ".join(i.capabilities)
+                rows.append(
+                    (s.kind, styled("found", "green"), f"{i.name}\n{i.device_id}", ", ".join(i.capabilities))
                 )
         elif s.available:
-            t.add_row(s.kind, styled("available", "green"), "", s.reason)
+            rows.append((s.kind, styled("available", "green"), "", s.reason))
         else:
-            t.add_row(s.kind, styled("unavailable", "red"), "", s.reason)
+            rows.append((s.kind, styled("unavailable", "red"), "", s.reason))
+    found = any(r[2] for r in rows)  # no device found: no column that is empty in every row
+    t = Table(title="flopwatch sensors" + ("" if found else ": no sensor device found on this machine"))
+    for c in ("backend", "status", *(("device",) if found else ()), "capabilities / reason"):
+        t.add_column(c)
+    for kind, status, dev, what in rows:
+        t.add_row(kind, status, *((dev,) if found else ()), what)
     console().print(t)
 
 
@@ -87,7 +91,7 @@ def record_cmd(
         ...,
         "--duration",
         help="Seconds to record (sensor clock).",
-        callback=options.positive(unit="s"),
+        callback=options.duration_s(),
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Parquet trace to write."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
@@ -101,9 +105,9 @@ def record_cmd(
         5.0,
         "--flush-every",
         help="Seconds between flushes (what a crash can lose).",
-        callback=options.positive(unit="s"),
+        callback=options.duration_s(le=86400.0),
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary to stdout."),
+    as_json: options.Json = False,
 ) -> None:
     """Record a trace at a fixed rate, streaming Parquet row groups to disk."""
     options.not_inputs(
@@ -119,6 +123,7 @@ def record_cmd(
         raise InputError(f"--rate must be > 0, got {rate}", field="rate")
     if not duration > 0:
         raise InputError(f"--duration must be > 0, got {duration}", field="duration")
+    options.check_samples(rate, duration)
     from flopwatch.io import check_output
 
     replayed = [x.split(":", 1)[1] for x in sensor.split(",") if x.startswith("replay:")]
@@ -251,7 +256,7 @@ def idle_cmd(
         None, "--profile", help="Compare with this calibration's idle (else the device's spec idle)."
     ),
     strict: bool = typer.Option(False, "--strict", help="Refuse (exit 2) a baseline taken under load."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    as_json: options.Json = False,
 ) -> None:
     """Measure the idle power baseline: median over DURATION seconds, with its spread; flag one taken under load."""
     import numpy as np
@@ -348,12 +353,12 @@ def idle_cmd(
 
 def detect_cmd(
     trace: Path = typer.Argument(..., help="Trace: flopwatch Parquet or the seed's timeseries.json."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    as_json: options.Json = False,
     poll: float = typer.Option(
         1.5,
         "--poll",
         help="Poll interval in seconds (study: 1.5).",
-        callback=options.positive(unit="s"),
+        callback=options.poll_s(),
     ),
     util_threshold: float = typer.Option(
         0.05,
@@ -380,7 +385,7 @@ def detect_cmd(
         help="Idle power in W (default: from the trace).",
         callback=options.non_negative(unit="W"),
     ),
-    device: str | None = typer.Option(None, "--device", help="Only this device of a multi-device trace."),
+    device: options.TraceDevice = None,
 ) -> None:
     """Detect workloads in a trace with the study's utilisation hysteresis and integrate their energy."""
     from flopwatch.detect import HysteresisParams, detect_workloads
@@ -407,6 +412,8 @@ def detect_cmd(
     c.print()
     if det.skipped_devices:
         c.print(f"not segmented (no utilisation series): {', '.join(det.skipped_devices)}", style="yellow")
+    for w in det.warnings:  # physically impossible telemetry on a device (blocks "below" downstream)
+        c.print(f"warning: {w}", style="yellow")
     if not det.segments:
         return
     multi = len({s.device for s in det.segments}) > 1
@@ -441,6 +448,10 @@ def detect_cmd(
             "—" if s.tb_moved is None else f"{s.tb_moved:.4f}",
         )
     c.print(t)
+    for i, s in enumerate(det.segments):
+        for w in s.warnings:
+            if w not in det.warnings:
+                c.print(f"warning: workload {i}: {w}", style="yellow")
 
 
 def register(app: typer.Typer) -> None:

@@ -49,7 +49,7 @@ def verdict_cmd(
         "-p",
         help="Recompute each row's sound bounds from its observables with this profile.",
     ),
-    device: str | None = typer.Option(None, "--device", help="Device model for the datasheet bounds."),
+    device: options.DeviceModel = None,
     public_key: list[Path] | None = typer.Option(
         None,
         "--public-key",
@@ -62,7 +62,7 @@ def verdict_cmd(
         help="Witness log (`ledger witness`) per ledger, in their order: heads checked as prefixes, and the "
         "windows placed by the witness's clock rather than the node's.",
     ),
-    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    as_json: options.Json = False,
 ) -> None:
     """Judge everything one or several ledgers recorded over a window as a whole (chunks, bursts and the
     nodes of one job included). Each ledger is verified first, as `ledger verify` does, against its own pin
@@ -179,7 +179,10 @@ def verdict_cmd(
     from rich.table import Table
 
     con = console()
-    t = Table(title=f"window verdicts vs {fmt_flops(thr)} FLOP ({window}, by {by})")
+    scope = "the whole ledger" if window == "all" else f"the last {window}"
+    t = Table(
+        title=f"window verdicts vs {fmt_flops(thr)} FLOP over {scope}" + ("" if by == "all" else f", by {by}")
+    )
     for col in ("group", "workloads", "estimate", "lower", "upper", "outside-workload J", "verdict"):
         t.add_column(col, justify="left" if col in ("group", "verdict") else "right")
     for g in res["groups"] + ([res["total"]] if by != "all" else []):
@@ -197,88 +200,20 @@ def verdict_cmd(
     con.print(
         f"ledger verification: {'OK' if v['ok'] else 'FAILED'} ({v['problems']} problem(s); key {v['key_source']})"
     )
+    if multi or logs:
+        for n in v["nodes"]:
+            con.print(
+                f"  {n['node']}: {'OK' if n['ok'] else 'FAILED'}, {n['rows']} rows, "
+                f"{n['witnessed_rows']} witnessed ({n['witness_heads']} head(s) in its log)",
+                markup=False,
+            )
     for w in v["warnings"] + res["warnings"] + res["total"]["warnings"]:
-        con.print(styled("warning ", "yellow"), w, sep="")
-
-
-def redteam_cmd(
-    quick: bool = typer.Option(False, "--quick", help="Fewer simulated configurations (CI)."),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Offset of the simulated sessions' seeds.",
-        callback=options.count(ge=0, le=2**63 - 1),
-    ),
-    data: Path | None = typer.Option(
-        None, "--data", help="Folder holding jetson_flop_estimator/ (default ../shared/data)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="JSON output (the redteam contract)."),
-) -> None:
-    """Run the attack suite against the verifier (docs/redteam.md): truth, bounds and verdict at T = 0.8 × truth."""
-    from flopwatch.redteam import run_suite
-
-    if seed < 0:
-        raise InputError(f"must be >= 0, got {seed}", field="--seed")
-    d: dict[str, Any] = run_suite(quick=quick, seed=seed, data_root=data).to_dict()
-    if as_json:
-        echo_json(d)
-        return
-    from rich.table import Table
-
-    con = console()
-    t = Table(
-        title="red team: verdicts at T = 0.8 × truth (expected: above; uncertain is sound, below is wrong)"
-    )
-    cols = (
-        "attack",
-        "device",
-        "n",
-        "est ÷ truth",
-        "upper ÷ truth",
-        "verdict now",
-        "before",
-        "wrong below",
-        "hidden %",
-    )
-    for col in cols:
-        t.add_column(col, justify="left" if col in ("attack", "device") else "right")
-    for g in d["by_attack"]:
-        hl, hh = g["hidden_pct"]
-        t.add_row(
-            g["attack"],
-            g["device"] + (" SIM" if g["simulated"] else ""),
-            str(g["n"]),
-            _range(g["estimate_over_truth"]),
-            _range(g["upper_over_truth"]),
-            _counts(g["verdicts"]),
-            _counts(g["before_verdicts"]),
-            f"{g['wrong_below']} (before {g['wrong_below_before']})",
-            f"{hl:.0f}–{hh:.0f}" if not math.isclose(hl, hh) else f"{hl:.0f}",
-        )
-    con.print(t)
-    con.print(
-        f"wrong 'below': {d['wrong_below']} (before: {d['wrong_below_before']}); honest frontier runs decided "
-        f"correctly: {d['honest_decisive_pct_at_half']:.1f} % at 0.5 × truth, "
-        f"{d['honest_decisive_pct_at_double']:.1f} % at 2 × truth ({len(d['honest'])} runs)"
-    )
-    con.print(
-        "SIM: simulated digital twins (flopwatch.sim), not measurements; hidden % = compute above the upper "
-        "bound, which a threshold between the two would wrongly clear"
-    )
-    for g in d["open_by_attack"]:
-        con.print(
-            styled("OPEN ", "bold red"),
-            f"{g['attack']} ({g['device']}, {g['n']} runs): wrong 'below' {g['wrong_below']}, est ÷ truth "
-            f"{_range(g['estimate_over_truth'])}, hidden {g['hidden_pct'][0]:.0f}–{g['hidden_pct'][1]:.0f} % "
-            "— not defended (docs/redteam.md)",
-            sep="",
-        )
-    for s in d["skipped"]:
-        con.print(f"skipped: {s}")
-    con.print(f"took {d['timing_s']:.1f} s")
+        con.print(styled("warning: ", "yellow"), w, sep="")
 
 
 def register(app: typer.Typer) -> None:
     """Add ``verdict`` and ``redteam`` to ``app``."""
     app.command("verdict")(verdict_cmd)
+    from flopwatch.cli.redteam_cmds import redteam_cmd  # the attack suite's command lives with its printer
+
     app.command("redteam")(redteam_cmd)

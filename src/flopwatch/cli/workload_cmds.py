@@ -90,7 +90,7 @@ def flops_cmd(
     sweep: str | None = _SWEEP,
     label: str | None = _LABEL,
     attention: str = typer.Option("fused", "--attention", help="fused (3.5x fwd, the study's) or math (3x)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    as_json: options.Json = False,
 ) -> None:
     """Ground-truth FLOPs per training step (FlopCounterMode on the meta device; nothing is trained)."""
     from flopwatch.workloads.select import select_config  # not on the help path
@@ -175,22 +175,17 @@ def run_cmd(
         None,
         "--seconds",
         help="Train for this long instead of --steps.",
-        callback=options.positive(unit="s"),
+        callback=options.duration_s(),
     ),
     warmup: int = typer.Option(
         5,
         "--warmup",
         help="Untimed warm-up steps.",
-        callback=options.count(ge=0),
+        callback=options.count(ge=0, le=options.MAX_COUNT),
     ),
     records: str | None = typer.Option(None, "--records", help="Append the record to this JSONL file."),
     attention: str | None = typer.Option(None, "--attention", help="fused (CUDA default) or math (CPU)."),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of weights and inputs.",
-        callback=options.count(ge=0, le=2**63 - 1),
-    ),
+    seed: options.Seed = 0,
     mfu_convention: str = typer.Option(
         "hardware",
         "--mfu-convention",
@@ -198,7 +193,7 @@ def run_cmd(
         "no recompute, causal attention halved); the record keeps both.",
     ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
-    as_json: bool = typer.Option(False, "--json", help="Print the record as JSON to stdout."),
+    as_json: options.Json = False,
 ) -> None:
     """Train a workload and append one record (timestamps, FLOPs, achieved FLOP/s, MFU, step times)."""
     options.not_inputs([("--records", records)], [])  # before training: a directory or FIFO is refused now
@@ -257,21 +252,36 @@ def run_cmd(
 @workload_app.command("sweeps")
 def sweeps_cmd(
     name: str | None = typer.Argument(None, help="List the configurations of this sweep."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    precision: str = typer.Option(
+        "bf16", "--precision", help="frontier only: its precision (flopwatch run: bf16, fp32 on a Jetson)."
+    ),
+    quick: bool = typer.Option(
+        False, "--quick", help="frontier only: the shorter grid of flopwatch run --quick."
+    ),
+    as_json: options.Json = False,
 ) -> None:
     """List the named sweeps, or the configurations of one (labels, sizes, counted FLOPs)."""
+    from flopwatch.pipeline.plan import FRONTIER_SWEEP, frontier_sweep
     from flopwatch.workloads.formulas import closed_form_flops_per_step
     from flopwatch.workloads.sweeps import SWEEP_DESCRIPTIONS, SWEEPS, get_sweep
 
     if name is None:
         data: Any = [
-            {"name": s, "n_configs": len(get_sweep(s)), "description": SWEEP_DESCRIPTIONS[s]} for s in SWEEPS
+            {"name": "frontier", "n_configs": len(frontier_sweep(precision)), "description": FRONTIER_SWEEP},
+            *(
+                {"name": s, "n_configs": len(get_sweep(s)), "description": SWEEP_DESCRIPTIONS[s]}
+                for s in SWEEPS
+            ),
         ]
     else:
+        # frontier: flopwatch run's default sweep on data-center GPUs (built per precision, not a fixed list)
+        cfgs = (
+            frontier_sweep(precision, quick=quick) if name.strip().lower() == "frontier" else get_sweep(name)
+        )
         data = [
             {**c.to_dict(), "flops_per_step": closed_form_flops_per_step(c), "total_flops":
              closed_form_flops_per_step(c) * c.steps}
-            for c in get_sweep(name)
+            for c in cfgs
         ]  # fmt: skip
     if as_json:
         echo_json(data, indent=None)

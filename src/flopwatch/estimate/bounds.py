@@ -1,29 +1,16 @@
-"""Bounds that hold whatever regime a run is in: the efficiency envelope and the peak-rate bound.
+"""The project's shared limits — THE coverage threshold (:data:`MIN_COVERAGE`) and THE idle-drift rule
+(:func:`idle_drift_w`) — the idle-baseline check, the device resolver, and the DVFS constants.
 
-A verdict of "below T" must survive every way an operator could have run the job. Two bounds need no
-calibration of the run's own regime:
+The verdict's sound bounds are in :mod:`flopwatch.estimate.sound` (datasheet peak, η_max, pipe counters; issue 21).
+What remains here of the issue-15 design is the **profile-measured efficiency envelope**
+(:func:`envelope_flops_per_j`: the best FLOP/J of the calibration runs × :data:`ENVELOPE_MARGIN`, other precisions
+by datasheet peak ratio, × :data:`DVFS_FACTOR` unless the power state was calibrated). It describes what the
+calibration saw; since issue 21 no verdict rests on it (a profile's measured efficiency may never lower η_max).
 
-* **Peak rate** — no device computes faster than its dense datasheet peak at its fastest precision
-  (``devices.py``, each value cited there): ``F ≤ max_p peak_p · t``.
-* **Efficiency envelope** — FLOPs ≤ net energy × the best FLOP per net joule the hardware can reach:
-  ``F ≤ E_net · η_env``. ``η_env`` is built from measurements where they exist and from datasheet ratios
-  where they do not (:func:`envelope_flops_per_j`):
-
-  1. the best FLOP/J measured in the calibration runs of each precision (all runs with ground truth,
-     whatever their utilisation), times :data:`ENVELOPE_MARGIN`;
-  2. for precisions the calibration lacks: the best measured one scaled by the ratio of datasheet peaks,
-     ``η_p ≤ η_q · peak_p / peak_q`` (same silicon and clocks; a precision with k× the peak moves k× the
-     operands per joule at most — on the Orin Nano the measured fp16/fp32 efficiency ratio is 3.3–3.6
-     against a peak ratio of 4, tf32/fp32 1.8–2.0 against 2);
-  3. unless the run's SM clock and power limit are observed and inside the calibrated ones, times
-     :data:`DVFS_FACTOR`: lowering the clock (power cap, nvpmodel mode, locked clocks) lowers the voltage
-     and dynamic energy per operation scales with V² (Mei, Wang & Chu 2017, "A Survey and Measurement
-     Study of GPU DVFS on Energy Conservation", DCN 3(2); the V–f curve is flat below a knee). With
-     V_min/V_max ≥ 0.6 (the simulator assumes 0.65, sim/dvfs.py) the gain is at most 1/0.6² ≈ 2.78.
-
-The margin 1.25 covers a new run beating the best calibration run of its precision: leaving each v2 run
-out, the best of the others is within 1 % of it for every precision (docs/redteam.md), and repeat
-sessions moved J/TFLOP by 0.76 % (SD). Both factors are assumptions, stated in every result that uses them.
+The DVFS allowance: lowering the clock (power cap, nvpmodel mode, locked clocks) lowers the voltage and dynamic
+energy per operation scales with V² (Mei, Wang & Chu 2017, "A Survey and Measurement Study of GPU DVFS on Energy
+Conservation", DCN 3(2); the V–f curve is flat below a knee). With V_min/V_max ≥ 0.6 (the simulator assumes 0.65,
+sim/dvfs.py) the gain is at most 1/0.6² ≈ 2.78.
 """
 
 from __future__ import annotations

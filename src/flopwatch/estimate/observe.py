@@ -14,6 +14,9 @@ and the recorded context a row is judged in.
   blind part of a sensor's averaging window): bounded at peak rate;
 * ``pipe_active_s`` — Σ activity·dt per pipe (``tensor``, ``fp64``, ``fp32``, ``fp16``), as DCGM
   ``DCGM_FI_PROF_PIPE_*_ACTIVE`` and NVML GPM report them (ratio of cycles the pipe is active);
+  ``pipe_observed_s`` — the time those counters covered, when it is more than the energy sensor's (they count
+  every cycle, so they also see NVML's blind 75 ms of every 100 ms): the pipe seconds then bound that time, and
+  only the rest stays at peak rate. None: the pipe counters covered what the energy sensor did, no more;
 * ``windows`` — the same per window of the telemetry, for bounds summed over phases.
 """
 
@@ -112,6 +115,7 @@ class Observables:
     unobserved_s: float | None = None
     pipe_active_s: Mapping[str, float] | None = None
     windows: ObservedWindows | None = None
+    pipe_observed_s: float | None = None
 
     def values(self) -> dict[str, float | None]:
         """The regime observables (derived ones computed; None where unknown or undefined)."""
@@ -251,7 +255,7 @@ TRACE_PIPE_COLUMNS: Mapping[str, str] = {
 
 
 def windows_from_trace(trace: Any, segment: Any, *, idle_power_w: float) -> SampledRun:
-    """:func:`windows_from_samples` over one detected segment of a trace (a ``telemetry.reading.Trace`` and a
+    """:func:`windows_from_samples` over one detected segment of a trace (a ``telemetry.trace.Trace`` and a
     ``detect.Segment``, used by attribute so that this stage needs neither module): the segment's device,
     ``[start_s, end_s]``, power, SM clock, ``extra_power_limit_w`` and the pipe columns of
     :data:`TRACE_PIPE_COLUMNS` where the trace has them."""

@@ -35,6 +35,7 @@ import numpy as np
 
 from flopwatch.devices import normalize_dtype
 from flopwatch.errors import InputError, ProfileError
+from flopwatch.estimate.bounds import MIN_COVERAGE  # the one coverage threshold; below it an estimate warns
 from flopwatch.estimate.features import Features
 from flopwatch.estimate.intervals import Estimate, check_confidence, log_halfwidth
 from flopwatch.estimate.models import FlopModel, get_model
@@ -47,7 +48,6 @@ _REQUIRED = ("schema", "model", "params", "confidence", "interval", "training", 
 # exp() of any interval width (even recomputed at another confidence) far from float overflow (e^709).
 MAX_LOG_RATIO = 50.0
 VERIFIER_VERSION = 1
-MIN_COVERAGE = 0.95  # telemetry coverage of a run below which an estimate carries a warning
 
 
 def _finite(x: Any) -> bool:

@@ -21,11 +21,11 @@ positive intercept above its knee (so V(f)/V_max ≥ f/f_max) and flat below it,
 Chu 2017, DCN 3(2)); unobserved clock → the full 1/0.6² ≈ 2.78. No profile, declared precision or environment
 variable enters it; a power limit does not narrow it (a lower cap only makes a device more efficient).
 
-**Lower bound** (what "above" rests on): the calibrated lower bound divided by what an honest run could have
-gained over the calibration: the least efficient format not ruled out by the pipe counters (datasheet peak ratio:
-efficiency ratios between formats are compressed relative to peak ratios — on the Orin Nano fp16/fp32 measured
-3.3–3.6 against a peak ratio of 8, tf32/fp32 1.8–2.0 against 4 — so scaling by the peak ratio never overstates
-the loss), a clock above the calibrated one ((V ratio)² as above), and the session shift
+**Lower bound** (what "above" rests on): the calibrated lower bound scaled down by what an honest run could have
+lost against the calibration: the least efficient format not ruled out by the pipe counters (datasheet peak
+ratio × :data:`FORMAT_MFU_ALLOWANCE`: efficiency ratios between formats are mostly compressed relative to peak
+ratios — on the Orin Nano fp16/fp32 measured 3.3–3.6 against a peak ratio of 8 — but a slower format may also run
+at a lower MFU), a clock above the calibrated one ((V ratio)² as above), and the session shift
 (:data:`SESSION_LOG_SD`, fitted in :mod:`flopwatch.estimate.session`).
 """
 
@@ -41,6 +41,7 @@ import numpy as np
 from flopwatch.devices import DEVICES, DeviceSpec, get_device
 from flopwatch.estimate.bounds import V_MIN_RATIO
 from flopwatch.estimate.observe import PIPES, Observables, ObservedWindows
+from flopwatch.estimate.session import SESSION_LOG_SD  # re-exported: the lower bound's session shift
 
 #: The least share of its net TDP (TDP − idle) a device draws while running its fastest format at the dense
 #: peak and the maximum clock. Checked against every row of the MASCOTS data (Enskat & Wiesner 2026, bundled
@@ -52,17 +53,22 @@ NET_POWER_FLOOR_FRACTION = 0.5
 #: FP16 on the non-tensor (FMA) pipes ≤ this × the FP32 vector peak: 4× on the A100 (whitepaper: 78 vs 19.5
 #: TFLOP/s), 2× on the H100 — the largest ratio of NVIDIA's tables.
 FP16_PIPE_OVER_FP32 = 4.0
+#: Added to every pipe's activity ratio: the counters are rounded ratios (DCGM prints 6 decimals, NVML GPM
+#: percentages with 2, i.e. 1e-4 of a ratio), so a bound at the counter's exact value could sit under the truth.
+PIPE_RATIO_RESOLUTION = 1e-3
 #: Share of tensor-active time the scalar pipes may take before a non-tensor format (fp32 vector) can no longer
 #: be ruled out for the lower bound.
 SCALAR_SHARE_RULES_OUT = 0.10
+#: A slower format may also reach a lower MFU than the profile's: its efficiency relative to the profile's format is
+#: taken as ≥ this × the datasheet peak ratio. Measured: the real Orin Nano runs fp32 at 1.8–2.2 × the peak ratio of
+#: fp16/tf32 (v2 records); the simulated twins (A100, H100, H200, L4, L40; seed 2, the quick bf16 family) at
+#: 0.94–2.3 × (tf32 vs fp16 on the L40 lowest); 0.8 leaves room for run-to-run noise under the lowest.
+FORMAT_MFU_ALLOWANCE = 0.8
 #: Observed power above this × TDP, or an SM clock above this × the datasheet maximum, is impossible for the
 #: claimed model (NVML's 100 ms power average of a GH100/GA100 stays within about 10 % of the limit: the board's
 #: power controller holds the average to its limit; 20 % allows a reading's own error).
 IMPOSSIBLE_POWER_FACTOR = 1.2
 IMPOSSIBLE_CLOCK_FACTOR = 1.02
-#: One standard deviation of the log J/TFLOP shift between measurement sessions: see
-#: :mod:`flopwatch.estimate.session` (fitted from the Jetson study's later-session MAEs).
-SESSION_LOG_SD = 0.0368
 
 
 def _table(spec: DeviceSpec) -> DeviceSpec:
@@ -296,7 +302,11 @@ def sound_upper(
     pipe_total: float | None = None
     if use_pipes and w.has_pipes:
         acts = {p: w.pipe(p) for p in PIPES}
-        pipe = sum(np.clip(np.nan_to_num(acts[p], nan=np.inf), 0.0, np.inf) * dev.pipes.get(p) for p in PIPES)
+        pipe = sum(
+            (np.clip(np.nan_to_num(acts[p], nan=np.inf), 0.0, np.inf) + PIPE_RATIO_RESOLUTION)
+            * dev.pipes.get(p)
+            for p in PIPES
+        )
         pipe = np.where(np.isfinite(pipe), pipe * dt * clk, np.inf)  # NaN activity: that window unobserved
         terms.append(pipe)
         pipe_total = float(np.sum(pipe))
@@ -323,6 +333,18 @@ def sound_upper(
     )
     if unobs > 0:
         basis += f"; + {float(obs.unobserved_s):.4g} s unobserved at peak rate"
+    # pipe counters that covered more than the energy sensor (they count every cycle: NVML's blind part of each
+    # 100 ms included) bound the time they covered on their own; only the rest stays at peak rate
+    whole = _covered_by_pipes(dev, obs, assume_clock_mhz) if use_pipes else None
+    if whole is not None and whole < total:
+        total = whole
+        decided = {"pipes (their whole coverage)": 1}
+        basis = (
+            f"pipe activity over the {float(obs.pipe_observed_s or 0.0):.4g} s the counters covered × each pipe's "
+            f"fastest format (tensor: {dev.pipes.tensor / 1e12:.4g} TFLOP/s, format-blind) × clock ratio"
+            + ("; the rest at peak rate" if float(obs.pipe_observed_s or 0.0) < float(obs.duration_s) else "")
+        )
+        pipe_total = whole - unobs
     return SoundUpper(
         flops=total,
         basis=f"sound: {basis} [{dev.key}]",
@@ -335,13 +357,41 @@ def sound_upper(
     )
 
 
+def _covered_by_pipes(dev: DeviceBasis, obs: Observables, assume_clock_mhz: float | None) -> float | None:
+    """Σ_pipe (active s + resolution × covered s) × pipe peak × the run's highest clock ratio + the time the pipe
+    counters did not cover at peak rate; None unless ``pipe_observed_s`` is given with the four pipes."""
+    if not obs.has_pipes or obs.pipe_observed_s is None:
+        return None
+    pa = obs.pipe_active_s or {}
+    t = float(obs.duration_s)
+    cov = min(max(float(obs.pipe_observed_s), 0.0), t)
+    f = obs.max_sm_clock_mhz if obs.max_sm_clock_mhz is not None else assume_clock_mhz
+    clk = f / dev.max_clock_mhz if f is not None and f > 0 and dev.max_clock_mhz else 1.0
+    pipes = sum((pa[p] + PIPE_RATIO_RESOLUTION * cov) * dev.pipes.get(p) for p in PIPES) * clk
+    return pipes + (t - cov) * dev.peak_fastest
+
+
+def floor_peaks(spec: DeviceSpec) -> dict[str, float]:
+    """min(datasheet, override) per format: an override may not make an accusation easier either."""
+    table = _table(spec)
+    keys = set(table.peak_flops) & set(spec.peak_flops)
+    return {k: min(table.peak_flops[k], spec.peak_flops[k]) for k in keys}
+
+
 def slowest_format_ratio(
-    peaks: Mapping[str, float], profile_dtype: str, obs: Observables
+    peaks: Mapping[str, float],
+    profile_dtype: str,
+    obs: Observables,
+    *,
+    low_peaks: Mapping[str, float] | None = None,
 ) -> tuple[float, str]:
-    """peak(least efficient format not ruled out) / peak(the profile's format), ≤ 1, and which format."""
+    """peak(least efficient format not ruled out) / peak(the profile's format) × :data:`FORMAT_MFU_ALLOWANCE`
+    (1 when no format is slower), and which format. ``low_peaks`` (default ``peaks``) gives the candidates'
+    peaks, ``peaks`` the profile format's: with an override in force, the smaller and the larger of the two."""
     ref = peaks.get(profile_dtype)
     if not ref:
         return 1.0, profile_dtype
+    peaks = dict(low_peaks) if low_peaks is not None else dict(peaks)
     cands = dict(peaks)
     if obs.has_pipes:
         pa = obs.pipe_active_s or {}
@@ -349,7 +399,9 @@ def slowest_format_ratio(
         if pa.get("tensor", 0.0) > 0 and scalar <= SCALAR_SHARE_RULES_OUT * pa["tensor"]:
             cands = {k: v for k, v in peaks.items() if k != "fp32"} or cands
     fmt = min(cands, key=lambda k: cands[k])
-    return min(1.0, cands[fmt] / ref), fmt
+    if cands[fmt] >= ref:
+        return 1.0, fmt
+    return cands[fmt] / ref * FORMAT_MFU_ALLOWANCE, fmt
 
 
 def clock_ratio_factor(
@@ -375,6 +427,7 @@ __all__ = [
     "device_basis",
     "dvfs_allowance",
     "eta_max",
+    "floor_peaks",
     "slowest_format_ratio",
     "sound_upper",
     "verdict_peaks",

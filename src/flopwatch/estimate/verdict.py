@@ -47,12 +47,14 @@ from flopwatch.estimate.observe import (
     windows_from_samples,
     windows_from_trace,
 )
-from flopwatch.estimate.regime import Deviation, check_regime, widened
+from flopwatch.estimate.regime import Deviation, check_regime
+from flopwatch.estimate.session import widen
 from flopwatch.estimate.sound import (
     SESSION_LOG_SD,
     SoundUpper,
     clock_ratio_factor,
     device_basis,
+    floor_peaks,
     slowest_format_ratio,
     sound_upper,
     verdict_peaks,
@@ -183,6 +185,21 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
         peak_power_w=_num(raw.get("peak_power_w")),
         unobserved_s=_num(raw.get("unobserved_s")),
         pipe_active_s=pa,
+        pipe_observed_s=_num(raw.get("pipe_observed_s")),
+    )
+
+
+def with_samples(obs: Observables, sampled: SampledRun) -> Observables:
+    """``obs`` tightened by what a trace shows over the run (:func:`~flopwatch.estimate.observe.windows_from_trace`):
+    its windows, unobserved time, clock range, peak power and pipe activity (the run's energy and duration stay)."""
+    return dataclasses.replace(
+        obs,
+        windows=sampled.windows,
+        unobserved_s=sampled.unobserved_s,
+        min_sm_clock_mhz=sampled.min_sm_clock_mhz,
+        max_sm_clock_mhz=sampled.max_sm_clock_mhz,
+        peak_power_w=sampled.peak_power_w,
+        pipe_active_s=sampled.pipe_active_s,
     )
 
 
@@ -241,9 +258,14 @@ def context_warnings(
     ctx = dict(context or {})
     if ctx.get("peak_override"):
         out.append(f"peak override in force when the row was made ({ctx['peak_override']!s}): never 'below'")
-    kind = str(ctx.get("sensor_kind") or "").strip().lower()
-    if kind and (kind in REPLAY_SENSOR_KINDS or kind.startswith(REPLAY_SENSOR_KINDS)):
-        out.append(f"sensor kind {kind!r} is a replay or simulation, not a measurement of the device judged")
+    kinds = ctx.get("sensor_kind") or ()
+    for kind in [kinds] if isinstance(kinds, str) else list(kinds):  # one kind, or the daemon's list of them
+        kind = str(kind).strip().lower()
+        if kind in REPLAY_SENSOR_KINDS or kind.startswith(REPLAY_SENSOR_KINDS):
+            out.append(
+                f"sensor kind {kind!r} is a replay or simulation, not a measurement of the device judged"
+            )
+            break
     rate = _num(ctx.get("sample_rate_hz"))
     if rate is not None and rate < min_rate_hz:
         out.append(f"sampling rate {rate:.3g} Hz is below the {min_rate_hz:g} Hz this verdict needs")
@@ -278,12 +300,6 @@ def profile_envelope(
         dev.fastest_format,
         eta / dev.eta_at_max_clock,
     )
-
-
-def _session_q(confidence: float) -> float:
-    from scipy import stats
-
-    return float(stats.norm.ppf(0.5 + confidence / 2.0)) * SESSION_LOG_SD
 
 
 def assess(
@@ -368,8 +384,10 @@ def assess(
         deviations = check_regime(obs.values(), profile.regime_ranges)
         dtype = profile.dtype if profile.dtype != "all" else "fp32"  # never the run's declared precision
         try:
+            # on the run's own baseline: energy given back for a raised baseline only loosens the sound upper
+            # bound; counted here it would raise the estimate and the accusation's lower bound
             est = profile.estimate(
-                E_pos + idle_excess * t,
+                E_pos,
                 t,
                 tb_moved=obs.tb_moved,
                 mean_util=obs.mean_util,
@@ -388,11 +406,13 @@ def assess(
                 if "outside the calibration range" not in w and "below the calibration gate" not in w
             )
             if math.isfinite(est.flops) and est.flops > 0:
-                lo, hi = _monotone_upper(
-                    profile, est, obs, E_pos, E_pos + idle_excess * t, t, dtype, confidence
-                )
-                q = _session_q(est.confidence)
-                cal_lo, cal_hi = lo * math.exp(-q), hi * math.exp(q)
+                # the calibrated interval as the profile gives it (it never makes a "below", so it need not be
+                # made monotone in what an evader can inflate: the sound bound does not read the DRAM counter),
+                # widened for a later session in quadrature (estimate/session.py)
+                lo, hi = est.lower_flops, est.upper_flops
+                q0 = math.log(hi / est.flops) if hi > est.flops else 0.0
+                dq = float(widen(q0, est.confidence, SESSION_LOG_SD)) - q0
+                cal_lo, cal_hi = lo * math.exp(-dq), hi * math.exp(dq)
     ok = est_flops is not None and math.isfinite(est_flops) and est_flops > 0
     regime = (
         "uncalibrated"
@@ -423,7 +443,7 @@ def assess(
         and dtype is not None
     ):
         peaks = verdict_peaks(spec)
-        fr, fmt = slowest_format_ratio(peaks, dtype, obs)
+        fr, fmt = slowest_format_ratio(peaks, dtype, obs, low_peaks=floor_peaks(spec))
         cal_clk = (profile.regime_ranges.get("sm_clock_mhz") or [None, None])[1]  # type: ignore[union-attr]
         run_clk = obs.max_sm_clock_mhz if obs.max_sm_clock_mhz is not None else None
         cf = clock_ratio_factor(cal_clk, run_clk, spec.max_sm_clock_mhz)
@@ -505,38 +525,6 @@ def _tighten(
     return out
 
 
-def _monotone_upper(
-    profile: Profile,
-    est: Any,
-    obs: Observables,
-    E: float,
-    E_hi: float,
-    t: float,
-    dtype: str,
-    confidence: float | None,
-) -> tuple[float, float]:
-    """Calibrated (lower, upper) with the upper made monotone in the DRAM counter and the idle baseline."""
-    lo, hi = est.lower_flops, est.upper_flops
-    cands = [(E_hi, obs.tb_moved)]
-    rng = profile.regime_ranges.get("bytes_per_j")
-    if obs.tb_moved is not None and rng is not None and E_hi > 0:
-        floor_bpj = widened("bytes_per_j", rng[0], rng[1])[0]
-        tb_lo = min(obs.tb_moved, floor_bpj * E_hi / 1e12)
-        cands.append((E_hi, tb_lo))
-    for e, tb in cands:
-        if e == E and tb == obs.tb_moved:
-            continue
-        try:
-            alt = profile.estimate(
-                e, t, tb_moved=tb, mean_util=obs.mean_util, dtype=dtype, confidence=confidence
-            )
-        except InputError:
-            continue
-        if math.isfinite(alt.upper_flops):
-            hi = max(hi, alt.upper_flops)
-    return lo, hi
-
-
 def assess_record(
     profile: Profile | None,
     record: WorkloadRecord,
@@ -545,21 +533,28 @@ def assess_record(
     threshold_flops: float | None = None,
     confidence: float | None = None,
     extra_warnings: Sequence[str] = (),
+    sampled: SampledRun | None = None,
 ) -> Assessment:
-    """:func:`assess` on a record's observables (the device defaults to the record's device name)."""
+    """:func:`assess` on a record's observables (the device defaults to the record's device name); ``sampled``:
+    the record's segment of a trace (:func:`~flopwatch.estimate.observe.windows_from_trace`), for windowed bounds.
+    The physically impossible telemetry the join found on the record (``telemetry_warnings``) is a violated
+    assumption like ``extra_warnings``."""
+    from flopwatch.records import telemetry_warnings
+
     dev = (
         device if device is not None else (record.raw.get("device_name") or record.raw.get("device") or None)
     )
     if dev is not None and not isinstance(dev, DeviceSpec) and resolve_device(dev) is None:
         dev = None  # an unknown name: fall back to the profile's device
+    obs = observables_from_record(record)
     return assess(
         profile,
-        observables_from_record(record),
+        obs if sampled is None else with_samples(obs, sampled),
         device=dev,
         threshold_flops=threshold_flops,
         confidence=confidence,
         label=record.label,
-        extra_warnings=extra_warnings,
+        extra_warnings=(*extra_warnings, *telemetry_warnings(record)),
     )
 
 
@@ -586,4 +581,5 @@ __all__ = [
     "threshold_verdict",
     "windows_from_samples",
     "windows_from_trace",
+    "with_samples",
 ]

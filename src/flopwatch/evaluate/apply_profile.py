@@ -3,14 +3,18 @@ ground truth is present (what ``flopwatch estimate`` reports)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from flopwatch.errors import InputError, ProfileError
-from flopwatch.evaluate.threshold import verdict
+
+
+def _fin(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
 
 
 @dataclass(frozen=True)
@@ -27,11 +31,13 @@ class EstimateRun:
 
     @property
     def summary(self) -> dict[str, Any]:
-        """MAE, max |error|, mean signed error and interval coverage over the records with ground truth."""
+        """MAE, max |error|, mean signed error, calibrated-interval coverage (``coverage``) and how often the
+        sound verdict bounds hold the truth (``verdict_bounds_hold``) over the records with ground truth."""
         errs = np.array(
             [x["rel_error_pct"] for x in self.rows if x["rel_error_pct"] is not None], dtype=float
         )
         inside = [x["in_interval"] for x in self.rows if x["in_interval"] is not None]
+        held = [x["in_verdict_bounds"] for x in self.rows if x["in_verdict_bounds"] is not None]
         return {
             "n": len(self.rows),
             "n_with_ground_truth": int(errs.size),
@@ -39,6 +45,7 @@ class EstimateRun:
             "max_abs_pct": float(np.max(np.abs(errs))) if errs.size else None,
             "mean_signed_pct": float(np.mean(errs)) if errs.size else None,
             "coverage": float(np.mean(inside)) if inside else None,
+            "verdict_bounds_hold": float(np.mean(held)) if held else None,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,18 +72,23 @@ def estimate_records(
     declared_flops: float | None = None,
     strict: bool = False,
     device: str | None = None,
+    sampled: Mapping[str, Any] | None = None,
 ) -> EstimateRun:
     """Estimate every record with ``profile`` (a :class:`~flopwatch.estimate.profile.Profile`).
 
     Records of another precision than the profile's are skipped and listed unless ``strict`` (then the
     profile's own check raises). Errors name ``records_path`` and the record's label.
 
-    Threshold verdicts use the sound bounds of :func:`flopwatch.estimate.verdict.assess` (regime from
-    observables only; ``device`` names the hardware for the datasheet bounds, default the profile's):
-    each row adds ``regime``, ``verdict_lower_flops``, ``verdict_upper_flops``, ``bound``,
-    ``regime_deviations`` and every violated assumption in ``warnings``; ``lower_flops``/``upper_flops``
-    stay the calibrated interval (the quantity whose coverage is measured). A skipped record still gets
-    the sound verdict: a declared precision is a claim, not an input.
+    Two answers per row, never mixed (issue 21): the **verdict** — ``lower_flops``/``upper_flops`` (contract
+    keys, also ``verdict_lower_flops``/``verdict_upper_flops``), ``bound``/``verdict_basis``, ``threshold_verdict``,
+    ``decisive_at``, ``tighten`` and every violated assumption in ``warnings`` — from
+    :func:`flopwatch.estimate.verdict.assess` (``device`` names the hardware for the datasheet bounds, default the
+    profile's); and the **calibrated estimate** — ``estimate_flops``, ``calibrated_lower_flops``/
+    ``calibrated_upper_flops`` (the interval whose coverage ``in_interval`` and the summary measure, widened for
+    a later session), ``assumptions``. ``declaration_verdict``: "inconsistent" only when the declared count lies
+    outside the sound bounds. A skipped record still gets the sound verdict: a declared precision is a claim.
+    ``sampled``: per record label, its segment of the trace (``estimate.observe.windows_from_trace``): the bounds
+    are then summed over the trace's windows, the gaps bounded at peak rate.
     """
     from flopwatch.estimate.verdict import assess_record
 
@@ -84,55 +96,76 @@ def estimate_records(
     skipped: list[dict[str, Any]] = []
     for r in records:
         if profile.dtype != "all" and r.dtype != profile.dtype and not strict:
-            a = assess_record(profile, r, device=device, threshold_flops=threshold_flops)
+            a = assess_record(
+                profile,
+                r,
+                device=device,
+                threshold_flops=threshold_flops,
+                sampled=(sampled or {}).get(r.label),
+            )
             skipped.append(
                 {
                     "label": r.label,
                     "reason": f"precision {r.dtype} != profile's {profile.dtype}",
                     "regime": a.regime,
-                    "verdict_lower_flops": a.lower_flops,
-                    "verdict_upper_flops": a.upper_flops,
+                    "lower_flops": _fin(a.lower_flops),
+                    "upper_flops": _fin(a.upper_flops),
+                    "verdict_lower_flops": _fin(a.lower_flops),
+                    "verdict_upper_flops": _fin(a.upper_flops),
+                    "verdict_basis": a.verdict_basis,
+                    "warnings": list(a.warnings),
                     **({"threshold_verdict": a.verdict} if threshold_flops is not None else {}),
                 }
             )
             continue
         try:
-            e = profile.estimate_record(r, confidence=confidence)
+            profile.estimate_record(
+                r, confidence=confidence
+            )  # the profile's own checks (precision, features)
+            a = assess_record(
+                profile,
+                r,
+                device=device,
+                threshold_flops=threshold_flops,
+                confidence=confidence,
+                sampled=(sampled or {}).get(r.label),
+            )
         except ProfileError as err:
             raise ProfileError(err.detail, file=records_path, record=r.label, field=err.field) from None
         except InputError as err:
             raise InputError(err.detail, file=records_path, record=r.label, field=err.field) from None
         gt = r.total_flops
+        est, clo, chi = a.estimate_flops, a.calibrated_lower_flops, a.calibrated_upper_flops
         row: dict[str, Any] = {
             "label": r.label,
-            "estimate_flops": e.flops,
-            "lower_flops": e.lower_flops,
-            "upper_flops": e.upper_flops,
+            "estimate_flops": est,
+            "calibrated_lower_flops": clo,
+            "calibrated_upper_flops": chi,
+            "lower_flops": _fin(a.lower_flops),
+            "upper_flops": _fin(a.upper_flops),
+            "verdict_lower_flops": _fin(a.lower_flops),
+            "verdict_upper_flops": _fin(a.upper_flops),
+            "bound": a.verdict_basis,
+            "verdict_basis": a.verdict_basis,
             "ground_truth_flops": gt,
-            "rel_error_pct": None if gt is None else (e.flops / gt - 1.0) * 100.0,
-            "confidence": e.confidence,
-            "in_interval": None if gt is None else bool(e.lower_flops <= gt <= e.upper_flops),
+            "rel_error_pct": None if gt is None or not est else (est / gt - 1.0) * 100.0,
+            "confidence": a.confidence,
+            "in_interval": None if gt is None or clo is None or chi is None else bool(clo <= gt <= chi),
+            "in_verdict_bounds": None if gt is None else bool(a.lower_flops <= gt <= a.upper_flops),
             "simulated": r.simulated,
-            "warnings": list(e.warnings),
+            "regime": a.regime,
+            "regime_deviations": [d.to_dict() for d in a.deviations],
+            "assumptions": a.assumptions,
+            "warnings": list(a.warnings),
+            "notes": list(a.notes),
+            "decisive_at": _fin(a.decisive_at),
+            "tighten": list(a.tighten),
         }
-        try:
-            a = assess_record(
-                profile, r, device=device, threshold_flops=threshold_flops, confidence=confidence
-            )
-        except InputError as err:
-            raise InputError(err.detail, file=records_path, record=r.label, field=err.field) from None
-        row.update(
-            regime=a.regime,
-            verdict_lower_flops=a.lower_flops,
-            verdict_upper_flops=a.upper_flops,
-            bound=a.bound,
-            regime_deviations=[d.to_dict() for d in a.deviations],
-            warnings=list(a.warnings),
-        )
         if threshold_flops is not None:
             row["threshold_verdict"] = a.verdict
         if declared_flops is not None:
-            row["declaration_verdict"] = verdict(e, declared_flops=declared_flops)
+            ok = a.lower_flops <= declared_flops <= a.upper_flops
+            row["declaration_verdict"] = "consistent" if ok else "inconsistent"
         rows.append(row)
     return EstimateRun(
         profile_path=profile_path,

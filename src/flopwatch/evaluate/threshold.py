@@ -8,24 +8,19 @@ prediction interval into a decision at a stated confidence. The decision is deli
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from flopwatch.errors import InputError
 from flopwatch.estimate.intervals import Estimate
 from flopwatch.estimate.verdict import threshold_verdict
+from flopwatch.units import finite
 
 
 def _check(value: float | None, name: str) -> None:
     if value is None:
         return
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    x = finite(value)
+    if x is None or x <= 0:
         raise InputError(f"must be a positive finite FLOP count, got {value!r}", field=name)
 
 

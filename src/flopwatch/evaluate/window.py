@@ -6,8 +6,12 @@ therefore adds up, soundly:
 
 * **lower** = Σ lower bounds of the workloads that lie entirely inside the window;
 * **upper** = Σ upper bounds of the workloads that end inside it + the net energy measured *outside* any
-  workload in the window × the efficiency envelope (best FLOP per joule the hardware can reach,
-  :mod:`flopwatch.estimate.bounds`). A workload without a finite upper bound makes the sum unbounded.
+  workload in the window × η_max (the best FLOP per joule the hardware can reach: physics and the datasheet,
+  :mod:`flopwatch.estimate.sound`). A workload without a finite upper bound makes the sum unbounded.
+
+One :class:`WindowVerdict` type for the command and the monitor's gauge; rows may be typed
+(``monitor.rows.WorkloadRow``) or stored payloads. With ``--profile`` every row is re-assessed from its
+observables in the verifier's context (its profile hash): a row recorded under another profile is flagged.
 
 "above" when lower > T, "below" when upper < T and no row in the window carries a warning, else
 "uncertain" (:func:`combine_window`, a pure function; the monitor's ``flopwatch_window_verdict`` gauge calls it
@@ -22,7 +26,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flopwatch.errors import InputError
 from flopwatch.estimate.verdict import threshold_verdict
@@ -64,18 +68,35 @@ def _num(x: Any) -> float | None:
 
 @dataclass(frozen=True)
 class WindowVerdict:
-    """Combined bounds and verdict of a group of workloads plus unattributed energy."""
+    """THE window verdict of flopwatch (``flopwatch verdict`` groups and the monitor's window gauge): combined
+    bounds of a group of workloads plus the energy outside them, and the decision of
+    :func:`~flopwatch.estimate.verdict.threshold_verdict` against the threshold."""
 
-    key: str
-    n_workloads: int
-    estimate_flops: float | None
+    verdict: str  # above | below | uncertain | n/a
     lower_flops: float
-    upper_flops: float
-    unattributed_net_energy_j: float
-    unattributed_upper_flops: float
-    verdict: str
+    upper_flops: float  # may be inf: unbounded
+    n_workloads: int
+    window_s: float | None
     threshold_flops: float | None
     warnings: tuple[str, ...] = field(default=())
+    unattributed_net_energy_j: float = 0.0
+    estimate_flops: float | None = None
+    key: str = "all"
+    unattributed_upper_flops: float = 0.0
+    #: T / Σ estimates above which "below" becomes possible (None: blocked by a warning, or no estimate)
+    decisive_at: float | None = None
+
+    @property
+    def workloads(self) -> int:  # the monitor's name
+        return self.n_workloads
+
+    @property
+    def reasons(self) -> tuple[str, ...]:  # the monitor's name
+        return self.warnings
+
+    @property
+    def outside_net_energy_j(self) -> float:  # the monitor's name
+        return self.unattributed_net_energy_j
 
     def to_dict(self) -> dict[str, Any]:
         def fin(x: float | None) -> float | None:
@@ -92,20 +113,36 @@ class WindowVerdict:
             "verdict": self.verdict,
             "threshold_flops": self.threshold_flops,
             "warnings": list(self.warnings),
+            "decisive_at": fin(self.decisive_at),
         }
 
 
+class RowBounds(Protocol):
+    """What the window reads of a workload row: a typed row (``monitor.rows.WorkloadRow``) has these attributes;
+    a stored payload (``flopwatch verdict`` reading a ledger) has them as keys."""
+
+    lower_flops: float | None
+    upper_flops: float | None
+    estimate_flops: float | None
+    warnings: Sequence[str]
+
+
+def _field(r: Any, k: str, default: Any = None) -> Any:
+    return r.get(k, default) if isinstance(r, Mapping) else getattr(r, k, default)
+
+
 def combine_window(
-    rows: Iterable[Mapping[str, Any]],
+    rows: Iterable[RowBounds | Mapping[str, Any]],
     *,
     threshold_flops: float | None = None,
     unattributed_net_energy_j: float = 0.0,
     envelope_flops_per_j: float = math.inf,
     key: str = "all",
-    lower_rows: Iterable[Mapping[str, Any]] | None = None,
+    lower_rows: Iterable[RowBounds | Mapping[str, Any]] | None = None,
     blockers: Sequence[str] = (),
+    window_s: float | None = None,
 ) -> WindowVerdict:
-    """Sound combination (module docstring). ``rows``: mappings with ``lower_flops``/``upper_flops``/
+    """Sound combination (module docstring). ``rows``: typed rows or mappings with ``lower_flops``/``upper_flops``/
     ``estimate_flops`` (missing or non-finite: lower 0, upper unbounded). ``lower_rows``: the rows whose
     lower bounds count (default: all of ``rows``; a window passes only those entirely inside it). ``blockers``:
     reasons of the window itself (a clock that went backwards, an unobserved gap) that forbid a "below"."""
@@ -115,21 +152,21 @@ def combine_window(
     est = 0.0
     have_est = False
     for r in rows:
-        u = _num(r.get("upper_flops"))
+        u = _num(_field(r, "upper_flops"))
         if u is None or u < 0:
             upper = math.inf
             warnings.append(
-                f"workload {r.get('workload_id', '?')} has no upper bound: the window is unbounded"
+                f"workload {_field(r, 'workload_id', '?')} has no upper bound: the window is unbounded"
             )
         else:
             upper += u
-        e = _num(r.get("estimate_flops"))
+        e = _num(_field(r, "estimate_flops"))
         if e is not None:
             est += max(0.0, e)
             have_est = True
     lower = 0.0
     for r in rows if lower_rows is None else lower_rows:
-        lo = _num(r.get("lower_flops"))
+        lo = _num(_field(r, "lower_flops"))
         if lo is not None and lo > 0:
             lower += lo
     ua = max(0.0, float(unattributed_net_energy_j))
@@ -144,15 +181,19 @@ def combine_window(
     upper += ua_up
     # a workload row with a violated assumption cannot be the basis of a "below" (one rule everywhere:
     # estimate.verdict.threshold_verdict); the window's own reasons do not block it, they are notes on bounds
-    warned = [r for r in rows if _strings(r.get("warnings"))]
+    warned = [r for r in rows if _strings(_field(r, "warnings"))]
     blockers = tuple(blockers)
     warnings.extend(blockers)
     if warned:
-        blockers += (f"{len(warned)} workload row(s) in the window carry warnings",)
+        why = list(dict.fromkeys(w for r in warned for w in _strings(_field(r, "warnings"))))
+        more = f" (+{len(why) - 3} more)" if len(why) > 3 else ""
+        blockers += (
+            f"{len(warned)} workload row(s) in the window carry warnings: {'; '.join(why[:3])}{more}",
+        )
         warnings.append(blockers[-1])
     # a row whose estimate is missing, non-finite or non-positive is never evidence of "below" (issue 15 item 2),
     # whatever its (possibly forged or legacy) bounds say
-    bad = [r for r in rows if (_num(r.get("estimate_flops")) or 0.0) <= 0]
+    bad = [r for r in rows if (_num(_field(r, "estimate_flops")) or 0.0) <= 0]
     if bad:
         blockers += (f"{len(bad)} workload row(s) without a positive finite estimate",)
         warnings.append(blockers[-1])
@@ -163,6 +204,7 @@ def combine_window(
     v = threshold_verdict(point, lower, upper, threshold_flops, blockers)
     return WindowVerdict(
         key=key,
+        window_s=window_s,
         n_workloads=len(rows),
         estimate_flops=est if have_est else None,
         lower_flops=lower,
@@ -172,6 +214,7 @@ def combine_window(
         verdict=v,
         threshold_flops=threshold_flops,
         warnings=tuple(warnings),
+        decisive_at=upper / est if have_est and est > 0 and math.isfinite(upper) and not blockers else None,
     )
 
 
@@ -182,7 +225,7 @@ def _get(d: Mapping[str, Any], k: str) -> Any:
 
 def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = None) -> dict[str, Any]:
     """A ledger row's sound bounds recomputed from its observables with ``profile``."""
-    from flopwatch.estimate.regime import Observables
+    from flopwatch.estimate.observe import CONTEXT_KEYS, Observables
     from flopwatch.estimate.verdict import assess
 
     e, t = _num(row.get("net_energy_j")), _num(row.get("duration_s"))
@@ -198,7 +241,16 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
         idle_power_w=_num(row.get("idle_power_w")),
         coverage=_num(row.get("coverage")),
     )
-    a = assess(profile, obs, device=device or row.get("device_name") or row.get("device"))
+    # the row is judged in the verifier's context: a row made under another profile (or none recorded), a
+    # replay/simulated sensor, a peak override or too slow a rate is flagged and never "below" (issue 21 item 6)
+    ctx = {k: row.get(k) for k in CONTEXT_KEYS if k in row}
+    a = assess(
+        profile,
+        obs,
+        device=device or row.get("device_name") or row.get("device"),
+        context=ctx,
+        verifier_context={"profile_sha256": profile.sha256()},
+    )
     return {
         **row,
         "estimate_flops": a.estimate_flops,
@@ -355,7 +407,7 @@ def ledger_window_verdicts(
         spec = resolve_device(device, names.get(d), d)
         if spec is None and device is None and profile is not None and profile.device_key:
             spec = resolve_device(profile.device_key)  # the device the profile was calibrated on
-        env[d] = profile_envelope(profile, spec, None).flops_per_j if profile is not None else math.inf
+        env[d] = profile_envelope(None, spec, None).flops_per_j  # physics (η_max), never a profile
 
     def group(
         rs: list[dict[str, Any]], key: str, ins: list[dict[str, Any]], devs: Iterable[str]
@@ -371,6 +423,7 @@ def ledger_window_verdicts(
             key=key,
             lower_rows=ins,
             blockers=tuple(blockers),
+            window_s=window_s,
         )
 
     groups: list[WindowVerdict] = []

@@ -1,7 +1,7 @@
 """Per-device accounting: running totals, workload detection and the measurement of each workload.
 
 A :class:`DeviceAccount` is driven by readings and gaps of one device and talks to the rest of the daemon only
-through :class:`AccountPorts` (assess, emit a row, request a checkpoint, metrics): it holds no reference to
+through :class:`AccountPorts` (assess, emit a row, request a checkpoint): it holds no reference to
 the daemon. Each reading is
 
 * checked for physical plausibility (:func:`flopwatch.telemetry.plausibility.check_reading`): an impossible
@@ -30,16 +30,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from flopwatch.estimate.bounds import IDLE_DRIFT_MIN_W, MIN_COVERAGE, idle_drift_w
+from flopwatch.monitor.exporter import DeviceSample
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
 from flopwatch.sensor_timing import ENERGY_COUNTER_MAX_UPDATE_S
-from flopwatch.telemetry.plausibility import check_power_rate, check_reading
+from flopwatch.telemetry.consistency import ConsistencyCheck
+from flopwatch.telemetry.plausibility import check_counter_step, check_reading
 from flopwatch.telemetry.schema import Gap, Reading
 from flopwatch.text import literal
 from flopwatch.units import counter_delta
 
 if TYPE_CHECKING:
     from flopwatch.devices import DeviceSpec
-    from flopwatch.monitor.exporter import MonitorMetrics
 
 log = logging.getLogger("flopwatch.monitor")
 
@@ -48,13 +50,9 @@ DEFAULT_BUSY_MARGIN_FRACTION = 0.10
 #: Settled idle time averaged into one idle-power observation: long enough to average 2 Hz sensor noise and
 #: NVML's ~1 s power averaging window, short enough to see the idle floor between jobs.
 IDLE_WINDOW_S = 10.0
-#: How far the configured idle baseline may sit above the lowest settled idle power before rows are flagged:
-#: the idle baseline of one Orin Nano moved by up to 80 mW of ~0.64 W (12.5 %) across sessions (issue 15,
-#: three sessions of identical configurations), so 15 % (at least 0.05 W) is drift, not manipulation.
-IDLE_DRIFT_FRACTION = 0.15
-IDLE_DRIFT_MIN_W = 0.05
-#: Coverage below which a workload row warns (energy partly interpolated across gaps).
-MIN_ROW_COVERAGE = 0.99
+# How far the configured idle baseline may sit above the lowest settled idle power before rows are flagged, and
+# the coverage below which a row warns, are the project's one rule each (estimate/bounds.py: idle_drift_w,
+# MIN_COVERAGE): the same run is judged alike live and offline.
 
 
 @dataclass
@@ -146,6 +144,7 @@ class OpenWorkload:
     polls: int = 0
     first_implausible: str | None = None
     running: WorkloadRow | None = None
+    consistency: ConsistencyCheck | None = None  # cross-channel checks over the workload's readings
 
 
 @dataclass(frozen=True)
@@ -185,7 +184,6 @@ class AccountPorts:
     assess: Callable[[Measurement], Assessment]
     emit_row: Callable[[WorkloadRow], None]  # sign the row into the ledger (and keep it for the summary)
     checkpoint: Callable[[str], None]  # request a checkpoint row, with a reason
-    metrics: MonitorMetrics
 
 
 @dataclass
@@ -230,6 +228,9 @@ class DeviceAccount:
         )
         self.last: Reading | None = None
         self.last_good_t: float | None = None
+        self._ctr_base_t: float | None = None  # reading time just before the energy counter last changed
+        # Power without utilisation hides outside workloads: checked over the whole session.
+        self._consistency = ConsistencyCheck(self.idle_power_w)
         self.next_poll: float | None = None
         self.open: OpenWorkload | None = None
         # Session-local cumulative values (independent of restored totals) for interpolation.
@@ -240,10 +241,9 @@ class DeviceAccount:
         self.session_implausible = 0
         self._idle = _IdleWindow()
         self.reported_outside_j = self.settled_outside_j()
-
-    @property
-    def metrics(self) -> MonitorMetrics:
-        return self.ports.metrics
+        self.status_counts: dict[
+            str, int
+        ] = {}  # rows closed this session, by status (the exporter's counter)
 
     # ------------------------------------------------------------------ readings
     def on_reading(self, r: Reading) -> None:
@@ -253,23 +253,13 @@ class DeviceAccount:
             return
         tot = self.totals
         prev = self.last
+        if prev is None or r.t_s > prev.t_s:
+            self._consistency.feed(r.t_s, r.power_w, r.util, r.energy_j)
+            if self.open is not None and self.open.consistency is not None:
+                self.open.consistency.feed(r.t_s, r.power_w, r.util, r.energy_j)
         if prev is not None and r.t_s > prev.t_s:
             dt = r.t_s - prev.t_s
-            de: float | None = None
-            if r.energy_j is not None and prev.energy_j is not None:
-                de = counter_delta(prev.energy_j, r.energy_j)
-                # a counter that updates every 100 ms can show a whole update between two jittered reads
-                # closer than that (sensor_timing): judge the step over at least one update period
-                if de is not None and check_power_rate(
-                    de / max(dt, ENERGY_COUNTER_MAX_UPDATE_S), self.ctx.spec
-                ):
-                    # The counter jumped by more than the device can draw: a counter glitch, not energy.
-                    self._fault(
-                        r.t_s,
-                        f"implausible energy counter step: {de:.6g} J in {dt:.3g} s",
-                        implausible=True,
-                    )
-                    de = None
+            de = self._counter_energy(prev, r)
             if de is None:
                 p0 = prev.power_w if prev.power_w is not None else r.power_w
                 p1 = r.power_w if r.power_w is not None else p0
@@ -333,9 +323,6 @@ class DeviceAccount:
                 c.plim_s + (plim * dt if plim is not None else 0.0),
                 c.plim_dt + (dt if plim is not None else 0.0),
             )
-            self.metrics.inc(self.metrics.energy, de, device=self.device)
-            if busy:
-                self.metrics.inc(self.metrics.net_energy, dnet, device=self.device)
         else:
             c = self._cum
             self._cum = _Point(
@@ -359,10 +346,6 @@ class DeviceAccount:
         tot.t_s, tot.wall = r.t_s, r.wall_time
         self.last = r
         self.last_good_t = r.t_s
-        if r.power_w is not None:
-            self.metrics.power.labels(device=self.device).set(r.power_w)
-        if r.util is not None:
-            self.metrics.util.labels(device=self.device).set(r.util)
 
         if log.isEnabledFor(logging.DEBUG):  # -vv: what the daemon knows after each reading
             log.debug(
@@ -381,6 +364,38 @@ class DeviceAccount:
             self.next_poll += self.s.poll_s * max(
                 1, math.floor((r.t_s - self.next_poll) / self.s.poll_s + 1e-9) + 1
             )
+
+    def _counter_energy(self, prev: Reading, r: Reading) -> float | None:
+        """The energy counter's increment from ``prev`` to ``r``, or None: integrate power over the interval.
+
+        A counter may update more slowly than the sampler reads it (the A100's every ~100 ms): read at 100 Hz it
+        shows nine zero steps and one ~30 J step. It is integrated as a counter: the zeros are no energy yet,
+        not missing energy, and a step is judged against the device's power ceiling over the counter's own
+        update period — from the reading before its previous change (the earliest its energy can have started
+        accruing) to now — not over the sampler's interval. Until the counter is seen to change in this
+        session (and again after a reset) that period is unknown, so power is integrated instead.
+        """
+        if r.energy_j is None or prev.energy_j is None:
+            self._ctr_base_t = None
+            return None
+        de = counter_delta(prev.energy_j, r.energy_j)
+        if de is None:  # a reset (driver reload): the counter is live again after its next change
+            self._ctr_base_t = None
+            return None
+        if de == 0.0:
+            return 0.0 if self._ctr_base_t is not None else None
+        base, self._ctr_base_t = self._ctr_base_t, prev.t_s
+        if base is None:  # the first change seen: the span it accrued over is unknown
+            return None
+        # and never shorter than the slowest known counter update (sensor_timing), for jittered reads
+        span = max(r.t_s - base, ENERGY_COUNTER_MAX_UPDATE_S)
+        if check_counter_step(de, span, self.ctx.spec):
+            # The counter jumped by more than the device can draw over the counter's own period: a glitch.
+            self._fault(
+                r.t_s, f"implausible energy counter step: {de:.6g} J in {span:.3g} s", implausible=True
+            )
+            return None
+        return de
 
     def _dram_rate(self, r: Reading) -> float | None:
         """DRAM bytes/s of a reading: the sensor's own, else NVML GPM's DRAM bandwidth utilisation (0–1,
@@ -410,7 +425,6 @@ class DeviceAccount:
         tot = self.totals
         if tot.min_idle_power_w is None or p < tot.min_idle_power_w:
             tot.min_idle_power_w = p
-            self.metrics.min_idle_power.labels(device=self.device).set(p)
         if w.net_energy_j < 0 and self.idle_power_w - p > self._idle_tolerance_w():
             if tot.negative_net_energy_j == 0.0:
                 log.warning(
@@ -424,7 +438,8 @@ class DeviceAccount:
         self._idle = _IdleWindow()
 
     def _idle_tolerance_w(self) -> float:
-        return max(IDLE_DRIFT_MIN_W, IDLE_DRIFT_FRACTION * self.idle_power_w)
+        d = idle_drift_w(self.idle_power_w, self.ctx.spec)
+        return d if d is not None else IDLE_DRIFT_MIN_W
 
     def on_gap(self, g: Gap) -> None:
         if g.error.startswith("overrun"):
@@ -444,7 +459,6 @@ class DeviceAccount:
             self.totals.implausible_readings += 1
             if self.open is not None and self.open.first_implausible is None:
                 self.open.first_implausible = error
-        self.metrics.sensor_errors.labels(device=self.device).inc()
         if self.session_errors in (1, 10, 100) or self.session_errors % 1000 == 0:
             log.warning(
                 "%s: sensor error #%d at t=%.1f: %s", self.label, self.session_errors, t_s, literal(error)
@@ -456,7 +470,7 @@ class DeviceAccount:
         ):
             # The sensor has been failing too long to know when the workload ended: close it at the last
             # good reading, flagged, and start detection afresh when readings return.
-            self.close(self.last_good_t, status="sensor_fault")
+            self.close(self.last_good_t, status="sensor_fault", cut="the sensor failed")
             self.detector = self._new_detector()
 
     # ------------------------------------------------------------------ detection
@@ -471,7 +485,6 @@ class DeviceAccount:
             row = self._row(self.open, self._cum, status="open")
             self.open.running = row
             est = row.estimate_flops
-            self.metrics.workload_flops.labels(device=self.device).set(est if est is not None else 0.0)
             log.debug(
                 "%s: t=%.1f workload running %.1f s net %.1f J estimate %s",
                 self.label,
@@ -492,9 +505,7 @@ class DeviceAccount:
         # Only called while idle with no busy streak pending: outer-edge detection starts a workload at the last
         # idle poll at the earliest, so busy energy before this poll can no longer be claimed by a workload.
         f = self.settled_outside_j()
-        if f > self.reported_outside_j:
-            self.metrics.inc(self.metrics.outside_energy, f - self.reported_outside_j, device=self.device)
-            self.reported_outside_j = f
+        self.reported_outside_j = max(self.reported_outside_j, f)
 
     def _at(self, t: float) -> _Point:
         """Cumulative values at sensor time ``t`` (linear interpolation between readings)."""
@@ -535,12 +546,12 @@ class DeviceAccount:
             start_t_s=t_s,
             start_wall=base.wall,
             base=base,
+            consistency=ConsistencyCheck(self.idle_power_w),
         )
-        self.metrics.active.labels(device=self.device).set(1)
         log.info("%s: workload started at t=%.1f", self.label, t_s)
         self.ports.checkpoint("workload start")
 
-    def _measure(self, w: OpenWorkload, end: _Point) -> Measurement:
+    def _measure(self, w: OpenWorkload, end: _Point, cut: str | None = None) -> Measurement:
         b = w.base
         dur = max(0.0, end.t - b.t)
         net = end.net_energy_j - b.net_energy_j
@@ -552,7 +563,11 @@ class DeviceAccount:
         clock_dt, plim_dt = end.clock_dt - b.clock_dt, end.plim_dt - b.plim_dt
         mean_clock = (end.clock_s - b.clock_s) / clock_dt if clock_dt > 0 else None
         mean_plim = (end.plim_s - b.plim_s) / plim_dt if plim_dt > 0 else None
-        warnings: list[str] = []
+        warnings: list[str] = [cut_warning(cut)] if cut is not None else []
+        # physically impossible telemetry: in the workload, or power without utilisation on the device
+        if w.consistency is not None:
+            warnings.extend(w.consistency.problems())
+        warnings.extend(x for x in self._consistency.problems() if x.startswith("power without utilisation"))
         if implausible:
             warnings.append(
                 f"{implausible} physically implausible sensor reading(s) excluded from the energy "
@@ -560,7 +575,7 @@ class DeviceAccount:
             )
         if errors - implausible > 0:
             warnings.append(f"{errors - implausible} sensor read error(s) during the workload")
-        if coverage is not None and coverage < MIN_ROW_COVERAGE:
+        if coverage is not None and coverage < MIN_COVERAGE:
             warnings.append(f"telemetry covers {100 * coverage:.1f} % of the workload")
         if net < 0:
             warnings.append(
@@ -596,8 +611,8 @@ class DeviceAccount:
             spec_key=self.ctx.spec.key if self.ctx.spec is not None else None,
         )
 
-    def _row(self, w: OpenWorkload, end: _Point, *, status: str) -> WorkloadRow:
-        meas = self._measure(w, end)
+    def _row(self, w: OpenWorkload, end: _Point, *, status: str, cut: str | None = None) -> WorkloadRow:
+        meas = self._measure(w, end, cut)
         return WorkloadRow.build(
             workload_id=w.workload_id,
             session_id=self.s.session_id,
@@ -610,19 +625,22 @@ class DeviceAccount:
             simulated=self.ctx.simulated,
         )
 
-    def close(self, t_s: float, *, status: str) -> WorkloadRow | None:
-        """End the open workload at sensor time ``t_s`` with ``status``; emits and returns its row."""
+    def close(self, t_s: float, *, status: str, cut: str | None = None) -> WorkloadRow | None:
+        """End the open workload at sensor time ``t_s`` with ``status``; emits and returns its row.
+
+        ``cut``: why the row ends while the workload may still be running (the daemon stopping by signal or
+        ``--duration``, the sensor failing): the row then carries :func:`cut_warning`, so its verdict is at
+        most "uncertain" — its FLOPs go on beyond the row.
+        """
         w = self.open
         if w is None:
             return None
-        row = self._row(w, self._at(min(t_s, self._cum.t)), status=status)
+        row = self._row(w, self._at(min(t_s, self._cum.t)), status=status, cut=cut)
         self.open = None
         self.totals.workload_net_energy_j += row.net_energy_j or 0.0
         self.totals.workload_s += row.duration_s or 0.0
         self.totals.workloads += 1
-        self.metrics.active.labels(device=self.device).set(0)
-        self.metrics.workload_flops.labels(device=self.device).set(0)
-        self.metrics.workloads.labels(device=self.device, status=status).inc()
+        self.status_counts[status] = self.status_counts.get(status, 0) + 1
         self.ports.emit_row(row)
         log.info(
             "%s: workload %s: %.1f s, net %.1f J, estimate %s FLOPs [%s, %s], verdict %s, coverage %s",
@@ -666,9 +684,26 @@ class DeviceAccount:
         if f is None or not math.isfinite(f):
             return
         # A counter never decreases: the total holds while the busy-time estimate dips (e.g. overhead-only time).
-        if f > t.estimated_flops:
-            self.metrics.inc(self.metrics.flops, f - t.estimated_flops, device=self.device)
-            t.estimated_flops = f
+        t.estimated_flops = max(t.estimated_flops, f)
+
+    def metric_sample(self) -> DeviceSample:
+        """The device's values for the exporter, read at scrape (the caller holds the daemon's lock)."""
+        t, last, w = self.totals, self.last, self.open
+        est = w.running.estimate_flops if w is not None and w.running is not None else None
+        return DeviceSample(
+            device=self.device,
+            energy_j=t.energy_j,
+            net_energy_j=t.busy_net_energy_j,
+            outside_net_energy_j=self.reported_outside_j,
+            estimated_flops=t.estimated_flops,
+            sensor_errors=t.sensor_errors,
+            power_w=last.power_w if last is not None else None,
+            util=last.util if last is not None else None,
+            min_idle_power_w=t.min_idle_power_w,
+            active=w is not None,
+            workload_flops=est if est is not None and math.isfinite(est) else 0.0,
+            workloads=dict(self.status_counts),
+        )
 
     def snapshot(self) -> dict[str, Any]:
         """Totals and the open workload's running row (status "open"), for a checkpoint."""
@@ -678,6 +713,15 @@ class DeviceAccount:
         else:
             d["open_workload"] = None
         return d
+
+
+#: The named warning of a row cut before its workload ended (see :meth:`DeviceAccount.close`).
+CUT_WARNING_PREFIX = "workload cut before it ended"
+
+
+def cut_warning(why: str) -> str:
+    """The warning of a row cut before its workload ended: it blocks "below" (threshold_verdict)."""
+    return f"{CUT_WARNING_PREFIX} ({why}): its FLOPs go on beyond this row, which is only a lower bound"
 
 
 def _mean(a: float | None, b: float | None) -> float | None:
@@ -701,10 +745,12 @@ def _g(x: float | None) -> str:
 
 
 __all__ = [
+    "CUT_WARNING_PREFIX",
     "AccountPorts",
     "AccountSettings",
     "DeviceAccount",
     "DeviceContext",
     "OpenWorkload",
     "Totals",
+    "cut_warning",
 ]

@@ -65,6 +65,7 @@ def observables(meas: Measurement) -> Observables:
         unobserved_s=_num(getattr(meas, "unobserved_s", None)),
         pipe_active_s=getattr(meas, "pipe_active_s", None),
         windows=getattr(meas, "windows", None),
+        pipe_observed_s=_num(getattr(meas, "pipe_observed_s", None)),
     )
 
 

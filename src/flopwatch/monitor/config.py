@@ -96,6 +96,9 @@ class MonitorConfig:
             raise bad("sensors", "at least one sensor spec is required (e.g. --sensor nvml)")
         for name, hi in self._LIMITS.items():
             number(name, lo=0.0, hi=hi)
+        # a poll shorter than one sample at the 1 kHz rate cap sees no new reading (and 1e-300 overflows the
+        # poll grid's arithmetic): the same floor as `detect --poll`
+        number("poll_s", lo=1e-3, hi=self._LIMITS["poll_s"], lo_open=False)
         number("util_threshold", lo=0.0, hi=0.999999, lo_open=False)
         number("idle_power_w", lo=0.0, hi=1e5, lo_open=False)
         number("busy_power_margin_w", lo=0.0, hi=1e5, lo_open=False)

@@ -45,7 +45,7 @@ from flopwatch.monitor.accounting import (
 )
 from flopwatch.monitor.assess import AssessFn, ProfileAssessor
 from flopwatch.monitor.config import MonitorConfig
-from flopwatch.monitor.exporter import MonitorMetrics
+from flopwatch.monitor.exporter import DeviceSample, MonitorMetrics
 from flopwatch.monitor.ledger import Ledger
 from flopwatch.monitor.recovery import recover
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
@@ -144,13 +144,20 @@ class Monitor:
         self._restored: dict[str, Totals] = {}
         self._lock = threading.RLock()
         self.metrics_port: int | None = None
+        self._recovered_rows: dict[str, int] = {}  # interrupted rows written by crash recovery, per device
+        self.metrics.collect_accounts(self._metric_samples)
         self.fatal: BaseException | None = None
 
     # ------------------------------------------------------------------ ports of the accounts
     def assess(self, meas: Measurement) -> Assessment:
         """The assess stage in use (the injected one, else the profile's)."""
         assert self._assess is not None
-        return self._assess(meas)
+        a = self._assess(meas)
+        chk = self.sampling_checks.get(meas.device)
+        if chk is not None and chk.timing is not None and not chk.adequate and hasattr(a, "with_warnings"):
+            # too slow a rate for this sensor (flopwatch.sensor_timing): the row is never "below"
+            a = a.with_warnings(chk.warnings)
+        return a
 
     def _emit_row(self, row: WorkloadRow) -> None:
         assert self.ledger is not None
@@ -173,6 +180,30 @@ class Monitor:
         out = {d: t.outside_net_energy_j() for d, t in self._restored.items() if d not in self.accounts}
         out.update({d: a.totals.outside_net_energy_j() for d, a in self.accounts.items()})
         return out
+
+    def _metric_samples(self) -> list[DeviceSample]:
+        """Every device's exporter values, read under the daemon's lock at scrape time (a device restored from
+        the ledger without a sensor this session keeps exporting its totals)."""
+        with self._lock:
+            out = [a.metric_sample() for a in self.accounts.values()]
+            out += [
+                DeviceSample(
+                    device=d,
+                    energy_j=t.energy_j,
+                    net_energy_j=t.busy_net_energy_j,
+                    outside_net_energy_j=max(0.0, t.busy_net_energy_j - t.workload_net_energy_j),
+                    estimated_flops=t.estimated_flops,
+                    sensor_errors=t.sensor_errors,
+                    min_idle_power_w=t.min_idle_power_w,
+                )
+                for d, t in self._restored.items()
+                if d not in self.accounts
+            ]
+            for s in out:
+                n = self._recovered_rows.get(s.device)
+                if n:
+                    s.workloads["interrupted"] = s.workloads.get("interrupted", 0) + n
+            return out
 
     def _now_wall(self) -> float:
         walls = [a.totals.wall for a in self.accounts.values() if a.totals.wall is not None]
@@ -220,7 +251,8 @@ class Monitor:
             "sensor_kind": sorted({str(i["kind"]) for i in self.sensor_info.values()}),
             "sensor_spec": list(cfg.sensors),
             "sample_rate_hz": cfg.sample_hz,
-            "jitter_seed": getattr(cfg, "jitter_seed", None),
+            # the seeds in force (one sampler: its seed; several: per device); every instant can be regenerated
+            "jitter_seed": _seed_in_force(self.jitter_seeds, getattr(cfg, "jitter_seed", None)),
             "flopwatch_version": __version__,
         }
 
@@ -287,7 +319,7 @@ class Monitor:
         out: list[Sensor] = []
         for spec in cfg.sensors:
             opts: dict[str, Any] = {}
-            if spec.startswith("replay:"):
+            if spec.startswith(("replay:", "prometheus:")):  # prometheus: with start=/end= plays history back
                 opts["speed"] = cfg.speed
             if spec.startswith("sim:"):
                 opts["seed"] = cfg.seed
@@ -402,17 +434,8 @@ class Monitor:
         if info.name:
             self._names[dev] = str(info.name)
         t0 = self._restored.get(dev)
-        acc = self.accounts[dev] = DeviceAccount(ctx, settings, ports, t0)
-        self.metrics.add_device(dev)
-        if t0 is not None:  # counters continue from the checkpointed totals
-            m = self.metrics
-            m.inc(m.energy, t0.energy_j, device=dev)
-            m.inc(m.net_energy, t0.busy_net_energy_j, device=dev)
-            m.inc(m.flops, t0.estimated_flops, device=dev)
-            m.inc(m.sensor_errors, t0.sensor_errors, device=dev)
-            m.inc(m.outside_energy, acc.reported_outside_j, device=dev)
-            if t0.min_idle_power_w is not None:
-                m.min_idle_power.labels(device=dev).set(t0.min_idle_power_w)
+        # the exporter reads the account's totals at scrape: counters continue from the checkpointed totals
+        self.accounts[dev] = DeviceAccount(ctx, settings, ports, t0)
 
     def run(self, *, install_signals: bool = True) -> MonitorResult:
         cfg = self.config
@@ -436,7 +459,8 @@ class Monitor:
             rec = recover(led, session_id=self.session_id)
             self._restored = rec.totals
             for row in rec.rows:
-                self.metrics.workloads.labels(device=row.device, status="interrupted").inc()
+                n = self._recovered_rows.get(row.device, 0)
+                self._recovered_rows[row.device] = n + 1
             self._restore_window(led)
             if install_signals and threading.current_thread() is threading.main_thread():
                 for sig in (signal.SIGTERM, signal.SIGINT):
@@ -469,7 +493,6 @@ class Monitor:
                 assess=self.assess,
                 emit_row=self._emit_row,
                 checkpoint=lambda reason: self.checkpoint(reason),
-                metrics=self.metrics,
             )
             for s in sensors:
                 self._add_device(s, settings, ports)
@@ -531,7 +554,7 @@ class Monitor:
             with self._lock:
                 for acc in self.accounts.values():
                     if acc.open is not None and acc.last is not None:
-                        acc.close(acc.last.t_s, status="interrupted")
+                        acc.close(acc.last.t_s, status="interrupted", cut=f"the daemon stopped: {end_reason}")
                 self.checkpoint(reason=f"stop: {end_reason}")
                 led.append("stop", {"session_id": self.session_id, "wall": time.time(), "reason": end_reason})
                 led.sign_head()
@@ -566,7 +589,14 @@ def _sampling_checks(sensors: list[Sensor], rate_hz: float) -> dict[str, Any]:
         info = s.info()
         chk = check_sampling(info.spec_key or info.name or info.device_id, sensor_kind_of(info.kind), rate_hz)
         out[info.device_id] = chk
-        if not chk.adequate:
+        if not chk.adequate and chk.timing is not None:  # a sensor the table knows, read too slowly
             for w in chk.warnings:
                 log.warning("%s: %s", info.device_id, w)
     return out
+
+
+def _seed_in_force(seeds: dict[str, int | None], configured: int | None) -> Any:
+    vals = set(seeds.values())
+    if not seeds:
+        return configured
+    return next(iter(vals)) if len(vals) == 1 else dict(sorted(seeds.items()))

@@ -26,8 +26,10 @@ signed tree head as JSON ``{"size", "root", "time", "signature", "key_id"}`` —
 ``GET /consistency?first=N&second=M`` — ``{"first", "second", "proof": [hex, …]}``, the RFC 9162 consistency
 proof between two sizes of the history tree.
 
-Counters restored from the ledger after a restart continue from the checkpointed totals, so
-``increase()`` over a restart stays correct. Only totals are exposed, never traces (privacy).
+The per-device series are collected at scrape (:class:`AccountsCollector`, a client_python custom collector like
+its ProcessCollector): each scrape reads every account's running totals under the daemon's lock; the accounting
+pushes nothing. The totals are restored from the ledger's last checkpoint after a restart, so the counters
+continue and ``increase()`` over a restart stays correct. Only totals are exposed, never traces (privacy).
 """
 
 from __future__ import annotations
@@ -38,11 +40,14 @@ import socket
 import socketserver
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Info, make_wsgi_app
+from prometheus_client import CollectorRegistry, Enum, Gauge, Info, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from flopwatch import __version__
 from flopwatch.errors import ConfigError
@@ -51,58 +56,112 @@ if TYPE_CHECKING:
     from flopwatch.monitor.window import WindowVerdict
 
 
+@dataclass(frozen=True)
+class DeviceSample:
+    """One device's values at a scrape, read from its account (totals since the ledger began, so the counters
+    continue across restarts because the totals do)."""
+
+    device: str
+    energy_j: float
+    net_energy_j: float
+    outside_net_energy_j: float
+    estimated_flops: float
+    sensor_errors: float
+    power_w: float | None = None
+    util: float | None = None
+    min_idle_power_w: float | None = None
+    active: bool = False
+    workload_flops: float = 0.0
+    workloads: Mapping[str, int] = field(default_factory=dict)  # rows recorded this session, by status
+
+
+#: (name, help) of the per-device counters, each exported with ``_total``.
+_COUNTERS = (
+    ("energy_joules", "energy_j", "Energy measured since the ledger began."),
+    (
+        "net_energy_joules",
+        "net_energy_j",
+        "Energy above the idle baseline during busy time since the ledger began.",
+    ),
+    (
+        "outside_workload_net_energy_joules",
+        "outside_net_energy_j",
+        "Net energy of busy time outside detected workloads (short bursts below the detection hysteresis).",
+    ),
+    ("estimated_flops", "estimated_flops", "Estimated FLOPs since the ledger began."),
+    ("sensor_errors", "sensor_errors", "Failed sensor reads."),
+)
+
+
+class AccountsCollector(Collector):
+    """The per-device series, computed at scrape from ``sample()`` (:class:`DeviceSample` per device).
+
+    A counter never goes down: each is exported as the highest value seen (the busy net energy dips when a
+    busy interval draws below the idle baseline; the outside energy only grows while settled idle).
+    """
+
+    def __init__(self, sample: Callable[[], list[DeviceSample]]) -> None:
+        self._sample = sample
+        self._high: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
+
+    def describe(self) -> Iterable[Any]:
+        return self._families([])  # names only: registering never calls sample()
+
+    def collect(self) -> Iterable[Any]:
+        return self._families(self._sample())
+
+    def _families(self, samples: list[DeviceSample]) -> list[Any]:
+        out: list[Any] = []
+        with self._lock:
+            for name, attr, help_ in _COUNTERS:
+                f = CounterMetricFamily(f"flopwatch_{name}", help_, labels=["device"])
+                for s in samples:
+                    key = (name, s.device)
+                    v = max(self._high.get(key, 0.0), float(getattr(s, attr)))
+                    self._high[key] = v
+                    f.add_metric([s.device], v)
+                out.append(f)
+        gauges = (
+            ("power_watts", "Latest power reading.", lambda s: s.power_w),
+            ("utilization_ratio", "Latest utilisation (0-1).", lambda s: s.util),
+            (
+                "workload_estimated_flops",
+                "Running estimate of the open workload.",
+                lambda s: s.workload_flops,
+            ),
+            ("workload_active", "1 while a workload is open.", lambda s: 1.0 if s.active else 0.0),
+            (
+                "idle_power_min_watts",
+                "Lowest mean power over a settled idle window (an idle baseline above it hides energy).",
+                lambda s: s.min_idle_power_w,
+            ),
+        )
+        for name, help_, get in gauges:
+            g = GaugeMetricFamily(f"flopwatch_{name}", help_, labels=["device"])
+            for s in samples:
+                v = get(s)
+                if v is not None:
+                    g.add_metric([s.device], float(v))
+            out.append(g)
+        w = CounterMetricFamily(
+            "flopwatch_workloads", "Workloads recorded in the ledger, by status.", labels=["device", "status"]
+        )
+        for s in samples:
+            for status, n in sorted(s.workloads.items()):
+                w.add_metric([s.device, status], float(n))
+        out.append(w)
+        return out
+
+
 class MonitorMetrics:
     """The daemon's metrics in their own :class:`CollectorRegistry`; serve with :meth:`start`."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.energy = Counter(
-            "flopwatch_energy_joules", "Energy measured since the ledger began.", ["device"], registry=r
-        )
-        self.net_energy = Counter(
-            "flopwatch_net_energy_joules",
-            "Energy above the idle baseline during busy time since the ledger began.",
-            ["device"],
-            registry=r,
-        )
-        self.outside_energy = Counter(
-            "flopwatch_outside_workload_net_energy_joules",
-            "Net energy of busy time outside detected workloads (short bursts below the detection hysteresis).",
-            ["device"],
-            registry=r,
-        )
-        self.power = Gauge("flopwatch_power_watts", "Latest power reading.", ["device"], registry=r)
-        self.util = Gauge("flopwatch_utilization_ratio", "Latest utilisation (0-1).", ["device"], registry=r)
-        self.flops = Counter(
-            "flopwatch_estimated_flops", "Estimated FLOPs since the ledger began.", ["device"], registry=r
-        )
-        self.workload_flops = Gauge(
-            "flopwatch_workload_estimated_flops",
-            "Running estimate of the open workload.",
-            ["device"],
-            registry=r,
-        )
-        self.workloads = Counter(
-            "flopwatch_workloads",
-            "Workloads recorded in the ledger, by status.",
-            ["device", "status"],
-            registry=r,
-        )
-        self.active = Gauge(
-            "flopwatch_workload_active", "1 while a workload is open.", ["device"], registry=r
-        )
-        self.sensor_errors = Counter(
-            "flopwatch_sensor_errors", "Failed sensor reads.", ["device"], registry=r
-        )
         self.ledger_head = Gauge(
             "flopwatch_ledger_head_seq", "Sequence number of the newest ledger row.", registry=r
-        )
-        self.min_idle_power = Gauge(
-            "flopwatch_idle_power_min_watts",
-            "Lowest mean power over a settled idle window (an idle baseline above it hides energy).",
-            ["device"],
-            registry=r,
         )
         self.window_verdict = Enum(
             "flopwatch_window_verdict",
@@ -136,12 +195,12 @@ class MonitorMetrics:
         ``GET /consistency?first=N&second=M`` (``consistency(N, M)``: hex hashes; ValueError if out of range)."""
         self._head_fn, self._proof_fn = head, consistency
 
-    def add_device(self, device: str) -> None:
-        """Create the device's series at 0 so they exist before the first event."""
-        for m in (self.energy, self.net_energy, self.outside_energy, self.flops, self.sensor_errors):
-            m.labels(device=device)
-        self.active.labels(device=device).set(0)
-        self.workload_flops.labels(device=device).set(0)
+    def collect_accounts(self, sample: Callable[[], list[DeviceSample]]) -> AccountsCollector:
+        """Expose the per-device series through ``sample()`` — called at each scrape, under the daemon's lock —
+        instead of updates pushed from the accounting (as client_python's ProcessCollector and Kepler do)."""
+        c = AccountsCollector(sample)
+        self.registry.register(c)
+        return c
 
     def set_info(self, **labels: str) -> None:
         self.info.info({"version": __version__, **{k: str(v) for k, v in labels.items()}})
@@ -151,12 +210,6 @@ class MonitorMetrics:
         self.window_lower.set(v.lower_flops)
         self.window_upper.set(v.upper_flops)
         self.window_seconds.set(v.window_s)
-
-    @staticmethod
-    def inc(counter: Counter, amount: float, **labels: str) -> None:
-        """Increment a counter by a non-negative amount (counters never go down)."""
-        if amount > 0:
-            counter.labels(**labels).inc(amount)
 
     def start(self, port: int, addr: str = "127.0.0.1") -> int:
         """Serve ``/metrics`` on ``addr:port`` (port 0: any free port); returns the bound port."""

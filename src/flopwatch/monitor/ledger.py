@@ -46,11 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from flopwatch.errors import InputError, LedgerError
+from flopwatch.io import fsync_dir
 from flopwatch.monitor import merkle
 from flopwatch.monitor import tree as tree_store
 from flopwatch.monitor.keys import (
     Pin,
-    _fsync_dir,
     create_private_key,
     default_key_path,
     default_public_key_path,
@@ -245,7 +245,9 @@ class Ledger:
             bad = schema_problems(con)
             empty_file = not con.execute("SELECT 1 FROM main.sqlite_master LIMIT 1").fetchone()
             if empty_file:
-                con.executescript(SCHEMA)
+                con.executescript(
+                    f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;"
+                )  # all or nothing: a kill leaves no half schema
             elif bad:
                 raise LedgerError(
                     f"{self.path}: ledger schema altered ({bad[0]}); refusing to append — run `flopwatch ledger verify`"
@@ -354,7 +356,7 @@ class Ledger:
         except OSError as e:
             raise LedgerError(f"{self.key_path}: cannot install the signing key: {e.strerror}") from None
         os.unlink(pending)
-        _fsync_dir(self.key_path.parent)
+        fsync_dir(self.key_path.parent)
 
     def _kept_key_error(self) -> LedgerError:
         return LedgerError(
@@ -405,6 +407,8 @@ class Ledger:
     def append_many(self, rows: list[tuple[str, Mapping[str, Any]]]) -> list[LedgerEntry]:
         """Sign and append rows in one transaction (one fsync); each row is signed and hashed on its own."""
         texts = [(kind, canonical_payload(payload)) for kind, payload in rows]
+        if not texts:
+            return []
         out: list[LedgerEntry] = []
         with self._lock:
             con = self._con

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flopwatch.monitor.accounting import Totals
+from flopwatch.monitor.accounting import Totals, cut_warning
 from flopwatch.monitor.ledger import Ledger
 from flopwatch.monitor.rows import WorkloadRow
 from flopwatch.text import literal
@@ -83,9 +83,12 @@ def recover(
                 profile_sha256=start.get("profile_sha256"),
                 threshold_flops=(start.get("config") or {}).get("threshold_flops"),
             )
+            # the same named warning as a row cut by a clean stop (accounting.cut_warning): never "below"
             row = running.interrupted(
-                "daemon stopped without a clean shutdown; values as of the last checkpoint "
-                f"(row {last_cp.seq}), the workload ran at least this long"
+                cut_warning(
+                    "the daemon stopped without a clean shutdown; values as of the last checkpoint "
+                    f"(row {last_cp.seq})"
+                )
             )
             led.append("workload", row.to_payload())
             out.rows.append(row)

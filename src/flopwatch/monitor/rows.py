@@ -15,6 +15,11 @@ Versions (``row_version`` in the payload):
   (``upper_flops`` None: unbounded) and ``bound`` says where the upper one comes from;
   ``calibrated_lower_flops``/``calibrated_upper_flops`` keep the profile's interval; ``mean_sm_clock_mhz`` and
   ``power_limit_w`` (time-weighted means over the workload, where the sensor reports them).
+* 4 (issue 21): ``lower_flops``/``upper_flops`` are the *sound* verdict bounds of
+  :func:`flopwatch.estimate.verdict.assess` (physics, datasheet, the verifier's counters) and ``bound`` their
+  basis; ``assumptions`` (what the calibrated estimate and its interval rest on), ``decisive_at`` (the factor
+  T / estimate above which "below" becomes possible) and ``tighten`` (which observation would lower it).
+  Out-of-regime observables are assumptions of the estimate, no longer warnings: they never ease a "below".
 
 :meth:`WorkloadRow.from_payload` reads both; version 1 ``flags`` become ``warnings``.
 """
@@ -27,9 +32,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flopwatch.estimate.observe import ObservedWindows
 from flopwatch.estimate.verdict import Assessment  # the one assessment type (re-exported)
 
-ROW_VERSION = 3
+ROW_VERSION = 4
 #: Workload statuses: detected start and end / daemon stopped (or crashed) while open / sensor failed too long.
 STATUSES = ("complete", "interrupted", "sensor_fault", "open")
 
@@ -60,6 +66,14 @@ class Measurement:
     declared_dtype: str | None = None  # the operator's claim (``--dtype``), never an observation
     device_name: str | None = None
     spec_key: str | None = None  # devices.DEVICES key when known
+    # observed ranges and counters the sound bound uses (None: not observed; estimate/observe.py)
+    min_sm_clock_mhz: float | None = None
+    max_sm_clock_mhz: float | None = None
+    peak_power_w: float | None = None
+    unobserved_s: float | None = None  # time no cumulative counter and no sample covered
+    pipe_active_s: Mapping[str, float] | None = None  # Σ activity·dt per pipe (tensor, fp64, fp32, fp16)
+    pipe_observed_s: float | None = None  # time the pipe counters covered (None: what the energy sensor did)
+    windows: ObservedWindows | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +117,9 @@ class WorkloadRow:
     simulated: bool = False
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    assumptions: str | None = None
+    decisive_at: float | None = None
+    tighten: tuple[str, ...] = ()
     row_version: int = ROW_VERSION
 
     # -------------------------------------------------------------------------------------------- build
@@ -160,6 +177,9 @@ class WorkloadRow:
             simulated=simulated,
             warnings=warnings,
             notes=assessment.notes,
+            assumptions=assessment.assumptions,
+            decisive_at=assessment.decisive_at,
+            tighten=assessment.tighten,
         )
 
     def interrupted(self, reason: str, *, session_id: str | None = None) -> WorkloadRow:
@@ -181,6 +201,7 @@ class WorkloadRow:
         d = dataclasses.asdict(self)
         d["warnings"] = list(self.warnings)
         d["notes"] = list(self.notes)
+        d["tighten"] = list(self.tighten)
         return d
 
     @classmethod
@@ -192,7 +213,7 @@ class WorkloadRow:
         """
         vals: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
-            if f.name in ("warnings", "notes", "row_version"):
+            if f.name in ("warnings", "notes", "tighten", "row_version"):
                 continue
             for src in (d, defaults):
                 v = _typed(src.get(f.name), str(f.type))
@@ -203,6 +224,7 @@ class WorkloadRow:
         vals["row_version"] = version if isinstance(version, int) and not isinstance(version, bool) else 1
         vals["warnings"] = tuple(_strings(d.get("flags")) + _strings(d.get("warnings")))
         vals["notes"] = tuple(_strings(d.get("notes")))
+        vals["tighten"] = tuple(_strings(d.get("tighten")))
         for k in ("workload_id", "device", "status"):
             vals.setdefault(k, "?")
         vals.setdefault("session_id", None)
@@ -246,7 +268,9 @@ def migrate_payload(d: Mapping[str, Any]) -> dict[str, Any]:
     for f in dataclasses.fields(WorkloadRow):
         if f.name not in out:
             out[f.name] = (
-                [] if f.name in ("warnings", "notes") else (False if f.name == "simulated" else None)
+                []
+                if f.name in ("warnings", "notes", "tighten")
+                else (False if f.name == "simulated" else None)
             )
     return out
 

@@ -6,7 +6,8 @@
 * ``tree_nodes`` keeps every perfect subtree root, written in the row's own transaction (so the tree never
   disagrees with the rows after a crash): an append writes 2 nodes amortised, a root or a proof reads
   O(log n) of them (:mod:`~flopwatch.monitor.merkle`). The stored nodes are a cache for serving proofs: a
-  proof built from a wrong node fails at its recipient, and ``ledger verify`` recomputes the tree from the rows.
+  proof built from a wrong node fails at its recipient; ``ledger verify`` recomputes the tree from the rows and
+  compares the stored right edge with it.
 * A **signed tree head** is ``(size, root, time, signature, key_id)``; the signature is Ed25519 over
   ``"flopwatch.tree-head/1\\n{size}\\n{root hex}\\n{time_ms}\\n{key_id}"``. ``time`` is the node's clock in
   milliseconds since the Unix epoch (RFC 9162's timestamp unit); a witness records its own clock beside it.

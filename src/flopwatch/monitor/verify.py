@@ -29,7 +29,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from flopwatch.errors import InputError
+from flopwatch.errors import InputError, LedgerError
 from flopwatch.monitor import merkle
 from flopwatch.monitor.keys import Pin, default_public_key_path, key_fingerprint, load_pin
 from flopwatch.monitor.ledger_format import (
@@ -41,7 +41,7 @@ from flopwatch.monitor.ledger_format import (
     schema_problems,
     signed_bytes,
 )
-from flopwatch.monitor.tree import SignedHead, iter_heads
+from flopwatch.monitor.tree import SignedHead, iter_heads, load_range, tree_size
 from flopwatch.monitor.witness import WitnessedHead
 
 _SIG_HEX = re.compile(r"[0-9a-f]{128}")
@@ -183,8 +183,8 @@ def verify_ledger(
     result = VerifyResult(path=str(p), n_rows=0, ok=False)
     try:
         con = connect(p, readonly=True)
-    except InputError as e:
-        result.problems.append(Problem(None, "unreadable", e.detail))
+    except InputError as e:  # a directory, a device, no read access: not a ledger this can read
+        result.problems.append(Problem(None, "not-a-ledger", e.detail))
         return result
     try:
         _verify(con, p, public_key, expect_head, result, witness)
@@ -329,6 +329,8 @@ def _verify(
             )
         )
         next_stored = next(stored, None)
+    if result.has_tree and not problems:  # (rows that fail already explain a tree that differs)
+        _check_stored_tree(con, tree, problems)
     for size, ws in sorted(wit.items()):
         if size > n:
             problems.append(
@@ -354,6 +356,25 @@ def _verify(
         )
     if any(not h_ok for _, h_ok in failing.values()):
         _locate_moved(con, key, failing, problems)
+
+
+def _check_stored_tree(con: sqlite3.Connection, tree: merkle.CompactRange, problems: list[Problem]) -> None:
+    """The stored tree's right edge (O(log n) nodes) against the tree recomputed from the rows: proofs are
+    served from the stored nodes, so a damaged one would make an honest ledger fail its witnesses."""
+    try:
+        stored = tree_size(con)
+        ok = stored == tree.size and load_range(con, stored).nodes() == tree.nodes()
+    except (LedgerError, ValueError):
+        stored, ok = -1, False
+    if not ok:
+        problems.append(
+            Problem(
+                None,
+                "tree",
+                f"the stored history tree ({stored} leaves) does not match the {tree.size} rows: proofs served "
+                "from it would fail",
+            )
+        )
 
 
 def _check_heads(

@@ -13,9 +13,12 @@ verifier's command agree:
 * outside energy of each device: its cumulative ``outside_net_energy_j`` (checkpoint rows, see
   :class:`~flopwatch.monitor.accounting.Totals`) now, minus its value at the last checkpoint at or before the
   window's start — exactly what the command reads back from the ledger's checkpoint rows;
-* the outside energy is bounded by the device's efficiency envelope
-  (:func:`flopwatch.estimate.verdict.profile_envelope` of the daemon's profile and the device's spec); without a
-  profile there is no envelope and any outside energy leaves the window unbounded ("uncertain").
+* the outside energy is bounded by the device's η_max (:func:`flopwatch.estimate.verdict.profile_envelope`:
+  physics and the datasheet only, never the profile); an unknown device has none and any outside energy leaves
+  the window unbounded ("uncertain").
+
+One :class:`~flopwatch.evaluate.window.WindowVerdict` type for the gauge and the command; the monitor passes its
+typed rows (:class:`~flopwatch.monitor.rows.WorkloadRow`) straight to ``combine_window``, no payload round trip.
 
 **The hook.** The combination rule is a plain function, :data:`WindowVerdictFn`: ``fn(WindowInput) ->
 WindowVerdict``, passed as ``Monitor(config, window_verdict=fn)``; :func:`default_window_verdict` is the one
@@ -24,11 +27,14 @@ above.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from flopwatch.evaluate.window import WindowVerdict, combine_window
 
 if TYPE_CHECKING:
     from flopwatch.monitor.rows import WorkloadRow
@@ -37,21 +43,6 @@ VERDICTS = ("above", "below", "uncertain", "n/a")
 #: Checkpoint gaps remembered for the median spacing (``flopwatch verdict`` takes every gap in the ledger; a
 #: daemon checkpointing every minute keeps about four hours of them: memory bounded, the median is stable).
 _GAPS_KEPT = 256
-
-
-@dataclass(frozen=True)
-class WindowVerdict:
-    """Verdict over a window: bounds on the FLOPs done in it and the decision against the threshold."""
-
-    verdict: str  # one of VERDICTS
-    lower_flops: float
-    upper_flops: float  # may be inf: unknown
-    workloads: int
-    window_s: float
-    threshold_flops: float | None
-    reasons: tuple[str, ...] = ()
-    outside_net_energy_j: float = 0.0
-    estimate_flops: float | None = None
 
 
 @dataclass(frozen=True)
@@ -76,43 +67,29 @@ WindowVerdictFn = Callable[[WindowInput], WindowVerdict]
 
 
 def default_window_verdict(w: WindowInput) -> WindowVerdict:
-    """:func:`flopwatch.evaluate.window.combine_window` on the window (as ``flopwatch verdict`` groups "all")."""
-    from flopwatch.evaluate.window import combine_window
-
+    """:func:`flopwatch.evaluate.window.combine_window` on the window's typed rows (as ``flopwatch verdict`` groups
+    "all"): one :class:`~flopwatch.evaluate.window.WindowVerdict`, decided by ``threshold_verdict``."""
     e = 0.0
     up = 0.0
     for dev, j in w.outside_net_energy_j.items():
         if j > 0:
             e += j
             up += j * w.envelope_flops_per_j.get(dev, math.inf)
-
-    def payload(r: WorkloadRow) -> dict:
-        p = r.to_payload()
-        if (
-            r.regime is None
-        ):  # a row nobody assessed from observables (legacy, or stripped) supports no "below"
-            p["warnings"] = [*p.get("warnings", []), "no regime assessment"]
-        return p
-
+    # a row nobody assessed from observables (legacy, or stripped) supports no "below"
+    unassessed = sum(1 for r in w.rows if r.regime is None)
+    blockers = tuple(w.blockers) + (
+        (f"{unassessed} row(s) without a regime assessment",) if unassessed else ()
+    )
     v = combine_window(
-        [payload(r) for r in w.rows],
+        w.rows,
         threshold_flops=w.threshold_flops,
         unattributed_net_energy_j=e,
         envelope_flops_per_j=up / e if e > 0 else math.inf,
-        lower_rows=[r.to_payload() for r in w.lower_rows],
-        blockers=w.blockers,
-    )
-    return WindowVerdict(
-        verdict=v.verdict,
-        lower_flops=v.lower_flops,
-        upper_flops=v.upper_flops,
-        workloads=v.n_workloads,
+        lower_rows=w.lower_rows,
+        blockers=blockers,
         window_s=w.window_s,
-        threshold_flops=w.threshold_flops,
-        reasons=(*w.notes, *v.warnings),
-        outside_net_energy_j=v.unattributed_net_energy_j,
-        estimate_flops=v.estimate_flops,
     )
+    return dataclasses.replace(v, warnings=(*w.notes, *v.warnings))
 
 
 class WorkloadWindow:

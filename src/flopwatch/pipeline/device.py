@@ -61,13 +61,19 @@ def _cuda_ok() -> tuple[bool, str]:
     return True, ""
 
 
+def _flat(why: str) -> str:
+    """A nested reason ("a (b (c))") as one level of clauses ("a: b; c"), to fit in one plain sentence."""
+    parts = [p.strip() for p in why.replace(")", "").split(" (")]
+    return ": ".join(parts[:2]) + "".join(f"; {p}" for p in parts[2:])
+
+
 def resolve_device(spec: str) -> DeviceChoice:
     """Turn ``--device`` into a :class:`DeviceChoice` (InputError when the asked-for device is unusable)."""
     s = str(spec).strip().lower()
     if s.startswith("sim:") or s == "sim":
         key, n = parse_spec(s)
         if n != 1:
-            raise InputError(f"{spec}: flopwatch run uses one device; drop the x{n}", field="device")
+            raise InputError(f"{spec}: flopwatch run uses one device; drop the x{n}", field="--device")
         return DeviceChoice("sim", f"sim:{key}", key, reason="simulator requested")
     if s == "auto":
         ok, why, sensors = _nvml_ok(None)
@@ -79,7 +85,10 @@ def resolve_device(spec: str) -> DeviceChoice:
                 return _cuda_choice(0, "a real GPU with working NVML telemetry was found")
             why = cwhy
         return DeviceChoice(
-            "sim", "sim:a100", "a100", reason=f"no usable GPU ({why}); using the simulated A100"
+            "sim",
+            "sim:a100",
+            "a100",
+            reason=f"the simulated A100, since no usable GPU was found ({_flat(why)})",
         )
     if s == "cuda" or s.startswith("cuda:"):
         idx = 0
@@ -87,17 +96,19 @@ def resolve_device(spec: str) -> DeviceChoice:
             try:
                 idx = int(s.split(":", 1)[1])
             except ValueError:
-                raise InputError(f"expected cuda or cuda:N, got {spec!r}", field="device") from None
+                raise InputError(f"expected cuda or cuda:N, got {spec!r}", field="--device") from None
         ok, why, sensors = _nvml_ok(idx)
         for x in sensors:
             x.close()
         if not ok:
-            raise InputError(f"{spec}: {why}; use --device sim:a100 to run on the simulator", field="device")
+            raise InputError(
+                f"{spec}: {why}; use --device sim:a100 to run on the simulator", field="--device"
+            )
         cok, cwhy = _cuda_ok()
         if not cok:
-            raise InputError(f"{spec}: {cwhy}", field="device")
+            raise InputError(f"{spec}: {cwhy}", field="--device")
         return _cuda_choice(idx, "requested")
-    raise InputError(f"unknown device {spec!r}; expected auto, cuda[:N] or sim:NAME", field="device")
+    raise InputError(f"unknown device {spec!r}; expected auto, cuda[:N] or sim:NAME", field="--device")
 
 
 def _cuda_choice(idx: int, reason: str) -> DeviceChoice:

@@ -90,6 +90,13 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
+#: What ``frontier`` is (run's plan, ``workload sweeps``).
+FRONTIER_SWEEP = (
+    "flopwatch's frontier grid: GPT and seed-encoder configs in one precision, sized for data-center GPUs, plus 3 "
+    "small host-bound and 2 other-precision runs the frontier gate must exclude"
+)
+
+
 def frontier_sweep(dtype: str = "bf16", *, quick: bool = False) -> list[Any]:
     """The default sweep of ``flopwatch run`` on data-center GPUs: frontier-shaped configs in one precision.
 
@@ -295,10 +302,7 @@ def plan_run(choice: DeviceChoice, opts: RunOptions) -> Plan:
     expected = idle_s + sum(w.target_s + gap_s for w in workloads)  # virtual seconds on the twin
     if not sim:
         expected += per_run_overhead * len(workloads) + fixed_overhead
-    sweep_note = {
-        "frontier": "flopwatch's frontier grid: GPT and seed-encoder configs in one precision, sized for data-center "
-        "GPUs, plus 3 small host-bound and 2 other-precision runs the frontier gate must exclude",
-    }.get(name, "")
+    sweep_note = {"frontier": FRONTIER_SWEEP}.get(name, "")
     if not sweep_note:
         sweep_note = SWEEP_DESCRIPTIONS.get(name, name)
     return Plan(name, sweep_note, workloads, idle_s, gap_s, warmup, expected, notes)

@@ -10,7 +10,8 @@ from flopwatch.pipeline.plan import REAL_FIXED_OVERHEAD_S, Plan
 class Progress:
     """One rich progress bar over the whole run, advanced in expected-seconds units (so the ETA is honest)."""
 
-    def __init__(self, enabled: bool, total: float) -> None:
+    def __init__(self, enabled: bool, total: float, console: Any = None) -> None:
+        """``console``: where the bar draws (default: a rich Console on stderr; stdout stays for the results)."""
         self.enabled = enabled
         self._p: Any = None
         self._task: Any = None
@@ -34,7 +35,7 @@ class Progress:
                 TextColumn("ETA"),
                 TimeRemainingColumn(),
                 transient=False,
-                console=Console(stderr=True),  # stdout stays for the results (and --json)
+                console=console or Console(stderr=True),
             )
             self._p.start()
             self._task = self._p.add_task("starting", total=total)
@@ -48,9 +49,14 @@ class Progress:
         if self._p is not None:
             self._p.update(self._task, advance=units)
 
-    def close(self) -> None:
+    def close(self, done: bool = True) -> None:
+        """Stop the bar: at "done 100 %" after a finished run; where it was, marked, after Ctrl-C or a failure."""
         if self._p is not None:
-            self._p.update(self._task, completed=self._p.tasks[0].total, description="done")
+            if done:
+                self._p.update(self._task, completed=self._p.tasks[0].total, description="done")
+            else:
+                desc = self._p.tasks[0].description
+                self._p.update(self._task, description=f"stopped during: {desc}")
             self._p.stop()
 
 

@@ -40,10 +40,10 @@ def run_pipeline(
     plan = plan_run(choice, opts)  # before touching DIR: a bad --sweep leaves nothing behind
     prepare_outdir(outdir, opts.force)
     execute = executor or executor_for(choice)
+    say(f"device: {choice.label}: {choice.reason}")  # before the bar starts: never on the bar's line
     prog = Progress(opts.progress, prog_weight_sweep(choice.simulated, plan, opts.rate_hz) + analysis_units())
     try:
         prog.stage(f"planned {len(plan.workloads)} workloads ({plan.sweep_name}) on {choice.label}")
-        say(f"device: {choice.label} ({choice.reason})")
         ex = execute(choice, plan, opts, prog, outdir / TRACE_FILE)
         try:
             analysis = analyse(choice, plan, opts, ex, prog, stages)
@@ -58,8 +58,10 @@ def run_pipeline(
             summary = failed_summary(choice, plan, opts, ex, e)
             _finish(summary, outdir, t_start, wall_start)
             raise
-    finally:
-        prog.close()
+    except BaseException:
+        prog.close(done=False)  # Ctrl-C or a failure: the bar stops where it was, never at "done 100 %"
+        raise
+    prog.close()
     _finish(summary, outdir, t_start, wall_start)
     return summary
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from flopwatch.devices import STUDY_DTYPE_NAMES
 from flopwatch.errors import ConfigError, InputError
+from flopwatch.io import disk_errors, refuse_link
 
 #: Column order of the study's aggregate CSVs (plus our extra columns at the end).
 AGGREGATE_COLUMNS: tuple[str, ...] = (
@@ -444,7 +445,8 @@ def write_aggregate_csv(rows: Iterable[dict[str, Any]], path: str | Path, *, app
             header = next(csv.reader(f), [])
         if header != cols:
             raise InputError("exists with a different header; cannot append", file=str(p))
-    with p.open("a" if exists else "w", newline="") as f:
+    refuse_link(p)  # never written through a link (io's one output guard)
+    with disk_errors(p), p.open("a" if exists else "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         if not exists:
             w.writeheader()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from flopwatch.errors import InputError
 from flopwatch.estimate.profile import Profile
-from flopwatch.estimate.verdict import Assessment
 
 
 def legacy_verdict(
@@ -41,65 +41,50 @@ def legacy_verdict(
 
 @dataclass(frozen=True)
 class AttackResult:
-    """One attacked run: truth, what the verifier says now, and what it said before."""
+    """One attacked run: truth, what the verifier says at T = 0.8 × truth and at the evader's best threshold
+    (just above the reported upper bound, where a clearance comes without a warning if it comes at all)."""
 
-    attack: str
+    attack: str  # the family's name
+    family: str  # the family's key
     device: str
     label: str
     truth_flops: float
     estimate_flops: float | None
     lower_flops: float
     upper_flops: float
-    verdict: str
+    verdict: str  # at T = 0.8 × truth
     expected: str
     before_verdict: str
     regime: str
     note: str
     simulated: bool
     first_warning: str = ""
-
-    @classmethod
-    def from_assessment(
-        cls,
-        attack: str,
-        device: str,
-        label: str,
-        truth: float,
-        a: Assessment,
-        before: str,
-        note: str,
-        *,
-        simulated: bool,
-    ) -> AttackResult:
-        return cls(
-            attack=attack,
-            device=device,
-            label=label,
-            truth_flops=truth,
-            estimate_flops=a.estimate_flops,
-            lower_flops=a.lower_flops,
-            upper_flops=a.upper_flops,
-            verdict=a.verdict,
-            expected=expected_verdict(truth, a.threshold_flops),
-            before_verdict=before,
-            regime=a.regime,
-            note=note,
-            simulated=simulated,
-            first_warning=a.warnings[0] if a.warnings else "",
-        )
+    best_threshold_flops: float | None = None  # None: the upper bound is infinite, no threshold clears it
+    verdict_best: str = "n/a"
+    n_warnings: int = 0
+    dropped: tuple[str, ...] = ()  # observables the installed verifier does not read yet
 
     @property
     def threshold_flops(self) -> float:
         return 0.8 * self.truth_flops
 
     @property
-    def wrong_below(self) -> bool:
+    def wrong_below_08(self) -> bool:
         return self.verdict == "below" and self.truth_flops > self.threshold_flops
 
     @property
+    def wrong_below_best(self) -> bool:
+        T = self.best_threshold_flops
+        return T is not None and self.verdict_best == "below" and self.truth_flops > T
+
+    @property
+    def wrong_below(self) -> bool:
+        """A run above the threshold cleared ("wrong below") at either threshold."""
+        return self.wrong_below_08 or self.wrong_below_best
+
+    @property
     def hidden_flops(self) -> float:
-        """Compute still hidden: the part of the truth above the upper bound, which a threshold between the
-        two would clear ("below") although the job exceeds it. 0 when the upper bound holds."""
+        """Compute still hidden: the part of the truth above the upper bound. 0 when the upper bound holds."""
         return max(0.0, self.truth_flops - self.upper_flops)
 
     @property
@@ -113,6 +98,7 @@ class AttackResult:
 
         return {
             "attack": self.attack,
+            "family": self.family,
             "device": self.device,
             "label": self.label,
             "truth_flops": self.truth_flops,
@@ -124,6 +110,10 @@ class AttackResult:
             "expected": self.expected,
             "before_verdict": self.before_verdict,
             "wrong_below": self.wrong_below,
+            "wrong_below_at_0_8": self.wrong_below_08,
+            "best_threshold_flops": self.best_threshold_flops,
+            "verdict_at_best_threshold": self.verdict_best,
+            "wrong_below_at_best_threshold": self.wrong_below_best,
             "hidden_flops": self.hidden_flops,
             "hidden_pct": self.hidden_flops / self.truth_flops * 100.0,
             "unproven_pct": self.unproven_flops / self.truth_flops * 100.0,
@@ -134,6 +124,8 @@ class AttackResult:
             "note": self.note,
             "simulated": self.simulated,
             "reason": self.first_warning,
+            "n_warnings": self.n_warnings,
+            "observables_not_read": list(self.dropped),
         }
 
 
@@ -145,21 +137,35 @@ def expected_verdict(truth: float, threshold: float | None) -> str:
 
 @dataclass(frozen=True)
 class HonestResult:
-    """An honest frontier run judged at T = 0.5 × and 2 × its truth (correct: "above" and "below")."""
+    """An honest run judged by a calibration without it: at T = truth (an "above" there is a false
+    accusation), at 0.5 × and 2 × truth, and the smallest T ÷ truth at which it would be "below"."""
 
     device: str
     label: str
+    dtype: str
     truth_flops: float
     verdict_half: str
     verdict_double: str
+    verdict_at_truth: str
     simulated: bool
+    decisive_at: Mapping[str, float | None]  # observable set → T ÷ truth (None: never "below")
+    note: str = ""
+
+    @property
+    def false_above(self) -> bool:
+        return self.verdict_at_truth == "above"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "device": self.device,
             "label": self.label,
+            "dtype": self.dtype,
             "truth_flops": self.truth_flops,
             "verdict_at_half": self.verdict_half,
             "verdict_at_double": self.verdict_double,
+            "verdict_at_truth": self.verdict_at_truth,
+            "false_above": self.false_above,
+            "decisive_at": dict(self.decisive_at),
             "simulated": self.simulated,
+            "note": self.note,
         }

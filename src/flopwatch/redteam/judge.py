@@ -81,20 +81,17 @@ def judge(
     if not passed_extra and extra_warnings:
         warnings = warnings + tuple(extra_warnings)
         verdict = threshold_verdict(a.estimate_flops, a.lower_flops, a.upper_flops, threshold_flops, warnings)
-    lower = float(getattr(a, "verdict_lower_flops", None) or a.lower_flops)
-    upper_v = getattr(a, "verdict_upper_flops", None)
-    upper = float(a.upper_flops if upper_v is None else upper_v)
-    dec = getattr(a, "decisive_at", None)
-    if dec is None or not passed_extra:
-        # "below" needs: the upper bound under T, a positive estimate, no warning (threshold_verdict)
-        ok = (
-            not warnings
-            and a.estimate_flops is not None
-            and math.isfinite(a.estimate_flops)
-            and a.estimate_flops > 0
-            and math.isfinite(upper)
-        )
-        dec = upper * BEST_T_FACTOR if ok else None
-    elif not (isinstance(dec, (int, float)) and math.isfinite(dec)):
-        dec = None
+    lower = float(getattr(a, "verdict_lower_flops", a.lower_flops))
+    upper = float(getattr(a, "verdict_upper_flops", a.upper_flops))
+    # decisive at: the smallest T with a "below" — just above the upper bound, when nothing else blocks it
+    # (threshold_verdict: a positive estimate, no warning). The verifier's own ``decisive_at`` is relative to
+    # its estimate; the suite reports T ÷ truth, so it is computed from the bound here.
+    ok = (
+        not warnings
+        and a.estimate_flops is not None
+        and math.isfinite(a.estimate_flops)
+        and a.estimate_flops > 0
+        and math.isfinite(upper)
+    )
+    dec = upper * BEST_T_FACTOR if ok else None
     return Judgement(verdict, lower, upper, a.estimate_flops, warnings, threshold_flops, dec, dropped)

@@ -13,14 +13,15 @@ import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from flopwatch.estimate.calibrate import calibrate
 from flopwatch.estimate.features import FrontierGate
 from flopwatch.estimate.profile import Profile
-from flopwatch.estimate.regime import Observables
-from flopwatch.estimate.verdict import assess, observables_from_record
+from flopwatch.estimate.verdict import observables_from_record
 from flopwatch.records import RecordSet, WorkloadRecord, load_records
-from flopwatch.redteam.core import AttackResult, HonestResult, legacy_verdict
+from flopwatch.redteam.case import Case, profile_hash, shape
+from flopwatch.redteam.families import Family
 
 V2_RELPATH = Path("jetson_flop_estimator") / "eval_results_v2_records.json"
 DEVICE = "orin-nano"
@@ -47,128 +48,195 @@ def find_v2(data_root: str | Path | None = None) -> Path | None:
 
 
 class _LOO:
-    """Leave-one-out profiles of one record set, cached per left-out label."""
+    """Leave-out profiles of one record set, cached: leaving a run out leaves out its configuration in every
+    precision (``d384_b16_s128_L3`` and ``d384_b16_s128_L3_fp16`` go together)."""
 
     def __init__(self, rs: RecordSet) -> None:
         self.rs = rs
-        self._cache: dict[str, Profile] = {}
+        self._cache: dict[frozenset[str], Profile] = {}
 
-    def without(self, label: str) -> Profile:
-        if label not in self._cache:
-            keep = [r for r in self.rs if r.label != label]
-            self._cache[label] = calibrate(self.rs.subset(keep), device=DEVICE)
-        return self._cache[label]
+    def kept(self, *labels: str) -> list[WorkloadRecord]:
+        out = {shape(x) for x in labels}
+        return [r for r in self.rs if shape(r.label) not in out]
+
+    def without(self, *labels: str) -> Profile:
+        k = frozenset(shape(x) for x in labels)
+        if k not in self._cache:
+            self._cache[k] = calibrate(self.rs.subset(self.kept(*labels)), device=DEVICE)
+        return self._cache[k]
 
 
-def _attack(
-    name: str,
+def _values(r: WorkloadRecord) -> dict[str, Any]:
+    return dataclasses.asdict(observables_from_record(r))
+
+
+def _case(
+    fam: Family,
     prof: Profile,
     r: WorkloadRecord,
-    obs: Observables,
+    values: dict[str, Any],
     note: str,
-    legacy_energy: float | None = None,
-) -> AttackResult:
-    truth = float(r.total_flops or math.nan)
-    T = 0.8 * truth
-    a = assess(prof, obs, device=DEVICE, threshold_flops=T, label=r.label)
-    before = legacy_verdict(
+    attacked: list[str],
+    cal: list[str],
+    truth: float | None = None,
+    **kw: Any,
+) -> Case:
+    t = float(r.total_flops or math.nan) if truth is None else truth
+    return Case(
+        fam.key,
+        "orin-nano (real, v2)",
+        DEVICE,
+        r.label,
+        t,
+        values,
         prof,
-        obs.net_energy_j if legacy_energy is None else legacy_energy,
-        obs.duration_s,
-        obs.tb_moved,
-        obs.mean_util,
-        T,
-    )
-    return AttackResult.from_assessment(
-        name, "orin-nano (real, v2)", r.label, truth, a, before, note, simulated=False
+        tuple(cal),
+        tuple(attacked),
+        False,
+        note,
+        **kw,
     )
 
 
-def real_attacks(path: Path) -> Iterator[AttackResult]:
+def real_cases(path: Path, fam: Family) -> Iterator[Case]:
+    """The family's operation applied to the published records, each case judged by a profile calibrated
+    without every record it uses."""
     rs = load_records(path)
     loo = _LOO(rs)
     gate = FrontierGate()
     frontier = [r for r in rs if gate.reason(r) is None]
-    # 1-2. precision label stripped: a tf32/fp16/bf16 run presented as fp32 (the profile's precision)
-    for r in rs:
-        if r.dtype in ("tf32", "fp16", "bf16"):
-            name = (
-                "tf32 run, precision label stripped" if r.dtype == "tf32" else "fp16/bf16 run, label stripped"
-            )
+    low = [r for r in rs if r.dtype in ("tf32", "fp16", "bf16")]
+    op = fam.params["op"]
+
+    def cal(*ex: str) -> list[str]:
+        return [r.label for r in loo.kept(*ex)]
+
+    if op == "strip":
+        for r in low:
             stripped = dataclasses.replace(r, dtype="fp32")
-            yield _attack(
-                name, loo.without(r.label), stripped, observables_from_record(stripped), f"true {r.dtype}"
+            yield _case(
+                fam,
+                loo.without(r.label),
+                stripped,
+                _values(stripped),
+                f"true {r.dtype}",
+                [r.label],
+                cal(r.label),
             )
-    # 3. DRAM counter x5: a copy kernel beside the job inflates the DRAM traffic
-    for r in frontier:
-        obs = dataclasses.replace(observables_from_record(r), tb_moved=(r.tb_moved or 0.0) * 5.0)
-        yield _attack("DRAM counter x5", loo.without(r.label), r, obs, "tb_moved x5")
-    # 3b. DRAM inflated only as far as the top of the calibrated regime (stays in regime)
-    for r in frontier:
-        prof = loo.without(r.label)
-        hi = prof.regime_ranges.get("bytes_per_j", [0, 0])[1]
-        tb_top = hi * r.net_energy_j / 1e12
-        if r.tb_moved is not None and tb_top > r.tb_moved:
-            obs = dataclasses.replace(observables_from_record(r), tb_moved=tb_top)
-            yield _attack(
-                "DRAM counter inflated to the regime's top",
+    elif op == "dram5":
+        for r in frontier:
+            v = _values(r)
+            v["tb_moved"] = (r.tb_moved or 0.0) * 5.0
+            yield _case(fam, loo.without(r.label), r, v, "tb_moved × 5", [r.label], cal(r.label))
+    elif op == "dramtop":
+        for r in frontier:
+            prof = loo.without(r.label)
+            hi = prof.regime_ranges.get("bytes_per_j", [0, 0])[1]
+            tb_top = hi * r.net_energy_j / 1e12
+            if r.tb_moved is not None and tb_top > r.tb_moved:
+                v = _values(r)
+                v["tb_moved"] = tb_top
+                yield _case(fam, prof, r, v, f"tb_moved × {tb_top / r.tb_moved:.2f}", [r.label], cal(r.label))
+    elif op == "idle":
+        for r in frontier:
+            v = _values(r)
+            v["idle_power_w"] = (r.idle_power_w or 0.642) + 1.0
+            v["net_energy_j"] = r.net_energy_j - 1.0 * r.duration_s
+            yield _case(fam, loo.without(r.label), r, v, "idle + 1 W", [r.label], cal(r.label))
+    elif op == "lowutil":
+        for r in rs:
+            if r.dtype == "fp32" and r.mean_util is not None and r.mean_util < gate.min_util:
+                yield _case(
+                    fam,
+                    loo.without(r.label),
+                    r,
+                    _values(r),
+                    f"util {r.mean_util:.0%}",
+                    [r.label],
+                    cal(r.label),
+                )
+    elif op == "pad":
+        # a burner kernel raises net power into the fp32 frontier's range (6.2 and 7.0 W) at 97 % utilisation
+        for r in low:
+            for p_w in (6.2, 7.0):
+                v = _values(r)
+                v["net_energy_j"], v["mean_util"] = p_w * r.duration_s, 0.97
+                yield _case(
+                    fam,
+                    loo.without(r.label),
+                    r,
+                    v,
+                    f"true {r.dtype}, padded to {p_w} W net",
+                    [r.label],
+                    cal(r.label),
+                )
+    elif op == "mix":
+        # an fp32 run followed without idle by a cheaper-precision run: one workload of both
+        for i, r2 in enumerate(low):
+            r1 = frontier[i % len(frontier)]
+            a, b = observables_from_record(r1), observables_from_record(r2)
+            t = a.duration_s + b.duration_s
+            v = {
+                "net_energy_j": a.net_energy_j + b.net_energy_j,
+                "duration_s": t,
+                "tb_moved": (a.tb_moved or 0.0) + (b.tb_moved or 0.0),
+                "mean_util": ((a.mean_util or 0.0) * a.duration_s + (b.mean_util or 0.0) * b.duration_s) / t,
+                "idle_power_w": a.idle_power_w,
+            }
+            truth = float(r1.total_flops or 0.0) + float(r2.total_flops or 0.0)
+            prof = loo.without(r1.label, r2.label)
+            yield _case(
+                fam,
+                prof,
+                r1,
+                v,
+                f"fp32 {r1.label} then {r2.dtype} {r2.label}",
+                [r1.label, r2.label],
+                cal(r1.label, r2.label),
+                truth=truth,
+            )
+    elif op == "profile":
+        for r in frontier:
+            prof = loo.without(r.label)
+            h = profile_hash(prof)
+            yield _case(
+                fam,
                 prof,
                 r,
-                obs,
-                f"tb_moved x{tb_top / r.tb_moved:.2f}",
+                _values(r),
+                "node's row used params × 0.6",
+                [r.label],
+                cal(r.label),
+                context={"profile_sha256": f"operator:{(h or '')[:8]}×0.6", "sensor_kind": "jetson"},
+                verifier_context={"profile_sha256": h, "sensor_kind": "jetson"},
             )
-    # 4. idle baseline measured under a +1 W load: 1 W x t moves from the run to the "idle"
-    for r in frontier:
-        base = observables_from_record(r)
-        idle = (r.idle_power_w or 0.642) + 1.0
-        obs = dataclasses.replace(base, idle_power_w=idle, net_energy_j=r.net_energy_j - 1.0 * r.duration_s)
-        yield _attack("idle baseline under +1 W load", loo.without(r.label), r, obs, "idle +1 W")
-    # 5. low utilisation (duty cycling), fp32
-    for r in rs:
-        if r.dtype == "fp32" and r.mean_util is not None and r.mean_util < gate.min_util:
-            yield _attack(
-                "low utilisation (duty cycling), fp32",
-                loo.without(r.label),
-                r,
-                observables_from_record(r),
-                f"util {r.mean_util:.0%}",
+    elif op == "util":
+        for r in frontier:
+            v = _values(r)
+            v["mean_util"] = (r.mean_util or 0.0) * 0.3
+            yield _case(
+                fam, loo.without(r.label), r, v, "utilisation reported × 0.3", [r.label], cal(r.label)
             )
+    elif op == "replay":
+        # the daemon is fed the smallest honest run's trace while each frontier run executes
+        small = min(frontier, key=lambda x: float(x.total_flops or 0.0))
+        for r in frontier:
+            if r.label == small.label:
+                continue
+            yield _case(
+                fam, loo.without(r.label, small.label), r, _values(small), f"trace of {small.label} replayed",
+                [r.label, small.label], cal(r.label, small.label),
+                context={"sensor_kind": "replay", "sensor_spec": f"replay:{small.label}.parquet"},
+                verifier_context={"sensor_kind": "jetson"},
+            )  # fmt: skip
+    else:
+        raise ValueError(f"unknown real-data operation {op!r}")
 
 
-def real_honest(path: Path) -> Iterator[HonestResult]:
-    """Honest fp32 frontier runs, each judged by the profile calibrated without it, at 0.5x and 2x truth."""
-    rs = load_records(path)
-    loo = _LOO(rs)
-    gate = FrontierGate()
-    for r in rs:
-        if gate.reason(r) is not None:
-            continue
-        prof = loo.without(r.label)
-        truth = float(r.total_flops or math.nan)
-        obs = observables_from_record(r)
-        half = assess(prof, obs, device=DEVICE, threshold_flops=0.5 * truth).verdict
-        double = assess(prof, obs, device=DEVICE, threshold_flops=2.0 * truth).verdict
-        yield HonestResult("orin-nano (real, v2)", r.label, truth, half, double, simulated=False)
-
-
-def power_padding_attacks(path: Path) -> Iterator[AttackResult]:
-    """OPEN (not defended): a tf32/fp16/bf16 job plus a kernel that burns power without DRAM traffic or
-    FLOPs counted by anyone, raising net power into the fp32 frontier's range (6.2 and 7.0 W) at 97 %
-    utilisation. Bytes per joule fall into the fp32 range, so the run looks like an inefficient fp32 run.
-    The attacker spends 2–4× the job's own energy on the burner."""
+def real_honest(path: Path) -> Iterator[tuple[WorkloadRecord, Profile, dict[str, Any]]]:
+    """Every real run with ground truth (any precision and utilisation), with the profile calibrated without it."""
     rs = load_records(path)
     loo = _LOO(rs)
     for r in rs:
-        if r.dtype not in ("tf32", "fp16", "bf16"):
-            continue
-        for p_w in (6.2, 7.0):
-            obs = dataclasses.replace(
-                observables_from_record(r), net_energy_j=p_w * r.duration_s, mean_util=0.97
-            )
-            yield _attack(
-                "power padding to the fp32 range (open)",
-                loo.without(r.label),
-                r,
-                obs,
-                f"true {r.dtype}, padded from {r.avg_net_power_w:.2f} to {p_w} W net",
-            )
+        if r.total_flops:
+            yield r, loo.without(r.label), _values(r)

@@ -6,16 +6,19 @@
 * ``fig6_ablation.png`` — Figure 6: eq. 1 vs eq. 2 (and ours): distribution of held-out signed errors and
   per-split MAE; titled as the study's ablation only when eq. 1 was evaluated.
 
-Layouts are ``constrained`` and every figure is drawn once (:func:`flopwatch.report.mpl.save`).
 * ``coverage.png`` — empirical coverage of the prediction intervals against the nominal confidence.
-* ``threshold_rates.png`` — false-positive / false-negative rates of the "above threshold" decision over
-  a sweep of thresholds scaled to the data.
+* ``threshold_rates.png`` — over a sweep of thresholds scaled to the data, the rates of the two errors: wrongly
+  accused (declared above, truly below) and **wrong below** (declared below, truly above); for the interval
+  decision also the "uncertain" rate, plotted on its own (it is neither error).
+
+Layouts are ``constrained`` and every figure is drawn once (:func:`flopwatch.report.mpl.save`).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -160,17 +163,21 @@ def fig_thresholds(result: EvaluationResult, path: Path, *, watermark: str | Non
     names = _order(result)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     inch_margins(fig, left=0.75, top=0.4, bottom=0.6, wspace=0.08)
+
+    def arr(r: dict[str, Any], key: str) -> np.ndarray:
+        return np.array([np.nan if v is None else v for v in r[key]], dtype=float)
+
     for name in names:
         r = result.thresholds(name)
         thr = np.array(r["threshold_flops"], dtype=float)
-        fp = np.array([np.nan if v is None else v for v in r["fp_rate"]], dtype=float)
-        fn = np.array([np.nan if v is None else v for v in r["fn_rate"]], dtype=float)
-        (line,) = axes[0].plot(thr, fp, "-", label=f"{name} FP")
-        axes[0].plot(thr, fn, "--", color=line.get_color(), label=f"{name} FN")
-        pfp = np.array([np.nan if v is None else v for v in r["point_fp_rate"]], dtype=float)
-        pfn = np.array([np.nan if v is None else v for v in r["point_fn_rate"]], dtype=float)
-        axes[1].plot(thr, pfp, "-", color=line.get_color(), label=f"{name} FP")
-        axes[1].plot(thr, pfn, "--", color=line.get_color(), label=f"{name} FN")
+        # interval decision: three outcomes, so "uncertain" is its own curve, never counted as a wrong "below"
+        (line,) = axes[0].plot(thr, arr(r, "fp_rate"), "-", label=f"{name} wrongly accused")
+        c = line.get_color()
+        axes[0].plot(thr, arr(r, "wrong_below_rate"), "--", color=c, label=f"{name} wrong below")
+        axes[0].plot(thr, arr(r, "uncertain_rate"), ":", color=c, label=f"{name} uncertain")
+        # point decision: two outcomes; a run above T not declared above is a wrong "below"
+        axes[1].plot(thr, arr(r, "point_fp_rate"), "-", color=c, label=f"{name} wrongly accused")
+        axes[1].plot(thr, arr(r, "point_fn_rate"), "--", color=c, label=f"{name} wrong below")
     axes[0].set_title(f"interval decision ({result.confidence:.0%}): 'above' iff lower bound > T", fontsize=9)
     axes[1].set_title("point decision: 'above' iff estimate > T", fontsize=9)
     for ax in axes:
@@ -178,7 +185,7 @@ def fig_thresholds(result: EvaluationResult, path: Path, *, watermark: str | Non
         ax.set_xlabel("threshold T (FLOP)")
         linear_ticks(ax)
     axes[0].set_ylabel("rate (share of held-out runs in the class)")
-    axes[0].legend(fontsize=6, ncol=2)
+    axes[0].legend(fontsize=6, ncol=3)
     save(fig, path, watermark)
     return path
 

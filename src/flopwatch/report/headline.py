@@ -59,8 +59,8 @@ def build_headline(summary: dict[str, Any], ev: Any) -> dict[str, Any]:
         f"On {'the simulated ' if sim else ''}{device}, flopwatch's estimator put unseen runs within "
         f"{pct(mae)} of their true FLOPs on average (no-model yardstick, median J/FLOP: {pct(ymae)}); it "
         f"{_gain_words(gain)}. With {share(conf)} intervals, a run 25 % "
-        f"above a threshold is declared above in {share(at25['correct_rate'])} of held-out cases and wrongly "
-        f"cleared in {share(at25['wrong_clear'] / at25['n'])}."
+        f"above a threshold is declared above in {share(at25['correct_rate'])} of held-out cases and declared "
+        f"below (a wrong below) in {share(at25['wrong_clear'] / at25['n'])}."
     )
     supports = (
         f"Telling held-out runs of this sweep ({sig3(lo)}–{sig3(hi)} FLOP, {summary.get('calibration_dtype')}, "

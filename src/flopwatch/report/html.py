@@ -14,6 +14,7 @@ import datetime as _dt
 import html
 import json
 import os
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,10 @@ td.l,th.l{text-align:left}td:not(.l){white-space:nowrap}tr.out td{color:#888}tr.
 figure{margin:1em 0;background:#fff;border:1px solid #ddd;padding:.5em}figure img{max-width:100%;height:auto}
 figcaption{font-size:.85em;color:#444}code{background:#eee;padding:0 .25em}
 ul.caveats li{margin:.3em 0}
+.verdict h2{margin-top:.4em}.hint{display:none}
 @media (max-width:700px){main{padding:.8em .8em 2em}.banner{padding:.7em .8em}
-.cards{grid-template-columns:repeat(2,minmax(0,1fr))}.card .v{font-size:1.2em}}
+.cards{grid-template-columns:repeat(2,minmax(0,1fr))}.card .v{font-size:1.2em}
+.hint{display:block;font-size:.8em;color:#555;margin:-.3em 0 .6em}figure.wide img{max-width:none;width:720px}}
 """
 
 
@@ -59,13 +62,29 @@ def _num(x: Any, signed: bool = False) -> str:
 
 
 def _table(head: str, rows: list[str]) -> str:
-    """A table in its own horizontally scrolling box: a wide table never widens the page."""
-    return f"<div class='scroll'><table>{head}{''.join(rows)}</table></div>"
+    """A table in its own horizontally scrolling box: a wide table never widens the page. On a narrow screen a
+    hint under it says that it scrolls."""
+    return (
+        f"<div class='scroll'><table>{head}{''.join(rows)}</table></div>"
+        "<p class='hint'>The table scrolls sideways: swipe for more columns →</p>"
+    )
 
 
 def _img(path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     return f'<img alt="{_e(path.stem)}" src="data:image/png;base64,{data}">'
+
+
+def _figure(path: Path, href: str, caption: str) -> str:
+    """A figure that opens full size when tapped (a link to the PNG beside the report, in figures/). A wide one
+    keeps a readable width on a phone and scrolls sideways instead of shrinking."""
+    w, h = struct.unpack(">II", path.read_bytes()[16:24])  # the PNG's IHDR: width, height in pixels
+    wide = w > 1.6 * h
+    img = f"<a href='{_e(href)}' title='open full size'>{_img(path)}</a>"
+    if wide:
+        img = f"<div class='scroll'>{img}</div>"
+    cls = " class='wide'" if wide else ""
+    return f"<figure{cls}>{img}<figcaption>{_e(caption)} Tap the figure to open it full size.</figcaption></figure>"
 
 
 _CAPTIONS = {
@@ -85,8 +104,10 @@ _CAPTIONS = {
     "evaluated; a model this data cannot support is listed under 'Not evaluated' and absent here.",
     "coverage": "Calibration of the prediction intervals: share of held-out truths inside the interval against the "
     "nominal confidence (on the dashed line = honest intervals).",
-    "threshold_rates": "Threshold analysis over a grid of thresholds T: false-positive (solid) and false-negative "
-    "(dashed) rates of declaring a held-out run above T, from the interval (left) or the point estimate (right).",
+    "threshold_rates": "Threshold analysis over a grid of thresholds T, held-out runs: wrongly accused (solid: "
+    "declared above, truly below) and wrong below (dashed: declared below, truly above). Left, the interval "
+    "decision, whose third outcome, uncertain (dotted), is plotted on its own and counted as neither error; "
+    "right, a decision on the point estimate (no uncertain outcome).",
 }
 
 
@@ -118,9 +139,9 @@ def _verdict(summary: dict[str, Any], tag: str) -> list[str]:
         ("no-model yardstick (median J/FLOP)", pct(ys["mae_pct"])),
         ("gain over the yardstick", f"{sig3(g['mean_pp'], signed=True)} pp"),
         ("splits with a run &gt; 10 % off", share(ho["frac_splits_any_over_10pct"])),
-        ("frontier runs / splits", f"{ho['n_frontier']} / {ho['n_splits']}"),
+        ("frontier runs (calibration and test)", str(ho["n_frontier"])),
         (
-            "interval coverage",
+            f"held-out coverage of the {share(th['confidence'])} intervals",
             share((summary.get("heldout") or {}).get("coverage")),
         ),
     ]
@@ -168,22 +189,27 @@ def _verdict(summary: dict[str, Any], tag: str) -> list[str]:
     conf = share(th["confidence"])
     p.append(f"<h3>Threshold verdicts on held-out runs ({conf} intervals)</h3>")
     rows = []
+
+    # the two errors first, beside the threshold: on a phone they are the columns on screen
+    def cells(r: dict[str, Any]) -> str:
+        return (
+            f"<td>{r['wrong_clear']}</td><td>{r['wrong_accuse']}</td><td>{r['uncertain']}</td>"
+            f"<td>{r['correct']}</td><td>{r['n_truth_above']} / {r['n_truth_below']}</td></tr>"
+        )
+
     for r in th["at_sweep_quantiles"]:
         rows.append(
             f"<tr><td class='l'>{_e(sig3(r['threshold_flops']))} FLOP ({100 * r['quantile']:g}th percentile "
-            f"of the sweep)</td><td>{r['n_truth_above']} / {r['n_truth_below']}</td><td>{r['correct']}</td>"
-            f"<td>{r['uncertain']}</td><td>{r['wrong_accuse']}</td><td>{r['wrong_clear']}</td></tr>"
+            f"of the sweep)</td>" + cells(r)
         )
     for r in th["by_margin"]:
         rows.append(
-            f"<tr><td class='l'>each run {r['margin_pct']:g} % {r['run_is']} its threshold</td>"
-            f"<td>{r['n_truth_above']} / {r['n_truth_below']}</td><td>{r['correct']}</td><td>{r['uncertain']}</td>"
-            f"<td>{r['wrong_accuse']}</td><td>{r['wrong_clear']}</td></tr>"
+            f"<tr><td class='l'>each run {r['margin_pct']:g} % {r['run_is']} its threshold</td>" + cells(r)
         )
     p.append(
         _table(
-            "<tr><th class='l'>threshold T</th><th>truly above / below</th><th>correct</th><th>uncertain</th>"
-            "<th>wrongly accused</th><th>wrongly cleared</th></tr>",
+            "<tr><th class='l'>threshold T</th><th>wrong below</th><th>wrongly accused</th><th>uncertain</th>"
+            "<th>correct</th><th>truly above / below</th></tr>",
             rows,
         )
     )
@@ -217,7 +243,8 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
         p.append(
             "<div class='banner'>SIMULATED RUN — no hardware was measured"
             f"<small>Every power, energy and utilisation value below comes from flopwatch's simulated "
-            f"{_e(summary.get('device_name', summary.get('device')))} (power model: {_e(sm.get('power_model', '?'))}; "
+            f"{_e(str(summary.get('device_name', summary.get('device'))).removesuffix(' (simulated)'))} "
+            f"(power model: {_e(sm.get('power_model', '?'))}; "
             f"{_e(sm.get('power_model_source', ''))}). It shows how the pipeline behaves, "
             "not how accurate the estimator is on real hardware.</small></div>"
         )
@@ -295,8 +322,8 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
     p.append(
         f"<p>{_e(summary.get('n_splits'))} random splits of the {_e(summary.get('n_frontier'))} frontier runs into "
         f"{_e(summary.get('n_train'))} calibration and {_e(summary.get('n_test'))} test runs (the study: 200 splits, "
-        f"14/7). Errors are (estimate − truth)/truth on the test runs. The default model <code>{_e(dm)}</code> is "
-        f"calibrated on all frontier runs into <code>profile.json</code> (sha256 {_e(str(summary.get('profile_sha256'))[:16])}…).</p>"
+        f"14/7). Errors are (estimate − truth)/truth on the test runs. flopwatch's default model (here "
+        f"<code>{_e(dm)}</code>) is calibrated on all frontier runs into <code>profile.json</code> (sha256 {_e(str(summary.get('profile_sha256'))[:16])}…).</p>"
     )
     models = ev.get("models", {})
     if models:
@@ -373,7 +400,7 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
             f"<p>Threshold T = {_num(th.get('threshold_flops'))} FLOP (the geometric middle of the sweep). The "
             f"profile in <code>profile.json</code> was calibrated on these very runs, so this table is "
             f"<b>in-sample</b> and flatters the estimator: {n_ok} correct, {n_unc} uncertain, {n_wrong} wrong. The "
-            "held-out verdicts are in the Verdict box above; the held-out FP/FN rates over a grid of thresholds are in "
+            "held-out verdicts are in the Verdict box above; the held-out error rates over a grid of thresholds are in "
             "the figures and in <code>evaluation.json</code>.</p>"
         )
         rows = [
@@ -399,7 +426,7 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
         for f in figs:
             if f.exists():
                 cap = _CAPTIONS.get(f.stem, f.stem.replace("_", " "))
-                p.append(f"<figure>{_img(f)}<figcaption>{_e(cap)}</figcaption></figure>")
+                p.append(_figure(f, f.relative_to(out).as_posix(), cap))
 
     for fe in summary.get("figure_errors") or []:
         p.append(f"<p class='warn'>A figure could not be drawn: {_e(fe)}</p>")
@@ -428,11 +455,11 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
     p.append("<h2>Caveats</h2><ul class='caveats'>")
     if sim:
         p.append(
-            "<li class='sim'>This run is simulated. The simulator's power model is grounded in the MASCOTS 2026 "
+            "<li><span class='sim'>This run is simulated.</span> The simulator's power model is grounded in the MASCOTS 2026 "
             "measurements where the GPU is in them (A100, L40, L4) and in documented spec-based assumptions "
             "elsewhere; its sensor reproduces NVML's averaging window, update period, partial sampling, noise and "
             "counter resolution. Accuracy numbers here describe the pipeline on the twin, not on hardware.</li>"
-            "<li class='sim'>What the twin can and cannot show: within one batch regime its power is a straight line "
+            "<li><span class='sim'>What the twin can and cannot show:</span> within one batch regime its power is a straight line "
             "in MFU plus per-architecture and run-to-run offsets of the size the MASCOTS data shows, so net energy is "
             "close to <i>a·duration + b·FLOPs</i> (eq. 2's form) times a few percent of noise. The held-out error "
             "above therefore measures how the pipeline copes with that noise, detection latency and sensor "

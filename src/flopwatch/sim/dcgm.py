@@ -30,7 +30,6 @@ import hashlib
 import math
 import os
 import shutil
-import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ import numpy as np
 
 from flopwatch.devices import get_device, normalize_dtype
 from flopwatch.errors import InputError
+from flopwatch.io import atomic_path, scratch_dir
 from flopwatch.sim.accelerator import SimulatedAccelerator
 from flopwatch.sim.sensor import RawWorkload
 from flopwatch.telemetry import dcgm_metrics as M
@@ -120,6 +120,17 @@ def check_fleet_size(n_gpus: int, hours: float, gpus_per_node: int = 8, interval
             f"{hours:g} h at {interval_s:g} s is {hours * 3600.0 / interval_s:.3g} scrapes per GPU (limit 1e7)",
             field="hours",
         )
+
+
+#: Upper size of one OpenMetrics sample line of this writer: 300–335 B with pod labels (16 GPUs × 1 h: mean 310 B,
+#: longest 334 B), so 400 B leaves room for long job names.
+OPENMETRICS_LINE_BYTES = 400
+
+
+def openmetrics_bytes(n_gpus: int, hours: float, interval_s: float = 15.0) -> float:
+    """Disk that :meth:`SimulatedFleet.write_openmetrics` needs at most: each line once in its family's piece,
+    once in the file."""
+    return 2.0 * n_gpus * (hours * 3600.0 / interval_s) * len(FAMILIES) * OPENMETRICS_LINE_BYTES
 
 
 def random_schedule(n_gpus: int, hours: float, *, gpus_per_node: int = 8, seed: int = 0) -> list[FleetJob]:
@@ -426,8 +437,9 @@ class SimulatedFleet:
                 "families": [f[0] for f in self.families],
             }
         )
-        tmpdir = Path(tempfile.mkdtemp(prefix=".fleet-", dir=out.parent if str(out.parent) else None))
-        try:
+        # Pieces in a scratch folder beside OUT (removed at the end, or by the next run if this one is killed),
+        # the file itself through an atomic temporary: never written through a symlink, never left half-written.
+        with scratch_dir(out) as tmpdir, atomic_path(out) as tmp_out:
             files = {
                 f[0]: open(tmpdir / f"{i:02d}", "w", buffering=1 << 20) for i, f in enumerate(self.families)
             }
@@ -464,7 +476,7 @@ class SimulatedFleet:
                 for fh in files.values():
                     fh.close()
                 info.close()
-            with open(out, "w") as dst:
+            with open(tmp_out, "w") as dst:
                 dst.write(
                     "# HELP flopwatch_simulated 1: every series in this file is SIMULATED by flopwatch (not measured).\n"
                     "# TYPE flopwatch_simulated gauge\n"
@@ -483,8 +495,6 @@ class SimulatedFleet:
                     with open(tmpdir / "info") as src:
                         shutil.copyfileobj(src, dst, 1 << 20)
                 dst.write("# EOF\n")
-        finally:
-            shutil.rmtree(tmpdir, ignore_errors=True)
         return truth
 
     def _write_info(self, fh: Any, g: int, t: np.ndarray, alloc: np.ndarray, ts: list[str]) -> None:

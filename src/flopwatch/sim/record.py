@@ -23,6 +23,10 @@ class ScheduleRecording:
     n_records: int
 
 
+#: Most trace rows one simulated recording writes (as ``flopwatch.cli.options.MAX_SAMPLES`` for ``record``).
+MAX_TRACE_SAMPLES = 1e8
+
+
 def record_schedule(
     device: str,
     schedule: Path,
@@ -65,6 +69,14 @@ def record_schedule(
     )
     info = sensors[0].info()
     end = max(s.accelerator.end_s for s in sensors) + max(0.0, tail_s)
+    # The trace's size is schedule length × rate × devices: bounded as `record`'s is (1e8 rows ≈ 10 GB).
+    n = end * rate_hz * len(sensors)
+    if not n <= MAX_TRACE_SAMPLES:
+        raise InputError(
+            f"{end:.6g} s at {rate_hz:g} Hz on {len(sensors)} device(s) is {n:.3g} samples "
+            f"(limit {MAX_TRACE_SAMPLES:.0e}); shorten the schedule or lower --rate",
+            file=str(schedule),
+        )
     md = base_metadata(
         kind="sim", rate_hz=rate_hz, fingerprint=dict(info.fingerprint), simulated=True, source=str(schedule)
     )

@@ -170,3 +170,18 @@ def check_reading(reading: Reading, spec: DeviceSpec | None = None) -> tuple[str
 def check_power_rate(power_w: float, spec: DeviceSpec | None = None) -> tuple[str, ...]:
     """Problems with an average power derived from a counter delta (``ΔE/Δt``)."""
     return check_values({"power_w": power_w}, spec)
+
+
+def check_counter_step(
+    delta_j: float, since_change_s: float, spec: DeviceSpec | None = None
+) -> tuple[str, ...]:
+    """Problems with a cumulative energy counter's step of ``delta_j`` J, ``since_change_s`` seconds after the
+    counter last changed.
+
+    A counter updates at its own period, not the reader's: dcgm-exporter's series in Prometheus move once per
+    scrape (15 s by default), so read every second the counter holds, then steps by a whole scrape's energy at
+    once. The step is energy accumulated since the last change, so its rate is judged over that time; judged over
+    the reading interval, every honest 15 s step would look 15 × too fast (and be dropped)."""
+    if not since_change_s > 0:
+        return (f"energy counter stepped by {delta_j:.6g} J in no time",) if delta_j else ()
+    return check_values({"power_w": delta_j / since_change_s}, spec)

@@ -30,7 +30,7 @@ import numpy as np
 
 from flopwatch.errors import SensorError
 from flopwatch.telemetry.schema import Gap, Reading
-from flopwatch.telemetry.sensors.base import Sensor
+from flopwatch.telemetry.sensors.base import Sensor, VirtualClock
 
 Sink = Callable[[Reading | Gap], None]
 
@@ -114,6 +114,18 @@ class SamplerStats:
         }
 
 
+def sample_instants(t0: float, t1: float, rate_hz: float, *, seed: int, jitter: float = 1.0) -> list[float]:
+    """The instants a :class:`Sampler` with ``jitter_seed=seed`` started at ``t0`` reads at, up to ``t1``
+    (no read is late): the schedule alone, to regenerate a recorded run's instants or plan an experiment."""
+    rng = np.random.default_rng(int(seed))
+    period = 1.0 / rate_hz
+    n = int((t1 - t0) * rate_hz + 1e-9)
+    u = rng.random(((n // 1024) + 1) * 1024)
+    return [
+        min(t1, t0 + k * period + (jitter * u[k] * period if k and jitter else 0.0)) for k in range(n + 1)
+    ]
+
+
 def _kind(sensor: Sensor) -> str:
     try:
         return str(sensor.info().kind)
@@ -130,10 +142,11 @@ class Sampler:
     A read that takes longer than ``slow_read_s`` (default: one period) keeps its reading, and the ticks
     it overran are recorded as gaps.
 
-    ``jitter`` (0–1; default 1, or 0 when a sensor is a replay, which yields its recorded rows) is the share of each period over which the sample instant is drawn; ``rng``
-    injects the generator, else one is seeded from ``jitter_seed``, else from fresh OS entropy (an evader
-    cannot predict it). The seed in use is :attr:`jitter_seed` (None when ``rng`` was injected: its owner
-    knows it).
+    ``jitter`` (0–1; default 1, or 0 when a sensor is a replay, which yields its recorded rows) is the share
+    of each period over which the sample instant is drawn. ``rng`` injects the generator, else one is seeded
+    from ``jitter_seed``, else from fresh OS entropy (an evader cannot predict it) — or 0 under a
+    :class:`VirtualClock` (simulations stay reproducible). The seed in use is :attr:`jitter_seed` (None when
+    ``rng`` was injected: its owner knows it).
     """
 
     def __init__(
@@ -160,7 +173,9 @@ class Sampler:
             raise ValueError(f"jitter must be in [0, 1], got {jitter!r}")
         self.jitter = float(jitter)
         if rng is None:
-            if jitter_seed is None:
+            if jitter_seed is None and isinstance(sensors[0].clock, VirtualClock):
+                jitter_seed = 0  # simulated time: a reproducible run (no evader lives in a virtual clock)
+            elif jitter_seed is None:
                 jitter_seed = int(np.random.SeedSequence().entropy) % 2**63  # unpredictable, recorded
             rng = np.random.default_rng(int(jitter_seed))
         self.jitter_seed = None if jitter_seed is None else int(jitter_seed)

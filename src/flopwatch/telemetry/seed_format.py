@@ -3,7 +3,8 @@
 The file holds ``power_mw``, ``gpu_pct`` and ``dram_bytes_s`` as ``[t_s, value]`` pairs at ~2 Hz on slightly
 different timestamps, plus ``t_launch``/``t_start``/``t_end``. Rows are the power samples (the quantity
 integrated); utilisation and DRAM rate are attached by nearest timestamp within half the median power period,
-else left null (counted in ``metadata['alignment']``). The file is read through :func:`flopwatch.io.read_json`
+else left null (counted in ``metadata['alignment']``). The file has no wall clock: ``wall_time`` is null and
+``metadata['wall_time_synthetic']`` says so. The file is read through :func:`flopwatch.io.read_json`
 (size cap, nesting cap, one error line naming the file and field).
 """
 
@@ -90,12 +91,12 @@ def read_seed_timeseries(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, di
 
     attach(util, "util", 1e-2, "gpu_pct")
     attach(dram, "dram_bytes_per_s", 1.0, "dram_bytes_s")
-    wall0 = os.path.getmtime(p) - float(power[-1, 0])  # the file has no wall clock; only relative times count
     n = len(base)
     df = pd.DataFrame(
         {
             "t_s": base["t_s"],
-            "wall_time": pd.to_datetime(wall0 + base["t_s"], unit="s", utc=True),
+            # the file has no wall clock (its mtime is not one): null, so a replay stamps the time it replays at
+            "wall_time": pd.Series(pd.NaT, index=base.index, dtype="datetime64[ns, UTC]"),
             "device": pd.Series([SEED_DEVICE] * n, dtype="string"),
             "power_w": base["power_w"],
             "energy_j": np.nan,

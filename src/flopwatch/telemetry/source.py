@@ -29,7 +29,13 @@ from flopwatch.devices import DeviceSpec, resolve
 from flopwatch.errors import InputError
 from flopwatch.io import check_input_file
 from flopwatch.telemetry.plausibility import limits_spec, violations
-from flopwatch.telemetry.schema import FLOAT_COLUMNS, JOURNAL_SUFFIX, extra_columns, metadata_from_schema
+from flopwatch.telemetry.schema import (
+    FLOAT_COLUMNS,
+    JOURNAL_SUFFIX,
+    extra_columns,
+    metadata_from_schema,
+    table_to_frame,
+)
 from flopwatch.telemetry.seed_format import read_seed_timeseries
 
 if TYPE_CHECKING:
@@ -85,12 +91,6 @@ def _as_mask(idx: np.ndarray, n: int) -> np.ndarray:
     m = np.zeros(n, dtype=bool)
     m[idx] = True
     return m
-
-
-def check_regular_file(p: Path) -> os.stat_result:
-    """Refuse a missing path, a directory, a FIFO or a device *before* opening it (opening a FIFO blocks;
-    reading ``/dev/zero`` never ends): :func:`flopwatch.io.check_input_file` for a trace."""
-    return check_input_file(p, kind="trace file")
 
 
 # ---------------------------------------------------------------------- plausibility
@@ -253,6 +253,11 @@ class TraceSource:
     ) -> Iterator[Chunk]:
         raise NotImplementedError
 
+    def frame(self) -> pd.DataFrame:
+        """Every row at once, as a frame of the schema (:func:`~flopwatch.telemetry.schema.table_to_frame`), not
+        validated: :meth:`Trace.read <flopwatch.telemetry.trace.Trace.read>` validates in a pass before."""
+        raise NotImplementedError
+
 
 def _batch_to_chunk(
     src: TraceSource,
@@ -361,6 +366,18 @@ class ParquetSource(TraceSource):
         self._names = schema.names
         self.extra_columns = extra_columns(schema.names)
 
+    def frame(self) -> pd.DataFrame:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.ParquetFile(self.path).read()
+        except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+            raise InputError(
+                f"not a readable Parquet trace (truncated or corrupt?): {e}", file=self.name
+            ) from None
+        return table_to_frame(table, self.name)
+
     def t_span(self) -> tuple[float, float] | None:
         """(lowest, highest) ``t_s`` of the file from its row groups' statistics (the footer: no data read), or
         None when the writer stored none."""
@@ -414,17 +431,16 @@ class JournalSource(TraceSource):
         except (pa.ArrowInvalid, OSError) as e:
             raise InputError(f"journal is unreadable: {e}", file=str(path)) from None
         super().__init__(path, metadata_from_schema(schema, path))
+        self._schema = schema
         self.metadata["recovered_from_journal"] = True
         self.metadata.setdefault("source", str(path))
         self.extra_columns = extra_columns(schema.names)
 
-    def _raw_chunks(
-        self, columns: tuple[str, ...], wall: bool, gap_error: bool, extras: bool
-    ) -> Iterator[Chunk]:
+    def _batches(self) -> Iterator[Any]:
+        """The journal's complete record batches (a crash's torn last batch ends the stream)."""
         import pyarrow as pa
         import pyarrow.ipc as ipc
 
-        row0 = 0
         assert self.path is not None
         with pa.OSFile(str(self.path), "rb") as f:
             try:
@@ -433,13 +449,24 @@ class JournalSource(TraceSource):
                 raise InputError(f"journal is unreadable: {e}", file=self.name) from None
             while True:
                 try:
-                    batch = reader.read_next_batch()
+                    yield reader.read_next_batch()
                 except StopIteration:
                     break
                 except (pa.ArrowInvalid, OSError):  # the torn last batch of a crash
                     break
-                yield _batch_to_chunk(self, batch, row0, columns, wall, gap_error, extras)
-                row0 += batch.num_rows
+
+    def _raw_chunks(
+        self, columns: tuple[str, ...], wall: bool, gap_error: bool, extras: bool
+    ) -> Iterator[Chunk]:
+        row0 = 0
+        for batch in self._batches():
+            yield _batch_to_chunk(self, batch, row0, columns, wall, gap_error, extras)
+            row0 += batch.num_rows
+
+    def frame(self) -> pd.DataFrame:
+        import pyarrow as pa
+
+        return table_to_frame(pa.Table.from_batches(list(self._batches()), schema=self._schema), self.name)
 
 
 class FrameSource(TraceSource):
@@ -459,7 +486,7 @@ class FrameSource(TraceSource):
 
         super().__init__(None, dict(metadata))
         self.validate = validate
-        self.frame = frame
+        self._frame = frame
         self.num_rows = len(frame)
         self.chunk_rows = chunk_rows
         self.extra_columns = extra_columns(frame.columns)
@@ -471,10 +498,13 @@ class FrameSource(TraceSource):
         self._t = df["t_s"].to_numpy(dtype=float)
         self._gap = df["gap_error"].notna().to_numpy()
 
+    def frame(self) -> pd.DataFrame:
+        return self._frame
+
     def _raw_chunks(
         self, columns: tuple[str, ...], wall: bool, gap_error: bool, extras: bool
     ) -> Iterator[Chunk]:
-        df = self.frame
+        df = self._frame
         n = len(df)
         cols = {c: df[c].to_numpy(dtype=float) for c in columns} if n else {c: np.zeros(0) for c in columns}
         w = None
@@ -528,9 +558,9 @@ def open_source(trace: TraceLike, *, batch_rows: int = CHUNK_ROWS) -> TraceSourc
     p = Path(trace)
     journal = Path(str(p) + JOURNAL_SUFFIX)
     if not os.path.lexists(p) and journal.exists():
-        check_regular_file(journal)
+        check_input_file(journal, kind="trace file")
         return JournalSource(journal)
-    check_regular_file(p)
+    check_input_file(p, kind="trace file")  # a FIFO would block, /dev/zero never end
     if p.suffix.lower() == ".json" or _sniff_json(p):
         frame, metadata = read_seed_timeseries(p)
         return FrameSource(frame, metadata, batch_rows, validate=True)
@@ -540,6 +570,6 @@ def open_source(trace: TraceLike, *, batch_rows: int = CHUNK_ROWS) -> TraceSourc
         return ParquetSource(p, batch_rows)
     except InputError:
         if journal.exists():  # a crash left a footer-less Parquet: the journal has the data
-            check_regular_file(journal)
+            check_input_file(journal, kind="trace file")
             return JournalSource(journal)
         raise

@@ -9,6 +9,10 @@ from datetime import datetime, timezone
 from flopwatch.errors import InputError
 
 _DUR = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+#: 9999-12-31T23:59:59Z: a later "time" is a typo or a lie, and would become a query spanning millennia.
+MAX_TIME_S = 253402300799.0
+#: No step, window or chunk is longer than a century.
+MAX_DURATION_S = 100 * 31536000.0
 _UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
 
 
@@ -28,9 +32,12 @@ def parse_time(value: str | float, *, field: str = "start") -> float:
                 )
             if d.tzinfo is None:
                 raise InputError(f"RFC 3339 time needs a zone (Z or ±hh:mm): {value!r}", field=field)
-            t = d.astimezone(timezone.utc).timestamp()
-    if not math.isfinite(t) or t < 0:
-        raise InputError(f"must be a time after 1970, got {value!r}", field=field)
+            try:
+                t = d.astimezone(timezone.utc).timestamp()
+            except (OverflowError, ValueError, OSError):  # year 1 at +01:00, year 9999 at -01:00
+                t = math.inf
+    if not (math.isfinite(t) and 0 <= t <= MAX_TIME_S):
+        raise InputError(f"must be a time between 1970 and 9999, got {value!r}", field=field)
     return t
 
 
@@ -61,8 +68,8 @@ def parse_duration(value: str | float, *, field: str = "step") -> float:
             if not parts or "".join(n + u for n, u in parts) != s:
                 raise InputError(f"not a duration: {value!r} (e.g. 15s, 5m, 1h)", field=field) from None
             d = sum(float(n) * _UNIT_S[u] for n, u in parts)
-    if not math.isfinite(d) or d <= 0:
-        raise InputError(f"must be a positive duration, got {value!r}", field=field)
+    if not (math.isfinite(d) and 0 < d <= MAX_DURATION_S):
+        raise InputError(f"must be a positive duration of at most 100 years, got {value!r}", field=field)
     return d
 
 

@@ -29,16 +29,13 @@ from flopwatch.telemetry.schema import (
     default_metadata,
     extra_columns,
     frame,
-    metadata_from_schema,
     row,
-    table_to_frame,
     to_table,
 )
 from flopwatch.telemetry.source import (
     CHUNK_ROWS,
     VALUE_COLUMNS,
     FrameSource,
-    JournalSource,
     open_source,
 )
 
@@ -95,12 +92,7 @@ class Trace:
         # one streaming pass validates every row (time order, duplicates, physical range) before loading
         for _ in src.chunks(VALUE_COLUMNS):
             pass
-        if isinstance(src, FrameSource):
-            tr = Trace(src.frame, src.metadata)
-        elif isinstance(src, JournalSource):
-            tr = _read_journal(Path(src.name))
-        else:
-            tr = _read_parquet(Path(src.name))
+        tr = Trace(src.frame(), src.metadata)
         dups = src.duplicates_dropped
         if dups:  # identical repeated samples (a sink called twice): keep one of each
             tr.df = tr.df.drop_duplicates(subset=[c for c in tr.df.columns if c != "wall_time"]).reset_index(
@@ -236,47 +228,6 @@ class Trace:
         """DRAM bytes moved over ``[t0, t1]``: trapezoid of ``dram_bytes_per_s`` (None without that series)."""
         (w,) = integrate_windows(self.source(), [Window(t0, t1, device)], max_gap_s=math.inf)
         return w.bytes_moved
-
-
-# ---------------------------------------------------------------------- readers
-def _read_parquet(p: Path) -> Trace:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        pf = pq.ParquetFile(p)
-        table = pf.read()
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
-        raise InputError(f"not a readable Parquet trace (truncated or corrupt?): {e}", file=str(p)) from None
-    md = metadata_from_schema(pf.schema_arrow, p)
-    md.setdefault("source", str(p))
-    return Trace(table_to_frame(table, p), md)
-
-
-def _read_journal(journal: Path) -> Trace:
-    """Recover a crashed recording from its Arrow IPC journal, up to the last complete batch."""
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
-
-    batches = []
-    schema = None
-    try:
-        with pa.OSFile(str(journal), "rb") as f:
-            reader = ipc.open_stream(f)
-            schema = reader.schema
-            while True:
-                try:
-                    batches.append(reader.read_next_batch())
-                except StopIteration:
-                    break
-                except (pa.ArrowInvalid, OSError):  # the torn last batch of a crash
-                    break
-    except (pa.ArrowInvalid, OSError) as e:
-        raise InputError(f"journal is unreadable: {e}", file=str(journal)) from None
-    md = metadata_from_schema(schema, journal)
-    md["recovered_from_journal"] = True
-    md.setdefault("source", str(journal))
-    return Trace(table_to_frame(pa.Table.from_batches(batches, schema=schema), journal), md)
 
 
 __all__ = ["IntervalEnergy", "Trace"]

@@ -94,6 +94,7 @@ class TraceWriter:
         self._schema: Any = None
         self._pool: Any = None
         self._pending: deque[Any] = deque()
+        self._failed: OSError | None = None  # the first write error (a full disk), re-raised by later writes
         self.max_pending = int(max_pending)
         self.blocked_s = 0.0  # seconds producers waited on the writer thread (backpressure)
         self.max_pending_seen = 0
@@ -179,6 +180,15 @@ class TraceWriter:
         self._ipc = ipc.new_stream(self._sink, self._schema)
 
     def _write_rows(self, rows: list[dict[str, Any]]) -> None:
+        if self._failed is not None:  # a full disk stays that error, not a later "Operation on closed file"
+            raise self._failed
+        try:
+            self._write_rows_now(rows)
+        except OSError as e:
+            self._failed = e
+            raise
+
+    def _write_rows_now(self, rows: list[dict[str, Any]]) -> None:
         if not rows:
             return
         known = set(self._extra_cols)

@@ -50,6 +50,36 @@ def _choice(name: str, value: Any, choices: tuple[str, ...], aliases: Mapping[st
     return key
 
 
+#: Largest tensor (elements) a config may ask for: 2^53 elements is 36 PB in fp32, beyond any device, and the
+#: largest count that float64 FLOP totals hold exactly; torch's meta-device shapes overflow int64 not far above.
+MAX_TENSOR_ELEMENTS = 2**53
+#: Most layers and steps: 10× and 1000× beyond any trained model (hundreds of layers) and run (~1e6 steps), so
+#: a typo (``--steps 1e15``) is refused instead of building or running for ever.
+MAX_LAYERS = 10_000
+MAX_STEPS = 10**9
+
+
+def _check_size(c: Any) -> None:
+    """ConfigError when the config's largest tensors or counts are absurd (one line naming the field)."""
+    if c.num_layers > MAX_LAYERS:
+        raise ConfigError(f"num_layers must be <= {MAX_LAYERS}, got {c.num_layers}", field="num_layers")
+    if c.steps > MAX_STEPS:
+        raise ConfigError(f"steps must be <= {MAX_STEPS:.0e}, got {c.steps}", field="steps")
+    width = max(c.d_model, c.dim_feedforward, int(getattr(c, "vocab_size", 0) or 0))
+    tensors = {
+        "seq_len": c.batch_size * c.nhead * c.seq_len * c.seq_len,  # attention scores
+        "batch_size": c.batch_size * c.seq_len * width,  # activations
+        "d_model": c.d_model * width,  # weights
+    }
+    for fld, n in tensors.items():
+        if n > MAX_TENSOR_ELEMENTS:
+            raise ConfigError(
+                f"the config's largest tensor would hold {float(n):.3g} elements (limit 2^53 ≈ 9e15): "
+                "far beyond any device",
+                field=fld,
+            )
+
+
 @dataclass(frozen=True)
 class _Common:
     """Fields and checks shared by both families (not used directly)."""
@@ -60,6 +90,7 @@ class _Common:
         for name in ("d_model", "batch_size", "seq_len", "num_layers", "nhead", "dim_feedforward", "steps"):
             object.__setattr__(self, name, _positive_int(name, getattr(self, name)))
         d_model, nhead = self.d_model, self.nhead
+        _check_size(self)
         if d_model % nhead != 0:
             raise ConfigError(
                 f"d_model ({d_model}) must be divisible by nhead ({nhead}) (head size = d_model / nhead)",

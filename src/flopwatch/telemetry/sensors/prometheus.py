@@ -4,10 +4,15 @@ Spec: ``prometheus:http://prom:9090?match={Hostname="node-1"}&gpu=GPU-…`` — 
 then optional query parameters (removed before any request is sent):
 
 * ``match``: label matchers that pick GPUs (default: all); ``gpu``: one ``UUID`` (or an index in UUID order);
-* ``start``, ``end`` (RFC 3339 or Unix seconds) and ``step`` (default 15s): play that stretch of history back
-  like ``replay:`` (sample-and-hold on a :class:`ScaledClock` at ``speed``, or the clock passed in), so
-  ``record`` → trace → ``detect`` works on a fleet's past. Without them every read is an instant query: the
-  value of the latest scrape, so reading faster than the scrape interval repeats values.
+* ``start``, ``end`` (RFC 3339 or Unix seconds): play that stretch of history back like ``replay:``
+  (sample-and-hold; at ``--speed`` on a paced virtual clock that never skips a tick, without one in real time,
+  or on the clock passed in) from its raw samples, every series of the GPU merged in time (dcgm-exporter starts
+  a new series whenever a pod label changes; ``step`` is accepted for older specs, no longer needed), so
+  ``record`` → trace → ``detect`` and ``monitor`` work on a fleet's past. Without them every read is an instant
+  query: the value of the latest scrape, so reading faster than the scrape interval repeats values. Either way
+  the energy counter holds between scrapes and then steps by a whole scrape's energy: the monitor judges such a
+  step over the time since the counter last changed
+  (:func:`flopwatch.telemetry.plausibility.check_counter_step`), not over the reading interval.
 
 One sensor per GPU (``UUID``). Units are converted here, once: mJ → J, % → ratio, DRAM_ACTIVE × the device's
 peak bandwidth → B/s. The HTTP client and the metric names are :mod:`flopwatch.telemetry.prom_client` and
@@ -21,7 +26,7 @@ import bisect
 import math
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flopwatch.errors import InputError, SensorError, SensorUnavailable
@@ -38,7 +43,11 @@ def parse_spec(arg: str) -> tuple[str, dict[str, str]]:
             "prometheus needs a URL: prometheus:http://HOST:9090[?match={...}&gpu=UUID]", field="sensor"
         )
     u = arg if "://" in arg else "http://" + arg
-    p = urllib.parse.urlsplit(u)
+    try:
+        p = urllib.parse.urlsplit(u)
+        p.port  # noqa: B018 - raises ValueError on a port that is not a number in 0–65535
+    except ValueError as e:
+        raise InputError(f"malformed prometheus URL {arg[:80]!r} ({e})", field="sensor") from None
     opts = {k: v[-1] for k, v in urllib.parse.parse_qs(p.query, keep_blank_values=False).items()}
     unknown = set(opts) - {"match", "gpu", "start", "end", "step"}
     if unknown:
@@ -58,7 +67,8 @@ class PrometheusSensor:
         clock: Clock | None = None,
         history: Mapping[str, tuple[list[float], list[float]]] | None = None,
         labels: Mapping[str, str] | None = None,
-        speed: float = 1.0,
+        speed: float | None = None,
+        end: float | None = None,
     ) -> None:
         from flopwatch.devices import get_device
 
@@ -75,8 +85,9 @@ class PrometheusSensor:
                 self.spec = None
         if self.history is not None:
             t0 = min((v[0][0] for v in self.history.values() if v[0]), default=0.0)
-            self._t_end = max((v[0][-1] for v in self.history.values() if v[0]), default=0.0)
-            self._clock: Clock = clock or ScaledClock(speed, t0=t0, wall0=t0, lazy=True)
+            last = max((v[0][-1] for v in self.history.values() if v[0]), default=0.0)
+            self._t_end = last if end is None else max(last, end)  # the range asked: its last scrape is held
+            self._clock: Clock = clock or _history_clock(speed, t0)
         else:
             self._clock = clock or MonotonicClock()
         self.finished = False
@@ -196,7 +207,7 @@ def open_prometheus(
         if not ("start" in opts and "end" in opts):
             raise InputError("history needs both start= and end=", field="sensor")
         t0, t1 = parse_time(opts["start"], field="start"), parse_time(opts["end"], field="end")
-        step = parse_duration(opts.get("step", "15s"), field="step")
+        parse_duration(opts.get("step", "15s"), field="step")  # checked, no longer needed (raw samples)
     else:
         t1 = time.time()
         t0 = t1 - _LOOKBACK_S
@@ -225,15 +236,43 @@ def open_prometheus(
         history = None
         if hist:
             history = {}
+            # raw samples (a range selector) rather than a range query: no lookback echo of a series that ended,
+            # no point limit on a long history; closed at t0 (+1 ms: Prometheus 3 ranges are left-open)
+            rng = f"[{int(round((t1 - t0) * 1000)) + 1}ms]"
             for name in M.METRICS:
-                for s in client.query_range(f"{name}{{{sel}}}", t0, t1, step):
-                    history[name] = (s.t.tolist(), s.v.tolist())
-                    break
-            if shared is None:
-                shared = ScaledClock(speed or 1.0, t0=t0, wall0=t0, lazy=True)
+                merged = _merge(client.query_matrix(f"{name}{{{sel}}}{rng}", t1))
+                if merged is not None:
+                    history[name] = merged
+            if shared is None:  # like replay: paced virtual time at --speed (exact), else real time from t0
+                shared = _history_clock(speed, t0)
         sensor = PrometheusSensor(
-            client, u, m, clock=shared, history=history, labels=labels, speed=speed or 1.0
+            client, u, m, clock=shared, history=history, labels=labels, speed=speed, end=t1 if hist else None
         )
         sensor.simulated = simulated
         out.append(sensor)
     return out
+
+
+def _history_clock(speed: float | None, t0: float) -> Clock:
+    """Paced virtual time at ``speed`` (a sampler never skips a tick; ``inf``: as fast as it goes), as
+    :mod:`~flopwatch.telemetry.sensors.replay` plays a trace; without a speed, real time starting at ``t0``."""
+    from flopwatch.telemetry.sensors.replay import PacedClock
+
+    if speed is None:
+        return ScaledClock(1.0, t0=t0, wall0=t0, lazy=True)
+    return PacedClock(speed, t0=t0, wall0=t0)
+
+
+def _merge(series: Sequence[Any]) -> tuple[list[float], list[float]] | None:
+    """One GPU's samples of one metric from all its series, in time order (a repeated time: the first kept)."""
+    import numpy as np
+
+    if not series:
+        return None
+    t = np.concatenate([x.t for x in series])
+    v = np.concatenate([x.v for x in series])
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    keep = np.ones(len(t), dtype=bool)
+    keep[1:] = np.diff(t) > 0
+    return t[keep].tolist(), v[keep].tolist()

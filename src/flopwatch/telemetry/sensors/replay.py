@@ -182,6 +182,9 @@ class ReplaySensor:
             for _ in src.chunks(VALUE_COLUMNS):
                 pass
         self.metadata = src.metadata
+        # a trace without a wall clock (the seed's timeseries.json) gets synthetic wall times from its file's
+        # mtime: never replay those as if recorded, use the replay's own clock instead
+        self._wall_synthetic = bool(self.metadata.get("wall_time_synthetic"))
         if device is None:
             device = _first_device(src)
         self.device = device
@@ -251,7 +254,7 @@ class ReplaySensor:
             energy = self._energy_at(i, t)
             ts = t
             wall = wall + (t - t_row)
-        if wall != wall:
+        if wall != wall or self._wall_synthetic:
             wall = self._clock.wall_time()
         return Reading(t_s=ts, wall_time=wall, device=self.device, energy_j=energy, extra=extra, **vals)
 

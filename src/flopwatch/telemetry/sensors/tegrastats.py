@@ -142,12 +142,13 @@ def read_log(path: str | os.PathLike[str], *, interval_s: float = 0.5, rail: str
     Lines with a timestamp (JetPack 6+) are placed at their wall time (1 s resolution, so consecutive lines
     within a second are spread by ``interval_s``); older lines at ``interval_s`` spacing.
     """
+    from flopwatch.io import check_input_file
     from flopwatch.telemetry.schema import base_metadata
-    from flopwatch.telemetry.source import VALUE_COLUMNS, FrameSource, check_regular_file
+    from flopwatch.telemetry.source import VALUE_COLUMNS, FrameSource
     from flopwatch.telemetry.trace import Trace
 
     p = Path(path)
-    st = check_regular_file(p)  # a FIFO would block, /dev/zero never end
+    st = check_input_file(p, kind="tegrastats log")  # a FIFO would block, /dev/zero never end
     if st.st_size > MAX_LOG_BYTES:
         raise InputError(f"log larger than {MAX_LOG_BYTES >> 20} MiB (read whole)", file=str(p))
     try:
