@@ -254,7 +254,7 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         out.append(f"device peaks overridden ({top.sources[-1]}): not the datasheet")
     if s["resets"]:
         out.append(
-            f"energy counter reset {int(s['resets'])} time(s) (driver reload): those windows' energy from power"
+            f"energy counter reset {max(1, round(s['resets']))} time(s) (driver reload): those windows' energy from power"
         )
     if s["counter_power_j"] > 0:
         r = s["counter_j"] / s["counter_power_j"]
@@ -444,7 +444,7 @@ def _row(
         "coverage": obs.coverage,
         "mean_util": obs.mean_util,
         "energy_from_power_j": s["energy_from_power_j"],
-        "counter_resets": int(s["resets"]),
+        "counter_resets": round(s["resets"]),
         "devices": [d.key for d in t.devices[g]],
         "dtypes": t.dtypes[g],
         "notes": list(dict.fromkeys(notes)),
