@@ -484,14 +484,3 @@ def variants(fam: Family, *, quick: bool) -> list[Family]:
             p["phases"] = ((d0, p["first_share"]), (d1, 1.0 - p["first_share"]))
         out.append(dataclasses.replace(fam, params=MappingProxyType(p)))
     return out
-
-
-def cases(world: World, fam: Family, v2_path: Any = None) -> Iterator[Case]:
-    if fam.kind == "real":
-        from flopwatch.redteam.real import real_cases
-
-        if v2_path is not None:
-            yield from real_cases(v2_path, fam)
-        return
-    for v in variants(fam, quick=world.quick):
-        yield from KINDS[fam.kind](world, v)
