@@ -38,6 +38,7 @@ from flopwatch.estimate.bounds import (
     idle_drift_w,
     resolve_device,
 )
+from flopwatch.estimate.intervals import log_halfwidth
 from flopwatch.estimate.observe import (
     CONTEXT_KEYS,
     PIPES,
@@ -67,6 +68,12 @@ if TYPE_CHECKING:
 #: Back-compatible name of the session shift (one SD of log J/TFLOP between sessions; fitted, see
 #: :mod:`flopwatch.estimate.session`).
 SESSION_JPT_SD = SESSION_LOG_SD
+#: Confidence of the interval whose lower end an accusation rests on (the calibration's leave-one-out error and
+#: the fitted session shift, both at its z). The estimate's 90 % interval describes typical runs: 5 % of honest
+#: runs fall under its lower end by construction, so it may not accuse. At 99.8 % (two-sided) an honest run in
+#: regime is accused at most 0.1 % of the time under the fitted error model (Student-t in log space: the
+#: conformal rank does not exist below 499 calibration runs; intervals.py).
+ACCUSATION_CONFIDENCE = 0.998
 #: Slowest sampling a row may rest on: the Jetson study sampled at 2 Hz and its detector polls every 1.5 s
 #: (Fowler 2026); under 1 Hz a workload shorter than the detector's two-poll start leaves no sample.
 MIN_SAMPLE_RATE_HZ = 1.0
@@ -373,7 +380,7 @@ def assess(
 
     # ---- the calibrated estimate (rests on the workload resembling the calibration)
     est_flops: float | None = None
-    cal_lo = cal_hi = conf = None
+    cal_lo = cal_hi = conf = acc_lo = None
     model = None
     deviations: list[Deviation] = []
     dtype = None
@@ -413,6 +420,7 @@ def assess(
                 q0 = math.log(hi / est.flops) if hi > est.flops else 0.0
                 dq = float(widen(q0, est.confidence, SESSION_LOG_SD)) - q0
                 cal_lo, cal_hi = lo * math.exp(-dq), hi * math.exp(dq)
+                acc_lo = accusation_lower(profile, est.flops, q0)
     ok = est_flops is not None and math.isfinite(est_flops) and est_flops > 0
     regime = (
         "uncalibrated"
@@ -436,7 +444,7 @@ def assess(
     lower, low_basis = 0.0, "0 (no calibrated statement in regime)"
     if (
         ok
-        and cal_lo is not None
+        and acc_lo is not None
         and regime == "calibrated"
         and E >= 0
         and spec is not None
@@ -448,8 +456,11 @@ def assess(
         run_clk = obs.max_sm_clock_mhz if obs.max_sm_clock_mhz is not None else None
         cf = clock_ratio_factor(cal_clk, run_clk, spec.max_sm_clock_mhz)
         if obs.coverage is None or obs.coverage >= MIN_COVERAGE:
-            lower = cal_lo * fr * cf
-            low_basis = f"calibrated lower × {fr:.3g} (if the run were {fmt}) × {cf:.3g} (clock)"
+            lower = acc_lo * fr * cf
+            low_basis = (
+                f"estimate's {ACCUSATION_CONFIDENCE:.1%} lower end (calibration error and session shift) × "
+                f"{fr:.3g} (if the run were {fmt}) × {cf:.3g} (clock)"
+            )
     if ok and est_flops > upper:  # type: ignore[operator]
         warnings.append(
             f"the calibrated estimate {est_flops:.4g} exceeds the sound upper bound {upper:.4g}: the profile or "
@@ -509,10 +520,13 @@ def _tighten(
             out.append(f"with the SM clock range observed (at the maximum clock): ×{a:.3g} → ×{b:.3g}")
     pipes_seen = obs.has_pipes or (w is not None and w.has_pipes)
     if not pipes_seen and spec is not None and dtype in spec.peak_flops and dtype != "fp32":
-        t_obs = max(0.0, obs.duration_s - float(obs.unobserved_s or 0.0))
-        tensor_s = min(t_obs, est / spec.peak_flops[dtype])
+        # the counters count every cycle: they would cover the whole run, the energy sensor's blind time too
+        tensor_s = min(obs.duration_s, est / spec.peak_flops[dtype])
         hyp = dataclasses.replace(
-            obs, windows=None, pipe_active_s={"tensor": tensor_s, "fp64": 0.0, "fp32": 0.0, "fp16": 0.0}
+            obs,
+            windows=None,
+            pipe_active_s={"tensor": tensor_s, "fp64": 0.0, "fp32": 0.0, "fp16": 0.0},
+            pipe_observed_s=obs.duration_s,
         )
         b = sound_upper(dev, hyp, idle_excess_w=idle_excess).flops / est
         if b < a * 0.999:
@@ -556,6 +570,20 @@ def assess_record(
         label=record.label,
         extra_warnings=(*extra_warnings, *telemetry_warnings(record)),
     )
+
+
+def accusation_lower(profile: Profile, est_flops: float, q_estimate: float = 0.0) -> float:
+    """The lower end of ``est_flops``'s interval at :data:`ACCUSATION_CONFIDENCE`: the profile's leave-one-out
+    residuals (Student-t in log space) widened for a later session in quadrature, never narrower than the
+    estimate's own interval ``q_estimate``."""
+    res = profile.residuals
+    if res.size >= 2:
+        qa, _ = log_halfwidth(res, ACCUSATION_CONFIDENCE, "student-t")
+        q = max(float(qa), q_estimate)
+    else:
+        q = q_estimate
+    q = float(widen(q, ACCUSATION_CONFIDENCE, SESSION_LOG_SD))
+    return est_flops * math.exp(-q)
 
 
 def session_drift_w(profile: Profile | None, spec: DeviceSpec | None) -> float | None:
