@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flopwatch.devices import DeviceSpec, get_device
+from flopwatch.devices import DeviceSpec, resolve
 from flopwatch.errors import InputError
 from flopwatch.estimate.bounds import (
     MIN_COVERAGE,
@@ -60,6 +60,8 @@ from flopwatch.estimate.sound import (
     sound_upper,
     verdict_peaks,
 )
+from flopwatch.sensor_timing import SamplingCheck, check_sampling, sensor_kind_of
+from flopwatch.units import finite
 
 if TYPE_CHECKING:
     from flopwatch.estimate.profile import Profile
@@ -164,19 +166,13 @@ class Assessment:
         }
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return None
-    return float(x)
-
-
 def observables_from_record(r: WorkloadRecord) -> Observables:
     """The observables of a record (its label, config and dtype are never read)."""
     raw = r.raw
-    clock = _num(raw.get("mean_sm_clock_mhz", raw.get("sm_clock_mhz")))
+    clock = finite(raw.get("mean_sm_clock_mhz", raw.get("sm_clock_mhz")))
     pipes = raw.get("pipe_active_s")
     pa = None
-    if isinstance(pipes, Mapping) and all(_num(pipes.get(k)) is not None for k in PIPES):
+    if isinstance(pipes, Mapping) and all(finite(pipes.get(k)) is not None for k in PIPES):
         pa = {k: float(pipes[k]) for k in PIPES}
     return Observables(
         net_energy_j=r.net_energy_j,
@@ -184,15 +180,15 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
         tb_moved=r.tb_moved,
         mean_util=r.mean_util,
         sm_clock_mhz=clock,
-        power_limit_w=_num(raw.get("power_limit_w")),
+        power_limit_w=finite(raw.get("power_limit_w")),
         idle_power_w=r.idle_power_w,
-        coverage=_num(raw.get("coverage")),
-        min_sm_clock_mhz=_num(raw.get("min_sm_clock_mhz")),
-        max_sm_clock_mhz=_num(raw.get("max_sm_clock_mhz")),
-        peak_power_w=_num(raw.get("peak_power_w")),
-        unobserved_s=_num(raw.get("unobserved_s")),
+        coverage=finite(raw.get("coverage")),
+        min_sm_clock_mhz=finite(raw.get("min_sm_clock_mhz")),
+        max_sm_clock_mhz=finite(raw.get("max_sm_clock_mhz")),
+        peak_power_w=finite(raw.get("peak_power_w")),
+        unobserved_s=finite(raw.get("unobserved_s")),
         pipe_active_s=pa,
-        pipe_observed_s=_num(raw.get("pipe_observed_s")),
+        pipe_observed_s=finite(raw.get("pipe_observed_s")),
     )
 
 
@@ -227,29 +223,48 @@ def threshold_verdict(
     """
     if threshold_flops is None:
         return "n/a"
-    if _num(lower_flops) is not None and lower_flops > threshold_flops:  # type: ignore[operator]
+    if finite(lower_flops) is not None and lower_flops > threshold_flops:  # type: ignore[operator]
         return "above"
-    e, u = _num(estimate_flops), _num(upper_flops)
+    e, u = finite(estimate_flops), finite(upper_flops)
     if e is not None and e > 0 and u is not None and 0 <= u < threshold_flops and not warnings:
         return "below"
     return "uncertain"
 
 
 def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> DeviceSpec | None:
-    if isinstance(device, DeviceSpec):
-        return device
+    """The device judged: ``device`` (a spec, a key, an NVML or simulated name, ``h100:0``) through
+    :func:`flopwatch.devices.resolve`; a sensor name that names no model (``jetson:VDD_CPU_GPU_CV``): the
+    profile's device, which it was calibrated on and which the monitor applies it to."""
     if device:
-        try:
-            return get_device(str(device).removeprefix("sim:").split(":")[0])
-        except InputError:
-            spec = resolve_device(device)
-            if spec is not None:
-                return spec
-        # a sensor name that names no model (``jetson:VDD_CPU_GPU_CV``): the profile's device, which it was
-        # calibrated on and which the monitor applies it to
+        spec = resolve(device, str(device).removeprefix("sim:").split(":")[0])
+        if spec is not None:
+            return spec
     if profile is not None and profile.device_key:
         return resolve_device(profile.device_key)
     return None
+
+
+def _kinds(ctx: Mapping[str, Any]) -> list[str]:
+    kinds = ctx.get("sensor_kind") or ()
+    return [str(k).strip().lower() for k in ([kinds] if isinstance(kinds, str) else list(kinds))]
+
+
+def sampling_checks(
+    context: Mapping[str, Any] | None, device: DeviceSpec | str | None
+) -> list[SamplingCheck]:
+    """:func:`flopwatch.sensor_timing.check_sampling` of each sensor kind the row records, at its recorded
+    ``sample_rate_hz``, on ``device`` — only those the sensor-timing table knows (empty without a rate)."""
+    ctx = dict(context or {})
+    rate = finite(ctx.get("sample_rate_hz"))
+    key = device.key if isinstance(device, DeviceSpec) else device
+    if rate is None or rate <= 0 or not key:
+        return []
+    out = []
+    for kind in _kinds(ctx):
+        chk = check_sampling(str(key), sensor_kind_of(kind), rate)
+        if chk.timing is not None:
+            out.append(chk)
+    return out
 
 
 def context_warnings(
@@ -257,10 +272,15 @@ def context_warnings(
     verifier_context: Mapping[str, Any] | None,
     *,
     min_rate_hz: float = MIN_SAMPLE_RATE_HZ,
+    device: DeviceSpec | str | None = None,
 ) -> list[str]:
     """Named warnings for a row's recorded context: a peak override, a replay/simulated sensor, too slow a rate,
     and every key of :data:`~flopwatch.estimate.observe.CONTEXT_KEYS` the verifier set that the row records
-    differently (a key the verifier leaves None is not compared)."""
+    differently (a key the verifier leaves None is not compared).
+
+    "Too slow" is per device and sensor where the sensor-timing table knows the pair (``device`` given and
+    ``sensor_kind`` recorded: below the rate that reads every update of a point sensor, or the detector's
+    poll of a counter); otherwise the flat ``min_rate_hz``."""
     out: list[str] = []
     ctx = dict(context or {})
     if ctx.get("peak_override"):
@@ -273,8 +293,16 @@ def context_warnings(
                 f"sensor kind {kind!r} is a replay or simulation, not a measurement of the device judged"
             )
             break
-    rate = _num(ctx.get("sample_rate_hz"))
-    if rate is not None and rate < min_rate_hz:
+    rate = finite(ctx.get("sample_rate_hz"))
+    checks = sampling_checks(ctx, device)
+    if checks:
+        out.extend(
+            f"sampling rate below the device's need: {w}"
+            for c in checks
+            if not c.adequate
+            for w in c.warnings[:1]
+        )
+    elif rate is not None and rate < min_rate_hz:
         out.append(f"sampling rate {rate:.3g} Hz is below the {min_rate_hz:g} Hz this verdict needs")
     if verifier_context is not None:
         if context is None:
@@ -339,7 +367,13 @@ def assess(
         )
     warnings: list[str] = [str(w) for w in extra_warnings]
     notes: list[str] = []
-    warnings += context_warnings(context, verifier_context)
+    warnings += context_warnings(context, verifier_context, device=spec)
+    if obs.unobserved_s is None:
+        # a rate but no explicit unobserved time: the sensor-timing table says how much of the run no reading
+        # reflects (the most any recorded sensor leaves unseen: the larger share only loosens the bound)
+        fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
+        if fr and max(fr) > 0:
+            obs = dataclasses.replace(obs, unobserved_s=max(fr) * t)
     if E < 0:
         warnings.append(
             f"negative net energy {E:.4g} J: the idle baseline is above the run's power (baseline taken under load?)"
