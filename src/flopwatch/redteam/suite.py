@@ -138,6 +138,12 @@ class SuiteResult:
             # stronger than no wrong below: runs whose truth exceeds the sound upper bound at all (a "below" would
             # then be one estimate or warning away); 0 means every bound held
             "upper_bound_violations": sum(a.hidden_flops > 0 for a in self.attacks),
+            # of those, the ones no warning flagged (a lie about the observables themselves — a replayed trace,
+            # a clock run fast — is bounded by nothing; its warning is the defence) and their families
+            "upper_bound_violations_unwarned": sum(
+                a.hidden_flops > 0 and a.n_warnings == 0 for a in self.attacks
+            ),
+            "upper_bound_violation_families": sorted({a.family for a in self.attacks if a.hidden_flops > 0}),
             "n_families": len(self.families),
             "families_held": sum(f["status"] == "held" for f in fams),
             "families_broken": [f["key"] for f in fams if f["status"] == "BROKEN"],
