@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from flopwatch.devices import DeviceSpec, resolve
 from flopwatch.errors import InputError
 from flopwatch.estimate.bounds import (
@@ -454,7 +456,7 @@ def assess(
                 q0 = math.log(hi / est.flops) if hi > est.flops else 0.0
                 dq = float(widen(q0, est.confidence, SESSION_LOG_SD)) - q0
                 cal_lo, cal_hi = lo * math.exp(-dq), hi * math.exp(dq)
-                acc_lo = accusation_lower(profile, est.flops, q0)
+                acc_lo = accusation_lower(profile, est.flops, q0, est.confidence)
     ok = est_flops is not None and math.isfinite(est_flops) and est_flops > 0
     regime = (
         "uncalibrated"
@@ -606,16 +608,23 @@ def assess_record(
     )
 
 
-def accusation_lower(profile: Profile, est_flops: float, q_estimate: float = 0.0) -> float:
+def accusation_lower(
+    profile: Profile, est_flops: float, q_estimate: float = 0.0, confidence: float = 0.9
+) -> float:
     """The lower end of ``est_flops``'s interval at :data:`ACCUSATION_CONFIDENCE`: the profile's leave-one-out
-    residuals (Student-t in log space) widened for a later session in quadrature, never narrower than the
-    estimate's own interval ``q_estimate``."""
-    res = profile.residuals
-    if res.size >= 2:
+    residuals (Student-t in log space) — or, for a profile without them, the estimate's own log half-width
+    ``q_estimate`` at ``confidence`` rescaled to that level as a normal quantile — widened for a later session in
+    quadrature; never narrower than the estimate's own interval."""
+    from scipy.special import ndtri
+
+    res = getattr(profile, "residuals", None)
+    res = None if res is None else np.asarray(res, dtype=float).reshape(-1)
+    if res is not None and res.size >= 2 and np.isfinite(res).all():
         qa, _ = log_halfwidth(res, ACCUSATION_CONFIDENCE, "student-t")
         q = max(float(qa), q_estimate)
     else:
-        q = q_estimate
+        z = float(ndtri(0.5 + confidence / 2.0))
+        q = q_estimate * float(ndtri(0.5 + ACCUSATION_CONFIDENCE / 2.0)) / z if z > 0 else q_estimate
     q = float(widen(q, ACCUSATION_CONFIDENCE, SESSION_LOG_SD))
     return est_flops * math.exp(-q)
 
