@@ -93,11 +93,6 @@ def _most_capable(power_w: float, clock_mhz: float) -> DeviceSpec:
     return max(fits, key=_capability)
 
 
-def _dtype(tensor_s: float, fp32_s: float) -> str:
-    """bf16 when the tensor pipe did the work, fp32 when the FP32 pipe did (ties and no data: bf16)."""
-    return "fp32" if fp32_s > tensor_s else "bf16"
-
-
 @dataclass
 class Estimates:
     """Per GPU-job: built-in energy estimate (FLOPs, interval) and pipe estimate (NaN: nothing to work with)."""
@@ -107,9 +102,8 @@ class Estimates:
     energy_hi: np.ndarray
     pipe: np.ndarray
     pipe_no_clock: np.ndarray  # pipe FLOPs counted at the maximum clock (no clock samples)
-    net_energy_j: np.ndarray
     idle_j: np.ndarray
-    dtype: np.ndarray  # object
+    dtype: np.ndarray  # object: bf16 where the tensor pipe did the work, fp32 where the FP32 pipe did
 
 
 def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) -> Estimates:
@@ -117,11 +111,10 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
     from flopwatch.powermodel.device_power import power_model_for
 
     n = len(jobs)
-    e = Estimates(*(np.full(n, np.nan) for _ in range(7)), dtype=np.empty(n, dtype=object))  # type: ignore[arg-type]
+    inferred = np.where(jobs.fp32_s > jobs.tensor_s, "fp32", "bf16").astype(object)
+    e = Estimates(*(np.full(n, np.nan) for _ in range(6)), dtype=np.full(n, dtype) if dtype else inferred)  # type: ignore[arg-type]
     e.pipe_no_clock = np.zeros(n)
     keys = np.array([s.key if s is not None else "" for s in specs], dtype=object)
-    for i in range(n):
-        e.dtype[i] = dtype or _dtype(float(jobs.tensor_s[i]), float(jobs.fp32_s[i]))
     for key in set(keys.tolist()) - {""}:
         for d in set(e.dtype[keys == key].tolist()):
             ix = np.flatnonzero((keys == key) & (e.dtype == d))
@@ -138,7 +131,6 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
                 mid = lo = hi = np.full(len(ix), np.nan)
             e.energy[ix], e.energy_lo[ix], e.energy_hi[ix] = mid * t, lo * t, hi * t
             e.idle_j[ix] = idle * t
-            e.net_energy_j[ix] = jobs.energy_j[ix] - idle * t
             fmax = spec.max_sm_clock_mhz or math.nan
             td = normalize_dtype(d)
             tensor_peak = (
@@ -191,7 +183,7 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
     uk, gi = np.unique(keys.astype(str), return_inverse=True)
     G = len(uk)
     sums = {c: np.bincount(gi, weights=np.asarray(getattr(jobs, c), float), minlength=G) for c in _SUMMED}
-    for c in ("energy", "energy_lo", "energy_hi", "pipe", "pipe_no_clock", "net_energy_j", "idle_j"):
+    for c in ("energy", "energy_lo", "energy_hi", "pipe", "pipe_no_clock", "idle_j"):
         x = getattr(est, c)
         sums[c] = np.bincount(gi, weights=np.where(np.isfinite(x), x, 0.0), minlength=G)
         sums[c + "_n"] = np.bincount(gi, weights=np.isfinite(x).astype(float), minlength=G)
@@ -297,7 +289,7 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         out.append(
             "MIG: whole-GPU energy apportioned to instances by activity share (an apportionment, not a measurement)"
         )
-    plim, plim_lo = float(t.hi["power_limit_w"][g]), float(t.lo["power_limit_min_w"][g])
+    plim_lo = float(t.lo["power_limit_min_w"][g])
     if math.isfinite(plim_lo) and plim_lo < 0.95 * top.tdp_w:
         out.append(
             f"power limit {plim_lo:.0f} W below the TDP {top.tdp_w:.0f} W: more FLOP per joule than at nominal"
@@ -311,7 +303,6 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         out.append(f"{M.SM_CLOCK} missing: pipe peaks at the maximum clock")
     if len(t.devices[g]) > 1:
         out.append(f"mixed devices ({', '.join(d.key for d in t.devices[g])}): bounded as the most capable")
-    _ = plim
     return out
 
 

@@ -352,7 +352,7 @@ class FleetReader:
         L = mat("energy", "last") if ("energy", "last") in answers else None
         Mn = mat("energy", "min") if L is not None else None
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
-            P, span, prev, p_mean, L, Mn, busy_a, gi, G, inst, step, idle
+            P, span, p_mean, L, Mn, busy_a, gi, G, inst, step, idle
         )
         # --- jobs per cell (with their share of it), then cells summed into rows of (GPU, instance, job)
         src, names, wt = self._cell_jobs(labels, gids, S, K, info, c_start, c_end)
@@ -453,9 +453,8 @@ class FleetReader:
         owner: dict[str, dict[str, np.ndarray]] = {}  # GPU key → job → samples or seconds per window
         W = self.plan.window_s
         t0s, t1s = self.ends - W, self.ends
-        for job, gpu, t0, t1 in self.jobs.allocations:
-            a = owner.setdefault(gpu, {}).setdefault(job, np.zeros(K))
-            a += np.clip(np.minimum(t1s, t1) - np.maximum(t0s, t0), 0.0, None)
+        for job, gpu, _t0, _t1 in self.jobs.allocations:
+            owner.setdefault(gpu, {}).setdefault(job, np.zeros(K))
         by_time = set(owner)
         for s in info or ():
             job = s.labels.get(self.jobs.job_label)
@@ -517,7 +516,6 @@ class FleetReader:
 def _gpu_energy(
     P: np.ndarray,
     span: np.ndarray,
-    prev: np.ndarray,
     p_mean: np.ndarray,
     L: np.ndarray | None,
     Mn: np.ndarray | None,
@@ -640,12 +638,6 @@ def _ffill_prev(a: np.ndarray) -> np.ndarray:
     got = src >= 0
     prev[got] = a[np.nonzero(got)[0], src[got]]
     return prev
-
-
-def prev_any(P: np.ndarray) -> np.ndarray:
-    """Cells with a present cell anywhere before them in the row."""
-    c = np.cumsum(P, axis=1)
-    return (c - P) > 0
 
 
 def next_any(P: np.ndarray) -> np.ndarray:
