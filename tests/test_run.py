@@ -167,6 +167,7 @@ def test_bad_device_and_options(tmp_path, capsys):
         assert not (tmp_path / "w").exists()
     assert main(["run", "--device", "sim:a100", "--sweep", "nope", "-o", str(tmp_path / "z")]) == 2
     assert not (tmp_path / "z").exists()
+    assert capsys.readouterr().err.startswith("flopwatch: error: option '--sweep': unknown sweep 'nope'")
     with pytest.raises(InputError, match="one device"):
         resolve_device("sim:a100x2")
     # an unknown twin is the --device option's fault, named as an option, not as a record's field
