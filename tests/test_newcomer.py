@@ -63,6 +63,15 @@ def test_report_names_the_error_once_and_fits_a_phone(run_out) -> None:  # noqa:
     assert "(simulated) (power model" not in text and "The default model <code>default</code>" not in text
 
 
+def test_report_says_its_held_out_belows_are_not_the_cli_verdicts(run_out) -> None:  # noqa: ANN001
+    # second round: the held-out table's 'below' rests on the calibrated interval; the verdicts of estimate, the
+    # monitor and verdict rest on the sound bounds, and the report must not let the one pass for the other
+    out, _, _ = run_out
+    text = " ".join((out / "report.html").read_text().split())
+    assert "calibrated intervals)</h3>" in text
+    assert "'below' needs the sound upper bound" in text and "'uncertain' there, not 'below'" in text
+
+
 def test_threshold_figure_counts_uncertain_separately() -> None:
     from flopwatch.report.html import _CAPTIONS
 
