@@ -42,6 +42,8 @@ def _refused(capsys: pytest.CaptureFixture[str], args: list[str], *words: str) -
           "--duration-s", "1e308"], ["--duration-s"]),  # fmt: skip
         (["powermodel", "inverse", "--gpu", "A100", "--power-w", "1e308", "--duration-s", "10"], ["--power-w"]),
         (["bench", "--repeats", "1000000000000", "--device", "sim:a100"], ["--repeats"]),
+        (["powermodel", "reproduce", "--n-boot", "10000000"], ["--n-boot"]),
+        (["sim", "openmetrics", "-o", "{t}/h.om", "--resets", "1000000000000"], ["--resets"]),
         (["bench", "--window-s", "1e300", "--device", "sim:a100"], ["--window-s"]),
         (["workload", "flops", "--arch", "gpt", "--d-model", "100000000000000000000", "--batch-size", "1",
           "--seq-len", "1"], ["largest tensor"]),  # fmt: skip

@@ -300,7 +300,7 @@ def sim_openmetrics(
         0,
         "--resets",
         help="Energy-counter resets (driver reloads) per GPU.",
-        callback=options.count(ge=0),
+        callback=options.count(ge=0, le=options.MAX_COUNT),
     ),
     drop: float = typer.Option(
         0.0,
