@@ -63,11 +63,13 @@ def _num(x: Any, signed: bool = False) -> str:
 
 def _table(head: str, rows: list[str]) -> str:
     """A table in its own horizontally scrolling box: a wide table never widens the page. On a narrow screen a
-    hint under it says that it scrolls."""
-    return (
-        f"<div class='scroll'><table>{head}{''.join(rows)}</table></div>"
+    hint under it says that it scrolls, if it has the columns to (five or more: four fit 390 px)."""
+    hint = (
         "<p class='hint'>The table scrolls sideways: swipe for more columns →</p>"
+        if head.count("<th") >= 5
+        else ""
     )
+    return f"<div class='scroll'><table>{head}{''.join(rows)}</table></div>{hint}"
 
 
 def _img(path: Path) -> str:
