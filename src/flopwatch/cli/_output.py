@@ -21,7 +21,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
     from click import Context
@@ -88,9 +88,17 @@ class Command(TyperCommand):
         pieces = [self.options_metavar] if self.options_metavar else []
         for p in self.get_params(ctx):
             if p.param_type_name == "argument":
-                name = (p.name or "").upper() + ("..." if p.nargs != 1 else "")
+                name = p.metavar or (p.name or "").upper() + ("..." if p.nargs != 1 else "")
                 pieces.append(name if p.required else f"[{name}]")
         return pieces
+
+
+class Argument(TyperArgument):
+    """typer's argument; one that declares a metavar (``LEDGER...``) shows it alone, without the type typer
+    0.29 appends (``<list[Path]>`` for a list of paths)."""
+
+    def display_type_rich(self, ctx: Context) -> str | None:
+        return None if self.metavar is not None else super().display_type_rich(ctx)
 
 
 def plain_metavars(cmd: Any) -> Any:
@@ -100,6 +108,9 @@ def plain_metavars(cmd: Any) -> Any:
         plain_metavars(sub)
     if type(cmd) is TyperCommand:
         cmd.__class__ = Command  # a subclass without state of its own: only the usage line differs
+    for p in getattr(cmd, "params", ()):
+        if type(p) is TyperArgument:
+            p.__class__ = Argument  # likewise: only the help line differs
     return cmd
 
 

@@ -71,7 +71,10 @@ def resolve_device(spec: str) -> DeviceChoice:
     """Turn ``--device`` into a :class:`DeviceChoice` (InputError when the asked-for device is unusable)."""
     s = str(spec).strip().lower()
     if s.startswith("sim:") or s == "sim":
-        key, n = parse_spec(s)
+        try:
+            key, n = parse_spec(s)
+        except InputError as e:  # the simulator names its field 'device'; here it is the --device option
+            raise InputError(e.detail, file=e.file, record=e.record, field="--device") from None
         if n != 1:
             raise InputError(f"{spec}: flopwatch run uses one device; drop the x{n}", field="--device")
         return DeviceChoice("sim", f"sim:{key}", key, reason="simulator requested")
@@ -102,7 +105,7 @@ def resolve_device(spec: str) -> DeviceChoice:
             x.close()
         if not ok:
             raise InputError(
-                f"{spec}: {why}; use --device sim:a100 to run on the simulator", field="--device"
+                f"{spec}: {_flat(why)}; use --device sim:a100 to run on the simulator", field="--device"
             )
         cok, cwhy = _cuda_ok()
         if not cok:
