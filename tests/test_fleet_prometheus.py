@@ -347,8 +347,7 @@ def _sim_profile(path):
 
     from flopwatch.estimate import FrontierGate, calibrate
     from flopwatch.records import RecordSet, WorkloadRecord
-    from flopwatch.sim.accelerator import SimulatedAccelerator
-    from flopwatch.sim.sensor import RawWorkload
+    from flopwatch.sim.accelerator import RawWorkload, SimulatedAccelerator
 
     acc = SimulatedAccelerator("h100", seed=5)
     rng = np.random.default_rng(0)
@@ -380,8 +379,7 @@ def _sim_profile(path):
     """An eq2 profile calibrated on simulated H100 bf16 runs (their exact integrated energy), saved to ``path``."""
     from flopwatch.estimate import FrontierGate, calibrate
     from flopwatch.records import RecordSet, WorkloadRecord
-    from flopwatch.sim.accelerator import SimulatedAccelerator
-    from flopwatch.sim.sensor import RawWorkload
+    from flopwatch.sim.accelerator import RawWorkload, SimulatedAccelerator
 
     acc = SimulatedAccelerator("h100", seed=5)
     rng = np.random.default_rng(0)
