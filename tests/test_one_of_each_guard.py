@@ -21,7 +21,6 @@ PENDING_FINITE = {
     ("estimate/sound.py", "fin"),
     ("estimate/verdict.py", "_fin"),
     ("estimate/verdict.py", "_num"),
-    ("fleet/groups.py", "_fin"),
 }
 # try: get_device(...) except ...: lookups that are not the plain resolver, or not yet folded
 OTHER_LOOKUPS = {
@@ -31,8 +30,6 @@ OTHER_LOOKUPS = {
     "estimate/calibrate.py",  # pending (estimate/ was another engineer's package on 2026-12-01)
     "estimate/sound.py",  # pending, as above
     "estimate/verdict.py",  # pending, as above
-    "fleet/groups.py",  # pending (fleet/ was being rewritten on 2026-12-01)
-    "fleet/reader.py",  # pending, as above
     "monitor/daemon.py",  # pending: device_spec (the daemon was being edited on 2026-12-01)
 }
 
