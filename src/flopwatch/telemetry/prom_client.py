@@ -442,7 +442,9 @@ class PrometheusClient:
             try:
                 with _no_gc():
                     d, warn = _envelope(raw)
-                    return (d, warn) if then is None else then(d, warn)
+                    out = (d, warn) if then is None else then(d, warn)
+                    del d  # freed before the collector resumes
+                    return out
             except _Refused as e:
                 raise PrometheusError(f"{where}: {e}", field="prometheus") from None
         raise PrometheusError(
