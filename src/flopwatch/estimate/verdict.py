@@ -219,16 +219,19 @@ def threshold_verdict(
 
     * "n/a" without a threshold;
     * "above" only when the lower bound is finite and over the threshold;
-    * "below" only when the (sound) upper bound is finite and under it, the estimate is positive and finite,
-      **and** no assumption was violated: any entry in ``warnings`` turns a "below" into "uncertain";
-    * otherwise "uncertain" — a non-positive or non-finite estimate or bound is never "below".
+    * "below" only when the (sound) upper bound is finite and under it **and** no assumption was violated: any
+      entry in ``warnings`` turns a "below" into "uncertain". The certificate rests on the bound alone, so no
+      calibrated estimate is needed (``None``: a fleet without a profile is judged too); an estimate that *was*
+      made must be positive and finite, since a non-positive one says the measurement or the profile is broken;
+    * otherwise "uncertain" — a non-finite bound is never "below".
     """
     if threshold_flops is None:
         return "n/a"
     if finite(lower_flops) is not None and lower_flops > threshold_flops:  # type: ignore[operator]
         return "above"
     e, u = finite(estimate_flops), finite(upper_flops)
-    if e is not None and e > 0 and u is not None and 0 <= u < threshold_flops and not warnings:
+    estimate_ok = estimate_flops is None or (e is not None and e > 0)
+    if estimate_ok and u is not None and 0 <= u < threshold_flops and not warnings:
         return "below"
     return "uncertain"
 
@@ -502,7 +505,8 @@ def assess(
             f"the calibrated estimate {est_flops:.4g} exceeds the sound upper bound {upper:.4g}: the profile or "
             "the device table is wrong for this run"
         )
-    if threshold_flops is not None and not ok and upper < threshold_flops:
+    if profile is not None and threshold_flops is not None and not ok and upper < threshold_flops:
+        # the verifier's profile gave no positive estimate: the measurement or the profile is broken
         warnings.append("no positive calibrated estimate: never 'below'")
     warnings = list(dict.fromkeys(warnings))
     v = threshold_verdict(est_flops, lower, upper, threshold_flops, warnings)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -35,6 +34,7 @@ from flopwatch.estimate.observe import Observables
 from flopwatch.estimate.verdict import Assessment, assess
 from flopwatch.monitor.rows import Measurement
 from flopwatch.text import literal
+from flopwatch.units import finite
 
 log = logging.getLogger("flopwatch.monitor")
 
@@ -42,30 +42,24 @@ log = logging.getLogger("flopwatch.monitor")
 AssessFn = Callable[[Measurement], Assessment]
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return None
-    return float(x)
-
-
 def observables(meas: Measurement) -> Observables:
     """The observables of a measured workload (never its declared precision)."""
     return Observables(
         net_energy_j=float(meas.net_energy_j),
         duration_s=float(meas.duration_s),
-        tb_moved=_num(meas.tb_moved),
-        mean_util=_num(meas.mean_util),
-        sm_clock_mhz=_num(meas.mean_sm_clock_mhz),
-        power_limit_w=_num(meas.power_limit_w),
-        idle_power_w=_num(meas.idle_power_w),
-        coverage=_num(meas.coverage),
-        min_sm_clock_mhz=_num(getattr(meas, "min_sm_clock_mhz", None)),
-        max_sm_clock_mhz=_num(getattr(meas, "max_sm_clock_mhz", None)),
-        peak_power_w=_num(getattr(meas, "peak_power_w", None)),
-        unobserved_s=_num(getattr(meas, "unobserved_s", None)),
+        tb_moved=finite(meas.tb_moved),
+        mean_util=finite(meas.mean_util),
+        sm_clock_mhz=finite(meas.mean_sm_clock_mhz),
+        power_limit_w=finite(meas.power_limit_w),
+        idle_power_w=finite(meas.idle_power_w),
+        coverage=finite(meas.coverage),
+        min_sm_clock_mhz=finite(getattr(meas, "min_sm_clock_mhz", None)),
+        max_sm_clock_mhz=finite(getattr(meas, "max_sm_clock_mhz", None)),
+        peak_power_w=finite(getattr(meas, "peak_power_w", None)),
+        unobserved_s=finite(getattr(meas, "unobserved_s", None)),
         pipe_active_s=getattr(meas, "pipe_active_s", None),
         windows=getattr(meas, "windows", None),
-        pipe_observed_s=_num(getattr(meas, "pipe_observed_s", None)),
+        pipe_observed_s=finite(getattr(meas, "pipe_observed_s", None)),
     )
 
 
@@ -105,7 +99,7 @@ class ProfileAssessor:
     def __call__(self, meas: Measurement) -> Assessment:
         if self.profile is None or not meas.duration_s > 0:
             return Assessment(notes=self._notes())
-        if _num(meas.duration_s) is None or _num(meas.net_energy_j) is None:
+        if finite(meas.duration_s) is None or finite(meas.net_energy_j) is None:
             return Assessment(
                 verdict="n/a" if self.threshold_flops is None else "uncertain",
                 warnings=(

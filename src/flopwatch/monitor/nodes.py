@@ -26,6 +26,7 @@ from typing import Any
 
 from flopwatch.monitor.ledger_format import LedgerEntry, canonical_payload
 from flopwatch.monitor.witness import WitnessedHead
+from flopwatch.units import finite
 
 #: A wall clock may drift from the monotonic one by this much between two rows before it counts as a jump
 #: (NTP slews at most 0.5 ms/s, so 1 % plus 30 s is far beyond any honest clock).
@@ -43,12 +44,6 @@ class NodeRows:
     warnings: list[str] = field(default_factory=list)
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return None
-    return float(x)
-
-
 def clock_jumps(entries: Iterable[LedgerEntry]) -> list[str]:
     """Blockers for a wall clock that jumped against the monotonic clock within a daemon session."""
     out: list[str] = []
@@ -56,9 +51,9 @@ def clock_jumps(entries: Iterable[LedgerEntry]) -> list[str]:
     for e in entries:
         p = e.payload
         if e.kind == "workload":
-            t, w = _num(p.get("end_t_s")), _num(p.get("end_wall"))
+            t, w = finite(p.get("end_t_s")), finite(p.get("end_wall"))
         elif e.kind == "checkpoint":
-            t, w = _num(p.get("t_s")), _num(p.get("wall"))
+            t, w = finite(p.get("t_s")), finite(p.get("wall"))
         else:
             continue
         sid = str(p.get("session_id") or "")
@@ -109,8 +104,8 @@ def place_by_witness(
         lo = times[k - 1] if k > 0 else -math.inf
         p = e.payload
         if e.kind == "workload":
-            end, start = _num(p.get("end_wall")), _num(p.get("start_wall"))
-            dur = _num(p.get("duration_s"))
+            end, start = finite(p.get("end_wall")), finite(p.get("start_wall"))
+            dur = finite(p.get("duration_s"))
             if dur is None and end is not None and start is not None:
                 dur = max(0.0, end - start)
             new_end = _clamp(end, lo, hi)
@@ -120,7 +115,7 @@ def place_by_witness(
                 p = {**p, "end_wall": new_end, "start_wall": new_start, "node_wall": [start, end]}
                 e = _with_payload(e, p)
         elif e.kind == "checkpoint":
-            w = _num(p.get("wall"))
+            w = finite(p.get("wall"))
             nw = _clamp(w, lo, hi)
             if nw != w:
                 moved += 1
@@ -161,9 +156,9 @@ def namespace(entries: Iterable[LedgerEntry], label: str) -> list[LedgerEntry]:
 def _time_of(e: LedgerEntry) -> float:
     p = e.payload
     w = (
-        _num(p.get("end_wall"))
+        finite(p.get("end_wall"))
         if e.kind == "workload"
-        else _num(p.get("wall"))
+        else finite(p.get("wall"))
         if e.kind == "checkpoint"
         else None
     )

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from flopwatch.evaluate.window import WindowVerdict, combine_window
+from flopwatch.units import finite
 
 if TYPE_CHECKING:
     from flopwatch.monitor.rows import WorkloadRow
@@ -153,11 +154,11 @@ class WorkloadWindow:
         for d, x in outside.items():
             if (
                 x is not None
-                and not (_finite(x) and x >= 0)
+                and not (finite(x) is not None and x >= 0)
                 and not any("impossible" in b for b in self._standing)
             ):
                 self._standing.append(f"checkpoint of {d} has an impossible outside-workload energy ({x!r})")
-        vals = {d: float(x) for d, x in outside.items() if _finite(x)}
+        vals = {d: float(x) for d, x in outside.items() if finite(x) is not None}
         if self._marks and wall < self._marks[-1][0]:
             return  # out of order (a clock step back, a standing blocker now): the newer mark stands
         if self._cp_wall is not None and wall > self._cp_wall:
@@ -211,10 +212,12 @@ class WorkloadWindow:
         rows = [r for r in self.rows(now_wall) if (r.end_wall if r.end_wall is not None else math.inf) > cut]
         inside = [r for r in rows if (r.start_wall if r.start_wall is not None else -math.inf) >= cut]
         outside = {
-            d: max(0.0, float(x) - self._baseline(d, cut)) for d, x in outside_now.items() if _finite(x)
+            d: max(0.0, float(x) - self._baseline(d, cut))
+            for d, x in outside_now.items()
+            if finite(x) is not None
         }
         notes: tuple[str, ...] = ()
-        missing = sorted(d for d, j in outside.items() if j > 0 and not _finite(self.envelopes.get(d)))
+        missing = sorted(d for d, j in outside.items() if j > 0 and finite(self.envelopes.get(d)) is None)
         if missing:
             notes = (
                 f"no efficiency envelope for {', '.join(missing)} (no profile or unknown device): "
@@ -234,10 +237,6 @@ class WorkloadWindow:
                 blockers=self.blockers(cut),
             )
         )
-
-
-def _finite(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 __all__ = [

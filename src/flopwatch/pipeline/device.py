@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopwatch.backends import open_sensors
-from flopwatch.devices import get_device
+from flopwatch.devices import resolve
 from flopwatch.errors import FlopwatchError, InputError
 from flopwatch.sim.sensor import parse_spec
 
@@ -118,10 +118,8 @@ def _cuda_choice(idx: int, reason: str) -> DeviceChoice:
     import torch
 
     name = torch.cuda.get_device_name(idx)
-    try:
-        key: str | None = get_device(name).key
-    except InputError:
-        key = None
+    spec = resolve(name)
+    key = spec.key if spec is not None else None
     nvml_spec = f"nvml:{idx}"
     try:  # CUDA orders devices fastest-first, NVML by PCI bus: match the telemetry to the GPU by UUID
         uuid = str(torch.cuda.get_device_properties(idx).uuid)

@@ -18,9 +18,10 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from flopwatch.evaluate.headline import PUBLISHED, PUBLISHED_SOURCE
 from flopwatch.io import atomic_write
 from flopwatch.report.fmt import pct, share, sig3
-from flopwatch.report.headline import PUBLISHED, PUBLISHED_SOURCE, study_models_mae_pct
+from flopwatch.report.headline import study_models_mae_pct
 
 _CSS = """
 *{box-sizing:border-box}
