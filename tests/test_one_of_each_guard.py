@@ -14,15 +14,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "flopwatch"
 
 # private finite checks not yet folded: estimate/ and fleet/ were other engineers' packages on 2026-12-01
-PENDING_FINITE = {
-    ("estimate/observe.py", "_finite"),
-    ("estimate/profile.py", "_finite"),
-    ("estimate/regime.py", "_finite"),
-    ("estimate/sound.py", "fin"),
-    ("estimate/verdict.py", "_fin"),
-    ("estimate/verdict.py", "_num"),
-    ("fleet/groups.py", "_fin"),
-}
+PENDING_FINITE: set[tuple[str, str]] = set()
 # try: get_device(...) except ...: lookups that are not the plain resolver, or not yet folded
 OTHER_LOOKUPS = {
     "devices.py",  # resolve itself
@@ -30,9 +22,6 @@ OTHER_LOOKUPS = {
     "sim/sensor.py",  # parses sim:KEYxN; an unknown device there is the user's error, raised
     "estimate/calibrate.py",  # pending (estimate/ was another engineer's package on 2026-12-01)
     "estimate/sound.py",  # pending, as above
-    "estimate/verdict.py",  # pending, as above
-    "fleet/groups.py",  # pending (fleet/ was being rewritten on 2026-12-01)
-    "fleet/reader.py",  # pending, as above
     "monitor/daemon.py",  # pending: device_spec (the daemon was being edited on 2026-12-01)
 }
 

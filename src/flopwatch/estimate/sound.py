@@ -42,6 +42,7 @@ from flopwatch.devices import DEVICES, DeviceSpec, get_device
 from flopwatch.estimate.bounds import V_MIN_RATIO
 from flopwatch.estimate.observe import PIPES, Observables, ObservedWindows
 from flopwatch.estimate.session import SESSION_LOG_SD  # re-exported: the lower bound's session shift
+from flopwatch.units import finite
 
 #: The least share of its net TDP (TDP − idle) a device draws while running its fastest format at the dense
 #: peak and the maximum clock. Checked against every row of the MASCOTS data (Enskat & Wiesner 2026, bundled
@@ -222,16 +223,13 @@ class SoundUpper:
     terms: Mapping[str, float] = field(default_factory=dict)  # how many windows each term decided
 
     def to_dict(self) -> dict[str, Any]:
-        def fin(x: float | None) -> float | None:
-            return None if x is None or not math.isfinite(x) else float(x)
-
         return {
-            "flops": fin(self.flops),
+            "flops": finite(self.flops),
             "basis": self.basis,
-            "rate_flops": fin(self.rate_flops),
-            "energy_flops": fin(self.energy_flops),
-            "pipe_flops": fin(self.pipe_flops),
-            "unobserved_flops": fin(self.unobserved_flops),
+            "rate_flops": finite(self.rate_flops),
+            "energy_flops": finite(self.energy_flops),
+            "pipe_flops": finite(self.pipe_flops),
+            "unobserved_flops": finite(self.unobserved_flops),
             "windows": self.windows,
             "decided_by": dict(self.terms),
         }

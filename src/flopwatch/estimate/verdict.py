@@ -86,10 +86,6 @@ REPLAY_SENSOR_KINDS = ("replay", "sim", "simulated")
 VERDICTS = ("above", "below", "uncertain", "n/a")
 
 
-def _fin(x: float | None) -> float | None:
-    return x if x is None or math.isfinite(x) else None
-
-
 @dataclass(frozen=True)
 class Assessment:
     """One judgement: the verdict from sound bounds, and the calibrated estimate with its assumptions, apart.
@@ -143,21 +139,21 @@ class Assessment:
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
-            "lower_flops": _fin(self.verdict_lower_flops),  # contract keys: the verdict's bounds
-            "upper_flops": _fin(self.verdict_upper_flops),  # null: unbounded
+            "lower_flops": finite(self.verdict_lower_flops),  # contract keys: the verdict's bounds
+            "upper_flops": finite(self.verdict_upper_flops),  # null: unbounded
             "bound": self.verdict_basis,
-            "verdict_lower_flops": _fin(self.verdict_lower_flops),
-            "verdict_upper_flops": _fin(self.verdict_upper_flops),
+            "verdict_lower_flops": finite(self.verdict_lower_flops),
+            "verdict_upper_flops": finite(self.verdict_upper_flops),
             "verdict_basis": self.verdict_basis,
-            "estimate_flops": _fin(self.estimate_flops),
-            "calibrated_lower_flops": _fin(self.calibrated_lower_flops),
-            "calibrated_upper_flops": _fin(self.calibrated_upper_flops),
+            "estimate_flops": finite(self.estimate_flops),
+            "calibrated_lower_flops": finite(self.calibrated_lower_flops),
+            "calibrated_upper_flops": finite(self.calibrated_upper_flops),
             "calibrated_interval": "calibrated interval (holds only under the assumptions; never makes 'below')",
             "confidence": self.confidence,
             "assumptions": self.assumptions,
             "warnings": list(self.warnings),
             "notes": list(self.notes),
-            "decisive_at": _fin(self.decisive_at),
+            "decisive_at": finite(self.decisive_at),
             "tighten": list(self.tighten),
             "threshold_flops": self.threshold_flops,
             "regime": self.regime,

@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from flopwatch.devices import DEVICES, DeviceSpec, get_device, normalize_dtype
+from flopwatch.devices import DEVICES, DeviceSpec, normalize_dtype, resolve
 from flopwatch.errors import InputError
 from flopwatch.fleet.reader import GpuJobs
 from flopwatch.telemetry import dcgm_metrics as M
+from flopwatch.units import finite as _fin
 
 #: Useful FLOPs per issued pipe FLOP assumed by the pipe interval: a GEMM padded to 128-wide tiles wastes ≤ 30 %
 #: on skinny shapes, ~0 on large ones; DCGM sampling noise ±5 %. An assumption, not a measurement.
@@ -43,10 +44,8 @@ MIN_COVERAGE = 0.95
 
 @functools.lru_cache(maxsize=256)
 def _spec(name: str) -> DeviceSpec | None:
-    try:
-        return get_device(name) if name else None
-    except InputError:
-        return None
+    """The spec of a ``modelName`` (or ``--device``), once per name: a fleet has a handful of models."""
+    return resolve(name, cpu=False)
 
 
 def _capability(s: DeviceSpec) -> float:
@@ -347,11 +346,6 @@ def _sig(v: Any) -> Any:
     if isinstance(v, float) and math.isfinite(v) and v != 0.0:
         return float(f"{v:.12g}")
     return v
-
-
-def _fin(x: Any) -> float | None:
-    x = float(x)
-    return x if math.isfinite(x) else None
 
 
 def judge(

@@ -32,7 +32,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from flopwatch.devices import get_device
+from flopwatch.devices import resolve
 from flopwatch.errors import InputError
 from flopwatch.fleet.plan import Chunking, ReadPlan, gpu_matchers, range_str
 from flopwatch.telemetry import dcgm_metrics as M
@@ -649,10 +649,8 @@ def next_any(P: np.ndarray) -> np.ndarray:
 @functools.lru_cache(maxsize=256)
 def _idle_w(model: str) -> float:
     """The claimed model's datasheet idle power (50 W when unknown): the load threshold of the checks."""
-    try:
-        return float(get_device(model).idle_w) if model else 50.0
-    except InputError:
-        return 50.0
+    spec = resolve(model, cpu=False)
+    return 50.0 if spec is None else float(spec.idle_w)
 
 
 def _busy(util: np.ndarray | None, load: np.ndarray, P: np.ndarray) -> np.ndarray:
