@@ -26,11 +26,14 @@ import bisect
 import logging
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from flopwatch.estimate.bounds import IDLE_DRIFT_MIN_W, MIN_COVERAGE, idle_drift_w
+from flopwatch.estimate.observe import PIPES, ObservedWindows
 from flopwatch.monitor.exporter import DeviceSample
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
 from flopwatch.sensor_timing import ENERGY_COUNTER_MAX_UPDATE_S
@@ -38,7 +41,7 @@ from flopwatch.telemetry.consistency import ConsistencyCheck
 from flopwatch.telemetry.plausibility import check_counter_step, check_reading
 from flopwatch.telemetry.schema import Gap, Reading
 from flopwatch.text import literal
-from flopwatch.units import counter_delta
+from flopwatch.units import counter_delta, finite
 
 if TYPE_CHECKING:
     from flopwatch.devices import DeviceSpec
@@ -133,6 +136,126 @@ class _Point:
     clock_dt: float = 0.0
     plim_s: float = 0.0  # ∫ enforced power limit dt, likewise (W·s)
     plim_dt: float = 0.0
+    unobs_s: float = 0.0  # time no sample and no energy counter covered (gaps)
+    pipe_s: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)  # Σ activity·dt per pipe (PIPES order) where reported
+    pipe_dt: float = 0.0  # time the pipe counters covered
+    iv: _Interval | None = None  # the interval ending at this reading (not cumulative; for back-dating)
+
+
+@dataclass(slots=True)
+class _Interval:
+    """What one interval between two readings showed (the observables of the sound bound, estimate/observe.py)."""
+
+    t0: float
+    dt: float
+    dnet: float
+    uncovered: float  # part of dt that neither a sample nor the energy counter covered
+    clk_lo: float | None  # lowest / highest SM clock of its two readings
+    clk_hi: float | None
+    p_hi: float | None  # highest power of its two readings
+    plim: float | None  # lowest enforced power limit of its two readings
+    pipes: tuple[float, ...] | None  # Σ activity·dt per pipe, when both readings report all four
+    pipe_dt: float = 0.0
+
+
+#: Most windows a row keeps: beyond this, neighbours merge (sums, ranges widened), so a row stays a few KB.
+MAX_WINDOWS = 64
+
+
+class _Observed:
+    """Per-window sums of one workload (one window per ``window_s`` of observed time) and its ranges: the
+    time-resolved observables of the sound bound (:class:`~flopwatch.estimate.observe.ObservedWindows`)."""
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self.closed: list[tuple[float, float, float, float, float, tuple[float, ...] | None]] = []
+        self.lo = math.inf
+        self.hi = -math.inf
+        self.p_hi = -math.inf
+        self._reset()
+
+    def _reset(self) -> None:
+        self.dt = self.net = self.pipe_dt = 0.0
+        self.w_lo = self.w_plim = math.inf
+        self.w_hi = -math.inf
+        self.pipe = [0.0, 0.0, 0.0, 0.0]
+
+    def feed(self, iv: _Interval, frac: float = 1.0) -> None:
+        self.dt += (iv.dt - iv.uncovered) * frac
+        self.net += iv.dnet * frac
+        if iv.clk_lo is not None:
+            self.w_lo = min(self.w_lo, iv.clk_lo)
+            self.lo = min(self.lo, iv.clk_lo)
+        if iv.clk_hi is not None:
+            self.w_hi = max(self.w_hi, iv.clk_hi)
+            self.hi = max(self.hi, iv.clk_hi)
+        if iv.p_hi is not None:
+            self.p_hi = max(self.p_hi, iv.p_hi)
+        if iv.plim is not None:
+            self.w_plim = min(self.w_plim, iv.plim)
+        if iv.pipes is not None:
+            for k in range(4):
+                self.pipe[k] += iv.pipes[k] * frac
+            self.pipe_dt += iv.pipe_dt * frac
+        if self.dt >= self.window_s:
+            self.closed.append(self._current())
+            self._reset()
+            if len(self.closed) > MAX_WINDOWS:
+                self.closed = [_merge(*self.closed[i : i + 2]) for i in range(0, len(self.closed), 2)]
+                self.window_s *= 2
+
+    def _current(self) -> tuple[float, float, float, float, float, tuple[float, ...] | None]:
+        # pipe ratios only where the counters covered the whole window (else NaN: that window unobserved)
+        full = self.dt > 0 and self.pipe_dt >= self.dt * (1 - 1e-6)
+        pipes = tuple(x / self.pipe_dt for x in self.pipe) if full else None
+        return (self.dt, self.net, self.w_lo, self.w_hi, self.w_plim, pipes)
+
+    def windows(self, blind: float, tail_dt: float, tail_net: float) -> ObservedWindows | None:
+        """The windows up to the row's end (``tail_*``: what was fed after it, taken off the last window when
+        it fits there; otherwise left in, which only loosens the bound); ``blind``: the share of observed time
+        the sensor does not see (it goes to ``unobserved_s``, bounded at peak rate)."""
+        rows = [*self.closed, self._current()] if self.dt > 0 else list(self.closed)
+        if rows and 0 < tail_dt <= rows[-1][0]:
+            dt, net, *rest = rows[-1]
+            rows[-1] = (dt - tail_dt, net - tail_net, *rest)  # type: ignore[assignment]
+        rows = [r for r in rows if r[0] > 0]
+        if not rows:
+            return None
+        cols = list(zip(*rows, strict=True))
+
+        def arr(i: int) -> np.ndarray | None:
+            a = np.array([x if math.isfinite(x) else np.nan for x in cols[i]], dtype=np.float64)
+            return a if np.isfinite(a).any() else None
+
+        pipes = cols[5]
+        pa = None
+        if any(p is not None for p in pipes):
+            pa = np.array([p if p is not None else (np.nan,) * 4 for p in pipes], dtype=np.float64)
+        return ObservedWindows(
+            dt_s=np.array(cols[0], dtype=np.float64) * (1.0 - blind),
+            net_energy_j=np.array(cols[1], dtype=np.float64),
+            sm_clock_mhz=arr(2),
+            max_sm_clock_mhz=arr(3),
+            power_limit_w=arr(4),
+            tensor_active=None if pa is None else pa[:, 0],
+            fp64_active=None if pa is None else pa[:, 1],
+            fp32_active=None if pa is None else pa[:, 2],
+            fp16_active=None if pa is None else pa[:, 3],
+        )
+
+
+def _merge(
+    a: tuple[float, float, float, float, float, tuple[float, ...] | None],
+    b: tuple[float, float, float, float, float, tuple[float, ...] | None] | None = None,
+) -> tuple[float, float, float, float, float, tuple[float, ...] | None]:
+    """Two neighbouring windows as one: sums added, the clock range and power limit widened."""
+    if b is None:
+        return a
+    dt = a[0] + b[0]
+    pipes = None
+    if a[5] is not None and b[5] is not None and dt > 0:
+        pipes = tuple((x * a[0] + y * b[0]) / dt for x, y in zip(a[5], b[5], strict=True))
+    return (dt, a[1] + b[1], min(a[2], b[2]), max(a[3], b[3]), min(a[4], b[4]), pipes)
 
 
 @dataclass
@@ -145,6 +268,7 @@ class OpenWorkload:
     first_implausible: str | None = None
     running: WorkloadRow | None = None
     consistency: ConsistencyCheck | None = None  # cross-channel checks over the workload's readings
+    observed: _Observed | None = None  # per-window sums and ranges of the sound bound's observables
 
 
 @dataclass(frozen=True)
@@ -157,6 +281,9 @@ class DeviceContext:
     simulated: bool = False
     has_dram: bool = False
     spec: DeviceSpec | None = None  # for plausibility limits (TDP, bandwidth); None: generic limits
+    #: share of observed time the sensor does not see at the rate in force
+    #: (``sensor_timing.check_sampling(...).unobserved_fraction``): bounded at peak rate in every row
+    unobserved_fraction: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -175,6 +302,7 @@ class AccountSettings:
     threshold_flops: float | None = None
     profile_sha256: str | None = None
     declared_dtype: str | None = None
+    window_s: float = 30.0  # one window of a row's time-resolved observables per this much observed time
 
 
 @dataclass(frozen=True)
@@ -244,6 +372,8 @@ class DeviceAccount:
         self.status_counts: dict[
             str, int
         ] = {}  # rows closed this session, by status (the exporter's counter)
+        #: the context every row of this device records (the daemon sets it: profile hash, peaks, sensor …)
+        self.context: Mapping[str, Any] | None = None
 
     # ------------------------------------------------------------------ readings
     def on_reading(self, r: Reading) -> None:
@@ -260,6 +390,7 @@ class DeviceAccount:
         if prev is not None and r.t_s > prev.t_s:
             dt = r.t_s - prev.t_s
             de = self._counter_energy(prev, r)
+            by_counter = de is not None
             if de is None:
                 p0 = prev.power_w if prev.power_w is not None else r.power_w
                 p1 = r.power_w if r.power_w is not None else p0
@@ -292,6 +423,25 @@ class DeviceAccount:
                 or (u1 is not None and u1 > thr)
                 or dnet / dt > self.busy_margin_w
             )
+            # the sound bound's observables (estimate/observe.py): a gap no energy counter spans is unobserved;
+            # clock range, peak power and power limit over both readings; pipe activity where both report it
+            uncovered = 0.0 if by_counter else dt - covered
+            p2 = _pipes(prev, r)
+            pipe_dt = dt - uncovered if p2 is not None else 0.0
+            iv = _Interval(
+                prev.t_s,
+                dt,
+                dnet,
+                uncovered,
+                _lo(prev.sm_clock_mhz, r.sm_clock_mhz),
+                _hi(prev.sm_clock_mhz, r.sm_clock_mhz),
+                _hi(prev.power_w, r.power_w),
+                _lo(_power_limit(prev), _power_limit(r)),
+                None if p2 is None else tuple(0.5 * (a + b) * pipe_dt for a, b in zip(*p2, strict=True)),
+                pipe_dt,
+            )
+            if self.open is not None and self.open.observed is not None:
+                self.open.observed.feed(iv)
             tot.energy_j += de
             tot.net_energy_j += dnet
             tot.observed_s += dt
@@ -322,6 +472,12 @@ class DeviceAccount:
                 c.clock_dt + (dt if clk is not None and math.isfinite(clk) else 0.0),
                 c.plim_s + (plim * dt if plim is not None else 0.0),
                 c.plim_dt + (dt if plim is not None else 0.0),
+                c.unobs_s + uncovered,
+                c.pipe_s
+                if iv.pipes is None
+                else tuple(x + y for x, y in zip(c.pipe_s, iv.pipes, strict=True)),
+                c.pipe_dt + pipe_dt,
+                iv,
             )
         else:
             c = self._cum
@@ -339,6 +495,9 @@ class DeviceAccount:
                 c.clock_dt,
                 c.plim_s,
                 c.plim_dt,
+                c.unobs_s,
+                c.pipe_s,
+                c.pipe_dt,
             )
         self._hist.append(self._cum)
         while self._hist and self._hist[0].t < r.t_s - self._hist_s:
@@ -537,6 +696,9 @@ class DeviceAccount:
             lerp(a.clock_dt, b.clock_dt),
             lerp(a.plim_s, b.plim_s),
             lerp(a.plim_dt, b.plim_dt),
+            lerp(a.unobs_s, b.unobs_s),
+            tuple(lerp(x, y) for x, y in zip(a.pipe_s, b.pipe_s, strict=True)),
+            lerp(a.pipe_dt, b.pipe_dt),
         )
 
     def _start(self, t_s: float) -> None:
@@ -547,9 +709,55 @@ class DeviceAccount:
             start_wall=base.wall,
             base=base,
             consistency=ConsistencyCheck(self.idle_power_w),
+            observed=self._observed_since(t_s),
         )
         log.info("%s: workload started at t=%.1f", self.label, t_s)
         self.ports.checkpoint("workload start")
+
+    def _observed_since(self, t_s: float) -> _Observed:
+        """The observables of the intervals after ``t_s`` still in the history (a start is back-dated)."""
+        acc = _Observed(self.s.window_s)
+        for p in self._hist:
+            iv = p.iv
+            if iv is None or p.t <= t_s:
+                continue
+            acc.feed(iv, 1.0 if iv.t0 >= t_s else (p.t - t_s) / iv.dt)
+        return acc
+
+    def _tail(self, t_s: float) -> tuple[float, float]:
+        """Observed time and net energy of the intervals after ``t_s`` (a row ends back-dated, at the last busy
+        poll, while its accumulator has seen the readings up to now)."""
+        dt = net = 0.0
+        for p in reversed(self._hist):
+            iv = p.iv
+            if p.t <= t_s:
+                break
+            if iv is None:
+                continue
+            f = 1.0 if iv.t0 >= t_s else (p.t - t_s) / iv.dt
+            dt += (iv.dt - iv.uncovered) * f
+            net += iv.dnet * f
+        return dt, net
+
+    def _observables(self, w: OpenWorkload, end: _Point, dur: float) -> dict[str, Any]:
+        """The sound bound's observables of a workload (Measurement fields): unobserved time (gaps no counter
+        spans + the sensor's blind share of the rest), clock range, peak power, pipe activity, windows."""
+        b = w.base
+        gaps = max(0.0, end.unobs_s - b.unobs_s)
+        f = min(1.0, max(0.0, self.ctx.unobserved_fraction))
+        out: dict[str, Any] = {"unobserved_s": gaps + f * max(0.0, dur - gaps)}
+        obs = w.observed
+        pipe_dt = end.pipe_dt - b.pipe_dt
+        if pipe_dt > 0 and pipe_dt >= (dur - gaps) * (1 - 1e-6):
+            # every observed interval had the four pipe counters: they bound that time on their own
+            out["pipe_active_s"] = {k: max(0.0, end.pipe_s[i] - b.pipe_s[i]) for i, k in enumerate(PIPES)}
+            out["pipe_observed_s"] = pipe_dt
+        if obs is not None:
+            out["min_sm_clock_mhz"] = obs.lo if math.isfinite(obs.lo) else None
+            out["max_sm_clock_mhz"] = obs.hi if math.isfinite(obs.hi) else None
+            out["peak_power_w"] = obs.p_hi if math.isfinite(obs.p_hi) else None
+            out["windows"] = obs.windows(f, *self._tail(end.t))
+        return out
 
     def _measure(self, w: OpenWorkload, end: _Point, cut: str | None = None) -> Measurement:
         b = w.base
@@ -609,6 +817,8 @@ class DeviceAccount:
             declared_dtype=self.s.declared_dtype,
             device_name=self.ctx.name,
             spec_key=self.ctx.spec.key if self.ctx.spec is not None else None,
+            context=self.context,
+            **self._observables(w, end, dur),
         )
 
     def _row(self, w: OpenWorkload, end: _Point, *, status: str, cut: str | None = None) -> WorkloadRow:
@@ -709,7 +919,11 @@ class DeviceAccount:
         """Totals and the open workload's running row (status "open"), for a checkpoint."""
         d = self.totals.derived()
         if self.open is not None:
-            d["open_workload"] = self._row(self.open, self._cum, status="open").to_payload()
+            # the running row without its windows (a checkpoint stays small; a recovered row is one window)
+            d["open_workload"] = {
+                **self._row(self.open, self._cum, status="open").to_payload(),
+                "windows": None,
+            }
         else:
             d["open_workload"] = None
         return d
@@ -730,6 +944,34 @@ def _mean(a: float | None, b: float | None) -> float | None:
     if b is None:
         return a
     return 0.5 * (a + b)
+
+
+def _lo(a: float | None, b: float | None) -> float | None:
+    xs = [x for x in (finite(a), finite(b)) if x is not None]
+    return min(xs) if xs else None
+
+
+def _hi(a: float | None, b: float | None) -> float | None:
+    xs = [x for x in (finite(a), finite(b)) if x is not None]
+    return max(xs) if xs else None
+
+
+#: Reading extras holding pipe activity ratios 0–1 (DCGM ``DCGM_FI_PROF_PIPE_*_ACTIVE``, the trace columns
+#: ``extra_<pipe>_active`` of estimate/observe.py), in :data:`~flopwatch.estimate.observe.PIPES` order.
+PIPE_EXTRAS = tuple(f"{p}_active" for p in PIPES)
+
+
+def _pipes(a: Reading, b: Reading) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """Both readings' four pipe activity ratios, or None unless both report all four (none is faked)."""
+    out = []
+    for r in (a, b):
+        if not r.extra:
+            return None
+        vals = tuple(finite(r.extra.get(k)) for k in PIPE_EXTRAS)
+        if any(v is None or not 0.0 <= v <= 1.0 for v in vals):
+            return None
+        out.append(vals)
+    return out[0], out[1]  # type: ignore[return-value]
 
 
 def _power_limit(r: Reading) -> float | None:
