@@ -27,21 +27,21 @@ import logging
 import math
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from flopwatch.estimate.bounds import IDLE_DRIFT_MIN_W, MIN_COVERAGE, idle_drift_w
-from flopwatch.estimate.observe import PIPES, ObservedWindows
+from flopwatch.estimate.observe import PIPES
 from flopwatch.monitor.exporter import DeviceSample
+from flopwatch.monitor.observed import Interval, Observed, interval, power_limit
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
+from flopwatch.monitor.totals import Totals
 from flopwatch.sensor_timing import ENERGY_COUNTER_MAX_UPDATE_S
 from flopwatch.telemetry.consistency import ConsistencyCheck
 from flopwatch.telemetry.plausibility import check_counter_step, check_reading
 from flopwatch.telemetry.schema import Gap, Reading
 from flopwatch.text import literal
-from flopwatch.units import counter_delta, finite
+from flopwatch.units import counter_delta
 
 if TYPE_CHECKING:
     from flopwatch.devices import DeviceSpec
@@ -56,67 +56,6 @@ IDLE_WINDOW_S = 10.0
 # How far the configured idle baseline may sit above the lowest settled idle power before rows are flagged, and
 # the coverage below which a row warns, are the project's one rule each (estimate/bounds.py: idle_drift_w,
 # MIN_COVERAGE): the same run is judged alike live and offline.
-
-
-@dataclass
-class Totals:
-    """Running per-device totals since the ledger began (persisted in every checkpoint row)."""
-
-    energy_j: float = 0.0  # gross energy measured
-    net_energy_j: float = 0.0  # ∫(P − P_idle) over all measured time (idle-baseline drift included)
-    busy_s: float = 0.0
-    busy_net_energy_j: float = 0.0
-    busy_tb: float = 0.0  # DRAM traffic in busy intervals (TB), when the sensor reports it
-    busy_util_s: float = 0.0  # ∫ util dt over busy intervals (for the busy-weighted mean utilisation)
-    workload_net_energy_j: float = 0.0  # sum over recorded workload rows
-    # Net energy of quiet (not busy) stretches: each finished stretch adds max(0, its net energy), so a
-    # baseline set too high cannot cancel bursts with the negative net energy of idle time.
-    quiet_net_energy_j: float = 0.0
-    quiet_open_net_energy_j: float = 0.0  # the current quiet stretch (may be negative)
-    workload_s: float = 0.0
-    workloads: int = 0
-    estimated_flops: float = 0.0  # assess stage applied to the busy totals (kept monotone)
-    observed_s: float = 0.0  # time spanned by readings
-    covered_s: float = 0.0  # of which covered by readings at the nominal rate
-    sensor_errors: int = 0  # failed reads and implausible readings
-    implausible_readings: int = 0  # readings outside physical limits (also counted in sensor_errors)
-    missed_ticks: int = 0  # sampler overruns (host too slow), not sensor faults
-    min_idle_power_w: float | None = None  # lowest mean power over a settled idle window
-    negative_net_energy_j: float = (
-        0.0  # net energy of settled idle windows that sat below the baseline (<= 0)
-    )
-    t_s: float | None = None  # sensor time of the last reading
-    wall: float | None = None
-
-    def derived(self) -> dict[str, Any]:
-        d = asdict(self)
-        # Energy that fell outside detected workloads (what window verdicts bound with the efficiency envelope):
-        # busy intervals no workload row holds (short bursts, open workloads) plus the positive net energy of
-        # quiet stretches; and the busy part alone.
-        d["outside_net_energy_j"] = self.outside_net_energy_j()
-        d["outside_busy_net_energy_j"] = self.busy_net_energy_j - self.workload_net_energy_j
-        d["outside_busy_s"] = max(0.0, self.busy_s - self.workload_s)
-        d["coverage"] = self.covered_s / self.observed_s if self.observed_s > 0 else None
-        return d
-
-    def outside_net_energy_j(self) -> float:
-        """Cumulative net energy outside recorded workload rows (never decreases by more than float noise)."""
-        return (
-            max(0.0, self.busy_net_energy_j - self.workload_net_energy_j)
-            + self.quiet_net_energy_j
-            + max(0.0, self.quiet_open_net_energy_j)
-        )
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Totals:
-        """Totals from a checkpoint; a value that is missing, null or not finite keeps its default."""
-        out = cls()
-        for name, f in cls.__dataclass_fields__.items():
-            v = d.get(name)
-            if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                continue
-            setattr(out, name, int(v) if f.type == "int" else float(v))
-        return out
 
 
 @dataclass
@@ -139,123 +78,7 @@ class _Point:
     unobs_s: float = 0.0  # time no sample and no energy counter covered (gaps)
     pipe_s: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)  # Σ activity·dt per pipe (PIPES order) where reported
     pipe_dt: float = 0.0  # time the pipe counters covered
-    iv: _Interval | None = None  # the interval ending at this reading (not cumulative; for back-dating)
-
-
-@dataclass(slots=True)
-class _Interval:
-    """What one interval between two readings showed (the observables of the sound bound, estimate/observe.py)."""
-
-    t0: float
-    dt: float
-    dnet: float
-    uncovered: float  # part of dt that neither a sample nor the energy counter covered
-    clk_lo: float | None  # lowest / highest SM clock of its two readings
-    clk_hi: float | None
-    p_hi: float | None  # highest power of its two readings
-    plim: float | None  # lowest enforced power limit of its two readings
-    pipes: tuple[float, ...] | None  # Σ activity·dt per pipe, when both readings report all four
-    pipe_dt: float = 0.0
-
-
-#: Most windows a row keeps: beyond this, neighbours merge (sums, ranges widened), so a row stays a few KB.
-MAX_WINDOWS = 64
-
-
-class _Observed:
-    """Per-window sums of one workload (one window per ``window_s`` of observed time) and its ranges: the
-    time-resolved observables of the sound bound (:class:`~flopwatch.estimate.observe.ObservedWindows`)."""
-
-    def __init__(self, window_s: float) -> None:
-        self.window_s = window_s
-        self.closed: list[tuple[float, float, float, float, float, tuple[float, ...] | None]] = []
-        self.lo = math.inf
-        self.hi = -math.inf
-        self.p_hi = -math.inf
-        self._reset()
-
-    def _reset(self) -> None:
-        self.dt = self.net = self.pipe_dt = 0.0
-        self.w_lo = self.w_plim = math.inf
-        self.w_hi = -math.inf
-        self.pipe = [0.0, 0.0, 0.0, 0.0]
-
-    def feed(self, iv: _Interval, frac: float = 1.0) -> None:
-        self.dt += (iv.dt - iv.uncovered) * frac
-        self.net += iv.dnet * frac
-        if iv.clk_lo is not None:
-            self.w_lo = min(self.w_lo, iv.clk_lo)
-            self.lo = min(self.lo, iv.clk_lo)
-        if iv.clk_hi is not None:
-            self.w_hi = max(self.w_hi, iv.clk_hi)
-            self.hi = max(self.hi, iv.clk_hi)
-        if iv.p_hi is not None:
-            self.p_hi = max(self.p_hi, iv.p_hi)
-        if iv.plim is not None:
-            self.w_plim = min(self.w_plim, iv.plim)
-        if iv.pipes is not None:
-            for k in range(4):
-                self.pipe[k] += iv.pipes[k] * frac
-            self.pipe_dt += iv.pipe_dt * frac
-        if self.dt >= self.window_s:
-            self.closed.append(self._current())
-            self._reset()
-            if len(self.closed) > MAX_WINDOWS:
-                self.closed = [_merge(*self.closed[i : i + 2]) for i in range(0, len(self.closed), 2)]
-                self.window_s *= 2
-
-    def _current(self) -> tuple[float, float, float, float, float, tuple[float, ...] | None]:
-        # pipe ratios only where the counters covered the whole window (else NaN: that window unobserved)
-        full = self.dt > 0 and self.pipe_dt >= self.dt * (1 - 1e-6)
-        pipes = tuple(x / self.pipe_dt for x in self.pipe) if full else None
-        return (self.dt, self.net, self.w_lo, self.w_hi, self.w_plim, pipes)
-
-    def windows(self, blind: float, tail_dt: float, tail_net: float) -> ObservedWindows | None:
-        """The windows up to the row's end (``tail_*``: what was fed after it, taken off the last window when
-        it fits there; otherwise left in, which only loosens the bound); ``blind``: the share of observed time
-        the sensor does not see (it goes to ``unobserved_s``, bounded at peak rate)."""
-        rows = [*self.closed, self._current()] if self.dt > 0 else list(self.closed)
-        if rows and 0 < tail_dt <= rows[-1][0]:
-            dt, net, *rest = rows[-1]
-            rows[-1] = (dt - tail_dt, net - tail_net, *rest)  # type: ignore[assignment]
-        rows = [r for r in rows if r[0] > 0]
-        if not rows:
-            return None
-        cols = list(zip(*rows, strict=True))
-
-        def arr(i: int) -> np.ndarray | None:
-            a = np.array([x if math.isfinite(x) else np.nan for x in cols[i]], dtype=np.float64)
-            return a if np.isfinite(a).any() else None
-
-        pipes = cols[5]
-        pa = None
-        if any(p is not None for p in pipes):
-            pa = np.array([p if p is not None else (np.nan,) * 4 for p in pipes], dtype=np.float64)
-        return ObservedWindows(
-            dt_s=np.array(cols[0], dtype=np.float64) * (1.0 - blind),
-            net_energy_j=np.array(cols[1], dtype=np.float64),
-            sm_clock_mhz=arr(2),
-            max_sm_clock_mhz=arr(3),
-            power_limit_w=arr(4),
-            tensor_active=None if pa is None else pa[:, 0],
-            fp64_active=None if pa is None else pa[:, 1],
-            fp32_active=None if pa is None else pa[:, 2],
-            fp16_active=None if pa is None else pa[:, 3],
-        )
-
-
-def _merge(
-    a: tuple[float, float, float, float, float, tuple[float, ...] | None],
-    b: tuple[float, float, float, float, float, tuple[float, ...] | None] | None = None,
-) -> tuple[float, float, float, float, float, tuple[float, ...] | None]:
-    """Two neighbouring windows as one: sums added, the clock range and power limit widened."""
-    if b is None:
-        return a
-    dt = a[0] + b[0]
-    pipes = None
-    if a[5] is not None and b[5] is not None and dt > 0:
-        pipes = tuple((x * a[0] + y * b[0]) / dt for x, y in zip(a[5], b[5], strict=True))
-    return (dt, a[1] + b[1], min(a[2], b[2]), max(a[3], b[3]), min(a[4], b[4]), pipes)
+    iv: Interval | None = None  # the interval ending at this reading (not cumulative; for back-dating)
 
 
 @dataclass
@@ -268,7 +91,7 @@ class OpenWorkload:
     first_implausible: str | None = None
     running: WorkloadRow | None = None
     consistency: ConsistencyCheck | None = None  # cross-channel checks over the workload's readings
-    observed: _Observed | None = None  # per-window sums and ranges of the sound bound's observables
+    observed: Observed | None = None  # per-window sums and ranges of the sound bound's observables
 
 
 @dataclass(frozen=True)
@@ -409,7 +232,7 @@ class DeviceAccount:
             thr = self.s.util_threshold
             both_busy = u0 is not None and u1 is not None and u0 > thr and u1 > thr
             clk = _mean(prev.sm_clock_mhz, r.sm_clock_mhz) if both_busy else None
-            plim = _mean(_power_limit(prev), _power_limit(r)) if both_busy else None
+            plim = _mean(power_limit(prev), power_limit(r)) if both_busy else None
             if not all(math.isfinite(x) for x in (de, dnet, dbytes, dt)):
                 # Cannot happen with plausible readings; never let a non-finite value reach the totals.
                 self._fault(r.t_s, "non-finite energy increment", implausible=True)
@@ -425,21 +248,8 @@ class DeviceAccount:
             )
             # the sound bound's observables (estimate/observe.py): a gap no energy counter spans is unobserved;
             # clock range, peak power and power limit over both readings; pipe activity where both report it
-            uncovered = 0.0 if by_counter else dt - covered
-            p2 = _pipes(prev, r)
-            pipe_dt = dt - uncovered if p2 is not None else 0.0
-            iv = _Interval(
-                prev.t_s,
-                dt,
-                dnet,
-                uncovered,
-                _lo(prev.sm_clock_mhz, r.sm_clock_mhz),
-                _hi(prev.sm_clock_mhz, r.sm_clock_mhz),
-                _hi(prev.power_w, r.power_w),
-                _lo(_power_limit(prev), _power_limit(r)),
-                None if p2 is None else tuple(0.5 * (a + b) * pipe_dt for a, b in zip(*p2, strict=True)),
-                pipe_dt,
-            )
+            iv = interval(prev, r, dnet, 0.0 if by_counter else dt - covered)
+            uncovered, pipe_dt = iv.uncovered, iv.pipe_dt
             if self.open is not None and self.open.observed is not None:
                 self.open.observed.feed(iv)
             tot.energy_j += de
@@ -714,9 +524,9 @@ class DeviceAccount:
         log.info("%s: workload started at t=%.1f", self.label, t_s)
         self.ports.checkpoint("workload start")
 
-    def _observed_since(self, t_s: float) -> _Observed:
+    def _observed_since(self, t_s: float) -> Observed:
         """The observables of the intervals after ``t_s`` still in the history (a start is back-dated)."""
-        acc = _Observed(self.s.window_s)
+        acc = Observed(self.s.window_s)
         for p in self._hist:
             iv = p.iv
             if iv is None or p.t <= t_s:
@@ -944,42 +754,6 @@ def _mean(a: float | None, b: float | None) -> float | None:
     if b is None:
         return a
     return 0.5 * (a + b)
-
-
-def _lo(a: float | None, b: float | None) -> float | None:
-    xs = [x for x in (finite(a), finite(b)) if x is not None]
-    return min(xs) if xs else None
-
-
-def _hi(a: float | None, b: float | None) -> float | None:
-    xs = [x for x in (finite(a), finite(b)) if x is not None]
-    return max(xs) if xs else None
-
-
-#: Reading extras holding pipe activity ratios 0–1 (DCGM ``DCGM_FI_PROF_PIPE_*_ACTIVE``, the trace columns
-#: ``extra_<pipe>_active`` of estimate/observe.py), in :data:`~flopwatch.estimate.observe.PIPES` order.
-PIPE_EXTRAS = tuple(f"{p}_active" for p in PIPES)
-
-
-def _pipes(a: Reading, b: Reading) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
-    """Both readings' four pipe activity ratios, or None unless both report all four (none is faked)."""
-    out = []
-    for r in (a, b):
-        if not r.extra:
-            return None
-        vals = tuple(finite(r.extra.get(k)) for k in PIPE_EXTRAS)
-        if any(v is None or not 0.0 <= v <= 1.0 for v in vals):
-            return None
-        out.append(vals)
-    return out[0], out[1]  # type: ignore[return-value]
-
-
-def _power_limit(r: Reading) -> float | None:
-    """The enforced power limit a reading carries (NVML and the simulator report it; sysfs does not)."""
-    v = r.extra.get("power_limit_w") if r.extra else None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        return None
-    return float(v)
 
 
 def _g(x: float | None) -> str:

@@ -185,7 +185,11 @@ def row_context(row: Any, start_context: Any) -> dict[str, Any] | None:
     if isinstance(own, dict):
         return dict(own)
     if not isinstance(start_context, dict):
-        return None
+        # a row of flopwatch <= 0.3 records part of it (profile hash, sensor kind) at the top level
+        from flopwatch.estimate.observe import CONTEXT_KEYS
+
+        part = {k: row[k] for k in CONTEXT_KEYS if row.get(k) is not None}
+        return part or None
     ctx = dict(start_context)
     peaks = ctx.get("peaks_in_force")
     dev = row.get("device")
