@@ -41,6 +41,7 @@ from typing import Any
 
 from flopwatch.estimate.observe import ObservedWindows
 from flopwatch.estimate.verdict import Assessment  # the one assessment type (re-exported)
+from flopwatch.units import finite
 
 ROW_VERSION = 5
 #: Workload statuses: detected start and end / daemon stopped (or crashed) while open / sensor failed too long.
@@ -288,9 +289,10 @@ def _typed(v: Any, annotation: str) -> Any:
     if annotation.startswith("bool"):
         return v if isinstance(v, bool) else None
     if annotation.startswith(("float", "int")):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        x = finite(v)
+        if x is None:
             return None
-        return int(v) if annotation.startswith("int") and float(v).is_integer() else v
+        return int(v) if annotation.startswith("int") and x.is_integer() else v
     if annotation.startswith("str"):
         return v if isinstance(v, str) else None
     if annotation.startswith("Mapping"):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from flopwatch.units import finite
 
 
 @dataclass
@@ -61,10 +62,10 @@ class Totals:
         """Totals from a checkpoint; a value that is missing, null or not finite keeps its default."""
         out = cls()
         for name, f in cls.__dataclass_fields__.items():
-            v = d.get(name)
-            if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            v = finite(d.get(name))
+            if v is None:
                 continue
-            setattr(out, name, int(v) if f.type == "int" else float(v))
+            setattr(out, name, int(v) if f.type == "int" else v)
         return out
 
 
