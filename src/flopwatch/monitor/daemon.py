@@ -158,6 +158,14 @@ class Monitor:
         """The assess stage in use (the injected one, else the profile's)."""
         assert self._assess is not None
         a = self._assess(meas)
+        if meas.context is not None and hasattr(a, "with_warnings"):
+            # judged in the daemon's own context whatever the assess stage (ProfileAssessor already is: the
+            # same named warnings, deduplicated), so a swapped-in estimator cannot skip it
+            from flopwatch.estimate.verdict import context_warnings
+
+            cw = context_warnings(meas.context, self.verifier_context(meas))
+            if cw:
+                a = a.with_warnings(cw)
         chk = self.sampling_checks.get(meas.device)
         if chk is not None and not chk.adequate and hasattr(a, "with_warnings"):
             # too slow a rate for this sensor, or a sensor whose timing nobody knows (flopwatch.sensor_timing):

@@ -234,6 +234,7 @@ def judge_contexts(
 ) -> list[LedgerEntry]:
     """Each workload row judged in the verifier's context (module docstring): context warnings added to its
     ``warnings`` (a "below" becomes "uncertain"), its ``unobserved_s`` raised to the verifier's floor."""
+    from flopwatch.estimate.observe import CONTEXT_KEYS
     from flopwatch.estimate.verdict import context_warnings
 
     out: list[LedgerEntry] = []
@@ -248,6 +249,11 @@ def judge_contexts(
             vctx = verifier_context(names, profile_sha256)
             warns = context_warnings(ctx, vctx)
             new = dict(p)
+            # the context's keys on the row too, where it has none: `verdict --profile` re-assesses the row with
+            # them (estimate.verdict.assess(context=…), the same named warnings, deduplicated)
+            for k, v in (ctx or {}).items():
+                if k in CONTEXT_KEYS and new.get(k) is None and v is not None:
+                    new[k] = v
             floor = _unobserved_floor(p, ctx)
             if floor is not None and floor > (finite(p.get("unobserved_s")) or 0.0):
                 new["unobserved_s"] = floor
