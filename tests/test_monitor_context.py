@@ -260,3 +260,21 @@ def test_rows_without_a_context_cannot_be_checked(tmp_path: Path, capsys: pytest
     assert main(["verdict", str(tmp_path / "l.db"), "--threshold", "1e16", "--json"]) == 0
     tot = json.loads(capsys.readouterr().out)["total"]
     assert tot["verdict"] == "uncertain" and any("records no context" in w for w in tot["warnings"])
+
+
+def test_a_long_workloads_windows_stay_bounded_and_keep_their_sums() -> None:
+    """Beyond MAX_WINDOWS, neighbouring windows merge: sums kept, clock ranges widened (a looser, still sound
+    bound), so a week-long workload's row stays a few KB."""
+    from flopwatch.monitor.observed import MAX_WINDOWS, Interval, Observed
+
+    acc = Observed(1.0)
+    n = 1000
+    for i in range(n):
+        clk = 1000.0 + (i % 7) * 100.0
+        acc.feed(Interval(float(i), 1.0, 2.0, 0.0, clk, clk + 50.0, 300.0, 700.0, None))
+    w = acc.windows(0.75, 0.0, 0.0)
+    assert w is not None and len(w) <= MAX_WINDOWS + 1
+    assert float(w.dt_s.sum()) == pytest.approx(0.25 * n)  # the blind 75 % goes to unobserved_s, not here
+    assert float(w.net_energy_j.sum()) == pytest.approx(2.0 * n)
+    assert float(w.sm_clock_mhz.min()) == 1000.0 and float(w.max_sm_clock_mhz.max()) == 1650.0
+    assert acc.lo == 1000.0 and acc.hi == 1650.0 and acc.p_hi == 300.0
