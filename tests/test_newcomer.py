@@ -63,6 +63,22 @@ def test_report_names_the_error_once_and_fits_a_phone(run_out) -> None:  # noqa:
     assert "(simulated) (power model" not in text and "The default model <code>default</code>" not in text
 
 
+def test_report_says_its_held_out_belows_are_not_the_cli_verdicts(run_out) -> None:  # noqa: ANN001
+    # second round: the held-out table's 'below' rests on the calibrated interval; the verdicts of estimate, the
+    # monitor and verdict rest on the sound bounds, and the report must not let the one pass for the other
+    out, _, _ = run_out
+    text = " ".join((out / "report.html").read_text().split())
+    assert "calibrated intervals)</h3>" in text
+    assert "'below' needs the sound upper bound" in text and "'uncertain' there, not 'below'" in text
+    # the phone hint sits under tables wide enough to scroll (the threshold table), not under the 4-column one
+    tables = re.findall(
+        r"<div class='scroll'><table>(<tr>.*?</tr>).*?</table></div>(<p class='hint'>)?", text
+    )
+    wide = [head.count("<th") >= 5 for head, _ in tables]
+    assert any(wide) and not all(wide)
+    assert all(bool(hint) == w for (_, hint), w in zip(tables, wide, strict=True))
+
+
 def test_threshold_figure_counts_uncertain_separately() -> None:
     from flopwatch.report.html import _CAPTIONS
 

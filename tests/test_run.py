@@ -167,8 +167,12 @@ def test_bad_device_and_options(tmp_path, capsys):
         assert not (tmp_path / "w").exists()
     assert main(["run", "--device", "sim:a100", "--sweep", "nope", "-o", str(tmp_path / "z")]) == 2
     assert not (tmp_path / "z").exists()
+    assert capsys.readouterr().err.startswith("flopwatch: error: option '--sweep': unknown sweep 'nope'")
     with pytest.raises(InputError, match="one device"):
         resolve_device("sim:a100x2")
+    # an unknown twin is the --device option's fault, named as an option, not as a record's field
+    assert main(["run", "--device", "sim:a10", "-o", str(tmp_path / "v")]) == 2
+    assert capsys.readouterr().err.startswith("flopwatch: error: option '--device': unknown device 'a10'")
 
 
 def test_auto_without_gpu_is_the_simulator():
@@ -176,8 +180,9 @@ def test_auto_without_gpu_is_the_simulator():
     if c.kind == "cuda":  # pragma: no cover - only on GPU machines
         pytest.skip("a GPU is present")
     assert c.label == "sim:a100" and c.simulated and "simulated" in c.reason
-    with pytest.raises(InputError, match="sim:a100"):
+    with pytest.raises(InputError, match="sim:a100") as e:
         resolve_device("cuda:0")
+    assert "((" not in str(e.value) and "))" not in str(e.value)  # the reason flattened, as for auto
 
 
 def test_plan_fits_the_budget():

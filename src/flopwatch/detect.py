@@ -277,6 +277,7 @@ def detect_workloads(
     ``idle_power_w`` defaults to the median power outside all detected workloads (with the end-hysteresis
     window kept clear on both sides), as the study's idle baseline; ``Detection.idle_source`` says which.
     """
+    from flopwatch.devices import resolve
     from flopwatch.telemetry.integrate import (
         StreamingMedian,
         Window,
@@ -285,7 +286,7 @@ def detect_workloads(
         _period_step,
         _results,
     )
-    from flopwatch.telemetry.source import open_source
+    from flopwatch.telemetry.source import device_specs, open_source
 
     check_idle_power(idle_power_w)
 
@@ -333,14 +334,14 @@ def detect_workloads(
     if device is not None and device not in names:
         raise InputError(f"device {device!r} not in trace (devices: {sorted(names)})", field="device")
     if not devices:
-        raise InputError("trace has no samples", file=source_name)
+        raise InputError("trace has no samples", file=src.name)
     has_util = {names[c] for c in polls}
     skipped = [d for d in devices if d not in has_util]
     devices = [d for d in devices if d in has_util]
     if not devices:
         raise InputError(
             f"no utilisation samples to detect workloads from (devices: {', '.join(skipped)})",
-            file=source_name,
+            file=src.name,
             field="util",
         )
     raw = [
@@ -377,8 +378,19 @@ def detect_workloads(
     idle_by_dev: dict[str, float] = {}
     idle_source = "given"
     need_all: list[str] = []
+    known = device_specs(md)
     for d in devices:
         if idle_power_w is not None:
+            spec = known.get(d) or resolve(d, cpu=False)
+            if spec is not None and idle_power_w > spec.tdp_w:
+                # a baseline above the board's maximum power is a unit slip (mW, a node's total) or a lie:
+                # every workload's net energy would come out negative
+                raise InputError(
+                    f"{idle_power_w:g} W is above the maximum power of {d} ({spec.name}: {spec.tdp_w:g} W); "
+                    "an idle baseline cannot be (units? watts, per device)",
+                    file=src.name,
+                    field="--idle-power",
+                )
             idle_by_dev[d] = float(idle_power_w)
         elif outside[d].n >= 5:
             idle_by_dev[d] = outside[d].median()
@@ -394,9 +406,7 @@ def detect_workloads(
                     whole[names[code]].add(pw[idx])
         for d in need_all:
             if whole[d].n == 0:
-                raise InputError(
-                    f"no power samples in [None, None] on {d}", file=source_name, field="power_w"
-                )
+                raise InputError(f"no power samples in [None, None] on {d}", file=src.name, field="power_w")
             idle_by_dev[d] = whole[d].median()
             idle_source = "median of whole trace (no idle period found)"
 

@@ -78,6 +78,7 @@ __all__ = [
     "read_toml",
     "refuse_link",
     "open_output",
+    "open_regular",
 ]
 
 
@@ -134,6 +135,29 @@ def check_input_file(
     return st
 
 
+def open_regular(
+    path: str | os.PathLike[str], *, kind: str = "file", error: type[InputError] = InputError
+) -> IO[bytes]:
+    """A binary file object on the regular file at ``path``, checked before opening and again on the open
+    descriptor (``O_NONBLOCK``: a path swapped for a FIFO after the check does not block ``open``).
+
+    Readers that read in pieces (Parquet, Arrow IPC) keep this one descriptor: a file replaced or renamed
+    meanwhile is never read half from one file and half from another, and any name the OS accepts works
+    (pyarrow refuses a path that is not UTF-8)."""
+    file = os.fspath(path)
+    check_input_file(file, kind=kind, error=error)
+    try:
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        reason = "permission denied" if isinstance(e, PermissionError) else (e.strerror or str(e))
+        raise error(f"cannot read ({reason})", file=file) from None
+    fst = os.fstat(fd)
+    if not stat.S_ISREG(fst.st_mode):
+        os.close(fd)
+        raise error(f"is {_describe_mode(fst.st_mode)}, expected a regular {kind}", file=file)
+    return os.fdopen(fd, "rb")
+
+
 def read_bytes(
     path: str | os.PathLike[str],
     *,
@@ -147,22 +171,12 @@ def read_bytes(
     st = check_input_file(file, kind=kind, error=error)
     if st.st_size > cap:
         raise error(f"is {st.st_size} bytes, larger than the {cap}-byte limit for a {kind}", file=file)
-    try:
-        # O_NONBLOCK: if the path was replaced by a FIFO after the stat, open does not wait for a writer.
-        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except PermissionError:
-        raise error("cannot read (permission denied)", file=file) from None
-    except OSError as e:
-        raise error(f"cannot read ({e.strerror or e})", file=file) from None
-    try:
-        fst = os.fstat(fd)
-        if not stat.S_ISREG(fst.st_mode):
-            raise error(f"is {_describe_mode(fst.st_mode)}, expected a regular {kind}", file=file)
+    with open_regular(file, kind=kind, error=error) as fh:
         chunks: list[bytes] = []
         total = 0
         while True:
             try:
-                chunk = os.read(fd, min(1 << 20, cap + 1 - total))
+                chunk = fh.read(min(1 << 20, cap + 1 - total))
             except OSError as e:
                 raise error(f"cannot read ({e.strerror or e})", file=file) from None
             if not chunk:
@@ -172,8 +186,6 @@ def read_bytes(
             if total > cap:  # grew while being read (or a /proc-like file reporting size 0)
                 raise error(f"is larger than the {cap}-byte limit for a {kind}", file=file)
         return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def read_text(
@@ -263,6 +275,20 @@ def _parse_float(s: str) -> float:
     return v
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # RFC 8259 §4: names SHOULD be unique; with a repeated one, readers disagree on which value counts (Python
+    # and jq keep the last, others the first), so a file could say one thing to us and another to a reviewer.
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return d
+
+
 def _too_deep(obj: Any, limit: int) -> bool:
     """Whether containers nest more than ``limit`` levels (iterative: no recursion on hostile input)."""
     stack: list[tuple[Any, int]] = [(obj, 1)]
@@ -296,7 +322,11 @@ def parse_json(
     where = f"line {line}: " if line is not None else ""
     try:
         # the C scanner guards its recursion itself (RecursionError, caught below)
-        doc = json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
+        doc = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        raise error(
+            f"{where}key {str(e)[:60]!r} appears twice in one object (ambiguous)", file=file
+        ) from None
     except json.JSONDecodeError as e:
         if line is None:
             raise error(f"line {e.lineno}: invalid JSON ({e.msg})", file=file) from None

@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, overload
 
-from flopwatch.devices import normalize_dtype
+from flopwatch.devices import normalize_dtype, resolve
 from flopwatch.errors import InputError
 from flopwatch.io import check_output_file, is_out_of_range, jsonable, parse_json, read_text, refuse_link
 from flopwatch.units import MW_PER_W, TERA
@@ -86,6 +87,9 @@ MAX_TB_PER_S = 1e3
 #: Key (in a record's ``extra``) of the physically impossible telemetry the join found in the record's segment
 #: (:mod:`flopwatch.telemetry.consistency`): a list of warnings, each of which blocks "below".
 TELEMETRY_WARNINGS = "telemetry_warnings"
+
+
+_LINE_BREAKS = re.compile(r"\r\n|[\n\r\v\f\x1c-\x1e]")
 
 
 def telemetry_warnings(record: WorkloadRecord) -> tuple[str, ...]:
@@ -410,12 +414,24 @@ def _build(
             if v is None or (type(v) is float and math.isfinite(v))
             else _number(v, file=file, record=label, name=name, required=False)
         )
+    for a, b in (("start_monotonic_s", "end_monotonic_s"), ("start_wall", "end_wall")):
+        if kw.get(a) is not None and kw.get(b) is not None and kw[b] < kw[a]:
+            raise InputError(f"{kw[b]!r} is before {a} {kw[a]!r}", file=file, record=label, field=b)
     for name, v in (("steps", vals["steps"]), ("warmup_steps", kw["warmup_steps"])):  # counts stay integers
         if v is not None and float(v).is_integer():
             kw[name] = int(v)
     for name in _STR_FIELDS:
         v = d.get(name)
+        if isinstance(v, (Mapping, list, bool)):  # str() would turn it into a name nothing resolves
+            raise InputError(f"must be a string, got {type(v).__name__}", file=file, record=label, field=name)
         kw[name] = None if v is None else str(v)
+    # "simulated" can be added by any field that names the simulator, never removed by the flag alone: a
+    # record of a simulated device whose flag was edited to false still counts as simulated
+    if not simulated and any(
+        isinstance(kw.get(k), str) and (kw[k].startswith("sim:") or "(simulated)" in kw[k])
+        for k in ("device", "device_name", "device_spec")
+    ):
+        simulated = True
     for name in _MAPPING_FIELDS:
         v = d.get(name)
         if v is not None and not isinstance(v, Mapping):
@@ -448,11 +464,8 @@ def _device_power_bound(device: Any) -> tuple[float, str] | None:
     :data:`MAX_DEVICES_PER_NODE` of them, each drawing at most 1.5× its TDP (devices.py)."""
     if not isinstance(device, str) or not device.strip():
         return None
-    from flopwatch.devices import get_device
-
-    try:
-        spec = get_device(device)
-    except InputError:
+    spec = resolve(device)
+    if spec is None:
         return None
     return (
         MAX_DEVICES_PER_NODE * 1.5 * spec.tdp_w,
@@ -627,7 +640,9 @@ def load_records(
             records.append(_build(rec, file=file, where=i, require=require))
         seed_like = True
     if not seed_like:
-        for lineno, line in enumerate(text.splitlines(), start=1):
+        # JSON Lines are split at line feeds (and the other ASCII breaks, which JSON strings cannot hold raw);
+        # not at U+0085, U+2028 or U+2029 as str.splitlines() does: JSON allows them raw inside a string
+        for lineno, line in enumerate(_LINE_BREAKS.split(text), start=1):
             if not line.strip():
                 continue
             rec = parse_json(line, file=file, line=lineno)

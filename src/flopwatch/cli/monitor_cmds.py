@@ -147,7 +147,8 @@ def ledger_verify(
             + (f" (sha256 {res.key_fingerprint[:16]}…)" if res.key_fingerprint else "")
             + (f"; genesis {literal(res.genesis_hash)[:16]}…" if res.genesis_hash else "")
             + (
-                f"; {res.witness_heads} witnessed head(s), rows 1..{res.witnessed_size} witnessed"
+                f"; {res.witness_heads} witnessed head(s), "
+                + (f"rows 1..{res.witnessed_size} witnessed" if res.witnessed_size else "no row witnessed")
                 if witness is not None
                 else ""
             )

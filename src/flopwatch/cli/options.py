@@ -311,10 +311,31 @@ Level = Annotated[
     typer.Option("--level", help="Level of the interval or quantile of the conservative bound (0.5–0.999).",
                  callback=in_range(0.5, 0.999)),
 ]  # fmt: skip
+
+
+def device_model() -> Callback:
+    """A device model the datasheet table knows (``h100``, ``NVIDIA A100-SXM4-80GB``): an unknown or empty name
+    is refused while parsing, never silently replaced by the data's or the profile's device (the bounds a
+    verdict rests on would then come from hardware the user did not name)."""
+
+    def callback(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+        if value is None or ctx.resilient_parsing:
+            return value
+        from flopwatch.devices import DEVICES, resolve
+
+        if resolve(value) is None:  # the resolver the estimators use (simulated names such as sim:a100 too)
+            raise typer.BadParameter(
+                f"unknown device {value!r}; known: {', '.join(DEVICES)}", ctx=ctx, param=param
+            )
+        return value
+
+    return callback
+
+
 DeviceModel = Annotated[
     str | None,
     typer.Option("--device", help="Device model for the datasheet bounds, e.g. orin-nano, h100 "
-                 "(default: from the data or the profile)."),
+                 "(default: from the data or the profile).", callback=device_model()),
 ]  # fmt: skip
 TraceDevice = Annotated[
     str | None, typer.Option("--device", help="Only this device of a multi-device trace.")

@@ -33,7 +33,9 @@ def _counts(c: dict[str, int]) -> str:
 
 def verdict_cmd(
     ledgers: list[Path] = typer.Argument(
-        ..., help="Monitor ledger(s) (SQLite) to read, one per node of the job; never written."
+        ...,
+        metavar="LEDGER...",
+        help="Monitor ledger(s) (SQLite) to read, one per node of the job; never written.",
     ),
     threshold: str = typer.Option(..., "--threshold", help="Compute threshold in FLOP (e.g. 1e14)."),
     window: str = typer.Option(
@@ -53,12 +55,14 @@ def verdict_cmd(
     public_key: list[Path] | None = typer.Option(
         None,
         "--public-key",
+        metavar="<pin>",
         help="Pin to verify a ledger against (`ledger export-key`), one per ledger in their order; default: "
         "LEDGER.pub, else the genesis key.",
     ),
     witness: list[Path] | None = typer.Option(
         None,
         "--witness",
+        metavar="<heads.jsonl>",
         help="Witness log (`ledger witness`) per ledger, in their order: heads checked as prefixes, and the "
         "windows placed by the witness's clock rather than the node's.",
     ),

@@ -247,7 +247,8 @@ def judge_contexts(
             ctx = row_context(p, starts.get(str(p.get("session_id") or "")))
             names = [device, p.get("device_name"), p.get("device")]
             vctx = verifier_context(names, profile_sha256)
-            warns = context_warnings(ctx, vctx)
+            # the rate judged per device and sensor where the sensor-timing table knows the pair
+            warns = context_warnings(ctx, vctx, device=device or p.get("device_name") or p.get("device"))
             new = dict(p)
             # the context's keys on the row too, where it has none: `verdict --profile` re-assesses the row with
             # them (estimate.verdict.assess(context=…), the same named warnings, deduplicated)

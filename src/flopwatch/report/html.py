@@ -18,9 +18,10 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from flopwatch.evaluate.headline import PUBLISHED, PUBLISHED_SOURCE
 from flopwatch.io import atomic_write
 from flopwatch.report.fmt import pct, share, sig3
-from flopwatch.report.headline import PUBLISHED, PUBLISHED_SOURCE, study_models_mae_pct
+from flopwatch.report.headline import study_models_mae_pct
 
 _CSS = """
 *{box-sizing:border-box}
@@ -63,11 +64,13 @@ def _num(x: Any, signed: bool = False) -> str:
 
 def _table(head: str, rows: list[str]) -> str:
     """A table in its own horizontally scrolling box: a wide table never widens the page. On a narrow screen a
-    hint under it says that it scrolls."""
-    return (
-        f"<div class='scroll'><table>{head}{''.join(rows)}</table></div>"
+    hint under it says that it scrolls, if it has the columns to (five or more: four fit 390 px)."""
+    hint = (
         "<p class='hint'>The table scrolls sideways: swipe for more columns →</p>"
+        if head.count("<th") >= 5
+        else ""
     )
+    return f"<div class='scroll'><table>{head}{''.join(rows)}</table></div>{hint}"
 
 
 def _img(path: Path) -> str:
@@ -187,7 +190,7 @@ def _verdict(summary: dict[str, Any], tag: str) -> list[str]:
         "numbers come from other hardware and are context, not a comparison on the same data.</p>"
     )
     conf = share(th["confidence"])
-    p.append(f"<h3>Threshold verdicts on held-out runs ({conf} intervals)</h3>")
+    p.append(f"<h3>Threshold verdicts on held-out runs ({conf} calibrated intervals)</h3>")
     rows = []
 
     # the two errors first, beside the threshold: on a phone they are the columns on screen
@@ -216,7 +219,12 @@ def _verdict(summary: dict[str, Any], tag: str) -> list[str]:
     p.append(
         "<p class='note'>Every held-out test run of every split, judged by a profile calibrated without it: "
         "'above' iff the interval's lower bound exceeds T, 'below' iff its upper bound is under T, else "
-        "'uncertain'. Counts are run × split cases.</p>"
+        "'uncertain'. Counts are run × split cases. These rows measure the estimator. The verdicts of "
+        "<code>flopwatch estimate</code>, the monitor and <code>flopwatch verdict</code> are stricter: 'above' "
+        "needs a calibrated lower bound over T (at this confidence or higher), and 'below' needs the sound upper bound (physics and the "
+        "datasheet, never the calibration) under T, which without pipe-activity counters is several times the "
+        "estimate (their 'decisive at' column). A run 25 % or 50 % below its threshold is 'uncertain' there, "
+        "not 'below'.</p>"
     )
     p.append(f"<p><b>What this supports:</b> {_e(h['supports'])}</p>")
     p.append(f"<p><b>What it does not support:</b> {_e(h['does_not_support'])}</p>")

@@ -24,6 +24,7 @@ else of ``telemetry/``.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ import numpy as np
 
 from flopwatch import __version__
 from flopwatch.errors import InputError
+from flopwatch.io import parse_json
 
 if TYPE_CHECKING:  # pandas/pyarrow are imported lazily at run time (fast CLI start-up)
     import pandas as pd
@@ -187,16 +189,60 @@ def to_table(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
 
 def metadata_from_schema(schema: pa.Schema, file: str | Path) -> dict[str, Any]:
     """The ``flopwatch`` metadata of a Parquet/IPC schema (``{"schema": "unknown"}`` without one)."""
+    names = list(schema.names)
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:  # pyarrow refuses to select it later (KeyError); which copy is the data is ambiguous
+        raise InputError("column appears more than once", file=str(file), field=dup)
     raw = (schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
         return {"schema": "unknown", "source": str(file)}
     try:
-        md = json.loads(raw)
-    except ValueError as e:
-        raise InputError(f"metadata is not valid JSON ({e})", file=str(file), field="flopwatch") from None
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+    except UnicodeDecodeError:
+        raise InputError("metadata is not UTF-8 text", file=str(file), field="flopwatch") from None
+    # the one guarded JSON parser: nesting 100 000 deep or a 5 000-digit integer is one line, not a traceback
+    try:
+        md = parse_json(text, file=str(file))
+    except InputError as e:
+        raise InputError(f"metadata: {e.detail}", file=str(file), field="flopwatch") from None
     if not isinstance(md, dict):
         raise InputError("metadata is not a JSON object", file=str(file), field="flopwatch")
+    check_metadata(md, str(file))
     return md
+
+
+#: The metadata keys the readers use, and what each must be (a hostile file may put anything there).
+_META_NUMBERS = ("rate_hz", "t0_monotonic_s", "created_wall")
+_META_FLAGS = ("simulated", "wall_time_synthetic", "recovered_from_journal")
+_META_STRINGS = ("schema", "kind", "source", "spec_key", "flopwatch_version")
+
+
+def check_metadata(md: Mapping[str, Any], file: str) -> None:
+    """InputError naming the key when a metadata value the readers use has the wrong type or is not a finite
+    number: a string ``"false"`` is not false, ``"abc"`` is not a time origin, ``rate_hz`` is positive."""
+
+    def bad(key: str, msg: str) -> InputError:
+        return InputError(f"{msg}, got {str(md[key])[:60]!r}", file=file, field=f"flopwatch.{key}")
+
+    for key in _META_NUMBERS:
+        v = md.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise bad(key, "must be a finite number")
+        if key == "rate_hz" and not v > 0:
+            raise bad(key, "must be positive")
+    for key in _META_FLAGS:
+        if md.get(key) is not None and not isinstance(md[key], bool):
+            raise bad(key, "must be true or false")
+    for key in _META_STRINGS:
+        if md.get(key) is not None and not isinstance(md[key], str):
+            raise bad(key, "must be a string")
+    if md.get("fingerprint") is not None and not isinstance(md["fingerprint"], dict):
+        raise bad("fingerprint", "must be an object")
+    devs = md.get("devices")
+    if devs is not None and not (isinstance(devs, list) and all(isinstance(d, dict) for d in devs)):
+        raise bad("devices", "must be a list of objects")
 
 
 def table_to_frame(table: pa.Table, file: str | Path) -> pd.DataFrame:
@@ -250,6 +296,7 @@ __all__ = [
     "Reading",
     "arrow_schema",
     "base_metadata",
+    "check_metadata",
     "default_metadata",
     "extra_columns",
     "frame",

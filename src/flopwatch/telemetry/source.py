@@ -27,7 +27,7 @@ import numpy as np
 
 from flopwatch.devices import DeviceSpec, resolve
 from flopwatch.errors import InputError
-from flopwatch.io import check_input_file
+from flopwatch.io import check_input_file, open_regular
 from flopwatch.telemetry.plausibility import limits_spec, violations
 from flopwatch.telemetry.schema import (
     FLOAT_COLUMNS,
@@ -353,13 +353,19 @@ class ParquetSource(TraceSource):
         import pyarrow.parquet as pq
 
         self.batch_rows = batch_rows
+        # One descriptor for the footer and every row group: a file replaced while it is read is never read
+        # half from one trace and half from another (and a non-UTF-8 name, which pyarrow refuses, works).
+        self._fh = open_regular(path, kind="trace file")
         try:
-            pf = pq.ParquetFile(path)
+            # no pre-buffering: it reads ahead whole row groups (memory grows with them)
+            pf = pq.ParquetFile(self._fh, pre_buffer=False)
             schema = pf.schema_arrow
         except (pa.ArrowInvalid, pa.ArrowIOError, OSError, ValueError) as e:
+            self._fh.close()
             raise InputError(
                 f"not a readable Parquet trace (truncated or corrupt?): {e}", file=str(path)
             ) from None
+        self._pf = pf
         super().__init__(path, metadata_from_schema(schema, path))
         self.metadata.setdefault("source", str(path))
         self.num_rows = int(pf.metadata.num_rows)  # from the footer: counting rows reads no data
@@ -368,10 +374,9 @@ class ParquetSource(TraceSource):
 
     def frame(self) -> pd.DataFrame:
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         try:
-            table = pq.ParquetFile(self.path).read()
+            table = self._pf.read(use_threads=False)
         except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
             raise InputError(
                 f"not a readable Parquet trace (truncated or corrupt?): {e}", file=self.name
@@ -381,10 +386,8 @@ class ParquetSource(TraceSource):
     def t_span(self) -> tuple[float, float] | None:
         """(lowest, highest) ``t_s`` of the file from its row groups' statistics (the footer: no data read), or
         None when the writer stored none."""
-        import pyarrow.parquet as pq
-
         try:
-            md = pq.ParquetFile(self.path).metadata
+            md = self._pf.metadata
             col = self._names.index("t_s")
             stats = [md.row_group(i).column(col).statistics for i in range(md.num_row_groups)]
         except (OSError, ValueError):
@@ -397,7 +400,6 @@ class ParquetSource(TraceSource):
         self, columns: tuple[str, ...], wall: bool, gap_error: bool, extras: bool
     ) -> Iterator[Chunk]:
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         want = {"t_s", "device", "gap_error", *columns}
         if wall:
@@ -407,9 +409,8 @@ class ParquetSource(TraceSource):
         read = [c for c in self._names if c in want]
         row0 = 0
         try:
-            # no pre-buffering or threaded decoding: they read ahead whole row groups (memory grows with them)
-            pf = pq.ParquetFile(self.path, pre_buffer=False)
-            for batch in pf.iter_batches(batch_size=self.batch_rows, columns=read, use_threads=False):
+            # no threaded decoding: it reads ahead whole row groups (memory grows with them)
+            for batch in self._pf.iter_batches(batch_size=self.batch_rows, columns=read, use_threads=False):
                 yield _batch_to_chunk(self, batch, row0, columns, wall, gap_error, extras)
                 row0 += batch.num_rows
         except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
@@ -425,11 +426,15 @@ class JournalSource(TraceSource):
         import pyarrow as pa
         import pyarrow.ipc as ipc
 
-        try:
-            with pa.OSFile(str(path), "rb") as f:
-                schema = ipc.open_stream(f).schema
-        except (pa.ArrowInvalid, OSError) as e:
-            raise InputError(f"journal is unreadable: {e}", file=str(path)) from None
+        # opened through the io guard (any file name the OS accepts); every later pass checks it is still the
+        # same file (device and inode), so a journal replaced meanwhile is never mixed with this one's schema
+        with open_regular(path, kind="trace journal") as fh:
+            st = os.fstat(fh.fileno())
+            self._ident = (st.st_dev, st.st_ino)
+            try:
+                schema = ipc.open_stream(fh).schema
+            except (pa.ArrowInvalid, OSError) as e:
+                raise InputError(f"journal is unreadable: {e}", file=str(path)) from None
         super().__init__(path, metadata_from_schema(schema, path))
         self._schema = schema
         self.metadata["recovered_from_journal"] = True
@@ -442,9 +447,12 @@ class JournalSource(TraceSource):
         import pyarrow.ipc as ipc
 
         assert self.path is not None
-        with pa.OSFile(str(self.path), "rb") as f:
+        with open_regular(self.path, kind="trace journal") as fh:
+            st = os.fstat(fh.fileno())
+            if (st.st_dev, st.st_ino) != self._ident:
+                raise InputError("was replaced by another file while it was read", file=self.name)
             try:
-                reader = ipc.open_stream(f)
+                reader = ipc.open_stream(fh)
             except (pa.ArrowInvalid, OSError) as e:
                 raise InputError(f"journal is unreadable: {e}", file=self.name) from None
             while True:
