@@ -97,6 +97,7 @@ def _workload(i: int, wall: float = T0, **kw) -> dict:
         "warnings": [],
         "verdict": "below",
         "status": "complete",
+        "context": {"sensor_kind": "nvml", "sample_rate_hz": 2.0},  # a real sensor: the verifier checks it
         **kw,
     }
 

@@ -220,6 +220,7 @@ def test_verdict_verifies_the_ledger_and_never_says_below_on_a_tampered_one(caps
     an evader would want) leaves the verdict computed but never "below", and the JSON says why."""
     import sqlite3
 
+    from flopwatch.devices import DEVICES
     from flopwatch.monitor.ledger import read_entries
 
     row = {
@@ -232,6 +233,8 @@ def test_verdict_verifies_the_ledger_and_never_says_below_on_a_tampered_one(caps
         "upper_flops": 6.5e14,
         "regime": "calibrated",
         "warnings": [],
+        # made in the verifier's context (the H100's datasheet peaks, a real sensor): checked by `verdict`
+        "context": {"peaks_in_force": dict(DEVICES["h100"].peak_flops), "sensor_kind": "nvml"},
     }
     cps = [
         {"wall": 1.7e9 + 20 + 60 * i, "devices": {"sim:h100": {"outside_net_energy_j": 0.0}}}

@@ -79,6 +79,7 @@ def verdict_cmd(
         NodeRows,
         clock_jumps,
         context_of,
+        judge_contexts,
         merge_nodes,
         namespace,
         place_by_witness,
@@ -127,6 +128,11 @@ def verdict_cmd(
                 "`flopwatch ledger verify`"
             )
         node.blockers.extend(who + b for b in clock_jumps(node.entries))
+        # every row judged in the verifier's context (its profile, its device table, a real sensor): a
+        # difference is a named warning on the row, never "below"
+        node.entries = judge_contexts(
+            node.entries, profile_sha256=prof.sha256() if prof is not None else None, device=device
+        )
         if heads is not None:
             good = [h for h in heads if h.head.size <= check.witnessed_size]
             node.entries, notes = place_by_witness(node.entries, good, now)
