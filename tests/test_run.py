@@ -95,16 +95,33 @@ def test_summary_and_report_lead_with_a_held_out_verdict(quick_run):
     assert g["p025"] <= g["mean_pp"] <= g["p975"]
     assert h["heldout"]["mae_pct"] == pytest.approx(h["yardstick"]["mae_pct"] - g["mean_pp"])
     assert h["study_models_here"]["eq2"]["data"] == "simulated" and h["published"]["eq1"]["mae_pct"] == 4.48
+    # two answers, never mixed (issue 21): the verifier's verdicts (estimate.verdict.assess, a profile per split,
+    # over the trace's windows) and the calibrated interval's own accuracy, each in its own table
+    cal, v = h["calibrated_interval"], h["verdicts"]
     n_cases = h["heldout"]["n_splits"] * h["heldout"]["n_test"]
-    th = h["thresholds"]
-    assert th["heldout"] is True and len(th["at_sweep_quantiles"]) == 3
-    for r in th["at_sweep_quantiles"] + th["by_margin"]:
-        assert isinstance(r["correct"], int) and r["n"] == n_cases
-        assert r["correct"] + r["uncertain"] + r["wrong_accuse"] + r["wrong_clear"] == n_cases
-        assert r["n_truth_above"] + r["n_truth_below"] == n_cases
+    assert (
+        cal["heldout"] is True
+        and len(cal["at_sweep_quantiles"]) == 3
+        and cal["answer"] == "calibrated estimate"
+    )
+    assert v["heldout"] is True and v["answer"] == "verdict" and v["trace_windows"] is True
+    assert v["n"] == v["n_splits"] * v["n_test"] and v["n_test"] == h["heldout"]["n_test"]
+    for t, n in ((cal, n_cases), (v, v["n"])):
+        for r in t["at_sweep_quantiles"] + t["by_margin"]:
+            assert isinstance(r["correct"], int) and r["n"] == n
+            assert r["correct"] + r["uncertain"] + r["wrong_accuse"] + r["wrong_below"] == n
+            assert r["n_truth_above"] + r["n_truth_below"] == n
     # wider margins are never harder to call than narrower ones
-    above = [r for r in th["by_margin"] if r["run_is"] == "above"]
+    above = [r for r in cal["by_margin"] if r["run_is"] == "above"]
     assert [r["correct"] for r in above] == sorted(r["correct"] for r in above)
+    # the verdict never clears a run above its threshold; on energy, clock and power limit alone (the twin's A100
+    # records no pipe counters) 'below' needs a threshold a few times the run's FLOPs
+    assert all(r["wrong_below"] == 0 for r in v["at_sweep_quantiles"] + v["by_margin"])
+    d = v["decisiveness"]
+    assert 1.5 < d["median_decisive_at_truth"] < 10 and d["blocked_rate"] == 0.0
+    by_f = {r["factor"]: r for r in d["by_truth_factor"]}
+    assert by_f[0.5]["below_rate"] == 0 and by_f[5.0]["below_rate"] > by_f[2.0]["below_rate"]
+    assert "Verdict (sound bounds" in h["verdict"] and "Calibrated estimate (not a verdict)" in h["verdict"]
     # counts are ints in the threshold sweep too
     assert all(isinstance(v, int) for v in s["threshold"]["rates"]["n_truth_above"])
     # the idle-drift check is scaled to the device's idle (±12.5 % of 48 W, not the Jetson's ±0.08 W)

@@ -107,7 +107,8 @@ _CAPTIONS = {
     "evaluated; a model this data cannot support is listed under 'Not evaluated' and absent here.",
     "coverage": "Calibration of the prediction intervals: share of held-out truths inside the interval against the "
     "nominal confidence (on the dashed line = honest intervals).",
-    "threshold_rates": "Threshold analysis over a grid of thresholds T, held-out runs: wrongly accused (solid: "
+    "threshold_rates": "The calibrated estimate's accuracy, not a verdict (the verdicts are the sound table "
+    "above). Threshold analysis over a grid of thresholds T, held-out runs: wrongly accused (solid: "
     "declared above, truly below) and wrong below (dashed: declared below, truly above). Left, the interval "
     "decision, whose third outcome, uncertain (dotted), is plotted on its own and counted as neither error; "
     "right, a decision on the point estimate (no uncertain outcome).",
