@@ -37,6 +37,7 @@ from flopwatch.pipeline.plan import Plan, RunOptions
 from flopwatch.pipeline.progress import ANALYSIS_S, Progress
 from flopwatch.records import RecordSet, WorkloadRecord, append_record, record_set
 from flopwatch.telemetry.source import ParquetSource, TraceLike, TraceSource, open_source
+from flopwatch.units import finite
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -100,9 +101,9 @@ class ThresholdVerdict:
     label: str
     total_flops: float
     estimate_flops: float
-    lower_flops: float  # calibrated interval
-    upper_flops: float
-    verdict_lower_flops: float  # the bounds the verdict used
+    calibrated_lower_flops: float  # the calibrated interval: the estimate's, never the verdict's
+    calibrated_upper_flops: float
+    verdict_lower_flops: float  # the bounds the verdict used (sound; inf: unbounded)
     verdict_upper_flops: float
     verdict: str
     threshold_flops: float
@@ -121,10 +122,10 @@ class ThresholdVerdict:
             "label": self.label,
             "total_flops": self.total_flops,
             "estimate_flops": self.estimate_flops,
-            "lower_flops": self.lower_flops,
-            "upper_flops": self.upper_flops,
-            "verdict_lower_flops": self.verdict_lower_flops,
-            "verdict_upper_flops": self.verdict_upper_flops,
+            "calibrated_lower_flops": self.calibrated_lower_flops,
+            "calibrated_upper_flops": self.calibrated_upper_flops,
+            "verdict_lower_flops": finite(self.verdict_lower_flops),
+            "verdict_upper_flops": finite(self.verdict_upper_flops),  # null: unbounded
             "err_pct": (self.estimate_flops / self.total_flops - 1.0) * 100.0,
             "verdict": self.verdict,
             "truth": self.truth,
@@ -147,8 +148,9 @@ def threshold_verdicts(
                 r.label,
                 float(r.total_flops),
                 e.flops,
-                e.lower_flops,
-                e.upper_flops,
+                # the interval as `estimate` prints it (widened for a later session), else the profile's own
+                e.lower_flops if a.calibrated_lower_flops is None else a.calibrated_lower_flops,
+                e.upper_flops if a.calibrated_upper_flops is None else a.calibrated_upper_flops,
                 a.lower_flops,
                 a.upper_flops,
                 a.verdict,

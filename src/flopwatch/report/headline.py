@@ -81,6 +81,27 @@ def _verdict_words(num: dict[str, Any], conf: float) -> str:
     )
 
 
+def _certified_words(num: dict[str, Any]) -> str:
+    """What the verdicts certify, from the held-out decisiveness: the factors of a run's FLOPs beyond which a
+    threshold gets "above" and "below"."""
+    v = num.get("verdicts")
+    if v is None:
+        return ""
+    d = v["decisiveness"]
+    acc, dec = d["median_above_at_truth"], d["median_decisive_at_truth"]
+    above = (
+        f"'above' only for thresholds under about {sig3(acc)} × a run's FLOPs (median)"
+        if acc
+        else "no 'above' at any threshold"
+    )
+    below = (
+        f"'below' only for thresholds over about {sig3(dec)} × its FLOPs"
+        if dec is not None
+        else "no 'below' at any threshold (a warning blocked each)"
+    )
+    return f" Verdicts (sound, held-out): {above}; {below}."
+
+
 def build_headline(summary: dict[str, Any], ev: Any, sound: Any = None) -> dict[str, Any]:
     """The headline of a run: ``summary`` is the run's summary (device, simulated, component …), ``ev`` the
     :class:`~flopwatch.evaluate.splits.EvaluationResult` of its frontier runs, ``sound`` the verifier's
@@ -112,9 +133,8 @@ def build_headline(summary: dict[str, Any], ev: Any, sound: Any = None) -> dict[
         f"one {'simulated ' if sim else ''}device, one session): the calibrated interval tells them apart from "
         f"thresholds they exceed by 25 % or more ({share(at25['correct_rate'])} correct, "
         f"{share(at25['wrong_rate'])} wrong) and, less reliably, by 10 % ({share(at10['correct_rate'])} correct, "
-        f"{share(at10['uncertain_rate'])} uncertain) — under the calibration's assumptions. Certified verdicts: "
-        "'above' for runs well over a threshold, 'below' only for thresholds several times a run's FLOPs (the "
-        "verdict table)."
+        f"{share(at10['uncertain_rate'])} uncertain) — under the calibration's assumptions."
+        + _certified_words(num)
     )
     not_supported = (
         (
