@@ -113,3 +113,28 @@ def test_heldout_verdicts_never_below_without_an_estimate():
     )
     assert list(ha.verdicts(3e15).ravel()) == ["uncertain", "below"]
     assert ha.decisiveness((3.0,))["blocked_rate"] == 0.5
+
+
+def test_heldout_assessments_leave_out_a_split_whose_calibration_fails(v2_records_path):
+    from flopwatch.errors import InputError
+    from flopwatch.estimate.calibrate import calibrate
+    from flopwatch.estimate.features import FrontierGate
+    from flopwatch.evaluate.splits import evaluate_models
+    from flopwatch.evaluate.threshold import heldout_assessments
+    from flopwatch.records import load_records
+
+    rs = load_records(v2_records_path)
+    gate = FrontierGate()
+    ev = evaluate_models(rs, ["default"], n_splits=3, n_train=14, seed=1, gate=gate)
+    calls = []
+
+    def fit(train):
+        calls.append(len(train))
+        if len(calls) == 2:
+            raise InputError("degenerate calibration")
+        return calibrate(rs.subset(train), "default", gate=gate, device="orin-nano")
+
+    ha = heldout_assessments(ev, fit, device="orin-nano")
+    assert list(ha.splits) == [0, 2] and ha.truth.shape == (2, 7) and len(ha.warnings) == 14
+    assert len(ha.failed_splits) == 1 and "degenerate calibration" in ha.failed_splits[0]
+    assert not ha.windowed  # judged on the records' totals

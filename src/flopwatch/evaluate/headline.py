@@ -153,6 +153,7 @@ def headline_numbers(ev: Any, sound: Any = None) -> dict[str, Any]:
             "n_splits": int(len(sound.splits)),
             "n_test": int(sound.truth.shape[1]) if sound.truth.ndim == 2 else 0,
             "trace_windows": bool(sound.windowed),
+            "failed_splits": list(sound.failed_splits),
             **_threshold_rows(sound.truth, lambda thr: verdict_decisions(sound, thr), qt),
             "decisiveness": sound.decisiveness(DECISIVE_FACTORS),
             "warnings": sound.warning_counts(),

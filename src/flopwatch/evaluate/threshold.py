@@ -124,9 +124,9 @@ class HeldoutAssessments:
     verdict_upper_flops: np.ndarray  # inf: unbounded
     decisive_at: np.ndarray  # T ÷ estimate above which "below" is possible; NaN: never (a warning)
     warnings: tuple[tuple[str, ...], ...]
-    windowed: (
-        bool  # the bounds were summed over the trace's windows (clock, power limit, pipes where recorded)
-    )
+    # every run's bounds were summed over the trace's windows (clock, power limit, pipe counters if recorded)
+    windowed: bool
+    failed_splits: tuple[str, ...] = ()  # splits left out: their calibration failed (the reason)
 
     @property
     def n(self) -> int:
@@ -206,31 +206,39 @@ def heldout_assessments(
 
     recs = list(ev.records)
     k = max(0, min(int(max_splits), int(ev.n_splits)))
-    test = np.asarray(ev.test_idx[:k])
-    shape = test.shape
-    est, lo, up, dec = (np.full(shape, np.nan) for _ in range(4))
+    used: list[int] = []
+    rows: list[tuple[float, float, float, float]] = []
     warns: list[tuple[str, ...]] = []
+    failed: list[str] = []
     for s in range(k):
-        prof = calibrate_split([recs[i] for i in ev.train_idx[s]])
-        for j, i in enumerate(test[s]):
+        try:
+            prof = calibrate_split([recs[i] for i in ev.train_idx[s]])
+        except InputError as e:  # a split the calibration cannot fit is left out, and said so
+            failed.append(f"split {s}: {e}")
+            continue
+        used.append(s)
+        for i in ev.test_idx[s]:
             r = recs[i]
             a = assess_record(prof, r, device=device, sampled=(sampled or {}).get(r.label))
             e = finite(a.estimate_flops)
-            est[s, j] = math.nan if e is None else e
-            lo[s, j], up[s, j] = a.verdict_lower_flops, a.verdict_upper_flops
-            dec[s, j] = math.nan if a.decisive_at is None else a.decisive_at
+            d = math.nan if a.decisive_at is None else a.decisive_at
+            rows.append((math.nan if e is None else e, a.verdict_lower_flops, a.verdict_upper_flops, d))
             w = tuple(a.warnings)
             if e is None or e <= 0:  # assess adds this at a threshold: the profile gave no usable estimate
                 w = (*w, NO_ESTIMATE_WARNING)
             warns.append(w)
+    test = np.asarray(ev.test_idx)[used].reshape(len(used), -1)
+    cols = np.array(rows, dtype=float).reshape(test.shape + (4,))
+    judged = {recs[i].label for i in test.ravel()}
     return HeldoutAssessments(
-        splits=np.arange(k),
+        splits=np.asarray(used, dtype=int),
         test_idx=test,
         truth=np.asarray(ev.truth, dtype=float)[test],
-        estimate_flops=est,
-        verdict_lower_flops=lo,
-        verdict_upper_flops=up,
-        decisive_at=dec,
+        estimate_flops=cols[..., 0],
+        verdict_lower_flops=cols[..., 1],
+        verdict_upper_flops=cols[..., 2],
+        decisive_at=cols[..., 3],
         warnings=tuple(warns),
-        windowed=bool(sampled),
+        windowed=bool(judged) and judged <= set(sampled or {}),
+        failed_splits=tuple(failed),
     )
