@@ -48,12 +48,14 @@ def _verdict_words(num: dict[str, Any], conf: float) -> str:
     """The two answers in words, each named: the verdict (sound bounds, as ``flopwatch estimate`` judges) and the
     calibrated estimate's interval (its accuracy, never a verdict)."""
     cal25 = margin_row(num, 25.0, table="calibrated_interval")
+    ci = num["calibrated_interval"]
+    wbc = sum(r["wrong_below"] for r in ci["by_margin"] + ci["at_sweep_quantiles"])
     cal = (
         f"Calibrated estimate (not a verdict): its {share(conf)} interval held the truth of "
         f"{share(num['calibrated_interval']['coverage'])} of held-out runs; taken as a decision it would call a run "
         f"25 % above a threshold above in {share(cal25['correct_rate'])} of cases and wrongly below in "
-        f"{share(cal25['wrong_below'] / cal25['n'])}, but it rests on the workload resembling the calibration, "
-        "so it never makes a verifier's 'below'."
+        f"{share(cal25['wrong_below'] / cal25['n'])} ({wbc} wrong below over its whole table), but it rests on the "
+        "workload resembling the calibration, so it never makes a verifier's 'below'."
     )
     v = num.get("verdicts")
     if v is None:

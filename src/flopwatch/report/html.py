@@ -274,7 +274,14 @@ def _threshold_tables(h: dict[str, Any]) -> list[str]:
                 if blocked
                 else ""
             )
-            + ". Counts are run × split cases.</p>"
+            + ". Counts are run × split cases."
+            + (
+                f" Left out: {len(v['failed_splits'])} split(s) whose calibration failed "
+                f"({_e(v['failed_splits'][0])}{'; …' if len(v['failed_splits']) > 1 else ''})."
+                if v.get("failed_splits")
+                else ""
+            )
+            + "</p>"
         )
     p.append(
         f"<h3>Calibrated estimate on held-out runs ({_e(share(cal['confidence']))} intervals; its accuracy, "
