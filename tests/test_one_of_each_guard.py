@@ -22,7 +22,6 @@ OTHER_LOOKUPS = {
     "sim/sensor.py",  # parses sim:KEYxN; an unknown device there is the user's error, raised
     "estimate/calibrate.py",  # pending (estimate/ was another engineer's package on 2026-12-01)
     "estimate/sound.py",  # pending, as above
-    "monitor/daemon.py",  # pending: device_spec (the daemon was being edited on 2026-12-01)
 }
 
 

@@ -651,6 +651,11 @@ def _sampling_check(info: SensorInfo, rate_hz: float) -> Any:
     return chk
 
 
+def _sampling_checks(sensors: list[Sensor], rate_hz: float) -> dict[str, Any]:
+    """:func:`_sampling_check` of each sensor, by device id."""
+    return {s.info().device_id: _sampling_check(s.info(), rate_hz) for s in sensors}
+
+
 def _seed_in_force(seeds: dict[str, int | None], configured: int | None) -> Any:
     vals = set(seeds.values())
     if not seeds:
