@@ -278,3 +278,13 @@ def test_a_long_workloads_windows_stay_bounded_and_keep_their_sums() -> None:
     assert float(w.net_energy_j.sum()) == pytest.approx(2.0 * n)
     assert float(w.sm_clock_mhz.min()) == 1000.0 and float(w.max_sm_clock_mhz.max()) == 1650.0
     assert acc.lo == 1000.0 and acc.hi == 1650.0 and acc.p_hi == 300.0
+
+
+def test_a_playback_of_prometheus_history_counts_as_a_replay(tmp_path: Path) -> None:
+    """``prometheus:`` with start=/end= plays a recorded history back: its rows record a replay, never "below"."""
+    sensor = AsMeasured(_replay(_trace(tmp_path)), kind="prometheus")
+    sensor.history = {}  # what PrometheusSensor holds when it plays history back (None when live)
+    _, res = _run(tmp_path, sensor)
+    (row,) = res.workloads
+    assert row["context"]["sensor_kind"] == "replay of prometheus history" and row["verdict"] == "uncertain"
+    assert any("is a replay or simulation" in w for w in row["warnings"])
