@@ -362,10 +362,28 @@ def test_device_names_with_markup_and_escapes_print_literally(
     assert rc == 0, out.err
     assert "\x1b" not in out.out and "\x1b" not in out.err
     shown = "[/bold]gpu\\x1b[2K\\x1b[1A[red]FAKE[/red]"  # every character visible, none interpreted
-    assert _column(out.out, 2) == shown
+    assert _column(out.out, 1) == shown  # the session's own table: no ledger seq column yet
     assert main(["ledger", "show", str(led)]) == 0
     assert _column(capsys.readouterr().out, 2) == shown
     assert summarize_ledger(led)["workloads"][0]["device"] == evil  # stored as it was, shown escaped
+
+
+def test_workload_tables_fit_160_columns_without_empty_columns() -> None:
+    # the newcomer's tour: a row without warnings or ledger seq folded its device name at 160 columns
+    from flopwatch.cli._output import console
+    from flopwatch.cli.monitor_cmds import _workload_table
+
+    row = {"device": "jetson:VDD_CPU_GPU_CV", "start_wall": 1.8e9, "duration_s": 525.0, "net_energy_j": 4117.1,
+           "estimate_flops": 3.705e14, "lower_flops": 3.036e14, "upper_flops": 8.767e15, "verdict": "n/a",
+           "regime": "calibrated", "status": "complete", "coverage": 1.0, "warnings": []}  # fmt: skip
+    con = console()
+    with con.capture() as cap:
+        con.print(_workload_table([row], "session"), width=160)
+    text = cap.get()
+    assert "jetson:VDD_CPU_GPU_CV" in text and "seq" not in text and "warnings" not in text
+    with con.capture() as cap:
+        con.print(_workload_table([{**row, "seq": 23, "warnings": ["w"]}], "ledger"), width=160)
+    assert "seq" in cap.get() and "warnings" in cap.get()
 
 
 def test_recovery_reads_hand_edited_checkpoints_without_trusting_bad_values(tmp_path: Path) -> None:

@@ -174,3 +174,10 @@ def test_an_option_is_named_an_option_in_errors(tmp_path: Path, capsys) -> None:
     assert main(["run", "--device", "cuda:x", "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "option '--device'" in err and "field" not in err
+
+
+def test_the_main_job_is_the_first_command_in_help(capsys) -> None:  # noqa: ANN001
+    # second round: `run` was tenth of eighteen in `flopwatch --help`
+    assert main(["--help"]) == 0
+    listed = capsys.readouterr().out.split("Commands:", 1)[1].split()
+    assert listed[0] == "run"
