@@ -278,3 +278,50 @@ def test_a_long_workloads_windows_stay_bounded_and_keep_their_sums() -> None:
     assert float(w.net_energy_j.sum()) == pytest.approx(2.0 * n)
     assert float(w.sm_clock_mhz.min()) == 1000.0 and float(w.max_sm_clock_mhz.max()) == 1650.0
     assert acc.lo == 1000.0 and acc.hi == 1650.0 and acc.p_hi == 300.0
+
+
+def test_a_playback_of_prometheus_history_counts_as_a_replay(tmp_path: Path) -> None:
+    """``prometheus:`` with start=/end= plays a recorded history back: its rows record a replay, never "below"."""
+    sensor = AsMeasured(_replay(_trace(tmp_path)), kind="prometheus")
+    sensor.history = {}  # what PrometheusSensor holds when it plays history back (None when live)
+    _, res = _run(tmp_path, sensor)
+    (row,) = res.workloads
+    assert row["context"]["sensor_kind"] == "replay of prometheus history" and row["verdict"] == "uncertain"
+    assert any("is a replay or simulation" in w for w in row["warnings"])
+
+
+def test_verdict_bounds_the_sensors_blind_time_by_its_own_table(
+    tmp_path: Path, v2_records_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row that records an NVML sensor but no unobserved time (what a node could write): with `--profile` the
+    verifier re-bounds it with the blind 75 % its own sensor-timing table gives NVML on an H100 at 2 Hz."""
+    from flopwatch.estimate.profile import Profile
+    from flopwatch.monitor.ledger import Ledger
+
+    prof = tmp_path / "p.json"
+    assert main(["calibrate", str(v2_records_path), "-o", str(prof), "--device", "h100"]) == 0
+    sha = Profile.load(prof).sha256()
+    uppers = {}
+    for kind in ("dcgm", "nvml"):
+        row = {
+            **_row(0).to_payload(),
+            "device_name": "NVIDIA H100 80GB HBM3",
+            "net_energy_j": 1000.0,  # energy-bound: the blind time at peak rate is what differs
+            "duration_s": 60.0,
+            "unobserved_s": 0.0,
+            "sensor_kind": kind,
+            "context": {"profile_sha256": sha, "sensor_kind": kind, "sample_rate_hz": 2.0},
+        }
+        d = tmp_path / kind
+        d.mkdir()
+        with Ledger(d / "l.db") as led:
+            led.append("checkpoint", {"session_id": "s1", "wall": 1.7e9, "t_s": 0.0, "devices": {}})
+            led.append("workload", row)
+            led.append("checkpoint", {"session_id": "s1", "wall": 1.7e9 + 101, "t_s": 101.0, "devices": {}})
+        capsys.readouterr()
+        assert (
+            main(["verdict", str(d / "l.db"), "--threshold", "1e20", "--profile", str(prof), "--json"]) == 0
+        )
+        uppers[kind] = json.loads(capsys.readouterr().out)["total"]["upper_flops"]
+    fp8 = 1978.9e12  # the H100's fastest dense peak (datasheet), at which blind time is bounded
+    assert uppers["nvml"] - uppers["dcgm"] == pytest.approx(0.75 * 60.0 * fp8, rel=0.05)
