@@ -142,20 +142,21 @@ def test_rows_carry_every_observable_of_the_sound_bound(tmp_path: Path) -> None:
     # the clock range over the workload (both ends of every interval in it: an idle edge widens it, soundly)
     assert row["max_sm_clock_mhz"] == 1980.0 and row["min_sm_clock_mhz"] in (345.0, 1410.0)
     assert row["peak_power_w"] == P_BUSY_W
-    assert row["unobserved_s"] == pytest.approx(
-        0.0, abs=1e-9
-    )  # a counter, no gap, a sensor with no blind share
+    # a counter and no gap, but dcgm-exporter's energy counter is NVML's: 75 % blind on the H100
+    # (sensor_timing); the pipe counters cover that time (pipe_observed_s below)
+    assert row["unobserved_s"] == pytest.approx(0.75 * dur, rel=1e-2)
     pa = row["pipe_active_s"]
     assert set(pa) == set(PIPES) and pa["tensor"] == pytest.approx(0.6 * dur, rel=0.05)
     assert row["pipe_observed_s"] == pytest.approx(dur, rel=1e-6)
     win = row["windows"]
     assert len(win["dt_s"]) >= 5  # one window per 10 s of observed time
-    assert sum(win["dt_s"]) == pytest.approx(dur, rel=1e-6)
+    assert sum(win["dt_s"]) == pytest.approx(0.25 * dur, rel=1e-6)  # the seen quarter; the rest is unobserved_s
     assert sum(win["net_energy_j"]) == pytest.approx(row["net_energy_j"], rel=1e-6)
     assert win["tensor_active"] is not None and max(win["max_sm_clock_mhz"]) == 1980.0
     assert set(CONTEXT_KEYS) <= set(row["context"]) and row["context"]["sensor_kind"] == "dcgm"
     # the assessment used them: a bound summed over the windows, with the pipes
-    assert "windows" in row["bound"] and row["row_version"] == 5
+    # (with 75 % of the time blind to the energy counter, the pipes over their whole coverage are the tighter sum)
+    assert ("windows" in row["bound"] or "pipe activity over" in row["bound"]) and row["row_version"] == 5
     # the running row in a checkpoint stays small: no windows there
     cps = [e.payload for e in read_entries(tmp_path / "ledger.db") if e.kind == "checkpoint"]
     opens = [d["open_workload"] for c in cps for d in c["devices"].values() if d.get("open_workload")]
@@ -324,4 +325,6 @@ def test_verdict_bounds_the_sensors_blind_time_by_its_own_table(
         )
         uppers[kind] = json.loads(capsys.readouterr().out)["total"]["upper_flops"]
     fp8 = 1978.9e12  # the H100's fastest dense peak (datasheet), at which blind time is bounded
-    assert uppers["nvml"] - uppers["dcgm"] == pytest.approx(0.75 * 60.0 * fp8, rel=0.05)
+    # dcgm-exporter's energy counter is NVML's: both rows get the blind 75 % at peak, whatever the row said
+    assert uppers["nvml"] == pytest.approx(uppers["dcgm"], rel=1e-9)
+    assert uppers["nvml"] >= 0.75 * 60.0 * fp8
