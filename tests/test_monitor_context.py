@@ -150,7 +150,9 @@ def test_rows_carry_every_observable_of_the_sound_bound(tmp_path: Path) -> None:
     assert row["pipe_observed_s"] == pytest.approx(dur, rel=1e-6)
     win = row["windows"]
     assert len(win["dt_s"]) >= 5  # one window per 10 s of observed time
-    assert sum(win["dt_s"]) == pytest.approx(0.25 * dur, rel=1e-6)  # the seen quarter; the rest is unobserved_s
+    assert sum(win["dt_s"]) == pytest.approx(
+        0.25 * dur, rel=1e-6
+    )  # the seen quarter; the rest is unobserved_s
     assert sum(win["net_energy_j"]) == pytest.approx(row["net_energy_j"], rel=1e-6)
     assert win["tensor_active"] is not None and max(win["max_sm_clock_mhz"]) == 1980.0
     assert set(CONTEXT_KEYS) <= set(row["context"]) and row["context"]["sensor_kind"] == "dcgm"
