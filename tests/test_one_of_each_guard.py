@@ -26,7 +26,6 @@ OTHER_LOOKUPS = {
     "estimate/sound.py",  # pending, as above
     "fleet/groups.py",  # pending (fleet/ was being rewritten on 2026-12-01)
     "fleet/reader.py",  # pending, as above
-    "monitor/daemon.py",  # pending: device_spec (the daemon was being edited on 2026-12-01)
 }
 
 

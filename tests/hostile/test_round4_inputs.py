@@ -148,7 +148,12 @@ def test_hostile_trace_metadata_is_one_line(
     edit, field = _BAD_METADATA[case]
     base = json.loads(pq.read_schema(sim[0]).metadata[b"flopwatch"])
     if case == "rate_5000_digits":
-        raw = json.dumps({k: v for k, v in base.items() if k != "rate_hz"})[:-1].encode() + b', "rate_hz": ' + b"9" * 5000 + b"}"
+        raw = (
+            json.dumps({k: v for k, v in base.items() if k != "rate_hz"})[:-1].encode()
+            + b', "rate_hz": '
+            + b"9" * 5000
+            + b"}"
+        )
     elif isinstance(edit, bytes):
         raw = edit
     else:

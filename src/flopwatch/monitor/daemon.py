@@ -267,7 +267,7 @@ class Monitor:
             "profile_sha256": self.profile_sha256,
             "peaks_in_force": dict(sorted(self._peaks.items())),
             "peak_override": peak_override(),
-            "sensor_kind": sorted({str(i["kind"]) for i in self.sensor_info.values()}),
+            "sensor_kind": sorted({_recorded_kind(i) for i in self.sensor_info.values()}),
             "sensor_spec": list(cfg.sensors),
             "sample_rate_hz": cfg.sample_hz,
             # the seeds in force (one sampler: its seed; several: per device); every instant can be regenerated
@@ -281,7 +281,7 @@ class Monitor:
         ctx = self.context()
         info = self.sensor_info.get(device, {})
         ctx["peaks_in_force"] = self._peaks.get(device)
-        ctx["sensor_kind"] = info.get("kind")
+        ctx["sensor_kind"] = _recorded_kind(info) if info else None
         ctx["jitter_seed"] = self.jitter_seeds.get(device, ctx["jitter_seed"])
         return ctx
 
@@ -469,6 +469,8 @@ class Monitor:
             "simulated": info.simulated,
             "fingerprint": dict(info.fingerprint),
             "capabilities": caps,
+            # a sensor that plays recorded history back (prometheus: with start=/end=) measures no device now
+            "replayed": getattr(s, "history", None) is not None,
         }
         spec = device_spec(info)
         if spec is not None:
@@ -649,6 +651,18 @@ def _sampling_check(info: SensorInfo, rate_hz: float) -> Any:
         for w in chk.warnings:
             log.warning("%s: %s", info.device_id, w)
     return chk
+
+
+def _recorded_kind(info: dict[str, Any]) -> str:
+    """The sensor kind a row's context records: a playback of recorded history says so (``replay of …``), so
+    that a verifier flags it as it flags ``replay:`` (issue 21 item 6)."""
+    kind = str(info.get("kind"))
+    return f"replay of {kind} history" if info.get("replayed") else kind
+
+
+def _sampling_checks(sensors: list[Sensor], rate_hz: float) -> dict[str, Any]:
+    """:func:`_sampling_check` of each sensor, by device id."""
+    return {s.info().device_id: _sampling_check(s.info(), rate_hz) for s in sensors}
 
 
 def _seed_in_force(seeds: dict[str, int | None], configured: int | None) -> Any:

@@ -212,14 +212,15 @@ def verifier_context(device_names: Sequence[object], profile_sha256: str | None 
     return {"profile_sha256": profile_sha256, "peaks_in_force": peaks, "peak_override": None}
 
 
-def _unobserved_floor(row: dict[str, Any], ctx: dict[str, Any] | None) -> float | None:
-    """The unobserved seconds the verifier's sensor-timing table gives the row's sensor at its rate."""
+def _unobserved_floor(row: dict[str, Any], ctx: dict[str, Any] | None, device: str | None) -> float | None:
+    """The unobserved seconds the verifier's sensor-timing table gives the row's sensor at its rate on the
+    device (the verifier's ``--device``, else the row's)."""
     from flopwatch.errors import InputError
     from flopwatch.sensor_timing import check_sampling, sensor_kind_of
 
     dur, rate = finite(row.get("duration_s")), finite((ctx or {}).get("sample_rate_hz"))
     kind = row.get("sensor_kind") or (ctx or {}).get("sensor_kind")
-    name = row.get("device_name") or row.get("device")
+    name = device or row.get("device_name") or row.get("device")
     if dur is None or rate is None or rate <= 0 or not isinstance(kind, str) or not name:
         return None
     try:
@@ -255,7 +256,7 @@ def judge_contexts(
             for k, v in (ctx or {}).items():
                 if k in CONTEXT_KEYS and new.get(k) is None and v is not None:
                     new[k] = v
-            floor = _unobserved_floor(p, ctx)
+            floor = _unobserved_floor(p, ctx, device)
             if floor is not None and floor > (finite(p.get("unobserved_s")) or 0.0):
                 new["unobserved_s"] = floor
             if warns:
