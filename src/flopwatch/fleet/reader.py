@@ -163,8 +163,10 @@ def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
 def _key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """Identity of a series across queries: its labels without ``__name__`` (range functions drop it), in the
     order Prometheus sends them (sorted by name: ``labels.Labels``), so no sort per series."""
-    if "__name__" in labels:
-        return tuple((k, v) for k, v in labels.items() if k != "__name__")
+    if "__name__" in labels:  # last_over_time keeps the name: drop it with a C-level copy, not a generator
+        d = dict(labels)
+        del d["__name__"]
+        return tuple(d.items())
     return tuple(labels.items())
 
 

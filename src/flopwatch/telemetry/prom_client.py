@@ -25,6 +25,8 @@ are passed on, since they name what is wrong (``exceeded maximum resolution of 1
 from __future__ import annotations
 
 import base64
+import contextlib
+import gc
 import http.client
 import io
 import json
@@ -36,9 +38,9 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain, repeat
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -64,9 +66,9 @@ class PrometheusError(InputError):
     http_status: int | None = None
 
 
-@dataclass(frozen=True)
-class Series:
-    """One series of a range-query answer: its labels and its points (seconds, values)."""
+class Series(NamedTuple):
+    """One series of a range-query answer: its labels and its points (seconds, values). A named tuple, not a
+    dataclass: a fleet answer holds thousands of series and a frozen dataclass costs ≈ 1 µs more each to build."""
 
     labels: Mapping[str, str]
     t: np.ndarray
@@ -356,10 +358,21 @@ class PrometheusClient:
             if len(buf) > self.max_answer_bytes:
                 raise _TooLarge
 
-    def _request(self, path: str, params: Sequence[tuple[str, str]], what: str, *, get: bool = False) -> Any:
+    def _request(
+        self,
+        path: str,
+        params: Sequence[tuple[str, str]],
+        what: str,
+        *,
+        get: bool = False,
+        then: Callable[[Any, list[str]], Any] | None = None,
+    ) -> Any:
         """The ``data`` of a successful answer, after the deadline, size and envelope checks.
 
-        ``what`` names the request in messages (the query, shortened). Returns (data, warnings)."""
+        ``what`` names the request in messages (the query, shortened). Returns (data, warnings), or what ``then``
+        makes of them: it runs while the garbage collector is still paused, so the decoded document is freed
+        before the collector sees it (checking it afterwards cost one young-generation pass over the whole
+        document per answer)."""
         where = f"{self.display_url}{path} {what}"
         deadline, deadline_name = self._deadline()
         form = urllib.parse.urlencode(list(params))
@@ -427,7 +440,11 @@ class PrometheusClient:
                 err.http_status = status
                 raise err
             try:
-                return _envelope(raw)
+                with _no_gc():
+                    d, warn = _envelope(raw)
+                    out = (d, warn) if then is None else then(d, warn)
+                    del d  # freed before the collector resumes
+                    return out
             except _Refused as e:
                 raise PrometheusError(f"{where}: {e}", field="prometheus") from None
         raise PrometheusError(
@@ -443,7 +460,8 @@ class PrometheusClient:
 
     def _checked(self, where: str, fn: Callable[[], Any]) -> Any:
         try:
-            return fn()
+            with _no_gc():
+                return fn()
         except _Refused as e:
             raise PrometheusError(f"{where}: {e}", field="prometheus") from None
 
@@ -522,11 +540,15 @@ class PrometheusClient:
 
     def query_matrix(self, expr: str, at: float) -> SeriesList:
         """Instant query of a range selector (``x[5m]``): the raw samples of each series in the range."""
-        d, warn = self._request("/api/v1/query", [("query", expr), ("time", _ts(at))], _show(expr))
         where = f"{self.display_url}/api/v1/query {_show(expr)}"
         rng = _range_of(expr)
         lo = at - rng - 1.0 if rng is not None else 0.0
-        return self._matrix(where, d, warn, lo, at + 1.0)
+        return self._request(
+            "/api/v1/query",
+            [("query", expr), ("time", _ts(at))],
+            _show(expr),
+            then=lambda d, warn: self._matrix(where, d, warn, lo, at + 1.0),
+        )
 
     def query_range(self, expr: str, start: float, end: float, step_s: float) -> SeriesList:
         """Range query; raises :class:`PrometheusError` when it would exceed the server's point limit."""
@@ -536,13 +558,13 @@ class PrometheusClient:
                 f"{n} points per series exceed Prometheus's limit of {MAX_POINTS_PER_SERIES}: chunk the range",
                 field="step",
             )
-        d, warn = self._request(
+        where = f"{self.display_url}/api/v1/query_range {_show(expr)}"
+        return self._request(
             "/api/v1/query_range",
             [("query", expr), ("start", _ts(start)), ("end", _ts(end)), ("step", f"{step_s:g}")],
             _show(expr),
+            then=lambda d, warn: self._matrix(where, d, warn, start - step_s, end + step_s),
         )
-        where = f"{self.display_url}/api/v1/query_range {_show(expr)}"
-        return self._matrix(where, d, warn, start - step_s, end + step_s)
 
     def _matrix(self, where: str, d: Any, warn: list[str], lo: float, hi: float) -> SeriesList:
         series, n_nan, n_series = self._checked(where, lambda: _matrix(d, lo, hi))
@@ -557,6 +579,33 @@ class PrometheusClient:
 # ---------------------------------------------------------------------------------------------- answer checks
 def _bare_constant(name: str) -> float:
     raise _Refused(f"bare {name} in the JSON (not JSON; Prometheus quotes its values)")
+
+
+_GC_LOCK = threading.Lock()
+_gc_holders = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused while an answer is decoded and checked (the client threads share one
+    count: the last to leave restores it). Decoding builds ~10 container objects per series, each of which can
+    trigger a collection that walks every live object; on the fleet's answers that was ~60 % of the decode's CPU
+    (benchmarks/RESULTS.md, "Fleet"). The answer is acyclic and bounded by ``max_answer_bytes``: reference counting
+    frees it."""
+    global _gc_holders, _gc_was_enabled
+    with _GC_LOCK:
+        if _gc_holders == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def _envelope(raw: bytes) -> tuple[Any, list[str]]:
@@ -637,21 +686,40 @@ def _times(ts: list[Any], lo: float, hi: float) -> np.ndarray:
 
 
 def _labels(result: Any, key: str) -> list[Mapping[str, str]]:
+    """Each series' label map, checked with C-level ``map`` passes over the whole answer (a per-series Python loop
+    cost ≈ 4 µs a series; fleet answers hold thousands); the slow loop runs only to name what is wrong."""
     if not isinstance(result, list):
         raise _Refused("'result' is not a list")
-    metas: list[Mapping[str, str]] = []
-    for r in result:
-        if not isinstance(r, dict) or key not in r:
-            raise _Refused(f"a series without '{key}'")
-        m = r.get("metric")
-        if not isinstance(m, dict) or any(type(k) is not str or type(x) is not str for k, x in m.items()):
-            raise _Refused(f"series labels {_clean(json.dumps(m)[:60], 60)} are not a map of strings")
-        metas.append(m)
-    if len({frozenset(m.items()) for m in metas}) != len(metas):
+    if set(map(type, result)) - {dict} or not all(map(dict.__contains__, result, repeat(key))):
+        raise _Refused(f"a series without '{key}'")
+    metas: list[Any] = list(map(dict.get, result, repeat("metric")))
+    if (
+        set(map(type, metas)) - {dict}
+        or set(map(type, chain.from_iterable(metas))) - {str}
+        or set(map(type, chain.from_iterable(map(dict.values, metas)))) - {str}
+    ):
+        m = next(
+            m
+            for m in metas
+            if type(m) is not dict or any(type(k) is not str or type(x) is not str for k, x in m.items())
+        )
+        raise _Refused(f"series labels {_clean(json.dumps(m)[:60], 60)} are not a map of strings")
+    if _has_duplicate(metas):
         seen: set[frozenset[tuple[str, str]]] = set()
         dup = next(m for m in metas if (k := frozenset(m.items())) in seen or seen.add(k))  # type: ignore[func-returns-value]
         raise _Refused(f"label set {_clean(json.dumps(dup)[:120], 120)} appears twice")
     return metas
+
+
+def _has_duplicate(metas: list[dict[str, str]]) -> bool:
+    """Whether a label set appears twice, in any key order. Compared as (names, values) tuple pairs (a third of
+    the cost of frozensets of items), which is exact when no two series name the same keys in different orders —
+    checked on the few distinct name tuples (Prometheus sorts label names: an honest answer has one order per set)."""
+    names = list(map(tuple, metas))
+    orders = set(names)
+    if len(set(map(frozenset, orders))) == len(orders):
+        return len(set(zip(names, map(tuple, map(dict.values, metas)), strict=True))) != len(metas)
+    return len(set(map(frozenset, map(dict.items, metas)))) != len(metas)
 
 
 def _result(d: Any, want: str) -> Any:
@@ -690,15 +758,11 @@ def _matrix(d: Any, lo: float, hi: float) -> tuple[list[Series], int, int]:
     arrays: per-series conversions dominated the reader's CPU time on large fleets (benchmarks/bench_fleet.py)."""
     result = _result(d, "matrix")
     metas = _labels(result, "values")
-    lens: list[int] = []
-    points: list[Any] = []
-    for r in result:
-        vals = r["values"]
-        if type(vals) is not list:
-            raise _Refused("a series' 'values' is not a list")
-        lens.append(len(vals))
-        points.extend(vals)
-    t, v = _points(points, lo, hi)
+    per = list(map(dict.get, result, repeat("values")))
+    if set(map(type, per)) - {list}:
+        raise _Refused("a series' 'values' is not a list")
+    lens = list(map(len, per))
+    t, v = _points(list(chain.from_iterable(per)), lo, hi)
     bounds = np.cumsum([0, *lens])
     # within a series, timestamps strictly increase (the TSDB stores one sample per series and time)
     step = np.diff(t) > 0
@@ -709,6 +773,10 @@ def _matrix(d: Any, lo: float, hi: float) -> tuple[list[Series], int, int]:
             raise _Refused("a series' timestamps repeat or go backwards")
     nan = np.isnan(v)
     n_nan = int(nan.sum())
+    if not n_nan and all(lens):  # the usual answer: views made by C-level map, no Python loop per series
+        lo_s, hi_s = bounds[:-1].tolist(), bounds[1:].tolist()
+        cuts = list(map(slice, lo_s, hi_s))
+        return list(map(Series, metas, map(t.__getitem__, cuts), map(v.__getitem__, cuts))), 0, 0
     n_series = 0
     out = []
     for meta, a, b in zip(metas, bounds[:-1], bounds[1:], strict=True):
