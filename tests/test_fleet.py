@@ -465,3 +465,14 @@ def test_job_map_file_errors_name_file_record_and_field(tmp_path):
     assert e.value.field == "end" and "map.csv" in str(e.value)
     p.write_text("job,gpu,start,end\na,GPU-1,0,3600\n")
     assert load_job_map(p) == (("a", "GPU-1", 0.0, 3600.0),)
+
+
+def test_the_energy_counter_blind_share_is_unobserved_time():
+    """dcgm-exporter's energy counter is NVML's: on A100/H100 it sees 25 ms of every 100 ms (sensor_timing), so
+    a group's covered time is 75 % unobserved unless profiling counters cover it; unknown timing: all of it."""
+    from flopwatch.devices import get_device
+    from flopwatch.fleet.groups import energy_blind_fraction
+
+    assert energy_blind_fraction(get_device("h100")) == pytest.approx(0.75)
+    assert energy_blind_fraction(get_device("a100")) == pytest.approx(0.75)
+    assert energy_blind_fraction(None) == 1.0

@@ -343,40 +343,6 @@ def test_sensor_plays_back_history(prom):
 
 def _sim_profile(path):
     """An eq2 profile calibrated on simulated H100 bf16 runs (their exact integrated energy), saved to ``path``."""
-    import numpy as np
-
-    from flopwatch.estimate import FrontierGate, calibrate
-    from flopwatch.records import RecordSet, WorkloadRecord
-    from flopwatch.sim.accelerator import RawWorkload, SimulatedAccelerator
-
-    acc = SimulatedAccelerator("h100", seed=5)
-    rng = np.random.default_rng(0)
-    recs = []
-    for i in range(14):
-        n, T = float(rng.uniform(3e8, 8e9)), float(rng.choice([2048, 4096, 8192]))
-        acc.idle(30)
-        r = acc.run(RawWorkload(f"w{i}", 6 * n * T, 25 * n, T, 8, "bf16", "gpt", 24, n), duration_s=600)
-        recs.append(
-            WorkloadRecord(
-                label=r.label,
-                net_energy_j=r.true_energy_j - acc.idle_power_w * r.duration_s,
-                duration_s=r.duration_s,
-                mean_util=r.point.util,
-                total_flops=r.total_flops,
-                dtype="bf16",
-                idle_power_w=acc.idle_power_w,
-                simulated=True,
-            )
-        )
-    prof = calibrate(
-        RecordSet(recs, idle_power_w=acc.idle_power_w), model="eq2", gate=FrontierGate(precision="bf16")
-    )
-    prof.save(path)
-    return path
-
-
-def _sim_profile(path):
-    """An eq2 profile calibrated on simulated H100 bf16 runs (their exact integrated energy), saved to ``path``."""
     from flopwatch.estimate import FrontierGate, calibrate
     from flopwatch.records import RecordSet, WorkloadRecord
     from flopwatch.sim.accelerator import RawWorkload, SimulatedAccelerator

@@ -52,34 +52,12 @@ _KIND_NAMES = {
 }
 
 __all__ = [
-    "MAX_INPUT_BYTES",
-    "MAX_NESTING",
-    "OutOfRange",
-    "atomic_path",
-    "atomic_write",
-    "atomic_writer",
-    "check_disk_space",
-    "env_int",
-    "clean_stale_partials",
-    "disk_error",
-    "disk_errors",
-    "scratch_dir",
-    "check_input_file",
-    "check_not_input",
-    "check_output_file",
-    "fsync_dir",
-    "is_out_of_range",
-    "jsonable",
-    "parse_json",
-    "parse_toml",
-    "read_bytes",
-    "read_json",
-    "read_text",
-    "read_toml",
-    "refuse_link",
-    "open_output",
-    "open_regular",
-]
+    "MAX_INPUT_BYTES", "MAX_NESTING", "OutOfRange", "atomic_path", "atomic_write", "atomic_writer",
+    "check_disk_space", "env_int", "clean_stale_partials", "disk_error", "disk_errors", "scratch_dir",
+    "check_input_file", "check_not_input", "check_output_file", "fsync_dir", "is_out_of_range", "jsonable",
+    "parse_json", "parse_toml", "read_bytes", "read_json", "read_text", "read_toml", "refuse_link",
+    "open_output", "open_regular",
+]  # fmt: skip
 
 
 def env_int(name: str, default: int, *, lo: int = 1, hi: int = 2**62) -> int:
@@ -138,12 +116,9 @@ def check_input_file(
 def open_regular(
     path: str | os.PathLike[str], *, kind: str = "file", error: type[InputError] = InputError
 ) -> IO[bytes]:
-    """A binary file object on the regular file at ``path``, checked before opening and again on the open
-    descriptor (``O_NONBLOCK``: a path swapped for a FIFO after the check does not block ``open``).
-
-    Readers that read in pieces (Parquet, Arrow IPC) keep this one descriptor: a file replaced or renamed
-    meanwhile is never read half from one file and half from another, and any name the OS accepts works
-    (pyarrow refuses a path that is not UTF-8)."""
+    """A binary file object on the regular file at ``path``, checked before opening and on the descriptor
+    (``O_NONBLOCK``: a FIFO swapped in meanwhile cannot block). Readers that read in pieces (Parquet, Arrow
+    IPC) keep it: a file replaced meanwhile is never half read, and non-UTF-8 names work (pyarrow's do not)."""
     file = os.fspath(path)
     check_input_file(file, kind=kind, error=error)
     try:
@@ -485,6 +460,13 @@ def check_output_file(path: str | os.PathLike[str]) -> None:
     kind = is_precious(file)
     if kind is not None:
         raise InputError(f"is {kind}; refusing to overwrite it", file=file)
+    busy = False
+    with contextlib.suppress(OSError):  # before any work: the file a live recording writes is not an output
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        busy = _busy(fd, lock=False)
+        os.close(fd)
+    if busy:
+        raise InputError(_BUSY, file=file)
 
 
 def check_output(
@@ -527,14 +509,36 @@ def open_output(path: str | os.PathLike[str]) -> IO[bytes]:
     (a recording's Parquet file and journal, read after a crash): a symlink at ``path`` is refused, also one
     planted after the check (``O_NOFOLLOW``)."""
     refuse_link(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags, 0o644)
     except OSError as e:
         if e.errno == errno.ELOOP:
             refuse_link(path)
         raise InputError(f"cannot write ({e.strerror or e})", file=os.fspath(path)) from None
+    if _busy(fd, lock=True):  # locked before truncating: a 2nd recording used to empty a live one's file
+        os.close(fd)
+        raise InputError(_BUSY, file=os.fspath(path))
+    os.ftruncate(fd, 0)
     return os.fdopen(fd, "wb")
+
+
+_BUSY = "is being written by another process (a recording still running?); refusing to touch it"
+
+
+def _busy(fd: int, *, lock: bool) -> bool:
+    """Whether another open file holds the write lock of ``fd``'s file (``lock``: keep it for this one)."""
+    import fcntl  # POSIX, as the rest of the output guard (O_NOFOLLOW)
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # a file system without locks: nothing to learn
+        return False
+    if not lock:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
 
 
 def _prepare_target(p: Path) -> None:

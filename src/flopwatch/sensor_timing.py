@@ -276,7 +276,9 @@ def sensor_kind_of(spec: str) -> str:
     if s.startswith(("jetson", "ina3221", "tegra")):
         return "ina3221"
     if s.startswith(("dcgm", "prom")):
-        return "dcgm-prof"
+        # the energy a dcgm-exporter/Prometheus sensor reads is DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, i.e. NVML's
+        # counter with NVML's blind share; only its profiling fields (pipe activity) are "dcgm-prof"
+        return "nvml-energy"
     if s.startswith("rapl"):
         return "rapl"
     return s

@@ -20,8 +20,10 @@ Exit status (the one table; README "Exit status" repeats it):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import typer
@@ -78,13 +80,13 @@ def _register_all() -> None:
         workload_cmds,
     )
 
+    run_cmds.register(app)  # the main job first in `flopwatch --help`
     estimate_cmds.register(app)
     telemetry_cmds.register(app)
     join_cmds.register(app)
     workload_cmds.register(app)
     powermodel_cmds.register(app)
     bench_cmds.register(app)
-    run_cmds.register(app)
     sim_cmds.register(app)
     monitor_cmds.register(app)
     verify_cmds.register(app)
@@ -101,13 +103,80 @@ def command() -> Any:
     return plain_metavars(get_command(app))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (``kill``, ``systemctl stop``, a closed terminal), raised where Ctrl-C would be: every
+    command already stops cleanly on KeyboardInterrupt (a recording closes its Parquet file, ``run`` marks its
+    directory INCOMPLETE), which a default SIGTERM skipped — the process died mid-write and left partial
+    files that looked complete."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _terminate_like_interrupt() -> Iterator[None]:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # handlers can only be set there
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated(signum)
+
+    sigs = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None]
+    old = {s: signal.getsignal(s) for s in sigs}
+    for s in sigs:
+        if old[s] is not signal.SIG_IGN:  # nohup: an ignored SIGHUP stays ignored
+            signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+def _tolerant_streams() -> None:
+    """Tables say "—" and "±": on a stream that cannot encode them (PYTHONIOENCODING=ascii, a latin-1 terminal)
+    print them escaped rather than die with UnicodeEncodeError after the work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if enc != "utf8" and callable(getattr(stream, "reconfigure", None)):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _check_environment() -> None:
+    """The FLOPWATCH_* variables, parsed as strictly as options before any work: a malformed peak override
+    used to be swallowed by the device resolver, which then called the device unknown and dropped its
+    datasheet bounds without a word."""
+    import os
+
+    from flopwatch.errors import InputError
+    from flopwatch.io import max_input_bytes
+
+    max_input_bytes()
+    text = os.environ.get("FLOPWATCH_PEAK_FLOPS", "")
+    if text.strip():  # devices.py is imported only then: `flopwatch --help` stays fast
+        from flopwatch.devices import PEAK_OVERRIDE_ENV, parse_peak_overrides
+
+        try:
+            parse_peak_overrides(text)
+        except InputError as e:
+            raise InputError(e.detail, field=f"${PEAK_OVERRIDE_ENV}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``flopwatch`` console script. Returns (and exits with) the status code."""
     # old spellings (--out, --dtype, --threshold-flops) still parse: documented commands keep working
     args = options.respell(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
+    _tolerant_streams()
     try:
-        rv = command().main(args=args, prog_name="flopwatch", standalone_mode=False)
+        _check_environment()
+        with _terminate_like_interrupt():
+            rv = command().main(args=args, prog_name="flopwatch", standalone_mode=False)
     except typer.Exit as e:
         code = e.exit_code
     except typer.Abort:
@@ -135,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         code = EXIT_USAGE
+    except Terminated as e:
+        import signal
+
+        print(f"flopwatch: terminated ({signal.Signals(e.signum).name})", file=sys.stderr)
+        code = 128 + e.signum  # the shell's status for a process a signal ended
     except KeyboardInterrupt:
         print("flopwatch: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED

@@ -232,6 +232,14 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
         power_limit_w=finite(row.get("power_limit_w")),
         idle_power_w=finite(row.get("idle_power_w")),
         coverage=finite(row.get("coverage")),
+        # the ranges and unobserved time the sound bound needs (monitor rows since issue 21; None: not observed)
+        min_sm_clock_mhz=finite(row.get("min_sm_clock_mhz")),
+        max_sm_clock_mhz=finite(row.get("max_sm_clock_mhz")),
+        peak_power_w=finite(row.get("peak_power_w")),
+        unobserved_s=finite(row.get("unobserved_s")),
+        pipe_active_s=_pipes(row.get("pipe_active_s")),
+        pipe_observed_s=finite(row.get("pipe_observed_s")),
+        windows=_windows(row.get("windows")),
     )
     # the row is judged in the verifier's context: a row made under another profile (or none recorded), a
     # replay/simulated sensor, a peak override or too slow a rate is flagged and never "below" (issue 21 item 6)
@@ -252,6 +260,45 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
         # what the monitor measured (sensor errors, idle floor, coverage) still holds: keep it
         "warnings": list(dict.fromkeys([*_strings(row.get("warnings")), *a.warnings])),
     }
+
+
+def _pipes(v: Any) -> dict[str, float] | None:
+    """A row's ``pipe_active_s`` when every pipe is a finite number >= 0, else None (not observed)."""
+    from flopwatch.estimate.observe import PIPES
+
+    if not isinstance(v, Mapping):
+        return None
+    out = {k: finite(v.get(k)) for k in PIPES}
+    return (
+        {k: x for k, x in out.items() if x is not None and x >= 0}
+        if all(x is not None and x >= 0 for x in out.values())
+        else None
+    )
+
+
+def _windows(v: Any) -> Any:
+    """A row's stored ``windows`` (lists of numbers per field, null: not observed) as ``ObservedWindows``; None
+    when absent or malformed (the run is then one window, which only loosens the bound)."""
+    from flopwatch.estimate.observe import ObservedWindows
+
+    if not isinstance(v, Mapping):
+        return None
+    dt, e = v.get("dt_s"), v.get("net_energy_j")
+    if not isinstance(dt, list) or not isinstance(e, list) or any(finite(x) is None for x in (*dt, *e)):
+        return None
+
+    def arr(x: Any) -> list[float] | None:
+        if not isinstance(x, list):
+            return None
+        return [float("nan") if finite(y) is None else float(y) for y in x]
+
+    try:
+        return ObservedWindows(**{k: arr(v.get(k)) for k in (
+            "dt_s", "net_energy_j", "sm_clock_mhz", "max_sm_clock_mhz", "power_limit_w",
+            "tensor_active", "fp64_active", "fp32_active", "fp16_active",
+        )})  # fmt: skip
+    except (TypeError, ValueError):
+        return None
 
 
 def _outside_at(

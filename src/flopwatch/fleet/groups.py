@@ -316,6 +316,11 @@ def observables(t: GroupTable, g: int, present: frozenset[str]) -> dict[str, Any
         return s[x] / s[over] if s[over] > 0 else None
 
     idle_w = s["idle_j"] / dur if dur > 0 and s["idle_j_n"] else (top.idle_w if top else None)
+    has_pipes = (
+        s["prof_covered_s"] > 0
+        and {M.FP16, M.FP32, M.FP64} <= present
+        and (M.TENSOR in present or M.HMMA in present)
+    )
     out = {
         "net_energy_j": s["energy_j"] - (idle_w or 0.0) * dur,
         "duration_s": dur,
@@ -328,16 +333,28 @@ def observables(t: GroupTable, g: int, present: frozenset[str]) -> dict[str, Any
         "max_sm_clock_mhz": _fin(t.hi["clock_max_mhz"][g]),
         "min_sm_clock_mhz": _fin(t.lo["clock_min_mhz"][g]),
         "peak_power_w": _fin(t.hi["peak_power_w"][g]),
-        # time the samples stand for beyond the scrapes that arrived (missed scrapes bridged); rounding noise of the
-        # sums (1e-9 of the duration) is none, so that two engines' equal answers take the same bound
-        "unobserved_s": u if (u := dur - s["covered_s"]) > 1e-9 * max(dur, 1.0) else 0.0,
+        # time the samples stand for beyond the scrapes that arrived (missed scrapes bridged), plus the energy
+        # counter's own blind share of the covered time (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION is NVML's counter,
+        # fed by 25 ms of every 100 ms on A100/H100: sensor_timing); rounding noise of the sums (1e-9 of the
+        # duration) is none, so that two engines' equal answers take the same bound
+        "unobserved_s": u if (u := dur - s["covered_s"] + energy_blind_fraction(top) * s["covered_s"]) > 1e-9 * max(dur, 1.0) else 0.0,
         "pipe_active_s": {"tensor": s["tensor_s"], "fp32": s["fp32_s"], "fp16": s["fp16_s"], "fp64": s["fp64_s"]}
-        if s["prof_covered_s"] > 0 and {M.FP16, M.FP32, M.FP64} <= present and (M.TENSOR in present or M.HMMA in present)
-        else None,
+        if has_pipes else None,
+        # the profiling counters count every cycle of the time they covered (no blind part)
+        "pipe_observed_s": s["prof_covered_s"] if has_pipes else None,
     }  # fmt: skip
     # 12 significant digits: sums of the same samples in another order (another engine) give the same inputs, so
     # the assessment takes the same branch (its bounds tie-break on equal values)
     return {k: _sig(v) for k, v in out.items()}
+
+
+def energy_blind_fraction(spec: Any) -> float:
+    """Share of the covered time the fleet's energy counter does not see (the sensor-timing table's NVML energy
+    entry for the device); a device the table does not know: all of it (bounded at peak, as the monitor does)."""
+    from flopwatch.sensor_timing import sensor_timing
+
+    t = sensor_timing(spec.key, "nvml-energy") if spec is not None else None
+    return 1.0 if t is None else t.blind_fraction
 
 
 def _sig(v: Any) -> Any:

@@ -19,6 +19,7 @@ and the column.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -109,6 +110,14 @@ def _gpu_from_filename(path: Path) -> str | None:
     return None
 
 
+def _header(data: bytes) -> list[str]:
+    """The header row's names as the csv module reads them (pandas has no option to refuse duplicates)."""
+    import csv
+
+    first = data.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace")
+    return next(csv.reader([first]), [])
+
+
 def read_aggregate_csv(
     path: str | Path, *, gpu: str | None = None, keep_nan_mfu: bool = False
 ) -> LoadedAggregates:
@@ -127,7 +136,16 @@ def read_aggregate_csv(
     data = read_bytes(p, kind="CSV file")
     try:
         # C-parser type inference; only a column that does not come out numeric is inspected cell by cell.
-        raw = pd.read_csv(_stdio.BytesIO(data), skipinitialspace=True, low_memory=False)
+        # index_col=False: a data row with more fields than the header (a trailing comma) would otherwise turn
+        # the first columns into an index and shift every column of every row by one, silently.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            raw = pd.read_csv(_stdio.BytesIO(data), skipinitialspace=True, low_memory=False, index_col=False)
+    except pd.errors.ParserWarning:
+        raise InputError(
+            "a data row has more fields than the header (a trailing comma?); refusing to guess which are the data",
+            file=fname,
+        ) from None
     except (
         pd.errors.ParserError,
         pd.errors.EmptyDataError,
@@ -138,6 +156,10 @@ def read_aggregate_csv(
     ) as e:
         msg = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
         raise InputError(f"not a readable CSV ({e.__class__.__name__}: {msg})", file=fname) from None
+    header = [str(c).strip() for c in _header(data)]
+    dup = next((c for i, c in enumerate(header) if c in header[:i]), None)
+    if dup is not None:  # pandas renames the second copy "NAME.1" and reads the first: which one is meant?
+        raise InputError("column appears more than once in the header", file=fname, field=dup)
     raw.columns = [str(c).strip() for c in raw.columns]
     for alias, col in MFU_COLUMN_ALIASES.items():  # flopwatch bench files name their MFU by its convention
         if col not in raw.columns and alias in raw.columns:

@@ -391,6 +391,16 @@ class InverseModel:
         row = pd.DataFrame({"power_w": [float(power_w)], "gpu_util_pct": [float(util_pct or 0.0)]})
         out: dict[str, Any] = {"gpu": g, "power_w": float(power_w), "util_pct": util_pct, "level": self.level}
         dtypes = [dt for (gg, dt) in self.coef_ if gg == g]
+        for dt in [dtype and normalize_dtype(dtype)] if dtype is not None else dtypes:
+            c = self.coef_.get((g, dt))
+            if c is not None and (c["n"] < 3 or c["power_range_w"][0] == c["power_range_w"][1]):
+                # one power level leaves the slope unknown and the "upper bound" is the estimate itself:
+                # a 95 % bound from one run (or from copies of one row) is no bound
+                raise InputError(
+                    f"the {g} {dt} runs ({c['n']}) span no range of power: the FLOP-rate slope and its "
+                    "upper bound are unknown (fit on at least 3 runs at different powers)",
+                    field="data",
+                )
         per = {}
         for dt in dtypes:
             c = self.coef_[(g, dt)]

@@ -13,6 +13,10 @@ from flopwatch.powermodel.datasets import load_aggregates
 from flopwatch.powermodel.fit import PowerModelResult, fit_power_model
 from flopwatch.powermodel.mfu import canonical_gpu, mfu_pct, peak_flops
 
+#: Fewest runs a linear power model predicts from: two points fit any line exactly and leave no residual to
+#: size the interval with (Student t with n − 2 degrees of freedom).
+MIN_FIT_RUNS = 3
+
 
 def predict_power(
     *,
@@ -71,14 +75,26 @@ def predict_power(
         try:
             r = m._row(gpu, dtype, batch)
             width = r["x_max"] - r["x_min"]
-            if not (r["x_min"] - 0.25 * width <= mfu <= r["x_max"] + 0.25 * width):
+            if bool(r["degenerate"]) or int(r["n"]) < MIN_FIT_RUNS:
+                reason = f"the cell was fitted on {int(r['n'])} run(s) at {'one MFU' if r['degenerate'] else 'few MFUs'}"
+            elif not (r["x_min"] - 0.25 * width <= mfu <= r["x_max"] + 0.25 * width):
                 reason = f"MFU {mfu:.3g} % is outside the cell's range [{r['x_min']:.3g}, {r['x_max']:.3g}] %"
         except InputError:
             reason = f"no {dtype} batch-{batch} cell in the data"
         if reason is not None:
             m = fallback
-    pred, lo, hi = m.predict_interval(gpu, dtype, batch, mfu, alpha=1 - level)
     row = m._row(gpu, dtype, batch)
+    if bool(row["degenerate"]) or int(row["n"]) < MIN_FIT_RUNS:
+        # one MFU value leaves the slope unknown, two runs leave no residual: the "interval" came out as
+        # [nan, nan] or zero-width around a guess (identical rows), with exit 0
+        raise InputError(
+            f"the model for {gpu} was fitted on {int(row['n'])} run(s)"
+            f"{' at a single MFU' if row['degenerate'] else ''}: its slope or its spread is unknown, so it "
+            f"cannot predict (fit on at least {MIN_FIT_RUNS} runs at different MFUs)",
+            file=None if model == "bundled" else str(model),
+            field="model",
+        )
+    pred, lo, hi = m.predict_interval(gpu, dtype, batch, mfu, alpha=1 - level)
     out: dict[str, Any] = {
         "gpu": gpu,
         "dtype": dtype,

@@ -188,9 +188,11 @@ def load_schedule(schedule: Any, *, file: str | None = None) -> list[Idle | Run]
         schedule = schedule.get("schedule", None)
         if schedule is None:
             raise InputError("a schedule mapping needs a 'schedule' list", file=file, field="schedule")
-    if not isinstance(schedule, Iterable):
+    if isinstance(schedule, Mapping) or not isinstance(schedule, Iterable) or isinstance(schedule, str):
+        # a TOML [schedule] table instead of [[schedule]] items: its keys are not items
+        kind = "a table (write [[schedule]], one per item)" if isinstance(schedule, Mapping) else None
         raise InputError(
-            f"a schedule must be a list, got {type(schedule).__name__}", file=file, field="schedule"
+            f"a schedule must be a list, got {kind or type(schedule).__name__}", file=file, field="schedule"
         )
     return [_item(it, i, file) for i, it in enumerate(schedule)]
 
@@ -245,6 +247,39 @@ def _count(d: Mapping[str, Any], k: str, i: int, file: str | None, *, positive: 
     return int(x)
 
 
+_RUN_KEYS = frozenset({"steps", "duration_s", "warmup_steps"})
+#: The keys each kind of schedule item may have. Any other key is refused, not ignored: ``precision = "fp32"``
+#: beside a sweep label (whose precision the label fixes) or ``mfu = 0.5`` would otherwise be silently dropped
+#: and the run played as something the user did not ask for.
+_ITEM_KEYS: dict[str, frozenset[str]] = {
+    "idle": frozenset({"idle_s", "idle"}),
+    "sweep": _RUN_KEYS | {"sweep", "label"},
+    "config": _RUN_KEYS | {"config", "label"},
+    "raw": _RUN_KEYS | {*_RAW_FIELDS, "label", "dtype", "arch", "num_layers", "batch_size"},
+}
+
+
+def _check_keys(d: Mapping[str, Any], i: int, file: str | None) -> None:
+    kind = (
+        "idle"
+        if "idle_s" in d or "idle" in d
+        else "sweep"
+        if "sweep" in d
+        else "config"
+        if "config" in d
+        else "raw"
+    )
+    unknown = sorted(str(k) for k in d if k not in _ITEM_KEYS[kind])
+    if unknown:
+        raise InputError(
+            f"unknown key for a{'n' if kind == 'idle' else ''} {kind} item (allowed: "
+            f"{', '.join(sorted(_ITEM_KEYS[kind]))}); an item is an idle gap or one run",
+            file=file,
+            record=i,
+            field=unknown[0][:60],
+        )
+
+
 def _item(it: Any, i: int, file: str | None) -> Idle | Run:
     if isinstance(it, (Idle, Run)):
         return it
@@ -257,6 +292,9 @@ def _item(it: Any, i: int, file: str | None) -> Idle | Run:
             )
         raise InputError(f"unrecognised schedule item {it!r}", file=file, record=i)
     d = dict(it)
+    if "workload" in d and isinstance(d["workload"], Mapping):
+        d = {**d, **d.pop("workload")}
+    _check_keys(d, i, file)
     for k in ("idle_s", "idle"):
         if k in d:
             return Idle(_num(d, k, i, file, positive=False, upper=MAX_SCHEDULE_S))
@@ -273,8 +311,6 @@ def _item(it: Any, i: int, file: str | None) -> Idle | Run:
     if duration is not None:
         duration = _num({"duration_s": duration}, "duration_s", i, file, upper=MAX_SCHEDULE_S)
     extra: dict[str, Any] = {}
-    if "workload" in d and isinstance(d["workload"], Mapping):
-        d = {**d, **d.pop("workload")}
     if "config" in d or "sweep" in d:
         wl, extra = _describe_config(d, i, file)
     else:

@@ -301,7 +301,11 @@ class ReplaySensor:
         if r.gap[h] is not None:
             raise SensorError(f"recorded gap: {r.gap[h]}")
         age = t - r.t[h]
-        due = age >= 0.75 * self.period_s
+        # "due": the recording itself has no row where its rate says one should be. A jittered recording (the
+        # sampler's random deadlines) spaces its rows up to 2 periods apart with nothing missing, so a row is
+        # only missing when the recorded spacing exceeds that: holding until then is holding between rows.
+        span = (r.t[h + 1] if h + 1 < len(r.t) else math.inf) - r.t[h]
+        due = age >= 0.75 * self.period_s and span > 2.0 * self.period_s
         if (due and not tick < 0.75 * self.period_s) or age > HOLD_PERIODS * self.period_s:
             raise SensorError("replay: the recording has no sample here (a hole in the recording)")
         self.n_held += 1
