@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from flopwatch.telemetry import prom_client as PC
+from flopwatch.telemetry import prom_answer as PC
 
 T = 1_700_000_000
 
