@@ -6,7 +6,8 @@ upper bound, when no assumption is violated); "never" when some warning blocks "
 run is judged by a profile calibrated without its configuration. Observable sets: ``energy`` (net energy,
 duration, utilisation, DRAM bytes, idle), ``+clock+pl`` (the SM clock range and power limit too), ``+pipes``
 (per-pipe activity counters too). The Jetson v2 records carry energy observables only; the simulated twins
-(A100/H100/H200, SIMULATED) carry all three, with the NVML sensor's blind 75 % as ``unobserved_s``.
+(A100/H100/H200, SIMULATED) carry all three, with the NVML sensor's blind 75 % as ``unobserved_s`` and, in
+``+pipes``, the pipe counters' coverage (the whole run: they count every cycle) as ``pipe_observed_s``.
 
 Run:  python benchmarks/bench_decisive.py [--quick] [--json]
 

@@ -15,6 +15,12 @@ Two measurements (results: benchmarks/RESULTS.md, section "Fleet"):
   full fleet's answers. Prometheus's own cost is not in these rows.
 
     python benchmarks/bench_fleet.py prometheus --gpus 1024 --hours 24 --tsdb /tmp/fleet1024 --slices 128,512
+    python benchmarks/bench_fleet.py prometheus --gpus 1024 --hours 24 --tsdb /tmp/fleet1024 --slices 128 \
+        --repeat 5 --compare before=/tmp/before/src,after=src
+
+``--compare NAME=SRC,…`` runs each estimate once per variant (``PYTHONPATH=SRC``: e.g. a ``git archive`` of an
+older commit's ``src``), alternating variants within each repeat on the same server, and prints each variant's
+medians: the machine is shared, so only side-by-side medians compare two versions fairly.
     python benchmarks/bench_fleet.py replicate --gpus 128,1024,10000 --hours 24
 """
 
@@ -43,7 +49,7 @@ print(json.dumps({"wall_s": time.perf_counter() - w0, "cpu_s": time.process_time
                   "gpu_hours": r.meta["gpu_hours"], "groups": len(r.groups), "queries": r.meta["queries"],
                   "max_samples_per_query": r.meta["max_samples_per_query"], "bytes": r.meta["bytes_received"],
                   "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss0_mb": rss0,
-                  "fleet_energy_j": r.fleet["energy_j"]}))
+                  "fleet_energy_j": r.fleet["energy_j"], "source": sys.modules["flopwatch"].__file__}))
 """
 
 
@@ -84,6 +90,7 @@ def run_prometheus(args: argparse.Namespace) -> list[dict]:
     build(tsdb, args.gpus, args.hours)
     t1 = WALL0 + args.hours * 3600
     rows = []
+    variants = [tuple(v.split("=", 1)) for v in args.compare.split(",")] if args.compare else [("", "")]
     with LocalPrometheus(tsdb, ready_timeout_s=600) as p:
         assert p.proc is not None
         for n in [int(x) for x in args.slices.split(",") if x] + [args.gpus]:
@@ -94,25 +101,51 @@ def run_prometheus(args: argparse.Namespace) -> list[dict]:
                 else 'Hostname=~"' + "|".join(f"node-{i:04d}" for i in range(nodes)) + '"'
             )
             for _ in range(args.repeat):
-                c0 = _cpu_s(p.proc.pid)
-                out = subprocess.run([sys.executable, "-c", CHILD, p.url, str(WALL0), str(t1), sel],
-                                     capture_output=True, text=True, check=True, env=os.environ)  # fmt: skip
-                r = json.loads(out.stdout) | {
-                    "gpus": n,
-                    "hours": args.hours,
-                    "prom_cpu_s": _cpu_s(p.proc.pid) - c0,
-                }
-                # the bare query for scale: per-pod energy over the range, one instant query
-                c0, w0 = _cpu_s(p.proc.pid), time.perf_counter()
-                m = f"{{{sel}}}" if sel else ""
-                PrometheusClient(p.url, timeout_s=600).query(
-                    f"sum by (pod) (increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{m}[{int(args.hours * 3600)}s]))",
-                    t1,
-                )
-                r |= {"bare_wall_s": time.perf_counter() - w0, "bare_prom_cpu_s": _cpu_s(p.proc.pid) - c0}
-                rows.append(r)
-                _print(r)
+                for name, src in variants:
+                    env = os.environ | ({"PYTHONPATH": str(Path(src).resolve())} if src else {})
+                    c0 = _cpu_s(p.proc.pid)
+                    out = subprocess.run([sys.executable, "-c", CHILD, p.url, str(WALL0), str(t1), sel],
+                                     capture_output=True, text=True, check=True, env=env)  # fmt: skip
+                    r = json.loads(out.stdout) | {
+                        "gpus": n,
+                        "hours": args.hours,
+                        "prom_cpu_s": _cpu_s(p.proc.pid) - c0,
+                        "variant": name,
+                    }
+                    # the bare query for scale: per-pod energy over the range, one instant query
+                    c0, w0 = _cpu_s(p.proc.pid), time.perf_counter()
+                    m = f"{{{sel}}}" if sel else ""
+                    PrometheusClient(p.url, timeout_s=600).query(
+                        f"sum by (pod) (increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{m}[{int(args.hours * 3600)}s]))",
+                        t1,
+                    )
+                    r |= {"bare_wall_s": time.perf_counter() - w0, "bare_prom_cpu_s": _cpu_s(p.proc.pid) - c0}
+                    rows.append(r)
+                    _print(r)
+    if args.compare:
+        _medians(rows)
     return rows
+
+
+def _medians(rows: list[dict]) -> None:
+    """Each (size, variant)'s median wall, CPU and peak RSS over the repeats."""
+    import statistics
+
+    print("medians:", flush=True)
+    for key in sorted(
+        {(r["gpus"], r["variant"]) for r in rows},
+        key=lambda k: (k[0], [r["variant"] for r in rows].index(k[1])),
+    ):
+        rs = [r for r in rows if (r["gpus"], r["variant"]) == key]
+        med = {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "maxrss_mb", "prom_cpu_s")}
+        gh = rs[0]["gpu_hours"]
+        print(
+            f"  {key[0]:>6} GPUs {key[1]:>8} ({len(rs)} runs): wall {med['wall_s']:6.2f} s, flopwatch CPU "
+            f"{med['cpu_s']:5.2f} s → {gh / med['cpu_s']:7.0f} GPU-h/CPU-s, Prometheus CPU {med['prom_cpu_s']:5.2f} s "
+            f"→ {gh / med['prom_cpu_s']:6.0f}, peak RSS {med['maxrss_mb']:4.0f} MB, {rs[0]['groups']} groups, "
+            f"energy {rs[0]['fleet_energy_j']:.6e} J",
+            flush=True,
+        )
 
 
 class ReplayClient:
@@ -232,6 +265,7 @@ def main() -> None:
     pp.add_argument("--tsdb", required=True, help="keep the backfilled TSDB here (reused when it matches)")
     pp.add_argument("--slices", default="128,512", help="smaller fleets read as host slices of the whole")
     pp.add_argument("--repeat", type=int, default=1)
+    pp.add_argument("--compare", default="", help="NAME=SRC,…: variants run alternately (PYTHONPATH=SRC)")
     rp = sub.add_parser("replicate")
     rp.add_argument("--gpus", default="128,1024,10000")
     rp.add_argument("--hours", type=float, default=24.0)

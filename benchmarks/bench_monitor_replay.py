@@ -9,6 +9,11 @@ up to sampling jitter.
 
     python benchmarks/bench_monitor_replay.py                   # virtual, 50x, 200x
     python benchmarks/bench_monitor_replay.py --speeds 50 100   # chosen speeds
+    python benchmarks/bench_monitor_replay.py --baseline OLD/src --repeat 3   # cost against another tree
+
+``--baseline SRC`` times the virtual-clock replay (the daemon's whole per-reading path, no sleeping) in fresh
+processes, alternating the tree under test and ``SRC`` (e.g. ``git archive main src | tar -x -C /tmp/old``),
+and prints the wall and CPU time of each and their ratio.
 """
 
 from __future__ import annotations
@@ -31,7 +36,14 @@ def main() -> None:
     ap.add_argument("--records", type=Path, default=SHARED / "eval_results_v2_records.json")
     ap.add_argument("--speeds", type=float, nargs="*", default=[50.0, 200.0])
     ap.add_argument("--model", default="default")
+    ap.add_argument(
+        "--baseline", type=Path, default=None, help="another tree's src/ to compare the cost with"
+    )
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    if args.baseline is not None:
+        compare(args)
+        return
 
     from flopwatch.estimate.calibrate import calibrate
     from flopwatch.monitor.config import MonitorConfig
@@ -83,6 +95,55 @@ def main() -> None:
             f"{name:>14} {w['estimate_flops']:11.4e} {err:+7.2f}% {w['start_t_s']:8.1f} {w['end_t_s']:8.1f} "
             f"{w['net_energy_j']:8.1f} {w['coverage']:6.3f} {wall:7.1f}"
         )
+
+
+#: One virtual-clock replay of the seed trace, timed (wall and CPU) around ``Monitor.run`` only.
+_TIMED = """
+import json, sys, tempfile, time
+from pathlib import Path
+from flopwatch.estimate.calibrate import calibrate
+from flopwatch.monitor.config import MonitorConfig
+from flopwatch.monitor.daemon import Monitor
+from flopwatch.records import load_records
+from flopwatch.telemetry.sensors.base import VirtualClock
+from flopwatch.telemetry.sensors.replay import open_replay
+trace, records = sys.argv[1], sys.argv[2]
+profile = calibrate(load_records(records), "default")
+with tempfile.TemporaryDirectory() as d:
+    sensors = open_replay(trace, clock=VirtualClock())
+    cfg = MonitorConfig(sensors=["replay"], ledger=Path(d) / "l.db")
+    w0, c0 = time.perf_counter(), time.process_time()
+    res = Monitor(cfg, sensors=sensors, profile=profile).run(install_signals=False)
+    w1, c1 = time.perf_counter(), time.process_time()
+print(json.dumps({"wall_s": w1 - w0, "cpu_s": c1 - c0, "rows": len(res.workloads)}))
+"""
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Time the virtual-clock replay under this tree and under ``args.baseline``, alternating (module doc)."""
+    import os
+
+    here = Path(__file__).resolve().parents[1] / "src"
+    trees = {"this tree": here, "baseline": args.baseline.resolve()}
+    times: dict[str, list[dict]] = {k: [] for k in trees}
+    for _ in range(args.repeat):
+        for name, src in trees.items():
+            env = {**os.environ, "PYTHONPATH": str(src)}
+            out = subprocess.run(
+                [sys.executable, "-c", _TIMED, str(args.trace), str(args.records)],
+                capture_output=True, text=True, check=True, env=env,
+            )  # fmt: skip
+            times[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    for name, ts in times.items():
+        walls = ", ".join(f"{t['wall_s']:.2f}" for t in ts)
+        cpus = ", ".join(f"{t['cpu_s']:.2f}" for t in ts)
+        print(f"{name:>10} ({trees[name]}): wall s [{walls}]  cpu s [{cpus}]  rows {ts[0]['rows']}")
+    med = {k: sorted(t["cpu_s"] for t in ts)[len(ts) // 2] for k, ts in times.items()}
+    medw = {k: sorted(t["wall_s"] for t in ts)[len(ts) // 2] for k, ts in times.items()}
+    print(
+        f"median CPU: this tree / baseline = {med['this tree']:.2f} / {med['baseline']:.2f} s = "
+        f"{med['this tree'] / med['baseline']:.3f}; wall {medw['this tree'] / medw['baseline']:.3f}"
+    )
 
 
 if __name__ == "__main__":

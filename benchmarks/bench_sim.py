@@ -10,9 +10,9 @@ import time
 
 import numpy as np
 
-from flopwatch.sim.accelerator import Idle, Run
+from flopwatch.sim.accelerator import Idle, RawWorkload, Run
 from flopwatch.sim.power import power_model_for
-from flopwatch.sim.sensor import RawWorkload, from_spec
+from flopwatch.sim.sensor import from_spec
 from flopwatch.telemetry.sampler import Sampler
 
 

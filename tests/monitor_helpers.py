@@ -146,3 +146,34 @@ def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)
+
+
+class AsMeasured:
+    """Test double: a replayed or simulated sensor presented as a real one of ``kind`` on ``spec_key`` (its
+    readings untouched). The monitor flags a replay or simulation and never says "below" for it (issue 21 item
+    6), so the tests of what a *real* sensor's rows may say use this. ``kind="dcgm"``: a cumulative counter with
+    no blind share (flopwatch.sensor_timing), so the numbers are those of the trace; ``"nvml"``: NVML's 75 %."""
+
+    def __init__(self, inner: object, *, kind: str = "dcgm", spec_key: str = "h100") -> None:
+        from dataclasses import replace
+
+        from flopwatch.devices import DEVICES
+
+        self.inner = inner
+        self.clock = inner.clock  # type: ignore[attr-defined]
+        self._info = replace(
+            inner.info(),  # type: ignore[attr-defined]
+            kind=kind,
+            simulated=False,
+            spec_key=spec_key,
+            name=DEVICES[spec_key].name,
+        )
+
+    def info(self) -> SensorInfo:
+        return self._info
+
+    def read(self) -> Reading:
+        return self.inner.read()  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self.inner.close()  # type: ignore[attr-defined]

@@ -39,6 +39,17 @@ def test_every_option_of_every_command_has_help() -> None:
     assert not missing, f"options without help text: {missing}"
 
 
+def test_no_help_shows_a_python_type_as_metavar(capsys) -> None:  # noqa: ANN001
+    # typer 0.29 writes a list argument or repeatable option as ``<list[Path]>`` unless it declares a metavar
+    leaked = []
+    for path, _ in _walk(get_command(app)):
+        assert main([*path.split()[1:], "--help"]) == 0
+        out = capsys.readouterr().out
+        if "list[" in out:
+            leaked.append(path)
+    assert not leaked, f"help shows a Python type: {leaked}"
+
+
 def test_help_prints_brackets_literally(capsys) -> None:  # noqa: ANN001
     code = main(["monitor", "--help"])
     out = capsys.readouterr().out

@@ -270,3 +270,19 @@ def test_evaluate_says_when_the_default_was_not_evaluated(capsys, v2_records_pat
     out = capsys.readouterr().out
     assert "the default model was not evaluated; comparisons below use eq2" in out
     assert "eq2 vs eq1:" in out and "default vs" not in out
+
+
+def test_estimate_text_prints_each_tighten_hint_once(capsys, tmp_path, v2_records_path):
+    """The same 'tighten' hint on every record of a sweep is one line with its range, not one per record."""
+    prof = tmp_path / "p.json"
+    assert main(["calibrate", str(v2_records_path), "-o", str(prof), "--device", "orin-nano"]) == 0
+    capsys.readouterr()
+    assert main(["estimate", "-p", str(prof), str(v2_records_path), "--threshold", "1.2e14", "--json"]) == 0
+    recs = _json(capsys)["records"]
+    hints = {h.split(": ×")[0] for r in recs for h in r["tighten"]}
+    assert hints and sum(len(r["tighten"]) for r in recs) > len(hints)  # the case this test is about
+    assert main(["estimate", "-p", str(prof), str(v2_records_path), "--threshold", "1.2e14"]) == 0
+    out = capsys.readouterr().out.replace("\n", "")
+    assert out.count("tighten (") == len(hints)
+    assert f"tighten ({len(recs)} of {len(recs)} record(s))" in out or len(hints) > 1
+    assert "decisive at: the smallest threshold" in out

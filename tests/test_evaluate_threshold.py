@@ -44,3 +44,97 @@ def test_threshold_rates_empty_class_is_nan():
         np.array([10.0]),
     )
     assert np.isnan(r["fn_rate"][0]) and r["fp_rate"][0] == 0
+
+
+def test_heldout_verdict_table_counts_only_the_belows_assess_gives(v2_records_path):
+    """The report's verdict table (issue 21 item 1): every held-out case's verdict, at every threshold, is exactly
+    what ``estimate.verdict.assess`` gives that run with the profile of its split, so the table never counts a
+    'below' (or an 'above') that assess would not give; the calibrated interval's own decision is another table."""
+    from flopwatch.estimate.calibrate import calibrate
+    from flopwatch.estimate.features import FrontierGate
+    from flopwatch.estimate.verdict import assess_record
+    from flopwatch.evaluate.headline import decisions, verdict_decisions
+    from flopwatch.evaluate.splits import evaluate_models
+    from flopwatch.evaluate.threshold import heldout_assessments
+    from flopwatch.records import load_records
+
+    rs = load_records(v2_records_path)
+    gate = FrontierGate()
+    ev = evaluate_models(rs, ["default"], n_splits=5, n_train=14, seed=3, gate=gate)
+
+    def fit(train):
+        return calibrate(rs.subset(train), "default", gate=gate, device="orin-nano")
+
+    ha = heldout_assessments(ev, fit, max_splits=3, device="orin-nano")
+    assert ha.truth.shape == (3, 7) and ha.n == 21
+    recs = list(ev.records)
+    seen = {"above": 0, "below": 0}
+    for f in (
+        0.5,
+        1.25,
+        30.0,
+    ):  # an accusation, the margin of the table, and far out where 'below' is certain
+        thr = ha.truth * f
+        table = ha.verdicts(thr)
+        for s in range(3):
+            prof = fit([recs[i] for i in ev.train_idx[s]])
+            for j, i in enumerate(ev.test_idx[s]):
+                a = assess_record(prof, recs[i], device="orin-nano", threshold_flops=float(thr[s, j]))
+                assert table[s, j] == a.verdict, (f, s, j)
+                seen[a.verdict] = seen.get(a.verdict, 0) + 1
+        row = verdict_decisions(ha, thr)
+        assert row["wrong_below"] == 0 and row["correct"] + row["uncertain"] + row["wrong_accuse"] == ha.n
+        assert row["n_truth_above"] + row["n_truth_below"] == ha.n
+    assert seen["above"] > 0 and seen["below"] > 0  # the comparison is not vacuous
+    # the calibrated interval would clear runs 25 % under a threshold; the verdict does not (energy alone)
+    m = ev.models[ev.default_model]
+    t = ev.truth[ev.test_idx]
+    assert decisions(t, m.lower_flops, m.upper_flops, t * 1.25)["correct"] > 0
+    assert verdict_decisions(ha, ha.truth * 1.25)["correct"] == 0
+    d = ha.decisiveness((2.0, 30.0))
+    assert d["blocked_rate"] == 0.0 and 1.25 < d["median_decisive_at_truth"] < 30.0
+    assert d["by_truth_factor"][0]["below_rate"] == 0.0 and d["by_truth_factor"][1]["below_rate"] > 0.5
+
+
+def test_heldout_verdicts_never_below_without_an_estimate():
+    """A case whose profile gave no positive estimate is never 'below' (assess's rule, kept for every threshold)."""
+    from flopwatch.evaluate.threshold import NO_ESTIMATE_WARNING, HeldoutAssessments
+
+    ha = HeldoutAssessments(
+        splits=np.arange(1),
+        test_idx=np.array([[0, 1]]),
+        truth=np.array([[1e15, 1e15]]),
+        estimate_flops=np.array([[np.nan, 1e15]]),
+        verdict_lower_flops=np.zeros((1, 2)),
+        verdict_upper_flops=np.array([[2e15, 2e15]]),
+        decisive_at=np.array([[np.nan, 2.0]]),
+        warnings=((NO_ESTIMATE_WARNING,), ()),
+        windowed=False,
+    )
+    assert list(ha.verdicts(3e15).ravel()) == ["uncertain", "below"]
+    assert ha.decisiveness((3.0,))["blocked_rate"] == 0.5
+
+
+def test_heldout_assessments_leave_out_a_split_whose_calibration_fails(v2_records_path):
+    from flopwatch.errors import InputError
+    from flopwatch.estimate.calibrate import calibrate
+    from flopwatch.estimate.features import FrontierGate
+    from flopwatch.evaluate.splits import evaluate_models
+    from flopwatch.evaluate.threshold import heldout_assessments
+    from flopwatch.records import load_records
+
+    rs = load_records(v2_records_path)
+    gate = FrontierGate()
+    ev = evaluate_models(rs, ["default"], n_splits=3, n_train=14, seed=1, gate=gate)
+    calls = []
+
+    def fit(train):
+        calls.append(len(train))
+        if len(calls) == 2:
+            raise InputError("degenerate calibration")
+        return calibrate(rs.subset(train), "default", gate=gate, device="orin-nano")
+
+    ha = heldout_assessments(ev, fit, device="orin-nano")
+    assert list(ha.splits) == [0, 2] and ha.truth.shape == (2, 7) and len(ha.warnings) == 14
+    assert len(ha.failed_splits) == 1 and "degenerate calibration" in ha.failed_splits[0]
+    assert not ha.windowed  # judged on the records' totals

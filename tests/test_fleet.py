@@ -282,7 +282,10 @@ def test_every_metric_is_read_at_most_twice_and_queries_come_from_the_table():
     assert max(per_metric.values()) <= 2
     assert ("tensor", "avg") not in q and ("hmma", "avg") in q  # HMMA stands in for TENSOR on Hopper
     assert q[("energy", "last")] == 'last_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{UUID="x"}[1h])'
-    assert all(m.window or m.key == "temp" for m in M.TABLE)
+    assert all(m.window or m.key in ("temp", "sm") for m in M.TABLE)
+    assert ("gpu_util", "avg") not in q  # a fallback where GR_ENGINE_ACTIVE is absent
+    assert ("gpu_util", "avg") in M.window_queries(frozenset({M.POWER, M.GPU_UTIL}), "", "1h")
+    assert ("dram", "avg") not in M.window_queries(frozenset(M.METRICS), "", "1h", frozenset({"dram"}))
 
 
 # --------------------------------------------------------------------------------------- the fold on arrays
@@ -356,7 +359,7 @@ def test_job_info_join_splits_one_gpu_series_between_jobs():
 
 
 def test_mig_instances_never_count_the_whole_gpu_twice():
-    """dcgm-exporter repeats the whole GPU's power on both instances; the energy is apportioned 3:1 by activity."""
+    """dcgm-exporter repeats the whole GPU's power on both instances: counted once, its dynamic part shared 3:1."""
     t = [100, 200]
     base = {"UUID": "GPU-1", "modelName": "NVIDIA H100 80GB HBM3"}
     a, b = base | {"GPU_I_ID": "1", "pod": "a"}, base | {"GPU_I_ID": "2", "pod": "b"}
@@ -368,7 +371,11 @@ def test_mig_instances_never_count_the_whole_gpu_twice():
     jobs = _reader(end=200.0)._fold(ans, None)
     got = dict(zip(jobs.job.tolist(), jobs.energy_j.tolist(), strict=True))
     assert got["a"] + got["b"] == pytest.approx(300 * 200)  # once, not twice
-    assert got["a"] == pytest.approx(3 * got["b"])
+    # the idle part (datasheet idle × time) by time, the rest 3:1 by activity
+    from flopwatch.devices import get_device
+
+    base = get_device("h100").idle_w * 200
+    assert got["a"] - base / 2 == pytest.approx(3 * (got["b"] - base / 2))
     assert jobs.mig.all()
 
 
@@ -458,3 +465,14 @@ def test_job_map_file_errors_name_file_record_and_field(tmp_path):
     assert e.value.field == "end" and "map.csv" in str(e.value)
     p.write_text("job,gpu,start,end\na,GPU-1,0,3600\n")
     assert load_job_map(p) == (("a", "GPU-1", 0.0, 3600.0),)
+
+
+def test_the_energy_counter_blind_share_is_unobserved_time():
+    """dcgm-exporter's energy counter is NVML's: on A100/H100 it sees 25 ms of every 100 ms (sensor_timing), so
+    a group's covered time is 75 % unobserved unless profiling counters cover it; unknown timing: all of it."""
+    from flopwatch.devices import get_device
+    from flopwatch.fleet.groups import energy_blind_fraction
+
+    assert energy_blind_fraction(get_device("h100")) == pytest.approx(0.75)
+    assert energy_blind_fraction(get_device("a100")) == pytest.approx(0.75)
+    assert energy_blind_fraction(None) == 1.0

@@ -21,6 +21,7 @@ WALL_B = WALL_A + DAY  # fleet B: exported_ labels, no energy counter, no pipe m
 WALL_C = WALL_A + 2 * DAY  # fleet C: HPC job labels
 WALL_I = WALL_A + 3 * DAY  # fleet I: no job label on DCGM series; a Slurm-style job-info series
 WALL_H = WALL_A + 4 * DAY  # fleet H: hand-written impossible data
+WALL_M = WALL_A + 5 * DAY  # fleet M: MIG, three instances per GPU repeating the whole GPU's power and energy
 
 JOBS_A = [
     {"name": "train-7b", "namespace": "research", "gpus": 8, "start_h": 0.2, "hours": 1.6, "workload": "llm-7b-bf16"},
@@ -82,6 +83,8 @@ def prom(tmp_path_factory):
                             gpus_per_node=4, wall0=WALL_C, seed=3, label_style="hpc"),
         "I": SimulatedFleet(8, 2.0, load_fleet_schedule(d / "jobs_i.json"), device="h100", gpus_per_node=8,
                             wall0=WALL_I, seed=5, label_style="info"),
+        "M": SimulatedFleet(4, 2.0, random_schedule(4, 2.0, gpus_per_node=4, seed=6), device="a100",
+                            gpus_per_node=4, wall0=WALL_M, seed=6, mig=True),
     }  # fmt: skip
     import time
 
@@ -143,10 +146,13 @@ def test_both_estimates_and_the_verdict_come_from_the_assessment(prom):
         # pipe activity counts issued tensor cycles: above the useful FLOPs by the simulated waste (5–15 %)
         assert t["flops"] * 0.97 <= g["pipe_estimate_flops"] <= t["flops"] * 1.16, key
         assert g["pipe_lower_flops"] <= t["flops"] <= g["pipe_upper_flops"]
-        # the sound bounds (estimate.verdict.assess) hold the truth; no profile: never "below"
+        # the sound bounds (estimate.verdict.assess) hold the truth; without a profile "below" rests on them alone
         assert g["lower_flops"] <= t["flops"] <= g["upper_flops"], key
-        assert g["verdict"] in ("above", "uncertain")
+        assert g["verdict"] in ("above", "below", "uncertain")
+        if g["verdict"] == "below":
+            assert g["upper_flops"] < 1e18 and t["flops"] < 1e18, key
         assert any("no calibration profile" in n for n in g["notes"])
+    assert any(g["verdict"] == "below" for g in _labelled(res).values())  # physics alone decides some pods
 
 
 def test_by_namespace_sums_pods_and_cohorts_ignore_labels(prom):
@@ -218,6 +224,18 @@ def test_jobs_joined_from_an_info_series(prom):
         g["energy_j"] for g in res.groups if g["key"] not in got
     ) == pytest.approx(res.fleet["energy_j"])
     assert res.fleet["energy_j"] > sum(t["energy_j"] for t in jobs.values())
+
+
+def test_mig_instances_are_not_counted_three_times(prom):
+    p, truth = prom
+    res = _run(p.url, WALL_M)
+    pods = truth["M"].pods
+    got = _labelled(res)
+    assert set(got) == set(pods)
+    for key, g in got.items():
+        assert g["energy_j"] == pytest.approx(pods[key]["energy_j"], rel=0.01), key  # once, not × 3 instances
+        assert any("MIG" in n and "apportion" in n for n in g["notes"])
+        assert g["pipe_lower_flops"] <= pods[key]["flops"] <= g["pipe_upper_flops"]
 
 
 def test_series_count_stays_proportional_to_gpus_as_jobs_grow():
@@ -325,45 +343,9 @@ def test_sensor_plays_back_history(prom):
 
 def _sim_profile(path):
     """An eq2 profile calibrated on simulated H100 bf16 runs (their exact integrated energy), saved to ``path``."""
-    import numpy as np
-
     from flopwatch.estimate import FrontierGate, calibrate
     from flopwatch.records import RecordSet, WorkloadRecord
-    from flopwatch.sim.accelerator import SimulatedAccelerator
-    from flopwatch.sim.sensor import RawWorkload
-
-    acc = SimulatedAccelerator("h100", seed=5)
-    rng = np.random.default_rng(0)
-    recs = []
-    for i in range(14):
-        n, T = float(rng.uniform(3e8, 8e9)), float(rng.choice([2048, 4096, 8192]))
-        acc.idle(30)
-        r = acc.run(RawWorkload(f"w{i}", 6 * n * T, 25 * n, T, 8, "bf16", "gpt", 24, n), duration_s=600)
-        recs.append(
-            WorkloadRecord(
-                label=r.label,
-                net_energy_j=r.true_energy_j - acc.idle_power_w * r.duration_s,
-                duration_s=r.duration_s,
-                mean_util=r.point.util,
-                total_flops=r.total_flops,
-                dtype="bf16",
-                idle_power_w=acc.idle_power_w,
-                simulated=True,
-            )
-        )
-    prof = calibrate(
-        RecordSet(recs, idle_power_w=acc.idle_power_w), model="eq2", gate=FrontierGate(precision="bf16")
-    )
-    prof.save(path)
-    return path
-
-
-def _sim_profile(path):
-    """An eq2 profile calibrated on simulated H100 bf16 runs (their exact integrated energy), saved to ``path``."""
-    from flopwatch.estimate import FrontierGate, calibrate
-    from flopwatch.records import RecordSet, WorkloadRecord
-    from flopwatch.sim.accelerator import SimulatedAccelerator
-    from flopwatch.sim.sensor import RawWorkload
+    from flopwatch.sim.accelerator import RawWorkload, SimulatedAccelerator
 
     acc = SimulatedAccelerator("h100", seed=5)
     rng = np.random.default_rng(0)

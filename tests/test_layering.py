@@ -236,10 +236,7 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
 
 #: Module cycles another open issue removes (each named with it). Empty this when it lands: the test then holds
 #: the line at zero.
-PENDING_CYCLES: dict[frozenset[str], str] = {
-    # engine.cases() imports real.real_cases lazily while real imports engine: the dispatcher belongs above both
-    frozenset({"flopwatch.redteam.engine", "flopwatch.redteam.real"}): "redteam (engine.py `cases`)",
-}
+PENDING_CYCLES: dict[frozenset[str], str] = {}
 
 
 def test_no_module_cycles() -> None:

@@ -97,6 +97,7 @@ def _workload(i: int, wall: float = T0, **kw) -> dict:
         "warnings": [],
         "verdict": "below",
         "status": "complete",
+        "context": {"sensor_kind": "nvml", "sample_rate_hz": 2.0},  # a real sensor: the verifier checks it
         **kw,
     }
 
@@ -188,6 +189,9 @@ def test_head_witness_and_verify_contract(tmp_path: Path, capsys) -> None:
     assert logged[0].head.root == head["root"]
     code, out = _verify_witness(db, log, capsys)
     assert code == 0 and "2 witnessed head(s), rows 1..18 witnessed" in out
+    # another node's log against this ledger: its heads are refused and no row is witnessed (not "rows 1..0")
+    code, out = _verify_witness(_ledger(tmp_path / "other.db"), log, capsys)
+    assert code == 1 and "2 witnessed head(s), no row witnessed" in out and "1..0" not in out
     # inclusion proofs of every row against the newest head
     with Ledger(db) as led:
         h = led.latest_head
@@ -453,8 +457,8 @@ def test_several_nodes_are_judged_as_one_job(tmp_path: Path, capsys) -> None:
         dbs.append(str(db))
         logs += ["--witness", str(log)]
     thr = "2e17"  # each node's piece (0.9–1.1e17) is below it; the job (2.7–3.3e17) is above
-    for db in dbs:
-        assert main(["verdict", db, "--threshold", thr, "--json"]) == 0
+    for db, log in zip(dbs, logs[1::2], strict=True):
+        assert main(["verdict", db, "--witness", log, "--threshold", thr, "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["total"]["verdict"] == "below"
     assert main(["verdict", *dbs, *logs, "--threshold", thr, "--json"]) == 0
     res = json.loads(capsys.readouterr().out)

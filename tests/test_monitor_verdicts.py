@@ -19,7 +19,7 @@ from flopwatch.cli import main
 from flopwatch.monitor import Monitor, MonitorConfig
 from flopwatch.sim.accelerator import Idle, Run
 from flopwatch.sim.sensor import from_spec
-from monitor_helpers import private_tmp  # noqa: F401 - autouse: temporary files under tmp_path
+from monitor_helpers import AsMeasured, private_tmp  # noqa: F401 - autouse: temporary files under tmp_path
 
 DEVICE = "h100"
 
@@ -42,10 +42,13 @@ def profile_path(family, tmp_path_factory) -> Path:  # noqa: ANN001
 
 def _monitor(tmp_path: Path, profile_path: Path, schedule: list[Any], *, threshold: float | None,
              cap: float | None = None, duration: float = 130.0, name: str = "ledger.db",
-             window_s: float = 86400.0, wall0: float = 1.7e9) -> tuple[Monitor, Any, float]:  # fmt: skip
+             window_s: float = 86400.0, wall0: float = 1.7e9,
+             as_measured: bool = False) -> tuple[Monitor, Any, float]:  # fmt: skip
     from flopwatch.estimate.profile import Profile
 
     sensors = from_spec(DEVICE, seed=2, power_cap_w=cap, schedule=schedule, wall0=wall0)
+    if as_measured:  # the twin presented as a real NVML sensor (a simulated one is never "below")
+        sensors = [AsMeasured(s, kind="nvml", spec_key=DEVICE) for s in sensors]
     cfg = MonitorConfig(
         sensors=[f"sim:{DEVICE}"],
         ledger=tmp_path / name,
@@ -55,7 +58,7 @@ def _monitor(tmp_path: Path, profile_path: Path, schedule: list[Any], *, thresho
     )
     mon = Monitor(cfg, sensors=sensors, profile=Profile.load(profile_path))
     res = mon.run()
-    truth = sum(r.total_flops for r in sensors[0].accelerator.runs)
+    truth = sum(r.total_flops for r in getattr(sensors[0], "inner", sensors[0]).accelerator.runs)
     return mon, res, truth
 
 
@@ -103,12 +106,14 @@ def test_an_honest_run_is_still_decided(tmp_path, profile_path, family):  # noqa
     (SIMULATED H100; the monitor's rows see energy, mean clock and power limit, no pipe counters: the lower bound
     allows an honest fp32 run, the upper one fp8 at any clock, so the decisive factors are wide.)"""
     truth = _truth(family[0], None)
-    _, res, _ = _monitor(tmp_path, profile_path, _one_job(family[0]), threshold=truth, name="probe.db")
+    _, res, _ = _monitor(tmp_path, profile_path, _one_job(family[0]), threshold=truth, name="probe.db",
+                         as_measured=True)  # fmt: skip
     (probe,) = res.workloads
     lo, up = probe["lower_flops"], probe["upper_flops"]
     assert 0 < lo <= truth <= up and probe["decisive_at"] == pytest.approx(up / probe["estimate_flops"])
     for t, want in ((0.9 * lo, "above"), (1.1 * up, "below")):
-        mon, res, _ = _monitor(tmp_path, profile_path, _one_job(family[0]), threshold=t, name=f"l{want}.db")
+        mon, res, _ = _monitor(tmp_path, profile_path, _one_job(family[0]), threshold=t, name=f"l{want}.db",
+                               as_measured=True)  # fmt: skip
         (row,) = res.workloads
         assert row["regime"] == "calibrated" and row["warnings"] == [], row["warnings"]
         assert row["verdict"] == want

@@ -63,6 +63,24 @@ def test_report_names_the_error_once_and_fits_a_phone(run_out) -> None:  # noqa:
     assert "(simulated) (power model" not in text and "The default model <code>default</code>" not in text
 
 
+def test_report_says_its_held_out_belows_are_not_the_cli_verdicts(run_out) -> None:  # noqa: ANN001
+    # second round: the held-out 'below' of the calibrated interval is not a verdict; the report's verdict table
+    # comes from the sound assessment (estimate.verdict.assess), as the CLI verdicts do, and the two are apart
+    out, _, _ = run_out
+    text = " ".join((out / "report.html").read_text().split())
+    assert "Verdicts on held-out runs (sound bounds, as <code>flopwatch estimate</code> judges" in text
+    assert "intervals; its accuracy, not a verdict)</h3>" in text
+    assert "'below' needs the sound upper bound" in text and "no verifier's 'below' rests on them" in text
+    assert text.index("Verdicts on held-out runs") < text.index("its accuracy, not a verdict)</h3>")
+    # the phone hint sits under tables wide enough to scroll (the threshold table), not under the 4-column one
+    tables = re.findall(
+        r"<div class='scroll'><table>(<tr>.*?</tr>).*?</table></div>(<p class='hint'>)?", text
+    )
+    wide = [head.count("<th") >= 5 for head, _ in tables]
+    assert any(wide) and not all(wide)
+    assert all(bool(hint) == w for (_, hint), w in zip(tables, wide, strict=True))
+
+
 def test_threshold_figure_counts_uncertain_separately() -> None:
     from flopwatch.report.html import _CAPTIONS
 
@@ -158,3 +176,10 @@ def test_an_option_is_named_an_option_in_errors(tmp_path: Path, capsys) -> None:
     assert main(["run", "--device", "cuda:x", "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "option '--device'" in err and "field" not in err
+
+
+def test_the_main_job_is_the_first_command_in_help(capsys) -> None:  # noqa: ANN001
+    # second round: `run` was tenth of eighteen in `flopwatch --help`
+    assert main(["--help"]) == 0
+    listed = capsys.readouterr().out.split("Commands:", 1)[1].split()
+    assert listed[0] == "run"

@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flopwatch.cli import main
+from flopwatch.cli.options import MAX_COUNT, MAX_DURATION_S, MAX_POLL_S, MIN_POLL_S
 from hypothesis_budget import examples
 
 INF = math.inf
@@ -40,30 +41,30 @@ SPEC: dict[str, tuple[float, bool, float, bool, bool]] = {
     "level": (0.5, T, 0.999, T, F),
     "k": (2, T, INF, F, T),
     "min-batch": (1, T, INF, F, T),
-    "power-w": (0, T, INF, F, F),
+    "power-w": (0, T, 5000, T, F),
     "util-pct": (0, T, 100, T, F),
     "rate": (0, F, 1000, T, F),
-    "duration": (0, F, INF, F, F),
+    "duration": (0, F, MAX_DURATION_S, T, F),
     "speed": (0, F, 1e6, T, F),
-    "flush-every": (0, F, INF, F, F),
-    "poll": (0, F, INF, F, F),
+    "flush-every": (0, F, 86400, T, F),
+    "poll": (MIN_POLL_S, T, MAX_POLL_S, T, F),
     "util-threshold": (0, T, 1, F, F),
     "start-polls": (1, T, INF, F, T),
     "end-polls": (1, T, INF, F, T),
-    "tail-s": (0, T, INF, F, F),
+    "tail-s": (0, T, 86400, T, F),
     "power-cap-w": (0, F, INF, F, F),
     "locked-clock-mhz": (0, F, INF, F, F),
-    "budget-s": (0, F, INF, F, F),
+    "budget-s": (0, F, MAX_DURATION_S, T, F),
     "d-model": (1, T, INF, F, T),
-    "window-s": (0, F, INF, F, F),
+    "window-s": (0, F, 3600, T, F),
     "rel-ci": (0, F, INF, F, F),
-    "cooldown-s": (0, T, INF, F, F),
+    "cooldown-s": (0, T, 3600, T, F),
     "rate-hz": (0, F, 1000, T, F),
-    "duration-s": (0, T, INF, F, F),
+    "duration-s": (0, T, MAX_DURATION_S, T, F),
     "gpus": (1, T, INF, F, T),
     "hours": (0, F, INF, F, F),
     "gpus-per-node": (1, T, INF, F, T),
-    "resets": (0, T, INF, F, T),
+    "resets": (0, T, MAX_COUNT, T, T),
     "drop": (0, T, 1, F, F),
 }
 
@@ -108,9 +109,15 @@ CASES = [(argv, opt) for argv, opts in COMMANDS for opt in opts]
 NEEDS = {"record": {"duration": "1"}}
 
 
-def _valid(opt: str, text: str) -> bool | None:
+# where one option name has another domain in one command
+SPEC_BY_COMMAND: dict[tuple[str, str], tuple[float, bool, float, bool, bool]] = {
+    ("idle", "duration"): (0, F, INF, F, F),
+}
+
+
+def _valid(opt: str, text: str, command: str = "") -> bool | None:
     """Whether ``text`` is in the option's domain; None where typer's integer parsing decides ("2.0", "1e3")."""
-    lo, lo_incl, hi, hi_incl, integer = SPEC[opt]
+    lo, lo_incl, hi, hi_incl, integer = SPEC_BY_COMMAND.get((command, opt), SPEC[opt])
     try:
         x = float(text)
     except (ValueError, OverflowError):
@@ -179,7 +186,7 @@ def test_numeric_options(
     assert code == 2, (argv, code, cap.err[-500:])
     assert len(err) == 1 and err[0].startswith("flopwatch: error: "), err
     names_option = f"'--{opt}'" in err[0]
-    valid = _valid(opt, value.strip())
+    valid = _valid(opt, value.strip(), argv[0])
     if valid is True:
         assert not names_option, (argv, err[0])
     elif valid is False:

@@ -27,6 +27,8 @@ BEYOND = {
     "inference-idle", "telemetry-paused", "counter-reset", "bursts", "split-time", "split-devices", "idle-inflated",
     "dram-inflated", "util-spoofed", "rate-lowered",
 }  # fmt: skip
+#: families whose observables are not the judged run's (another run's trace, a window the rows left)
+LIES = {"replay-sensor", "replay-sensor-real", "clock-fast"}
 #: a fast subset covering every generator kind (and the real records where present)
 FAST = [
     "mixed-fp32-bf16", "fp8-full-power", "underclock", "power-padding", "phase-lock", "nvml-blind", "own-profile",
@@ -61,9 +63,14 @@ def test_no_wrong_below_in_any_family_at_either_threshold(fast):
             or a["verdict_at_best_threshold"] != "below"
             or (a["truth_flops"] <= a["best_threshold_flops"])
         )
-        # the upper bound holds: nothing is hidden above it
-        assert a["hidden_pct"] == 0.0, (a["family"], a["label"])
-    assert fast["upper_bound_violations"] == 0
+        # the upper bound holds: nothing is hidden above it — except where the observables are not the run's
+        # (a replayed trace, a clock run fast: nothing bounds a run never observed), and then a warning says so
+        assert a["hidden_pct"] == 0.0 or (a["n_warnings"] > 0 and a["family"] in LIES), (
+            a["family"],
+            a["label"],
+        )
+    assert fast["upper_bound_violations_unwarned"] == 0
+    assert set(fast["upper_bound_violation_families"]) <= LIES
     json.dumps(fast)  # the contract is plain JSON
 
 

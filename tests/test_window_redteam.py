@@ -52,6 +52,23 @@ def _ledger(tmp_path, rows, checkpoints):
     return path
 
 
+def _witnessed(led, at: float) -> list[str]:
+    """Sign a head and witness it at wall time ``at`` (the verifier's clock): `verdict` needs witnessed rows
+    for a "below" (evidence counts only up to the last head a verifier has seen)."""
+    from pathlib import Path
+
+    from flopwatch.monitor.keys import load_pin
+    from flopwatch.monitor.ledger import Ledger
+    from flopwatch.monitor.witness import witness
+
+    with Ledger(led) as lg:
+        lg.sign_head()
+    log = Path(f"{led}.heads.jsonl")
+    out = witness(str(led), log, load_pin(Path(f"{led}.pub")).key, clock=lambda: at)
+    assert out.ok, out.message
+    return ["--witness", str(log)]
+
+
 def test_verdict_cli_judges_chunks_and_bursts_as_a_whole(capsys, tmp_path, v2_records_path):
     prof = tmp_path / "p.json"
     assert main(["calibrate", str(v2_records_path), "-o", str(prof), "--device", "orin-nano"]) == 0
@@ -210,7 +227,8 @@ def test_verdict_bounds_a_sensor_named_device_with_the_profiles_device(capsys, t
     row["profile_sha256"] = Profile.load(prof).sha256()
     (tmp_path / "b").mkdir()
     led = _ledger(tmp_path / "b", [row], cps)
-    assert main(["verdict", str(led), "--threshold", "3e15", "--profile", str(prof), "--json"]) == 0
+    wit = _witnessed(led, at=1.7e9 + 260)
+    assert main(["verdict", str(led), *wit, "--threshold", "3e15", "--profile", str(prof), "--json"]) == 0
     tot = _json(capsys)["total"]
     assert tot["upper_flops"] is not None and tot["upper_flops"] < 3e15 and tot["verdict"] == "below"
 
@@ -220,6 +238,7 @@ def test_verdict_verifies_the_ledger_and_never_says_below_on_a_tampered_one(caps
     an evader would want) leaves the verdict computed but never "below", and the JSON says why."""
     import sqlite3
 
+    from flopwatch.devices import DEVICES
     from flopwatch.monitor.ledger import read_entries
 
     row = {
@@ -232,15 +251,22 @@ def test_verdict_verifies_the_ledger_and_never_says_below_on_a_tampered_one(caps
         "upper_flops": 6.5e14,
         "regime": "calibrated",
         "warnings": [],
+        # made in the verifier's context (the H100's datasheet peaks, a real sensor): checked by `verdict`
+        "context": {"peaks_in_force": dict(DEVICES["h100"].peak_flops), "sensor_kind": "nvml"},
     }
     cps = [
         {"wall": 1.7e9 + 20 + 60 * i, "devices": {"sim:h100": {"outside_net_energy_j": 0.0}}}
         for i in range(4)
     ]
     led = _ledger(tmp_path, [row], cps)
-    assert main(["verdict", str(led), "--threshold", "1e15", "--device", "h100", "--json"]) == 0
+    wit = _witnessed(led, at=1.7e9 + 260)
+    assert main(["verdict", str(led), *wit, "--threshold", "1e15", "--device", "h100", "--json"]) == 0
     d = _json(capsys)
     assert d["verification"]["ok"] and d["total"]["verdict"] == "below"
+    # the same rows without a witness log: the node's word only, never "below"
+    assert main(["verdict", str(led), "--threshold", "1e15", "--device", "h100", "--json"]) == 0
+    d = _json(capsys)
+    assert d["total"]["verdict"] == "uncertain" and any("no witness log" in w for w in d["total"]["warnings"])
     (ent,) = [e for e in read_entries(led) if e.kind == "workload"]
     edited = ent.payload_text.replace("650000000000000", "650000000000")  # upper bound ÷ 1000
     assert edited != ent.payload_text

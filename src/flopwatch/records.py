@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, overload
 
-from flopwatch.devices import normalize_dtype
+from flopwatch.devices import normalize_dtype, resolve
 from flopwatch.errors import InputError
 from flopwatch.io import check_output_file, is_out_of_range, jsonable, parse_json, read_text, refuse_link
 from flopwatch.units import MW_PER_W, TERA
@@ -471,11 +471,8 @@ def _device_power_bound(device: Any) -> tuple[float, str] | None:
     :data:`MAX_DEVICES_PER_NODE` of them, each drawing at most 1.5× its TDP (devices.py)."""
     if not isinstance(device, str) or not device.strip():
         return None
-    from flopwatch.devices import get_device
-
-    try:
-        spec = get_device(device)
-    except InputError:
+    spec = resolve(device)
+    if spec is None:
         return None
     return (
         MAX_DEVICES_PER_NODE * 1.5 * spec.tdp_w,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from flopwatch.devices import get_device
+from flopwatch.devices import resolve
 from flopwatch.errors import InputError
 
 #: The monitor's detector polls every 1.5 s (Fowler 2026, detection daemon): a counter read more slowly than
@@ -180,10 +180,8 @@ TABLE: Mapping[tuple[str, str], SensorTiming] = MappingProxyType({(s.device, s.s
 
 def _device_key(device: str) -> str:
     name = str(device).removeprefix("sim:").split(":")[0].strip()
-    try:
-        return get_device(name).key
-    except InputError:
-        return name.lower()
+    spec = resolve(name)
+    return spec.key if spec is not None else name.lower()
 
 
 def sensor_timing(device: str, sensor: str) -> SensorTiming | None:
@@ -278,7 +276,9 @@ def sensor_kind_of(spec: str) -> str:
     if s.startswith(("jetson", "ina3221", "tegra")):
         return "ina3221"
     if s.startswith(("dcgm", "prom")):
-        return "dcgm-prof"
+        # the energy a dcgm-exporter/Prometheus sensor reads is DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, i.e. NVML's
+        # counter with NVML's blind share; only its profiling fields (pipe activity) are "dcgm-prof"
+        return "nvml-energy"
     if s.startswith("rapl"):
         return "rapl"
     return s

@@ -80,13 +80,13 @@ def _register_all() -> None:
         workload_cmds,
     )
 
+    run_cmds.register(app)  # the main job first in `flopwatch --help`
     estimate_cmds.register(app)
     telemetry_cmds.register(app)
     join_cmds.register(app)
     workload_cmds.register(app)
     powermodel_cmds.register(app)
     bench_cmds.register(app)
-    run_cmds.register(app)
     sim_cmds.register(app)
     monitor_cmds.register(app)
     verify_cmds.register(app)

@@ -18,17 +18,15 @@ import functools
 import json
 import math
 import sys
-from collections.abc import Mapping
-from dataclasses import asdict, is_dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
     from click import Context
 
+from flopwatch.io import jsonable
 from flopwatch.text import literal as _literal
 
 # Exit statuses of every command (also in README "Exit status" and docs/architecture.md).
@@ -90,9 +88,17 @@ class Command(TyperCommand):
         pieces = [self.options_metavar] if self.options_metavar else []
         for p in self.get_params(ctx):
             if p.param_type_name == "argument":
-                name = (p.name or "").upper() + ("..." if p.nargs != 1 else "")
+                name = p.metavar or (p.name or "").upper() + ("..." if p.nargs != 1 else "")
                 pieces.append(name if p.required else f"[{name}]")
         return pieces
+
+
+class Argument(TyperArgument):
+    """typer's argument; one that declares a metavar (``LEDGER...``) shows it alone, without the type typer
+    0.29 appends (``<list[Path]>`` for a list of paths)."""
+
+    def display_type_rich(self, ctx: Context) -> str | None:
+        return None if self.metavar is not None else super().display_type_rich(ctx)
 
 
 def plain_metavars(cmd: Any) -> Any:
@@ -102,6 +108,9 @@ def plain_metavars(cmd: Any) -> Any:
         plain_metavars(sub)
     if type(cmd) is TyperCommand:
         cmd.__class__ = Command  # a subclass without state of its own: only the usage line differs
+    for p in getattr(cmd, "params", ()):
+        if type(p) is TyperArgument:
+            p.__class__ = Argument  # likewise: only the help line differs
     return cmd
 
 
@@ -143,32 +152,9 @@ def styled(text: object, style: str) -> Any:
     return Text(literal(text), style=style)
 
 
-def to_jsonable(obj: Any) -> Any:
-    """``obj`` as plain JSON values: NaN/inf → None, numpy scalars/arrays → numbers/lists, Paths → str."""
-    if isinstance(obj, bool) or obj is None or isinstance(obj, (int, str)):
-        return obj
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    if callable(getattr(obj, "to_dict", None)):  # records, results: their own JSON form
-        return to_jsonable(obj.to_dict())
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return to_jsonable(asdict(obj))
-    if hasattr(obj, "tolist"):  # numpy arrays and scalars
-        return to_jsonable(obj.tolist())
-    if hasattr(obj, "item"):
-        return to_jsonable(obj.item())
-    return str(obj)
-
-
 def dump_json(obj: Any, *, indent: int | None = 2) -> str:
-    """Strict JSON text of ``obj`` (see :func:`to_jsonable`)."""
-    return json.dumps(to_jsonable(obj), indent=indent, allow_nan=False)
+    """Strict JSON text of ``obj`` (through :func:`flopwatch.io.jsonable`, the one JSON-safe converter)."""
+    return json.dumps(jsonable(obj), indent=indent, allow_nan=False)
 
 
 def echo_json(obj: Any, *, indent: int | None = 2) -> None:

@@ -6,6 +6,7 @@ Heavy imports (numpy/scipy models, matplotlib) happen inside the commands so ``f
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +239,12 @@ def estimate_cmd(
         "verdict bounds (sound): physics, the datasheet and the verifier's counters only — what 'above'/'below' "
         "rest on. calibrated interval: holds only if the workload resembles the calibration runs (later session "
         "included); it never makes a 'below'."
+        + (
+            " decisive at: the smallest threshold, as a multiple of the estimate, under which this run could be "
+            "'below'."
+            if thr is not None
+            else ""
+        )
     )
     n_sim = sum(1 for x in rows if x["simulated"])
     if n_sim:
@@ -252,10 +259,40 @@ def estimate_cmd(
     for x in rows:
         for w in x["warnings"]:
             con.print(f"warning {x['label']}: {w}", style="yellow")
-        for h in x["tighten"] if thr is not None else ():
-            con.print(f"tighten {x['label']}: {h}")
+    if thr is not None:
+        for line in _tighten_lines(rows):
+            con.print(line)
     if skipped:
         con.print(f"skipped {len(skipped)} record(s) of another precision (use --strict to fail instead)")
+
+
+_TIGHTEN = re.compile(r"^(?P<what>.*): ×(?P<now>[0-9.e+-]+) → ×(?P<then>[0-9.e+-]+)$")
+
+
+def _tighten_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The ``tighten`` hints, one line per observation that would help: the same hint on every record of a
+    sweep would otherwise repeat once per record. Each record's own figures stay in ``--json``."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    lines: list[str] = []
+    for x in rows:
+        for h in x["tighten"]:
+            m = _TIGHTEN.match(h)
+            try:
+                groups.setdefault(m["what"], []).append((float(m["now"]), float(m["then"])))  # type: ignore[index]
+            except (TypeError, ValueError):  # a hint of another shape: printed as it is
+                lines.append(f"tighten {x['label']}: {h}")
+    for what, pairs in groups.items():
+        now, then = [p[0] for p in pairs], [p[1] for p in pairs]
+
+        def span(v: list[float]) -> str:
+            lo, hi = min(v), max(v)
+            return f"×{lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"×{lo:.3g}–×{hi:.3g}"
+
+        lines.append(
+            f"tighten ({len(pairs)} of {len(rows)} record(s)): {what}: 'decisive at' {span(now)} → {span(then)} "
+            "(each record's in --json, under 'tighten')"
+        )
+    return lines
 
 
 def evaluate_cmd(

@@ -52,19 +52,22 @@ def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
     from rich.table import Table
 
     t = Table(title=styled(title, ""))
+    # a session's own rows carry no ledger seq yet: no column of dashes for them
+    seq = any(w.get("seq") is not None for w in workloads)
+    warned = any(w.get("warnings") or w.get("flags") for w in workloads)  # else no column of blanks
     for col in (
-        "seq",
+        *(("seq",) if seq else ()),
         "device",
         "start (UTC)",
         "duration s",
-        "net energy J",
+        "net J",
         "estimate",
         "bounds",
         "verdict",
         "regime",
         "status",
-        "coverage",
-        "warnings",
+        "cover",
+        *(("warnings",) if warned else ()),
     ):
         t.add_column(col, overflow="fold")  # user text is shown whole, never cut with an ellipsis
     for w in workloads:
@@ -75,7 +78,7 @@ def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
             *(
                 styled(c, "")
                 for c in (
-                    g("seq", "—"),
+                    *((g("seq", "—"),) if seq else ()),
                     g("device"),
                     _ts(g("start_wall")),
                     _fmt(g("duration_s"), "{:.1f}"),
@@ -86,7 +89,7 @@ def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
                     g("regime") or "—",
                     g("status"),
                     _fmt(g("coverage"), "{:.3f}"),
-                    n_warn or "",
+                    *((n_warn or "",) if warned else ()),
                 )
             )
         )
@@ -147,7 +150,8 @@ def ledger_verify(
             + (f" (sha256 {res.key_fingerprint[:16]}…)" if res.key_fingerprint else "")
             + (f"; genesis {literal(res.genesis_hash)[:16]}…" if res.genesis_hash else "")
             + (
-                f"; {res.witness_heads} witnessed head(s), rows 1..{res.witnessed_size} witnessed"
+                f"; {res.witness_heads} witnessed head(s), "
+                + (f"rows 1..{res.witnessed_size} witnessed" if res.witnessed_size else "no row witnessed")
                 if witness is not None
                 else ""
             )

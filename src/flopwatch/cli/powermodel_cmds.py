@@ -128,7 +128,7 @@ def reproduce_cmd(
 @pm_app.command("fit")
 def fit_cmd(
     data: list[Path] = typer.Argument(
-        ..., help="Aggregate CSV(s) in the MASCOTS schema (e.g. from `flopwatch bench`)."
+        ..., metavar="CSV...", help="Aggregate CSV(s) in the MASCOTS schema (e.g. from `flopwatch bench`)."
     ),
     by: str = typer.Option(
         "gpu", "--by", help="Group fits by 'gpu', 'dtype' (gpu, dtype) or 'cell' (gpu, dtype, batch)."
@@ -267,7 +267,7 @@ def predict_cmd(
 @pm_app.command("evaluate")
 def evaluate_cmd(
     data: list[Path] | None = typer.Argument(
-        None, help="Aggregate CSVs (default: the bundled MASCOTS data)."
+        None, metavar="CSV...", help="Aggregate CSVs (default: the bundled MASCOTS data)."
     ),
     gpu: list[str] | None = typer.Option(
         None, "--gpu", metavar="<gpu>", help="Only these GPUs (repeatable)."

@@ -33,7 +33,9 @@ def _counts(c: dict[str, int]) -> str:
 
 def verdict_cmd(
     ledgers: list[Path] = typer.Argument(
-        ..., help="Monitor ledger(s) (SQLite) to read, one per node of the job; never written."
+        ...,
+        metavar="LEDGER...",
+        help="Monitor ledger(s) (SQLite) to read, one per node of the job; never written.",
     ),
     threshold: str = typer.Option(..., "--threshold", help="Compute threshold in FLOP (e.g. 1e14)."),
     window: str = typer.Option(
@@ -53,12 +55,14 @@ def verdict_cmd(
     public_key: list[Path] | None = typer.Option(
         None,
         "--public-key",
+        metavar="<pin>",
         help="Pin to verify a ledger against (`ledger export-key`), one per ledger in their order; default: "
         "LEDGER.pub, else the genesis key.",
     ),
     witness: list[Path] | None = typer.Option(
         None,
         "--witness",
+        metavar="<heads.jsonl>",
         help="Witness log (`ledger witness`) per ledger, in their order: heads checked as prefixes, and the "
         "windows placed by the witness's clock rather than the node's.",
     ),
@@ -75,6 +79,7 @@ def verdict_cmd(
         NodeRows,
         clock_jumps,
         context_of,
+        judge_contexts,
         merge_nodes,
         namespace,
         place_by_witness,
@@ -123,6 +128,23 @@ def verdict_cmd(
                 "`flopwatch ledger verify`"
             )
         node.blockers.extend(who + b for b in clock_jumps(node.entries))
+        # evidence counts only up to the last head a verifier has seen (issue 23): rows no witnessed head covers,
+        # and their times, are the word of whoever holds the node's key (rows dropped or re-timed go unseen)
+        if heads is None:
+            node.blockers.append(
+                f"{who}no witness log (--witness HEADS.jsonl): the rows and their times are the node's word, "
+                "which its key holder could have rewritten"
+            )
+        elif check.ok and check.witnessed_size < check.n_rows:
+            node.blockers.append(
+                f"{who}rows {check.witnessed_size + 1}..{check.n_rows} come after the newest witnessed head: "
+                "run `flopwatch ledger witness` before judging"
+            )
+        # every row judged in the verifier's context (its profile, its device table, a real sensor): a
+        # difference is a named warning on the row, never "below"
+        node.entries = judge_contexts(
+            node.entries, profile_sha256=prof.sha256() if prof is not None else None, device=device
+        )
         if heads is not None:
             good = [h for h in heads if h.head.size <= check.witnessed_size]
             node.entries, notes = place_by_witness(node.entries, good, now)

@@ -22,12 +22,13 @@ and the recorded context a row is judged in.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
+
+from flopwatch.units import finite
 
 #: Pipe names of ``pipe_active_s`` (DCGM PIPE_TENSOR/FP64/FP32/FP16_ACTIVE; NVML GPM the same four).
 PIPES: tuple[str, ...] = ("tensor", "fp64", "fp32", "fp16")
@@ -125,7 +126,7 @@ class Observables:
             bpj = self.tb_moved * 1e12 / e
         return {
             "bytes_per_j": bpj,
-            "net_power_w": e / t if _pos(t) and _finite(e) else None,
+            "net_power_w": e / t if _pos(t) and (finite(e) is not None) else None,
             "mean_util": self.mean_util,
             "sm_clock_mhz": self.sm_clock_mhz,
             "power_limit_w": self.power_limit_w,
@@ -135,15 +136,11 @@ class Observables:
     def has_pipes(self) -> bool:
         """Every pipe's activity observed (the format-blind pipe bound needs all four)."""
         p = self.pipe_active_s
-        return p is not None and all(_finite(p.get(k)) and p[k] >= 0 for k in PIPES)
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+        return p is not None and all((finite(p.get(k)) is not None) and p[k] >= 0 for k in PIPES)
 
 
 def _pos(x: Any) -> bool:
-    return _finite(x) and x > 0
+    return (finite(x) is not None) and x > 0
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from flopwatch.estimate.intervals import Estimate, check_confidence, log_halfwid
 from flopwatch.estimate.models import FlopModel, get_model
 from flopwatch.io import atomic_write, is_out_of_range, parse_json
 from flopwatch.records import RecordSet, WorkloadRecord, read_text_file
+from flopwatch.units import finite
 
 PROFILE_SCHEMA = "flopwatch.profile/1"
 _REQUIRED = ("schema", "model", "params", "confidence", "interval", "training", "created")
@@ -48,10 +49,6 @@ _REQUIRED = ("schema", "model", "params", "confidence", "interval", "training", 
 # exp() of any interval width (even recomputed at another confidence) far from float overflow (e^709).
 MAX_LOG_RATIO = 50.0
 VERIFIER_VERSION = 1
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _show(x: Any) -> str:
@@ -176,14 +173,14 @@ class Profile:
         """FLOP estimate with interval for one workload. InputError for bad numbers or missing features."""
         rec = label
         for name, v, strictly in (("net_energy_j", net_energy_j, False), ("duration_s", duration_s, True)):
-            if not _finite(v) or v < 0 or (strictly and v == 0):
+            if finite(v) is None or v < 0 or (strictly and v == 0):
                 raise InputError(
                     f"must be a finite number {'>' if strictly else '>='} 0, got {v!r}",
                     record=rec,
                     field=name,
                 )
         for name, opt in (("tb_moved", tb_moved), ("mean_util", mean_util)):
-            if opt is not None and (not _finite(opt) or opt < 0):
+            if opt is not None and (finite(opt) is None or opt < 0):
                 raise InputError(f"must be a finite number >= 0, got {opt!r}", record=rec, field=name)
         want = normalize_dtype(dtype)
         trained = self.dtype
@@ -366,7 +363,7 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
     if not isinstance(params, dict) or not params:
         raise ProfileError("must be a non-empty object of numbers", file=file, field="params")
     for k, v in params.items():
-        if not _finite(v):
+        if finite(v) is None:
             raise ProfileError(f"must be a finite number, got {_show(v)}", file=file, field=f"params.{k}")
     try:
         check_confidence(d["confidence"])
@@ -378,7 +375,7 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
     for key in ("method", "log_halfwidth", "residuals_log_ratio"):
         if key not in iv:
             raise ProfileError("is missing", file=file, field=f"interval.{key}")
-    if not _finite(iv["log_halfwidth"]) or not 0 < iv["log_halfwidth"] <= MAX_LOG_RATIO:
+    if finite(iv["log_halfwidth"]) is None or not 0 < iv["log_halfwidth"] <= MAX_LOG_RATIO:
         # zero width would claim an exact estimate: no calibration on measured energy supports that
         raise ProfileError(
             f"must be a number in (0, {MAX_LOG_RATIO:g}] (a zero-width interval is not a calibration, "
@@ -390,7 +387,7 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
     if not isinstance(iv["method"], str):
         raise ProfileError("must be a string", file=file, field="interval.method")
     res = iv["residuals_log_ratio"]
-    if not isinstance(res, list) or len(res) < 2 or not all(_finite(x) for x in res):
+    if not isinstance(res, list) or len(res) < 2 or not all((finite(x) is not None) for x in res):
         raise ProfileError(
             "must be a list of at least 2 finite numbers", file=file, field="interval.residuals_log_ratio"
         )
@@ -415,7 +412,7 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
         if not isinstance(ranges, dict):
             raise ProfileError("must be an object", file=file, field="training.ranges")
         for key, rng in ranges.items():
-            if not (isinstance(rng, list) and len(rng) == 2 and all(_finite(x) for x in rng)):
+            if not (isinstance(rng, list) and len(rng) == 2 and all((finite(x) is not None) for x in rng)):
                 raise ProfileError(
                     f"must be a [low, high] pair of finite numbers, got {_show(rng)}",
                     file=file,
@@ -432,12 +429,12 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
         if not isinstance(filters, dict):
             raise ProfileError("must be an object", file=file, field="training.filters")
         mu = filters.get("min_util")
-        if mu is not None and not (_finite(mu) and 0.0 <= mu <= 1.0):
+        if mu is not None and not ((finite(mu) is not None) and 0.0 <= mu <= 1.0):
             raise ProfileError(
                 f"must be a number between 0 and 1, got {mu!r}", file=file, field="training.filters.min_util"
             )
     idle = d.get("idle_power_w")
-    if idle is not None and (not _finite(idle) or idle < 0):
+    if idle is not None and (finite(idle) is None or idle < 0):
         raise ProfileError(
             f"must be a finite number >= 0 or null, got {idle!r}", file=file, field="idle_power_w"
         )
@@ -450,7 +447,7 @@ def _validate(d: dict[str, Any], file: str | None) -> dict[str, Any]:
             raise ProfileError("must be an object", file=file, field="diagnostics")
         for key, v in diag.items():
             # error percentages: a non-finite or negative one is a corrupt (or degenerate) calibration
-            if key.endswith("_pct") and v is not None and not (_finite(v) and v >= 0):
+            if key.endswith("_pct") and v is not None and not ((finite(v) is not None) and v >= 0):
                 raise ProfileError(
                     f"must be a finite number >= 0 or null, got {_show(v)}",
                     file=file,
@@ -480,7 +477,10 @@ def _validate_verifier(v: Any, file: str | None) -> None:
         raise ProfileError("must be an object", file=file, field="verifier.regime")
     for key, rng in reg.items():
         if not (
-            isinstance(rng, list) and len(rng) == 2 and all(_finite(x) for x in rng) and rng[0] <= rng[1]
+            isinstance(rng, list)
+            and len(rng) == 2
+            and all((finite(x) is not None) for x in rng)
+            and rng[0] <= rng[1]
         ):
             raise ProfileError(
                 f"must be a [low, high] pair of finite numbers, got {rng!r}",
@@ -494,7 +494,7 @@ def _validate_verifier(v: Any, file: str | None) -> None:
     if not isinstance(eff, dict):
         raise ProfileError("must be an object", file=file, field="verifier.efficiency.flops_per_j")
     for key, x in eff.items():
-        if not (_finite(x) and x > 0):
+        if not ((finite(x) is not None) and x > 0):
             raise ProfileError(
                 f"must be a positive finite number, got {x!r}",
                 file=file,
@@ -502,7 +502,7 @@ def _validate_verifier(v: Any, file: str | None) -> None:
             )
     for key in ("idle_power_w", "idle_drift_w"):
         x = v.get(key)
-        if x is not None and not (_finite(x) and x >= 0):
+        if x is not None and not ((finite(x) is not None) and x >= 0):
             raise ProfileError(
                 f"must be a finite number >= 0 or null, got {x!r}", file=file, field=f"verifier.{key}"
             )

@@ -22,12 +22,12 @@ efficient (the simulator's DVFS model, sim/dvfs.py: dynamic energy per operation
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from flopwatch.estimate.observe import Observables
+from flopwatch.units import finite
 
 #: Observables a regime is described by, with their units (all computable without trusting a label).
 OBSERVABLES: Mapping[str, str] = {
@@ -85,12 +85,8 @@ class Deviation:
         }
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def _pos(x: Any) -> bool:
-    return _finite(x) and x > 0
+    return (finite(x) is not None) and x > 0
 
 
 def regime_ranges(
@@ -106,7 +102,7 @@ def regime_ranges(
         return out
     for name in OBSERVABLES:
         vals = [o.values()[name] for o in obs]
-        if any(v is None or not _finite(v) for v in vals):
+        if any(v is None or finite(v) is None for v in vals):
             continue
         lo, hi = float(min(vals)), float(max(vals))  # type: ignore[type-var]
         if name == "mean_util":
@@ -136,7 +132,7 @@ def check_regime(
     for name, rng in ranges.items():
         lo, hi = (float(x) for x in rng)
         v = values.get(name)
-        if v is None or not _finite(v):
+        if v is None or finite(v) is None:
             out.append(Deviation(name, None, lo, hi, None))
             continue
         wlo, whi = widened(name, lo, hi)

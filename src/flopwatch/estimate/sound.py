@@ -42,6 +42,7 @@ from flopwatch.devices import DEVICES, DeviceSpec, get_device
 from flopwatch.estimate.bounds import V_MIN_RATIO
 from flopwatch.estimate.observe import PIPES, Observables, ObservedWindows
 from flopwatch.estimate.session import SESSION_LOG_SD  # re-exported: the lower bound's session shift
+from flopwatch.units import finite
 
 #: The least share of its net TDP (TDP − idle) a device draws while running its fastest format at the dense
 #: peak and the maximum clock. Checked against every row of the MASCOTS data (Enskat & Wiesner 2026, bundled
@@ -222,16 +223,13 @@ class SoundUpper:
     terms: Mapping[str, float] = field(default_factory=dict)  # how many windows each term decided
 
     def to_dict(self) -> dict[str, Any]:
-        def fin(x: float | None) -> float | None:
-            return None if x is None or not math.isfinite(x) else float(x)
-
         return {
-            "flops": fin(self.flops),
+            "flops": finite(self.flops),
             "basis": self.basis,
-            "rate_flops": fin(self.rate_flops),
-            "energy_flops": fin(self.energy_flops),
-            "pipe_flops": fin(self.pipe_flops),
-            "unobserved_flops": fin(self.unobserved_flops),
+            "rate_flops": finite(self.rate_flops),
+            "energy_flops": finite(self.energy_flops),
+            "pipe_flops": finite(self.pipe_flops),
+            "unobserved_flops": finite(self.unobserved_flops),
             "windows": self.windows,
             "decided_by": dict(self.terms),
         }
@@ -313,8 +311,7 @@ def sound_upper(
     stack = np.vstack(terms)
     idx = np.argmin(stack, axis=0)
     per_window = stack[idx, np.arange(n)]
-    unobs = float(obs.unobserved_s or 0.0) * dev.peak_fastest
-    total = float(np.sum(per_window)) + unobs
+    seen = float(np.sum(per_window))
     names = ("rate", "energy", "pipes")
     decided = {names[i]: int(np.sum(idx == i)) for i in range(stack.shape[0]) if np.any(idx == i)}
     main = max(decided, key=lambda k: decided[k]) if decided else "rate"
@@ -331,44 +328,103 @@ def sound_upper(
         if n <= 1
         else f"Σ over {n} windows of min(rate, energy{', pipes' if pipe_total is not None else ''}); mostly {how}"
     )
-    if unobs > 0:
-        basis += f"; + {float(obs.unobserved_s):.4g} s unobserved at peak rate"
-    # pipe counters that covered more than the energy sensor (they count every cycle: NVML's blind part of each
-    # 100 ms included) bound the time they covered on their own; only the rest stays at peak rate
-    whole = _covered_by_pipes(dev, obs, assume_clock_mhz) if use_pipes else None
-    if whole is not None and whole < total:
-        total = whole
+    # The energy sensor's blind time (gaps, the blind part of its averaging window: NVML's 75 ms of every 100 ms
+    # on A100/H100) holds work the energy terms never saw. Where the pipe counters covered it (they count every
+    # cycle), that work is bounded by the pipe bound over their whole coverage (its share of the blind time is
+    # unknown, so all of it); where they did not, at peak rate.
+    cov = pipe_coverage(obs) if use_pipes else None
+    whole = _covered_by_pipes(dev, obs, assume_clock_mhz, cov) if cov is not None else None
+    blind = blind_split(obs, cov)
+    at_peak = blind.uncovered_s * dev.peak_fastest
+    blind_flops = at_peak + (
+        min(blind.covered_s * dev.peak_fastest, whole.pipe_flops) if whole is not None else 0.0
+    )
+    total = seen + blind_flops
+    if blind.uncovered_s > 0:
+        basis += (
+            f"; + {blind.uncovered_s:.4g} s unobserved at peak rate (neither energy nor pipe counters saw it)"
+        )
+    if blind.covered_s > 0:
+        basis += f"; + {blind.covered_s:.4g} s unobserved by the energy sensor, bounded by the pipe counters"
+    # the pipe counters alone over everything they covered, the rest at peak: the smaller of the two holds
+    if whole is not None and whole.flops < total:
+        total = whole.flops
         decided = {"pipes (their whole coverage)": 1}
         basis = (
-            f"pipe activity over the {float(obs.pipe_observed_s or 0.0):.4g} s the counters covered × each pipe's "
+            f"pipe activity over the {whole.covered_s:.4g} s the counters covered × each pipe's "
             f"fastest format (tensor: {dev.pipes.tensor / 1e12:.4g} TFLOP/s, format-blind) × clock ratio"
-            + ("; the rest at peak rate" if float(obs.pipe_observed_s or 0.0) < float(obs.duration_s) else "")
+            + (f"; the other {whole.uncovered_s:.4g} s at peak rate" if whole.uncovered_s > 0 else "")
         )
-        pipe_total = whole - unobs
+        pipe_total = whole.pipe_flops
+        blind_flops = whole.uncovered_s * dev.peak_fastest
     return SoundUpper(
         flops=total,
         basis=f"sound: {basis} [{dev.key}]",
-        rate_flops=float(np.sum(rate)) + unobs,
-        energy_flops=float(np.sum(energy)) + unobs,
-        pipe_flops=None if pipe_total is None else pipe_total + unobs,
-        unobserved_flops=unobs,
+        rate_flops=float(np.sum(rate)) + at_peak,
+        energy_flops=float(np.sum(energy)) + at_peak,
+        pipe_flops=None if pipe_total is None else pipe_total + blind_flops,
+        unobserved_flops=blind_flops,
         windows=n,
         terms=decided,
     )
 
 
-def _covered_by_pipes(dev: DeviceBasis, obs: Observables, assume_clock_mhz: float | None) -> float | None:
-    """Σ_pipe (active s + resolution × covered s) × pipe peak × the run's highest clock ratio + the time the pipe
-    counters did not cover at peak rate; None unless ``pipe_observed_s`` is given with the four pipes."""
-    if not obs.has_pipes or obs.pipe_observed_s is None:
+def pipe_coverage(obs: Observables) -> float | None:
+    """Seconds of the run the pipe counters covered: ``pipe_observed_s`` (clamped to the run), else — with the
+    four pipes observed — what the energy sensor saw (duration − ``unobserved_s``); None without pipes."""
+    if not obs.has_pipes:
         return None
+    t = max(float(obs.duration_s), 0.0)
+    if obs.pipe_observed_s is not None:
+        return min(max(float(obs.pipe_observed_s), 0.0), t)
+    return max(0.0, t - float(obs.unobserved_s or 0.0))
+
+
+@dataclass(frozen=True)
+class BlindSplit:
+    """The energy sensor's blind time, split into what the pipe counters covered and what nothing saw."""
+
+    covered_s: float
+    uncovered_s: float
+
+
+def blind_split(obs: Observables, pipe_covered_s: float | None) -> BlindSplit:
+    """Of the energy sensor's ``unobserved_s`` U, the part the pipe counters covered: what their coverage C
+    exceeds the energy sensor's T − U by (the counters cover every cycle the energy sensor does), ≤ U."""
+    t = max(float(obs.duration_s), 0.0)
+    u = (
+        min(max(float(obs.unobserved_s or 0.0), 0.0), t)
+        if t > 0
+        else max(float(obs.unobserved_s or 0.0), 0.0)
+    )
+    if pipe_covered_s is None:
+        return BlindSplit(0.0, u)
+    c = min(u, max(0.0, pipe_covered_s - (t - u)))
+    return BlindSplit(c, u - c)
+
+
+@dataclass(frozen=True)
+class PipeWhole:
+    """The pipe bound over the counters' whole coverage, and the time they did not cover (at peak)."""
+
+    pipe_flops: float
+    covered_s: float
+    uncovered_s: float
+    flops: float  # pipe_flops + uncovered_s × peak
+
+
+def _covered_by_pipes(
+    dev: DeviceBasis, obs: Observables, assume_clock_mhz: float | None, cov: float
+) -> PipeWhole:
+    """Σ_pipe (active s + resolution × covered s) × pipe peak × the run's highest clock ratio over the ``cov``
+    seconds the counters covered, and the rest of the run at peak rate."""
     pa = obs.pipe_active_s or {}
-    t = float(obs.duration_s)
-    cov = min(max(float(obs.pipe_observed_s), 0.0), t)
+    t = max(float(obs.duration_s), 0.0)
     f = obs.max_sm_clock_mhz if obs.max_sm_clock_mhz is not None else assume_clock_mhz
     clk = f / dev.max_clock_mhz if f is not None and f > 0 and dev.max_clock_mhz else 1.0
     pipes = sum((pa[p] + PIPE_RATIO_RESOLUTION * cov) * dev.pipes.get(p) for p in PIPES) * clk
-    return pipes + (t - cov) * dev.peak_fastest
+    rest = max(0.0, t - cov)
+    return PipeWhole(pipes, cov, rest, pipes + rest * dev.peak_fastest)
 
 
 def floor_peaks(spec: DeviceSpec) -> dict[str, float]:

@@ -29,7 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flopwatch.devices import DeviceSpec, get_device
+import numpy as np
+
+from flopwatch.devices import DeviceSpec, resolve
 from flopwatch.errors import InputError
 from flopwatch.estimate.bounds import (
     MIN_COVERAGE,
@@ -38,6 +40,7 @@ from flopwatch.estimate.bounds import (
     idle_drift_w,
     resolve_device,
 )
+from flopwatch.estimate.intervals import log_halfwidth
 from flopwatch.estimate.observe import (
     CONTEXT_KEYS,
     PIPES,
@@ -59,6 +62,8 @@ from flopwatch.estimate.sound import (
     sound_upper,
     verdict_peaks,
 )
+from flopwatch.sensor_timing import SamplingCheck, check_sampling, sensor_kind_of
+from flopwatch.units import finite
 
 if TYPE_CHECKING:
     from flopwatch.estimate.profile import Profile
@@ -67,16 +72,18 @@ if TYPE_CHECKING:
 #: Back-compatible name of the session shift (one SD of log J/TFLOP between sessions; fitted, see
 #: :mod:`flopwatch.estimate.session`).
 SESSION_JPT_SD = SESSION_LOG_SD
+#: Confidence of the interval whose lower end an accusation rests on (the calibration's leave-one-out error and
+#: the fitted session shift, both at its z). The estimate's 90 % interval describes typical runs: 5 % of honest
+#: runs fall under its lower end by construction, so it may not accuse. At 99.8 % (two-sided) an honest run in
+#: regime is accused at most 0.1 % of the time under the fitted error model (Student-t in log space: the
+#: conformal rank does not exist below 499 calibration runs; intervals.py).
+ACCUSATION_CONFIDENCE = 0.998
 #: Slowest sampling a row may rest on: the Jetson study sampled at 2 Hz and its detector polls every 1.5 s
 #: (Fowler 2026); under 1 Hz a workload shorter than the detector's two-poll start leaves no sample.
 MIN_SAMPLE_RATE_HZ = 1.0
 #: Sensor kinds that are not a measurement of the device being judged.
 REPLAY_SENSOR_KINDS = ("replay", "sim", "simulated")
 VERDICTS = ("above", "below", "uncertain", "n/a")
-
-
-def _fin(x: float | None) -> float | None:
-    return x if x is None or math.isfinite(x) else None
 
 
 @dataclass(frozen=True)
@@ -132,21 +139,21 @@ class Assessment:
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
-            "lower_flops": _fin(self.verdict_lower_flops),  # contract keys: the verdict's bounds
-            "upper_flops": _fin(self.verdict_upper_flops),  # null: unbounded
+            "lower_flops": finite(self.verdict_lower_flops),  # contract keys: the verdict's bounds
+            "upper_flops": finite(self.verdict_upper_flops),  # null: unbounded
             "bound": self.verdict_basis,
-            "verdict_lower_flops": _fin(self.verdict_lower_flops),
-            "verdict_upper_flops": _fin(self.verdict_upper_flops),
+            "verdict_lower_flops": finite(self.verdict_lower_flops),
+            "verdict_upper_flops": finite(self.verdict_upper_flops),
             "verdict_basis": self.verdict_basis,
-            "estimate_flops": _fin(self.estimate_flops),
-            "calibrated_lower_flops": _fin(self.calibrated_lower_flops),
-            "calibrated_upper_flops": _fin(self.calibrated_upper_flops),
+            "estimate_flops": finite(self.estimate_flops),
+            "calibrated_lower_flops": finite(self.calibrated_lower_flops),
+            "calibrated_upper_flops": finite(self.calibrated_upper_flops),
             "calibrated_interval": "calibrated interval (holds only under the assumptions; never makes 'below')",
             "confidence": self.confidence,
             "assumptions": self.assumptions,
             "warnings": list(self.warnings),
             "notes": list(self.notes),
-            "decisive_at": _fin(self.decisive_at),
+            "decisive_at": finite(self.decisive_at),
             "tighten": list(self.tighten),
             "threshold_flops": self.threshold_flops,
             "regime": self.regime,
@@ -157,19 +164,13 @@ class Assessment:
         }
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return None
-    return float(x)
-
-
 def observables_from_record(r: WorkloadRecord) -> Observables:
     """The observables of a record (its label, config and dtype are never read)."""
     raw = r.raw
-    clock = _num(raw.get("mean_sm_clock_mhz", raw.get("sm_clock_mhz")))
+    clock = finite(raw.get("mean_sm_clock_mhz", raw.get("sm_clock_mhz")))
     pipes = raw.get("pipe_active_s")
     pa = None
-    if isinstance(pipes, Mapping) and all(_num(pipes.get(k)) is not None for k in PIPES):
+    if isinstance(pipes, Mapping) and all(finite(pipes.get(k)) is not None for k in PIPES):
         pa = {k: float(pipes[k]) for k in PIPES}
     return Observables(
         net_energy_j=r.net_energy_j,
@@ -177,15 +178,15 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
         tb_moved=r.tb_moved,
         mean_util=r.mean_util,
         sm_clock_mhz=clock,
-        power_limit_w=_num(raw.get("power_limit_w")),
+        power_limit_w=finite(raw.get("power_limit_w")),
         idle_power_w=r.idle_power_w,
-        coverage=_num(raw.get("coverage")),
-        min_sm_clock_mhz=_num(raw.get("min_sm_clock_mhz")),
-        max_sm_clock_mhz=_num(raw.get("max_sm_clock_mhz")),
-        peak_power_w=_num(raw.get("peak_power_w")),
-        unobserved_s=_num(raw.get("unobserved_s")),
+        coverage=finite(raw.get("coverage")),
+        min_sm_clock_mhz=finite(raw.get("min_sm_clock_mhz")),
+        max_sm_clock_mhz=finite(raw.get("max_sm_clock_mhz")),
+        peak_power_w=finite(raw.get("peak_power_w")),
+        unobserved_s=finite(raw.get("unobserved_s")),
         pipe_active_s=pa,
-        pipe_observed_s=_num(raw.get("pipe_observed_s")),
+        pipe_observed_s=finite(raw.get("pipe_observed_s")),
     )
 
 
@@ -214,35 +215,57 @@ def threshold_verdict(
 
     * "n/a" without a threshold;
     * "above" only when the lower bound is finite and over the threshold;
-    * "below" only when the (sound) upper bound is finite and under it, the estimate is positive and finite,
-      **and** no assumption was violated: any entry in ``warnings`` turns a "below" into "uncertain";
-    * otherwise "uncertain" — a non-positive or non-finite estimate or bound is never "below".
+    * "below" only when the (sound) upper bound is finite and under it **and** no assumption was violated: any
+      entry in ``warnings`` turns a "below" into "uncertain". The certificate rests on the bound alone, so no
+      calibrated estimate is needed (``None``: a fleet without a profile is judged too); an estimate that *was*
+      made must be positive and finite, since a non-positive one says the measurement or the profile is broken;
+    * otherwise "uncertain" — a non-finite bound is never "below".
     """
     if threshold_flops is None:
         return "n/a"
-    if _num(lower_flops) is not None and lower_flops > threshold_flops:  # type: ignore[operator]
+    if finite(lower_flops) is not None and lower_flops > threshold_flops:  # type: ignore[operator]
         return "above"
-    e, u = _num(estimate_flops), _num(upper_flops)
-    if e is not None and e > 0 and u is not None and 0 <= u < threshold_flops and not warnings:
+    e, u = finite(estimate_flops), finite(upper_flops)
+    estimate_ok = estimate_flops is None or (e is not None and e > 0)
+    if estimate_ok and u is not None and 0 <= u < threshold_flops and not warnings:
         return "below"
     return "uncertain"
 
 
 def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> DeviceSpec | None:
-    if isinstance(device, DeviceSpec):
-        return device
+    """The device judged: ``device`` (a spec, a key, an NVML or simulated name, ``h100:0``) through
+    :func:`flopwatch.devices.resolve`; a sensor name that names no model (``jetson:VDD_CPU_GPU_CV``): the
+    profile's device, which it was calibrated on and which the monitor applies it to."""
     if device:
-        try:
-            return get_device(str(device).removeprefix("sim:").split(":")[0])
-        except InputError:
-            spec = resolve_device(device)
-            if spec is not None:
-                return spec
-        # a sensor name that names no model (``jetson:VDD_CPU_GPU_CV``): the profile's device, which it was
-        # calibrated on and which the monitor applies it to
+        spec = resolve(device, str(device).removeprefix("sim:").split(":")[0])
+        if spec is not None:
+            return spec
     if profile is not None and profile.device_key:
         return resolve_device(profile.device_key)
     return None
+
+
+def _kinds(ctx: Mapping[str, Any]) -> list[str]:
+    kinds = ctx.get("sensor_kind") or ()
+    return [str(k).strip().lower() for k in ([kinds] if isinstance(kinds, str) else list(kinds))]
+
+
+def sampling_checks(
+    context: Mapping[str, Any] | None, device: DeviceSpec | str | None
+) -> list[SamplingCheck]:
+    """:func:`flopwatch.sensor_timing.check_sampling` of each sensor kind the row records, at its recorded
+    ``sample_rate_hz``, on ``device`` — only those the sensor-timing table knows (empty without a rate)."""
+    ctx = dict(context or {})
+    rate = finite(ctx.get("sample_rate_hz"))
+    key = device.key if isinstance(device, DeviceSpec) else device
+    if rate is None or rate <= 0 or not key:
+        return []
+    out = []
+    for kind in _kinds(ctx):
+        chk = check_sampling(str(key), sensor_kind_of(kind), rate)
+        if chk.timing is not None:
+            out.append(chk)
+    return out
 
 
 def context_warnings(
@@ -250,10 +273,15 @@ def context_warnings(
     verifier_context: Mapping[str, Any] | None,
     *,
     min_rate_hz: float = MIN_SAMPLE_RATE_HZ,
+    device: DeviceSpec | str | None = None,
 ) -> list[str]:
     """Named warnings for a row's recorded context: a peak override, a replay/simulated sensor, too slow a rate,
     and every key of :data:`~flopwatch.estimate.observe.CONTEXT_KEYS` the verifier set that the row records
-    differently (a key the verifier leaves None is not compared)."""
+    differently (a key the verifier leaves None is not compared).
+
+    "Too slow" is per device and sensor where the sensor-timing table knows the pair (``device`` given and
+    ``sensor_kind`` recorded: below the rate that reads every update of a point sensor, or the detector's
+    poll of a counter); otherwise the flat ``min_rate_hz``."""
     out: list[str] = []
     ctx = dict(context or {})
     if ctx.get("peak_override"):
@@ -266,8 +294,16 @@ def context_warnings(
                 f"sensor kind {kind!r} is a replay or simulation, not a measurement of the device judged"
             )
             break
-    rate = _num(ctx.get("sample_rate_hz"))
-    if rate is not None and rate < min_rate_hz:
+    rate = finite(ctx.get("sample_rate_hz"))
+    checks = sampling_checks(ctx, device)
+    if checks:
+        out.extend(
+            f"sampling rate below the device's need: {w}"
+            for c in checks
+            if not c.adequate
+            for w in c.warnings[:1]
+        )
+    elif rate is not None and rate < min_rate_hz:
         out.append(f"sampling rate {rate:.3g} Hz is below the {min_rate_hz:g} Hz this verdict needs")
     if verifier_context is not None:
         if context is None:
@@ -332,7 +368,13 @@ def assess(
         )
     warnings: list[str] = [str(w) for w in extra_warnings]
     notes: list[str] = []
-    warnings += context_warnings(context, verifier_context)
+    warnings += context_warnings(context, verifier_context, device=spec)
+    if obs.unobserved_s is None:
+        # a rate but no explicit unobserved time: the sensor-timing table says how much of the run no reading
+        # reflects (the most any recorded sensor leaves unseen: the larger share only loosens the bound)
+        fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
+        if fr and max(fr) > 0:
+            obs = dataclasses.replace(obs, unobserved_s=max(fr) * t)
     if E < 0:
         warnings.append(
             f"negative net energy {E:.4g} J: the idle baseline is above the run's power (baseline taken under load?)"
@@ -373,7 +415,7 @@ def assess(
 
     # ---- the calibrated estimate (rests on the workload resembling the calibration)
     est_flops: float | None = None
-    cal_lo = cal_hi = conf = None
+    cal_lo = cal_hi = conf = acc_lo = None
     model = None
     deviations: list[Deviation] = []
     dtype = None
@@ -413,6 +455,7 @@ def assess(
                 q0 = math.log(hi / est.flops) if hi > est.flops else 0.0
                 dq = float(widen(q0, est.confidence, SESSION_LOG_SD)) - q0
                 cal_lo, cal_hi = lo * math.exp(-dq), hi * math.exp(dq)
+                acc_lo = accusation_lower(profile, est.flops, q0, est.confidence)
     ok = est_flops is not None and math.isfinite(est_flops) and est_flops > 0
     regime = (
         "uncalibrated"
@@ -436,7 +479,7 @@ def assess(
     lower, low_basis = 0.0, "0 (no calibrated statement in regime)"
     if (
         ok
-        and cal_lo is not None
+        and acc_lo is not None
         and regime == "calibrated"
         and E >= 0
         and spec is not None
@@ -448,14 +491,18 @@ def assess(
         run_clk = obs.max_sm_clock_mhz if obs.max_sm_clock_mhz is not None else None
         cf = clock_ratio_factor(cal_clk, run_clk, spec.max_sm_clock_mhz)
         if obs.coverage is None or obs.coverage >= MIN_COVERAGE:
-            lower = cal_lo * fr * cf
-            low_basis = f"calibrated lower × {fr:.3g} (if the run were {fmt}) × {cf:.3g} (clock)"
+            lower = acc_lo * fr * cf
+            low_basis = (
+                f"estimate's {ACCUSATION_CONFIDENCE:.1%} lower end (calibration error and session shift) × "
+                f"{fr:.3g} (if the run were {fmt}) × {cf:.3g} (clock)"
+            )
     if ok and est_flops > upper:  # type: ignore[operator]
         warnings.append(
             f"the calibrated estimate {est_flops:.4g} exceeds the sound upper bound {upper:.4g}: the profile or "
             "the device table is wrong for this run"
         )
-    if threshold_flops is not None and not ok and upper < threshold_flops:
+    if profile is not None and threshold_flops is not None and not ok and upper < threshold_flops:
+        # the verifier's profile gave no positive estimate: the measurement or the profile is broken
         warnings.append("no positive calibrated estimate: never 'below'")
     warnings = list(dict.fromkeys(warnings))
     v = threshold_verdict(est_flops, lower, upper, threshold_flops, warnings)
@@ -509,10 +556,13 @@ def _tighten(
             out.append(f"with the SM clock range observed (at the maximum clock): ×{a:.3g} → ×{b:.3g}")
     pipes_seen = obs.has_pipes or (w is not None and w.has_pipes)
     if not pipes_seen and spec is not None and dtype in spec.peak_flops and dtype != "fp32":
-        t_obs = max(0.0, obs.duration_s - float(obs.unobserved_s or 0.0))
-        tensor_s = min(t_obs, est / spec.peak_flops[dtype])
+        # the counters count every cycle: they would cover the whole run, the energy sensor's blind time too
+        tensor_s = min(obs.duration_s, est / spec.peak_flops[dtype])
         hyp = dataclasses.replace(
-            obs, windows=None, pipe_active_s={"tensor": tensor_s, "fp64": 0.0, "fp32": 0.0, "fp16": 0.0}
+            obs,
+            windows=None,
+            pipe_active_s={"tensor": tensor_s, "fp64": 0.0, "fp32": 0.0, "fp16": 0.0},
+            pipe_observed_s=obs.duration_s,
         )
         b = sound_upper(dev, hyp, idle_excess_w=idle_excess).flops / est
         if b < a * 0.999:
@@ -556,6 +606,27 @@ def assess_record(
         label=record.label,
         extra_warnings=(*extra_warnings, *telemetry_warnings(record)),
     )
+
+
+def accusation_lower(
+    profile: Profile, est_flops: float, q_estimate: float = 0.0, confidence: float = 0.9
+) -> float:
+    """The lower end of ``est_flops``'s interval at :data:`ACCUSATION_CONFIDENCE`: the profile's leave-one-out
+    residuals (Student-t in log space) — or, for a profile without them, the estimate's own log half-width
+    ``q_estimate`` at ``confidence`` rescaled to that level as a normal quantile — widened for a later session in
+    quadrature; never narrower than the estimate's own interval."""
+    from scipy.special import ndtri
+
+    res = getattr(profile, "residuals", None)
+    res = None if res is None else np.asarray(res, dtype=float).reshape(-1)
+    if res is not None and res.size >= 2 and np.isfinite(res).all():
+        qa, _ = log_halfwidth(res, ACCUSATION_CONFIDENCE, "student-t")
+        q = max(float(qa), q_estimate)
+    else:
+        z = float(ndtri(0.5 + confidence / 2.0))
+        q = q_estimate * float(ndtri(0.5 + ACCUSATION_CONFIDENCE / 2.0)) / z if z > 0 else q_estimate
+    q = float(widen(q, ACCUSATION_CONFIDENCE, SESSION_LOG_SD))
+    return est_flops * math.exp(-q)
 
 
 def session_drift_w(profile: Profile | None, spec: DeviceSpec | None) -> float | None:

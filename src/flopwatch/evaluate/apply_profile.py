@@ -3,7 +3,6 @@ ground truth is present (what ``flopwatch estimate`` reports)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,10 +10,7 @@ from typing import Any
 import numpy as np
 
 from flopwatch.errors import InputError, ProfileError
-
-
-def _fin(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
+from flopwatch.units import finite
 
 
 @dataclass(frozen=True)
@@ -108,10 +104,10 @@ def estimate_records(
                     "label": r.label,
                     "reason": f"precision {r.dtype} != profile's {profile.dtype}",
                     "regime": a.regime,
-                    "lower_flops": _fin(a.lower_flops),
-                    "upper_flops": _fin(a.upper_flops),
-                    "verdict_lower_flops": _fin(a.lower_flops),
-                    "verdict_upper_flops": _fin(a.upper_flops),
+                    "lower_flops": finite(a.lower_flops),
+                    "upper_flops": finite(a.upper_flops),
+                    "verdict_lower_flops": finite(a.lower_flops),
+                    "verdict_upper_flops": finite(a.upper_flops),
                     "verdict_basis": a.verdict_basis,
                     "warnings": list(a.warnings),
                     **({"threshold_verdict": a.verdict} if threshold_flops is not None else {}),
@@ -141,10 +137,10 @@ def estimate_records(
             "estimate_flops": est,
             "calibrated_lower_flops": clo,
             "calibrated_upper_flops": chi,
-            "lower_flops": _fin(a.lower_flops),
-            "upper_flops": _fin(a.upper_flops),
-            "verdict_lower_flops": _fin(a.lower_flops),
-            "verdict_upper_flops": _fin(a.upper_flops),
+            "lower_flops": finite(a.lower_flops),
+            "upper_flops": finite(a.upper_flops),
+            "verdict_lower_flops": finite(a.lower_flops),
+            "verdict_upper_flops": finite(a.upper_flops),
             "bound": a.verdict_basis,
             "verdict_basis": a.verdict_basis,
             "ground_truth_flops": gt,
@@ -158,7 +154,7 @@ def estimate_records(
             "assumptions": a.assumptions,
             "warnings": list(a.warnings),
             "notes": list(a.notes),
-            "decisive_at": _fin(a.decisive_at),
+            "decisive_at": finite(a.decisive_at),
             "tighten": list(a.tighten),
         }
         if threshold_flops is not None:

@@ -1,6 +1,7 @@
 """The numbers of a run's headline, computed from the evaluation: held-out accuracy, the no-model yardstick and
-the model's paired gain over it, the study's equations as evaluated here, and the three-valued threshold verdicts
-of held-out runs at the sweep's quantiles and at fixed margins. Every number is held-out: a run is judged only
+the model's paired gain over it, the study's equations as evaluated here, and — two answers, never mixed — the
+verifier's three-valued verdicts of held-out runs (``estimate.verdict.assess``: sound bounds) and the calibrated
+interval's own decision rates, at the sweep's quantiles and at fixed margins. Every number is held-out: a run is judged only
 by a profile calibrated without it.
 
 The wording (what the numbers support, in sentences) is :mod:`flopwatch.report.headline`'s; this module has no
@@ -27,6 +28,10 @@ PUBLISHED_SOURCE = (
 THRESHOLD_QUANTILES = (0.25, 0.5, 0.75)
 #: Margins of the resolution table: a run this far above (below) a threshold.
 MARGINS_PCT = (10.0, 25.0, 50.0)
+#: Thresholds T = f × truth at which the verdict's decisiveness is reported: the red team's 0.5, 0.8 and 2, and
+#: further out, since with energy alone a run is "below" only under a threshold several times its FLOPs (about
+#: 3 × on the A100 twin with its clock observed, about 14 × on the Orin twin).
+DECISIVE_FACTORS = (0.5, 0.8, 2.0, 3.0, 5.0, 10.0, 20.0)
 
 
 def yardstick_abs_pct(ev: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -55,16 +60,18 @@ def yardstick(ev: Any) -> dict[str, float]:
     return _yardstick_stats(*yardstick_abs_pct(ev))
 
 
-def decisions(truth: np.ndarray, lower: np.ndarray, upper: np.ndarray, thr: np.ndarray) -> dict[str, Any]:
-    """Counts of the three-valued verdict (evaluate.threshold.verdict: above iff lower > T, below iff upper < T)
-    of held-out runs at thresholds ``thr`` (same shape as ``truth``, or a scalar)."""
-    above, below = lower > thr, upper < thr
+def count_verdicts(
+    truth: np.ndarray, thr: np.ndarray, above: np.ndarray, below: np.ndarray
+) -> dict[str, Any]:
+    """Counts of a three-valued decision (``above``/``below`` masks, the rest uncertain) of held-out runs against
+    the truth at thresholds ``thr`` (same shape as ``truth``, or a scalar). One name per error: "wrong below"
+    (``wrong_below``: declared below, truly above — the costly miss) and "wrongly accused" (``wrong_accuse``)."""
     t_above = truth > thr
     n = int(truth.size)
     correct = int(np.sum((above & t_above) | (below & ~t_above)))
-    wrong_accuse = int(np.sum(above & ~t_above))  # declared above, truly below: a false accusation
-    wrong_clear = int(np.sum(below & t_above))  # declared below, truly above: the costly miss
-    uncertain = n - correct - wrong_accuse - wrong_clear
+    wrong_accuse = int(np.sum(above & ~t_above))
+    wrong_below = int(np.sum(below & t_above))
+    uncertain = n - correct - wrong_accuse - wrong_below
     return {
         "n": n,
         "n_truth_above": int(t_above.sum()),
@@ -72,14 +79,40 @@ def decisions(truth: np.ndarray, lower: np.ndarray, upper: np.ndarray, thr: np.n
         "correct": correct,
         "uncertain": int(uncertain),
         "wrong_accuse": wrong_accuse,
-        "wrong_clear": wrong_clear,
+        "wrong_below": wrong_below,
         "correct_rate": correct / n if n else None,
         "uncertain_rate": uncertain / n if n else None,
-        "wrong_rate": (wrong_accuse + wrong_clear) / n if n else None,
+        "wrong_rate": (wrong_accuse + wrong_below) / n if n else None,
     }
 
 
-def headline_numbers(ev: Any) -> dict[str, Any]:
+def decisions(truth: np.ndarray, lower: np.ndarray, upper: np.ndarray, thr: np.ndarray) -> dict[str, Any]:
+    """The calibrated interval taken as a decision (above iff lower > T, below iff upper < T) at thresholds
+    ``thr``: the estimate's accuracy, not a verdict (a verifier's "below" needs the sound bound)."""
+    return count_verdicts(truth, thr, lower > thr, upper < thr)
+
+
+def verdict_decisions(ha: Any, thr: np.ndarray | float) -> dict[str, Any]:
+    """The verifier's verdicts (:meth:`~flopwatch.evaluate.threshold.HeldoutAssessments.verdicts`, i.e.
+    ``estimate.verdict.assess`` and its one threshold rule) of held-out runs at thresholds ``thr``."""
+    v = ha.verdicts(thr)
+    return count_verdicts(ha.truth, np.asarray(thr, dtype=float), v == "above", v == "below")
+
+
+def _threshold_rows(
+    truth: np.ndarray, decide: Any, quantile_thresholds: list[tuple[float, float]]
+) -> dict[str, Any]:
+    """The rows of a threshold table: at the sweep's quantiles and at each margin, by ``decide(thr)``."""
+    at_q = [{"threshold_flops": t, "quantile": q, **decide(np.float64(t))} for q, t in quantile_thresholds]
+    by_margin = []
+    for mg in MARGINS_PCT:
+        f = 1.0 + mg / 100.0
+        for side, thr in (("above", truth / f), ("below", truth * f)):
+            by_margin.append({"margin_pct": mg, "run_is": side, **decide(thr)})
+    return {"at_sweep_quantiles": at_q, "by_margin": by_margin}
+
+
+def headline_numbers(ev: Any, sound: Any = None) -> dict[str, Any]:
     """The headline's numbers for ``ev`` (an :class:`~flopwatch.evaluate.splits.EvaluationResult` of a run's
     frontier runs): ``heldout`` (the default model), ``yardstick``, ``gain_over_yardstick_pp`` (paired per split:
     yardstick MAE − model MAE), ``study_models_here`` (eq. 1/eq. 2 evaluated here), ``thresholds``
@@ -105,18 +138,27 @@ def headline_numbers(ev: Any) -> dict[str, Any]:
         if name in ev.models
     }
     truth = ev.truth[ev.test_idx]
-    at_quantiles = []
-    for q in THRESHOLD_QUANTILES:
-        t = float(np.exp(np.quantile(np.log(ev.truth), q)))
-        row = decisions(truth, m.lower_flops, m.upper_flops, np.float64(t))
-        at_quantiles.append({"threshold_flops": t, "quantile": q, **row})
-    by_margin = []
-    for mg in MARGINS_PCT:
-        f = 1.0 + mg / 100.0
-        for side, thr in (("above", truth / f), ("below", truth * f)):
-            by_margin.append(
-                {"margin_pct": mg, "run_is": side, **decisions(truth, m.lower_flops, m.upper_flops, thr)}
-            )
+    qt = [(q, float(np.exp(np.quantile(np.log(ev.truth), q)))) for q in THRESHOLD_QUANTILES]
+    calibrated = {
+        "answer": "calibrated estimate",
+        "confidence": float(ev.confidence),
+        "coverage": float(ev.coverage(dm)),
+        "n_splits": int(ev.n_splits),
+        **_threshold_rows(truth, lambda thr: decisions(truth, m.lower_flops, m.upper_flops, thr), qt),
+    }
+    verdicts = None
+    if sound is not None:
+        verdicts = {
+            "answer": "verdict",
+            "n": int(sound.n),
+            "n_splits": int(len(sound.splits)),
+            "n_test": int(sound.truth.shape[1]) if sound.truth.ndim == 2 else 0,
+            "trace_windows": bool(sound.windowed),
+            "failed_splits": list(sound.failed_splits),
+            **_threshold_rows(sound.truth, lambda thr: verdict_decisions(sound, thr), qt),
+            "decisiveness": sound.decisiveness(DECISIVE_FACTORS),
+            "warnings": sound.warning_counts(),
+        }
     return {
         "heldout": {
             "model": dm,
@@ -131,11 +173,8 @@ def headline_numbers(ev: Any) -> dict[str, Any]:
         "yardstick": _yardstick_stats(y, jpf),
         "gain_over_yardstick_pp": gain,
         "study_models_here": study_here,
-        "thresholds": {
-            "confidence": float(ev.confidence),
-            "at_sweep_quantiles": at_quantiles,
-            "by_margin": by_margin,
-        },
+        "verdicts": verdicts,
+        "calibrated_interval": calibrated,
         "idle_drift": {
             "shifts_w": sorted(m.idle_shift_mae),
             "mae_pct": {f"{k:+g}": v for k, v in sorted(m.idle_shift_mae.items())},
@@ -144,10 +183,11 @@ def headline_numbers(ev: Any) -> dict[str, Any]:
     }
 
 
-def margin_row(numbers: dict[str, Any], margin_pct: float, run_is: str = "above") -> dict[str, Any]:
-    """The ``by_margin`` row of :func:`headline_numbers` for a run ``margin_pct`` above (below) a threshold."""
+def margin_row(
+    numbers: dict[str, Any], margin_pct: float, run_is: str = "above", table: str = "verdicts"
+) -> dict[str, Any]:
+    """The ``by_margin`` row of :func:`headline_numbers`' ``table`` (``verdicts`` or ``calibrated_interval``) for a
+    run ``margin_pct`` above (below) a threshold."""
     return next(
-        r
-        for r in numbers["thresholds"]["by_margin"]
-        if r["margin_pct"] == margin_pct and r["run_is"] == run_is
+        r for r in numbers[table]["by_margin"] if r["margin_pct"] == margin_pct and r["run_is"] == run_is
     )

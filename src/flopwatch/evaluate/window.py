@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from flopwatch.errors import InputError
 from flopwatch.estimate.verdict import threshold_verdict
+from flopwatch.units import finite
 
 if TYPE_CHECKING:
     from flopwatch.estimate.profile import Profile
@@ -58,12 +59,6 @@ def _strings(v: Any) -> list[str]:
     if v is None or v == "":
         return []
     return [str(x) for x in v] if isinstance(v, (list, tuple)) else [str(v)]
-
-
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return None
-    return float(x)
 
 
 @dataclass(frozen=True)
@@ -99,21 +94,18 @@ class WindowVerdict:
         return self.unattributed_net_energy_j
 
     def to_dict(self) -> dict[str, Any]:
-        def fin(x: float | None) -> float | None:
-            return x if x is None or math.isfinite(x) else None
-
         return {
             "key": self.key,
             "n_workloads": self.n_workloads,
-            "estimate_flops": fin(self.estimate_flops),
-            "lower_flops": fin(self.lower_flops),
-            "upper_flops": fin(self.upper_flops),
+            "estimate_flops": finite(self.estimate_flops),
+            "lower_flops": finite(self.lower_flops),
+            "upper_flops": finite(self.upper_flops),
             "unattributed_net_energy_j": self.unattributed_net_energy_j,
-            "unattributed_upper_flops": fin(self.unattributed_upper_flops),
+            "unattributed_upper_flops": finite(self.unattributed_upper_flops),
             "verdict": self.verdict,
             "threshold_flops": self.threshold_flops,
             "warnings": list(self.warnings),
-            "decisive_at": fin(self.decisive_at),
+            "decisive_at": finite(self.decisive_at),
         }
 
 
@@ -152,7 +144,7 @@ def combine_window(
     est = 0.0
     have_est = False
     for r in rows:
-        u = _num(_field(r, "upper_flops"))
+        u = finite(_field(r, "upper_flops"))
         if u is None or u < 0:
             upper = math.inf
             warnings.append(
@@ -160,13 +152,13 @@ def combine_window(
             )
         else:
             upper += u
-        e = _num(_field(r, "estimate_flops"))
+        e = finite(_field(r, "estimate_flops"))
         if e is not None:
             est += max(0.0, e)
             have_est = True
     lower = 0.0
     for r in rows if lower_rows is None else lower_rows:
-        lo = _num(_field(r, "lower_flops"))
+        lo = finite(_field(r, "lower_flops"))
         if lo is not None and lo > 0:
             lower += lo
     ua = max(0.0, float(unattributed_net_energy_j))
@@ -193,7 +185,7 @@ def combine_window(
         warnings.append(blockers[-1])
     # a row whose estimate is missing, non-finite or non-positive is never evidence of "below" (issue 15 item 2),
     # whatever its (possibly forged or legacy) bounds say
-    bad = [r for r in rows if (_num(_field(r, "estimate_flops")) or 0.0) <= 0]
+    bad = [r for r in rows if (finite(_field(r, "estimate_flops")) or 0.0) <= 0]
     if bad:
         blockers += (f"{len(bad)} workload row(s) without a positive finite estimate",)
         warnings.append(blockers[-1])
@@ -228,18 +220,26 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
     from flopwatch.estimate.observe import CONTEXT_KEYS, Observables
     from flopwatch.estimate.verdict import assess
 
-    e, t = _num(row.get("net_energy_j")), _num(row.get("duration_s"))
+    e, t = finite(row.get("net_energy_j")), finite(row.get("duration_s"))
     if e is None or t is None or t <= 0:
         return {**row, "lower_flops": 0.0, "upper_flops": None, "estimate_flops": None}
     obs = Observables(
         net_energy_j=e,
         duration_s=t,
-        tb_moved=_num(row.get("tb_moved")),
-        mean_util=_num(row.get("mean_util")),
-        sm_clock_mhz=_num(row.get("mean_sm_clock_mhz", row.get("sm_clock_mhz"))),
-        power_limit_w=_num(row.get("power_limit_w")),
-        idle_power_w=_num(row.get("idle_power_w")),
-        coverage=_num(row.get("coverage")),
+        tb_moved=finite(row.get("tb_moved")),
+        mean_util=finite(row.get("mean_util")),
+        sm_clock_mhz=finite(row.get("mean_sm_clock_mhz", row.get("sm_clock_mhz"))),
+        power_limit_w=finite(row.get("power_limit_w")),
+        idle_power_w=finite(row.get("idle_power_w")),
+        coverage=finite(row.get("coverage")),
+        # the ranges and unobserved time the sound bound needs (monitor rows since issue 21; None: not observed)
+        min_sm_clock_mhz=finite(row.get("min_sm_clock_mhz")),
+        max_sm_clock_mhz=finite(row.get("max_sm_clock_mhz")),
+        peak_power_w=finite(row.get("peak_power_w")),
+        unobserved_s=finite(row.get("unobserved_s")),
+        pipe_active_s=_pipes(row.get("pipe_active_s")),
+        pipe_observed_s=finite(row.get("pipe_observed_s")),
+        windows=_windows(row.get("windows")),
     )
     # the row is judged in the verifier's context: a row made under another profile (or none recorded), a
     # replay/simulated sensor, a peak override or too slow a rate is flagged and never "below" (issue 21 item 6)
@@ -262,6 +262,45 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
     }
 
 
+def _pipes(v: Any) -> dict[str, float] | None:
+    """A row's ``pipe_active_s`` when every pipe is a finite number >= 0, else None (not observed)."""
+    from flopwatch.estimate.observe import PIPES
+
+    if not isinstance(v, Mapping):
+        return None
+    out = {k: finite(v.get(k)) for k in PIPES}
+    return (
+        {k: x for k, x in out.items() if x is not None and x >= 0}
+        if all(x is not None and x >= 0 for x in out.values())
+        else None
+    )
+
+
+def _windows(v: Any) -> Any:
+    """A row's stored ``windows`` (lists of numbers per field, null: not observed) as ``ObservedWindows``; None
+    when absent or malformed (the run is then one window, which only loosens the bound)."""
+    from flopwatch.estimate.observe import ObservedWindows
+
+    if not isinstance(v, Mapping):
+        return None
+    dt, e = v.get("dt_s"), v.get("net_energy_j")
+    if not isinstance(dt, list) or not isinstance(e, list) or any(finite(x) is None for x in (*dt, *e)):
+        return None
+
+    def arr(x: Any) -> list[float] | None:
+        if not isinstance(x, list):
+            return None
+        return [float("nan") if finite(y) is None else float(y) for y in x]
+
+    try:
+        return ObservedWindows(**{k: arr(v.get(k)) for k in (
+            "dt_s", "net_energy_j", "sm_clock_mhz", "max_sm_clock_mhz", "power_limit_w",
+            "tensor_active", "fp64_active", "fp32_active", "fp16_active",
+        )})  # fmt: skip
+    except (TypeError, ValueError):
+        return None
+
+
 def _outside_at(
     checkpoints: Sequence[tuple[float, Mapping[str, Any]]], dev: str, wall: float | None
 ) -> float:
@@ -271,7 +310,7 @@ def _outside_at(
         if wall is not None and w > wall:
             break
         d = devs.get(dev)
-        x = _num(_get(d, "outside_net_energy_j")) if isinstance(d, Mapping) else None
+        x = finite(_get(d, "outside_net_energy_j")) if isinstance(d, Mapping) else None
         if x is not None:
             val = x
     return val
@@ -308,7 +347,7 @@ def ledger_window_verdicts(
     for ent in entries:
         p = ent.payload if isinstance(ent.payload, Mapping) else {}
         # only the rows the window uses (daemon start/stop rows carry the host's clock, not the sensor's)
-        w_ent = _num(
+        w_ent = finite(
             p.get("end_wall")
             if ent.kind == "workload"
             else p.get("wall")
@@ -331,13 +370,13 @@ def ledger_window_verdicts(
             if wid is not None:
                 seen.add(str(wid))
             rows.append(dict(p))
-            w = _num(p.get("end_wall"))
+            w = finite(p.get("end_wall"))
             if w is not None:
                 walls.append(w)
             if p.get("device") and p.get("device_name"):
                 names[str(p["device"])] = str(p["device_name"])
         elif ent.kind == "checkpoint":
-            w = _num(p.get("wall"))
+            w = finite(p.get("wall"))
             devs = p.get("devices")
             if w is not None and isinstance(devs, Mapping):
                 cps.append((w, devs))
@@ -355,7 +394,7 @@ def ledger_window_verdicts(
     for _, ds in cps:
         for d, v in ds.items():
             x = _get(v, "outside_net_energy_j")
-            if x is not None and (_num(x) is None or x < 0):
+            if x is not None and (finite(x) is None or x < 0):
                 blockers.append(f"checkpoint of {d} has an impossible outside-workload energy ({x!r})")
                 break
         else:
@@ -386,14 +425,14 @@ def ledger_window_verdicts(
         ]
 
     def _in(r: Mapping[str, Any], k: str) -> bool:  # a row without a finite time is in every window
-        w = _num(r.get(k))
+        w = finite(r.get(k))
         return start is None or w is None or w >= start
 
     in_win = [r for r in rows if _in(r, "end_wall")]
     inside = [
         r
         for r in in_win
-        if start is None or ((_num(r.get("start_wall")) is not None) and _in(r, "start_wall"))
+        if start is None or ((finite(r.get("start_wall")) is not None) and _in(r, "start_wall"))
     ]
     devices = sorted(
         {str(r.get("device")) for r in rows if r.get("device")} | {d for _, ds in cps for d in ds}

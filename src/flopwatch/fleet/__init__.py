@@ -17,15 +17,7 @@ def __getattr__(name: str) -> Any:
         from flopwatch.telemetry.prom_client import PrometheusClient
 
         return PrometheusClient
-    if name == "ReadPlan":
-        from flopwatch.fleet.plan import ReadPlan
-
-        return ReadPlan
-    if name == "JobMap":
-        from flopwatch.fleet.reader import JobMap
-
-        return JobMap
-    if name in ("FleetResult", "estimate_fleet"):
+    if name in ("ReadPlan", "JobMap", "FleetResult", "estimate_fleet"):
         from flopwatch.fleet import estimate
 
         return getattr(estimate, name)

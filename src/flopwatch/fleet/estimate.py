@@ -75,7 +75,8 @@ def estimate_fleet(
     found = discover(client, plan)
     cut = chunking(plan, len(found.keys), max((len(k) for k in found.keys), default=1) + 4)
     by_labels = () if by == COHORT or jobs is not None else _resolve_by(client, by, plan, found.present)
-    reader = FleetReader(client, plan, found, cut, by_labels=by_labels, jobs=jobs)
+    skip = frozenset() if profile is not None else frozenset({"dram"})
+    reader = FleetReader(client, plan, found, cut, by_labels=by_labels, jobs=jobs, skip=skip)
     chunks = reader.matchers()
     per_chunk = len(reader.queries("x")) * len(cut.time_chunks(plan)) + (
         len(cut.time_chunks(plan)) if jobs and jobs.metric else 0

@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from flopwatch.devices import DEVICES, DeviceSpec, get_device, normalize_dtype
+from flopwatch.devices import DEVICES, DeviceSpec, normalize_dtype, resolve
 from flopwatch.errors import InputError
 from flopwatch.fleet.reader import GpuJobs
 from flopwatch.telemetry import dcgm_metrics as M
+from flopwatch.units import finite as _fin
 
 #: Useful FLOPs per issued pipe FLOP assumed by the pipe interval: a GEMM padded to 128-wide tiles wastes ≤ 30 %
 #: on skinny shapes, ~0 on large ones; DCGM sampling noise ±5 %. An assumption, not a measurement.
@@ -43,10 +44,8 @@ MIN_COVERAGE = 0.95
 
 @functools.lru_cache(maxsize=256)
 def _spec(name: str) -> DeviceSpec | None:
-    try:
-        return get_device(name) if name else None
-    except InputError:
-        return None
+    """The spec of a ``modelName`` (or ``--device``), once per name: a fleet has a handful of models."""
+    return resolve(name, cpu=False)
 
 
 def _capability(s: DeviceSpec) -> float:
@@ -93,11 +92,6 @@ def _most_capable(power_w: float, clock_mhz: float) -> DeviceSpec:
     return max(fits, key=_capability)
 
 
-def _dtype(tensor_s: float, fp32_s: float) -> str:
-    """bf16 when the tensor pipe did the work, fp32 when the FP32 pipe did (ties and no data: bf16)."""
-    return "fp32" if fp32_s > tensor_s else "bf16"
-
-
 @dataclass
 class Estimates:
     """Per GPU-job: built-in energy estimate (FLOPs, interval) and pipe estimate (NaN: nothing to work with)."""
@@ -107,9 +101,8 @@ class Estimates:
     energy_hi: np.ndarray
     pipe: np.ndarray
     pipe_no_clock: np.ndarray  # pipe FLOPs counted at the maximum clock (no clock samples)
-    net_energy_j: np.ndarray
     idle_j: np.ndarray
-    dtype: np.ndarray  # object
+    dtype: np.ndarray  # object: bf16 where the tensor pipe did the work, fp32 where the FP32 pipe did
 
 
 def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) -> Estimates:
@@ -117,11 +110,10 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
     from flopwatch.powermodel.device_power import power_model_for
 
     n = len(jobs)
-    e = Estimates(*(np.full(n, np.nan) for _ in range(7)), dtype=np.empty(n, dtype=object))  # type: ignore[arg-type]
+    inferred = np.where(jobs.fp32_s > jobs.tensor_s, "fp32", "bf16").astype(object)
+    e = Estimates(*(np.full(n, np.nan) for _ in range(6)), dtype=np.full(n, dtype) if dtype else inferred)  # type: ignore[arg-type]
     e.pipe_no_clock = np.zeros(n)
     keys = np.array([s.key if s is not None else "" for s in specs], dtype=object)
-    for i in range(n):
-        e.dtype[i] = dtype or _dtype(float(jobs.tensor_s[i]), float(jobs.fp32_s[i]))
     for key in set(keys.tolist()) - {""}:
         for d in set(e.dtype[keys == key].tolist()):
             ix = np.flatnonzero((keys == key) & (e.dtype == d))
@@ -138,7 +130,6 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
                 mid = lo = hi = np.full(len(ix), np.nan)
             e.energy[ix], e.energy_lo[ix], e.energy_hi[ix] = mid * t, lo * t, hi * t
             e.idle_j[ix] = idle * t
-            e.net_energy_j[ix] = jobs.energy_j[ix] - idle * t
             fmax = spec.max_sm_clock_mhz or math.nan
             td = normalize_dtype(d)
             tensor_peak = (
@@ -177,7 +168,7 @@ class GroupTable:
 
 _SUMMED = (
     "energy_j", "energy_from_power_j", "counter_j", "counter_power_j", "covered_s", "duration_s", "busy_s",
-    "busy_covered_s", "sm_s", "dram_s", "dram_covered_s", "tensor_s", "tensor_mhz_s", "fp32_s", "fp32_mhz_s",
+    "busy_covered_s", "dram_s", "dram_covered_s", "tensor_s", "tensor_mhz_s", "fp32_s", "fp32_mhz_s",
     "fp16_s", "fp64_s", "pipe_covered_s", "clock_mhz_s", "clock_covered_s", "resets", "out_of_range",
     "prof_covered_s", "prof_gap_s", "prof_zero_load_s", "ends_busy", "duplicate_s", "mig", "n_series",
 )  # fmt: skip
@@ -191,7 +182,7 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
     uk, gi = np.unique(keys.astype(str), return_inverse=True)
     G = len(uk)
     sums = {c: np.bincount(gi, weights=np.asarray(getattr(jobs, c), float), minlength=G) for c in _SUMMED}
-    for c in ("energy", "energy_lo", "energy_hi", "pipe", "pipe_no_clock", "net_energy_j", "idle_j"):
+    for c in ("energy", "energy_lo", "energy_hi", "pipe", "pipe_no_clock", "idle_j"):
         x = getattr(est, c)
         sums[c] = np.bincount(gi, weights=np.where(np.isfinite(x), x, 0.0), minlength=G)
         sums[c + "_n"] = np.bincount(gi, weights=np.isfinite(x).astype(float), minlength=G)
@@ -254,7 +245,7 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         out.append(f"device peaks overridden ({top.sources[-1]}): not the datasheet")
     if s["resets"]:
         out.append(
-            f"energy counter reset {int(s['resets'])} time(s) (driver reload): those windows' energy from power"
+            f"energy counter reset {max(1, round(s['resets']))} time(s) (driver reload): those windows' energy from power"
         )
     if s["counter_power_j"] > 0:
         r = s["counter_j"] / s["counter_power_j"]
@@ -297,7 +288,7 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         out.append(
             "MIG: whole-GPU energy apportioned to instances by activity share (an apportionment, not a measurement)"
         )
-    plim, plim_lo = float(t.hi["power_limit_w"][g]), float(t.lo["power_limit_min_w"][g])
+    plim_lo = float(t.lo["power_limit_min_w"][g])
     if math.isfinite(plim_lo) and plim_lo < 0.95 * top.tdp_w:
         out.append(
             f"power limit {plim_lo:.0f} W below the TDP {top.tdp_w:.0f} W: more FLOP per joule than at nominal"
@@ -311,7 +302,6 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         out.append(f"{M.SM_CLOCK} missing: pipe peaks at the maximum clock")
     if len(t.devices[g]) > 1:
         out.append(f"mixed devices ({', '.join(d.key for d in t.devices[g])}): bounded as the most capable")
-    _ = plim
     return out
 
 
@@ -326,7 +316,12 @@ def observables(t: GroupTable, g: int, present: frozenset[str]) -> dict[str, Any
         return s[x] / s[over] if s[over] > 0 else None
 
     idle_w = s["idle_j"] / dur if dur > 0 and s["idle_j_n"] else (top.idle_w if top else None)
-    return {
+    has_pipes = (
+        s["prof_covered_s"] > 0
+        and {M.FP16, M.FP32, M.FP64} <= present
+        and (M.TENSOR in present or M.HMMA in present)
+    )
+    out = {
         "net_energy_j": s["energy_j"] - (idle_w or 0.0) * dur,
         "duration_s": dur,
         "tb_moved": s["dram_s"] * top.mem_bw_bytes_per_s / 1e12 if top and s["dram_covered_s"] > 0 else None,
@@ -338,16 +333,36 @@ def observables(t: GroupTable, g: int, present: frozenset[str]) -> dict[str, Any
         "max_sm_clock_mhz": _fin(t.hi["clock_max_mhz"][g]),
         "min_sm_clock_mhz": _fin(t.lo["clock_min_mhz"][g]),
         "peak_power_w": _fin(t.hi["peak_power_w"][g]),
-        "unobserved_s": max(0.0, dur - s["covered_s"]),
+        # time the samples stand for beyond the scrapes that arrived (missed scrapes bridged), plus the energy
+        # counter's own blind share of the covered time (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION is NVML's counter,
+        # fed by 25 ms of every 100 ms on A100/H100: sensor_timing); rounding noise of the sums (1e-9 of the
+        # duration) is none, so that two engines' equal answers take the same bound
+        "unobserved_s": u if (u := dur - s["covered_s"] + energy_blind_fraction(top) * s["covered_s"]) > 1e-9 * max(dur, 1.0) else 0.0,
         "pipe_active_s": {"tensor": s["tensor_s"], "fp32": s["fp32_s"], "fp16": s["fp16_s"], "fp64": s["fp64_s"]}
-        if s["prof_covered_s"] > 0 and {M.FP16, M.FP32, M.FP64} <= present and (M.TENSOR in present or M.HMMA in present)
-        else None,
+        if has_pipes else None,
+        # the profiling counters count every cycle of the time they covered (no blind part)
+        "pipe_observed_s": s["prof_covered_s"] if has_pipes else None,
     }  # fmt: skip
+    # 12 significant digits: sums of the same samples in another order (another engine) give the same inputs, so
+    # the assessment takes the same branch (its bounds tie-break on equal values)
+    return {k: _sig(v) for k, v in out.items()}
 
 
-def _fin(x: Any) -> float | None:
-    x = float(x)
-    return x if math.isfinite(x) else None
+def energy_blind_fraction(spec: Any) -> float:
+    """Share of the covered time the fleet's energy counter does not see (the sensor-timing table's NVML energy
+    entry for the device); a device the table does not know: all of it (bounded at peak, as the monitor does)."""
+    from flopwatch.sensor_timing import sensor_timing
+
+    t = sensor_timing(spec.key, "nvml-energy") if spec is not None else None
+    return 1.0 if t is None else t.blind_fraction
+
+
+def _sig(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _sig(x) for k, x in v.items()}
+    if isinstance(v, float) and math.isfinite(v) and v != 0.0:
+        return float(f"{v:.12g}")
+    return v
 
 
 def judge(
@@ -444,7 +459,7 @@ def _row(
         "coverage": obs.coverage,
         "mean_util": obs.mean_util,
         "energy_from_power_j": s["energy_from_power_j"],
-        "counter_resets": int(s["resets"]),
+        "counter_resets": round(s["resets"]),
         "devices": [d.key for d in t.devices[g]],
         "dtypes": t.dtypes[g],
         "notes": list(dict.fromkeys(notes)),

@@ -32,7 +32,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from flopwatch.devices import get_device
+from flopwatch.devices import resolve
 from flopwatch.errors import InputError
 from flopwatch.fleet.plan import Chunking, ReadPlan, gpu_matchers, range_str
 from flopwatch.telemetry import dcgm_metrics as M
@@ -68,7 +68,6 @@ class GpuJobs:
     t_last: np.ndarray
     busy_s: np.ndarray  # ∫ GR_ENGINE_ACTIVE (else GPU_UTIL) dt
     busy_covered_s: np.ndarray
-    sm_s: np.ndarray
     dram_s: np.ndarray
     dram_covered_s: np.ndarray
     tensor_s: np.ndarray  # ∫ tensor activity dt (HMMA where reported)
@@ -164,8 +163,10 @@ def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
 def _key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """Identity of a series across queries: its labels without ``__name__`` (range functions drop it), in the
     order Prometheus sends them (sorted by name: ``labels.Labels``), so no sort per series."""
-    if "__name__" in labels:
-        return tuple((k, v) for k, v in labels.items() if k != "__name__")
+    if "__name__" in labels:  # last_over_time keeps the name: drop it with a C-level copy, not a generator
+        d = dict(labels)
+        del d["__name__"]
+        return tuple(d.items())
     return tuple(labels.items())
 
 
@@ -181,10 +182,13 @@ class FleetReader:
         *,
         by_labels: tuple[str, ...] = (),
         jobs: JobMap | None = None,
+        skip: frozenset[str] = frozenset(),
     ) -> None:
+        """``skip``: metric keys not to read (DRAM activity without a profile: only a profile's TB term uses it)."""
         self.client, self.plan, self.found, self.chunking = client, plan, found, chunks
         self.by_labels = by_labels
         self.jobs = jobs
+        self.skip = skip
         self.n_queries = 0
         closed = client.version() < (3, 0)
         self.window = range_str(plan.window_s, closed)
@@ -196,7 +200,7 @@ class FleetReader:
         return [gpu_matchers(self.plan, label, keys[i : i + n]) for i in range(0, len(keys), n)]
 
     def queries(self, matchers: str) -> dict[tuple[str, str], str]:
-        q = M.window_queries(self.found.present, matchers, self.window)
+        q = M.window_queries(self.found.present, matchers, self.window, self.skip)
         if ("power", "count") not in q:  # the sample count from the counter: its third read, without power
             sel = f"{M.ENERGY}{{{matchers}}}" if matchers else M.ENERGY
             q[("energy", "count")] = f"count_over_time({sel}[{self.window}])"
@@ -300,39 +304,9 @@ class FleetReader:
         c_start = np.where(prev, t - W, np.where(nxt, t - span, t - W / 2 - span / 2))
         c_end = np.where(nxt, t, np.where(prev, t - W + span, t - W / 2 + span / 2))
         cov = N * step
-        # --- power and energy
         with np.errstate(invalid="ignore", divide="ignore"):
             p_mean = mat("power", "sum") / np.where(P, N, np.nan) if has_power else np.full((S, K), np.nan)
         p_ok = np.isfinite(p_mean)
-        e_power = np.where(p_ok, p_mean * span, 0.0)
-        last = P & ~next_any(P)
-        half = np.where(p_ok, 0.5 * step * p_mean, 0.0)
-        energy = e_power.copy()
-        from_power = e_power.copy()
-        counter_j = np.zeros((S, K))
-        counter_power_j = np.zeros((S, K))
-        resets = np.zeros((S, K))
-        if ("energy", "last") in answers:
-            L, Mn = mat("energy", "last"), mat("energy", "min")
-            e_ok = P & np.isfinite(L) & np.isfinite(Mn)
-            prev_l = _ffill_prev(np.where(e_ok, L, np.nan))
-            has_prev = np.isfinite(prev_l)
-            with np.errstate(invalid="ignore"):
-                reset = e_ok & has_prev & (Mn < prev_l)
-            resets = reset.astype(float)
-            d = np.where(e_ok & has_prev & ~reset, L - np.where(has_prev, prev_l, 0.0), 0.0)
-            d_first = np.where(e_ok & ~has_prev, L - Mn, 0.0)
-            d_reset = np.where(reset, L - Mn, 0.0)  # after the reset only: the part before it is lost
-            c = d + d_first + np.where(e_ok & ~has_prev, half, 0.0) + np.where(e_ok & last, half, 0.0)
-            use_counter = e_ok & ~(reset & p_ok)
-            energy = np.where(use_counter, c + np.where(reset, d_reset, 0.0), e_power)
-            from_power = np.where(use_counter, 0.0, e_power)
-            # the counter's rise from the previous window's last sample covers the time this window stands for
-            both = e_ok & has_prev & ~reset & p_ok & prev
-            counter_j = np.where(both, d, 0.0)
-            counter_power_j = np.where(both, p_mean * span, 0.0)
-        else:
-            energy = from_power = e_power  # power × the time the samples stand for: edges included
         # --- activities
         avg: dict[str, np.ndarray] = {}
         for m in M.TABLE:
@@ -371,15 +345,17 @@ class FleetReader:
         np.logical_or.at(g_present, gi, P)
         g_next = np.zeros((G, K), bool)
         g_next[:, :-1] = g_present[:, 1:]
+        last = P & ~next_any(P)
         stops = last & load & ~g_next[gi] & (np.arange(K)[None, :] < K - 1)
         dup = (gpu_n > 1.05 * W / step + 1)[gi] & P
-        # --- MIG: the whole GPU's energy once per window, apportioned by activity share
+        # --- energy: per GPU and window (the counter is the GPU's), shared among the series present
         inst = np.array([lab.get(M.MIG_LABEL, "") for lab in labels], dtype=object)
         is_mig = inst != ""
-        if is_mig.any():
-            energy, from_power = _apportion(energy, from_power, busy_a, is_mig, gi, G)
-            counter_j[is_mig] = 0.0
-            counter_power_j[is_mig] = 0.0
+        L = mat("energy", "last") if ("energy", "last") in answers else None
+        Mn = mat("energy", "min") if L is not None else None
+        energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
+            P, span, p_mean, L, Mn, busy_a, gi, G, inst, step, idle
+        )
         # --- jobs per cell (with their share of it), then cells summed into rows of (GPU, instance, job)
         src, names, wt = self._cell_jobs(labels, gids, S, K, info, c_start, c_end)
         models = np.array([lab.get("modelName", "") for lab in labels], dtype=object)
@@ -432,7 +408,6 @@ class FleetReader:
             t_last=red(fin(c_end, -np.inf), np.maximum, -np.inf),
             busy_s=tot(integral(busy_a)),
             busy_covered_s=tot(covered(busy_a)),
-            sm_s=tot(integral(avg.get("sm"))),
             dram_s=tot(integral(avg.get("dram"))),
             dram_covered_s=tot(covered(avg.get("dram"))),
             tensor_s=tot(integral(tensor)),
@@ -480,9 +455,8 @@ class FleetReader:
         owner: dict[str, dict[str, np.ndarray]] = {}  # GPU key → job → samples or seconds per window
         W = self.plan.window_s
         t0s, t1s = self.ends - W, self.ends
-        for job, gpu, t0, t1 in self.jobs.allocations:
-            a = owner.setdefault(gpu, {}).setdefault(job, np.zeros(K))
-            a += np.clip(np.minimum(t1s, t1) - np.maximum(t0s, t0), 0.0, None)
+        for job, gpu, _t0, _t1 in self.jobs.allocations:
+            owner.setdefault(gpu, {}).setdefault(job, np.zeros(K))
         by_time = set(owner)
         for s in info or ():
             job = s.labels.get(self.jobs.job_label)
@@ -541,6 +515,116 @@ class FleetReader:
         return out
 
 
+def _gpu_energy(
+    P: np.ndarray,
+    span: np.ndarray,
+    p_mean: np.ndarray,
+    L: np.ndarray | None,
+    Mn: np.ndarray | None,
+    busy: np.ndarray | None,
+    gi: np.ndarray,
+    G: int,
+    inst: np.ndarray,
+    step: float,
+    idle: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(energy, of it from power, counter rise and power energy where both are exact, resets) per (series, window).
+
+    The energy counter belongs to the GPU, not to a series: a GPU's window energy is its counter's rise from the
+    last sample of its previous window with samples (any series: one series' counter also counts the other jobs'
+    energy while that series is absent); a GPU's first window ``last − min`` plus half a step of power at each
+    edge; a window with a reset (its minimum below the previous last) or without the counter, the power gauge's
+    energy. MIG instances repeat the whole GPU's power and counter: each instance's series are summed and the
+    largest sum is the GPU's. The GPU's window energy is then shared among the series present in the window by their
+    power energy (a job change inside a window), or by graphics activity × time for MIG instances."""
+    S, K = P.shape
+    p_ok = np.isfinite(p_mean)
+    e_power = np.where(p_ok & P, p_mean * span, 0.0)
+    unit = np.unique(
+        np.stack([gi, np.unique(inst, return_inverse=True)[1]], axis=1), axis=0, return_inverse=True
+    )[1]
+    unit = np.asarray(unit).ravel()
+    U = int(unit.max()) + 1
+    g_of_unit = np.zeros(U, dtype=np.intp)
+    g_of_unit[unit] = gi
+
+    def per_gpu(x: np.ndarray) -> np.ndarray:  # Σ over one instance's series, the largest instance
+        per = np.zeros((U, K))
+        np.add.at(per, unit, x)
+        out = np.zeros((G, K))
+        np.maximum.at(out, g_of_unit, per)
+        return out
+
+    Pg = per_gpu(e_power)
+    Gp = np.zeros((G, K), bool)
+    np.logical_or.at(Gp, gi, P)
+    gprev = np.zeros_like(Gp)
+    gprev[:, 1:] = Gp[:, :-1]
+    Eg, from_g = Pg.copy(), Pg.copy()
+    counter_g = np.zeros((G, K))
+    cpower_g = np.zeros((G, K))
+    reset_g = np.zeros((G, K), bool)
+    if L is not None and Mn is not None:
+        e_ok = P & np.isfinite(L) & np.isfinite(Mn)
+        Lg = np.full((G, K), -np.inf)
+        np.maximum.at(Lg, gi, np.where(e_ok, L, -np.inf))
+        Mg = np.full((G, K), np.inf)
+        np.minimum.at(Mg, gi, np.where(e_ok, Mn, np.inf))
+        pg_mean = np.full((G, K), -np.inf)
+        np.maximum.at(pg_mean, gi, np.where(p_ok & P, p_mean, -np.inf))
+        half = np.where(np.isfinite(pg_mean), 0.5 * step * pg_mean, 0.0)
+        eg_ok = np.isfinite(Lg)
+        Lg = np.where(eg_ok, Lg, np.nan)
+        prev_l = _ffill_prev(Lg)
+        has_prev = np.isfinite(prev_l)
+        with np.errstate(invalid="ignore"):
+            reset_g = eg_ok & has_prev & (Mg < prev_l)
+        d = np.where(eg_ok & has_prev & ~reset_g, Lg - np.where(has_prev, prev_l, 0.0), 0.0)
+        first = eg_ok & ~has_prev
+        lastg = eg_ok & ~next_any(eg_ok)
+        c = d + np.where(first | reset_g, Lg - np.where(eg_ok, Mg, 0.0), 0.0)
+        c = c + np.where(first, half, 0.0) + np.where(lastg, half, 0.0)
+        use_counter = eg_ok & ~(reset_g & (Pg > 0))
+        Eg = np.where(use_counter, c, Pg)
+        from_g = np.where(use_counter, 0.0, Pg)
+        both = eg_ok & has_prev & ~reset_g & (Pg > 0) & gprev
+        counter_g = np.where(both, d, 0.0)
+        cpower_g = np.where(both, Pg, 0.0)
+    # shares of each GPU window among its series: by power energy; MIG instances (whose power is the whole GPU's):
+    # the idle part (datasheet idle × time) by time, the rest by graphics activity × time
+    is_mig = (inst != "")[:, None]
+    a = np.zeros((S, K)) if busy is None else np.where(np.isfinite(busy), np.maximum(busy, 0.0), 0.0)
+    span_p = np.where(P, span, 0.0)
+
+    def gsum(x: np.ndarray) -> np.ndarray:
+        out = np.zeros((G, K))
+        np.add.at(out, gi, x)
+        return out
+
+    span_g = gsum(span_p)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        by_time = np.where(span_g[gi] > 0, span_p / span_g[gi], 0.0)
+        w = np.where(P, np.where(p_ok, e_power, span), 0.0)
+        wg = gsum(w)
+        share = np.where(wg[gi] > 0, w / wg[gi], by_time)
+        if is_mig.any():
+            idle_w = np.zeros(G)
+            np.maximum.at(idle_w, gi, idle.ravel())
+            base = np.minimum(idle_w[:, None] * per_gpu(span_p), Eg)
+            wa = np.where(P, a * span, 0.0)
+            wag = gsum(wa)
+            dyn = np.where(wag[gi] > 0, wa / wag[gi], by_time)
+            mig = (base[gi] * by_time + (Eg - base)[gi] * dyn) / np.where(Eg[gi] > 0, Eg[gi], 1.0)
+            share = np.where(is_mig, np.where(Eg[gi] > 0, mig, by_time), share)
+    return (
+        Eg[gi] * share,
+        from_g[gi] * share,
+        counter_g[gi] * share,
+        cpower_g[gi] * share,
+        reset_g[gi] * share,
+    )
+
+
 def _ffill_prev(a: np.ndarray) -> np.ndarray:
     """For each cell, the last finite value strictly before it in its row (NaN if none)."""
     S, K = a.shape
@@ -558,12 +642,6 @@ def _ffill_prev(a: np.ndarray) -> np.ndarray:
     return prev
 
 
-def prev_any(P: np.ndarray) -> np.ndarray:
-    """Cells with a present cell anywhere before them in the row."""
-    c = np.cumsum(P, axis=1)
-    return (c - P) > 0
-
-
 def next_any(P: np.ndarray) -> np.ndarray:
     """Cells with a present cell anywhere after them in the row."""
     c = np.cumsum(P[:, ::-1], axis=1)[:, ::-1]
@@ -573,10 +651,8 @@ def next_any(P: np.ndarray) -> np.ndarray:
 @functools.lru_cache(maxsize=256)
 def _idle_w(model: str) -> float:
     """The claimed model's datasheet idle power (50 W when unknown): the load threshold of the checks."""
-    try:
-        return float(get_device(model).idle_w) if model else 50.0
-    except InputError:
-        return 50.0
+    spec = resolve(model, cpu=False)
+    return 50.0 if spec is None else float(spec.idle_w)
 
 
 def _busy(util: np.ndarray | None, load: np.ndarray, P: np.ndarray) -> np.ndarray:
@@ -600,31 +676,3 @@ def _signature(busy: np.ndarray, ends: np.ndarray, W: float) -> str:
         return _dt.datetime.fromtimestamp(x, tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
     return " + ".join(f"{iso(ends[a] - W)}→{iso(ends[z - 1])}" for a, z in zip(starts, stops, strict=True))
-
-
-def _apportion(
-    energy: np.ndarray,
-    from_power: np.ndarray,
-    busy: np.ndarray | None,
-    mig: np.ndarray,
-    gi: np.ndarray,
-    G: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """MIG instances' energy: the whole GPU's once per window (the instances repeat it), split by activity."""
-    K = energy.shape[1]
-    whole = np.zeros((G, K))
-    np.maximum.at(whole, gi[mig], energy[mig])
-    whole_p = np.zeros((G, K))
-    np.maximum.at(whole_p, gi[mig], from_power[mig])
-    a = np.zeros_like(energy) if busy is None else np.where(np.isfinite(busy), np.maximum(busy, 0.0), 0.0)
-    a = np.where(mig[:, None], a, 0.0)
-    n = np.where(mig[:, None] & (energy > 0), 1.0, 0.0)
-    tot_a = np.zeros((G, K))
-    np.add.at(tot_a, gi, a)
-    tot_n = np.zeros((G, K))
-    np.add.at(tot_n, gi, n)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(tot_a[gi] > 0, a / tot_a[gi], np.where(tot_n[gi] > 0, n / tot_n[gi], 0.0))
-    e = np.where(mig[:, None], whole[gi] * share, energy)
-    fp = np.where(mig[:, None], whole_p[gi] * share, from_power)
-    return e, fp

@@ -26,13 +26,16 @@ import bisect
 import logging
 import math
 from collections import deque
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flopwatch.estimate.bounds import IDLE_DRIFT_MIN_W, MIN_COVERAGE, idle_drift_w
+from flopwatch.estimate.observe import PIPES
 from flopwatch.monitor.exporter import DeviceSample
+from flopwatch.monitor.observed import Interval, Observed, interval, power_limit
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
+from flopwatch.monitor.totals import Totals
 from flopwatch.sensor_timing import ENERGY_COUNTER_MAX_UPDATE_S
 from flopwatch.telemetry.consistency import ConsistencyCheck
 from flopwatch.telemetry.plausibility import check_counter_step, check_reading
@@ -56,67 +59,6 @@ IDLE_WINDOW_S = 10.0
 
 
 @dataclass
-class Totals:
-    """Running per-device totals since the ledger began (persisted in every checkpoint row)."""
-
-    energy_j: float = 0.0  # gross energy measured
-    net_energy_j: float = 0.0  # ∫(P − P_idle) over all measured time (idle-baseline drift included)
-    busy_s: float = 0.0
-    busy_net_energy_j: float = 0.0
-    busy_tb: float = 0.0  # DRAM traffic in busy intervals (TB), when the sensor reports it
-    busy_util_s: float = 0.0  # ∫ util dt over busy intervals (for the busy-weighted mean utilisation)
-    workload_net_energy_j: float = 0.0  # sum over recorded workload rows
-    # Net energy of quiet (not busy) stretches: each finished stretch adds max(0, its net energy), so a
-    # baseline set too high cannot cancel bursts with the negative net energy of idle time.
-    quiet_net_energy_j: float = 0.0
-    quiet_open_net_energy_j: float = 0.0  # the current quiet stretch (may be negative)
-    workload_s: float = 0.0
-    workloads: int = 0
-    estimated_flops: float = 0.0  # assess stage applied to the busy totals (kept monotone)
-    observed_s: float = 0.0  # time spanned by readings
-    covered_s: float = 0.0  # of which covered by readings at the nominal rate
-    sensor_errors: int = 0  # failed reads and implausible readings
-    implausible_readings: int = 0  # readings outside physical limits (also counted in sensor_errors)
-    missed_ticks: int = 0  # sampler overruns (host too slow), not sensor faults
-    min_idle_power_w: float | None = None  # lowest mean power over a settled idle window
-    negative_net_energy_j: float = (
-        0.0  # net energy of settled idle windows that sat below the baseline (<= 0)
-    )
-    t_s: float | None = None  # sensor time of the last reading
-    wall: float | None = None
-
-    def derived(self) -> dict[str, Any]:
-        d = asdict(self)
-        # Energy that fell outside detected workloads (what window verdicts bound with the efficiency envelope):
-        # busy intervals no workload row holds (short bursts, open workloads) plus the positive net energy of
-        # quiet stretches; and the busy part alone.
-        d["outside_net_energy_j"] = self.outside_net_energy_j()
-        d["outside_busy_net_energy_j"] = self.busy_net_energy_j - self.workload_net_energy_j
-        d["outside_busy_s"] = max(0.0, self.busy_s - self.workload_s)
-        d["coverage"] = self.covered_s / self.observed_s if self.observed_s > 0 else None
-        return d
-
-    def outside_net_energy_j(self) -> float:
-        """Cumulative net energy outside recorded workload rows (never decreases by more than float noise)."""
-        return (
-            max(0.0, self.busy_net_energy_j - self.workload_net_energy_j)
-            + self.quiet_net_energy_j
-            + max(0.0, self.quiet_open_net_energy_j)
-        )
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Totals:
-        """Totals from a checkpoint; a value that is missing, null or not finite keeps its default."""
-        out = cls()
-        for name, f in cls.__dataclass_fields__.items():
-            v = d.get(name)
-            if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                continue
-            setattr(out, name, int(v) if f.type == "int" else float(v))
-        return out
-
-
-@dataclass
 class _Point:
     """Cumulative values at one reading (for back-dating workload boundaries by interpolation)."""
 
@@ -133,6 +75,10 @@ class _Point:
     clock_dt: float = 0.0
     plim_s: float = 0.0  # ∫ enforced power limit dt, likewise (W·s)
     plim_dt: float = 0.0
+    unobs_s: float = 0.0  # time no sample and no energy counter covered (gaps)
+    pipe_s: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)  # Σ activity·dt per pipe (PIPES order) where reported
+    pipe_dt: float = 0.0  # time the pipe counters covered
+    iv: Interval | None = None  # the interval ending at this reading (not cumulative; for back-dating)
 
 
 @dataclass
@@ -145,6 +91,7 @@ class OpenWorkload:
     first_implausible: str | None = None
     running: WorkloadRow | None = None
     consistency: ConsistencyCheck | None = None  # cross-channel checks over the workload's readings
+    observed: Observed | None = None  # per-window sums and ranges of the sound bound's observables
 
 
 @dataclass(frozen=True)
@@ -157,6 +104,9 @@ class DeviceContext:
     simulated: bool = False
     has_dram: bool = False
     spec: DeviceSpec | None = None  # for plausibility limits (TDP, bandwidth); None: generic limits
+    #: share of observed time the sensor does not see at the rate in force
+    #: (``sensor_timing.check_sampling(...).unobserved_fraction``): bounded at peak rate in every row
+    unobserved_fraction: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -175,6 +125,7 @@ class AccountSettings:
     threshold_flops: float | None = None
     profile_sha256: str | None = None
     declared_dtype: str | None = None
+    window_s: float = 30.0  # one window of a row's time-resolved observables per this much observed time
 
 
 @dataclass(frozen=True)
@@ -244,6 +195,8 @@ class DeviceAccount:
         self.status_counts: dict[
             str, int
         ] = {}  # rows closed this session, by status (the exporter's counter)
+        #: the context every row of this device records (the daemon sets it: profile hash, peaks, sensor …)
+        self.context: Mapping[str, Any] | None = None
 
     # ------------------------------------------------------------------ readings
     def on_reading(self, r: Reading) -> None:
@@ -260,6 +213,7 @@ class DeviceAccount:
         if prev is not None and r.t_s > prev.t_s:
             dt = r.t_s - prev.t_s
             de = self._counter_energy(prev, r)
+            by_counter = de is not None
             if de is None:
                 p0 = prev.power_w if prev.power_w is not None else r.power_w
                 p1 = r.power_w if r.power_w is not None else p0
@@ -278,7 +232,7 @@ class DeviceAccount:
             thr = self.s.util_threshold
             both_busy = u0 is not None and u1 is not None and u0 > thr and u1 > thr
             clk = _mean(prev.sm_clock_mhz, r.sm_clock_mhz) if both_busy else None
-            plim = _mean(_power_limit(prev), _power_limit(r)) if both_busy else None
+            plim = _mean(power_limit(prev), power_limit(r)) if both_busy else None
             if not all(math.isfinite(x) for x in (de, dnet, dbytes, dt)):
                 # Cannot happen with plausible readings; never let a non-finite value reach the totals.
                 self._fault(r.t_s, "non-finite energy increment", implausible=True)
@@ -292,6 +246,12 @@ class DeviceAccount:
                 or (u1 is not None and u1 > thr)
                 or dnet / dt > self.busy_margin_w
             )
+            # the sound bound's observables (estimate/observe.py): a gap no energy counter spans is unobserved;
+            # clock range, peak power and power limit over both readings; pipe activity where both report it
+            iv = interval(prev, r, dnet, 0.0 if by_counter else dt - covered)
+            uncovered, pipe_dt = iv.uncovered, iv.pipe_dt
+            if self.open is not None and self.open.observed is not None:
+                self.open.observed.feed(iv)
             tot.energy_j += de
             tot.net_energy_j += dnet
             tot.observed_s += dt
@@ -322,6 +282,12 @@ class DeviceAccount:
                 c.clock_dt + (dt if clk is not None and math.isfinite(clk) else 0.0),
                 c.plim_s + (plim * dt if plim is not None else 0.0),
                 c.plim_dt + (dt if plim is not None else 0.0),
+                c.unobs_s + uncovered,
+                c.pipe_s
+                if iv.pipes is None
+                else tuple(x + y for x, y in zip(c.pipe_s, iv.pipes, strict=True)),
+                c.pipe_dt + pipe_dt,
+                iv,
             )
         else:
             c = self._cum
@@ -339,6 +305,9 @@ class DeviceAccount:
                 c.clock_dt,
                 c.plim_s,
                 c.plim_dt,
+                c.unobs_s,
+                c.pipe_s,
+                c.pipe_dt,
             )
         self._hist.append(self._cum)
         while self._hist and self._hist[0].t < r.t_s - self._hist_s:
@@ -537,6 +506,9 @@ class DeviceAccount:
             lerp(a.clock_dt, b.clock_dt),
             lerp(a.plim_s, b.plim_s),
             lerp(a.plim_dt, b.plim_dt),
+            lerp(a.unobs_s, b.unobs_s),
+            tuple(lerp(x, y) for x, y in zip(a.pipe_s, b.pipe_s, strict=True)),
+            lerp(a.pipe_dt, b.pipe_dt),
         )
 
     def _start(self, t_s: float) -> None:
@@ -547,9 +519,55 @@ class DeviceAccount:
             start_wall=base.wall,
             base=base,
             consistency=ConsistencyCheck(self.idle_power_w),
+            observed=self._observed_since(t_s),
         )
         log.info("%s: workload started at t=%.1f", self.label, t_s)
         self.ports.checkpoint("workload start")
+
+    def _observed_since(self, t_s: float) -> Observed:
+        """The observables of the intervals after ``t_s`` still in the history (a start is back-dated)."""
+        acc = Observed(self.s.window_s)
+        for p in self._hist:
+            iv = p.iv
+            if iv is None or p.t <= t_s:
+                continue
+            acc.feed(iv, 1.0 if iv.t0 >= t_s else (p.t - t_s) / iv.dt)
+        return acc
+
+    def _tail(self, t_s: float) -> tuple[float, float]:
+        """Observed time and net energy of the intervals after ``t_s`` (a row ends back-dated, at the last busy
+        poll, while its accumulator has seen the readings up to now)."""
+        dt = net = 0.0
+        for p in reversed(self._hist):
+            iv = p.iv
+            if p.t <= t_s:
+                break
+            if iv is None:
+                continue
+            f = 1.0 if iv.t0 >= t_s else (p.t - t_s) / iv.dt
+            dt += (iv.dt - iv.uncovered) * f
+            net += iv.dnet * f
+        return dt, net
+
+    def _observables(self, w: OpenWorkload, end: _Point, dur: float) -> dict[str, Any]:
+        """The sound bound's observables of a workload (Measurement fields): unobserved time (gaps no counter
+        spans + the sensor's blind share of the rest), clock range, peak power, pipe activity, windows."""
+        b = w.base
+        gaps = max(0.0, end.unobs_s - b.unobs_s)
+        f = min(1.0, max(0.0, self.ctx.unobserved_fraction))
+        out: dict[str, Any] = {"unobserved_s": gaps + f * max(0.0, dur - gaps)}
+        obs = w.observed
+        pipe_dt = end.pipe_dt - b.pipe_dt
+        if pipe_dt > 0 and pipe_dt >= (dur - gaps) * (1 - 1e-6):
+            # every observed interval had the four pipe counters: they bound that time on their own
+            out["pipe_active_s"] = {k: max(0.0, end.pipe_s[i] - b.pipe_s[i]) for i, k in enumerate(PIPES)}
+            out["pipe_observed_s"] = pipe_dt
+        if obs is not None:
+            out["min_sm_clock_mhz"] = obs.lo if math.isfinite(obs.lo) else None
+            out["max_sm_clock_mhz"] = obs.hi if math.isfinite(obs.hi) else None
+            out["peak_power_w"] = obs.p_hi if math.isfinite(obs.p_hi) else None
+            out["windows"] = obs.windows(f, *self._tail(end.t))
+        return out
 
     def _measure(self, w: OpenWorkload, end: _Point, cut: str | None = None) -> Measurement:
         b = w.base
@@ -609,6 +627,8 @@ class DeviceAccount:
             declared_dtype=self.s.declared_dtype,
             device_name=self.ctx.name,
             spec_key=self.ctx.spec.key if self.ctx.spec is not None else None,
+            context=self.context,
+            **self._observables(w, end, dur),
         )
 
     def _row(self, w: OpenWorkload, end: _Point, *, status: str, cut: str | None = None) -> WorkloadRow:
@@ -709,7 +729,11 @@ class DeviceAccount:
         """Totals and the open workload's running row (status "open"), for a checkpoint."""
         d = self.totals.derived()
         if self.open is not None:
-            d["open_workload"] = self._row(self.open, self._cum, status="open").to_payload()
+            # the running row without its windows (a checkpoint stays small; a recovered row is one window)
+            d["open_workload"] = {
+                **self._row(self.open, self._cum, status="open").to_payload(),
+                "windows": None,
+            }
         else:
             d["open_workload"] = None
         return d
@@ -730,14 +754,6 @@ def _mean(a: float | None, b: float | None) -> float | None:
     if b is None:
         return a
     return 0.5 * (a + b)
-
-
-def _power_limit(r: Reading) -> float | None:
-    """The enforced power limit a reading carries (NVML and the simulator report it; sysfs does not)."""
-    v = r.extra.get("power_limit_w") if r.extra else None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        return None
-    return float(v)
 
 
 def _g(x: float | None) -> str:

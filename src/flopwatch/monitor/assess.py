@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flopwatch.estimate.observe import Observables
+from flopwatch.estimate.observe import PIPES, Observables
 from flopwatch.estimate.verdict import Assessment, assess
 from flopwatch.monitor.rows import Measurement
 from flopwatch.text import literal
+from flopwatch.units import finite
 
 log = logging.getLogger("flopwatch.monitor")
 
@@ -42,31 +42,37 @@ log = logging.getLogger("flopwatch.monitor")
 AssessFn = Callable[[Measurement], Assessment]
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return None
-    return float(x)
-
-
 def observables(meas: Measurement) -> Observables:
     """The observables of a measured workload (never its declared precision)."""
+    pipes = meas.pipe_active_s
+    if pipes is not None:
+        vals = {k: finite(pipes.get(k)) for k in PIPES}
+        pipes = (
+            {k: v for k, v in vals.items() if v is not None}
+            if all(v is not None and v >= 0 for v in vals.values())
+            else None
+        )
     return Observables(
         net_energy_j=float(meas.net_energy_j),
         duration_s=float(meas.duration_s),
-        tb_moved=_num(meas.tb_moved),
-        mean_util=_num(meas.mean_util),
-        sm_clock_mhz=_num(meas.mean_sm_clock_mhz),
-        power_limit_w=_num(meas.power_limit_w),
-        idle_power_w=_num(meas.idle_power_w),
-        coverage=_num(meas.coverage),
-        min_sm_clock_mhz=_num(getattr(meas, "min_sm_clock_mhz", None)),
-        max_sm_clock_mhz=_num(getattr(meas, "max_sm_clock_mhz", None)),
-        peak_power_w=_num(getattr(meas, "peak_power_w", None)),
-        unobserved_s=_num(getattr(meas, "unobserved_s", None)),
-        pipe_active_s=getattr(meas, "pipe_active_s", None),
-        windows=getattr(meas, "windows", None),
-        pipe_observed_s=_num(getattr(meas, "pipe_observed_s", None)),
+        tb_moved=finite(meas.tb_moved),
+        mean_util=finite(meas.mean_util),
+        sm_clock_mhz=finite(meas.mean_sm_clock_mhz),
+        power_limit_w=finite(meas.power_limit_w),
+        idle_power_w=finite(meas.idle_power_w),
+        coverage=finite(meas.coverage),
+        min_sm_clock_mhz=finite(meas.min_sm_clock_mhz),
+        max_sm_clock_mhz=finite(meas.max_sm_clock_mhz),
+        peak_power_w=finite(meas.peak_power_w),
+        unobserved_s=finite(meas.unobserved_s),
+        pipe_active_s=pipes,
+        windows=meas.windows,
+        pipe_observed_s=finite(meas.pipe_observed_s),
     )
+
+
+#: The verifier's context for a measurement: a fixed mapping, or a function of the measurement (per device).
+VerifierContext = Mapping[str, Any] | Callable[[Measurement], Mapping[str, Any] | None]
 
 
 class ProfileAssessor:
@@ -75,7 +81,9 @@ class ProfileAssessor:
 
     ``profile``: a :class:`~flopwatch.estimate.profile.Profile` (None: energy only, no estimate, verdict
     "n/a"). ``declared_dtype``: the operator's precision claim, recorded, never used. ``context`` /
-    ``verifier_context``: the recorded context of the rows and the verifier's, compared by ``assess``.
+    ``verifier_context``: the recorded context of the rows and the verifier's, compared by ``assess``
+    (a measurement's own ``context`` takes precedence over ``context``; ``verifier_context`` may be a function
+    of the measurement, for per-device peaks).
     """
 
     def __init__(
@@ -85,7 +93,7 @@ class ProfileAssessor:
         threshold_flops: float | None = None,
         declared_dtype: str | None = None,
         context: Mapping[str, Any] | None = None,
-        verifier_context: Mapping[str, Any] | None = None,
+        verifier_context: VerifierContext | None = None,
     ) -> None:
         self.profile = profile
         self.threshold_flops = threshold_flops
@@ -105,7 +113,7 @@ class ProfileAssessor:
     def __call__(self, meas: Measurement) -> Assessment:
         if self.profile is None or not meas.duration_s > 0:
             return Assessment(notes=self._notes())
-        if _num(meas.duration_s) is None or _num(meas.net_energy_j) is None:
+        if finite(meas.duration_s) is None or finite(meas.net_energy_j) is None:
             return Assessment(
                 verdict="n/a" if self.threshold_flops is None else "uncertain",
                 warnings=(
@@ -113,6 +121,7 @@ class ProfileAssessor:
                 ),
                 notes=self._notes(),
             )
+        vctx = self.verifier_context
         try:
             a = assess(
                 self.profile,
@@ -120,8 +129,8 @@ class ProfileAssessor:
                 device=meas.spec_key or meas.device_name,
                 threshold_flops=self.threshold_flops,
                 extra_warnings=meas.warnings,
-                context=self.context,
-                verifier_context=self.verifier_context,
+                context=meas.context if meas.context is not None else self.context,
+                verifier_context=vctx(meas) if callable(vctx) else vctx,
             )
         except Exception as e:  # noqa: BLE001 - an estimator failure must never stop the daemon or lose a row
             if not self._warned:
@@ -135,4 +144,4 @@ class ProfileAssessor:
         return dataclasses.replace(a, notes=(*a.notes, *self._notes()))
 
 
-__all__ = ["AssessFn", "ProfileAssessor", "observables"]
+__all__ = ["AssessFn", "ProfileAssessor", "VerifierContext", "observables"]

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flopwatch import __version__
-from flopwatch.errors import ConfigError, InputError, LedgerError
+from flopwatch.errors import ConfigError, LedgerError
 from flopwatch.monitor.accounting import (
     AccountPorts,
     AccountSettings,
@@ -57,6 +57,7 @@ from flopwatch.monitor.window import (
 )
 from flopwatch.telemetry.schema import Gap, Reading
 from flopwatch.telemetry.sensors.base import Sensor, SensorInfo, VirtualClock
+from flopwatch.units import finite
 
 if TYPE_CHECKING:
     from flopwatch.devices import DeviceSpec
@@ -78,19 +79,20 @@ class MonitorResult:
 
 
 def device_spec(info: SensorInfo) -> DeviceSpec | None:
-    """The spec table entry of a sensor's device (for plausibility limits), or None when unknown."""
-    from flopwatch.devices import DEVICES, get_device
+    """The spec table entry of a sensor's device (for plausibility limits and peaks), or None when unknown:
+    :func:`flopwatch.devices.resolve` over its spec key, fingerprint model and name (the one resolver)."""
+    from flopwatch.devices import resolve
 
-    if info.spec_key and info.spec_key in DEVICES:
-        return DEVICES[info.spec_key]
-    for name in (info.fingerprint.get("model") if info.fingerprint else None, info.name):
-        if not name:
-            continue
-        try:
-            return get_device(str(name))
-        except InputError:
-            continue
-    return None
+    model = info.fingerprint.get("model") if info.fingerprint else None
+    return resolve(info.spec_key, model, info.name)
+
+
+def peak_override() -> str | None:
+    """The peak override in force in this process (``FLOPWATCH_PEAK_FLOPS``), recorded in every row's context:
+    a verifier flags it, so it never loosens a verdict silently."""
+    from flopwatch.devices import PEAK_OVERRIDE_ENV
+
+    return os.environ.get(PEAK_OVERRIDE_ENV, "").strip() or None
 
 
 class Monitor:
@@ -99,7 +101,8 @@ class Monitor:
     ``sensors`` and ``profile`` may be passed in (tests, embedding); otherwise they are opened from the config
     — sensors last, because a replay's clock starts running when it is opened. ``assess`` replaces the default
     estimate-and-verdict stage (:class:`~flopwatch.monitor.assess.ProfileAssessor`: the sound assessment of
-    ``flopwatch.estimate.assess_workload`` over the profile); ``window_verdict`` replaces the running window
+    :func:`flopwatch.estimate.verdict.assess` over the profile, in the daemon's own context: every row is
+    judged against the daemon's configuration as a verifier would judge it); ``window_verdict`` replaces the running window
     verdict behind the exporter's gauge (:func:`~flopwatch.monitor.window.default_window_verdict`:
     ``flopwatch.evaluate.window.combine_window``, as ``flopwatch verdict``).
     """
@@ -147,15 +150,26 @@ class Monitor:
         self._recovered_rows: dict[str, int] = {}  # interrupted rows written by crash recovery, per device
         self.metrics.collect_accounts(self._metric_samples)
         self.fatal: BaseException | None = None
+        self._vctx: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._sinks: list[Any] = []
 
     # ------------------------------------------------------------------ ports of the accounts
     def assess(self, meas: Measurement) -> Assessment:
         """The assess stage in use (the injected one, else the profile's)."""
         assert self._assess is not None
         a = self._assess(meas)
+        if meas.context is not None and hasattr(a, "with_warnings"):
+            # judged in the daemon's own context whatever the assess stage (ProfileAssessor already is: the
+            # same named warnings, deduplicated), so a swapped-in estimator cannot skip it
+            from flopwatch.estimate.verdict import context_warnings
+
+            cw = context_warnings(meas.context, self.verifier_context(meas))
+            if cw:
+                a = a.with_warnings(cw)
         chk = self.sampling_checks.get(meas.device)
-        if chk is not None and chk.timing is not None and not chk.adequate and hasattr(a, "with_warnings"):
-            # too slow a rate for this sensor (flopwatch.sensor_timing): the row is never "below"
+        if chk is not None and not chk.adequate and hasattr(a, "with_warnings"):
+            # too slow a rate for this sensor, or a sensor whose timing nobody knows (flopwatch.sensor_timing):
+            # the row is never "below"
             a = a.with_warnings(chk.warnings)
         return a
 
@@ -236,7 +250,12 @@ class Monitor:
             )
             self.metrics.ledger_head.set(e.seq)
             # the window's outside-energy baseline: the values just written, as `flopwatch verdict` reads them
-            self.window.mark(wall, {d: v["outside_net_energy_j"] for d, v in devs.items()})
+            self.window.mark(
+                wall,
+                {d: v["outside_net_energy_j"] for d, v in devs.items()},
+                t_s=max(ts) if ts else None,
+                session_id=self.session_id,
+            )
             self._update_window()
         log.debug("checkpoint row %d (%s)", e.seq, reason)
 
@@ -247,14 +266,35 @@ class Monitor:
         return {
             "profile_sha256": self.profile_sha256,
             "peaks_in_force": dict(sorted(self._peaks.items())),
-            "peak_override": getattr(cfg, "peak_override", None),
-            "sensor_kind": sorted({str(i["kind"]) for i in self.sensor_info.values()}),
+            "peak_override": peak_override(),
+            "sensor_kind": sorted({_recorded_kind(i) for i in self.sensor_info.values()}),
             "sensor_spec": list(cfg.sensors),
             "sample_rate_hz": cfg.sample_hz,
             # the seeds in force (one sampler: its seed; several: per device); every instant can be regenerated
             "jitter_seed": _seed_in_force(self.jitter_seeds, getattr(cfg, "jitter_seed", None)),
             "flopwatch_version": __version__,
         }
+
+    def row_context(self, device: str) -> dict[str, Any]:
+        """The context one device's rows record (:meth:`context` narrowed to the device): compared by every
+        verifier — and by the daemon itself, :meth:`verifier_context` — before a row may be "below"."""
+        ctx = self.context()
+        info = self.sensor_info.get(device, {})
+        ctx["peaks_in_force"] = self._peaks.get(device)
+        ctx["sensor_kind"] = _recorded_kind(info) if info else None
+        ctx["jitter_seed"] = self.jitter_seeds.get(device, ctx["jitter_seed"])
+        return ctx
+
+    def verifier_context(self, meas: Measurement) -> dict[str, Any]:
+        """What the daemon, judging its own rows as a verifier would, expects: its profile's hash, the device
+        table's datasheet peaks (an override in its environment differs from them), no override."""
+        from flopwatch.monitor.nodes import verifier_context
+
+        key = (meas.spec_key, meas.device_name, meas.device)
+        v = self._vctx.get(key)
+        if v is None:
+            v = self._vctx[key] = verifier_context(list(key), self.profile_sha256)
+        return v
 
     # ------------------------------------------------------------------ lifecycle
     def _load_profile(self) -> None:
@@ -274,7 +314,10 @@ class Monitor:
             self.idle_power_w = 0.0
         if self._assess is None:
             self._assess = ProfileAssessor(
-                self.profile, threshold_flops=cfg.threshold_flops, declared_dtype=cfg.dtype
+                self.profile,
+                threshold_flops=cfg.threshold_flops,
+                declared_dtype=cfg.dtype,
+                verifier_context=self.verifier_context,
             )
 
     def _restore_window(self, led: Ledger) -> None:
@@ -289,8 +332,9 @@ class Monitor:
                     for d, v in p["devices"].items()
                     if isinstance(v, dict)
                 }
-                w = p.get("wall")
-                self.window.mark(w if isinstance(w, (int, float)) and not isinstance(w, bool) else None, vals)
+                self.window.mark(
+                    finite(p.get("wall")), vals, t_s=finite(p.get("t_s")), session_id=p.get("session_id")
+                )
             elif e.kind == "start":
                 for sen in p.get("sensors") or []:
                     if isinstance(sen, dict) and sen.get("device") and sen.get("name"):
@@ -335,6 +379,10 @@ class Monitor:
         for sampler in self.samplers:
             sampler.request_stop()
 
+    def _fan_out(self, item: Reading | Gap) -> None:
+        for sink in self._sinks:
+            sink(item)
+
     def _sink(self, item: Reading | Gap) -> None:
         try:
             acc = self.accounts.get(item.device)
@@ -364,8 +412,9 @@ class Monitor:
             self.fatal = e
             self.stop(f"internal error: {type(e).__name__}: {e}")
 
-    def _sample(self, sensors: list[Sensor], sinks: list[Any]) -> str:
-        """Run the samplers until every one has finished; returns the end reason."""
+    def _make_samplers(self, sensors: list[Sensor], sinks: list[Any]) -> None:
+        """One sampler per device (one for all on a virtual clock), with the jitter seeds in force known before
+        the start row records them."""
         from flopwatch.telemetry.sampler import Sampler
 
         cfg = self.config
@@ -387,7 +436,9 @@ class Monitor:
         ]
         # the seeds in force (ledger rows may carry them as ``jitter_seed``: every instant can be regenerated)
         self.jitter_seeds = {s.info().device_id: sm.jitter_seed for sm in self.samplers for s in sm.sensors}
-        self.sampling_checks = _sampling_checks(sensors, cfg.sample_hz)
+
+    def _sample(self) -> str:
+        """Run the samplers until every one has finished; returns the end reason."""
         if self._stop.is_set():
             for sampler in self.samplers:
                 sampler.request_stop()
@@ -418,10 +469,15 @@ class Monitor:
             "simulated": info.simulated,
             "fingerprint": dict(info.fingerprint),
             "capabilities": caps,
+            # a sensor that plays recorded history back (prometheus: with start=/end=) measures no device now
+            "replayed": getattr(s, "history", None) is not None,
         }
         spec = device_spec(info)
         if spec is not None:
             self._peaks[dev] = {str(k): float(v) for k, v in spec.peak_flops.items()}
+        # what the sensor sees at the rate in force (flopwatch.sensor_timing): its blind share goes to every
+        # row's unobserved time; an inadequate rate (or unknown timing) blocks "below" (see assess)
+        chk = self.sampling_checks[dev] = _sampling_check(info, self.config.sample_hz)
         ctx = DeviceContext(
             device=dev,
             name=info.name,
@@ -430,6 +486,7 @@ class Monitor:
             # DRAM traffic: bytes/s from the sensor, or GPM bandwidth utilisation × the datasheet bandwidth
             has_dram="dram_bytes_per_s" in caps or ("dram_bw_util" in caps and spec is not None),
             spec=spec,
+            unobserved_fraction=chk.unobserved_fraction,
         )
         if info.name:
             self._names[dev] = str(info.name)
@@ -488,6 +545,7 @@ class Monitor:
                 threshold_flops=cfg.threshold_flops,
                 profile_sha256=self.profile_sha256,
                 declared_dtype=cfg.dtype,
+                window_s=cfg.checkpoint_s,
             )
             ports = AccountPorts(
                 assess=self.assess,
@@ -506,6 +564,11 @@ class Monitor:
                 ledger_key=led.public_key_path.name,
             )
             self._update_window()
+            # the samplers before the start row: the jitter seeds in force are part of the context it records
+            self._sinks = [self._sink]
+            self._make_samplers(sensors, [self._fan_out])
+            for dev, acc in self.accounts.items():
+                acc.context = self.row_context(dev)
             led.append(
                 "start",
                 {
@@ -527,7 +590,6 @@ class Monitor:
             self.metrics.serve_ledger(
                 lambda: h.to_dict() if (h := led.latest_head) is not None else None, led.consistency
             )
-            sinks: list[Any] = [self._sink]
             if cfg.keep_trace is not None:
                 from flopwatch.telemetry.writer import TraceWriter
 
@@ -544,8 +606,8 @@ class Monitor:
                     with self._lock:  # samplers of several devices write to one file
                         writer(item)
 
-                sinks.append(keep)
-            end_reason = self._sample(sensors, sinks)
+                self._sinks.append(keep)
+            end_reason = self._sample()
             for s in sensors:
                 try:
                     s.close()
@@ -579,20 +641,28 @@ class Monitor:
                 led.close()
 
 
-def _sampling_checks(sensors: list[Sensor], rate_hz: float) -> dict[str, Any]:
-    """Is ``rate_hz`` enough for each sensor (flopwatch.sensor_timing)? Inadequate rates are logged; the
-    checks' ``warnings`` are what a row must carry so that it is never "below"."""
+def _sampling_check(info: SensorInfo, rate_hz: float) -> Any:
+    """Is ``rate_hz`` enough for this sensor (flopwatch.sensor_timing)? An inadequate rate is logged; the
+    check's ``warnings`` are what a row must carry so that it is never "below"."""
     from flopwatch.sensor_timing import check_sampling, sensor_kind_of
 
-    out: dict[str, Any] = {}
-    for s in sensors:
-        info = s.info()
-        chk = check_sampling(info.spec_key or info.name or info.device_id, sensor_kind_of(info.kind), rate_hz)
-        out[info.device_id] = chk
-        if not chk.adequate and chk.timing is not None:  # a sensor the table knows, read too slowly
-            for w in chk.warnings:
-                log.warning("%s: %s", info.device_id, w)
-    return out
+    chk = check_sampling(info.spec_key or info.name or info.device_id, sensor_kind_of(info.kind), rate_hz)
+    if not chk.adequate:
+        for w in chk.warnings:
+            log.warning("%s: %s", info.device_id, w)
+    return chk
+
+
+def _recorded_kind(info: dict[str, Any]) -> str:
+    """The sensor kind a row's context records: a playback of recorded history says so (``replay of …``), so
+    that a verifier flags it as it flags ``replay:`` (issue 21 item 6)."""
+    kind = str(info.get("kind"))
+    return f"replay of {kind} history" if info.get("replayed") else kind
+
+
+def _sampling_checks(sensors: list[Sensor], rate_hz: float) -> dict[str, Any]:
+    """:func:`_sampling_check` of each sensor, by device id."""
+    return {s.info().device_id: _sampling_check(s.info(), rate_hz) for s in sensors}
 
 
 def _seed_in_force(seeds: dict[str, int | None], configured: int | None) -> Any:

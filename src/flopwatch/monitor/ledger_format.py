@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import shutil
 import sqlite3
 import tempfile
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from flopwatch.errors import InputError
+from flopwatch.io import jsonable
 
 FORMAT = "flopwatch.ledger/1"
 GENESIS_PREV = "0" * 64
@@ -132,23 +132,15 @@ def schema_problems(con: sqlite3.Connection) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------- canonical form
-def _clean(value: Any) -> Any:
-    """JSON-safe copy: non-finite floats become None (canonical JSON forbids NaN/inf)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return _clean(value.item())
-    return value
-
-
 def canonical_payload(payload: Mapping[str, Any]) -> str:
-    """Canonical JSON text of a row payload (sorted keys, compact, ASCII, no NaN)."""
+    """Canonical JSON text of a row payload (sorted keys, compact, ASCII, no NaN).
+
+    Values go through the one JSON-safe converter (:func:`flopwatch.io.jsonable`: non-finite → null, numpy
+    scalars → numbers, tuples → lists); the options on top fix the signed bytes. Rows written before this
+    used the same conversion, so old ledgers verify (``tests/test_ledger_compat.py``).
+    """
     return json.dumps(
-        _clean(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+        jsonable(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
     )
 
 

@@ -8,11 +8,17 @@ witness's clock, with the devices of each node kept apart so that one job's rows
   window that ends at the verifier's clock. Rows after the newest witnessed head are bounded by the verifier's
   own clock (``now``). Within an interval the node's clock is trusted as far as the node is.
 * **Clock jumps.** Rows keep the sensor's monotonic time (``t_s``, ``end_t_s``) beside wall time; within one
-  daemon session both advance together. A wall clock that moves more than :data:`JUMP_SLACK_S` (or 1 %) away
+  daemon session both advance together. A wall clock that moves more than :data:`~flopwatch.monitor.window.JUMP_SLACK_S` (or 1 %) away
   from the monotonic clock between two rows is a blocker: no "below" on that ledger.
 * **Several nodes.** Device ids become ``NODE/device`` (NODE: the ledger's file name, or its ledger id when
   names collide), and the rows of all nodes are merged in time order, so ``--by all`` over a job's window sums
   the job's rows across nodes before the one verdict rule judges them.
+* **The verifier's context** (issue 21 item 6): :func:`judge_contexts` compares each row's recorded context
+  (its own ``context``, else its session's start row's) with the verifier's — its profile's hash, its device
+  table's datasheet peaks, no peak override, a real sensor at an adequate rate — through
+  :func:`flopwatch.estimate.verdict.context_warnings`; every difference is a named warning on the row, which is
+  then never "below". The row's unobserved time is raised to what the verifier's sensor-timing table says
+  the recorded sensor and rate leave unobserved.
 """
 
 from __future__ import annotations
@@ -25,12 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flopwatch.monitor.ledger_format import LedgerEntry, canonical_payload
+from flopwatch.monitor.window import ClockJumpCheck
 from flopwatch.monitor.witness import WitnessedHead
-
-#: A wall clock may drift from the monotonic one by this much between two rows before it counts as a jump
-#: (NTP slews at most 0.5 ms/s, so 1 % plus 30 s is far beyond any honest clock).
-JUMP_SLACK_S = 30.0
-JUMP_RATIO = 0.01
+from flopwatch.units import finite
 
 
 @dataclass
@@ -43,38 +46,21 @@ class NodeRows:
     warnings: list[str] = field(default_factory=list)
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return None
-    return float(x)
-
-
 def clock_jumps(entries: Iterable[LedgerEntry]) -> list[str]:
-    """Blockers for a wall clock that jumped against the monotonic clock within a daemon session."""
-    out: list[str] = []
-    last: dict[str, tuple[int, float, float]] = {}  # session → (seq, t_s, wall)
+    """Blockers for a wall clock that jumped against the monotonic clock within a daemon session
+    (:class:`~flopwatch.monitor.window.ClockJumpCheck`: the live gauge's rule too)."""
+    chk = ClockJumpCheck()
     for e in entries:
         p = e.payload
         if e.kind == "workload":
-            t, w = _num(p.get("end_t_s")), _num(p.get("end_wall"))
+            b = chk.feed(p.get("session_id"), e.seq, p.get("end_t_s"), p.get("end_wall"))
         elif e.kind == "checkpoint":
-            t, w = _num(p.get("t_s")), _num(p.get("wall"))
+            b = chk.feed(p.get("session_id"), e.seq, p.get("t_s"), p.get("wall"))
         else:
             continue
-        sid = str(p.get("session_id") or "")
-        if t is None or w is None or not sid:
-            continue
-        if sid in last:
-            seq0, t0, w0 = last[sid]
-            dt, dw = t - t0, w - w0
-            if dt >= 0 and abs(dw - dt) > JUMP_SLACK_S + JUMP_RATIO * dt:
-                out.append(
-                    f"the node's wall clock moved {dw:+.0f} s while its monotonic clock moved {dt:+.0f} s "
-                    f"(rows {seq0} → {e.seq}): a clock jump; its rows' times cannot place a window"
-                )
-                break
-        last[sid] = (e.seq, t, w)
-    return out
+        if b is not None:
+            return [b]
+    return []
 
 
 def _with_payload(e: LedgerEntry, p: dict[str, Any]) -> LedgerEntry:
@@ -109,8 +95,8 @@ def place_by_witness(
         lo = times[k - 1] if k > 0 else -math.inf
         p = e.payload
         if e.kind == "workload":
-            end, start = _num(p.get("end_wall")), _num(p.get("start_wall"))
-            dur = _num(p.get("duration_s"))
+            end, start = finite(p.get("end_wall")), finite(p.get("start_wall"))
+            dur = finite(p.get("duration_s"))
             if dur is None and end is not None and start is not None:
                 dur = max(0.0, end - start)
             new_end = _clamp(end, lo, hi)
@@ -120,7 +106,7 @@ def place_by_witness(
                 p = {**p, "end_wall": new_end, "start_wall": new_start, "node_wall": [start, end]}
                 e = _with_payload(e, p)
         elif e.kind == "checkpoint":
-            w = _num(p.get("wall"))
+            w = finite(p.get("wall"))
             nw = _clamp(w, lo, hi)
             if nw != w:
                 moved += 1
@@ -161,9 +147,9 @@ def namespace(entries: Iterable[LedgerEntry], label: str) -> list[LedgerEntry]:
 def _time_of(e: LedgerEntry) -> float:
     p = e.payload
     w = (
-        _num(p.get("end_wall"))
+        finite(p.get("end_wall"))
         if e.kind == "workload"
-        else _num(p.get("wall"))
+        else finite(p.get("wall"))
         if e.kind == "checkpoint"
         else None
     )
@@ -191,3 +177,94 @@ def context_of(entries: Iterable[LedgerEntry]) -> dict[str, Any] | None:
         if e.kind == "start" and isinstance(e.payload.get("context"), dict):
             ctx = e.payload["context"]
     return ctx
+
+
+def row_context(row: Any, start_context: Any) -> dict[str, Any] | None:
+    """A workload row's recorded context: its own ``context``, else derived from its session's start row."""
+    own = row.get("context")
+    if isinstance(own, dict):
+        return dict(own)
+    if not isinstance(start_context, dict):
+        # a row of flopwatch <= 0.3 records part of it (profile hash, sensor kind) at the top level
+        from flopwatch.estimate.observe import CONTEXT_KEYS
+
+        part = {k: row[k] for k in CONTEXT_KEYS if row.get(k) is not None}
+        return part or None
+    ctx = dict(start_context)
+    peaks = ctx.get("peaks_in_force")
+    dev = row.get("device")
+    if isinstance(peaks, dict):  # the daemon's {device: peaks}: this row's device (before any namespace)
+        ctx["peaks_in_force"] = peaks.get(dev)
+    if row.get("sensor_kind"):
+        ctx["sensor_kind"] = row["sensor_kind"]
+    return ctx
+
+
+def verifier_context(device_names: Sequence[object], profile_sha256: str | None = None) -> dict[str, Any]:
+    """The verifier's own context for a row of this device: its profile's hash, its device table's datasheet
+    peaks (never an override from its own environment either), no peak override."""
+    from flopwatch.devices import DEVICES, resolve
+
+    spec = resolve(*device_names)
+    peaks = None
+    if spec is not None and spec.key in DEVICES:
+        peaks = {str(k): float(v) for k, v in DEVICES[spec.key].peak_flops.items()}
+    return {"profile_sha256": profile_sha256, "peaks_in_force": peaks, "peak_override": None}
+
+
+def _unobserved_floor(row: dict[str, Any], ctx: dict[str, Any] | None, device: str | None) -> float | None:
+    """The unobserved seconds the verifier's sensor-timing table gives the row's sensor at its rate on the
+    device (the verifier's ``--device``, else the row's)."""
+    from flopwatch.errors import InputError
+    from flopwatch.sensor_timing import check_sampling, sensor_kind_of
+
+    dur, rate = finite(row.get("duration_s")), finite((ctx or {}).get("sample_rate_hz"))
+    kind = row.get("sensor_kind") or (ctx or {}).get("sensor_kind")
+    name = device or row.get("device_name") or row.get("device")
+    if dur is None or rate is None or rate <= 0 or not isinstance(kind, str) or not name:
+        return None
+    try:
+        chk = check_sampling(str(name), sensor_kind_of(kind), rate)
+    except InputError:
+        return None
+    return chk.unobserved_fraction * dur
+
+
+def judge_contexts(
+    entries: Iterable[LedgerEntry], *, profile_sha256: str | None = None, device: str | None = None
+) -> list[LedgerEntry]:
+    """Each workload row judged in the verifier's context (module docstring): context warnings added to its
+    ``warnings`` (a "below" becomes "uncertain"), its ``unobserved_s`` raised to the verifier's floor."""
+    from flopwatch.estimate.observe import CONTEXT_KEYS
+    from flopwatch.estimate.verdict import context_warnings
+
+    out: list[LedgerEntry] = []
+    starts: dict[str, Any] = {}
+    for e in entries:
+        p = e.payload
+        if e.kind == "start":
+            starts[str(p.get("session_id") or "")] = p.get("context")
+        elif e.kind == "workload":
+            ctx = row_context(p, starts.get(str(p.get("session_id") or "")))
+            names = [device, p.get("device_name"), p.get("device")]
+            vctx = verifier_context(names, profile_sha256)
+            # the rate judged per device and sensor where the sensor-timing table knows the pair
+            warns = context_warnings(ctx, vctx, device=device or p.get("device_name") or p.get("device"))
+            new = dict(p)
+            # the context's keys on the row too, where it has none: `verdict --profile` re-assesses the row with
+            # them (estimate.verdict.assess(context=…), the same named warnings, deduplicated)
+            for k, v in (ctx or {}).items():
+                if k in CONTEXT_KEYS and new.get(k) is None and v is not None:
+                    new[k] = v
+            floor = _unobserved_floor(p, ctx, device)
+            if floor is not None and floor > (finite(p.get("unobserved_s")) or 0.0):
+                new["unobserved_s"] = floor
+            if warns:
+                old = p.get("warnings") if isinstance(p.get("warnings"), list) else []
+                new["warnings"] = list(dict.fromkeys([*map(str, old), *warns]))
+                if new.get("verdict") == "below":
+                    new["verdict"] = "uncertain"
+            if new != p:
+                e = _with_payload(e, new)
+        out.append(e)
+    return out

@@ -20,6 +20,13 @@ Versions (``row_version`` in the payload):
   basis; ``assumptions`` (what the calibrated estimate and its interval rest on), ``decisive_at`` (the factor
   T / estimate above which "below" becomes possible) and ``tighten`` (which observation would lower it).
   Out-of-regime observables are assumptions of the estimate, no longer warnings: they never ease a "below".
+* 5 (issue 21 items 2–3 and 6): every observable the sound bound uses — ``min_sm_clock_mhz``/``max_sm_clock_mhz``
+  (the clock range over the workload), ``peak_power_w``, ``unobserved_s`` (gaps no energy counter spans + the
+  sensor's blind share, :mod:`flopwatch.sensor_timing`), ``pipe_active_s``/``pipe_observed_s`` (only where
+  the sensor reports all four pipe counters), ``windows`` (per-window sums, lists per field; null: not
+  observed) — and ``context``, the context the row was made in (profile hash, peaks in force, peak
+  override, sensor kind and spec, sampling rate, jitter seed, flopwatch version), which a verifier compares
+  with its own.
 
 :meth:`WorkloadRow.from_payload` reads both; version 1 ``flags`` become ``warnings``.
 """
@@ -34,8 +41,9 @@ from typing import Any
 
 from flopwatch.estimate.observe import ObservedWindows
 from flopwatch.estimate.verdict import Assessment  # the one assessment type (re-exported)
+from flopwatch.units import finite
 
-ROW_VERSION = 4
+ROW_VERSION = 5
 #: Workload statuses: detected start and end / daemon stopped (or crashed) while open / sensor failed too long.
 STATUSES = ("complete", "interrupted", "sensor_fault", "open")
 
@@ -74,6 +82,32 @@ class Measurement:
     pipe_active_s: Mapping[str, float] | None = None  # Σ activity·dt per pipe (tensor, fp64, fp32, fp16)
     pipe_observed_s: float | None = None  # time the pipe counters covered (None: what the energy sensor did)
     windows: ObservedWindows | None = None
+    context: Mapping[str, Any] | None = None  # what the row is made in (daemon.Monitor.row_context)
+
+
+#: ``ObservedWindows`` fields stored in a row's ``windows`` (lists; null where not observed).
+WINDOW_FIELDS = (
+    "dt_s",
+    "net_energy_j",
+    "sm_clock_mhz",
+    "max_sm_clock_mhz",
+    "power_limit_w",
+    "tensor_active",
+    "fp64_active",
+    "fp32_active",
+    "fp16_active",
+)
+
+
+def windows_payload(w: ObservedWindows | None) -> dict[str, list[float | None] | None] | None:
+    """``w`` as JSON-safe lists (NaN, a window not observed, as null; a field not observed at all as null)."""
+    if w is None:
+        return None
+    out: dict[str, list[float | None] | None] = {}
+    for k in WINDOW_FIELDS:
+        a = getattr(w, k)
+        out[k] = None if a is None else [float(x) if math.isfinite(x) else None for x in a.tolist()]
+    return out
 
 
 @dataclass(frozen=True)
@@ -120,6 +154,15 @@ class WorkloadRow:
     assumptions: str | None = None
     decisive_at: float | None = None
     tighten: tuple[str, ...] = ()
+    # the sound bound's observables (version 5; None: not observed)
+    min_sm_clock_mhz: float | None = None
+    max_sm_clock_mhz: float | None = None
+    peak_power_w: float | None = None
+    unobserved_s: float | None = None
+    pipe_active_s: Mapping[str, float] | None = None
+    pipe_observed_s: float | None = None
+    windows: Mapping[str, Any] | None = None
+    context: Mapping[str, Any] | None = None
     row_version: int = ROW_VERSION
 
     # -------------------------------------------------------------------------------------------- build
@@ -180,6 +223,14 @@ class WorkloadRow:
             assumptions=assessment.assumptions,
             decisive_at=assessment.decisive_at,
             tighten=assessment.tighten,
+            min_sm_clock_mhz=meas.min_sm_clock_mhz,
+            max_sm_clock_mhz=meas.max_sm_clock_mhz,
+            peak_power_w=meas.peak_power_w,
+            unobserved_s=meas.unobserved_s,
+            pipe_active_s=None if meas.pipe_active_s is None else dict(meas.pipe_active_s),
+            pipe_observed_s=meas.pipe_observed_s,
+            windows=windows_payload(meas.windows),
+            context=None if meas.context is None else dict(meas.context),
         )
 
     def interrupted(self, reason: str, *, session_id: str | None = None) -> WorkloadRow:
@@ -238,11 +289,14 @@ def _typed(v: Any, annotation: str) -> Any:
     if annotation.startswith("bool"):
         return v if isinstance(v, bool) else None
     if annotation.startswith(("float", "int")):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        x = finite(v)
+        if x is None:
             return None
-        return int(v) if annotation.startswith("int") and float(v).is_integer() else v
+        return int(v) if annotation.startswith("int") and x.is_integer() else v
     if annotation.startswith("str"):
         return v if isinstance(v, str) else None
+    if annotation.startswith("Mapping"):
+        return v if isinstance(v, Mapping) else None
     return v
 
 
@@ -275,4 +329,13 @@ def migrate_payload(d: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["ROW_VERSION", "STATUSES", "Assessment", "Measurement", "WorkloadRow", "migrate_payload"]
+__all__ = [
+    "ROW_VERSION",
+    "STATUSES",
+    "WINDOW_FIELDS",
+    "Assessment",
+    "Measurement",
+    "WorkloadRow",
+    "migrate_payload",
+    "windows_payload",
+]

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from flopwatch.evaluate.window import WindowVerdict, combine_window
+from flopwatch.units import finite
 
 if TYPE_CHECKING:
     from flopwatch.monitor.rows import WorkloadRow
@@ -43,6 +44,42 @@ VERDICTS = ("above", "below", "uncertain", "n/a")
 #: Checkpoint gaps remembered for the median spacing (``flopwatch verdict`` takes every gap in the ledger; a
 #: daemon checkpointing every minute keeps about four hours of them: memory bounded, the median is stable).
 _GAPS_KEPT = 256
+#: A wall clock may drift from the monotonic one by this much between two rows before it counts as a jump
+#: (NTP slews at most 0.5 ms/s, so 1 % plus 30 s is far beyond any honest clock).
+JUMP_SLACK_S = 30.0
+JUMP_RATIO = 0.01
+
+
+class ClockJumpCheck:
+    """The one clock-jump rule of the live gauge and ``flopwatch verdict`` (issue 23 item 3).
+
+    Rows keep the sensor's monotonic time beside wall time; within one daemon session both advance together. A
+    wall clock that moves more than :data:`JUMP_SLACK_S` + :data:`JUMP_RATIO` × the monotonic step away from it
+    between two rows of a session (a clock run fast to empty a rolling window, a step back) is a blocker: the
+    rows' wall times cannot place a window. :meth:`feed` returns the blocker's text the first time, else None.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[object, float, float]] = {}  # session → (row ref, t_s, wall)
+        self.blocker: str | None = None
+
+    def feed(self, session: object, ref: object, t_s: object, wall: object) -> str | None:
+        t, w, sid = finite(t_s), finite(wall), str(session or "")
+        if t is None or w is None or not sid or self.blocker is not None:
+            return None
+        prev = self._last.get(sid)
+        self._last[sid] = (ref, t, w)
+        if prev is None:
+            return None
+        ref0, t0, w0 = prev
+        dt, dw = t - t0, w - w0
+        if dt >= 0 and abs(dw - dt) > JUMP_SLACK_S + JUMP_RATIO * dt:
+            self.blocker = (
+                f"the node's wall clock moved {dw:+.0f} s while its monotonic clock moved {dt:+.0f} s "
+                f"(rows {ref0} → {ref}): a clock jump; its rows' times cannot place a window"
+            )
+            return self.blocker
+        return None
 
 
 @dataclass(frozen=True)
@@ -124,6 +161,7 @@ class WorkloadWindow:
         self._last_wall = -math.inf
         self._cp_wall: float | None = None
         self._gaps: deque[tuple[float, float]] = deque(maxlen=_GAPS_KEPT)
+        self._jumps = ClockJumpCheck()  # the same rule as `flopwatch verdict` (monitor/nodes.py)
 
     def _clock(self, wall: float) -> None:
         from flopwatch.evaluate.window import _CLOCK_SLACK_S
@@ -134,8 +172,14 @@ class WorkloadWindow:
             )
         self._last_wall = max(self._last_wall, wall)
 
+    def _jump(self, session: object, ref: object, t_s: object, wall: object) -> None:
+        b = self._jumps.feed(session, ref, t_s, wall)
+        if b is not None:
+            self._standing.append(b)
+
     def add(self, row: WorkloadRow) -> None:
         self._any_row = True
+        self._jump(row.session_id, row.workload_id, row.end_t_s, row.end_wall)
         if row.end_wall is None:  # no finite end time: in every window, as `flopwatch verdict` counts it
             self._open.append(row)
             return
@@ -145,19 +189,29 @@ class WorkloadWindow:
             self._newest = max(self._newest, row.end_wall)
             self._trim(self._newest)
 
-    def mark(self, wall: float | None, outside: Mapping[str, float]) -> None:
-        """A checkpoint at ``wall`` with these cumulative outside energies (J per device)."""
-        if wall is None or not math.isfinite(wall):
+    def mark(
+        self,
+        wall: float | None,
+        outside: Mapping[str, float],
+        *,
+        t_s: float | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        """A checkpoint at ``wall`` with these cumulative outside energies (J per device); ``t_s`` and
+        ``session_id`` (its monotonic time and daemon session) let a clock jump block the window."""
+        self._jump(session_id, "checkpoint", t_s, wall)
+        if finite(wall) is None:
             return
+        assert wall is not None
         self._clock(wall)
         for d, x in outside.items():
             if (
                 x is not None
-                and not (_finite(x) and x >= 0)
+                and not (finite(x) is not None and x >= 0)
                 and not any("impossible" in b for b in self._standing)
             ):
                 self._standing.append(f"checkpoint of {d} has an impossible outside-workload energy ({x!r})")
-        vals = {d: float(x) for d, x in outside.items() if _finite(x)}
+        vals = {d: float(x) for d, x in outside.items() if finite(x) is not None}
         if self._marks and wall < self._marks[-1][0]:
             return  # out of order (a clock step back, a standing blocker now): the newer mark stands
         if self._cp_wall is not None and wall > self._cp_wall:
@@ -211,10 +265,12 @@ class WorkloadWindow:
         rows = [r for r in self.rows(now_wall) if (r.end_wall if r.end_wall is not None else math.inf) > cut]
         inside = [r for r in rows if (r.start_wall if r.start_wall is not None else -math.inf) >= cut]
         outside = {
-            d: max(0.0, float(x) - self._baseline(d, cut)) for d, x in outside_now.items() if _finite(x)
+            d: max(0.0, float(x) - self._baseline(d, cut))
+            for d, x in outside_now.items()
+            if finite(x) is not None
         }
         notes: tuple[str, ...] = ()
-        missing = sorted(d for d, j in outside.items() if j > 0 and not _finite(self.envelopes.get(d)))
+        missing = sorted(d for d, j in outside.items() if j > 0 and finite(self.envelopes.get(d)) is None)
         if missing:
             notes = (
                 f"no efficiency envelope for {', '.join(missing)} (no profile or unknown device): "
@@ -236,12 +292,11 @@ class WorkloadWindow:
         )
 
 
-def _finite(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 __all__ = [
+    "JUMP_RATIO",
+    "JUMP_SLACK_S",
     "VERDICTS",
+    "ClockJumpCheck",
     "WindowInput",
     "WindowVerdict",
     "WindowVerdictFn",

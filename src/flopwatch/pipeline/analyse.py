@@ -14,7 +14,7 @@ records go from the join to the calibration in memory (no write-then-read). Stag
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,8 +25,10 @@ from flopwatch.detect import Detection, detect_workloads
 from flopwatch.errors import InputError
 from flopwatch.estimate.calibrate import calibrate
 from flopwatch.estimate.features import DEFAULT_MIN_UTIL, FrontierGate, GateResult
+from flopwatch.estimate.observe import SampledRun, windows_from_trace
 from flopwatch.estimate.verdict import assess_record
 from flopwatch.evaluate.splits import EvaluationResult, evaluate_models
+from flopwatch.evaluate.threshold import HeldoutAssessments, heldout_assessments
 from flopwatch.join import JoinResult, Mismatch, join_records
 from flopwatch.pipeline.device import DeviceChoice
 from flopwatch.pipeline.execute import Execution
@@ -35,6 +37,7 @@ from flopwatch.pipeline.plan import Plan, RunOptions
 from flopwatch.pipeline.progress import ANALYSIS_S, Progress
 from flopwatch.records import RecordSet, WorkloadRecord, append_record, record_set
 from flopwatch.telemetry.source import ParquetSource, TraceLike, TraceSource, open_source
+from flopwatch.units import finite
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,6 +75,8 @@ class Analysis:
     verdicts: list[ThresholdVerdict]
     figures: list[Path] = field(default_factory=list)
     figure_errors: list[str] = field(default_factory=list)
+    # the verifier's verdicts of held-out runs (estimate.verdict.assess, a profile per split): the report's table
+    heldout: HeldoutAssessments | None = None
 
 
 def frontier_gate(measured: RecordSet, *, where: str, sweep: str, file: str) -> FrontierGate:
@@ -96,9 +101,9 @@ class ThresholdVerdict:
     label: str
     total_flops: float
     estimate_flops: float
-    lower_flops: float  # calibrated interval
-    upper_flops: float
-    verdict_lower_flops: float  # the bounds the verdict used
+    calibrated_lower_flops: float  # the calibrated interval: the estimate's, never the verdict's
+    calibrated_upper_flops: float
+    verdict_lower_flops: float  # the bounds the verdict used (sound; inf: unbounded)
     verdict_upper_flops: float
     verdict: str
     threshold_flops: float
@@ -117,10 +122,10 @@ class ThresholdVerdict:
             "label": self.label,
             "total_flops": self.total_flops,
             "estimate_flops": self.estimate_flops,
-            "lower_flops": self.lower_flops,
-            "upper_flops": self.upper_flops,
-            "verdict_lower_flops": self.verdict_lower_flops,
-            "verdict_upper_flops": self.verdict_upper_flops,
+            "calibrated_lower_flops": self.calibrated_lower_flops,
+            "calibrated_upper_flops": self.calibrated_upper_flops,
+            "verdict_lower_flops": finite(self.verdict_lower_flops),
+            "verdict_upper_flops": finite(self.verdict_upper_flops),  # null: unbounded
             "err_pct": (self.estimate_flops / self.total_flops - 1.0) * 100.0,
             "verdict": self.verdict,
             "truth": self.truth,
@@ -128,20 +133,24 @@ class ThresholdVerdict:
         }
 
 
-def threshold_verdicts(profile: Any, kept: RecordSet, threshold_flops: float) -> list[ThresholdVerdict]:
+def threshold_verdicts(
+    profile: Any, kept: RecordSet, threshold_flops: float, sampled: Mapping[str, SampledRun] | None = None
+) -> list[ThresholdVerdict]:
     """Stage **verdict** on the frontier runs at one threshold: above / below / uncertain, against the truth
-    (typed: the profile's estimate and the sound assessment of each run, no row dicts in between)."""
+    (typed: the profile's estimate and the sound assessment of each run, over its trace windows where
+    ``sampled`` has them, no row dicts in between)."""
     out = []
     for r in kept:
         e = profile.estimate_record(r)
-        a = assess_record(profile, r, threshold_flops=threshold_flops)
+        a = assess_record(profile, r, threshold_flops=threshold_flops, sampled=(sampled or {}).get(r.label))
         out.append(
             ThresholdVerdict(
                 r.label,
                 float(r.total_flops),
                 e.flops,
-                e.lower_flops,
-                e.upper_flops,
+                # the interval as `estimate` prints it (widened for a later session), else the profile's own
+                e.lower_flops if a.calibrated_lower_flops is None else a.calibrated_lower_flops,
+                e.upper_flops if a.calibrated_upper_flops is None else a.calibrated_upper_flops,
                 a.lower_flops,
                 a.upper_flops,
                 a.verdict,
@@ -149,6 +158,27 @@ def threshold_verdicts(profile: Any, kept: RecordSet, threshold_flops: float) ->
             )
         )
     return out
+
+
+def sampled_runs(trace_path: Path, records: RecordSet, detection: Detection) -> dict[str, SampledRun]:
+    """Each joined record's segment of the trace as the verifier's bounds read it
+    (:func:`~flopwatch.estimate.observe.windows_from_trace`: power, SM clock, power limit and pipe counters where
+    the trace has them), by label; a record the join placed on no segment is left out (judged on its totals)."""
+    from flopwatch.telemetry.trace import Trace
+
+    segs = {(round(s.start_s, 6), round(s.end_s, 6)): s for s in detection.segments}
+    wanted = []
+    for r in records:
+        j = r.raw.get("join") or {}
+        key = (j.get("segment_start_s"), j.get("segment_end_s"))
+        if None not in key and r.idle_power_w is not None:
+            seg = segs.get((round(float(key[0]), 6), round(float(key[1]), 6)))
+            if seg is not None:
+                wanted.append((r, seg))
+    if not wanted:
+        return {}
+    tr = Trace.read(trace_path)
+    return {r.label: windows_from_trace(tr, seg, idle_power_w=float(r.idle_power_w)) for r, seg in wanted}
 
 
 #: Up to this many rows the timeline figure draws every sample (the whole trace is loaded); above it, a min/max
@@ -273,7 +303,17 @@ def analyse(
 
     prog.stage("threshold analysis")
     threshold = float(np.exp(np.mean(np.log(ev.truth))))  # geometric middle of the sweep's compute range
-    verdicts = threshold_verdicts(profile, gres.kept, threshold)
+    sampled = sampled_runs(Path(ex.trace_path), gres.kept, det)
+    verdicts = threshold_verdicts(profile, gres.kept, threshold, sampled)
+    # the verifier's view of unseen runs: each split's test runs judged by a profile fitted on its training runs
+    # (plus the runs the gate excluded, which the full profile sees too) with the sound assessment
+    frontier = set(gres.kept.labels)
+    others = [r for r in rs if r.label not in frontier]
+    held = heldout_assessments(
+        ev,
+        lambda train: st.calibrate(rs.subset([*train, *others]), "default", gate=gate),
+        sampled=sampled,
+    )
     prog.advance(ANALYSIS_S["threshold"])
 
     a = Analysis(
@@ -289,6 +329,7 @@ def analyse(
         ev,
         threshold,
         verdicts,
+        heldout=held,
     )
     write_figures(a, outdir, simulated=choice.simulated, prog=prog)
     return a

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopwatch.backends import open_sensors
-from flopwatch.devices import get_device
+from flopwatch.devices import resolve
 from flopwatch.errors import FlopwatchError, InputError
 from flopwatch.sim.sensor import parse_spec
 
@@ -71,7 +71,10 @@ def resolve_device(spec: str) -> DeviceChoice:
     """Turn ``--device`` into a :class:`DeviceChoice` (InputError when the asked-for device is unusable)."""
     s = str(spec).strip().lower()
     if s.startswith("sim:") or s == "sim":
-        key, n = parse_spec(s)
+        try:
+            key, n = parse_spec(s)
+        except InputError as e:  # the simulator names its field 'device'; here it is the --device option
+            raise InputError(e.detail, file=e.file, record=e.record, field="--device") from None
         if n != 1:
             raise InputError(f"{spec}: flopwatch run uses one device; drop the x{n}", field="--device")
         return DeviceChoice("sim", f"sim:{key}", key, reason="simulator requested")
@@ -102,7 +105,7 @@ def resolve_device(spec: str) -> DeviceChoice:
             x.close()
         if not ok:
             raise InputError(
-                f"{spec}: {why}; use --device sim:a100 to run on the simulator", field="--device"
+                f"{spec}: {_flat(why)}; use --device sim:a100 to run on the simulator", field="--device"
             )
         cok, cwhy = _cuda_ok()
         if not cok:
@@ -115,10 +118,8 @@ def _cuda_choice(idx: int, reason: str) -> DeviceChoice:
     import torch
 
     name = torch.cuda.get_device_name(idx)
-    try:
-        key: str | None = get_device(name).key
-    except InputError:
-        key = None
+    spec = resolve(name)
+    key = spec.key if spec is not None else None
     nvml_spec = f"nvml:{idx}"
     try:  # CUDA orders devices fastest-first, NVML by PCI bus: match the telemetry to the GPU by UUID
         uuid = str(torch.cuda.get_device_properties(idx).uuid)

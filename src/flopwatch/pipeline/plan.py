@@ -232,7 +232,7 @@ def plan_run(choice: DeviceChoice, opts: RunOptions) -> Plan:
     if opts.sweep:
         if opts.sweep not in SWEEPS and opts.sweep != "frontier":
             raise InputError(
-                f"unknown sweep {opts.sweep!r}; known: frontier, {', '.join(SWEEPS)}", field="sweep"
+                f"unknown sweep {opts.sweep!r}; known: frontier, {', '.join(SWEEPS)}", field="--sweep"
             )
         if opts.sweep == "frontier":
             cfgs = frontier_sweep(_frontier_dtype(spec), quick=opts.quick)

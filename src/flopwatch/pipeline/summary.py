@@ -129,7 +129,7 @@ def build_summary(
         summary["simulation"] = ex.simulation.to_dict()
     # the verdict on top of summary.json and the report, with the keys derived from it (constant_jpf_baseline,
     # study_models_heldout_mae_pct, published_heldout_mae_pct): numbers from evaluate/, words from report/
-    return apply_headline(summary, ev)
+    return apply_headline(summary, ev, a.heldout)
 
 
 def failed_summary(

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from flopwatch.devices import DEVICES, get_device, normalize_dtype
+from flopwatch.devices import DEVICES, normalize_dtype, resolve
 from flopwatch.errors import InputError
 from flopwatch.io import read_bytes
 from flopwatch.powermodel.mfu import GPU_FILE_TAGS, MASCOTS_GPUS, canonical_gpu
@@ -367,10 +367,8 @@ def read_aggregate_csv(
 
 
 def _tdp_bound_w(gpu: str) -> float:
-    try:
-        return POWER_TDP_FACTOR * get_device(gpu).tdp_w
-    except InputError:
-        return POWER_TDP_FACTOR * max(d.tdp_w for d in DEVICES.values())
+    spec = resolve(gpu)
+    return POWER_TDP_FACTOR * (spec.tdp_w if spec is not None else max(d.tdp_w for d in DEVICES.values()))
 
 
 def _check_power_vs_tdp(work: pd.DataFrame, lines: np.ndarray, fname: str) -> None:

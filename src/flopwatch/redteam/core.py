@@ -9,6 +9,7 @@ from typing import Any
 
 from flopwatch.errors import InputError
 from flopwatch.estimate.profile import Profile
+from flopwatch.units import finite
 
 
 def legacy_verdict(
@@ -93,9 +94,6 @@ class AttackResult:
         return max(0.0, self.truth_flops - self.lower_flops)
 
     def to_dict(self) -> dict[str, Any]:
-        def fin(x: float | None) -> float | None:
-            return x if x is None or math.isfinite(x) else None
-
         return {
             "attack": self.attack,
             "family": self.family,
@@ -103,9 +101,9 @@ class AttackResult:
             "label": self.label,
             "truth_flops": self.truth_flops,
             "threshold_flops": self.threshold_flops,
-            "estimate_flops": fin(self.estimate_flops),
-            "lower_flops": fin(self.lower_flops),
-            "upper_flops": fin(self.upper_flops),  # null: unbounded
+            "estimate_flops": finite(self.estimate_flops),
+            "lower_flops": finite(self.lower_flops),
+            "upper_flops": finite(self.upper_flops),  # null: unbounded
             "verdict": self.verdict,
             "expected": self.expected,
             "before_verdict": self.before_verdict,

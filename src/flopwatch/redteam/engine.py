@@ -263,9 +263,9 @@ def gen_timing(world: World, fam: Family) -> Iterator[Case]:
             vals, warns = sampled_values(
                 acc, t_start, t1, sensor=sensor, rate_hz=rate, instants=inst, phase_s=phase
             )
-            vals["pipe_active_s"] = (
-                None if key == "orin-nano" else exact_values(acc, t_start, t1)["pipe_active_s"]
-            )
+            ex = exact_values(acc, t_start, t1)
+            vals["pipe_active_s"] = None if key == "orin-nano" else ex["pipe_active_s"]
+            vals["pipe_observed_s"] = None if key == "orin-nano" else ex["pipe_observed_s"]
             yield _case(
                 world,
                 fam,
@@ -387,9 +387,9 @@ def gen_tamper(world: World, fam: Family) -> Iterator[Case]:
                 v["net_energy_j"] *= 0.5
                 v["coverage"] = 0.5
                 v["unobserved_s"] = (v.get("unobserved_s") or 0.0) + 0.5 * t
-                v["pipe_gap_s"] = 0.5 * t  # the profiling samples of the paused half are lost too
-                if v.get("pipe_active_s"):
+                if v.get("pipe_active_s"):  # the profiling counters of the paused half are lost too
                     v["pipe_active_s"] = {k: 0.5 * x for k, x in v["pipe_active_s"].items()}
+                    v["pipe_observed_s"] = 0.5 * t
             elif op == "reset":
                 v["net_energy_j"] -= (v["net_energy_j"] / t) * 1.5  # one 1.5 s interval bridged from power
                 v["coverage"] = 1.0 - 1.5 / t
@@ -484,14 +484,3 @@ def variants(fam: Family, *, quick: bool) -> list[Family]:
             p["phases"] = ((d0, p["first_share"]), (d1, 1.0 - p["first_share"]))
         out.append(dataclasses.replace(fam, params=MappingProxyType(p)))
     return out
-
-
-def cases(world: World, fam: Family, v2_path: Any = None) -> Iterator[Case]:
-    if fam.kind == "real":
-        from flopwatch.redteam.real import real_cases
-
-        if v2_path is not None:
-            yield from real_cases(v2_path, fam)
-        return
-    for v in variants(fam, quick=world.quick):
-        yield from KINDS[fam.kind](world, v)

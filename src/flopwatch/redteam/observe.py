@@ -31,7 +31,7 @@ from flopwatch.sim.accelerator import SimulatedAccelerator, SimulatedRun
 OBSERVABLE_SETS: Mapping[str, tuple[str, ...]] = {
     "energy": ("net_energy_j", "duration_s", "tb_moved", "mean_util", "idle_power_w", "coverage"),
     "+clock+pl": ("sm_clock_mhz", "power_limit_w", "max_sm_clock_mhz", "min_sm_clock_mhz", "peak_power_w"),
-    "+pipes": ("pipe_active_s",),
+    "+pipes": ("pipe_active_s", "pipe_observed_s"),
 }
 SET_ORDER = ("energy", "+clock+pl", "+pipes")
 _PIPE_FIELDS = ("tensor_active", "fp64_active", "fp32_active", "fp16_active")
@@ -52,8 +52,9 @@ def keep_set(values: Mapping[str, Any], upto: str) -> dict[str, Any]:
         }
         out["windows"] = dataclasses.replace(w, **{f: None for f in drop.get(upto, ())})
     # ``unobserved_s`` stays the energy sensor's blind time even with pipe counters: an energy bound over
-    # the observed time only is not a bound over the run (nvml-blind: the counter sees ~0 J). Whether the
-    # cumulative pipe counters cover that time is the verifier's call (estimate/sound.py), not the suite's.
+    # the observed time only is not a bound over the run (nvml-blind: the counter sees ~0 J). The pipe
+    # counters' own coverage (``pipe_observed_s``, +pipes only) says how much of it they saw; the verifier
+    # bounds that part by the pipe bound (estimate/sound.py).
     return out
 
 
@@ -118,6 +119,9 @@ def exact_values(
         "power_limit_w": None if orin else acc.power_limit_w,
         "peak_power_w": float(np.max(p_win)),
         "pipe_active_s": None if orin else _pipe_seconds(acc, runs if runs is not None else acc.runs, t0, t1),
+        # DCGM profiling / NVML GPM counters are cumulative over every cycle: they cover the whole stretch,
+        # the energy sensor's blind part included
+        "pipe_observed_s": None if orin else dur,
         "unobserved_s": unobserved * dur,
     }
 
@@ -166,8 +170,11 @@ def combine(parts: Sequence[Mapping[str, Any]], *, parallel: bool = False) -> di
     pipes = [p.get("pipe_active_s") for p in parts]
     if all(isinstance(p, Mapping) for p in pipes):
         out["pipe_active_s"] = {k: float(sum(p.get(k, 0.0) for p in pipes)) for k in pipes[0]}  # type: ignore[union-attr]
+        cov = [p.get("pipe_observed_s") for p in parts]
+        out["pipe_observed_s"] = None if any(c is None for c in cov) else float(sum(cov))  # type: ignore[arg-type]
     else:
         out["pipe_active_s"] = None
+        out["pipe_observed_s"] = None
     if parallel:
         out["peak_power_w"] = None  # per-device peaks do not add up to one board's
     return out

@@ -1,7 +1,7 @@
 """Attacks on the published Jetson Orin Nano records (Fowler 2026, v2), read in place.
 
 Every attacked run is left out of the calibration that judges it (leave-one-out): the profile is fitted on
-the other 37 records, so neither the fp32 model nor the efficiency envelope has seen the run. What the
+the other 37 records, so the fp32 model has not seen the run (the sound bound never reads a profile). What the
 attacker changes is applied to the run's *observables* (label, DRAM counter, idle baseline); the ground
 truth is the study's FlopCounterMode count.
 """

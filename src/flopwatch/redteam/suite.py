@@ -15,7 +15,7 @@ import math
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,10 +25,11 @@ from flopwatch.estimate.verdict import profile_envelope
 from flopwatch.evaluate.window import combine_window
 from flopwatch.published import published_data_problem
 from flopwatch.redteam.core import AttackResult, HonestResult, expected_verdict, legacy_verdict
-from flopwatch.redteam.engine import Case, World, cases, exact_values, make_acc, shape, with_dtype
+from flopwatch.redteam.engine import KINDS, Case, World, exact_values, make_acc, shape, variants, with_dtype
 from flopwatch.redteam.families import FAMILIES, Family
 from flopwatch.redteam.judge import BEST_T_FACTOR, judge
 from flopwatch.redteam.observe import SET_ORDER, keep_set
+from flopwatch.redteam.real import real_cases
 
 log = logging.getLogger("flopwatch.redteam")
 
@@ -137,6 +138,12 @@ class SuiteResult:
             # stronger than no wrong below: runs whose truth exceeds the sound upper bound at all (a "below" would
             # then be one estimate or warning away); 0 means every bound held
             "upper_bound_violations": sum(a.hidden_flops > 0 for a in self.attacks),
+            # of those, the ones no warning flagged (a lie about the observables themselves — a replayed trace,
+            # a clock run fast — is bounded by nothing; its warning is the defence) and their families
+            "upper_bound_violations_unwarned": sum(
+                a.hidden_flops > 0 and a.n_warnings == 0 for a in self.attacks
+            ),
+            "upper_bound_violation_families": sorted({a.family for a in self.attacks if a.hidden_flops > 0}),
             "n_families": len(self.families),
             "families_held": sum(f["status"] == "held" for f in fams),
             "families_broken": [f["key"] for f in fams if f["status"] == "BROKEN"],
@@ -195,6 +202,17 @@ def _window(c: Case, T: float) -> tuple[str, float, float, float | None, tuple[s
         blockers=tuple(blockers),
     )
     return w.verdict, w.lower_flops, w.upper_flops, w.estimate_flops, tuple(w.warnings), dropped
+
+
+def cases(world: World, fam: Family, v2_path: Path | None = None) -> Iterator[Case]:
+    """The cases of one family: the real v2 records' (when found) or the simulated generator's, one per
+    variant of its sweep. Dispatched here, above both ``engine`` and ``real``, so neither imports the other."""
+    if fam.kind == "real":
+        if v2_path is not None:
+            yield from real_cases(v2_path, fam)
+        return
+    for v in variants(fam, quick=world.quick):
+        yield from KINDS[fam.kind](world, v)
 
 
 def judge_attack(c: Case, attack_name: str) -> AttackResult:

@@ -53,6 +53,8 @@ FAMILIES: tuple[tuple[str, str, str], ...] = tuple((m.name, m.om_type, m.help) f
 #: The Slurm-style job-info series of ``label_style="info"``: 1 while a job holds a GPU (job, Hostname, gpu).
 JOB_INFO = "slurm_job_info"
 HOPPER = ("h100", "h200")
+#: Share of a MIG-partitioned GPU's work done by each of its instances (``mig=True``; simulated).
+MIG_SHARES = (0.5, 0.3, 0.2)
 
 #: Workloads of the random schedule: per-GPU steps of data-parallel training (FLOPs = 6·N·tokens, Kaplan et al.
 #: 2020 §2.1; bytes: weights, gradients and optimizer state streamed once per step plus activations).
@@ -252,6 +254,7 @@ class SimulatedFleet:
         resets: int = 0,
         drop: float = 0.0,
         omit: Iterable[str] = (),
+        mig: bool = False,
     ) -> None:
         check_fleet_size(n_gpus, hours, gpus_per_node, interval_s)
         if label_style not in LABEL_STYLES:
@@ -269,6 +272,7 @@ class SimulatedFleet:
         self.label_style = label_style
         self.n_resets = int(resets)
         self.drop = float(drop)
+        self.mig = bool(mig)  # each GPU split into len(MIG_SHARES) instances
         known = {f[0] for f in FAMILIES}
         bad = [m for m in omit if m not in known]
         if bad:
@@ -434,6 +438,7 @@ class SimulatedFleet:
                 "wall0": self.wall0,
                 "seed": self.seed,
                 "label_style": self.label_style,
+                "mig_instances": len(MIG_SHARES) if self.mig else 0,
                 "families": [f[0] for f in self.families],
             }
         )
@@ -458,16 +463,25 @@ class SimulatedFleet:
                             continue
                         a = int(alloc[seg[0]])
                         lab = self.labels(g, self.allocs[g][a] if a >= 0 else None)
-                        lstr = label_text(lab)
-                        for name, fh in files.items():
-                            v = vals[M.METRICS[name].key][seg]
-                            prefix = f"{name}{{{lstr}}} "
-                            fh.write(
-                                "".join(
-                                    f"{prefix}{x:.15g} {ts[i]}\n"
-                                    for x, i in zip(v.tolist(), seg.tolist(), strict=True)
-                                )
+                        # MIG: one series per instance; whole-GPU fields repeated (as dcgm-exporter does), the
+                        # profiling fields split by the instance's share of the work (an assumption of this simulator)
+                        for inst, share in enumerate(MIG_SHARES if self.mig else (1.0,)):
+                            li = (
+                                lab | {M.MIG_LABEL: str(inst), "GPU_I_PROFILE": "1g.10gb"}
+                                if self.mig
+                                else lab
                             )
+                            lstr = label_text(li)
+                            for name, fh in files.items():
+                                m = M.METRICS[name]
+                                v = vals[m.key][seg] * (share if m.profiling else 1.0)
+                                prefix = f"{name}{{{lstr}}} "
+                                fh.write(
+                                    "".join(
+                                        f"{prefix}{x:.15g} {ts[i]}\n"
+                                        for x, i in zip(v.tolist(), seg.tolist(), strict=True)
+                                    )
+                                )
                     if self.label_style == "info":
                         self._write_info(info, g, t, alloc, ts)
                     if progress is not None:

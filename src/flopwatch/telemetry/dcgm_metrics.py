@@ -37,10 +37,12 @@ class Metric:
     scale: float  # × scale → SI unit or 0–1 ratio (converted once, in the reader)
     role: str  # what it contributes to the estimate
     profiling: bool = False  # a DCGM profiling (DCP) field: can be paused or stuck independently of the rest
+    fallback_of: str = ""  # read only where the metric with this key is absent
 
 
 #: Each raw sample is read at most twice: two range functions per metric at most (the counter: last and min;
-#: power: sum and count; clock: mean and max).
+#: power: sum and count; clock: mean and max). Without the power gauge the counter's samples are counted too
+#: (a third read of the counter: ``flopwatch.fleet.reader.FleetReader.queries``).
 TABLE: tuple[Metric, ...] = (
     Metric("energy", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", ("last", "min"), "unknown",
            "Total energy consumption since boot (in mJ).", "mJ since boot", 1e-3,
@@ -49,13 +51,14 @@ TABLE: tuple[Metric, ...] = (
            "Power draw (in W).", "W", 1.0,
            "energy where the counter is missing or reset; sample counts; cross-check of the counter"),
     Metric("gpu_util", "DCGM_FI_DEV_GPU_UTIL", "gauge", ("avg",), "gauge",
-           "GPU utilization (in %).", "%", 0.01, "busy share where GR_ENGINE_ACTIVE is missing"),
+           "GPU utilization (in %).", "%", 0.01, "busy share where GR_ENGINE_ACTIVE is missing",
+           fallback_of="gr"),
     Metric("gr", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", ("avg",), "gauge",
            "Ratio of time the graphics engine is active.", "ratio", 1.0,
            "busy share (time-averaged by DCGM); cohorts", profiling=True),
-    Metric("sm", "DCGM_FI_PROF_SM_ACTIVE", "gauge", ("avg",), "gauge",
+    Metric("sm", "DCGM_FI_PROF_SM_ACTIVE", "gauge", (), "gauge",
            "The ratio of cycles an SM has at least 1 warp assigned.", "ratio", 1.0,
-           "reported: SM occupancy in time", profiling=True),
+           "not read: SM occupancy in time bounds no FLOPs", profiling=True),
     Metric("tensor", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", ("avg",), "gauge",
            "Ratio of cycles the tensor (HMMA) pipe is active.", "ratio", 1.0,
            "pipe estimate: tensor-core issue cycles (any precision)", profiling=True),
@@ -116,12 +119,16 @@ HOST_LABELS: tuple[str, ...] = ("Hostname", "instance")
 MIG_LABEL = "GPU_I_ID"
 
 
-def window_queries(present: frozenset[str], matchers: str, window: str) -> dict[tuple[str, str], str]:
-    """(metric key, range function) → PromQL, for the metrics ``present`` (by DCGM name); HMMA stands in for
-    TENSOR where a GPU reports it (Hopper)."""
+def window_queries(
+    present: frozenset[str], matchers: str, window: str, skip: frozenset[str] = frozenset()
+) -> dict[tuple[str, str], str]:
+    """(metric key, range function) → PromQL, for the metrics ``present`` (by DCGM name) and not in ``skip``
+    (keys); HMMA stands in for TENSOR where a GPU reports it (Hopper), a fallback only where its metric is absent."""
     out: dict[tuple[str, str], str] = {}
     for m in TABLE:
-        if m.name not in present or (m.key == "tensor" and HMMA in present):
+        if m.name not in present or m.key in skip or (m.key == "tensor" and HMMA in present):
+            continue
+        if m.fallback_of and BY_KEY[m.fallback_of].name in present:
             continue
         sel = f"{m.name}{{{matchers}}}" if matchers else m.name
         for fn in m.window:

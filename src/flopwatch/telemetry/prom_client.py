@@ -27,9 +27,7 @@ from __future__ import annotations
 import base64
 import http.client
 import io
-import json
 import math
-import operator
 import re
 import socket
 import ssl
@@ -37,12 +35,23 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from flopwatch.errors import InputError
+from flopwatch.telemetry.prom_answer import (
+    Series,
+    _api_error,
+    _clean,
+    _envelope,
+    _matrix,
+    _no_gc,
+    _Refused,
+    _vector,
+)
+
+__all__ = ["PrometheusClient", "PrometheusError", "Series", "SeriesList", "VectorAnswer"]
 
 #: Prometheus refuses range queries with more points per series than this (``promql/engine.go``).
 MAX_POINTS_PER_SERIES = 11_000
@@ -62,15 +71,6 @@ class PrometheusError(InputError):
 
     #: The HTTP status of a refusal by the server (4xx), else None (unreachable, too slow, malformed…).
     http_status: int | None = None
-
-
-@dataclass(frozen=True)
-class Series:
-    """One series of a range-query answer: its labels and its points (seconds, values)."""
-
-    labels: Mapping[str, str]
-    t: np.ndarray
-    v: np.ndarray
 
 
 class SeriesList(list[Series]):
@@ -110,16 +110,6 @@ class _Overdue(Exception):
 
 class _TooLarge(Exception):
     """The answer passed its byte budget."""
-
-
-class _Refused(Exception):
-    """The answer broke the API's shape; the message says how (wrapped into a PrometheusError by the caller)."""
-
-
-def _clean(s: object, n: int = 200) -> str:
-    """Server-supplied text on one line, control characters escaped, cut to ``n`` characters."""
-    t = repr(str(s))[1:-1]
-    return t if len(t) <= n else f"{t[:n]}…"
 
 
 def _show(expr: str) -> str:
@@ -356,10 +346,21 @@ class PrometheusClient:
             if len(buf) > self.max_answer_bytes:
                 raise _TooLarge
 
-    def _request(self, path: str, params: Sequence[tuple[str, str]], what: str, *, get: bool = False) -> Any:
+    def _request(
+        self,
+        path: str,
+        params: Sequence[tuple[str, str]],
+        what: str,
+        *,
+        get: bool = False,
+        then: Callable[[Any, list[str]], Any] | None = None,
+    ) -> Any:
         """The ``data`` of a successful answer, after the deadline, size and envelope checks.
 
-        ``what`` names the request in messages (the query, shortened). Returns (data, warnings)."""
+        ``what`` names the request in messages (the query, shortened). Returns (data, warnings), or what ``then``
+        makes of them: it runs while the garbage collector is still paused, so the decoded document is freed
+        before the collector sees it (checking it afterwards cost one young-generation pass over the whole
+        document per answer)."""
         where = f"{self.display_url}{path} {what}"
         deadline, deadline_name = self._deadline()
         form = urllib.parse.urlencode(list(params))
@@ -427,7 +428,11 @@ class PrometheusClient:
                 err.http_status = status
                 raise err
             try:
-                return _envelope(raw)
+                with _no_gc():
+                    d, warn = _envelope(raw)
+                    out = (d, warn) if then is None else then(d, warn)
+                    del d  # freed before the collector resumes
+                    return out
             except _Refused as e:
                 raise PrometheusError(f"{where}: {e}", field="prometheus") from None
         raise PrometheusError(
@@ -443,7 +448,8 @@ class PrometheusClient:
 
     def _checked(self, where: str, fn: Callable[[], Any]) -> Any:
         try:
-            return fn()
+            with _no_gc():
+                return fn()
         except _Refused as e:
             raise PrometheusError(f"{where}: {e}", field="prometheus") from None
 
@@ -522,11 +528,15 @@ class PrometheusClient:
 
     def query_matrix(self, expr: str, at: float) -> SeriesList:
         """Instant query of a range selector (``x[5m]``): the raw samples of each series in the range."""
-        d, warn = self._request("/api/v1/query", [("query", expr), ("time", _ts(at))], _show(expr))
         where = f"{self.display_url}/api/v1/query {_show(expr)}"
         rng = _range_of(expr)
         lo = at - rng - 1.0 if rng is not None else 0.0
-        return self._matrix(where, d, warn, lo, at + 1.0)
+        return self._request(
+            "/api/v1/query",
+            [("query", expr), ("time", _ts(at))],
+            _show(expr),
+            then=lambda d, warn: self._matrix(where, d, warn, lo, at + 1.0),
+        )
 
     def query_range(self, expr: str, start: float, end: float, step_s: float) -> SeriesList:
         """Range query; raises :class:`PrometheusError` when it would exceed the server's point limit."""
@@ -536,13 +546,13 @@ class PrometheusClient:
                 f"{n} points per series exceed Prometheus's limit of {MAX_POINTS_PER_SERIES}: chunk the range",
                 field="step",
             )
-        d, warn = self._request(
+        where = f"{self.display_url}/api/v1/query_range {_show(expr)}"
+        return self._request(
             "/api/v1/query_range",
             [("query", expr), ("start", _ts(start)), ("end", _ts(end)), ("step", f"{step_s:g}")],
             _show(expr),
+            then=lambda d, warn: self._matrix(where, d, warn, start - step_s, end + step_s),
         )
-        where = f"{self.display_url}/api/v1/query_range {_show(expr)}"
-        return self._matrix(where, d, warn, start - step_s, end + step_s)
 
     def _matrix(self, where: str, d: Any, warn: list[str], lo: float, hi: float) -> SeriesList:
         series, n_nan, n_series = self._checked(where, lambda: _matrix(d, lo, hi))
@@ -552,177 +562,6 @@ class PrometheusClient:
                 f"{where}: {n_nan} sample(s) with the value NaN (no sample) in {n_series} series: left out"
             )
         return SeriesList(series, self._degrade(notes))
-
-
-# ---------------------------------------------------------------------------------------------- answer checks
-def _bare_constant(name: str) -> float:
-    raise _Refused(f"bare {name} in the JSON (not JSON; Prometheus quotes its values)")
-
-
-def _envelope(raw: bytes) -> tuple[Any, list[str]]:
-    """(data, warnings) of a successful answer."""
-    if not raw.strip():
-        raise _Refused("empty answer")
-    try:
-        doc = json.loads(raw, parse_constant=_bare_constant)
-    except _Refused:
-        raise
-    except RecursionError:
-        raise _Refused("JSON nested too deep") from None
-    except (ValueError, UnicodeDecodeError):
-        raise _Refused("answer is not JSON (is this a Prometheus API URL?)") from None
-    if not isinstance(doc, dict) or type(doc.get("status")) is not str:
-        raise _Refused("answer is not a Prometheus API envelope (no 'status')")
-    if doc["status"] != "success":
-        raise _Refused(_api_error(raw) or f"status {_clean(doc['status'], 40)!r}")
-    if "data" not in doc:
-        raise _Refused("answer has no 'data'")
-    warn = doc.get("warnings") or []
-    if not isinstance(warn, list) or any(type(w) is not str for w in warn):
-        raise _Refused("'warnings' is not a list of strings")
-    return doc["data"], [_clean(w) for w in warn[:20]]
-
-
-#: A character no decimal number (nor ``NaN``) contains: found in one C-level pass over all values joined, with no
-#: per-sample Python check and no regex backtracking state (a repeated-group regex cost ~500 B per sample).
-#: What passes is then parsed by numpy, which refuses the rest ("1e", "--1", "").
-_NOT_DECIMAL = re.compile(r"[^0-9.eE+\-Na\x00]")
-
-
-def _values(raw: list[Any]) -> np.ndarray:
-    """Sample values (strings of finite decimals, or ``NaN``) as floats; refuses anything else."""
-    if not raw:
-        return np.empty(0)
-    try:
-        joined = "\x00".join(raw)
-    except TypeError:
-        bad = next(x for x in raw if type(x) is not str)
-        raise _Refused(f"sample value {_clean(json.dumps(bad), 40)} is not a string of a number") from None
-    m = _NOT_DECIMAL.search(joined)
-    if m is not None:
-        bad_s = joined[joined.rfind("\x00", 0, m.start()) + 1 :].split("\x00", 1)[0]
-        raise _Refused(f"sample value {_clean(bad_s, 40)!r} is not a finite decimal number")
-    try:
-        v = np.array(raw, dtype=float)
-    except ValueError:
-        bad_s = next(x for x in raw if not _parses(x))
-        raise _Refused(f"sample value {_clean(bad_s, 40)!r} is not a finite decimal number") from None
-    over = np.isinf(v)
-    if over.any():
-        raise _Refused(f"sample value {_clean(raw[int(np.argmax(over))], 40)!r} is out of a float's range")
-    return v
-
-
-def _parses(x: str) -> bool:
-    try:
-        float(x)
-    except ValueError:
-        return False
-    return True
-
-
-def _times(ts: list[Any], lo: float, hi: float) -> np.ndarray:
-    if set(map(type, ts)) - {int, float}:
-        bad = next(x for x in ts if type(x) not in (int, float))
-        raise _Refused(f"sample timestamp {_clean(json.dumps(bad), 40)} is not a number")
-    try:
-        t = np.array(ts, dtype=float)
-    except OverflowError:  # an integer past float64
-        raise _Refused("a sample timestamp is out of a float's range") from None
-    out = ~((t >= lo) & (t <= hi))  # NaN fails both comparisons
-    if out.any():
-        x = float(t[int(np.argmax(out))])
-        raise _Refused(f"sample timestamp {x!r} outside the asked range {lo:.3f}–{hi:.3f}")
-    return t
-
-
-def _labels(result: Any, key: str) -> list[Mapping[str, str]]:
-    if not isinstance(result, list):
-        raise _Refused("'result' is not a list")
-    metas: list[Mapping[str, str]] = []
-    for r in result:
-        if not isinstance(r, dict) or key not in r:
-            raise _Refused(f"a series without '{key}'")
-        m = r.get("metric")
-        if not isinstance(m, dict) or any(type(k) is not str or type(x) is not str for k, x in m.items()):
-            raise _Refused(f"series labels {_clean(json.dumps(m)[:60], 60)} are not a map of strings")
-        metas.append(m)
-    if len({frozenset(m.items()) for m in metas}) != len(metas):
-        seen: set[frozenset[tuple[str, str]]] = set()
-        dup = next(m for m in metas if (k := frozenset(m.items())) in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise _Refused(f"label set {_clean(json.dumps(dup)[:120], 120)} appears twice")
-    return metas
-
-
-def _result(d: Any, want: str) -> Any:
-    if not isinstance(d, dict):
-        raise _Refused("'data' is not an object")
-    rt = d.get("resultType")
-    if rt != want:
-        raise _Refused(f"result type {_clean(json.dumps(rt), 20)} where a {want} was asked")
-    if "result" not in d:
-        raise _Refused("no 'result'")
-    return d["result"]
-
-
-def _points(pts: list[Any], lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
-    """(times, values) of [time, value] pairs (checked with C-level ``map``: ~1 M samples per fleet answer)."""
-    if set(map(type, pts)) - {list} or set(map(len, pts)) - {2}:
-        raise _Refused("a sample is not a [time, value] pair")
-    return _times(list(map(_FIRST, pts)), lo, hi), _values(list(map(_SECOND, pts)))
-
-
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
-
-
-def _vector(d: Any, lo: float, hi: float) -> tuple[list[Mapping[str, str]], np.ndarray, np.ndarray, set[int]]:
-    """(labels, times, values, indices of NaN values) of a vector answer."""
-    result = _result(d, "vector")
-    metas = _labels(result, "value")
-    pts = [r["value"] for r in result]
-    t, v = _points(pts, lo, hi)
-    return metas, t, v, set(np.flatnonzero(np.isnan(v)).tolist())
-
-
-def _matrix(d: Any, lo: float, hi: float) -> tuple[list[Series], int, int]:
-    """Series of a matrix answer (NaN samples left out; empty series dropped), the count of NaN samples and the
-    count of series holding any. All points are converted in one numpy call and each series gets views into those
-    arrays: per-series conversions dominated the reader's CPU time on large fleets (benchmarks/bench_fleet.py)."""
-    result = _result(d, "matrix")
-    metas = _labels(result, "values")
-    lens: list[int] = []
-    points: list[Any] = []
-    for r in result:
-        vals = r["values"]
-        if type(vals) is not list:
-            raise _Refused("a series' 'values' is not a list")
-        lens.append(len(vals))
-        points.extend(vals)
-    t, v = _points(points, lo, hi)
-    bounds = np.cumsum([0, *lens])
-    # within a series, timestamps strictly increase (the TSDB stores one sample per series and time)
-    step = np.diff(t) > 0
-    if len(step):
-        inner = np.ones(len(step), dtype=bool)
-        inner[bounds[1:-1][(bounds[1:-1] > 0) & (bounds[1:-1] < len(t))] - 1] = False
-        if (inner & ~step).any():
-            raise _Refused("a series' timestamps repeat or go backwards")
-    nan = np.isnan(v)
-    n_nan = int(nan.sum())
-    n_series = 0
-    out = []
-    for meta, a, b in zip(metas, bounds[:-1], bounds[1:], strict=True):
-        if a == b:
-            continue
-        tt, vv = t[a:b], v[a:b]
-        if n_nan and nan[a:b].any():
-            n_series += 1
-            keep = ~nan[a:b]
-            tt, vv = tt[keep], vv[keep]
-            if not len(tt):
-                continue
-        out.append(Series(meta, tt, vv))
-    return out, n_nan, n_series
 
 
 _RANGE = re.compile(r"\[([0-9a-z.]+)\]\s*\)*\s*$")
@@ -743,13 +582,3 @@ def _range_of(expr: str) -> float | None:
 
 def _ts(t: float) -> str:
     return f"{float(t):.3f}"
-
-
-def _api_error(raw: bytes) -> str | None:
-    try:
-        d = json.loads(raw[:65536], parse_constant=float)
-    except (ValueError, RecursionError):
-        return None
-    if isinstance(d, dict) and d.get("error"):
-        return f"{_clean(d.get('errorType', 'error'), 40)}: {_clean(d['error'])}"
-    return None

@@ -171,11 +171,10 @@ def _device_peak(device: str, device_name: str, dtype: str) -> tuple[float | Non
     GEMMs run on matrix units, MI200) and tf32 the TF32 tensor peak (``matmul_precision`` runs exactly that);
     fp16/bf16 the dense tensor peaks. None when the device or dtype is not in the table.
     """
-    from flopwatch.devices import get_device
+    from flopwatch.devices import resolve
 
-    try:
-        spec = get_device("cpu" if device == "cpu" else device_name)
-    except InputError:
+    spec = resolve("cpu" if device == "cpu" else device_name)
+    if spec is None:
         return None, None, None
     if not spec.supports(dtype):
         return None, spec.key, None

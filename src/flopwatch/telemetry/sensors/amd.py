@@ -119,12 +119,10 @@ class AmdSensor:
         return self._clock
 
     def info(self) -> SensorInfo:
-        from flopwatch.devices import get_device
+        from flopwatch.devices import resolve
 
-        try:
-            key = get_device(self.name).key
-        except Exception:
-            key = None
+        spec = resolve(self.name)
+        key = spec.key if spec is not None else None
         return SensorInfo(
             kind="amd",
             device_id=self.uuid,

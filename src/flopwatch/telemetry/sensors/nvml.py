@@ -158,13 +158,10 @@ class NvmlSensor:
             getattr(self._nvml, "NVML_FI_DEV_POWER_INSTANT", -1): "field POWER_INSTANT",
             getattr(self._nvml, "NVML_FI_DEV_POWER_AVERAGE", -2): "field POWER_AVERAGE",
         }.get(self._power_field, "nvmlDeviceGetPowerUsage")
-        from flopwatch.devices import get_device
+        from flopwatch.devices import resolve
 
-        spec_key = None
-        try:
-            spec_key = get_device(self.name).key
-        except Exception:
-            spec_key = None
+        spec = resolve(self.name)
+        spec_key = spec.key if spec is not None else None
         return SensorInfo(
             kind="nvml",
             device_id=self.uuid,

@@ -70,19 +70,14 @@ class PrometheusSensor:
         speed: float | None = None,
         end: float | None = None,
     ) -> None:
-        from flopwatch.devices import get_device
+        from flopwatch.devices import resolve
 
         self.client = client
         self.uuid = uuid
         self.matchers = ",".join(x for x in (matchers, f'UUID="{uuid}"') if x)
         self.labels = dict(labels or {})
         self.history = dict(history) if history is not None else None
-        self.spec = None
-        if self.labels.get("modelName"):
-            try:
-                self.spec = get_device(self.labels["modelName"])
-            except InputError:
-                self.spec = None
+        self.spec = resolve(self.labels.get("modelName"))
         if self.history is not None:
             t0 = min((v[0][0] for v in self.history.values() if v[0]), default=0.0)
             last = max((v[0][-1] for v in self.history.values() if v[0]), default=0.0)

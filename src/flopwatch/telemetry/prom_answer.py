@@ -1,0 +1,269 @@
+"""The checks of a Prometheus HTTP API answer (https://prometheus.io/docs/prometheus/latest/querying/api/), for
+:mod:`flopwatch.telemetry.prom_client`: the envelope, the result type asked for, label maps of strings with no label
+set twice, sample values as finite decimal strings, timestamps finite, inside the range asked and increasing within
+a series. Anything else raises :class:`_Refused` (the client names the query and exits 2); ``NaN`` values are left
+out and counted (Prometheus's spelling of "no sample").
+
+Fleet answers hold thousands of series of a few points each, so every check is a C-level pass (``map``, ``set``,
+numpy) over the whole answer, with a Python loop only to name what is wrong, and the cyclic garbage collector is
+paused while an answer is decoded and checked (:func:`_no_gc`). Measured in benchmarks/RESULTS.md ("Fleet").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import operator
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from itertools import chain, repeat
+from typing import Any, NamedTuple
+
+import numpy as np
+
+
+class Series(NamedTuple):
+    """One series of a range-query answer: its labels and its points (seconds, values). A named tuple, not a
+    dataclass: a fleet answer holds thousands of series and a frozen dataclass costs ≈ 1 µs more each to build."""
+
+    labels: Mapping[str, str]
+    t: np.ndarray
+    v: np.ndarray
+
+
+class _Refused(Exception):
+    """The answer broke the API's shape; the message says how (wrapped into a PrometheusError by the caller)."""
+
+
+def _clean(s: object, n: int = 200) -> str:
+    """Server-supplied text on one line, control characters escaped, cut to ``n`` characters."""
+    t = repr(str(s))[1:-1]
+    return t if len(t) <= n else f"{t[:n]}…"
+
+
+def _bare_constant(name: str) -> float:
+    raise _Refused(f"bare {name} in the JSON (not JSON; Prometheus quotes its values)")
+
+
+_GC_LOCK = threading.Lock()
+_gc_holders = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused while an answer is decoded and checked (the client threads share one
+    count: the last to leave restores it). Decoding builds ~10 container objects per series, each of which can
+    trigger a collection that walks every live object; on the fleet's answers that was ~60 % of the decode's CPU
+    (benchmarks/RESULTS.md, "Fleet"). The answer is acyclic and bounded by ``max_answer_bytes``: reference counting
+    frees it."""
+    global _gc_holders, _gc_was_enabled
+    with _GC_LOCK:
+        if _gc_holders == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def _envelope(raw: bytes) -> tuple[Any, list[str]]:
+    """(data, warnings) of a successful answer."""
+    if not raw.strip():
+        raise _Refused("empty answer")
+    try:
+        doc = json.loads(raw, parse_constant=_bare_constant)
+    except _Refused:
+        raise
+    except RecursionError:
+        raise _Refused("JSON nested too deep") from None
+    except (ValueError, UnicodeDecodeError):
+        raise _Refused("answer is not JSON (is this a Prometheus API URL?)") from None
+    if not isinstance(doc, dict) or type(doc.get("status")) is not str:
+        raise _Refused("answer is not a Prometheus API envelope (no 'status')")
+    if doc["status"] != "success":
+        raise _Refused(_api_error(raw) or f"status {_clean(doc['status'], 40)!r}")
+    if "data" not in doc:
+        raise _Refused("answer has no 'data'")
+    warn = doc.get("warnings") or []
+    if not isinstance(warn, list) or any(type(w) is not str for w in warn):
+        raise _Refused("'warnings' is not a list of strings")
+    return doc["data"], [_clean(w) for w in warn[:20]]
+
+
+#: A character no decimal number (nor ``NaN``) contains: found in one C-level pass over all values joined, with no
+#: per-sample Python check and no regex backtracking state (a repeated-group regex cost ~500 B per sample).
+#: What passes is then parsed by numpy, which refuses the rest ("1e", "--1", "").
+_NOT_DECIMAL = re.compile(r"[^0-9.eE+\-Na\x00]")
+
+
+def _values(raw: list[Any]) -> np.ndarray:
+    """Sample values (strings of finite decimals, or ``NaN``) as floats; refuses anything else."""
+    if not raw:
+        return np.empty(0)
+    try:
+        joined = "\x00".join(raw)
+    except TypeError:
+        bad = next(x for x in raw if type(x) is not str)
+        raise _Refused(f"sample value {_clean(json.dumps(bad), 40)} is not a string of a number") from None
+    m = _NOT_DECIMAL.search(joined)
+    if m is not None:
+        bad_s = joined[joined.rfind("\x00", 0, m.start()) + 1 :].split("\x00", 1)[0]
+        raise _Refused(f"sample value {_clean(bad_s, 40)!r} is not a finite decimal number")
+    try:
+        v = np.array(raw, dtype=float)
+    except ValueError:
+        bad_s = next(x for x in raw if not _parses(x))
+        raise _Refused(f"sample value {_clean(bad_s, 40)!r} is not a finite decimal number") from None
+    over = np.isinf(v)
+    if over.any():
+        raise _Refused(f"sample value {_clean(raw[int(np.argmax(over))], 40)!r} is out of a float's range")
+    return v
+
+
+def _parses(x: str) -> bool:
+    try:
+        float(x)
+    except ValueError:
+        return False
+    return True
+
+
+def _times(ts: list[Any], lo: float, hi: float) -> np.ndarray:
+    if set(map(type, ts)) - {int, float}:
+        bad = next(x for x in ts if type(x) not in (int, float))
+        raise _Refused(f"sample timestamp {_clean(json.dumps(bad), 40)} is not a number")
+    try:
+        t = np.array(ts, dtype=float)
+    except OverflowError:  # an integer past float64
+        raise _Refused("a sample timestamp is out of a float's range") from None
+    out = ~((t >= lo) & (t <= hi))  # NaN fails both comparisons
+    if out.any():
+        x = float(t[int(np.argmax(out))])
+        raise _Refused(f"sample timestamp {x!r} outside the asked range {lo:.3f}–{hi:.3f}")
+    return t
+
+
+def _labels(result: Any, key: str) -> list[Mapping[str, str]]:
+    """Each series' label map, checked with C-level ``map`` passes over the whole answer (a per-series Python loop
+    cost ≈ 4 µs a series; fleet answers hold thousands); the slow loop runs only to name what is wrong."""
+    if not isinstance(result, list):
+        raise _Refused("'result' is not a list")
+    if set(map(type, result)) - {dict} or not all(map(dict.__contains__, result, repeat(key))):
+        raise _Refused(f"a series without '{key}'")
+    metas: list[Any] = list(map(dict.get, result, repeat("metric")))
+    if (
+        set(map(type, metas)) - {dict}
+        or set(map(type, chain.from_iterable(metas))) - {str}
+        or set(map(type, chain.from_iterable(map(dict.values, metas)))) - {str}
+    ):
+        m = next(
+            m
+            for m in metas
+            if type(m) is not dict or any(type(k) is not str or type(x) is not str for k, x in m.items())
+        )
+        raise _Refused(f"series labels {_clean(json.dumps(m)[:60], 60)} are not a map of strings")
+    if _has_duplicate(metas):
+        seen: set[frozenset[tuple[str, str]]] = set()
+        dup = next(m for m in metas if (k := frozenset(m.items())) in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise _Refused(f"label set {_clean(json.dumps(dup)[:120], 120)} appears twice")
+    return metas
+
+
+def _has_duplicate(metas: list[dict[str, str]]) -> bool:
+    """Whether a label set appears twice, in any key order. Compared as (names, values) tuple pairs (a third of
+    the cost of frozensets of items), which is exact when no two series name the same keys in different orders —
+    checked on the few distinct name tuples (Prometheus sorts label names: an honest answer has one order per set)."""
+    names = list(map(tuple, metas))
+    orders = set(names)
+    if len(set(map(frozenset, orders))) == len(orders):
+        return len(set(zip(names, map(tuple, map(dict.values, metas)), strict=True))) != len(metas)
+    return len(set(map(frozenset, map(dict.items, metas)))) != len(metas)
+
+
+def _result(d: Any, want: str) -> Any:
+    if not isinstance(d, dict):
+        raise _Refused("'data' is not an object")
+    rt = d.get("resultType")
+    if rt != want:
+        raise _Refused(f"result type {_clean(json.dumps(rt), 20)} where a {want} was asked")
+    if "result" not in d:
+        raise _Refused("no 'result'")
+    return d["result"]
+
+
+def _points(pts: list[Any], lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """(times, values) of [time, value] pairs (checked with C-level ``map``: ~1 M samples per fleet answer)."""
+    if set(map(type, pts)) - {list} or set(map(len, pts)) - {2}:
+        raise _Refused("a sample is not a [time, value] pair")
+    return _times(list(map(_FIRST, pts)), lo, hi), _values(list(map(_SECOND, pts)))
+
+
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+
+
+def _vector(d: Any, lo: float, hi: float) -> tuple[list[Mapping[str, str]], np.ndarray, np.ndarray, set[int]]:
+    """(labels, times, values, indices of NaN values) of a vector answer."""
+    result = _result(d, "vector")
+    metas = _labels(result, "value")
+    pts = [r["value"] for r in result]
+    t, v = _points(pts, lo, hi)
+    return metas, t, v, set(np.flatnonzero(np.isnan(v)).tolist())
+
+
+def _matrix(d: Any, lo: float, hi: float) -> tuple[list[Series], int, int]:
+    """Series of a matrix answer (NaN samples left out; empty series dropped), the count of NaN samples and the
+    count of series holding any. All points are converted in one numpy call and each series gets views into those
+    arrays: per-series conversions dominated the reader's CPU time on large fleets (benchmarks/bench_fleet.py)."""
+    result = _result(d, "matrix")
+    metas = _labels(result, "values")
+    per = list(map(dict.get, result, repeat("values")))
+    if set(map(type, per)) - {list}:
+        raise _Refused("a series' 'values' is not a list")
+    lens = list(map(len, per))
+    t, v = _points(list(chain.from_iterable(per)), lo, hi)
+    bounds = np.cumsum([0, *lens])
+    # within a series, timestamps strictly increase (the TSDB stores one sample per series and time)
+    step = np.diff(t) > 0
+    if len(step):
+        inner = np.ones(len(step), dtype=bool)
+        inner[bounds[1:-1][(bounds[1:-1] > 0) & (bounds[1:-1] < len(t))] - 1] = False
+        if (inner & ~step).any():
+            raise _Refused("a series' timestamps repeat or go backwards")
+    nan = np.isnan(v)
+    n_nan = int(nan.sum())
+    if not n_nan and all(lens):  # the usual answer: views made by C-level map, no Python loop per series
+        lo_s, hi_s = bounds[:-1].tolist(), bounds[1:].tolist()
+        cuts = list(map(slice, lo_s, hi_s))
+        return list(map(Series, metas, map(t.__getitem__, cuts), map(v.__getitem__, cuts))), 0, 0
+    n_series = 0
+    out = []
+    for meta, a, b in zip(metas, bounds[:-1], bounds[1:], strict=True):
+        if a == b:
+            continue
+        tt, vv = t[a:b], v[a:b]
+        if n_nan and nan[a:b].any():
+            n_series += 1
+            keep = ~nan[a:b]
+            tt, vv = tt[keep], vv[keep]
+            if not len(tt):
+                continue
+        out.append(Series(meta, tt, vv))
+    return out, n_nan, n_series
+
+
+def _api_error(raw: bytes) -> str | None:
+    try:
+        d = json.loads(raw[:65536], parse_constant=float)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(d, dict) and d.get("error"):
+        return f"{_clean(d.get('errorType', 'error'), 40)}: {_clean(d['error'])}"
+    return None
