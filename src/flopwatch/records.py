@@ -445,7 +445,7 @@ def _build(
     if lie is not None:  # named on the record as join names it: it blocks "below" wherever the record goes
         old = extra.get(TELEMETRY_WARNINGS)
         have = tuple(x for x in (old if isinstance(old, list) else [old]) if isinstance(x, str))
-        extra[TELEMETRY_WARNINGS] = [*have, lie]
+        extra[TELEMETRY_WARNINGS] = [*have, lie] if lie not in have else list(have)  # a re-read adds nothing
     # Records that only describe a workload (no telemetry yet) may lack energy unless it is required.
     return WorkloadRecord(
         label=label,

@@ -402,3 +402,18 @@ def test_record_energy_in_wh_or_kj_is_never_below(
 
 def test_an_honest_record_carries_no_such_warning(study: tuple[Path, Path]) -> None:
     assert all(not r.extra.get("telemetry_warnings") for r in load_records(study[0]))
+
+
+def test_the_record_warning_survives_a_round_trip_once(study: tuple[Path, Path], tmp_path: Path) -> None:
+    from flopwatch.records import append_record
+
+    r = load_records(study[0])[0]
+    p = tmp_path / "a.jsonl"
+    p.write_text(json.dumps({**r.to_dict(), "net_energy_j": r.net_energy_j / 3600}) + "\n")
+    for i in range(3):  # read, write back, read again: the warning is not duplicated
+        (rec,) = load_records(p)
+        q = tmp_path / f"b{i}.jsonl"
+        append_record(q, rec)
+        p = q
+    (rec,) = load_records(p)
+    assert sum("utilisation without power" in w for w in rec.extra["telemetry_warnings"]) == 1
