@@ -325,6 +325,7 @@ def detect_workloads(
                 dets[code] = OnlineDetector(p)
             run(code, *polls[code].feed(ch.t_s[idx], u_all[idx]))
     names = src.device_names
+    _check_period(src, meds, md.get("rate_hz"))
     for code, ps in polls.items():
         run(code, *ps.finish())
         if starts.get(code) is not None:
@@ -442,6 +443,27 @@ def detect_workloads(
     )
 
 
+#: Rows spaced more than this factor away from the rate the trace says it was sampled at mean its time column
+#: is in other units (milliseconds: every duration ×1000, every net energy hugely negative, exit 0).
+PERIOD_FACTOR = 20.0
+
+
+def _check_period(src: Any, meds: dict[int, Any], rate_hz: Any) -> None:
+    if not (isinstance(rate_hz, int | float) and not isinstance(rate_hz, bool) and rate_hz > 0):
+        return
+    for code, m in meds.items():
+        if m.n < 10:
+            continue
+        per = m.median()
+        if per > 0 and not 1 / (PERIOD_FACTOR * rate_hz) <= per <= PERIOD_FACTOR / rate_hz:
+            raise InputError(
+                f"rows of {src.device_names[code]} are a median {per:.6g} s apart, but the trace says it was "
+                f"sampled at {rate_hz:g} Hz ({1 / rate_hz:.6g} s): is t_s in seconds?",
+                file=src.name,
+                field="t_s",
+            )
+
+
 def _consistency(
     src: Any, raw: list[tuple[str, float, float, bool]], idle_by_dev: dict[str, float]
 ) -> tuple[list[tuple[str, ...]], dict[str, tuple[str, ...]]]:
@@ -472,5 +494,8 @@ def _consistency(
                 if k.any():
                     per_seg[i].feed(t[k], p[idx][k], u[idx][k], e[idx][k])
     seg = [c.problems() for c in per_seg]
-    dev = {d: tuple(w for w in c.problems() if "power without utilisation" in w) for d, c in whole.items()}
+    # the whole trace names what hides outside segments: dark power, and a counter in other units than power
+    dev = {
+        d: tuple(w for w in c.problems() if "without util" in w or "disagree" in w) for d, c in whole.items()
+    }
     return seg, dev

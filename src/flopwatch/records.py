@@ -439,6 +439,13 @@ def _build(
                 f"must be an object or null, got {type(v).__name__}", file=file, record=label, field=name
             )
         kw[name] = None if v is None else dict(v)
+    extra = {k: v for k, v in d.items() if k not in _FIELD_SET and k != "schema"}
+    idle = vals["idle_power_w"] if vals["idle_power_w"] is not None else default_idle_w
+    lie = _no_power_under_load(net, dur, vals["mean_util"], idle)
+    if lie is not None:  # named on the record as join names it: it blocks "below" wherever the record goes
+        old = extra.get(TELEMETRY_WARNINGS)
+        have = tuple(x for x in (old if isinstance(old, list) else [old]) if isinstance(x, str))
+        extra[TELEMETRY_WARNINGS] = [*have, lie] if lie not in have else list(have)  # a re-read adds nothing
     # Records that only describe a workload (no telemetry yet) may lack energy unless it is required.
     return WorkloadRecord(
         label=label,
@@ -454,7 +461,7 @@ def _build(
         flops_per_step=vals["flops_per_step"],
         energy_j=vals["energy_j"],
         coverage=vals["coverage"],
-        extra={k: v for k, v in d.items() if k not in _FIELD_SET and k != "schema"},
+        extra=extra,
         **kw,
     )
 
@@ -470,6 +477,26 @@ def _device_power_bound(device: Any) -> tuple[float, str] | None:
     return (
         MAX_DEVICES_PER_NODE * 1.5 * spec.tdp_w,
         f"{MAX_DEVICES_PER_NODE} × 1.5 × the {spec.tdp_w:g} W TDP of {spec.name}",
+    )
+
+
+#: The record-level form of "utilisation without power" (telemetry/consistency.py, whose constants these are:
+#: records may not import telemetry): at least half utilisation for 10 s or more with a net power within 5 % of
+#: idle (0.02 W without an idle) is no device's run — energy written in Wh or kJ, or edited down after the join.
+_LOADED_UTIL, _MIN_LOADED_S, _FLOOR_FRACTION, _FLOOR_W = 0.5, 10.0, 0.05, 0.02
+
+
+def _no_power_under_load(
+    net: float | None, dur: float | None, util: float | None, idle: float | None
+) -> str | None:
+    if net is None or dur is None or util is None or not (util >= _LOADED_UTIL and dur >= _MIN_LOADED_S):
+        return None
+    floor = max(_FLOOR_FRACTION * idle, _FLOOR_W) if idle is not None and idle > 0 else _FLOOR_W
+    if net / dur >= floor:
+        return None
+    return (
+        f"utilisation without power: {util:.0%} utilisation for {dur:.0f} s with {net / dur:.3g} W of net power "
+        f"(within {floor:.3g} W of idle; energy in Wh or kJ?) (physically impossible telemetry)"
     )
 
 

@@ -319,3 +319,101 @@ def test_a_toml_schedule_table_is_named(tmp_path: Path, capsys: pytest.CaptureFi
     (tmp_path / "s.toml").write_text("[schedule]\nidle_s = 10\n")
     args = ["sim", "trace", "a100", "--schedule", str(tmp_path / "s.toml"), "-o", str(tmp_path / "t.parquet")]
     _one_line_exit_2(capsys, args, "s.toml", "[[schedule]]")
+
+
+# ------------------------------------------------------------------ unit slips inside a trace
+
+
+def _scaled(src: Path, dst: Path, column: str, k: float) -> Path:
+    t = pq.read_table(src)
+    i = t.schema.get_field_index(column)
+    return _rewrite(src, dst, table=t.set_column(i, column, pc_mul(t.column(column), k)))
+
+
+def test_an_energy_counter_in_millijoules_is_flagged(
+    sim: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NVML counts energy in mJ: a counter written as J without conversion made every workload ×1000
+    (11 MJ over 36 s on one A100), exit 0, no warning."""
+    bad = _scaled(sim[0], tmp_path / "mj.parquet", "energy_j", 1000.0)
+    got = _detect_json(capsys, bad)
+    assert got["workloads"] and all(
+        any("counter and power disagree" in w for w in s["warnings"]) for s in got["workloads"]
+    )
+    honest = _detect_json(capsys, sim[0])
+    assert not any("disagree" in w for s in honest["workloads"] for w in s["warnings"])
+
+
+@pytest.mark.parametrize("k", [1000.0, 0.001])
+def test_a_time_column_in_other_units_is_refused(
+    sim: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], k: float
+) -> None:
+    """t_s in milliseconds: every duration ×1000 and every net energy hugely negative, exit 0 (its intervals
+    were too long for the consistency checks to look at)."""
+    bad = _scaled(sim[0], tmp_path / "ms.parquet", "t_s", k)
+    _one_line_exit_2(capsys, ["detect", str(bad)], "ms.parquet", "'t_s'", "is t_s in seconds?")
+    args = ["join", str(bad), str(sim[1]), "-o", str(tmp_path / "j.jsonl")]
+    _one_line_exit_2(capsys, args, "'t_s'")
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Five simulated runs joined with their trace, and a profile calibrated on them (SIMULATED)."""
+    d = tmp_path_factory.mktemp("study")
+    items: list[dict[str, Any]] = [{"idle_s": 30}]
+    for i, steps in enumerate((200, 300, 400, 250, 350)):
+        items += [{**_JOB, "label": f"job{i}", "steps": steps}, {"idle_s": 15}]
+    (d / "s.json").write_text(json.dumps(items))
+    args = ["sim", "trace", "a100", "--schedule", str(d / "s.json"), "-o", str(d / "t.parquet")]
+    assert main([*args, "--records", str(d / "r.jsonl"), "--rate", "4", "--seed", "5"]) == 0
+    assert main(["join", str(d / "t.parquet"), str(d / "r.jsonl"), "-o", str(d / "j.jsonl")]) == 0
+    assert main(["calibrate", str(d / "j.jsonl"), "-o", str(d / "p.json"), "--precision", "all"]) == 0
+    return d / "j.jsonl", d / "p.json"
+
+
+@pytest.mark.parametrize("divisor", [3600.0, 1000.0])
+def test_record_energy_in_wh_or_kj_is_never_below(
+    study: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], divisor: float
+) -> None:
+    """Energy written in Wh (or kJ) after the join: an A100 at 99 % utilisation drawing 0.07 W of net power, and
+    `estimate --threshold` said "below" a threshold the run's true FLOPs exceed. The record now carries the
+    join's "utilisation without power" warning, which blocks "below"."""
+    joined, prof = study
+    rs = load_records(joined)
+    r = rs[0]
+    edited = {
+        **r.to_dict(),
+        "net_energy_j": r.net_energy_j / divisor,
+        "energy_j": (r.energy_j or 0) / divisor,
+    }
+    bad = tmp_path / "edited.jsonl"
+    bad.write_text(json.dumps(edited) + "\n")
+    (e,) = load_records(bad)
+    assert any("utilisation without power" in w for w in e.extra["telemetry_warnings"])
+    capsys.readouterr()
+    assert (
+        main(["estimate", str(bad), "-p", str(prof), "--threshold", f"{r.total_flops * 0.9:g}", "--json"])
+        == 0
+    )
+    (row,) = json.loads(capsys.readouterr().out)["records"]
+    assert row["threshold_verdict"] != "below"
+    assert any("utilisation without power" in w for w in row["warnings"])
+
+
+def test_an_honest_record_carries_no_such_warning(study: tuple[Path, Path]) -> None:
+    assert all(not r.extra.get("telemetry_warnings") for r in load_records(study[0]))
+
+
+def test_the_record_warning_survives_a_round_trip_once(study: tuple[Path, Path], tmp_path: Path) -> None:
+    from flopwatch.records import append_record
+
+    r = load_records(study[0])[0]
+    p = tmp_path / "a.jsonl"
+    p.write_text(json.dumps({**r.to_dict(), "net_energy_j": r.net_energy_j / 3600}) + "\n")
+    for i in range(3):  # read, write back, read again: the warning is not duplicated
+        (rec,) = load_records(p)
+        q = tmp_path / f"b{i}.jsonl"
+        append_record(q, rec)
+        p = q
+    (rec,) = load_records(p)
+    assert sum("utilisation without power" in w for w in rec.extra["telemetry_warnings"]) == 1

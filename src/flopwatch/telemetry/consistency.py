@@ -19,7 +19,11 @@ names is a warning that blocks "below":
 * **a counter flat under load**: a cumulative energy counter unchanged for :data:`MIN_FLAT_S` while the
   device is loaded (by utilisation or by power). The slowest counter we know updates every 100 ms
   (:data:`flopwatch.sensor_timing.ENERGY_COUNTER_MAX_UPDATE_S`); 5 s without a step under load is a stuck
-  counter, whose energy would be silently zero.
+  counter, whose energy would be silently zero;
+* **a counter that disagrees with power**: over :data:`MIN_AGREE_S` or more where both advance, the counter's
+  energy and the integral of power differ by more than :data:`AGREE_FACTOR`. Sampled power and the counter
+  differ by a window's worth (NVML's A100 power averages 25 ms of each 100 ms) but not ×3: a factor of 1000
+  is a counter in millijoules (NVML's unit) or energy from another device written as this one's.
 
 :meth:`ConsistencyCheck.feed` takes one device's samples in time order (arrays or scalars, in any number of
 calls: the last sample and the open runs carry over), so a streamed trace and the live monitor use the same
@@ -50,6 +54,9 @@ MIN_DARK_S = 60.0
 MIN_FLAT_S = 5.0
 #: An interval longer than this is a gap in the telemetry, not a stretch of it: runs end there.
 MAX_INTERVAL_S = 10.0
+#: Counter energy and integrated power must agree within this factor over MIN_AGREE_S (module docstring).
+AGREE_FACTOR = 3.0
+MIN_AGREE_S = 30.0  # a 15 s scrape counter (dcgm-exporter) steps at most ×1.5 off power over it
 
 
 def _scalar(x: Any) -> float:
@@ -85,6 +92,7 @@ class ConsistencyCheck:
         self.loaded_energy_j = 0.0
         self.dark_max_s = self._dark_run = 0.0
         self.flat_max_s = self._flat_run = 0.0
+        self.agree_s = self.counter_j = self.power_j = 0.0  # where both the counter and power advance
         self._last: tuple[float, float, float, float] | None = None  # t, power, util, energy
 
     def feed(self, t_s: Any, power_w: Any = None, util: Any = None, energy_j: Any = None) -> None:
@@ -116,6 +124,12 @@ class ConsistencyCheck:
             busy = loaded | (ok & (pbar >= self.dark_above_w))
             flat = busy & np.isfinite(e[:-1]) & (e[1:] == e[:-1])
         powered = loaded & np.isfinite(pbar)
+        with np.errstate(invalid="ignore"):
+            de = e[1:] - e[:-1]
+            both = ok & np.isfinite(pbar) & np.isfinite(de) & (de >= 0)  # a reset (de < 0) is skipped
+        self.agree_s += float(dt[both].sum())
+        self.counter_j += float(de[both].sum())
+        self.power_j += float((pbar[both] * dt[both]).sum())
         self.loaded_s += float(dt[powered].sum())
         self.loaded_energy_j += float((pbar[powered] * dt[powered]).sum())
         best, self._dark_run = _longest(dark, dt, self._dark_run)
@@ -137,6 +151,10 @@ class ConsistencyCheck:
         dark = ok and u0 <= DARK_UTIL and u <= DARK_UTIL and pbar >= self.dark_above_w
         busy = loaded or (ok and pbar >= self.dark_above_w)
         flat = busy and math.isfinite(e0) and e == e0
+        if ok and math.isfinite(pbar) and e - e0 >= 0:  # False with a NaN counter, as in the array path
+            self.agree_s += dt
+            self.counter_j += e - e0
+            self.power_j += pbar * dt
         if loaded and math.isfinite(pbar):
             self.loaded_s += dt
             self.loaded_energy_j += pbar * dt
@@ -168,6 +186,14 @@ class ConsistencyCheck:
                 f"{who}energy counter flat under load for {self.flat_max_s:.1f} s (physically impossible "
                 "telemetry: a stuck counter)"
             )
+        if self.agree_s >= MIN_AGREE_S and self.counter_j > 0 and self.power_j > 0:
+            r = self.counter_j / self.power_j
+            if not 1 / AGREE_FACTOR <= r <= AGREE_FACTOR:
+                out.append(
+                    f"{who}energy counter and power disagree: the counter rose {self.counter_j:.4g} J where power "
+                    f"integrates to {self.power_j:.4g} J over the same {self.agree_s:.0f} s (×{r:.3g}: a counter "
+                    "in mJ? physically impossible telemetry)"
+                )
         return tuple(out)
 
 
