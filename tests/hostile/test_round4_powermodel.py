@@ -101,3 +101,14 @@ def test_the_bundled_models_still_predict_and_bound(capsys: pytest.CaptureFixtur
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["upper_flop_rate"] > out["flop_rate"] > 0
+
+
+def test_a_header_broken_by_a_bare_carriage_return_is_one_line(tmp_path, capsys):
+    """Found by the full hypothesis run: a lone CR in the first line made the csv module raise (a traceback)."""
+    from flopwatch.cli import main
+
+    p = tmp_path / "bad.csv"
+    p.write_bytes(b"\r0")
+    assert main(["powermodel", "evaluate", str(p)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("flopwatch: error: ") and "bad.csv" in err[0]

@@ -114,8 +114,11 @@ def _header(data: bytes) -> list[str]:
     """The header row's names as the csv module reads them (pandas has no option to refuse duplicates)."""
     import csv
 
-    first = data.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace")
-    return next(csv.reader([first]), [])
+    lines = data.decode("utf-8-sig", errors="replace").splitlines()  # any line break, as pandas reads them
+    try:
+        return next(csv.reader(lines[:1]), [])
+    except csv.Error:  # a header the csv module cannot split: pandas names the problem below
+        return []
 
 
 def read_aggregate_csv(
