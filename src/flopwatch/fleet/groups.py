@@ -378,6 +378,7 @@ def judge(
     """Group ``g`` through :func:`~flopwatch.estimate.verdict.assess` (its notes as ``extra_warnings``: each blocks
     "below"); the JSON row. The built-in energy estimate is reported beside the verdict, labelled, never in it."""
     from flopwatch.estimate.observe import Observables
+    from flopwatch.estimate.sound import eta_max
     from flopwatch.estimate.verdict import assess
 
     s = {k: float(v[g]) for k, v in t.sums.items()}
@@ -389,8 +390,21 @@ def judge(
     builtin = s["energy"] if s["energy_n"] and not t.no_energy_estimate[g] else math.nan
     e_lo, e_hi = (s["energy_lo"], s["energy_hi"]) if math.isfinite(builtin) else (math.nan, math.nan)
     notes = list(group_notes)
-    if profile is None and math.isfinite(pipe) and math.isfinite(e_lo) and (p_hi < e_lo or p_lo > e_hi):
+    # the built-in model makes no statement where the power is under its line's lowest fitted point (it gives 0):
+    # there it cannot disagree; the physics check below still holds the pipes against the energy
+    if (
+        profile is None
+        and math.isfinite(pipe)
+        and math.isfinite(e_lo)
+        and builtin > 0
+        and (p_hi < e_lo or p_lo > e_hi)
+    ):
         notes.append("built-in energy and pipe estimates disagree beyond their intervals")
+    if math.isfinite(pipe) and spec is not None and p_lo > max(0.0, obs.net_energy_j) * eta_max(spec):
+        notes.append(
+            "pipe counters show more FLOPs than the net energy allows at the device's best efficiency: "
+            "energy or power under-reported"
+        )
     if obs.duration_s <= 0:
         return _row(
             t,
