@@ -36,14 +36,17 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 def _hostile_om(path) -> None:  # noqa: ANN001
-    """Five GPUs for an hour at 15 s. clean: an honest H100 at 500 W; orin: claims a 15 W Orin Nano while drawing
-    700 W; pct: utilisation and activity in percent; neg: negative power; flat: the counter stands still at 700 W."""
+    """Six GPUs for an hour at 15 s. clean: an honest H100 at 500 W; orin: claims a 15 W Orin Nano while drawing
+    700 W; pct: utilisation and activity in percent; neg: negative power; flat: the counter stands still at 700 W;
+    cold: busy tensor pipes at idle power."""
     gpus = {
         "clean": (H100, 500.0, 0.9, True),
         "orin": ("Orin Nano", 700.0, 0.9, True),
         "pct": (H100, 500.0, 90.0, True),
         "neg": (H100, -300.0, 0.9, True),
         "flat": (H100, 700.0, 0.9, False),
+        # tensor pipes 45 % busy for an hour while power reads 2 W over idle: more FLOPs than that energy allows
+        "cold": (H100, 72.0, 0.9, True),
     }
     ks = range(240)
     lines = []
@@ -266,6 +269,8 @@ def test_impossible_data_is_named_and_never_below(prom):
     assert any("outside [0, 1]" in n for n in g["pct"]["notes"])
     assert any("negative power" in n for n in g["neg"]["notes"])
     assert any("counter and power gauge disagree" in n for n in g["flat"]["notes"])
+    assert any("more FLOPs than the net energy allows" in n for n in g["cold"]["notes"])
+    assert not any("more FLOPs than the net energy allows" in n for n in g["clean"]["notes"])
     assert all(x["verdict"] != "below" for x in res.groups)
     # --device names a less capable model: the H100s stay H100s
     dev = _run(p.url, WALL_H, hours=1.0, device="orin-nano")
