@@ -495,9 +495,12 @@ def resolve(*names: object, cpu: bool = True) -> DeviceSpec | None:
             if s.startswith("sim:"):
                 s = re.split(r"[#:]", s[4:], maxsplit=1)[0]
             try:
-                spec = get_device(s)
-            except InputError:
-                continue
+                key = _lookup(s.lower()).key
+            except KeyError:
+                continue  # a name no device answers to: try the next
+            # the environment's peak override applies here; a malformed one is an error (one line), never
+            # silently "device unknown" (which would drop the datasheet bounds)
+            spec = get_device(key)
         if cpu or spec.vendor != "cpu":
             return spec
     return None

@@ -417,3 +417,26 @@ def test_the_record_warning_survives_a_round_trip_once(study: tuple[Path, Path],
         p = q
     (rec,) = load_records(p)
     assert sum("utilisation without power" in w for w in rec.extra["telemetry_warnings"]) == 1
+
+
+def test_a_malformed_peak_override_is_an_error_in_the_resolver_not_an_unknown_device(monkeypatch):
+    """Library and daemon callers of devices.resolve: a malformed $FLOPWATCH_PEAK_FLOPS used to be swallowed,
+    the device then "unknown" and its datasheet bounds dropped."""
+    from flopwatch.devices import resolve
+    from flopwatch.errors import InputError
+
+    monkeypatch.setenv("FLOPWATCH_PEAK_FLOPS", "h100:bf16=lots")
+    with pytest.raises(InputError):
+        resolve("NVIDIA H100 80GB HBM3")
+    monkeypatch.delenv("FLOPWATCH_PEAK_FLOPS")
+    assert resolve("no such gpu", "h100").key == "h100"
+
+
+def test_a_relative_state_directory_never_puts_the_ledger_in_the_current_directory(monkeypatch):
+    from flopwatch.monitor.config import default_ledger_path
+
+    monkeypatch.setenv("STATE_DIRECTORY", "state")
+    monkeypatch.setenv("XDG_STATE_HOME", "xdg")
+    assert default_ledger_path().is_absolute()
+    monkeypatch.setenv("STATE_DIRECTORY", "/var/lib/flopwatch")
+    assert str(default_ledger_path()) == "/var/lib/flopwatch/ledger.db"

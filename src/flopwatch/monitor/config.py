@@ -189,8 +189,9 @@ def default_ledger_path() -> Path:
     ``~/.local/state/flopwatch`` (XDG Base Directory Specification, "state" data).
     """
     state = os.environ.get("STATE_DIRECTORY")
-    if state:
-        return Path(state.split(":")[0]) / "ledger.db"
+    if state and Path(state.split(":")[0]).is_absolute():  # systemd sets an absolute path; a relative one would
+        return Path(state.split(":")[0]) / "ledger.db"  # land in the current directory
+
     xdg = os.environ.get("XDG_STATE_HOME")
     base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
     return base / "flopwatch" / "ledger.db"
