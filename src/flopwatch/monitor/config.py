@@ -189,7 +189,9 @@ def default_ledger_path() -> Path:
     ``~/.local/state/flopwatch`` (XDG Base Directory Specification, "state" data).
     """
     state = os.environ.get("STATE_DIRECTORY")
-    if state and Path(state.split(":")[0]).is_absolute():  # systemd sets an absolute path; a relative one would
+    if (
+        state and Path(state.split(":")[0]).is_absolute()
+    ):  # systemd sets an absolute path; a relative one would
         return Path(state.split(":")[0]) / "ledger.db"  # land in the current directory
 
     xdg = os.environ.get("XDG_STATE_HOME")
