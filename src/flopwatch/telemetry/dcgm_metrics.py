@@ -4,7 +4,7 @@ Like dcgm-exporter's own ``etc/dcp-metrics-included.csv`` (NVIDIA/dcgm-exporter,
 help), :data:`TABLE` has one row per metric: its key, DCGM field name, kind, the range functions a window
 aggregates it with, its OpenMetrics type and help text, its unit and the factor that converts it once to SI
 units or a 0–1 ratio. The fleet reader's queries (:func:`window_queries`), the simulated exporter's families
-(``flopwatch.sim.dcgm.FAMILIES``) and ``flopwatch fleet metrics`` are derived from it: adding a metric is a row
+(``sim/dcgm.py`` ``FAMILIES``) and ``flopwatch fleet metrics`` are derived from it: adding a metric is a row
 here and its value in the simulator.
 
 Labels are dcgm-exporter's (``pkg/dcgmexporter`` transformations): every series carries ``gpu`` (index on the
