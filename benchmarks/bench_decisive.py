@@ -26,7 +26,7 @@ from collections import defaultdict
 
 from flopwatch.redteam import real
 from flopwatch.redteam.engine import World
-from flopwatch.redteam.suite import judge_honest, sim_honest
+from flopwatch.redteam.suite import real_honest_results, sim_honest
 
 
 def main() -> None:
@@ -40,21 +40,11 @@ def main() -> None:
     honest = list(sim_honest(World(quick=args.quick)))
     v2 = real.find_v2()
     if v2 is not None:
-        for r, prof, vals in real.real_honest(v2):
-            honest.append(
-                judge_honest(
-                    prof,
-                    vals,
-                    spec="orin-nano",
-                    truth=float(r.total_flops),
-                    device="orin-nano (real, v2)",
-                    label=r.label,
-                    dtype=r.dtype or "?",
-                    simulated=False,
-                    sets=("energy",),
-                    note="frontier" if (r.mean_util or 0.0) >= 0.8 else "below the gate",
-                )
+        honest.extend(
+            real_honest_results(
+                v2, note=lambda r: "frontier" if (r.mean_util or 0.0) >= 0.8 else "below the gate"
             )
+        )
     groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for h in honest:
         variant = "default" if "," not in h.note else h.note.split(",", 1)[1].strip()

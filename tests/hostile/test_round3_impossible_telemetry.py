@@ -15,21 +15,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from sim_jobs import SIM_JOB
 
 from flopwatch.cli import main
 from flopwatch.detect import detect_workloads
 from flopwatch.telemetry.consistency import ConsistencyCheck
 
 IDLE_A100_W = 48.4  # devices.py: the simulated A100's idle
-_JOB = {
-    "label": "job",
-    "flops_per_step": 2e12,
-    "bytes_per_step": 2e9,
-    "tokens_per_step": 8192,
-    "batch_size": 16,
-    "dtype": "fp32",
-    "steps": 1000,  # about 140 s on the simulated A100: longer than the 60 s a dark stretch needs
-}
+_JOB = dict(
+    SIM_JOB, steps=1000
+)  # about 140 s on the simulated A100: longer than the 60 s a dark stretch needs
 
 
 @pytest.fixture(scope="module")

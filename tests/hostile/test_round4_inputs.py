@@ -19,21 +19,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from sim_jobs import SIM_JOB
 
 from flopwatch.cli import main
 from flopwatch.errors import InputError
 from flopwatch.records import load_records
 from flopwatch.telemetry.source import open_source
 
-_JOB = {
-    "label": "job",
-    "flops_per_step": 2e12,
-    "bytes_per_step": 2e9,
-    "tokens_per_step": 8192,
-    "batch_size": 16,
-    "dtype": "fp32",
-    "steps": 200,
-}
+_JOB = SIM_JOB
 
 
 @pytest.fixture(scope="module")

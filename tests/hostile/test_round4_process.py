@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from sim_jobs import SIM_JOB
 
 from flopwatch.cli import main
 from flopwatch.cli.run_cmds import INCOMPLETE_FILE
@@ -23,15 +24,7 @@ from flopwatch.io import check_output_file, open_output
 from flopwatch.pipeline.layout import SUMMARY_FILE, TRACE_FILE
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-_JOB = {
-    "label": "job",
-    "flops_per_step": 2e12,
-    "bytes_per_step": 2e9,
-    "tokens_per_step": 8192,
-    "batch_size": 16,
-    "dtype": "fp32",
-    "steps": 200,
-}
+_JOB = SIM_JOB
 
 
 def _flopwatch(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

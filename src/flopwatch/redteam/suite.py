@@ -15,7 +15,7 @@ import math
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from flopwatch.redteam.engine import KINDS, Case, World, exact_values, make_acc,
 from flopwatch.redteam.families import FAMILIES, Family
 from flopwatch.redteam.judge import BEST_T_FACTOR, judge
 from flopwatch.redteam.observe import SET_ORDER, keep_set
-from flopwatch.redteam.real import real_cases
+from flopwatch.redteam.real import real_cases, real_honest
 
 log = logging.getLogger("flopwatch.redteam")
 
@@ -372,19 +372,27 @@ def run_suite(
     if honest:
         hon.extend(sim_honest(world))
         if v2 is not None:
-            for r, prof, vals in real.real_honest(v2):
-                hon.append(
-                    judge_honest(
-                        prof,
-                        vals,
-                        spec="orin-nano",
-                        truth=float(r.total_flops or math.nan),
-                        device="orin-nano (real, v2)",
-                        label=r.label,
-                        dtype=r.dtype or "?",
-                        simulated=False,
-                        sets=("energy",),
-                        note=f"util {r.mean_util:.0%}" if r.mean_util is not None else "",
-                    )  # fmt: skip
-                )
+            hon.extend(real_honest_results(v2))
     return SuiteResult(attacks, hon, seed, quick, fams, skipped, time.perf_counter() - t0, cal)
+
+
+def _util_note(r: Any) -> str:
+    return f"util {r.mean_util:.0%}" if r.mean_util is not None else ""
+
+
+def real_honest_results(v2: Path, note: Callable[[Any], str] = _util_note) -> Iterator[HonestResult]:
+    """The real v2 records judged as honest runs on the Orin Nano (energy and time only: the Jetson has no clock
+    or pipe counter in the records); ``note(record)`` labels each."""
+    for r, prof, vals in real_honest(v2):
+        yield judge_honest(
+            prof,
+            vals,
+            spec="orin-nano",
+            truth=float(r.total_flops or math.nan),
+            device="orin-nano (real, v2)",
+            label=r.label,
+            dtype=r.dtype or "?",
+            simulated=False,
+            sets=("energy",),
+            note=note(r),
+        )
