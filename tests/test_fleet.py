@@ -281,7 +281,11 @@ def test_every_metric_is_read_at_most_twice_and_queries_come_from_the_table():
         per_metric[key] = per_metric.get(key, 0) + 1
     assert max(per_metric.values()) <= 2
     assert ("tensor", "avg") not in q and ("hmma", "avg") in q  # HMMA stands in for TENSOR on Hopper
-    assert q[("energy", "last")] == 'last_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{UUID="x"}[1h])'
+    assert q[("energy", "last")] == (
+        "max without (DCGM_FI_DRIVER_VERSION, device, container, job, namespace, pci_bus_id) "
+        '(last_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{UUID="x"}[1h]))'
+    )  # labels flopwatch never reads are dropped on the server; colliding series' sample counts add
+    assert q[("power", "count")].startswith("sum without (")
     assert all(m.window or m.key in ("temp", "sm") for m in M.TABLE)
     assert ("gpu_util", "avg") not in q  # a fallback where GR_ENGINE_ACTIVE is absent
     assert ("gpu_util", "avg") in M.window_queries(frozenset({M.POWER, M.GPU_UTIL}), "", "1h")

@@ -200,10 +200,14 @@ class FleetReader:
         return [gpu_matchers(self.plan, label, keys[i : i + n]) for i in range(0, len(keys), n)]
 
     def queries(self, matchers: str) -> dict[tuple[str, str], str]:
-        q = M.window_queries(self.found.present, matchers, self.window, self.skip)
+        # chunks matched by UUID: every series has one, so it alone names the GPU and host labels go too
+        # (unless a job map joins on them)
+        host = ("Hostname", "instance", "gpu") if self.found.key_label == "UUID" and self.jobs is None else ()
+        keep = {*self.by_labels, *(self.jobs.gpu_labels if self.jobs else ())}
+        drop = [x for x in (*M.UNREAD_LABELS, *host) if x not in keep]
+        q = M.window_queries(self.found.present, matchers, self.window, self.skip, drop)
         if ("power", "count") not in q:  # the sample count from the counter: its third read, without power
-            sel = f"{M.ENERGY}{{{matchers}}}" if matchers else M.ENERGY
-            q[("energy", "count")] = f"count_over_time({sel}[{self.window}])"
+            q[("energy", "count")] = M.window_query(M.ENERGY, "count", matchers, self.window, drop)
         return q
 
     def read(
