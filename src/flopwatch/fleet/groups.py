@@ -165,6 +165,12 @@ class GroupTable:
     impossible: list[list[str]]  # "claimed model: why"
     no_energy_estimate: np.ndarray  # GPU-jobs without a built-in estimate
 
+    def row(self, g: int) -> dict[str, float]:
+        """Group ``g``'s sums as Python floats (the columns converted once, not per group and key)."""
+        if not hasattr(self, "_cols"):
+            self._cols = {k: v.tolist() for k, v in self.sums.items()}
+        return {k: c[g] for k, c in self._cols.items()}
+
 
 _SUMMED = (
     "energy_j", "energy_from_power_j", "counter_j", "counter_power_j", "covered_s", "duration_s", "busy_s",
@@ -228,7 +234,7 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
 
 def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None) -> list[str]:
     """Everything that makes group ``g``'s data suspect or incomplete; each blocks "below"."""
-    s = {k: float(v[g]) for k, v in t.sums.items()}
+    s = t.row(g)
     out = []
     if unlabelled is not None:
         out.append(f"missing labels: {unlabelled}")
@@ -308,7 +314,7 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
 def observables(t: GroupTable, g: int, present: frozenset[str]) -> dict[str, Any]:
     """The group's observables for :func:`flopwatch.estimate.verdict.assess`, as keyword arguments (durations are
     GPU-seconds: the peak-rate bound is per GPU)."""
-    s = {k: float(v[g]) for k, v in t.sums.items()}
+    s = t.row(g)
     top = t.devices[g][0] if t.devices[g] else None
     dur = s["duration_s"]
 
@@ -348,6 +354,19 @@ def observables(t: GroupTable, g: int, present: frozenset[str]) -> dict[str, Any
     return {k: _sig(v) for k, v in out.items()}
 
 
+def _eta_max(spec: DeviceSpec) -> float:
+    """:func:`flopwatch.estimate.sound.eta_max` once per spec object (a fleet has a handful; ``_spec`` caches them)."""
+    from flopwatch.estimate.sound import eta_max
+
+    got = _ETA.get(id(spec))
+    if got is None or got[0] is not spec:
+        got = _ETA[id(spec)] = (spec, eta_max(spec))
+    return got[1]
+
+
+_ETA: dict[int, tuple[DeviceSpec, float]] = {}
+
+
 def energy_blind_fraction(spec: Any) -> float:
     """Share of the covered time the fleet's energy counter does not see (the sensor-timing table's NVML energy
     entry for the device); a device the table does not know: all of it (bounded at peak, as the monitor does)."""
@@ -378,10 +397,9 @@ def judge(
     """Group ``g`` through :func:`~flopwatch.estimate.verdict.assess` (its notes as ``extra_warnings``: each blocks
     "below"); the JSON row. The built-in energy estimate is reported beside the verdict, labelled, never in it."""
     from flopwatch.estimate.observe import Observables
-    from flopwatch.estimate.sound import eta_max
     from flopwatch.estimate.verdict import assess
 
-    s = {k: float(v[g]) for k, v in t.sums.items()}
+    s = t.row(g)
     obs = Observables(**observables(t, g, present))
     spec = t.devices[g][0] if t.devices[g] else None
     label = str(t.key[g])
@@ -400,7 +418,7 @@ def judge(
         and (p_hi < e_lo or p_lo > e_hi)
     ):
         notes.append("built-in energy and pipe estimates disagree beyond their intervals")
-    if math.isfinite(pipe) and spec is not None and p_lo > max(0.0, obs.net_energy_j) * eta_max(spec):
+    if math.isfinite(pipe) and spec is not None and p_lo > max(0.0, obs.net_energy_j) * _eta_max(spec):
         notes.append(
             "pipe counters show more FLOPs than the net energy allows at the device's best efficiency: "
             "energy or power under-reported"
