@@ -35,6 +35,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flopwatch.telemetry.prom_client import Columns
 
 WALL0 = 1_700_000_000.0
 
@@ -171,8 +175,8 @@ class ReplayClient:
             return [f"{u}-c{c:05d}" for c in range(self.copies) for u in self.uuids]
         return []
 
-    def query_range(self, expr: str, start: float, end: float, step: float) -> list:
-        from flopwatch.telemetry.prom_client import Series
+    def query_columns(self, expr: str, start: float, end: float, step: float) -> Columns:
+        from flopwatch.telemetry.prom_client import Columns, Series
 
         m = re.search(r'UUID=~"([^"]*)"', expr)
         key = re.sub(r'UUID=~"[^"]*"', "UUID", expr)
@@ -186,7 +190,7 @@ class ReplayClient:
                 if lab.get("pod"):
                     lab["pod"] = f"{lab['pod']}-c{c}"
                 out.append(Series(lab, s.t[ok], s.v[ok]))
-        return out
+        return Columns.of(out)
 
 
 def run_replicate(args: argparse.Namespace) -> list[dict]:

@@ -294,9 +294,9 @@ def test_every_metric_is_read_at_most_twice_and_queries_come_from_the_table():
 
 # --------------------------------------------------------------------------------------- the fold on arrays
 def _series(labels, t, v):
-    from flopwatch.telemetry.prom_client import Series
+    from flopwatch.telemetry.prom_client import Columns, Series
 
-    return Series(labels, np.asarray(t, float), np.asarray(v, float))
+    return Columns.of([Series(labels, np.asarray(t, float), np.asarray(v, float))])
 
 
 def _reader(by=("pod",), jobs=None, window=100.0, step=10.0, end=400.0):

@@ -41,6 +41,7 @@ import numpy as np
 
 from flopwatch.errors import InputError
 from flopwatch.telemetry.prom_answer import (
+    Columns,
     Series,
     _api_error,
     _clean,
@@ -51,7 +52,7 @@ from flopwatch.telemetry.prom_answer import (
     _vector,
 )
 
-__all__ = ["PrometheusClient", "PrometheusError", "Series", "SeriesList", "VectorAnswer"]
+__all__ = ["Columns", "PrometheusClient", "PrometheusError", "Series", "SeriesList", "VectorAnswer"]
 
 #: Prometheus refuses range queries with more points per series than this (``promql/engine.go``).
 MAX_POINTS_PER_SERIES = 11_000
@@ -531,15 +532,24 @@ class PrometheusClient:
         where = f"{self.display_url}/api/v1/query {_show(expr)}"
         rng = _range_of(expr)
         lo = at - rng - 1.0 if rng is not None else 0.0
-        return self._request(
+        cols, notes = self._request(
             "/api/v1/query",
             [("query", expr), ("time", _ts(at))],
             _show(expr),
             then=lambda d, warn: self._matrix(where, d, warn, lo, at + 1.0),
         )
+        return SeriesList(cols.series(), notes)
 
     def query_range(self, expr: str, start: float, end: float, step_s: float) -> SeriesList:
         """Range query; raises :class:`PrometheusError` when it would exceed the server's point limit."""
+        cols, notes = self._range(expr, start, end, step_s)
+        return SeriesList(cols.series(), notes)
+
+    def query_columns(self, expr: str, start: float, end: float, step_s: float) -> Columns:
+        """:meth:`query_range` as one :class:`Columns` (degradations in :attr:`degradations`)."""
+        return self._range(expr, start, end, step_s)[0]
+
+    def _range(self, expr: str, start: float, end: float, step_s: float) -> tuple[Columns, list[str]]:
         n = int((end - start) // step_s) + 1
         if n > MAX_POINTS_PER_SERIES:
             raise PrometheusError(
@@ -554,14 +564,14 @@ class PrometheusClient:
             then=lambda d, warn: self._matrix(where, d, warn, start - step_s, end + step_s),
         )
 
-    def _matrix(self, where: str, d: Any, warn: list[str], lo: float, hi: float) -> SeriesList:
-        series, n_nan, n_series = self._checked(where, lambda: _matrix(d, lo, hi))
+    def _matrix(self, where: str, d: Any, warn: list[str], lo: float, hi: float) -> tuple[Columns, list[str]]:
+        cols, n_nan, n_series = self._checked(where, lambda: _matrix(d, lo, hi))
         notes = [f"{where}: server warning: {w}" for w in warn]
         if n_nan:
             notes.append(
                 f"{where}: {n_nan} sample(s) with the value NaN (no sample) in {n_series} series: left out"
             )
-        return SeriesList(series, self._degrade(notes))
+        return cols, self._degrade(notes)
 
 
 _RANGE = re.compile(r"\[([0-9a-z.]+)\]\s*\)*\s*$")
