@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import functools
 import warnings
-from itertools import chain
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
+from itertools import chain
 
 import numpy as np
 
