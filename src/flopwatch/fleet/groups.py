@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -229,6 +231,46 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
         > 0,
         impossible=[sorted(x) for x in imp],
         no_energy_estimate=no_est,
+    )
+
+
+def merge(parts: list[GroupTable]) -> GroupTable:
+    """Partial group tables (one per GPU chunk; chunks share no GPU, so GPU counts add) as one."""
+    if len(parts) == 1:
+        return parts[0]
+    uk, gi = np.unique(np.concatenate([p.key for p in parts]).astype(str), return_inverse=True)
+    G = len(uk)
+
+    def add(col: Callable[[GroupTable], np.ndarray]) -> np.ndarray:
+        return np.bincount(gi, weights=np.concatenate([col(p) for p in parts]).astype(float), minlength=G)
+
+    def red(col: Callable[[GroupTable], np.ndarray], uf: np.ufunc, init: float) -> np.ndarray:
+        out, x = np.full(G, init), np.concatenate([col(p) for p in parts])
+        uf.at(out, gi, np.where(np.isnan(x), init, x))
+        return np.where(np.isfinite(out), out, np.nan)
+
+    devs: list[dict[str, DeviceSpec]] = [{} for _ in range(G)]
+    dts: list[set[str]] = [set() for _ in range(G)]
+    imp: list[set[str]] = [set() for _ in range(G)]
+    cat = {
+        a: list(chain.from_iterable(getattr(p, a) for p in parts))
+        for a in ("devices", "dtypes", "impossible")
+    }
+    for g, d, dt, im in zip(gi.tolist(), cat["devices"], cat["dtypes"], cat["impossible"], strict=True):
+        devs[g].update((x.key, x) for x in d)
+        dts[g].update(dt)
+        imp[g].update(im)
+    return GroupTable(
+        key=uk.astype(object),
+        gpus=add(lambda p: p.gpus).astype(int),
+        sums={c: add(lambda p, c=c: p.sums[c]) for c in parts[0].sums},
+        lo={c: red(lambda p, c=c: p.lo[c], np.minimum, np.inf) for c in _MIN},
+        hi={c: red(lambda p, c=c: p.hi[c], np.maximum, -np.inf) for c in _MAX},
+        devices=[sorted(d.values(), key=_capability, reverse=True) for d in devs],
+        dtypes=[sorted(x) for x in dts],
+        any_unknown_model=add(lambda p: p.any_unknown_model) > 0,
+        impossible=[sorted(x) for x in imp],
+        no_energy_estimate=add(lambda p: p.no_energy_estimate),
     )
 
 
