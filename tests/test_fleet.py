@@ -480,3 +480,23 @@ def test_the_energy_counter_blind_share_is_unobserved_time():
     assert energy_blind_fraction(get_device("h100")) == pytest.approx(0.75)
     assert energy_blind_fraction(get_device("a100")) == pytest.approx(0.75)
     assert energy_blind_fraction(None) == 1.0
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_text_output_keeps_group_names_and_verdicts_whole(width, capsys):
+    """Piped or at 80/160 columns: each group's name on its own line, whole, with its verdict; notes printed."""
+    from flopwatch.cli.fleet_cmds import _print_table
+
+    row = {"gpus": 8, "gpu_hours": 10.7, "coverage": 1.0, "energy_j": 6.1e6, "net_energy_j": 3.4e6,
+           "lower_flops": 0.0, "upper_flops": 6.5e17, "estimate_flops": 0.0, "pipe_estimate_flops": 2.8e17,
+           "verdict": "uncertain", "notes": ["profiling counters stuck at 0 for 1.00 GPU-h while power shows load"]}  # fmt: skip
+    long = "research/very-long-pod-name-of-a-training-job-7f9c2d-0"
+    d = {"prometheus": "http://p:9090", "by": "pod", "start": "2026-12-01T00:00:00Z", "end": "2026-12-02T00:00:00Z",
+         "threshold_flops": 1e25, "groups": [row | {"key": long}], "fleet": row | {"key": "(all GPUs)"},
+         "energy_model": "built-in", "metrics_missing": [], "gpu_hours": 10.7, "elapsed_s": 1.0, "cpu_s": 0.5,
+         "queries": 12, "bytes_received": 1e6, "jobs_from": "labels", "gpus_per_chunk": 8, "windows_per_chunk": 24}  # fmt: skip
+    _print_table(d, width=width)
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(x.rstrip()) for x in lines) <= width
+    assert f"{long}: uncertain" in lines and "(all GPUs): uncertain" in lines
+    assert "stuck at 0" in " ".join(lines) and "model gives 0" in " ".join(lines)
