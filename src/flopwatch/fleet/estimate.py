@@ -134,7 +134,7 @@ def estimate_fleet(
             if profile is not None
             else "built-in MFU→power model of each device (MASCOTS 2026 lines; not calibrated on this fleet)"
         ),
-        "pipe_calibration": C.summary(cal),
+        "pipe_calibration": cal,
         "metrics_present": sorted(found.present),
         "metrics_missing": sorted(set(M.METRICS) - set(found.present) - {M.GPU_TEMP}),
         "unlabelled_gpu_jobs": n_unlab,
