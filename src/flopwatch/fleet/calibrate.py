@@ -1,12 +1,10 @@
 """Per device model, the FLOP per joule of the fleet's groups with pipe counters, applied to those without.
 
-A source is a group with no note (pipe counters present, not paused nor stuck, consistent with its energy;
-coverage, labels and device sound), one resolved device model, net energy > 0 and η = pipe FLOPs / net
-energy within the device's best. Groups starting and ending in the same windows are one job (pods of one
-job). With :data:`MIN_JOBS` jobs, the median η (one vote per job) gives the model's groups without pipes
-η × net energy, in net energy × [min η × 0.7, max η × 1.05] (the spread; the pipe interval
-:data:`~flopwatch.fleet.groups.PIPE_USEFUL_RANGE`): an apportionment within the fleet, not physics. The
-operator chooses which GPUs export counters, so it never enters a verdict.
+Sources: groups with no note, one resolved device model, net energy > 0 and η = pipe FLOPs / net energy within
+the device's best; groups starting and ending in the same windows are one job (pods of one job). With
+:data:`MIN_JOBS` jobs, the median η (one vote per job) gives its groups without pipes η × net energy in
+net energy × [min η × 0.7, max η × 1.05] (:data:`~flopwatch.fleet.groups.PIPE_USEFUL_RANGE`): an apportionment
+within the fleet, not physics. The operator chooses which GPUs export counters: never in a verdict.
 """
 
 from __future__ import annotations
