@@ -191,3 +191,28 @@ def test_sources_are_independent_unflagged_and_physical():
     assert dark["calibrated_upper_flops"] == pytest.approx(2e6 * 5e11 * 1.05)
     assert all(r["calibrated_flops"] is None for r in rows if r is not dark)
     assert C.calibrate(rows, 3600.0, min_jobs=5)["h100"]["refused"].startswith("4 independent job(s)")
+
+
+@needs_prometheus
+def test_cli_json_table_note_and_off_switch(prom, capsys):
+    import json
+
+    from flopwatch.cli import main
+
+    p, _ = prom
+    base = ["fleet", "estimate", "--prometheus", p.url, "--start", str(WALL), "--end", str(WALL + HOURS * 3600),
+            "--window", "30m", "--threshold", "1e18"]  # fmt: skip
+    assert main([*base, "--json"]) == 0
+    on = json.loads(capsys.readouterr().out)
+    assert on["pipe_calibration"]["h100"]["jobs"] == 8
+    assert on["groups"][-1]["key"] == "dark-5" and on["groups"][-1]["calibrated_flops"] > 0
+    assert main([*base, "--json", "--no-pipe-calibration"]) == 0
+    off = json.loads(capsys.readouterr().out)
+    assert off["pipe_calibration"] is None and "calibrated_flops" not in off["groups"][-1]
+    assert [g["verdict"] for g in off["groups"]] == [g["verdict"] for g in on["groups"]]
+    assert main([*base, "--no-progress"]) == 0
+    # the notes column, its wrapped lines joined back: the label is in the table
+    notes = " ".join(
+        x.split("│")[-2].strip() for x in capsys.readouterr().out.splitlines() if x.count("│") > 2
+    )
+    assert "calibrated from 8 GPU-jobs (8 independent jobs) with pipe counters of model h100" in notes
