@@ -131,7 +131,7 @@ def test_too_few_calibration_jobs_calibrate_nothing_and_say_why(prom):
     p, truth = prom
     res, by = _run(p.url, 1)
     why = res.meta["pipe_calibration"]["h100"]["refused"]
-    assert why.startswith("2 independent job(s) of model h100 with trustworthy pipe counters, 3 needed")
+    assert why.startswith("2 independent job(s) of model h100 with trusted pipe counters, 3 needed")
     for key in truth["dark1"]:
         assert by[key]["calibrated_flops"] is None
         assert f"no calibrated estimate from pipe counters: {why}" in by[key]["notes"]

@@ -17,8 +17,7 @@ import numpy as np
 from flopwatch.devices import get_device
 from flopwatch.fleet.groups import PIPE_USEFUL_RANGE
 
-#: Fewer independent jobs calibrate nothing: a median needs three to outvote one odd job (another precision, a
-#: memory-bound phase); one or two say nothing of the spread the next job may have.
+#: Fewer jobs calibrate nothing: from three, a median outvotes one odd job (another precision, memory-bound).
 MIN_JOBS = 3
 #: The one note every group without a profile carries; any other note disqualifies a source.
 INFORMATIONAL = frozenset({"no calibration profile: no calibrated estimate"})
@@ -26,6 +25,10 @@ INFORMATIONAL = frozenset({"no calibration profile: no calibrated estimate"})
 LOAD_SLACK = 1.2
 SUMMED = ("pipe_estimate_flops", "net_energy_j", "gpu_hours", "gpus")
 CALIBRATED = ("calibrated_flops", "calibrated_lower_flops", "calibrated_upper_flops", "calibrated_from")
+
+
+def _win(iso: str, window_s: float) -> int:
+    return round(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() / window_s)  # 3.10: no "Z"
 
 
 def calibrate(rows: list[dict[str, Any]], window_s: float, min_jobs: int = MIN_JOBS) -> dict[str, Any]:
@@ -39,14 +42,11 @@ def calibrate(rows: list[dict[str, Any]], window_s: float, min_jobs: int = MIN_J
             per = jobs.setdefault(dev := r["devices"][0], {})
             p, e, ok = r["pipe_estimate_flops"], r["net_energy_j"], not set(r["notes"]) - INFORMATIONAL
             if ok and p is not None and p > 0 and e > 0 and r["start"] and p / e <= eta_max(get_device(dev)):
-                t0, t1 = (datetime.fromisoformat(r[k]).timestamp() / window_s for k in ("start", "end"))
-                per.setdefault((round(t0), round(t1)), []).append(r)
+                per.setdefault((_win(r["start"], window_s), _win(r["end"], window_s)), []).append(r)
     out: dict[str, Any] = {}
     for dev, per in jobs.items():
-        why = (
-            f"{len(per)} independent job(s) of model {dev} with trustworthy pipe counters, {min_jobs} needed"
-        )
-        out[dev] = {"refused": why + " (flagged groups unused; pods starting and ending together count once)"}
+        why = f"{len(per)} independent job(s) of model {dev} with trusted pipe counters, {min_jobs} needed"
+        out[dev] = {"refused": f"{why} (flagged groups unused; pods starting and ending together count once)"}
         if len(per) >= min_jobs:
             s = np.array([[sum(r[k] for r in g) for k in SUMMED] for g in per.values()])
             eta, w = s[:, 0] / s[:, 1], s[:, 1] / (s[:, 2] * 3600.0)
