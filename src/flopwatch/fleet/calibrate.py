@@ -36,13 +36,13 @@ def calibrate(rows: list[dict[str, Any]], window_s: float, min_jobs: int = MIN_J
     over jobs), its range, jobs, GPU-jobs, groups, their net power per GPU (load covered); or ``refused``."""
     from flopwatch.estimate.sound import eta_max
 
-    jobs: dict[str, dict[tuple[int, ...], list[dict[str, Any]]]] = {}
+    best = {d: eta_max(get_device(d)) for d in {r["devices"][0] for r in rows if len(r["devices"]) == 1}}
+    jobs: dict[str, dict[tuple[int, ...], list[dict[str, Any]]]] = {d: {} for d in best}
     for r in rows:
-        if len(r["devices"]) == 1:
-            per = jobs.setdefault(dev := r["devices"][0], {})
-            p, e, ok = r["pipe_estimate_flops"], r["net_energy_j"], not set(r["notes"]) - INFORMATIONAL
-            if ok and p is not None and p > 0 and e > 0 and r["start"] and p / e <= eta_max(get_device(dev)):
-                per.setdefault((_win(r["start"], window_s), _win(r["end"], window_s)), []).append(r)
+        p, e, ok = r["pipe_estimate_flops"], r["net_energy_j"], not set(r["notes"]) - INFORMATIONAL
+        dev = r["devices"][0] if len(r["devices"]) == 1 else ""
+        if dev and ok and p is not None and p > 0 and e > 0 and r["start"] and p / e <= best[dev]:
+            jobs[dev].setdefault((_win(r["start"], window_s), _win(r["end"], window_s)), []).append(r)
     out: dict[str, Any] = {}
     for dev, per in jobs.items():
         why = f"{len(per)} independent job(s) of model {dev} with trusted pipe counters, {min_jobs} needed"
