@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from flopwatch.errors import InputError
+from flopwatch.fleet import calibrate as C
 from flopwatch.fleet import groups as G
 from flopwatch.fleet.plan import ReadPlan, chunking
 from flopwatch.fleet.reader import FleetReader, JobMap, discover
@@ -67,6 +68,7 @@ def estimate_fleet(
     confidence: float | None = None,
     dtype: str | None = None,
     device: str | None = None,
+    pipe_calibration: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> FleetResult:
     """Estimate every group's FLOPs over ``plan``'s range, and the fleet-wide total (docs/fleet.md)."""
@@ -118,6 +120,9 @@ def estimate_fleet(
     )
     groups = _judge_all(G.merge(parts), unlabelled=None if by == COHORT else no_job, **judged)
     fleet = _judge_all(G.merge(whole), unlabelled=None, **judged)[0]
+    cal = C.calibrate(groups, plan.window_s) if pipe_calibration else None
+    if cal is not None:  # beside each verdict, never in it (fleet/calibrate.py)
+        C.apply([*groups, fleet], cal)
     meta = {
         "prometheus": client.display_url,
         "simulated": found.simulated,
@@ -135,6 +140,7 @@ def estimate_fleet(
             if profile is not None
             else "built-in MFU→power model of each device (MASCOTS 2026 lines; not calibrated on this fleet)"
         ),
+        "pipe_calibration": cal,
         "metrics_present": sorted(found.present),
         "metrics_missing": sorted(set(M.METRICS) - set(found.present) - {M.GPU_TEMP}),
         "unlabelled_gpu_jobs": n_unlab,
