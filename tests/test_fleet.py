@@ -129,11 +129,10 @@ def test_client_passes_prometheus_errors_and_parses_ranges():
         "prom:9090",
         opener=_Opener([vec, {"status": "success", "data": {"resultType": "vector", "result": []}}]),
     )
-    labels, values = c.query_values("x", 30)
-    assert [x["UUID"] for x in labels] == ["GPU-1", "GPU-3"]  # GPU-2's NaN: no sample, named
-    assert values.tolist() == [2.5, -7.0] and "NaN" in c.degradations[0]
-    labels, values = c.query_values("y")
-    assert labels == [] and values.shape == (0,)
+    got = c.query("x", 30)
+    assert [x.labels["UUID"] for x in got] == ["GPU-1", "GPU-3"]  # GPU-2's NaN: no sample, named
+    assert [x.v.tolist() for x in got] == [[2.5], [-7.0]] and "NaN" in c.degradations[0]
+    assert c.query("y") == []
 
 
 def test_simulated_fleet_openmetrics(tmp_path):

@@ -37,8 +37,6 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from flopwatch.errors import InputError
 from flopwatch.telemetry.prom_answer import (
     Columns,
@@ -52,7 +50,7 @@ from flopwatch.telemetry.prom_answer import (
     _vector,
 )
 
-__all__ = ["Columns", "PrometheusClient", "PrometheusError", "Series", "SeriesList", "VectorAnswer"]
+__all__ = ["Columns", "PrometheusClient", "PrometheusError", "Series", "SeriesList"]
 
 #: Prometheus refuses range queries with more points per series than this (``promql/engine.go``).
 MAX_POINTS_PER_SERIES = 11_000
@@ -81,28 +79,6 @@ class SeriesList(list[Series]):
     def __init__(self, series: Iterable[Series] = (), degradations: Iterable[str] = ()) -> None:
         super().__init__(series)
         self.degradations: list[str] = list(degradations)
-
-
-class VectorAnswer(tuple[list[Mapping[str, str]], np.ndarray]):
-    """An instant query's answer as :meth:`PrometheusClient.query_values` gives it: unpacks as ``(labels, values)``
-    (each series' labels; their values in one array) and carries ``degradations`` like :class:`SeriesList`."""
-
-    degradations: list[str]
-
-    def __new__(
-        cls, labels: list[Mapping[str, str]], values: np.ndarray, degradations: Iterable[str] = ()
-    ) -> VectorAnswer:
-        obj = super().__new__(cls, (labels, values))
-        obj.degradations = list(degradations)
-        return obj
-
-    @property
-    def labels(self) -> list[Mapping[str, str]]:
-        return self[0]
-
-    @property
-    def values(self) -> np.ndarray:
-        return self[1]
 
 
 class _Overdue(Exception):
@@ -499,21 +475,6 @@ class PrometheusClient:
             lo, hi = 0.0, self._wall() + 86400.0
         d, warn = self._request("/api/v1/query", params, _show(expr))
         return d, warn, f"{self.display_url}/api/v1/query {_show(expr)}", lo, hi
-
-    def query_values(self, expr: str, at: float | None = None) -> VectorAnswer:
-        """Instant query as (each series' labels, their values in one array): no arrays per series, which cost
-        ≈ 3 µs each on answers of tens of thousands of series (a fleet's GPU-jobs). Samples whose value is
-        ``NaN`` are left out and named in ``degradations``."""
-        d, warn, where, lo, hi = self._instant(expr, at)
-        metas, t, v, bad = self._checked(where, lambda: _vector(d, lo, hi))
-        notes = [f"{where}: server warning: {w}" for w in warn]
-        if bad:
-            keep = [i for i in range(len(metas)) if i not in bad]
-            metas, v = [metas[i] for i in keep], v[keep]
-            notes.append(
-                f"{where}: {len(bad)} of {len(bad) + len(metas)} series had the value NaN (no sample): left out"
-            )
-        return VectorAnswer(metas, v, self._degrade(notes))
 
     def query(self, expr: str, at: float | None = None) -> SeriesList:
         """Instant query: one point per series (series whose value is ``NaN`` left out, named in degradations)."""
