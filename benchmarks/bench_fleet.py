@@ -115,6 +115,7 @@ def run_prometheus(args: argparse.Namespace) -> list[dict]:
                         "hours": args.hours,
                         "prom_cpu_s": _cpu_s(p.proc.pid) - c0,
                         "variant": name,
+                        "load1": os.getloadavg()[0],  # the machine is shared: say how busy it was
                     }
                     # the bare query for scale: per-pod energy over the range, one instant query
                     c0, w0 = _cpu_s(p.proc.pid), time.perf_counter()
@@ -141,13 +142,16 @@ def _medians(rows: list[dict]) -> None:
         key=lambda k: (k[0], [r["variant"] for r in rows].index(k[1])),
     ):
         rs = [r for r in rows if (r["gpus"], r["variant"]) == key]
-        med = {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "maxrss_mb", "prom_cpu_s")}
+        med = {
+            k: statistics.median(r[k] for r in rs)
+            for k in ("wall_s", "cpu_s", "maxrss_mb", "prom_cpu_s", "load1")
+        }
         gh = rs[0]["gpu_hours"]
         print(
             f"  {key[0]:>6} GPUs {key[1]:>8} ({len(rs)} runs): wall {med['wall_s']:6.2f} s, flopwatch CPU "
             f"{med['cpu_s']:5.2f} s → {gh / med['cpu_s']:7.0f} GPU-h/CPU-s, Prometheus CPU {med['prom_cpu_s']:5.2f} s "
             f"→ {gh / med['prom_cpu_s']:6.0f}, peak RSS {med['maxrss_mb']:4.0f} MB, {rs[0]['groups']} groups, "
-            f"energy {rs[0]['fleet_energy_j']:.6e} J",
+            f"energy {rs[0]['fleet_energy_j']:.6e} J, load {med['load1']:.1f}",
             flush=True,
         )
 
