@@ -466,18 +466,8 @@ def judge(
             "energy or power under-reported"
         )
     if obs.duration_s <= 0:
-        return _row(
-            t,
-            g,
-            s,
-            obs,
-            notes + ["no samples"],
-            None,
-            None,
-            (None, None),
-            pipe,
-            "uncertain" if threshold else None,
-        )
+        no = "uncertain" if threshold else None
+        return _row(t, g, s, obs, [*notes, "no samples"], None, None, (None, None), pipe, no)
     a = assess(profile, obs, device=spec, threshold_flops=threshold, confidence=confidence, label=label,
                extra_warnings=tuple(notes))  # fmt: skip
     if profile is not None:
