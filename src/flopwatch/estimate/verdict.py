@@ -60,6 +60,7 @@ from flopwatch.estimate.sound import (
     floor_peaks,
     slowest_format_ratio,
     sound_upper,
+    unplaced_energy_j,
     verdict_peaks,
 )
 from flopwatch.sensor_timing import SamplingCheck, check_sampling, sensor_kind_of
@@ -83,6 +84,10 @@ ACCUSATION_CONFIDENCE = 0.998
 MIN_SAMPLE_RATE_HZ = 1.0
 #: Sensor kinds that are not a measurement of the device being judged.
 REPLAY_SENSOR_KINDS = ("replay", "sim", "simulated")
+#: Share of a run's net energy its windows may leave unplaced before the two disagree (round 5): an energy
+#: counter integrates what the power samples' trapezoids interpolate, so honest runs differ by the sampling
+#: error of a trapezoid (a few % at the monitor's rates); more is power samples that do not show the energy.
+ENERGY_DISAGREEMENT = 0.10
 VERDICTS = ("above", "below", "uncertain", "n/a")
 
 
@@ -232,17 +237,27 @@ def threshold_verdict(
     return "uncertain"
 
 
-def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> DeviceSpec | None:
-    """The device judged: ``device`` (a spec, a key, an NVML or simulated name, ``h100:0``) through
-    :func:`flopwatch.devices.resolve`; a sensor name that names no model (``jetson:VDD_CPU_GPU_CV``): the
-    profile's device, which it was calibrated on and which the monitor applies it to."""
+def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> tuple[DeviceSpec | None, str | None]:
+    """The device judged, and a warning when it is not the one named: ``device`` (a spec, a key, an NVML or
+    simulated name, ``h100:0``, ``jetson:VDD_CPU_GPU_CV``) through :func:`flopwatch.devices.resolve`; without a
+    name, the profile's device (which it was calibrated on and which the monitor applies it to).
+
+    A name given that no device of the verifier's table answers to (a look-alike letter, a zero-width space, a
+    model the table lacks) is judged as the profile's device *with a warning*: the verifier does not know what
+    ran, so the profile's device — maybe a weaker one — may not make a "below" (round 5)."""
     if device:
         spec = resolve(device, str(device).removeprefix("sim:").split(":")[0])
         if spec is not None:
-            return spec
+            return spec, None
+        fallback = resolve_device(profile.device_key) if profile is not None and profile.device_key else None
+        return fallback, (
+            f"device name {str(device)!r} names no device in the verifier's table"
+            + (f"; judged as the profile's device {fallback.key}" if fallback is not None else "")
+            + ": what ran is not known, never 'below'"
+        )
     if profile is not None and profile.device_key:
-        return resolve_device(profile.device_key)
-    return None
+        return resolve_device(profile.device_key), None
+    return None, None
 
 
 def _kinds(ctx: Mapping[str, Any]) -> list[str]:
@@ -254,7 +269,9 @@ def sampling_checks(
     context: Mapping[str, Any] | None, device: DeviceSpec | str | None
 ) -> list[SamplingCheck]:
     """:func:`flopwatch.sensor_timing.check_sampling` of each sensor kind the row records, at its recorded
-    ``sample_rate_hz``, on ``device`` — only those the sensor-timing table knows (empty without a rate)."""
+    ``sample_rate_hz``, on ``device`` (empty without a rate or a device). A sensor the timing table does not know
+    is kept: its check is not adequate and leaves the whole run unobserved (round 5: a kind spelled so that the
+    table misses it, or a device the table has no entry for, must not read as "fully observed")."""
     ctx = dict(context or {})
     rate = finite(ctx.get("sample_rate_hz"))
     key = device.key if isinstance(device, DeviceSpec) else device
@@ -262,9 +279,7 @@ def sampling_checks(
         return []
     out = []
     for kind in _kinds(ctx):
-        chk = check_sampling(str(key), sensor_kind_of(kind), rate)
-        if chk.timing is not None:
-            out.append(chk)
+        out.append(check_sampling(str(key), sensor_kind_of(kind), rate))
     return out
 
 
@@ -281,7 +296,9 @@ def context_warnings(
 
     "Too slow" is per device and sensor where the sensor-timing table knows the pair (``device`` given and
     ``sensor_kind`` recorded: below the rate that reads every update of a point sensor, or the detector's
-    poll of a counter); otherwise the flat ``min_rate_hz``."""
+    poll of a counter); a recorded sensor the table does not know for the device, or a sensor kind recorded
+    without its sampling rate, is a warning (its blind time is unknown); without a sensor kind, the flat
+    ``min_rate_hz``."""
     out: list[str] = []
     ctx = dict(context or {})
     if ctx.get("peak_override"):
@@ -298,10 +315,19 @@ def context_warnings(
     checks = sampling_checks(ctx, device)
     if checks:
         out.extend(
-            f"sampling rate below the device's need: {w}"
+            (
+                f"sampling rate below the device's need: {w}"
+                if c.timing is not None
+                else f"sensor timing unknown: {w}; its blind time cannot be bounded, never 'below'"
+            )
             for c in checks
             if not c.adequate
             for w in c.warnings[:1]
+        )
+    elif _kinds(ctx) and rate is None and device is not None:
+        out.append(
+            f"sensor kind {', '.join(_kinds(ctx))} recorded without a sampling rate: the share of the run its "
+            "sensor saw is unknown, never 'below'"
         )
     elif rate is not None and rate < min_rate_hz:
         out.append(f"sampling rate {rate:.3g} Hz is below the {min_rate_hz:g} Hz this verdict needs")
@@ -356,7 +382,7 @@ def assess(
     warnings); each blocks "below". ``context``/``verifier_context``: the row's recorded context and the
     verifier's (keys :data:`~flopwatch.estimate.observe.CONTEXT_KEYS`); see :func:`context_warnings`.
     """
-    spec = _spec(device, profile)
+    spec, name_warning = _spec(device, profile)
     E, t = float(obs.net_energy_j), float(obs.duration_s)
     if not (math.isfinite(t) and t > 0):
         raise InputError(
@@ -367,6 +393,8 @@ def assess(
             f"must be a finite number, got {obs.net_energy_j!r}", record=label, field="net_energy_j"
         )
     warnings: list[str] = [str(w) for w in extra_warnings]
+    if name_warning is not None:
+        warnings.append(name_warning)
     notes: list[str] = []
     warnings += context_warnings(context, verifier_context, device=spec)
     if obs.unobserved_s is None:
@@ -392,6 +420,13 @@ def assess(
         ic = check_idle_baseline(float(obs.idle_power_w), spec=spec, reference_idle_w=ref)
         warnings.extend(f"idle baseline suspicious: {r}" for r in ic.reasons)
 
+    unplaced = unplaced_energy_j(obs)
+    if unplaced > ENERGY_DISAGREEMENT * max(E, 0.0):
+        warnings.append(
+            f"the run's net energy {E:.4g} J exceeds its windows' {E - unplaced:.4g} J by {unplaced / E:.0%} "
+            f"(> {ENERGY_DISAGREEMENT:.0%}): the energy counter and the power samples disagree; the energy the "
+            "windows do not place is bounded anyway"
+        )
     obs_b = obs
     if obs.coverage is not None and obs.coverage < MIN_COVERAGE:
         warnings.append(
@@ -594,8 +629,7 @@ def assess_record(
     dev = (
         device if device is not None else (record.raw.get("device_name") or record.raw.get("device") or None)
     )
-    if dev is not None and not isinstance(dev, DeviceSpec) and resolve_device(dev) is None:
-        dev = None  # an unknown name: fall back to the profile's device
+    # an unknown name is passed on: judged as the profile's device, with a warning (never silently)
     obs = observables_from_record(record)
     return assess(
         profile,
