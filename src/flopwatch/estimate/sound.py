@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +71,14 @@ FORMAT_MFU_ALLOWANCE = 0.8
 #: power controller holds the average to its limit; 20 % allows a reading's own error).
 IMPOSSIBLE_POWER_FACTOR = 1.2
 IMPOSSIBLE_CLOCK_FACTOR = 1.02
+#: Net power a clock reading allows: dynamic power is C·V²·f·activity and V ≤ V_max, so at clock f a device
+#: draws at most f/f_max of what it draws at f_max with the same work — taken as this × its net TDP (TDP − idle:
+#: the power controller holds the board near its limit at f_max; 1.5 leaves room for a workload that would
+#: exceed the limit unthrottled). A reading of a clock too low for the power drawn is a lying clock (round 5):
+#: the rate term's clock ratio is never taken below net power ÷ (this × net TDP), and a run whose mean net
+#: power needs more than its highest recorded clock is a warning. The simulated twins' honest runs (A100, H100,
+#: H200; every format, locked clocks 25–100 %, 300 W caps; seed 2) draw at most 0.86 × net TDP × f/f_max.
+CLOCK_POWER_FACTOR = 1.5
 
 
 def _table(spec: DeviceSpec) -> DeviceSpec:
@@ -288,6 +297,9 @@ def sound_upper(
     """The sound upper bound (module docstring). ``idle_excess_w``: how far the run's idle baseline sits above
     the verifier's reference (its energy is given back to the run). ``assume_clock_mhz`` (for the "what would
     tighten it" hints only): evaluate as if the lowest and highest clock had been observed at this value."""
+    missing = window_deficit_s(obs)
+    if missing > 0:  # run time neither a window nor the unobserved time holds: unobserved (at peak)
+        obs = dataclasses.replace(obs, unobserved_s=float(obs.unobserved_s or 0.0) + missing)
     w = obs.windows
     if w is None or len(w) == 0:
         w = run_windows(obs, idle_excess_w * max(0.0, float(obs.duration_s) - float(obs.unobserved_s or 0.0)))
@@ -305,6 +317,7 @@ def sound_upper(
     if fmax:
         clk = np.where(np.isfinite(cmax) & (cmax > 0), np.maximum(cmax, 0.0) / fmax, 1.0)
         clk = np.maximum(clk, np.where(np.isfinite(cmin), cmin / fmax, 0.0))
+        clk = np.maximum(clk, clock_floor(dev, e, dt))  # a clock reading too low for the power drawn
         lo = np.where(np.isfinite(cmin) & (cmin > 0), np.clip(cmin / fmax, V_MIN_RATIO, 1.0), V_MIN_RATIO)
         allow = 1.0 / lo**2
     else:
@@ -393,6 +406,45 @@ def sound_upper(
     )
 
 
+def net_tdp_w(dev: DeviceBasis) -> float:
+    """The net TDP (TDP − idle) implied by η_max at the maximum clock (the smallest of the candidates)."""
+    return dev.peak_fastest / (NET_POWER_FLOOR_FRACTION * dev.eta_at_max_clock)
+
+
+def clock_floor(dev: DeviceBasis, net_energy_j: np.ndarray, dt_s: np.ndarray) -> np.ndarray:
+    """Per window, the least clock ratio f/f_max the net power drawn allows (:data:`CLOCK_POWER_FACTOR`), ≤ 1."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(dt_s > 0, np.maximum(net_energy_j, 0.0) / dt_s, 0.0)
+    return np.clip(np.nan_to_num(p / (CLOCK_POWER_FACTOR * net_tdp_w(dev)), nan=0.0), 0.0, 1.0)
+
+
+def clock_contradiction(spec: DeviceSpec, obs: Observables) -> str | None:
+    """A warning when the run's mean net power is more than its highest recorded clock allows
+    (:data:`CLOCK_POWER_FACTOR`): the clock reading is not what the device ran at."""
+    f, fmax = finite(obs.max_sm_clock_mhz), spec.max_sm_clock_mhz
+    t, e = finite(obs.duration_s), finite(obs.net_energy_j)
+    if f is None or not fmax or t is None or t <= 0 or e is None or e <= 0:
+        return None
+    p, allowed = e / t, CLOCK_POWER_FACTOR * max(spec.tdp_w - spec.idle_w, 0.0) * max(f, 0.0) / fmax
+    if p <= allowed:
+        return None
+    return (
+        f"clock reading contradicted by power: a mean net power of {p:.4g} W needs more than the highest recorded "
+        f"SM clock {f:.0f} MHz allows ({allowed:.4g} W at {CLOCK_POWER_FACTOR:g} × net TDP × f/f_max); the "
+        "rate bound takes the clock the power implies"
+    )
+
+
+def window_deficit_s(obs: Observables) -> float:
+    """Seconds of the run its windows and ``unobserved_s`` together leave out (0 without windows): windows
+    that cover 1 s of a 1000 s run, the rest not declared unobserved, must not bound the other 999 s."""
+    w = obs.windows
+    if w is None or len(w) == 0:
+        return 0.0
+    t = finite(obs.duration_s) or 0.0
+    return max(0.0, t - float(np.sum(w.dt_s)) - max(0.0, finite(obs.unobserved_s) or 0.0))
+
+
 def unplaced_energy_j(obs: Observables) -> float:
     """Net energy of the run (``net_energy_j``, e.g. the energy counter's) beyond the sum of its windows'
     (0 without windows): energy the windows do not place."""
@@ -457,6 +509,9 @@ def _covered_by_pipes(
     t = max(float(obs.duration_s), 0.0)
     f = obs.max_sm_clock_mhz if obs.max_sm_clock_mhz is not None else assume_clock_mhz
     clk = f / dev.max_clock_mhz if f is not None and f > 0 and dev.max_clock_mhz else 1.0
+    if dev.max_clock_mhz:
+        e_run = np.array([max(0.0, float(obs.net_energy_j))])
+        clk = max(clk, float(clock_floor(dev, e_run, np.array([max(t, 0.0)]))[0]))
     pipes = sum((pa[p] + PIPE_RATIO_RESOLUTION * cov) * dev.pipes.get(p) for p in PIPES) * clk
     rest = max(0.0, t - cov)
     return PipeWhole(pipes, cov, rest, pipes + rest * dev.peak_fastest)
@@ -514,6 +569,9 @@ __all__ = [
     "DeviceBasis",
     "PipePeaks",
     "SoundUpper",
+    "CLOCK_POWER_FACTOR",
+    "clock_contradiction",
+    "clock_floor",
     "clock_ratio_factor",
     "device_basis",
     "dvfs_allowance",
@@ -523,4 +581,5 @@ __all__ = [
     "sound_upper",
     "unplaced_energy_j",
     "verdict_peaks",
+    "window_deficit_s",
 ]

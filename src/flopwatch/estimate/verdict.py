@@ -55,6 +55,7 @@ from flopwatch.estimate.session import widen
 from flopwatch.estimate.sound import (
     SESSION_LOG_SD,
     SoundUpper,
+    clock_contradiction,
     clock_ratio_factor,
     device_basis,
     floor_peaks,
@@ -62,6 +63,7 @@ from flopwatch.estimate.sound import (
     sound_upper,
     unplaced_energy_j,
     verdict_peaks,
+    window_deficit_s,
 )
 from flopwatch.sensor_timing import SamplingCheck, check_sampling, sensor_kind_of
 from flopwatch.units import finite
@@ -88,6 +90,9 @@ REPLAY_SENSOR_KINDS = ("replay", "sim", "simulated")
 #: counter integrates what the power samples' trapezoids interpolate, so honest runs differ by the sampling
 #: error of a trapezoid (a few % at the monitor's rates); more is power samples that do not show the energy.
 ENERGY_DISAGREEMENT = 0.10
+#: Share of a run its windows and unobserved time may leave out before it is a warning (they add up to the
+#: duration when built from samples, :func:`~flopwatch.estimate.observe.windows_from_samples`; rounding only).
+WINDOW_DEFICIT_FRACTION = 0.01
 VERDICTS = ("above", "below", "uncertain", "n/a")
 
 
@@ -198,10 +203,11 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
 def with_samples(obs: Observables, sampled: SampledRun) -> Observables:
     """``obs`` tightened by what a trace shows over the run (:func:`~flopwatch.estimate.observe.windows_from_trace`):
     its windows, unobserved time, clock range, peak power and pipe activity (the run's energy and duration stay)."""
+    # the record's own unobserved time (a sensor's blind share) stands: the trace's gaps may only add to it
     return dataclasses.replace(
         obs,
         windows=sampled.windows,
-        unobserved_s=sampled.unobserved_s,
+        unobserved_s=max(sampled.unobserved_s, finite(obs.unobserved_s) or 0.0),
         min_sm_clock_mhz=sampled.min_sm_clock_mhz,
         max_sm_clock_mhz=sampled.max_sm_clock_mhz,
         peak_power_w=sampled.peak_power_w,
@@ -427,6 +433,12 @@ def assess(
             f"(> {ENERGY_DISAGREEMENT:.0%}): the energy counter and the power samples disagree; the energy the "
             "windows do not place is bounded anyway"
         )
+    missing = window_deficit_s(obs)
+    if missing > WINDOW_DEFICIT_FRACTION * t:
+        warnings.append(
+            f"the run's windows and unobserved time cover {t - missing:.4g} s of its {t:.4g} s: the other "
+            f"{missing:.4g} s are bounded at peak rate"
+        )
     obs_b = obs
     if obs.coverage is not None and obs.coverage < MIN_COVERAGE:
         warnings.append(
@@ -445,6 +457,9 @@ def assess(
     else:
         dev = device_basis(spec, obs_b)
         warnings.extend(dev.warnings)
+        lie = clock_contradiction(spec, obs_b)
+        if lie is not None:
+            warnings.append(lie)
         su = sound_upper(dev, obs_b, idle_excess_w=idle_excess)
         upper, basis = su.flops, su.basis
 
