@@ -304,8 +304,10 @@ def sound_upper(
     if w is None or len(w) == 0:
         w = run_windows(obs, idle_excess_w * max(0.0, float(obs.duration_s) - float(obs.unobserved_s or 0.0)))
         e = w.net_energy_j
+        power_dt = np.array([max(float(obs.duration_s), float(w.dt_s[0]))])  # the run's energy spans all of it
     else:
         e = np.maximum(w.net_energy_j, 0.0) + idle_excess_w * w.dt_s
+        power_dt = w.dt_s
     dt = w.dt_s
     fmax = dev.max_clock_mhz
     n = dt.size
@@ -317,7 +319,7 @@ def sound_upper(
     if fmax:
         clk = np.where(np.isfinite(cmax) & (cmax > 0), np.maximum(cmax, 0.0) / fmax, 1.0)
         clk = np.maximum(clk, np.where(np.isfinite(cmin), cmin / fmax, 0.0))
-        clk = np.maximum(clk, clock_floor(dev, e, dt))  # a clock reading too low for the power drawn
+        clk = np.maximum(clk, clock_floor(dev, e, power_dt))  # a clock reading too low for the power drawn
         lo = np.where(np.isfinite(cmin) & (cmin > 0), np.clip(cmin / fmax, V_MIN_RATIO, 1.0), V_MIN_RATIO)
         allow = 1.0 / lo**2
     else:
