@@ -50,7 +50,11 @@ def h100_profile(family):
 def _run(key: str, workload, *, cap: float | None = None, dtype: str | None = None):  # noqa: ANN001, ANN202
     acc = SimulatedAccelerator(key, seed=2, power_cap_w=cap)
     acc.idle(10.0)
-    w = workload if dtype is None else dataclasses.replace(workload, dtype=dtype, label=f"{workload.label}-{dtype}")
+    w = (
+        workload
+        if dtype is None
+        else dataclasses.replace(workload, dtype=dtype, label=f"{workload.label}-{dtype}")
+    )
     return acc, acc.run(w, duration_s=60.0)
 
 
@@ -77,7 +81,9 @@ def _never_below(a, truth: float, *words: str) -> None:  # noqa: ANN001
 
 # ------------------------------------------------------------------------------------------ device identity
 @pytest.mark.parametrize("name", ["Н100", "h100\u200b", "\u0397100", "H1OO"])
-def test_device_name_lookalike_is_not_judged_as_the_profiles_weaker_device(tmp_path, capsys, family, a100_profile, name):
+def test_device_name_lookalike_is_not_judged_as_the_profiles_weaker_device(
+    tmp_path, capsys, family, a100_profile, name
+):
     """`device-lookalike`: an H100 fp8 run under a 400 W cap (mean power inside an A100's envelope) whose record
     names its device with a Cyrillic Н / Greek Η, a zero-width space or O for 0. No device answers to the name, so
     the verifier's A100 profile's device was used silently: bound 0.97 × truth, "below" at 0.99 × truth."""
@@ -205,7 +211,12 @@ def test_windows_that_cover_a_second_of_a_minute(h100_fp8):
     the other 59 s were in no term of the bound (peak × 1 s = 0.1 × truth, "below")."""
     obs, truth = h100_fp8
     w = ObservedWindows(dt_s=np.array([1.0]), net_energy_j=np.array([obs.net_energy_j]))
-    a = assess(None, dataclasses.replace(obs, windows=w, unobserved_s=0.0), device="h100", threshold_flops=0.8 * truth)
+    a = assess(
+        None,
+        dataclasses.replace(obs, windows=w, unobserved_s=0.0),
+        device="h100",
+        threshold_flops=0.8 * truth,
+    )
     _never_below(a, truth, "windows and unobserved time cover 1 s")
     assert a.upper_flops >= truth
 

@@ -31,9 +31,9 @@ at a lower MFU), a clock above the calibrated one ((V ratio)² as above), and th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -304,7 +304,9 @@ def sound_upper(
     if w is None or len(w) == 0:
         w = run_windows(obs, idle_excess_w * max(0.0, float(obs.duration_s) - float(obs.unobserved_s or 0.0)))
         e = w.net_energy_j
-        power_dt = np.array([max(float(obs.duration_s), float(w.dt_s[0]))])  # the run's energy spans all of it
+        power_dt = np.array(
+            [max(float(obs.duration_s), float(w.dt_s[0]))]
+        )  # the run's energy spans all of it
     else:
         e = np.maximum(w.net_energy_j, 0.0) + idle_excess_w * w.dt_s
         power_dt = w.dt_s
