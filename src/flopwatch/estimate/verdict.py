@@ -65,7 +65,7 @@ from flopwatch.estimate.sound import (
     verdict_peaks,
     window_deficit_s,
 )
-from flopwatch.sensor_timing import SamplingCheck, check_sampling, sensor_kind_of
+from flopwatch.sensor_timing import SamplingCheck, check_sampling, sensor_kind_of, sensor_timing
 from flopwatch.units import finite
 
 if TYPE_CHECKING:
@@ -275,17 +275,45 @@ def sampling_checks(
     context: Mapping[str, Any] | None, device: DeviceSpec | str | None
 ) -> list[SamplingCheck]:
     """:func:`flopwatch.sensor_timing.check_sampling` of each sensor kind the row records, at its recorded
-    ``sample_rate_hz``, on ``device`` (empty without a rate or a device). A sensor the timing table does not know
-    is kept: its check is not adequate and leaves the whole run unobserved (round 5: a kind spelled so that the
-    table misses it, or a device the table has no entry for, must not read as "fully observed")."""
+    ``sample_rate_hz``, on ``device`` (empty without a device). A sensor the timing table does not know on a
+    device model it knows is kept: its check is not adequate and leaves the whole run unobserved (round 5: a kind
+    spelled so that the table misses it, or a model the table has no entry for, must not read as "fully
+    observed"); on a device id that names no model (``gpu0``) it is left out (the flat rule applies). Without a
+    recorded rate only cumulative counters are checked (their blind share does not depend on the rate: read at
+    their own need); :func:`context_warnings` names the others."""
     ctx = dict(context or {})
     rate = finite(ctx.get("sample_rate_hz"))
     key = device.key if isinstance(device, DeviceSpec) else device
-    if rate is None or rate <= 0 or not key:
+    if not key or (rate is not None and rate <= 0):
         return []
+    known_device = isinstance(device, DeviceSpec) or resolve(str(key)) is not None
     out = []
     for kind in _kinds(ctx):
-        out.append(check_sampling(str(key), sensor_kind_of(kind), rate))
+        sensor = sensor_kind_of(kind)
+        if rate is None:
+            timing = sensor_timing(str(key), sensor)
+            if timing is not None and timing.cumulative:
+                out.append(check_sampling(str(key), sensor, timing.min_rate_hz))
+            continue
+        chk = check_sampling(str(key), sensor, rate)
+        if chk.timing is not None or known_device:  # a device id that names no model ("gpu0"): the flat rule
+            out.append(chk)
+    return out
+
+
+def _rateless_point_sensors(ctx: Mapping[str, Any], device: DeviceSpec | str | None) -> list[str]:
+    """Sensor kinds a row records without a sampling rate whose coverage depends on it (a point sensor, or one
+    the timing table does not know), on a device model the verifier knows."""
+    if finite(ctx.get("sample_rate_hz")) is not None or device is None:
+        return []
+    spec = device if isinstance(device, DeviceSpec) else resolve(str(device))
+    if spec is None:
+        return []
+    out = []
+    for k in _kinds(ctx):
+        t = sensor_timing(spec.key, sensor_kind_of(k))
+        if t is None or not t.cumulative:
+            out.append(k)
     return out
 
 
@@ -330,13 +358,14 @@ def context_warnings(
             if not c.adequate
             for w in c.warnings[:1]
         )
-    elif _kinds(ctx) and rate is None and device is not None:
-        out.append(
-            f"sensor kind {', '.join(_kinds(ctx))} recorded without a sampling rate: the share of the run its "
-            "sensor saw is unknown, never 'below'"
-        )
     elif rate is not None and rate < min_rate_hz:
         out.append(f"sampling rate {rate:.3g} Hz is below the {min_rate_hz:g} Hz this verdict needs")
+    rateless = _rateless_point_sensors(ctx, device)
+    if rateless:
+        out.append(
+            f"sensor kind {', '.join(rateless)} recorded without a sampling rate: the share of the run a point "
+            "sensor (or one the timing table does not know) saw is unknown, never 'below'"
+        )
     if verifier_context is not None:
         if context is None:
             out.append("the row records no context (profile hash, peaks, sensor): it cannot be checked")
