@@ -286,3 +286,35 @@ def test_threshold_just_above_the_bound_is_below_only_when_the_bound_holds(h100_
     t = math.nextafter(a.upper_flops, math.inf)
     b = assess(h100_profile, o, device="h100", threshold_flops=t)
     assert b.verdict == "below" and b.upper_flops >= truth
+
+
+# ------------------------------------------------------------------------------------------ the profile
+def test_profile_whose_idle_matches_an_inflated_baseline():
+    """`profile-idle`: on a simulated Orin Nano the run's idle baseline is taken at 99 % of its busy power (the
+    energy above it ≈ 0) and the profile judging it carries the same idle (the operator's own profile, or one
+    with an extreme parameter): the idle check compared the baseline with the profile's idle and no energy was
+    given back, bound 0.46 × truth, "below" at 0.9 × truth. A profile may not lift the floor a run's energy is
+    counted from: the energy above the datasheet's idle is given back, and the profile's idle is itself checked."""
+    from flopwatch.estimate.profile import Profile
+    from flopwatch.redteam.simulated import orin_family
+
+    fam = orin_family(quick=True)
+    honest = sim_profile("orin-nano", fam, "fp32")
+    acc = SimulatedAccelerator("orin-nano", seed=2)
+    acc.idle(10.0)
+    run = acc.run(fam[0], duration_s=60.0)
+    truth = float(run.total_flops)
+    o = sim_obs(acc, run)
+    gross = o.net_energy_j / o.duration_s + o.idle_power_w
+    fake = 0.99 * gross
+    o2 = dataclasses.replace(o, idle_power_w=fake, net_energy_j=(gross - fake) * o.duration_s)
+    d = honest.to_dict()
+    d["idle_power_w"] = fake
+    d["verifier"] = {**(d.get("verifier") or {}), "idle_power_w": fake}
+    theirs = Profile(d)
+    a = assess(theirs, o2, device="orin-nano", threshold_flops=0.9 * truth)
+    _never_below(a, truth, "the profile's idle reference is implausible")
+    assert a.upper_flops >= truth
+    # the honest profile, the same run: the baseline itself is suspicious (as before)
+    b = assess(honest, o2, device="orin-nano", threshold_flops=0.9 * truth)
+    _never_below(b, truth, "idle baseline suspicious")
