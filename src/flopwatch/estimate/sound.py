@@ -417,9 +417,10 @@ def net_tdp_w(dev: DeviceBasis) -> float:
 
 def clock_floor(dev: DeviceBasis, net_energy_j: np.ndarray, dt_s: np.ndarray) -> np.ndarray:
     """Per window, the least clock ratio f/f_max the net power drawn allows (:data:`CLOCK_POWER_FACTOR`), ≤ 1."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(dt_s > 0, np.maximum(net_energy_j, 0.0) / dt_s, 0.0)
-    return np.clip(np.nan_to_num(p / (CLOCK_POWER_FACTOR * net_tdp_w(dev)), nan=0.0), 0.0, 1.0)
+    e = np.maximum(net_energy_j, 0.0)
+    p = np.divide(e, dt_s, out=np.zeros_like(e, dtype=np.float64), where=dt_s > 0)
+    r = p / (CLOCK_POWER_FACTOR * net_tdp_w(dev))
+    return np.minimum(np.where(r > 0, r, 0.0), 1.0)  # NaN → 0 (the comparison is False)
 
 
 def clock_contradiction(spec: DeviceSpec, obs: Observables) -> str | None:
