@@ -318,3 +318,30 @@ def test_profile_whose_idle_matches_an_inflated_baseline():
     # the honest profile, the same run: the baseline itself is suspicious (as before)
     b = assess(honest, o2, device="orin-nano", threshold_flops=0.9 * truth)
     _never_below(b, truth, "idle baseline suspicious")
+
+
+def test_window_outside_energy_of_a_device_with_a_lookalike_name(a100_profile):
+    """`device-lookalike` in a window (`flopwatch verdict --profile`): energy outside any workload on a device
+    whose recorded name is `NVIDIA Н100` was bounded by the profile's device's η_max (the A100's, a third of the
+    H100's), silently: 1 MJ outside workloads bounded at 1 MJ × the A100's η_max, "below" at 1.5 × that."""
+    from types import SimpleNamespace
+
+    from flopwatch.devices import get_device
+    from flopwatch.estimate.sound import device_basis
+    from flopwatch.evaluate.window import ledger_window_verdicts
+
+    def ent(kind: str, payload: dict) -> SimpleNamespace:
+        return SimpleNamespace(kind=kind, payload=payload)
+
+    entries = [
+        ent("start", {"session_id": "s1", "sensors": [{"device": "gpu0", "name": "NVIDIA Н100"}]}),
+        ent("checkpoint", {"wall": 1.7e9, "devices": {"gpu0": {"outside_net_energy_j": 0.0}}}),
+        ent("checkpoint", {"wall": 1.7e9 + 3600, "devices": {"gpu0": {"outside_net_energy_j": 1e6}}}),
+    ]
+    eta_a100 = device_basis(get_device("a100")).eta(None)
+    eta_h100 = device_basis(get_device("h100")).eta(None)
+    thr = 1.5 * 1e6 * eta_a100  # over the A100's bound, under what an H100 could do with that energy
+    assert thr < 1e6 * eta_h100
+    res = ledger_window_verdicts(entries, threshold_flops=thr, window_s=None, profile=a100_profile)
+    assert res["total"]["verdict"] != "below"
+    assert any("names no device in the verifier's table" in w for w in res["total"]["warnings"])
