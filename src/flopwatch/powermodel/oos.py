@@ -78,14 +78,9 @@ def power_predictions_oos(
     """
     import pandas as pd
 
-    from flopwatch.powermodel.fit import BY_KEYS, X_COLUMNS, _check_frame, grouped_ols
+    from flopwatch.powermodel.fit import grouped_ols, grouping_keys
 
-    if by not in BY_KEYS:
-        raise InputError(f"unknown grouping {by!r}; expected 'gpu', 'dtype' or 'cell'", field="by")
-    if x not in X_COLUMNS:
-        raise InputError(f"unknown predictor {x!r}; expected one of {', '.join(X_COLUMNS)}", field="x")
-    keys = list(BY_KEYS[by])
-    _check_frame(df, [*keys, x, "power_w"], "fit_power_model")
+    keys = grouping_keys(df, by, x)
     plain = df.copy(deep=False)
     plain.attrs = {}  # every pandas operation deep-copies attrs; nothing here needs them
     pred_all = np.full(len(df), np.nan)
