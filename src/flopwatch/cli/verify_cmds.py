@@ -222,5 +222,4 @@ def verdict_cmd(
 def register(app: typer.Typer) -> None:
     """Add ``verdict`` and ``redteam`` to ``app``."""
     app.command("verdict")(verdict_cmd)
-
     app.command("redteam")(redteam_cmd)
