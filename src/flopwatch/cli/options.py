@@ -340,6 +340,3 @@ DeviceModel = Annotated[
 TraceDevice = Annotated[
     str | None, typer.Option("--device", help="Only this device of a multi-device trace.")
 ]
-Threshold = Annotated[
-    str | None, typer.Option("--threshold", help="Compute threshold in FLOP, e.g. 1e25: a verdict per row.")
-]
