@@ -660,11 +660,6 @@ def _recorded_kind(info: dict[str, Any]) -> str:
     return f"replay of {kind} history" if info.get("replayed") else kind
 
 
-def _sampling_checks(sensors: list[Sensor], rate_hz: float) -> dict[str, Any]:
-    """:func:`_sampling_check` of each sensor, by device id."""
-    return {s.info().device_id: _sampling_check(s.info(), rate_hz) for s in sensors}
-
-
 def _seed_in_force(seeds: dict[str, int | None], configured: int | None) -> Any:
     vals = set(seeds.values())
     if not seeds:
