@@ -743,6 +743,5 @@ __all__ = [
     "DeviceAccount",
     "DeviceContext",
     "OpenWorkload",
-    "Totals",
     "cut_warning",
 ]
