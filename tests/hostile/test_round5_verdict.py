@@ -106,6 +106,39 @@ def test_device_name_lookalike_is_not_judged_as_the_profiles_weaker_device(
     assert any("names no device in the verifier's table" in w and "a100" in w for w in row["warnings"])
 
 
+@pytest.mark.parametrize("name", ["Н100", "H1OO"])
+def test_low_declaration_under_a_warning_is_unverified_not_consistent(
+    tmp_path, capsys, family, a100_profile, name
+):
+    """`declared-under-warning`: the look-alike H100 fp8 run above, with a declared count of 0.5 × truth: inside
+    the (untrustworthy) A100 bounds, it was "consistent". A warning forbids trusting the upper bound, so it is
+    "unverified"; a declaration under the lower bound stays "inconsistent"."""
+    acc, run = _run("h100", family[0], cap=400.0, dtype="fp8")
+    truth = float(run.total_flops)
+    d = to_record(acc, run).to_dict()
+    d.update(device_name=name, dtype="bf16")
+    d.pop("idle_power_w", None)
+    (tmp_path / "r.jsonl").write_text(json.dumps(d) + "\n", encoding="utf-8")
+    a100_profile.save(tmp_path / "p.json")
+    argv = ["estimate", "--profile", str(tmp_path / "p.json"), str(tmp_path / "r.jsonl"), "--json"]
+    assert main([*argv, "--declared", repr(0.5 * truth)]) == 0
+    (row,) = (lambda o: o["records"] + o["skipped"])(json.loads(capsys.readouterr().out))
+    assert row["warnings"] and row["lower_flops"] <= 0.5 * truth <= row["upper_flops"]
+    assert row["declaration_verdict"] == "unverified"
+
+
+def test_declaration_rule():
+    """The one declaration rule: consistent only inside clean bounds; under the lower bound inconsistent always."""
+    from flopwatch.estimate.verdict import declaration_verdict as dv
+
+    assert dv(1.0, 10.0, 5.0) == "consistent"
+    assert dv(1.0, 10.0, 5.0, ("a warning",)) == "unverified"
+    assert dv(1.0, 10.0, 0.5, ("a warning",)) == "inconsistent"
+    assert dv(1.0, 10.0, 11.0) == "inconsistent"
+    assert dv(1.0, 10.0, 11.0, ("a warning",)) == "unverified"
+    assert dv(0.0, math.inf, 5.0) == "unverified"
+
+
 def test_device_relabelled_with_peak_power_left_out_is_caught_by_its_mean_power(h100_fp8):
     """`relabel-no-peak`: an H100 fp8 run (501 W) named "a100", its peak power and clock left out of the row and
     its idle baseline recorded as 60 W (inside the A100's idle drift, so the idle check is quiet; the net energy

@@ -242,6 +242,28 @@ def threshold_verdict(
     return "uncertain"
 
 
+def declaration_verdict(
+    lower_flops: float | None,
+    upper_flops: float | None,
+    declared_flops: float,
+    warnings: Sequence[str] = (),
+) -> str:
+    """The one rule for a declared FLOP count, the twin of :func:`threshold_verdict`.
+
+    * "inconsistent" when the declared count is under a finite lower bound (under-declared: the accusation side,
+      which needs no clean run), or over the upper bound of a run with no violated assumption;
+    * "consistent" only when it lies inside the bounds **and** no assumption was violated: a warning means the
+      upper bound may be too low, so an under-declaration could hide inside it (round 5);
+    * otherwise "unverified".
+    """
+    lo, hi = finite(lower_flops), finite(upper_flops)
+    if lo is not None and declared_flops < lo:
+        return "inconsistent"
+    if warnings or hi is None:
+        return "unverified"
+    return "consistent" if declared_flops <= hi else "inconsistent"
+
+
 def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> tuple[DeviceSpec | None, str | None]:
     """The device judged, and a warning when it is not the one named: ``device`` (a spec, a key, an NVML or
     simulated name, ``h100:0``, ``jetson:VDD_CPU_GPU_CV``) through :func:`flopwatch.devices.resolve`; without a
