@@ -204,26 +204,26 @@ def run_replicate(args: argparse.Namespace) -> list[dict]:
     from flopwatch.fleet.plan import ReadPlan
     from flopwatch.telemetry.prom_client import PrometheusClient
 
-    tsdb = Path(tempfile.mkdtemp(prefix="fleet-node-"))
-    build(tsdb, 8, args.hours)
     t1 = WALL0 + args.hours * 3600
     plan = ReadPlan(WALL0, t1)
-    with LocalPrometheus(tsdb) as p:
-        client = PrometheusClient(p.url)
-        uuids = client.label_values("UUID", "DCGM_FI_DEV_POWER_USAGE", WALL0, t1)
-        version = client.version()
-        from flopwatch.fleet.plan import chunking
-        from flopwatch.fleet.reader import FleetReader, discover
+    with tempfile.TemporaryDirectory(prefix="fleet-node-") as d:  # the node's TSDB, removed afterwards
+        build(Path(d), 8, args.hours)
+        with LocalPrometheus(Path(d)) as p:
+            client = PrometheusClient(p.url)
+            uuids = client.label_values("UUID", "DCGM_FI_DEV_POWER_USAGE", WALL0, t1)
+            version = client.version()
+            from flopwatch.fleet.plan import chunking
+            from flopwatch.fleet.reader import FleetReader, discover
 
-        found = discover(client, plan)
-        reader = FleetReader(client, plan, found, chunking(plan, 8))
-        m = f'UUID=~"{"|".join(uuids)}"'
-        answers: dict[str, dict[str, list]] = {}
-        for (_key, _fn), expr in reader.queries(m).items():
-            per: dict[str, list] = {}
-            for s in client.query_range(expr, WALL0 + plan.window_s, t1, plan.window_s):
-                per.setdefault(s.labels["UUID"], []).append(s)
-            answers[re.sub(r'UUID=~"[^"]*"', "UUID", expr)] = per
+            found = discover(client, plan)
+            reader = FleetReader(client, plan, found, chunking(plan, 8))
+            m = f'UUID=~"{"|".join(uuids)}"'
+            answers: dict[str, dict[str, list]] = {}
+            for (_key, _fn), expr in reader.queries(m).items():
+                per: dict[str, list] = {}
+                for s in client.query_range(expr, WALL0 + plan.window_s, t1, plan.window_s):
+                    per.setdefault(s.labels["UUID"], []).append(s)
+                answers[re.sub(r'UUID=~"[^"]*"', "UUID", expr)] = per
     rows = []
     for n in [int(x) for x in args.gpus.split(",")]:
         code = (
