@@ -65,7 +65,11 @@ def devices_of(jobs: GpuJobs, override: str | None) -> tuple[list[DeviceSpec | N
     unknown = np.zeros(len(jobs), bool)
     impossible = np.zeros(len(jobs), bool)
     for i, name in enumerate(jobs.model.tolist()):
-        s = _spec(name)
+        claimed = [
+            _spec(n) for n in name.split(" | ")
+        ]  # one GPU reporting two models: impossible, the most capable
+        impossible[i] = len(claimed) > 1
+        s = None if None in claimed else max(claimed, key=_capability)  # type: ignore[arg-type]
         if s is None:
             unknown[i] = True
             s = forced
@@ -73,8 +77,8 @@ def devices_of(jobs: GpuJobs, override: str | None) -> tuple[list[DeviceSpec | N
             s = forced
         p, c = float(jobs.peak_power_w[i]), float(jobs.clock_max_mhz[i])
         if s is not None and not _consistent(s, p, c):
-            impossible[i] = True
-            s = _most_capable(p, c)
+            impossible[i] = True  # readings never ease the claim: the more capable of it and what they fit
+            s = max(s, _most_capable(p, c), key=_capability)
         out.append(s)
     return out, unknown, impossible
 
@@ -236,7 +240,7 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         out.append("device model unknown (no modelName, or one flopwatch does not know): use --device")
     for why in t.impossible[g]:
         out.append(
-            f"readings impossible for the claimed model {why}: bounded as the most capable device they fit"
+            f"readings impossible for the claimed model {why}: bounded as the most capable of the claim and the devices they fit"
         )
     if not t.devices[g]:
         return out

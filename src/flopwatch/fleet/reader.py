@@ -358,7 +358,11 @@ class FleetReader:
         )
         # --- jobs per cell (with their share of it), then cells summed into rows of (GPU, instance, job)
         src, names, wt = self._cell_jobs(labels, gids, S, K, info, c_start, c_end)
-        models = np.array([lab.get("modelName", "") for lab in labels], dtype=object)
+        # a GPU (one UUID) has one model: every modelName its series report is its claim (two: " | ", impossible)
+        claims: dict[int, set[str]] = {}
+        for g, lab in zip(gi.tolist(), labels, strict=True):
+            claims.setdefault(g, set()).add(lab.get("modelName", ""))
+        models = np.array([" | ".join(sorted(claims[g])) for g in range(G)], dtype=object)[gi]
         g_busy = np.zeros((G, K), bool)
         np.logical_or.at(g_busy, gi, _busy(busy_a, load, P))
         g_sig = np.array([_signature(g_busy[g], self.ends, W) for g in range(G)], dtype=object)

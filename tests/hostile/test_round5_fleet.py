@@ -1,0 +1,135 @@
+"""Round 5: families of hostile dcgm-exporter / job-info series nobody listed, against ``fleet estimate``.
+
+An operator controls what the exporters report: labels, which series exist, when they vanish, the job-info series.
+Each family is a hand-written (SIMULATED) history of one H100 for 2 h at 15 s, backfilled with promtool into a real
+Prometheus on loopback, each family on its own day. The truth is one honest job the whole time; each lie must end in
+a named note on the group and no "below" (threshold 1e18: the lie's bound is under it, the truth's over it).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flopwatch.fleet.localprom import LocalPrometheus, backfill, find_tool
+from flopwatch.telemetry import dcgm_metrics as M
+
+pytestmark = pytest.mark.skipif(
+    find_tool("promtool") is None or find_tool("prometheus") is None,
+    reason="needs promtool and prometheus (Debian package 'prometheus')",
+)
+
+H100, L40 = "NVIDIA H100 80GB HBM3", "NVIDIA L40"
+W0, DAY, STEP, K = 1_700_000_000.0, 86400.0, 15.0, 480  # 2 h of 15 s scrapes per family
+BUSY = {
+    M.POWER: 650.0,
+    M.GR_ACTIVE: 0.95,
+    M.TENSOR: 0.55,
+    M.FP32: 0.02,
+    M.FP16: 0.0,
+    M.FP64: 0.0,
+    M.SM_CLOCK: 1980.0,
+}
+IDLE = {**BUSY, M.POWER: 75.0, M.GR_ACTIVE: 0.0, M.TENSOR: 0.0, M.FP32: 0.0}
+THRESHOLD = "1e18"
+
+
+def _series(t0, labels, emit, true_w=None):
+    """One series: ``emit(k)`` the metrics reported at scrape ``k`` (None: no sample); the energy counter (mJ)
+    counts ``true_w(k)`` (default: the reported power), as the GPU's own counter does whatever is reported."""
+    rows, e = [], 5e9
+    for k in range(K):
+        d = emit(k)
+        e += (true_w(k) if true_w else (d or {}).get(M.POWER, 0.0)) * 1e3 * STEP
+        rows.append(None if d is None else {**d, M.ENERGY: e})
+    return t0, labels, rows
+
+
+def _info(t0, labels, held):
+    """A Slurm-style job-info series: 1 at every scrape where ``held(k)``."""
+    return t0, labels, [{"slurm_job_info": 1.0} if held(k) else None for k in range(K)]
+
+
+def _om(all_series) -> str:
+    fam: dict[str, dict[str, list[str]]] = {}
+    for t0, labels, rows in all_series:
+        ls = ",".join(f'{a}="{b}"' for a, b in labels.items())
+        for k, d in enumerate(rows):
+            for m, v in (d or {}).items():
+                fam.setdefault(m, {}).setdefault(ls, []).append(f"{m}{{{ls}}} {v:.10g} {t0 + STEP * k:.3f}")
+    out = []
+    for m, by in fam.items():
+        out.append(f"# TYPE {m} {'unknown' if m == M.ENERGY else 'gauge'}")
+        out += [line for lines in by.values() for line in lines]
+    return "\n".join(out) + "\n# EOF\n"
+
+
+def _lab(uuid, pod="train", model=H100, **kw):
+    return {
+        "UUID": uuid,
+        "gpu": "0",
+        "Hostname": "h0",
+        "modelName": model,
+        **({"pod": pod} if pod else {}),
+        **kw,
+    }
+
+
+def _families():
+    """name → its series (each family on day i after W0, in this order)."""
+    h340 = {**BUSY, M.POWER: 340.0, M.SM_CLOCK: 2300.0}  # an H100 capped at 340 W: a power an L40 can draw
+    half = K // 2
+    return {
+        "honest": [_series(0, _lab("G0"), lambda k: BUSY)],
+        # modelName changes mid-run (a new series): the second half claims a less capable L40
+        "model-switch": [
+            _series(0, _lab("G1"), lambda k: h340 if k < half else None, lambda k: 340.0),
+            _series(0, _lab("G1", model=L40), lambda k: h340 if k >= half else None, lambda k: 340.0),
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    d = tmp_path_factory.mktemp("round5")
+    fams = _families()
+    shifted = [(W0 + i * DAY + t0, lab, rows) for i, ss in enumerate(fams.values()) for t0, lab, rows in ss]
+    (d / "f.om").write_text(_om(shifted))
+    backfill(d / "f.om", d / "tsdb")
+    with LocalPrometheus(d / "tsdb") as p:
+        yield p.url, {name: W0 + i * DAY for i, name in enumerate(fams)}
+
+
+def _fleet(capsys, prom, family, *extra):
+    from flopwatch.cli import main
+
+    url, day = prom
+    rc = main(["fleet", "estimate", "--prometheus", url, "--start", f"{day[family]:.0f}",
+               "--end", f"{day[family] + K * STEP:.0f}", "--window", "30m", "--threshold", THRESHOLD,
+               "--retries", "0", "--timeout", "30", "--no-progress", "--json", *extra])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    doc = json.loads(out)
+    return doc, [*doc["groups"], doc["fleet"]]
+
+
+def _blocked(rows, fragment):
+    """Every row names ``fragment`` in its notes and none is "below"."""
+    for g in rows:
+        assert g["verdict"] in ("uncertain", "above"), g
+        assert any(fragment in n for n in g["notes"]), (fragment, g["notes"])
+
+
+def test_honest_control_has_no_notes_and_is_not_below(prom, capsys):
+    _, rows = _fleet(capsys, prom, "honest")
+    for g in rows:
+        assert g["verdict"] == "uncertain" and g["coverage"] == 1.0
+        assert [n for n in g["notes"] if not n.startswith("no calibration")] == [], g["notes"]
+
+
+def test_model_name_changing_within_one_gpu_is_impossible_and_bounded_as_the_most_capable(prom, capsys):
+    """Before: the GPU-job took one series' modelName (the L40), bound 6.8e17 < 1e18: "below", no note."""
+    _, rows = _fleet(capsys, prom, "model-switch")
+    _blocked(rows, "impossible for the claimed model NVIDIA H100 80GB HBM3 | NVIDIA L40")
+    assert all(g["devices"] == ["h100"] and g["upper_flops"] > 1e18 for g in rows)
