@@ -80,12 +80,21 @@ def _families():
     """name → its series (each family on day i after W0, in this order)."""
     h340 = {**BUSY, M.POWER: 340.0, M.SM_CLOCK: 2300.0}  # an H100 capped at 340 W: a power an L40 can draw
     half = K // 2
+    gap = lambda k: K // 4 <= k < 3 * K // 4  # noqa: E731
     return {
         "honest": [_series(0, _lab("G0"), lambda k: BUSY)],
         # modelName changes mid-run (a new series): the second half claims a less capable L40
         "model-switch": [
             _series(0, _lab("G1"), lambda k: h340 if k < half else None, lambda k: 340.0),
             _series(0, _lab("G1", model=L40), lambda k: h340 if k >= half else None, lambda k: 340.0),
+        ],
+        # the exporter is down for the busy hour (the counter keeps counting): seen only idle, before and after
+        "outage": [
+            _series(0, _lab("G2"), lambda k: None if gap(k) else IDLE, lambda k: 700.0 if gap(k) else 75.0)
+        ],
+        # the same without the energy counter: nothing bridges the hour
+        "outage-no-counter": [
+            (0, _lab("G3"), [None if gap(k) else IDLE for k in range(K)]),
         ],
     }
 
@@ -133,3 +142,12 @@ def test_model_name_changing_within_one_gpu_is_impossible_and_bounded_as_the_mos
     _, rows = _fleet(capsys, prom, "model-switch")
     _blocked(rows, "impossible for the claimed model NVIDIA H100 80GB HBM3 | NVIDIA L40")
     assert all(g["devices"] == ["h100"] and g["upper_flops"] > 1e18 for g in rows)
+
+
+@pytest.mark.parametrize("family", ["outage", "outage-no-counter"])
+def test_a_gpu_missing_between_samples_is_unobserved_time_at_peak_rate(prom, capsys, family):
+    """Before: the missing hour was in no duration: coverage 100 %, bound 8.5e15 from the idle hour's pipes (only an
+    incidental note kept it from "below"). Now the hour is unobserved: coverage ~50 %, bounded at peak rate."""
+    _, rows = _fleet(capsys, prom, family)
+    _blocked(rows, "telemetry covers only 50% of the run")
+    assert all(g["upper_flops"] >= 3600 * 989e12 for g in rows)  # the hour at the H100's dense bf16 peak

@@ -63,7 +63,9 @@ class GpuJobs:
     counter_j: np.ndarray  # counter increments over cells with both counter and power (cross-check) …
     counter_power_j: np.ndarray  # … and the power gauge's energy over the same cells
     covered_s: np.ndarray  # time with samples (samples × step)
-    duration_s: np.ndarray  # time the samples stand for (missed scrapes bridged)
+    duration_s: (
+        np.ndarray
+    )  # time the samples stand for (missed scrapes bridged) + windows missing between them
     t_first: np.ndarray
     t_last: np.ndarray
     busy_s: np.ndarray  # ∫ GR_ENGINE_ACTIVE (else GPU_UTIL) dt
@@ -303,6 +305,18 @@ class FleetReader:
         t = self.ends[None, :]
         c_start = np.where(prev, t - W, np.where(nxt, t - span, t - W / 2 - span / 2))
         c_end = np.where(nxt, t, np.where(prev, t - W + span, t - W / 2 + span / 2))
+        # a GPU missing for whole windows between two windows with samples (an outage, a vanished series): that time
+        # happened and nothing saw it (unobserved, bounded at peak rate), put on the series present after the gap
+        last_seen = np.maximum.accumulate(np.where(gp, np.arange(K), -1), axis=1)
+        before = np.full((G, K), -1)
+        before[:, 1:] = last_seen[:, :-1]
+        c0, c1, span_g = np.full((G, K), np.inf), np.full((G, K), -np.inf), np.zeros((G, K))
+        np.minimum.at(c0, gi, np.where(P, c_start, np.inf))
+        np.maximum.at(c1, gi, np.where(P, c_end, -np.inf))
+        np.add.at(span_g, gi, span)
+        after_gap = gp & (before >= 0) & (before < np.arange(K) - 1)
+        gap = np.where(after_gap, c0 - np.take_along_axis(c1, np.maximum(before, 0), axis=1), 0.0).clip(0.0)
+        unseen = np.where(P, gap[gi] * span / np.where(span_g[gi] > 0, span_g[gi], 1.0), 0.0)
         cov = N * step
         with np.errstate(invalid="ignore", divide="ignore"):
             p_mean = mat("power", "sum") / np.where(P, N, np.nan) if has_power else np.full((S, K), np.nan)
@@ -407,7 +421,7 @@ class FleetReader:
             counter_j=tot(counter_j),
             counter_power_j=tot(counter_power_j),
             covered_s=tot(cov),
-            duration_s=tot(span),
+            duration_s=tot(span + unseen),
             t_first=red(fin(c_start, np.inf), np.minimum, np.inf),
             t_last=red(fin(c_end, -np.inf), np.maximum, -np.inf),
             busy_s=tot(integral(busy_a)),
