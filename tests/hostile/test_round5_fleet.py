@@ -80,6 +80,7 @@ def _families():
     """name → its series (each family on day i after W0, in this order)."""
     h340 = {**BUSY, M.POWER: 340.0, M.SM_CLOCK: 2300.0}  # an H100 capped at 340 W: a power an L40 can draw
     half = K // 2
+    busy = lambda k: BUSY[M.POWER]  # noqa: E731
     gap = lambda k: K // 4 <= k < 3 * K // 4  # noqa: E731
     return {
         "honest": [_series(0, _lab("G0"), lambda k: BUSY)],
@@ -95,6 +96,19 @@ def _families():
         # the same without the energy counter: nothing bridges the hour
         "outage-no-counter": [
             (0, _lab("G3"), [None if gap(k) else IDLE for k in range(K)]),
+        ],
+        # two exporters report the GPU under two instance labels on alternate scrapes (together: one scrape rate);
+        # the decoy pod's copy claims more of the power (800 W vs 500 W), so "train" keeps 38 % of the GPU's energy
+        "two-exporters": [
+            _series(
+                0, _lab("G4", instance="a:9400"), lambda k: None if k % 2 else {**BUSY, M.POWER: 500.0}, busy
+            ),
+            _series(
+                0,
+                _lab("G4", "decoy", instance="b:9400"),
+                lambda k: {**BUSY, M.POWER: 800.0} if k % 2 else None,
+                busy,
+            ),
         ],
     }
 
@@ -151,3 +165,11 @@ def test_a_gpu_missing_between_samples_is_unobserved_time_at_peak_rate(prom, cap
     _, rows = _fleet(capsys, prom, family)
     _blocked(rows, "telemetry covers only 50% of the run")
     assert all(g["upper_flops"] >= 3600 * 989e12 for g in rows)  # the hour at the H100's dense bf16 peak
+
+
+def test_two_series_of_one_gpu_at_once_are_named_and_never_below(prom, capsys):
+    """Before: the pods split the counter's energy by the reported power: "train" kept 1.8 of 4.7 MJ, no note.
+    Now: the two counter ranges overlap in every window (one counter, one timeline): the GPU is reported twice."""
+    doc, rows = _fleet(capsys, prom, "two-exporters")
+    _blocked(rows, "a GPU reported twice for")
+    assert doc["fleet"]["energy_j"] == pytest.approx(650.0 * K * STEP, rel=0.01)

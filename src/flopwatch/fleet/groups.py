@@ -286,7 +286,8 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         )
     if s["duplicate_s"]:
         out.append(
-            f"more samples than scrapes for {s['duplicate_s'] / 3600:.2f} GPU-h (a GPU scraped twice?)"
+            f"a GPU reported twice for {s['duplicate_s'] / 3600:.2f} GPU-h (more samples than scrapes, "
+            "or two series of it at once)"
         )
     if s["mig"]:
         out.append(

@@ -367,6 +367,18 @@ class FleetReader:
         is_mig = inst != ""
         L = mat("energy", "last") if ("energy", "last") in answers else None
         Mn = mat("energy", "min") if L is not None else None
+        if (
+            L is not None and Mn is not None
+        ):  # one GPU, one counter: two series whose ranges overlap in a window
+            ok = (
+                P & np.isfinite(L) & np.isfinite(Mn) & ~is_mig[:, None]
+            )  # report it twice (interleaved scrapes)
+            rise, lo, hi = np.zeros((G, K)), np.full((G, K), np.inf), np.full((G, K), -np.inf)
+            np.add.at(rise, gi, np.where(ok, L - Mn, 0.0))
+            np.minimum.at(lo, gi, np.where(ok, Mn, np.inf))
+            np.maximum.at(hi, gi, np.where(ok, L, -np.inf))
+            with np.errstate(invalid="ignore"):
+                dup |= (rise > 1.1 * (hi - lo) + 1.0)[gi] & ok
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
             P, span, p_mean, L, Mn, busy_a, gi, G, inst, step, idle
         )
