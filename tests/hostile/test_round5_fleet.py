@@ -110,6 +110,12 @@ def _families():
                 busy,
             ),
         ],
+        # no job label on the DCGM series; the job-info series says a second job held the GPU the whole time too
+        "two-jobs": [
+            _series(0, _lab("G5", pod=None), lambda k: BUSY),
+            _info(0, {"job": "train", "Hostname": "h0", "gpu": "0"}, lambda k: True),
+            _info(0, {"job": "ghost", "Hostname": "h0", "gpu": "0"}, lambda k: True),
+        ],
     }
 
 
@@ -173,3 +179,17 @@ def test_two_series_of_one_gpu_at_once_are_named_and_never_below(prom, capsys):
     doc, rows = _fleet(capsys, prom, "two-exporters")
     _blocked(rows, "a GPU reported twice for")
     assert doc["fleet"]["energy_j"] == pytest.approx(650.0 * K * STEP, rel=0.01)
+
+
+def test_one_gpu_held_by_two_jobs_at_once_is_named_and_never_below(prom, capsys, tmp_path):
+    """Before: the info series (or a mapping file) giving the GPU to a second job at the same time halved "train"
+    silently (2.3 of 4.7 MJ, no note). Now the overlap is named on both jobs and blocks "below"."""
+    _, rows = _fleet(capsys, prom, "two-jobs", "--job-info", "slurm_job_info")
+    _blocked(rows, "two jobs holding it at once")
+    t0 = prom[1]["two-jobs"]
+    m = tmp_path / "jobs.csv"
+    m.write_text(
+        f"job,gpu,start,end\ntrain,G5,{t0:.0f},{t0 + 7200:.0f}\nghost,G5,{t0 + 3600:.0f},{t0 + 7200:.0f}\n"
+    )
+    _, rows = _fleet(capsys, prom, "two-jobs", "--job-map", str(m))
+    _blocked(rows, "two jobs holding it at once")

@@ -287,7 +287,7 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
     if s["duplicate_s"]:
         out.append(
             f"a GPU reported twice for {s['duplicate_s'] / 3600:.2f} GPU-h (more samples than scrapes, "
-            "or two series of it at once)"
+            "two series of it or two jobs holding it at once)"
         )
     if s["mig"]:
         out.append(

@@ -383,7 +383,8 @@ class FleetReader:
             P, span, p_mean, L, Mn, busy_a, gi, G, inst, step, idle
         )
         # --- jobs per cell (with their share of it), then cells summed into rows of (GPU, instance, job)
-        src, names, wt = self._cell_jobs(labels, gids, S, K, info, c_start, c_end)
+        src, names, wt, twice = self._cell_jobs(labels, gids, S, K, info, c_start, c_end)
+        dup |= twice & P
         # a GPU (one UUID) has one model: every modelName its series report is its claim (two: " | ", impossible)
         claims: dict[int, set[str]] = {}
         for g, lab in zip(gi.tolist(), labels, strict=True):
@@ -475,13 +476,14 @@ class FleetReader:
         info: list[Series] | None,
         c_start: np.ndarray,
         c_end: np.ndarray,
-    ) -> tuple[np.ndarray, list[str | None], np.ndarray]:
+    ) -> tuple[np.ndarray, list[str | None], np.ndarray, np.ndarray]:
         """(series index, job, share of each cell) triples: one per series from its labels, or one per job that
         :attr:`jobs` says held the series' GPU, with its share of each (series, window) (overlap with the time the
-        cell stands for; for an info series its samples' share), the rest to no job."""
+        cell stands for; for an info series its samples' share), the rest to no job; and the cells whose GPU two
+        jobs held at once (mapping-file spans or info-series samples overlapping: impossible for one GPU)."""
         if self.jobs is None:
             names = [M.group_key(lab, self.by_labels) if self.by_labels else None for lab in labels]
-            return np.arange(S), names, np.ones((S, K))
+            return np.arange(S), names, np.ones((S, K)), np.zeros((S, K), bool)
         owner: dict[str, dict[str, np.ndarray]] = {}  # GPU key → job → samples or seconds per window
         W = self.plan.window_s
         t0s, t1s = self.ends - W, self.ends
@@ -506,6 +508,7 @@ class FleetReader:
         names: list[str | None] = []
         rows: list[np.ndarray] = []
         cell = np.maximum(c_end - c_start, 1e-9)
+        twice = np.zeros((S, K), bool)  # cells whose GPU two jobs held at once (a GPU reported twice)
         for i, lab in enumerate(labels):
             host = lab.get("Hostname") or lab.get("instance", "?")
             key = next((k for k in (gids[i], f"{host}/gpu{lab.get('gpu', '?')}") if k in owner), None)
@@ -528,12 +531,15 @@ class FleetReader:
                 total = np.sum(list(held.values()), axis=0)
                 full = max(float(total.max()), 1.0) * cell[i] / W
                 shares = {j: c / np.maximum(total, full) for j, c in held.items()}
+                one = max(max(float(c.max()) for c in held.values()), W / self.plan.step_s)
+                twice[i] = total > 1.05 * one  # more than one job's full count of samples: jobs overlap
             tot = np.sum(list(shares.values()), axis=0)
+            twice[i] |= tot > 1.0 + 1e-6
             scale = np.where(tot > 1.0, 1.0 / np.maximum(tot, 1e-12), 1.0)
             for j, sh in shares.items():
                 src.append(i), names.append(j), rows.append(sh * scale)
             src.append(i), names.append(None), rows.append(np.clip(1.0 - tot * scale, 0.0, 1.0))
-        return np.asarray(src, dtype=np.intp), names, np.asarray(rows)
+        return np.asarray(src, dtype=np.intp), names, np.asarray(rows), twice
 
     def _spans(self, gpu: str) -> dict[str, tuple[float, float]]:
         """The mapping file's (start, end) of each job on ``gpu`` (several allocations: their hull)."""
