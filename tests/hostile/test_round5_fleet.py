@@ -116,6 +116,8 @@ def _families():
             _info(0, {"job": "train", "Hostname": "h0", "gpu": "0"}, lambda k: True),
             _info(0, {"job": "ghost", "Hostname": "h0", "gpu": "0"}, lambda k: True),
         ],
+        # an honest 650 W but tensor activity scaled to 0.23: a pipe bound just over the calibrated estimate
+        "pipes-under": [_series(0, _lab("G6"), lambda k: {**BUSY, M.TENSOR: 0.23, M.FP32: 0.0})],
     }
 
 
@@ -130,12 +132,12 @@ def prom(tmp_path_factory):
         yield p.url, {name: W0 + i * DAY for i, name in enumerate(fams)}
 
 
-def _fleet(capsys, prom, family, *extra):
+def _fleet(capsys, prom, family, *extra, threshold=THRESHOLD):
     from flopwatch.cli import main
 
     url, day = prom
     rc = main(["fleet", "estimate", "--prometheus", url, "--start", f"{day[family]:.0f}",
-               "--end", f"{day[family] + K * STEP:.0f}", "--window", "30m", "--threshold", THRESHOLD,
+               "--end", f"{day[family] + K * STEP:.0f}", "--window", "30m", "--threshold", threshold,
                "--retries", "0", "--timeout", "30", "--no-progress", "--json", *extra])  # fmt: skip
     out, err = capsys.readouterr()
     assert rc == 0, err
@@ -193,3 +195,14 @@ def test_one_gpu_held_by_two_jobs_at_once_is_named_and_never_below(prom, capsys,
     )
     _, rows = _fleet(capsys, prom, "two-jobs", "--job-map", str(m))
     _blocked(rows, "two jobs holding it at once")
+
+
+def test_pipes_that_contradict_the_calibrated_estimate_block_below(prom, capsys, tmp_path):
+    """Before: with --profile the pipe counters' disagreement with the calibrated estimate was a note printed after
+    the assessment: the pipe bound (3.3e18, under the 3.6e18 threshold) made "below" beside the note."""
+    from test_fleet_prometheus import _sim_profile
+
+    prof = _sim_profile(tmp_path / "h100.json")
+    _, rows = _fleet(capsys, prom, "pipes-under", "--profile", str(prof), threshold="3.6e18")
+    _blocked(rows, "calibrated energy and pipe estimates disagree")
+    assert all(g["upper_flops"] < 3.6e18 for g in rows)  # the bound stands; the note keeps it from deciding

@@ -430,6 +430,9 @@ def judge(
         c = a.calibrated_lower_flops, a.calibrated_upper_flops
         if math.isfinite(pipe) and None not in c and (p_hi < c[0] or p_lo > c[1]):  # type: ignore[operator]
             notes.append("calibrated energy and pipe estimates disagree beyond their intervals")
+            # a note like any other: it blocks "below" (the pipe counters may not bound what the energy contradicts)
+            a = assess(profile, obs, device=spec, threshold_flops=threshold, confidence=confidence, label=label,
+                       extra_warnings=tuple(notes))  # fmt: skip
     else:
         point, interval = (builtin if math.isfinite(builtin) else None), (_fin(e_lo), _fin(e_hi))
     row = _row(t, g, s, obs, [*notes, *a.warnings, *a.notes], point, a, interval, pipe,
