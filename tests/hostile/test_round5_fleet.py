@@ -118,6 +118,8 @@ def _families():
         ],
         # an honest 650 W but tensor activity scaled to 0.23: a pipe bound just over the calibrated estimate
         "pipes-under": [_series(0, _lab("G6"), lambda k: {**BUSY, M.TENSOR: 0.23, M.FP32: 0.0})],
+        # scraped every 30 s while the plan assumes 15 s (--step): half the samples it expects
+        "scrape-30s": [_series(0, _lab("G7"), lambda k: None if k % 2 else BUSY, busy)],
     }
 
 
@@ -132,15 +134,18 @@ def prom(tmp_path_factory):
         yield p.url, {name: W0 + i * DAY for i, name in enumerate(fams)}
 
 
-def _fleet(capsys, prom, family, *extra, threshold=THRESHOLD):
+def _fleet(capsys, prom, family, *extra, threshold=THRESHOLD, url=None, rc=0):
     from flopwatch.cli import main
 
-    url, day = prom
-    rc = main(["fleet", "estimate", "--prometheus", url, "--start", f"{day[family]:.0f}",
+    url, day = url or prom[0], prom[1]
+    got = main(["fleet", "estimate", "--prometheus", url, "--start", f"{day[family]:.0f}",
                "--end", f"{day[family] + K * STEP:.0f}", "--window", "30m", "--threshold", threshold,
                "--retries", "0", "--timeout", "30", "--no-progress", "--json", *extra])  # fmt: skip
     out, err = capsys.readouterr()
-    assert rc == 0, err
+    assert got == rc, err
+    if rc:
+        assert out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+        return err, []
     doc = json.loads(out)
     return doc, [*doc["groups"], doc["fleet"]]
 
@@ -206,3 +211,42 @@ def test_pipes_that_contradict_the_calibrated_estimate_block_below(prom, capsys,
     _, rows = _fleet(capsys, prom, "pipes-under", "--profile", str(prof), threshold="3.6e18")
     _blocked(rows, "calibrated energy and pipe estimates disagree")
     assert all(g["upper_flops"] < 3.6e18 for g in rows)  # the bound stands; the note keeps it from deciding
+
+
+def test_a_scrape_interval_other_than_the_plans_is_named_both_ways(prom, capsys):
+    """Scraped at 30 s, read as 15 s: half the expected samples (coverage 50 %); scraped at 15 s, read as 30 s: twice
+    the samples a GPU can have. Either way the group says so and is never "below"."""
+    _, rows = _fleet(capsys, prom, "scrape-30s")
+    _blocked(rows, "telemetry covers only 50% of the run")
+    _, rows = _fleet(capsys, prom, "honest", "--step", "30s")
+    _blocked(rows, "more samples than scrapes")
+
+
+def test_one_refused_chunk_stops_the_run_with_one_line_naming_the_query(prom, capsys):
+    """Prometheus refuses one time chunk (``--query.max-samples``) after others answered: exit 2, one line naming
+    the query and the engine's error, nothing printed as a result (never a fleet estimate missing a chunk)."""
+    from hostile_http import HostileServer, proxy
+
+    n = [0]
+
+    def refuse_fifth(path, doc):
+        n[0] += path.endswith("/query_range")
+        if n[0] == 5 and path.endswith("/query_range"):
+            return b'{"status":"error","errorType":"execution","error":"query processing would load too many samples"}'
+        return doc
+
+    with HostileServer(proxy(prom[0], refuse_fifth)) as srv:
+        err, _ = _fleet(capsys, prom, "honest", "--time-chunk", "30m", url=srv.url, rc=2)
+    assert "query_range" in err and "_over_time(DCGM_FI_" in err and "too many samples" in err
+
+
+@pytest.mark.parametrize("end", ["9999-12-31T23:59:59Z", "2200-01-01T00:00:00Z"])
+def test_an_end_centuries_away_is_refused_before_any_query(prom, capsys, end):
+    """Before: 1.4e8 windows were planned in memory: 6.5 GB and no answer after 2 minutes (--run-timeout bounds
+    queries, not the plan). Now: one line, exit 2, before any query."""
+    from flopwatch.cli import main
+
+    rc = main(["fleet", "estimate", "--prometheus", "http://127.0.0.1:9", "--start", "2026-01-01T00:00:00Z",
+               "--end", end, "--window", "30m", "--no-progress", "--json"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and err.count("\n") == 1 and "use a longer --window" in err, err
