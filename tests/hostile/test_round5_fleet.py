@@ -35,10 +35,10 @@ IDLE = {**BUSY, M.POWER: 75.0, M.GR_ACTIVE: 0.0, M.TENSOR: 0.0, M.FP32: 0.0}
 THRESHOLD = "1e18"
 
 
-def _series(t0, labels, emit, true_w=None):
+def _series(t0, labels, emit, true_w=None, e0=5e9):
     """One series: ``emit(k)`` the metrics reported at scrape ``k`` (None: no sample); the energy counter (mJ)
     counts ``true_w(k)`` (default: the reported power), as the GPU's own counter does whatever is reported."""
-    rows, e = [], 5e9
+    rows, e = [], e0
     for k in range(K):
         d = emit(k)
         e += (true_w(k) if true_w else (d or {}).get(M.POWER, 0.0)) * 1e3 * STEP
@@ -120,6 +120,11 @@ def _families():
         "pipes-under": [_series(0, _lab("G6"), lambda k: {**BUSY, M.TENSOR: 0.23, M.FP32: 0.0})],
         # scraped every 30 s while the plan assumes 15 s (--step): half the samples it expects
         "scrape-30s": [_series(0, _lab("G7"), lambda k: None if k % 2 else BUSY, busy)],
+        # one UUID on two hosts (two busy GPUs), each scraped every 30 s: together one GPU's scrape rate
+        "uuid-two-hosts": [
+            _series(0, _lab("G8"), lambda k: None if k % 2 else BUSY, busy),
+            _series(0, _lab("G8", Hostname="h1"), lambda k: BUSY if k % 2 else None, busy, e0=9e11),
+        ],
     }
 
 
@@ -250,3 +255,11 @@ def test_an_end_centuries_away_is_refused_before_any_query(prom, capsys, end):
                "--end", end, "--window", "30m", "--no-progress", "--json"])  # fmt: skip
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and err.count("\n") == 1 and "use a longer --window" in err, err
+
+
+def test_one_uuid_on_two_hosts_is_named_and_never_below(prom, capsys):
+    """Before: two busy GPUs under one UUID, each scraped every 30 s, were one GPU whose counter "reset" 3 times
+    (the other host's lower counter read as a driver reload; blocked, but misnamed, its energy from power). Now the
+    two counter ranges lie further apart than any energy between their samples: the GPU is reported twice."""
+    _, rows = _fleet(capsys, prom, "uuid-two-hosts")
+    _blocked(rows, "a GPU reported twice for 2.00 GPU-h")
