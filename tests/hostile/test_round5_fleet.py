@@ -125,6 +125,17 @@ def _families():
             _series(0, _lab("G8"), lambda k: None if k % 2 else BUSY, busy),
             _series(0, _lab("G8", Hostname="h1"), lambda k: BUSY if k % 2 else None, busy, e0=9e11),
         ],
+        # the job's pod label changes mid-run: each pod holds half of it
+        "moved-pod": [
+            _series(0, _lab("G9"), lambda k: BUSY if k < half else None, busy),
+            _series(
+                0,
+                _lab("G9", "train-b"),
+                lambda k: BUSY if k >= half else None,
+                busy,
+                e0=5e9 + 650e3 * STEP * half,
+            ),
+        ],
     }
 
 
@@ -263,3 +274,15 @@ def test_one_uuid_on_two_hosts_is_named_and_never_below(prom, capsys):
     two counter ranges lie further apart than any energy between their samples: the GPU is reported twice."""
     _, rows = _fleet(capsys, prom, "uuid-two-hosts")
     _blocked(rows, "a GPU reported twice for 2.00 GPU-h")
+
+
+def test_a_job_moved_to_another_pod_is_judged_whole_by_cohort_and_fleet(prom, capsys):
+    """Each pod label holds half the job and is judged as what ran under it (below a threshold the whole job is not
+    under); the GPU's busy interval (``--by cohort``) and the fleet-wide total judge the whole job: never "below"."""
+    doc, _ = _fleet(capsys, prom, "moved-pod", threshold="5e18")
+    assert sorted(g["key"] for g in doc["groups"]) == ["train", "train-b"]
+    assert doc["fleet"]["verdict"] == "uncertain" and doc["fleet"]["upper_flops"] > 5e18
+    doc, rows = _fleet(capsys, prom, "moved-pod", "--by", "cohort", threshold="5e18")
+    assert len(doc["groups"]) == 1 and all(
+        g["verdict"] == "uncertain" and g["upper_flops"] > 5e18 for g in rows
+    )
