@@ -368,20 +368,27 @@ class FleetReader:
         L = mat("energy", "last") if ("energy", "last") in answers else None
         Mn = mat("energy", "min") if L is not None else None
         if L is not None and Mn is not None:
-            # one GPU, one counter: its series in a window cover disjoint stretches of one range, apart by at most the
-            # energy of the time no sample covers. Ranges that overlap (interleaved exporters) or lie further apart
-            # than that (one UUID on two hosts) report two GPUs, or one twice
+            # one GPU, one counter: its series in a window hold stretches of one range that follow each other. Two
+            # series each spanning the window's whole range with a quarter of its scrapes report one GPU twice
+            # (interleaved exporters). Not checked: MIG, a reset (named as one), a counter restarted lately
             ok = P & np.isfinite(L) & np.isfinite(Mn) & ~is_mig[:, None]
-            rise, lo, hi = np.zeros((G, K)), np.full((G, K), np.inf), np.full((G, K), -np.inf)
-            p_max, cov_g = np.zeros((G, K)), np.zeros((G, K))
-            np.add.at(rise, gi, np.where(ok, L - Mn, 0.0))
+            lo, hi, pw = np.full((G, K), np.inf), np.full((G, K), -np.inf), np.zeros((G, K))
             np.minimum.at(lo, gi, np.where(ok, Mn, np.inf))
             np.maximum.at(hi, gi, np.where(ok, L, -np.inf))
-            np.maximum.at(p_max, gi, np.where(ok & p_ok, p_mean, 0.0))
-            np.add.at(cov_g, gi, np.where(ok, N * step, 0.0))
-            between = 2.0 * np.maximum(p_max, float(idle.max())) * np.maximum(W - cov_g, 2 * step) + 1e3
+            np.maximum.at(pw, gi, np.where(ok & p_ok, np.maximum(p_mean, idle), idle))
+            near = 2.0 * step * pw[gi] + 1.0  # two scrapes' energy
             with np.errstate(invalid="ignore"):
-                dup |= ((rise > 1.1 * (hi - lo) + 1.0) | (hi - lo - rise > between))[gi] & ok
+                whole = (
+                    ok
+                    & (Mn - lo[gi] <= near)
+                    & (hi[gi] - L <= near)
+                    & (N >= 0.25 * W / step)
+                    & (W >= 16 * step)
+                )
+                spanning = np.zeros((G, K))
+                np.add.at(spanning, gi, whole)
+                reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
+                dup |= ((spanning >= 2) & ~reset)[gi] & ok
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
             P, span, p_mean, L, Mn, busy_a, gi, G, inst, step, idle
         )
