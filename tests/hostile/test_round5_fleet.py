@@ -136,6 +136,11 @@ def _families():
                 e0=5e9 + 650e3 * STEP * half,
             ),
         ],
+        # a driver reload 7.5 min in (the first window), with a new pod series: its counter restarts from 0
+        "reset-first-window": [
+            _series(0, _lab("G10", "pre"), lambda k: BUSY if k < 30 else None, busy),
+            _series(0, _lab("G10"), lambda k: BUSY if k >= 30 else None, busy, e0=-650e3 * STEP * 29),
+        ],
     }
 
 
@@ -286,3 +291,14 @@ def test_a_job_moved_to_another_pod_is_judged_whole_by_cohort_and_fleet(prom, ca
     assert len(doc["groups"]) == 1 and all(
         g["verdict"] == "uncertain" and g["upper_flops"] > 5e18 for g in rows
     )
+
+
+def test_a_reset_in_the_first_window_is_not_counted_as_energy(prom, capsys):
+    """An honest driver reload in the range's first window. Before: a first window's energy was its counter range
+    over every series (5 MJ of counter since boot before the reload, minus ~0 after it): the fleet's energy 2.1 × the
+    truth with no note (on the simulated fleet with 3 reloads per GPU a pod reached 3.8 ×, "impossible" 915 W means
+    for an H100). Now a first window whose range is over twice the power gauge's energy is a reset, named; its energy
+    from power."""
+    doc, rows = _fleet(capsys, prom, "reset-first-window")
+    _blocked(rows, "energy counter reset")
+    assert doc["fleet"]["energy_j"] == pytest.approx(650.0 * K * STEP, rel=0.02)

@@ -623,10 +623,12 @@ def _gpu_energy(
         Lg = np.where(eg_ok, Lg, np.nan)
         prev_l = _ffill_prev(Lg)
         has_prev = np.isfinite(prev_l)
-        with np.errstate(invalid="ignore"):
-            reset_g = eg_ok & has_prev & (Mg < prev_l)
-        d = np.where(eg_ok & has_prev & ~reset_g, Lg - np.where(has_prev, prev_l, 0.0), 0.0)
         first = eg_ok & ~has_prev
+        with np.errstate(invalid="ignore"):
+            # a first window has no previous value: a range over twice the power gauge's energy spans a reset
+            # (its series' counters before and after a driver reload), like a later window's minimum under the last
+            reset_g = eg_ok & ((has_prev & (Mg < prev_l)) | (first & (Pg > 0) & (Lg - Mg > 2.0 * Pg + 1e4)))
+        d = np.where(eg_ok & has_prev & ~reset_g, Lg - np.where(has_prev, prev_l, 0.0), 0.0)
         lastg = eg_ok & ~next_any(eg_ok)
         c = d + np.where(first | reset_g, Lg - np.where(eg_ok, Mg, 0.0), 0.0)
         c = c + np.where(first, half, 0.0) + np.where(lastg, half, 0.0)
