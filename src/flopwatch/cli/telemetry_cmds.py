@@ -17,10 +17,16 @@ from flopwatch.cli._output import console, echo_json, styled
 from flopwatch.errors import InputError
 
 
-def _open(spec: str, speed: float | None) -> list[Any]:
+def _open(spec: str, speed: float | None, duration_s: float | None = None) -> list[Any]:
+    import time
+
     from flopwatch.backends import open_sensors
 
-    return open_sensors(spec, speed=speed)
+    opts: dict[str, Any] = {"speed": speed}
+    if spec.startswith("sim:") and speed is None and duration_s is not None:
+        # virtual time runs ahead of the real clock: date the simulated recording so that it ends now
+        opts["wall0"] = time.time() - duration_s
+    return open_sensors(spec, **opts)
 
 
 def sensors_cmd(
@@ -130,7 +136,7 @@ def record_cmd(
     check_output(output, inputs=replayed, overwrite=force, what="trace", create_parents=True)
     if not (math.isfinite(flush_every) and flush_every > 0):
         raise InputError(f"--flush-every must be a finite number > 0, got {flush_every}", field="flush_every")
-    sensors = _open(sensor, speed)
+    sensors = _open(sensor, speed, duration)
     infos = [s.info() for s in sensors]
     from flopwatch.sensor_timing import check_sampling, sensor_kind_of
 
