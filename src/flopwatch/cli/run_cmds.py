@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +68,8 @@ def run_cmd(
         progress=not (as_json or no_progress) and sys.stderr.isatty(),
     )
     try:
-        summary = run_pipeline(opts, log=(None if as_json else err.print))
+        with _interrupt_never_swallowed():
+            summary = run_pipeline(opts, log=(None if as_json else err.print))
     except KeyboardInterrupt:
         _mark_interrupted(out)
         raise  # the CLI's group prints "flopwatch: interrupted" and exits 130
@@ -75,6 +78,37 @@ def run_cmd(
         echo_json(summary)
         return
     print_summary(summary, out)
+
+
+@contextlib.contextmanager
+def _interrupt_never_swallowed() -> Iterator[None]:
+    """A Ctrl-C that lands inside a callback Python cannot raise from (matplotlib's weakref callbacks while
+    figures are drawn) is printed as "Exception ignored" and lost, and the run went on. Raise it again, at once,
+    where it can stop the run, and print no traceback."""
+    import signal
+    import threading
+
+    default = sys.unraisablehook
+    main = threading.main_thread().ident
+
+    def again() -> None:  # to the main thread, so a sleep or a blocking read there is cut short too
+        if main is not None and hasattr(signal, "pthread_kill"):
+            signal.pthread_kill(main, signal.SIGINT)
+        else:
+            signal.raise_signal(signal.SIGINT)
+
+    def hook(u: Any) -> None:
+        if u.exc_type is not None and issubclass(u.exc_type, KeyboardInterrupt):
+            # from another thread, just after this hook returns (raised here, it would be ignored again)
+            threading.Timer(0.01, again).start()
+            return
+        default(u)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = default
 
 
 #: Written into DIR when a run is interrupted: the files beside it are partial. A DIR holding only this and

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, styled
+from flopwatch.cli._output import console, echo_json, literal, styled
 from flopwatch.errors import InputError
 
 
@@ -227,12 +227,16 @@ def record_cmd(
         return
     c = console()
     mp = st.mean_period_s
-    c.print(
-        f"wrote {writer.rows_written} rows ({writer.row_groups} row groups) to {output}; "
-        f"{st.n_ticks} ticks, mean period {mp * 1e3:.2f} ms"
-        if mp
-        else f"wrote {writer.rows_written} rows to {output}"
-    )
+    what = "simulated rows" if md["simulated"] else "rows"
+    line = f"wrote {writer.rows_written} {what} to {literal(output)}"
+    if mp:
+        line += f"; {st.n_ticks} ticks, mean period {mp * 1e3:.2f} ms"
+    clk = sensors[0].clock
+    if sampler.t0 is not None and st.last_tick_s is not None:
+        w0 = clk.wall_time() - clk.now()  # the wall time of t = 0 on the sensors' clock
+        span = (time.strftime("%H:%M:%S", time.gmtime(w0 + t)) for t in (sampler.t0, st.last_tick_s))
+        line += f"; dated {' – '.join(span)} UTC"
+    c.print(line, markup=False, highlight=False)
     if sum(st.n_gaps.values()):
         c.print(f"gaps: {dict(st.n_gaps)}; errors: {dict(st.errors)}", style="yellow")
     c.print(f"ended: {st.end_reason}{' (interrupted)' if interrupted else ''}")
