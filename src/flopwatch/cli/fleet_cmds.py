@@ -86,6 +86,11 @@ def fleet_estimate(
     retries: int = typer.Option(
         3, "--retries", help="Retries on connection errors and 5xx.", callback=options.count(ge=0, le=100)
     ),
+    pipe_calibration: bool = typer.Option(
+        True,
+        "--pipe-calibration/--no-pipe-calibration",
+        help="calibrated_* from pipe counters (docs/fleet.md)",
+    ),
     as_json: options.Json = False,
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
@@ -127,6 +132,7 @@ def fleet_estimate(
     kw: dict[str, Any] = dict(
         by=by, jobs=jobs, profile=prof, threshold=threshold, confidence=confidence, dtype=dtype, device=device
     )
+    kw["pipe_calibration"] = pipe_calibration
     if not (as_json or no_progress) and sys.stderr.isatty():
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from flopwatch.errors import InputError
+from flopwatch.fleet import calibrate as C
 from flopwatch.fleet import groups as G
 from flopwatch.fleet.plan import ReadPlan, chunking
 from flopwatch.fleet.reader import FleetReader, GpuJobs, JobMap, discover
@@ -67,6 +68,7 @@ def estimate_fleet(
     confidence: float | None = None,
     dtype: str | None = None,
     device: str | None = None,
+    pipe_calibration: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> FleetResult:
     """Estimate every group's FLOPs over ``plan``'s range, and the fleet-wide total (docs/fleet.md)."""
@@ -111,6 +113,9 @@ def estimate_fleet(
                         confidence, unlabelled=None if by == COHORT else no_job, extra=extra)  # fmt: skip
     fleet = _judge_all(table, np.full(len(table), "(all GPUs)", dtype=object), specs, est, unknown, impossible,
                        found.present, profile, threshold, confidence, unlabelled=None, extra=extra)[0]  # fmt: skip
+    cal = C.calibrate(groups, plan.window_s) if pipe_calibration else None
+    if cal is not None:  # beside each verdict, never in it (fleet/calibrate.py)
+        C.apply([*groups, fleet], cal)
     n_unlab = int(sum(1 for j in table.job if j is None)) if by != COHORT else 0
     meta = {
         "prometheus": client.display_url,
@@ -129,6 +134,7 @@ def estimate_fleet(
             if profile is not None
             else "built-in MFU→power model of each device (MASCOTS 2026 lines; not calibrated on this fleet)"
         ),
+        "pipe_calibration": cal,
         "metrics_present": sorted(found.present),
         "metrics_missing": sorted(set(M.METRICS) - set(found.present) - {M.GPU_TEMP}),
         "unlabelled_gpu_jobs": n_unlab,
