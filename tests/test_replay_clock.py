@@ -99,7 +99,7 @@ def test_a_recorded_trace_replays_with_its_own_wall_times_at_any_speed(tmp_path)
     walls = df["wall_time"].astype("int64").to_numpy() / 1e9
     assert np.allclose([r.wall_time for r, _ in seen], walls, atol=1e-6)
     assert all(r.wall_time <= now for r, now in seen)
-    assert dating(sensors[0].clock) == "its own recorded wall times"
+    assert dating(sensors[0].clock) == "rows carry the trace's own recorded wall times"
     # the clock itself (which dates the sampler's gaps) runs on the recording's wall time too
     assert sensors[0].clock.wall_time() == pytest.approx(1.7e9 + sensors[0].clock.now(), abs=1e-3)
 

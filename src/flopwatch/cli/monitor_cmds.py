@@ -4,17 +4,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, literal, new_app, styled
+from flopwatch.cli._output import console, echo_json, fmt_flops, literal, new_app, print_fit, styled
 
 ledger_app = new_app("Inspect and verify a monitor ledger.")
 
 
 def _fmt_flops(x: object) -> str:
-    return _fmt(x, "{:.4g}")
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return fmt_flops(float(x))  # compact (3.705e14): a ledger row fits a 160-column line
+    return _fmt(x, "{}")
 
 
 def _bounds(lo: object, hi: object) -> str:
@@ -44,56 +47,53 @@ def _ts(x: object) -> str:
         return literal(x)
 
 
+def _workload_cells(workloads: list[dict]) -> list[list[tuple[str, str]]]:
+    """Each workload row (a ledger payload) as (column, text) pairs: estimate, bounds, verdict, status, coverage."""
+    # a session's own rows carry no ledger seq yet: no column of dashes for them
+    seq = any(w.get("seq") is not None for w in workloads)
+    warned = any(w.get("warnings") or w.get("flags") for w in workloads)  # else no column of blanks
+    rows = []
+    for w in workloads:
+        g = w.get
+        warns = g("warnings") or g("flags") or []
+        n_warn = len(warns) if isinstance(warns, list) else 1
+        cells = [
+            *((("seq", g("seq", "—")),) if seq else ()),
+            ("device", g("device")),
+            ("start (UTC)", _ts(g("start_wall"))),
+            ("duration s", _fmt(g("duration_s"), "{:.1f}")),
+            ("net J", _fmt(g("net_energy_j"), "{:.1f}")),
+            ("estimate", _fmt_flops(g("estimate_flops"))),
+            ("bounds", _bounds(g("lower_flops"), g("upper_flops"))),
+            ("verdict", g("verdict")),
+            ("regime", g("regime") or "—"),
+            ("status", g("status")),
+            ("cover", _fmt(g("coverage"), "{:.3f}")),
+            *((("warnings", n_warn or ""),) if warned else ()),
+        ]
+        rows.append([(k, literal(v)) for k, v in cells])
+    return rows
+
+
 def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
-    """Rich table of workload rows (ledger payloads): estimate, interval, verdict, status, coverage.
+    """Rich table of workload rows (ledger payloads), one line each.
 
     Every cell is a ``Text`` (printed literally): device names and payload values are user-controlled.
     """
     from rich.table import Table
 
-    t = Table(title=styled(title, ""))
-    # a session's own rows carry no ledger seq yet: no column of dashes for them
-    seq = any(w.get("seq") is not None for w in workloads)
-    warned = any(w.get("warnings") or w.get("flags") for w in workloads)  # else no column of blanks
-    for col in (
-        *(("seq",) if seq else ()),
-        "device",
-        "start (UTC)",
-        "duration s",
-        "net J",
-        "estimate",
-        "bounds",
-        "verdict",
-        "regime",
-        "status",
-        "cover",
-        *(("warnings",) if warned else ()),
-    ):
+    t = Table(title=styled(title, ""), pad_edge=False)  # no edge padding: a typical row fits 160 columns
+    rows = _workload_cells(workloads)
+    for col, _ in rows[0] if rows else ():
         t.add_column(col, overflow="fold")  # user text is shown whole, never cut with an ellipsis
-    for w in workloads:
-        g = w.get
-        warns = g("warnings") or g("flags") or []
-        n_warn = len(warns) if isinstance(warns, list) else 1
-        t.add_row(
-            *(
-                styled(c, "")
-                for c in (
-                    *((g("seq", "—"),) if seq else ()),
-                    g("device"),
-                    _ts(g("start_wall")),
-                    _fmt(g("duration_s"), "{:.1f}"),
-                    _fmt(g("net_energy_j"), "{:.1f}"),
-                    _fmt_flops(g("estimate_flops")),
-                    _bounds(g("lower_flops"), g("upper_flops")),
-                    g("verdict"),
-                    g("regime") or "—",
-                    g("status"),
-                    _fmt(g("coverage"), "{:.3f}"),
-                    *((n_warn or "",) if warned else ()),
-                )
-            )
-        )
+    for r in rows:
+        t.add_row(*(styled(v, "") for _, v in r))
     return t
+
+
+def _print_workloads(con: Any, workloads: list[dict], title: str) -> None:
+    """The workload table, or where it does not fit the terminal (80 columns), one block of lines per workload."""
+    print_fit(con, _workload_table(workloads, title))
 
 
 @ledger_app.command("verify")
@@ -184,7 +184,7 @@ def ledger_show(
     from rich.table import Table
 
     con = console()
-    con.print(_workload_table(doc["workloads"], f"Workloads in {ledger}"))
+    _print_workloads(con, doc["workloads"], f"Workloads in {ledger}")
     if doc["totals"]:
         tt = Table(title="Running totals since the ledger began (latest checkpoint)")
         for col in (
@@ -215,7 +215,7 @@ def ledger_show(
                     )
                 )
             )
-        con.print(tt)
+        print_fit(con, tt)
 
 
 @ledger_app.command("export-key")
@@ -474,7 +474,7 @@ def monitor_command(
         )
     else:
         if res.workloads:
-            console().print(_workload_table(res.workloads, "Workloads recorded this session"))
+            _print_workloads(console(), res.workloads, "Workloads recorded this session")
             typer.echo(
                 f"flopwatch monitor: {literal(res.end_reason)}; {len(res.workloads)} workload(s) recorded in "
                 f"{literal(cfg.ledger)} (head {res.ledger_head[0]}:{res.ledger_head[1]})"

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, literal, styled
+from flopwatch.cli._output import console, echo_json, literal, simulated_banner, styled
 from flopwatch.errors import InputError
 
 
@@ -273,6 +273,7 @@ def idle_cmd(
 
     from flopwatch.telemetry.sampler import Sampler
     from flopwatch.telemetry.schema import Reading
+    from flopwatch.telemetry.sensors.base import VirtualClock
 
     if not duration > 0 or not rate > 0:
         raise InputError("--duration and --rate must be > 0", field="duration")
@@ -340,7 +341,12 @@ def idle_cmd(
         return
     from rich.table import Table
 
-    t = Table(title=f"idle baseline ({duration:g} s at {rate:g} Hz)")
+    con = console()
+    virtual = any(isinstance(s.clock, VirtualClock) for s in sensors)
+    if out["simulated"]:
+        simulated_banner(con, "the simulated device's idle power, not a measurement")
+    what = "simulated s" if virtual and out["simulated"] else ("s of trace time" if virtual else "s")
+    t = Table(title=f"idle baseline ({duration:g} {what} at {rate:g} Hz)")
     for c in ("device", "median W", "IQR W", "p5–p95 W", "samples", "gaps"):
         t.add_column(c)
     for dev, d in out["devices"].items():
@@ -355,10 +361,10 @@ def idle_cmd(
                 str(d["n"]),
                 str(d["n_gaps"]),
             )
-    console().print(t)
+    con.print(t)
     for dev, why in flagged.items():
         for w in why:
-            console().print(f"warning {dev}: {w}")
+            con.print(f"warning: {dev}: {w}")
 
 
 def detect_cmd(

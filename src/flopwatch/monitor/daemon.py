@@ -688,7 +688,7 @@ def _log_dating(sensors: list[Sensor]) -> None:
             continue
         seen.add(id(s.clock))
         if isinstance(s, ReplaySensor):
-            log.info("%s: rows dated by %s", s.info().name, dating(s.clock))
+            log.info("%s: %s", s.info().name, dating(s.clock))
         elif isinstance(s.clock, VirtualClock) and s.info().simulated:
             t0 = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s.clock.wall_time() - s.clock.now()))
             log.info(

@@ -403,15 +403,15 @@ def dating(clock: Clock) -> str:
     """How a replay's readings are dated, in words (the monitor logs it)."""
     if isinstance(clock, PacedClock):
         if not clock.dated_at_start:
-            return "its own recorded wall times"
+            return "rows carry the trace's own recorded wall times"
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(clock.ends_wall))
         return (
-            f"no wall clock in the trace: dated so that it ends at {when} UTC, when the replay began "
-            "(never in the future)"
+            f"the trace has no wall clock: its rows are dated so that it ends at {when} UTC, when the replay "
+            "began (never in the future)"
         )
     if isinstance(clock, ScaledClock):
-        return "its own recorded wall times, else the real time each row is replayed"
-    return "its own recorded wall times, else the injected clock's"
+        return "rows carry the trace's own wall times, else the real time each row is replayed at"
+    return "rows carry the trace's own wall times, else the injected clock's"
 
 
 def _last_t(src: TraceSource) -> float:
