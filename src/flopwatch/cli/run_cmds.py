@@ -179,9 +179,18 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
     for k, v in rows:
         t.add_row(k, v)
     con.print(t)
-    headline = (summary.get("headline") or {}).get("verdict")
-    if headline:  # the same words as summary.json's headline and the report's verdict box
-        con.print(f"verdict{' (simulated)' if sim else ''}: {headline}")
+    head = summary.get("headline") or {}
+    brief = head.get("brief")
+    if brief:  # summary.json's headline in three lines; the report's verdict box has the whole paragraph
+        b = Table(title=None, show_header=False, box=None, padding=(0, 1, 0, 2))
+        b.add_column(no_wrap=True, style="bold")
+        b.add_column()
+        for k, v in brief.items():
+            b.add_row(k, v)
+        con.print(f"verdict{' (simulated)' if sim else ''}:")
+        con.print(b)
+    elif head.get("verdict"):
+        con.print(f"verdict{' (simulated)' if sim else ''}: {head['verdict']}")
     con.print(f"report: {out / 'report.html'}")
 
 
