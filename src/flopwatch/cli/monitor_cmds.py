@@ -459,7 +459,23 @@ def monitor_command(
         source="command line",
     )
     # Every option is checked here, before the ledger, the port or a sensor is touched.
-    cfg.validate(str(config) if config else "command line")
+    if config is not None:
+        cfg.validate(str(config))
+    else:  # every setting came from an option: name the option, as every other command does
+        from flopwatch.errors import ConfigError
+
+        try:
+            cfg.validate()
+        except ConfigError as e:
+            raise ConfigError(e.detail, field=_FLAGS.get(str(e.field), e.field)) from None
+    if cfg.duration_s is None and any(str(x).startswith("sim:") for x in cfg.sensors or ()):
+        from flopwatch.errors import ConfigError
+
+        # before the ledger and its key are created (the daemon would refuse it only after)
+        raise ConfigError(
+            "sim: sensors run on a virtual clock and need --duration (seconds of simulated time)",
+            field="--duration",
+        )
     res = Monitor(cfg).run()
     if json_out:
         echo_json(
@@ -479,6 +495,30 @@ def monitor_command(
                 f"flopwatch monitor: {literal(res.end_reason)}; {len(res.workloads)} workload(s) recorded in "
                 f"{literal(cfg.ledger)} (head {res.ledger_head[0]}:{res.ledger_head[1]})"
             )
+
+
+#: MonitorConfig setting → the option that sets it (for errors about options).
+_FLAGS = {
+    "sensors": "--sensor",
+    "profile": "--profile",
+    "ledger": "--ledger",
+    "metrics_port": "--metrics-port",
+    "metrics_addr": "--metrics-addr",
+    "poll_s": "--poll-s",
+    "sample_hz": "--sample-hz",
+    "checkpoint_s": "--checkpoint-s",
+    "head_interval_s": "--head-interval-s",
+    "duration_s": "--duration",
+    "speed": "--speed",
+    "idle_power_w": "--idle-power-w",
+    "threshold_flops": "--threshold",
+    "dtype": "--precision",
+    "verdict_window_s": "--verdict-window-s",
+    "key_path": "--key",
+    "keep_trace": "--keep-trace",
+    "schedule": "--schedule",
+    "seed": "--seed",
+}
 
 
 def register(app: typer.Typer) -> None:

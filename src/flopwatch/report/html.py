@@ -53,6 +53,14 @@ ul.caveats li{margin:.3em 0}
 """
 
 
+def _component_words(summary: dict[str, Any]) -> str:
+    """Which model 'default' resolved to, when it is not itself (no DRAM-traffic counter: default-p)."""
+    comp = summary.get("component")
+    if comp in (None, summary.get("default_model")):
+        return ""
+    return f" (here <code>{_e(comp)}</code>: the sensor reports no DRAM traffic)"
+
+
 def _e(x: Any) -> str:
     return html.escape(str(x))
 
@@ -396,8 +404,9 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
     p.append(
         f"<p>{_e(summary.get('n_splits'))} random splits of the {_e(summary.get('n_frontier'))} frontier runs into "
         f"{_e(summary.get('n_train'))} calibration and {_e(summary.get('n_test'))} test runs (the study: 200 splits, "
-        f"14/7). Errors are (estimate − truth)/truth on the test runs. flopwatch's default model (here "
-        f"<code>{_e(dm)}</code>) is calibrated on all frontier runs into <code>profile.json</code> (sha256 {_e(str(summary.get('profile_sha256'))[:16])}…).</p>"
+        f"14/7). Errors are (estimate − truth)/truth on the test runs. The profile in "
+        f"<code>profile.json</code> (sha256 {_e(str(summary.get('profile_sha256'))[:16])}…) is flopwatch's "
+        f"default model{_component_words(summary)}, calibrated on all the frontier runs.</p>"
     )
     models = ev.get("models", {})
     if models:
