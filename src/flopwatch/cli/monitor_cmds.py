@@ -92,8 +92,27 @@ def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
 
 
 def _print_workloads(con: Any, workloads: list[dict], title: str) -> None:
-    """The workload table, or where it does not fit the terminal (80 columns), one block of lines per workload."""
+    """The workload table (or, where it does not fit the terminal, one block of lines per workload), then what
+    its "warnings" column counts, each warning once with the rows it is on."""
     print_fit(con, _workload_table(workloads, title))
+    if any(w.get("verdict") == "n/a" for w in workloads):
+        con.print(
+            "verdict n/a: the monitor had no --threshold; `flopwatch verdict LEDGER --threshold T` judges these rows"
+        )
+    seen: dict[str, list[str]] = {}
+    for i, w in enumerate(workloads, 1):
+        warns = w.get("warnings") or w.get("flags") or []
+        for x in warns if isinstance(warns, list) else [warns]:
+            seen.setdefault(str(x), []).append(str(w.get("seq", f"#{i}")))
+    if not seen:
+        return
+    con.print("warnings (`--json` lists them per row):")
+    for n, (text, rows) in enumerate(seen.items()):
+        if n == 10:
+            con.print(f"  … and {len(seen) - 10} more")
+            break
+        where = ", ".join(rows[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
+        con.print(f"  - {literal(text)} (row{'s' if len(rows) > 1 else ''} {where})")
 
 
 @ledger_app.command("verify")
