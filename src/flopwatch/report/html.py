@@ -35,6 +35,7 @@ h3{font-size:1.05em;margin:1.2em 0 .3em}
 .verdict{background:#fff;border:2px solid #1f4e79;border-radius:8px;padding:.4em 1.2em 1em;margin:1em 0}
 .verdict.simbox{border-color:#b00020}
 .verdict .lead{font-size:1.05em}
+ul.brief{font-size:1.05em;padding-left:1.2em}ul.brief li{margin:.25em 0}details summary{cursor:pointer;color:#1f4e79}
 .cards{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:.8em;margin:1em 0}
 .card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.6em 1em;min-width:0}
 .card .v{font-size:1.5em;font-weight:700}.card .k{font-size:.8em;color:#555}
@@ -146,7 +147,13 @@ def _verdict(summary: dict[str, Any], tag: str) -> list[str]:
     cal = h["calibrated_interval"]
     p = [f"<section class='verdict{' simbox' if sim else ''}'><h2>Verdict{tag}</h2>"]
     p.append(f"<p class='{'sim' if sim else ''}'>{_e(h['what_was_measured']['text'])}</p>")
-    p.append(f"<p class='lead'>{_e(h['verdict'])}</p>")
+    brief = h.get("brief")
+    if brief:  # the three lines first (as the terminal prints them); the whole paragraph below
+        items = "".join(f"<li><b>{_e(k)}</b>: {_e(v)}</li>" for k, v in brief.items())
+        p.append(f"<ul class='brief'>{items}</ul>")
+        p.append(f"<details><summary>The verdict in full</summary><p>{_e(h['verdict'])}</p></details>")
+    else:
+        p.append(f"<p class='lead'>{_e(h['verdict'])}</p>")
     cards = [
         (f"held-out MAE, {ho['model']}", pct(ho["mae_pct"])),
         ("no-model yardstick (median J/FLOP)", pct(ys["mae_pct"])),
