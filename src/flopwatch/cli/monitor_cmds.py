@@ -82,7 +82,12 @@ def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
     """
     from rich.table import Table
 
-    t = Table(title=styled(title, ""), pad_edge=False)  # no edge padding: a typical row fits 160 columns
+    t = Table(
+        title=styled(
+            f"{title} (estimate and bounds in FLOP; cover: share of the time covered by readings)", ""
+        ),
+        pad_edge=False,
+    )  # no edge padding: a typical row fits 160 columns
     rows = _workload_cells(workloads)
     for col, _ in rows[0] if rows else ():
         t.add_column(col, overflow="fold")  # user text is shown whole, never cut with an ellipsis
