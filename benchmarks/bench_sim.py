@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
+from flopwatch.powermodel.device_power import power_model_for
 from flopwatch.sim.accelerator import Idle, RawWorkload, Run
-from flopwatch.sim.power import power_model_for
 from flopwatch.sim.sensor import from_spec
 from flopwatch.telemetry.sampler import Sampler
 

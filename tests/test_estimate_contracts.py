@@ -14,7 +14,7 @@ from flopwatch.estimate.features import Features
 from flopwatch.estimate.models import Eq2Model
 from flopwatch.evaluate.splits import evaluate_models
 from flopwatch.evaluate.threshold import verdict
-from flopwatch.records import WorkloadRecord, load_records, record_to_dict
+from flopwatch.records import WorkloadRecord, load_records
 
 
 def synthetic_records(n: int = 20, seed: int = 1, noise: float = 0.01) -> list[WorkloadRecord]:
@@ -180,7 +180,7 @@ def test_device_name_of_our_records_becomes_the_profile_fingerprint(tmp_path):
     """Records written by `flopwatch run` name their device; the profile carries it and describes its runs."""
     p = tmp_path / "runs.jsonl"
     rows = [
-        {**record_to_dict(r), "device_name": "NVIDIA A100-SXM4-80GB", "simulated": i < 3}
+        {**r.to_dict(), "device_name": "NVIDIA A100-SXM4-80GB", "simulated": i < 3}
         for i, r in enumerate(synthetic_records(10))
     ]
     p.write_text("".join(json.dumps(d) + "\n" for d in rows))

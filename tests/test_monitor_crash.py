@@ -147,8 +147,9 @@ def test_restart_counts_a_workload_row_written_after_the_last_checkpoint(tmp_pat
     """Crash between a workload row and the checkpoint that follows it: the row is counted once, in totals
     too, and not recorded a second time as interrupted."""
     from flopwatch.monitor.config import MonitorConfig
-    from flopwatch.monitor.daemon import Monitor, Totals
+    from flopwatch.monitor.daemon import Monitor
     from flopwatch.monitor.ledger import Ledger
+    from flopwatch.monitor.totals import Totals
     from flopwatch.telemetry.sensors.base import VirtualClock
     from flopwatch.telemetry.sensors.replay import open_replay
     from monitor_helpers import LinearProfile

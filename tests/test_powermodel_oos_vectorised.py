@@ -8,7 +8,7 @@ import pytest
 
 from flopwatch.powermodel.datasets import load_aggregates
 from flopwatch.powermodel.fit import BY_KEYS, fit_power_model
-from flopwatch.powermodel.oos import SCHEMES, _folds, _gpu_rng, pd_unique, power_predictions_oos
+from flopwatch.powermodel.oos import SCHEMES, _folds, _gpu_rng, power_predictions_oos
 
 
 def _reference(df: pd.DataFrame, by: str, scheme: str, k: int, seed: int, x: str = "mfu_pct") -> pd.DataFrame:
@@ -17,7 +17,7 @@ def _reference(df: pd.DataFrame, by: str, scheme: str, k: int, seed: int, x: str
     out = df.copy()
     out["pred_w"] = np.nan
     out["fold"] = -1
-    for gpu in pd_unique(df["gpu"]):
+    for gpu in df["gpu"].unique():
         gmask = (df["gpu"] == gpu).to_numpy()
         sub = df[gmask]
         for f, test in enumerate(_folds(sub, scheme, k, _gpu_rng(seed, gpu))):
@@ -53,7 +53,7 @@ def test_predictions_identical_to_per_fold_fits(runs: pd.DataFrame, by: str, sch
 
 
 def test_a_cell_missing_from_training_predicts_nan(runs: pd.DataFrame) -> None:
-    sub = runs[runs["gpu"] == pd_unique(runs["gpu"])[0]]
+    sub = runs[runs["gpu"] == runs["gpu"].unique()[0]]
     new = power_predictions_oos(sub, by="cell", scheme="lomo")
     old = _reference(sub, "cell", "lomo", 5, 0)
     assert np.array_equal(new["pred_w"].to_numpy(), old["pred_w"].to_numpy(), equal_nan=True)

@@ -16,7 +16,6 @@ from flopwatch.records import (
     append_record,
     as_record_set,
     load_records,
-    record_to_dict,
 )
 
 
@@ -57,7 +56,7 @@ def test_jsonl_roundtrip_and_append(tmp_path):
     rs = load_records(p, require=("net_energy_j", "duration_s", "total_flops"))
     assert rs.labels == ["a", "b"]
     assert rs[0].dtype == "fp32" and rs[0].simulated and rs[0].tb_moved is None
-    assert record_to_dict(rs[0])["config"] == {"d_model": 64}
+    assert rs[0].to_dict()["config"] == {"d_model": 64}
 
 
 def test_append_never_rewrites_and_survives_a_torn_last_line(tmp_path):

@@ -112,16 +112,16 @@ def test_check_sampling_names_inadequate_rates_and_blind_time():
 
 
 def test_the_monitor_checks_each_sensors_rate_at_start():
-    from flopwatch.monitor.daemon import _sampling_checks
+    from flopwatch.monitor.daemon import _sampling_check
     from flopwatch.sim.accelerator import SimulatedAccelerator
     from flopwatch.sim.sensor import SimSensor
 
     clk = VirtualClock()
     orin = SimSensor(SimulatedAccelerator("orin-nano"), clk)
     h100 = SimSensor(SimulatedAccelerator("h100", device_index=1), clk)
-    slow = _sampling_checks([orin, h100], 2.0)  # the twin's Orin read-out: a 100 ms point average, no counter
-    assert not slow["sim:orin-nano"].adequate and slow["sim:h100:1"].adequate
-    assert _sampling_checks([orin], 10.0)["sim:orin-nano"].adequate
+    # the twin's Orin read-out: a 100 ms point average, no counter
+    assert not _sampling_check(orin.info(), 2.0).adequate and _sampling_check(h100.info(), 2.0).adequate
+    assert _sampling_check(orin.info(), 10.0).adequate
 
 
 def test_record_stores_the_jitter_seed_and_the_sampling_check(tmp_path, capsys):

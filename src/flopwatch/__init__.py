@@ -5,9 +5,7 @@ The core import is light (numpy only); torch, NVML and amdsmi are imported lazil
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from flopwatch.errors import (  # noqa: E402
+from flopwatch.errors import (
     FlopwatchError,
     InputError,
     NotFittedError,
@@ -15,6 +13,8 @@ from flopwatch.errors import (  # noqa: E402
     SensorPermissionError,
     SensorUnavailable,
 )
+
+__version__ = "0.1.0"
 
 __all__ = [
     "__version__",

@@ -583,16 +583,6 @@ def _from_seed(rec: Mapping[str, Any], *, file: str, index: int) -> dict[str, An
     return out
 
 
-def read_text_file(path: str | os.PathLike[str], *, kind: str, error: type[InputError] = InputError) -> str:
-    """The file's UTF-8 text; ``error`` (naming the file) when it is missing, not a regular file (FIFO,
-    device, directory), larger than the input cap, or not UTF-8 (see :mod:`flopwatch.io`)."""
-    return read_text(path, kind=kind, error=error)
-
-
-def _parse_json_text(text: str, file: str) -> Any:
-    return parse_json(text, file=file)
-
-
 def load_records(
     path: str | os.PathLike[str],
     *,
@@ -604,7 +594,7 @@ def load_records(
     add ``"total_flops"``). Raises :class:`InputError` naming file, record and field on the first problem.
     """
     file = str(path)
-    text = read_text_file(path, kind="records file (JSON or JSON Lines)")
+    text = read_text(path, kind="records file (JSON or JSON Lines)")
     if not text.strip():
         raise InputError("is empty (no records)", file=file)
 
@@ -660,7 +650,7 @@ def load_records(
                     )
                 )
     elif stripped.startswith("["):
-        doc = _parse_json_text(text, file)
+        doc = parse_json(text, file=file)
         for i, rec in enumerate(doc):
             if not isinstance(rec, Mapping):
                 raise InputError(f"must be an object, got {type(rec).__name__}", file=file, record=i)
@@ -692,11 +682,6 @@ def load_records(
         raise InputError("contains no records", file=file)
     _check_unique(records, file)
     return RecordSet(records, source=file, idle_power_w=idle_w, fingerprint=fingerprint)
-
-
-def record_to_dict(record: WorkloadRecord) -> dict[str, Any]:
-    """Our JSON-Lines representation of a record (see :meth:`WorkloadRecord.to_dict`)."""
-    return record.to_dict()
 
 
 def record_set(records: Sequence[WorkloadRecord], *, source: str = "<memory>") -> RecordSet:
@@ -736,7 +721,7 @@ def append_record(path: str | os.PathLike[str], record: Mapping[str, Any] | Work
     The file is never rewritten, so records already there are never lost; a crash can at worst leave a
     partial *last* line, which :func:`load_records` reports with its line number.
     """
-    d = record_to_dict(record) if isinstance(record, WorkloadRecord) else dict(record)
+    d = record.to_dict() if isinstance(record, WorkloadRecord) else dict(record)
     d.setdefault("schema", RECORD_SCHEMA)
     if "label" not in d or d["label"] in (None, ""):
         raise InputError("is missing", file=str(path), field="label")

@@ -12,7 +12,6 @@ MW_PER_W = 1e3
 MJ_PER_J = 1e3
 UJ_PER_J = 1e6
 TERA = 1e12
-PETA = 1e15
 
 
 def mw_to_w(mw: float) -> float:

@@ -26,30 +26,10 @@ def bench_cmd(
         None, "--label", metavar="<label>", help="Only these configs of the sweep (repeatable)."
     ),
     arch: str = typer.Option("gpt", "--arch", help="Grid mode: gpt or seed-encoder."),
-    d_model: int | None = typer.Option(
-        None,
-        "--d-model",
-        help="Grid mode: model width.",
-        callback=options.count(ge=1),
-    ),
-    seq_len: int | None = typer.Option(
-        None,
-        "--seq-len",
-        help="Grid mode: tokens per sequence.",
-        callback=options.count(ge=1),
-    ),
-    num_layers: int | None = typer.Option(
-        None,
-        "--num-layers",
-        help="Grid mode: layers (default per --arch).",
-        callback=options.count(ge=1),
-    ),
-    nhead: int | None = typer.Option(
-        None,
-        "--nhead",
-        help="Grid mode: attention heads (default per --arch).",
-        callback=options.count(ge=1),
-    ),
+    d_model: options.DModel = None,
+    seq_len: options.SeqLen = None,
+    num_layers: options.NumLayers = None,
+    nhead: options.NHead = None,
     batch: str = typer.Option("1,8,32", "--batch", help="Grid mode: comma-separated batch sizes."),
     dtype: str = typer.Option("fp32", "--precision", help="Grid mode: comma-separated dtypes."),
     repeats: int = typer.Option(

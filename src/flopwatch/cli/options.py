@@ -312,6 +312,21 @@ Level = Annotated[
                  callback=in_range(0.5, 0.999)),
 ]  # fmt: skip
 
+# The model size of `workload flops|run` and of `bench`'s grid (without --sweep); unset: the --arch default
+# (workloads/config.py).
+DModel = Annotated[int | None, typer.Option("--d-model", help="Model width.", callback=count(ge=1))]
+NHead = Annotated[
+    int | None,
+    typer.Option(
+        "--nhead", help="Attention heads (seed-encoder default 4, gpt d_model/64).", callback=count(ge=1)
+    ),
+]
+NumLayers = Annotated[
+    int | None,
+    typer.Option("--num-layers", help="Layers (seed-encoder default 3, gpt 4).", callback=count(ge=1)),
+]
+SeqLen = Annotated[int | None, typer.Option("--seq-len", help="Tokens per sequence.", callback=count(ge=1))]
+
 
 def device_model() -> Callback:
     """A device model the datasheet table knows (``h100``, ``NVIDIA A100-SXM4-80GB``): an unknown or empty name
@@ -339,7 +354,4 @@ DeviceModel = Annotated[
 ]  # fmt: skip
 TraceDevice = Annotated[
     str | None, typer.Option("--device", help="Only this device of a multi-device trace.")
-]
-Threshold = Annotated[
-    str | None, typer.Option("--threshold", help="Compute threshold in FLOP, e.g. 1e25: a verdict per row.")
 ]

@@ -17,12 +17,15 @@ from flopwatch.cli._output import console, echo_json, styled
 from flopwatch.errors import InputError
 
 
-def _rng(v: list[float] | None) -> str:
+def _range(v: list[float | None] | None) -> str:
+    """A ratio range as "lo–hi" (also for ``flopwatch verdict``): "–" if none, ∞ for an open upper end."""
     if not v:
         return "–"
     lo, hi = v
-    if not math.isfinite(hi):
-        return f"{lo:.2f}–∞" if math.isfinite(lo) else "unbounded"
+    if lo is None or not math.isfinite(lo):
+        return "unbounded"
+    if hi is None or not math.isfinite(hi):
+        return f"{lo:.2f}–∞"
     return f"{lo:.2f}–{hi:.2f}" if not math.isclose(lo, hi) else f"{lo:.2f}"
 
 
@@ -93,7 +96,7 @@ def redteam_cmd(
             styled(status, "bold red") if status == "BROKEN" else status,
             f"{f['wrong_below']} ({f['wrong_below_at_0_8']} at 0.8, {f['wrong_below_at_best_threshold']} at best)",
             _counts(f["verdicts"]),
-            _rng(f["upper_over_truth"]),
+            _range(f["upper_over_truth"]),
             f["defence"] if f["defence"] == "defended" else f"{f['defence']}: {f['needs']}",
         )
     con.print(t)

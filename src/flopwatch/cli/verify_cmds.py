@@ -1,12 +1,10 @@
-"""CLI: ``flopwatch verdict`` (window verdicts over a ledger) and ``flopwatch redteam`` (the attack suite).
+"""CLI: ``flopwatch verdict`` (window verdicts over a ledger).
 
-Domain logic lives in :mod:`flopwatch.evaluate.window` and :mod:`flopwatch.redteam`; this module parses
-options and prints.
+Domain logic lives in :mod:`flopwatch.evaluate.window`; this module parses options and prints.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -15,20 +13,8 @@ import typer
 from flopwatch.cli import options
 from flopwatch.cli._output import console, echo_json, fmt_flops, styled
 from flopwatch.cli.estimate_cmds import _flops_opt
+from flopwatch.cli.redteam_cmds import redteam_cmd
 from flopwatch.errors import InputError
-
-
-def _range(v: list[float | None]) -> str:
-    lo, hi = v
-    if lo is None or not math.isfinite(lo):
-        return "unbounded"
-    if hi is None or not math.isfinite(hi):
-        return f"{lo:.2f}–∞"
-    return f"{lo:.2f}–{hi:.2f}" if not math.isclose(lo, hi) else f"{lo:.2f}"
-
-
-def _counts(c: dict[str, int]) -> str:
-    return " ".join(f"{k} {v}" for k, v in c.items() if v)
 
 
 def verdict_cmd(
@@ -236,6 +222,4 @@ def verdict_cmd(
 def register(app: typer.Typer) -> None:
     """Add ``verdict`` and ``redteam`` to ``app``."""
     app.command("verdict")(verdict_cmd)
-    from flopwatch.cli.redteam_cmds import redteam_cmd  # the attack suite's command lives with its printer
-
     app.command("redteam")(redteam_cmd)

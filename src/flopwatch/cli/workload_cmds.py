@@ -18,24 +18,6 @@ from flopwatch.errors import ConfigError
 workload_app = new_app("Training workloads with exact ground-truth FLOPs.")
 
 _ARCH = typer.Option("seed-encoder", "--arch", help="Model family: seed-encoder (the Jetson study's) or gpt.")
-_D_MODEL = typer.Option(
-    None,
-    "--d-model",
-    help="Model width.",
-    callback=options.count(ge=1),
-)
-_NHEAD = typer.Option(
-    None,
-    "--nhead",
-    help="Attention heads (seed-encoder default 4, gpt d_model/64).",
-    callback=options.count(ge=1),
-)
-_LAYERS = typer.Option(
-    None,
-    "--num-layers",
-    help="Layers (seed-encoder default 3, gpt 4).",
-    callback=options.count(ge=1),
-)
 _FF = typer.Option(
     None,
     "--dim-feedforward",
@@ -46,12 +28,6 @@ _BATCH = typer.Option(
     None,
     "--batch-size",
     help="Sequences per step.",
-    callback=options.count(ge=1),
-)
-_SEQ = typer.Option(
-    None,
-    "--seq-len",
-    help="Tokens per sequence.",
     callback=options.count(ge=1),
 )
 _STEPS = typer.Option(
@@ -77,12 +53,12 @@ _LABEL = typer.Option(None, "--label", help="Label of a configuration in --sweep
 @workload_app.command("flops")
 def flops_cmd(
     arch: str = _ARCH,
-    d_model: int | None = _D_MODEL,
-    nhead: int | None = _NHEAD,
-    num_layers: int | None = _LAYERS,
+    d_model: options.DModel = None,
+    nhead: options.NHead = None,
+    num_layers: options.NumLayers = None,
     dim_feedforward: int | None = _FF,
     batch_size: int | None = _BATCH,
-    seq_len: int | None = _SEQ,
+    seq_len: options.SeqLen = None,
     steps: int | None = _STEPS,
     optimizer: str | None = _OPT,
     precision: str | None = _PREC,
@@ -158,12 +134,12 @@ def flops_cmd(
 @workload_app.command("run")
 def run_cmd(
     arch: str = _ARCH,
-    d_model: int | None = _D_MODEL,
-    nhead: int | None = _NHEAD,
-    num_layers: int | None = _LAYERS,
+    d_model: options.DModel = None,
+    nhead: options.NHead = None,
+    num_layers: options.NumLayers = None,
     dim_feedforward: int | None = _FF,
     batch_size: int | None = _BATCH,
-    seq_len: int | None = _SEQ,
+    seq_len: options.SeqLen = None,
     steps: int | None = _STEPS,
     optimizer: str | None = _OPT,
     precision: str | None = _PREC,

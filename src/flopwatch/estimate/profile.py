@@ -39,8 +39,8 @@ from flopwatch.estimate.bounds import MIN_COVERAGE  # the one coverage threshold
 from flopwatch.estimate.features import Features
 from flopwatch.estimate.intervals import Estimate, check_confidence, log_halfwidth
 from flopwatch.estimate.models import FlopModel, get_model
-from flopwatch.io import atomic_write, is_out_of_range, parse_json
-from flopwatch.records import RecordSet, WorkloadRecord, read_text_file
+from flopwatch.io import atomic_write, is_out_of_range, parse_json, read_text
+from flopwatch.records import RecordSet, WorkloadRecord
 from flopwatch.units import finite
 
 PROFILE_SCHEMA = "flopwatch.profile/1"
@@ -327,7 +327,7 @@ class Profile:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Profile:
         file = str(path)
-        text = read_text_file(path, kind="profile JSON file", error=ProfileError)
+        text = read_text(path, kind="profile JSON file", error=ProfileError)
         if not text.strip():
             raise ProfileError("is empty (expected a JSON profile)", file=file)
         data = parse_json(text, file=file, error=ProfileError)

@@ -37,7 +37,6 @@ from flopwatch.estimate.bounds import (
     MIN_COVERAGE,
     Envelope,
     check_idle_baseline,
-    idle_drift_w,
     resolve_device,
 )
 from flopwatch.estimate.intervals import log_halfwidth
@@ -627,14 +626,6 @@ def accusation_lower(
         q = q_estimate * float(ndtri(0.5 + ACCUSATION_CONFIDENCE / 2.0)) / z if z > 0 else q_estimate
     q = float(widen(q, ACCUSATION_CONFIDENCE, SESSION_LOG_SD))
     return est_flops * math.exp(-q)
-
-
-def session_drift_w(profile: Profile | None, spec: DeviceSpec | None) -> float | None:
-    """The idle drift a profile tolerates (its own record, else scaled from its idle)."""
-    if profile is None:
-        return None
-    d = profile.verifier.get("idle_drift_w")
-    return float(d) if d is not None else idle_drift_w(profile.idle_power_w, spec)
 
 
 __all__ = [

@@ -18,7 +18,7 @@ _EXPORTS = {
     "verify_ledger": "flopwatch.monitor.ledger",
     "Monitor": "flopwatch.monitor.daemon",
     "MonitorResult": "flopwatch.monitor.daemon",
-    "Totals": "flopwatch.monitor.accounting",
+    "Totals": "flopwatch.monitor.totals",
     "MonitorConfig": "flopwatch.monitor.config",
     "MonitorMetrics": "flopwatch.monitor.exporter",
     "WorkloadRow": "flopwatch.monitor.rows",

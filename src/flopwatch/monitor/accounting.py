@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from flopwatch.estimate.bounds import IDLE_DRIFT_MIN_W, MIN_COVERAGE, idle_drift_w
 from flopwatch.estimate.observe import PIPES
 from flopwatch.monitor.exporter import DeviceSample
@@ -58,27 +60,41 @@ IDLE_WINDOW_S = 10.0
 # MIN_COVERAGE): the same run is judged alike live and offline.
 
 
-@dataclass
+#: The running sums of a :class:`_Point`, in vector order: energy, net energy, DRAM bytes, ∫util dt, covered
+#: time; ∫ SM clock dt (MHz·s) and ∫ enforced power limit dt (W·s) with the time each covers (intervals busy at
+#: both ends where reported); time no sample and no energy counter covered (gaps); the time the pipe counters
+#: covered and Σ activity·dt per pipe (PIPES order).
+_SUMS = (
+    "energy_j",
+    "net_energy_j",
+    "bytes",
+    "util_s",
+    "covered_s",
+    "clock_s",
+    "clock_dt",
+    "plim_s",
+    "plim_dt",
+    "unobs_s",
+    "pipe_dt",
+    *(f"pipe_{k}" for k in PIPES),
+)
+
+
+@dataclass(frozen=True)
 class _Point:
-    """Cumulative values at one reading (for back-dating workload boundaries by interpolation)."""
+    """Cumulative values at one reading (for back-dating workload boundaries by interpolation): one numpy
+    vector of running sums (:data:`_SUMS`), so a reading adds one vector and a boundary interpolates one."""
 
     t: float
     wall: float
-    energy_j: float
-    net_energy_j: float
-    bytes: float
-    util_s: float
-    covered_s: float
     errors: int
     implausible: int
-    clock_s: float = 0.0  # ∫ SM clock dt over intervals busy at both ends where reported (MHz·s)
-    clock_dt: float = 0.0
-    plim_s: float = 0.0  # ∫ enforced power limit dt, likewise (W·s)
-    plim_dt: float = 0.0
-    unobs_s: float = 0.0  # time no sample and no energy counter covered (gaps)
-    pipe_s: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)  # Σ activity·dt per pipe (PIPES order) where reported
-    pipe_dt: float = 0.0  # time the pipe counters covered
+    sums: np.ndarray
     iv: Interval | None = None  # the interval ending at this reading (not cumulative; for back-dating)
+
+    def since(self, base: _Point) -> dict[str, float]:
+        """Each running sum's increase from ``base`` to here, by name."""
+        return dict(zip(_SUMS, (self.sums - base.sums).tolist(), strict=True))
 
 
 @dataclass
@@ -185,7 +201,7 @@ class DeviceAccount:
         self.next_poll: float | None = None
         self.open: OpenWorkload | None = None
         # Session-local cumulative values (independent of restored totals) for interpolation.
-        self._cum = _Point(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0)
+        self._cum = _Point(0.0, 0.0, 0, 0, np.zeros(len(_SUMS)))
         self._hist: deque[_Point] = deque()
         self._hist_s = max(60.0, 4 * settings.poll_s * (settings.start_polls + settings.end_polls))
         self.session_errors = 0
@@ -267,48 +283,27 @@ class DeviceAccount:
                 tot.quiet_open_net_energy_j += dnet
                 if self.detector.settled:
                     self._track_idle(de, dnet, dt)
-            c = self._cum
-            self._cum = _Point(
-                r.t_s,
-                r.wall_time,
-                c.energy_j + de,
-                c.net_energy_j + dnet,
-                c.bytes + dbytes,
-                c.util_s + (ubar or 0.0) * dt,
-                c.covered_s + covered,
-                self.session_errors,
-                self.session_implausible,
-                c.clock_s + (clk * dt if clk is not None and math.isfinite(clk) else 0.0),
-                c.clock_dt + (dt if clk is not None and math.isfinite(clk) else 0.0),
-                c.plim_s + (plim * dt if plim is not None else 0.0),
-                c.plim_dt + (dt if plim is not None else 0.0),
-                c.unobs_s + uncovered,
-                c.pipe_s
-                if iv.pipes is None
-                else tuple(x + y for x, y in zip(c.pipe_s, iv.pipes, strict=True)),
-                c.pipe_dt + pipe_dt,
-                iv,
+            clk_ok = clk is not None and math.isfinite(clk)
+            inc = np.array(
+                [
+                    de,
+                    dnet,
+                    dbytes,
+                    (ubar or 0.0) * dt,
+                    covered,
+                    clk * dt if clk_ok else 0.0,  # type: ignore[operator]
+                    dt if clk_ok else 0.0,
+                    plim * dt if plim is not None else 0.0,
+                    dt if plim is not None else 0.0,
+                    uncovered,
+                    pipe_dt,
+                    *(iv.pipes if iv.pipes is not None else (0.0,) * len(PIPES)),
+                ]
             )
+            sums, last_iv = self._cum.sums + inc, iv
         else:
-            c = self._cum
-            self._cum = _Point(
-                r.t_s,
-                r.wall_time,
-                c.energy_j,
-                c.net_energy_j,
-                c.bytes,
-                c.util_s,
-                c.covered_s,
-                self.session_errors,
-                self.session_implausible,
-                c.clock_s,
-                c.clock_dt,
-                c.plim_s,
-                c.plim_dt,
-                c.unobs_s,
-                c.pipe_s,
-                c.pipe_dt,
-            )
+            sums, last_iv = self._cum.sums, None
+        self._cum = _Point(r.t_s, r.wall_time, self.session_errors, self.session_implausible, sums, last_iv)
         self._hist.append(self._cum)
         while self._hist and self._hist[0].t < r.t_s - self._hist_s:
             self._hist.popleft()
@@ -489,26 +484,8 @@ class DeviceAccount:
         a, b = h[i - 1], h[i]
         w = (t - a.t) / (b.t - a.t) if b.t > a.t else 1.0
 
-        def lerp(x: float, y: float) -> float:
-            return x + w * (y - x)
-
         return _Point(
-            t,
-            lerp(a.wall, b.wall),
-            lerp(a.energy_j, b.energy_j),
-            lerp(a.net_energy_j, b.net_energy_j),
-            lerp(a.bytes, b.bytes),
-            lerp(a.util_s, b.util_s),
-            lerp(a.covered_s, b.covered_s),
-            b.errors,
-            b.implausible,
-            lerp(a.clock_s, b.clock_s),
-            lerp(a.clock_dt, b.clock_dt),
-            lerp(a.plim_s, b.plim_s),
-            lerp(a.plim_dt, b.plim_dt),
-            lerp(a.unobs_s, b.unobs_s),
-            tuple(lerp(x, y) for x, y in zip(a.pipe_s, b.pipe_s, strict=True)),
-            lerp(a.pipe_dt, b.pipe_dt),
+            t, a.wall + w * (b.wall - a.wall), b.errors, b.implausible, a.sums + w * (b.sums - a.sums)
         )
 
     def _start(self, t_s: float) -> None:
@@ -549,18 +526,17 @@ class DeviceAccount:
             net += iv.dnet * f
         return dt, net
 
-    def _observables(self, w: OpenWorkload, end: _Point, dur: float) -> dict[str, Any]:
+    def _observables(self, w: OpenWorkload, end: _Point, d: dict[str, float], dur: float) -> dict[str, Any]:
         """The sound bound's observables of a workload (Measurement fields): unobserved time (gaps no counter
         spans + the sensor's blind share of the rest), clock range, peak power, pipe activity, windows."""
-        b = w.base
-        gaps = max(0.0, end.unobs_s - b.unobs_s)
+        gaps = max(0.0, d["unobs_s"])
         f = min(1.0, max(0.0, self.ctx.unobserved_fraction))
         out: dict[str, Any] = {"unobserved_s": gaps + f * max(0.0, dur - gaps)}
         obs = w.observed
-        pipe_dt = end.pipe_dt - b.pipe_dt
+        pipe_dt = d["pipe_dt"]
         if pipe_dt > 0 and pipe_dt >= (dur - gaps) * (1 - 1e-6):
             # every observed interval had the four pipe counters: they bound that time on their own
-            out["pipe_active_s"] = {k: max(0.0, end.pipe_s[i] - b.pipe_s[i]) for i, k in enumerate(PIPES)}
+            out["pipe_active_s"] = {k: max(0.0, d[f"pipe_{k}"]) for k in PIPES}
             out["pipe_observed_s"] = pipe_dt
         if obs is not None:
             out["min_sm_clock_mhz"] = obs.lo if math.isfinite(obs.lo) else None
@@ -570,17 +546,17 @@ class DeviceAccount:
         return out
 
     def _measure(self, w: OpenWorkload, end: _Point, cut: str | None = None) -> Measurement:
-        b = w.base
+        b, d = w.base, end.since(w.base)
         dur = max(0.0, end.t - b.t)
-        net = end.net_energy_j - b.net_energy_j
-        tb = (end.bytes - b.bytes) / 1e12 if self.ctx.has_dram else None
-        mean_util = (end.util_s - b.util_s) / dur if dur > 0 else None
-        coverage = min(1.0, (end.covered_s - b.covered_s) / dur) if dur > 0 else None
+        net = d["net_energy_j"]
+        tb = d["bytes"] / 1e12 if self.ctx.has_dram else None
+        mean_util = d["util_s"] / dur if dur > 0 else None
+        coverage = min(1.0, d["covered_s"] / dur) if dur > 0 else None
         errors = end.errors - b.errors
         implausible = end.implausible - b.implausible
-        clock_dt, plim_dt = end.clock_dt - b.clock_dt, end.plim_dt - b.plim_dt
-        mean_clock = (end.clock_s - b.clock_s) / clock_dt if clock_dt > 0 else None
-        mean_plim = (end.plim_s - b.plim_s) / plim_dt if plim_dt > 0 else None
+        clock_dt, plim_dt = d["clock_dt"], d["plim_dt"]
+        mean_clock = d["clock_s"] / clock_dt if clock_dt > 0 else None
+        mean_plim = d["plim_s"] / plim_dt if plim_dt > 0 else None
         warnings: list[str] = [cut_warning(cut)] if cut is not None else []
         # physically impossible telemetry: in the workload, or power without utilisation on the device
         if w.consistency is not None:
@@ -613,7 +589,7 @@ class DeviceAccount:
             start_wall=w.start_wall,
             end_wall=end.wall,
             duration_s=dur,
-            energy_j=end.energy_j - b.energy_j,
+            energy_j=d["energy_j"],
             net_energy_j=net,
             idle_power_w=self.idle_power_w,
             tb_moved=tb,
@@ -628,7 +604,7 @@ class DeviceAccount:
             device_name=self.ctx.name,
             spec_key=self.ctx.spec.key if self.ctx.spec is not None else None,
             context=self.context,
-            **self._observables(w, end, dur),
+            **self._observables(w, end, d, dur),
         )
 
     def _row(self, w: OpenWorkload, end: _Point, *, status: str, cut: str | None = None) -> WorkloadRow:
@@ -767,6 +743,5 @@ __all__ = [
     "DeviceAccount",
     "DeviceContext",
     "OpenWorkload",
-    "Totals",
     "cut_warning",
 ]

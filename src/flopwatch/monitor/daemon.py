@@ -37,19 +37,14 @@ from typing import TYPE_CHECKING, Any
 
 from flopwatch import __version__
 from flopwatch.errors import ConfigError, LedgerError
-from flopwatch.monitor.accounting import (
-    AccountPorts,
-    AccountSettings,
-    DeviceAccount,
-    DeviceContext,
-    Totals,
-)
+from flopwatch.monitor.accounting import AccountPorts, AccountSettings, DeviceAccount, DeviceContext
 from flopwatch.monitor.assess import AssessFn, ProfileAssessor
 from flopwatch.monitor.config import MonitorConfig
 from flopwatch.monitor.exporter import DeviceSample, MonitorMetrics
 from flopwatch.monitor.ledger import Ledger
 from flopwatch.monitor.recovery import recover
 from flopwatch.monitor.rows import Assessment, Measurement, WorkloadRow
+from flopwatch.monitor.totals import Totals
 from flopwatch.monitor.window import (
     WindowVerdict,
     WindowVerdictFn,
@@ -66,7 +61,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("flopwatch.monitor")
 
-__all__ = ["DeviceAccount", "Monitor", "MonitorResult", "Totals"]
+__all__ = ["Monitor", "MonitorResult"]
 
 
 @dataclass
@@ -664,11 +659,6 @@ def _recorded_kind(info: dict[str, Any]) -> str:
     that a verifier flags it as it flags ``replay:`` (issue 21 item 6)."""
     kind = str(info.get("kind"))
     return f"replay of {kind} history" if info.get("replayed") else kind
-
-
-def _sampling_checks(sensors: list[Sensor], rate_hz: float) -> dict[str, Any]:
-    """:func:`_sampling_check` of each sensor, by device id."""
-    return {s.info().device_id: _sampling_check(s.info(), rate_hz) for s in sensors}
 
 
 def _seed_in_force(seeds: dict[str, int | None], configured: int | None) -> Any:

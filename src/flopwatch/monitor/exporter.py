@@ -1,25 +1,8 @@
 """Prometheus exposition of the daemon's live state (prometheus-client, own registry, no globals).
 
-Metric names follow the Prometheus naming guide (base units, ``_total`` for counters, ``_ratio`` for 0–1):
-
-=========================================== ======= =====================================================
-``flopwatch_energy_joules_total{device}``    counter gross energy measured since the ledger began
-``flopwatch_power_watts{device}``            gauge   latest power reading
-``flopwatch_utilization_ratio{device}``      gauge   latest busy ratio 0–1
-``flopwatch_estimated_flops_total{device}``  counter estimated FLOPs since the ledger began (all busy time)
-``flopwatch_workloads_total{device,status}`` counter workloads recorded, by status
-``flopwatch_workload_active{device}``        gauge   1 while a workload is open
-``flopwatch_sensor_errors_total{device}``    counter failed sensor reads
-``flopwatch_info{version,...}``              info    version, profile hash, ledger key fingerprint
-=========================================== ======= =====================================================
-
-plus ``flopwatch_net_energy_joules_total{device}``, ``flopwatch_outside_workload_net_energy_joules_total{device}``,
-``flopwatch_workload_estimated_flops{device}`` (running estimate of the open workload) and
-``flopwatch_ledger_head_seq`` (compare with the ledger to detect truncation),
-``flopwatch_idle_power_min_watts{device}`` (lowest settled idle power) and the running window verdict:
-``flopwatch_window_verdict{flopwatch_window_verdict=above|below|uncertain|n/a}`` (a state set: 1 for the
-current state), ``flopwatch_window_lower_flops``, ``flopwatch_window_upper_flops`` (+Inf: unknown),
-``flopwatch_window_seconds``. The verdict comes from a swappable function (see ``monitor/window.py``).
+Metric names follow the Prometheus naming guide (base units, ``_total`` for counters, ``_ratio`` for 0–1); the
+list with types and labels is docs/monitor.md ("Prometheus"), each metric's help text is below. The running window
+verdict behind ``flopwatch_window_verdict`` comes from a swappable function (see ``monitor/window.py``).
 
 The same port serves the ledger's witness endpoints (docs/monitor.md, "Witnessing"): ``GET /head`` — the newest
 signed tree head as JSON ``{"size", "root", "time", "signature", "key_id"}`` — and

@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flopwatch.monitor.accounting import Totals, cut_warning
+from flopwatch.monitor.accounting import cut_warning
 from flopwatch.monitor.ledger import Ledger
 from flopwatch.monitor.rows import WorkloadRow
+from flopwatch.monitor.totals import Totals
 from flopwatch.text import literal
 
 log = logging.getLogger("flopwatch.monitor")

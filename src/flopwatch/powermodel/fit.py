@@ -118,6 +118,16 @@ def _check_frame(df: pd.DataFrame, cols: Sequence[str], what: str) -> None:
         raise InputError(f"{what}: data lacks column(s) {', '.join(missing)}", field=missing[0])
 
 
+def grouping_keys(df: pd.DataFrame, by: str, x: str) -> list[str]:
+    """The key columns of grouping ``by`` for a fit of power on ``x``, once ``df`` is checked to hold them."""
+    if by not in BY_KEYS:
+        raise InputError(f"unknown grouping {by!r}; expected 'gpu', 'dtype' or 'cell'", field="by")
+    if x not in X_COLUMNS:
+        raise InputError(f"unknown predictor {x!r}; expected one of {', '.join(X_COLUMNS)}", field="x")
+    _check_frame(df, [*BY_KEYS[by], x, "power_w"], "fit_power_model")
+    return list(BY_KEYS[by])
+
+
 def _clean(df: pd.DataFrame, x: str, y: str = "power_w") -> pd.DataFrame:
     ok = df[x].notna() & df[y].notna() & (df[y] > 0)
     return df[ok]
@@ -404,12 +414,7 @@ def fit_power_model(df: pd.DataFrame, by: str = "gpu", x: str = "mfu_pct") -> Po
     """
     import pandas as pd
 
-    if by not in BY_KEYS:
-        raise InputError(f"unknown grouping {by!r}; expected 'gpu', 'dtype' or 'cell'", field="by")
-    if x not in X_COLUMNS:
-        raise InputError(f"unknown predictor {x!r}; expected one of {', '.join(X_COLUMNS)}", field="x")
-    keys = list(BY_KEYS[by])
-    _check_frame(df, [*keys, x, "power_w"], "fit_power_model")
+    keys = grouping_keys(df, by, x)
     d = _clean(df, x)
     if d.empty:
         raise InputError(f"no rows with both power_w and {x}", field=x)

@@ -78,19 +78,14 @@ def power_predictions_oos(
     """
     import pandas as pd
 
-    from flopwatch.powermodel.fit import BY_KEYS, X_COLUMNS, _check_frame, grouped_ols
+    from flopwatch.powermodel.fit import grouped_ols, grouping_keys
 
-    if by not in BY_KEYS:
-        raise InputError(f"unknown grouping {by!r}; expected 'gpu', 'dtype' or 'cell'", field="by")
-    if x not in X_COLUMNS:
-        raise InputError(f"unknown predictor {x!r}; expected one of {', '.join(X_COLUMNS)}", field="x")
-    keys = list(BY_KEYS[by])
-    _check_frame(df, [*keys, x, "power_w"], "fit_power_model")
+    keys = grouping_keys(df, by, x)
     plain = df.copy(deep=False)
     plain.attrs = {}  # every pandas operation deep-copies attrs; nothing here needs them
     pred_all = np.full(len(df), np.nan)
     fold_all = np.full(len(df), -1, dtype=np.int64)
-    for gpu in pd_unique(plain["gpu"]):
+    for gpu in plain["gpu"].unique():
         gmask = (plain["gpu"] == gpu).to_numpy()
         sub = plain[gmask]
         gidx = np.flatnonzero(gmask)
@@ -122,12 +117,6 @@ def power_predictions_oos(
     out["pred_w"] = pred_all
     out["fold"] = fold_all
     return out
-
-
-def pd_unique(s: pd.Series) -> list[Any]:
-    import pandas as pd
-
-    return list(pd.unique(s))
 
 
 def _errors(y: np.ndarray, yhat: np.ndarray) -> dict[str, float]:
@@ -163,7 +152,7 @@ def evaluate_power_oos(
     }
     y = df["power_w"].to_numpy()
     fitted_in = {by: (y - ins[by].resid.reindex(df.index).to_numpy()) for by in bys}
-    for gpu in pd_unique(df["gpu"]):
+    for gpu in df["gpu"].unique():
         m = (df["gpu"] == gpu).to_numpy()
         row: dict[str, Any] = {"n": int(m.sum())}
         for by in bys:
@@ -255,7 +244,7 @@ def evaluate_inverse(
         "per_gpu": {},
         "per_dtype": [],
     }
-    for gpu in pd_unique(d["gpu"]):
+    for gpu in d["gpu"].unique():
         sub = d[d["gpu"] == gpu]
         variants = [False, True] if util_meaningful(gpu, sub) else [False]
         gpu_res: dict[str, Any] = {"n": len(sub), "util_used": variants[-1]}
@@ -295,7 +284,7 @@ def evaluate_inverse(
                     "bound_known_dtype": _bound_stats(y, bound_known),
                     "bound_unknown_dtype": _bound_stats(y, bound_unknown),
                 }
-                for dt in pd_unique(sub["dtype"]):
+                for dt in sub["dtype"].unique():
                     m = (sub["dtype"] == dt).to_numpy()
                     out["per_dtype"].append(
                         {
@@ -347,7 +336,7 @@ class InverseModel:
         d["flop_rate"] = d["tokens_per_s"] * d["flops_per_token"]
         self.coef_: dict[tuple[str, str], dict[str, Any]] = {}
         self.pooled_: dict[str, dict[str, Any]] = {}
-        for gpu in pd_unique(d["gpu"]):
+        for gpu in d["gpu"].unique():
             sub = d[d["gpu"] == gpu]
             uu = self.use_util and util_meaningful(gpu, sub)
             self.pooled_[gpu] = {"coef": _fit_rate(sub, uu).tolist(), "util": uu, "n": len(sub)}

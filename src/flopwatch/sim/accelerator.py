@@ -15,7 +15,7 @@ Small batches give a low η_c (skinny matmuls) and low arithmetic intensity give
 host-bound (util ≪ 1), exactly the regime the Jetson study's frontier gate (util ≥ 80 %) excludes. Constants and
 where each comes from are in :data:`SIM_PARAMS`.
 
-**Power** — :mod:`flopwatch.sim.power` (MASCOTS per-cell MFU lines, or the spec-based shape), at the MFU the
+**Power** — :mod:`flopwatch.powermodel.device_power` (MASCOTS per-cell MFU lines, or the spec-based shape), at the MFU the
 roofline produces, times two seeded offsets of the size the MASCOTS data shows: the per-cell residual SD (how far one
 architecture sits from its cell's MFU line; a property of the workload, so seeded by its label) and the cross-repeat
 noise floor (run to run). A power cap or locked clock then moves the operating point (:mod:`flopwatch.sim.dvfs`).
@@ -41,9 +41,9 @@ import numpy as np
 
 from flopwatch.devices import DeviceSpec, get_device, normalize_dtype
 from flopwatch.errors import ConfigError, InputError
+from flopwatch.powermodel.device_power import PowerModel, power_model_for
 from flopwatch.records import WorkloadRecord
 from flopwatch.sim.dvfs import DVFSModel
-from flopwatch.sim.power import PowerModel, power_model_for
 
 # z-scores of the 10th/90th percentile of a normal distribution, for the step-time summary.
 _Z90 = 1.2815515655446004

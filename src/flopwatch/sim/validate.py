@@ -63,8 +63,8 @@ def replay_mascots(
     the cell lines are refitted without that architecture and only its runs are replayed (out of sample).
     """
     from flopwatch.powermodel.datasets import load_mascots
+    from flopwatch.powermodel.device_power import build_power_model
     from flopwatch.powermodel.mfu import GPU_DEVICE_KEYS, canonical_gpu
-    from flopwatch.sim.power import build_power_model
 
     g = canonical_gpu(gpu)
     df = load_mascots(g)

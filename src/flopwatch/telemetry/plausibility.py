@@ -167,11 +167,6 @@ def check_reading(reading: Reading, spec: DeviceSpec | None = None) -> tuple[str
     return check_values({c: getattr(reading, c) for c in FLOAT_COLUMNS}, spec)
 
 
-def check_power_rate(power_w: float, spec: DeviceSpec | None = None) -> tuple[str, ...]:
-    """Problems with an average power derived from a counter delta (``ΔE/Δt``)."""
-    return check_values({"power_w": power_w}, spec)
-
-
 def check_counter_step(
     delta_j: float, since_change_s: float, spec: DeviceSpec | None = None
 ) -> tuple[str, ...]:

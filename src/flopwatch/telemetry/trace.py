@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from flopwatch.errors import InputError
 from flopwatch.io import atomic_path
 from flopwatch.telemetry.integrate import Window, integrate_windows
@@ -163,22 +161,6 @@ class Trace:
         )
 
     # ------------------------------------------------------------------ physics
-    def _device_frames(self, device: str | None) -> list[tuple[str, pd.DataFrame]]:
-        s = self.samples
-        devs = self.devices() if device is None else [device]
-        return [(d, s[s["device"] == d]) for d in devs]
-
-    def median_period_s(self, device: str | None = None) -> float:
-        periods = []
-        for _, d in self._device_frames(device):
-            t = d["t_s"].to_numpy()
-            if t.size >= 2:
-                periods.append(float(np.median(np.diff(t))))
-        if not periods:
-            rate = self.metadata.get("rate_hz")
-            return 1.0 / float(rate) if rate else math.nan
-        return float(np.median(periods))
-
     def energy(
         self,
         t0: float,

@@ -128,18 +128,6 @@ def model_flops_per_step(config: WorkloadConfig) -> int:
     return 6 * matmul_weight_count(c) * c.tokens_per_step + attn
 
 
-def mfu_flops_per_step(config: WorkloadConfig, convention: str = "hardware", attention: str = "fused") -> int:
-    """FLOPs per step under an MFU convention: ``hardware`` (counted, ``attention`` convention) or ``model``."""
-    if convention == "hardware":
-        return closed_form_flops_per_step(config, attention)
-    if convention == "model":
-        return model_flops_per_step(config)
-    raise ConfigError(
-        f"MFU convention must be one of {', '.join(MFU_CONVENTIONS)}, got {convention!r}",
-        field="mfu_convention",
-    )
-
-
 # ----------------------------------------------------------------------------------- published formulas
 def _vocab(c: WorkloadConfig) -> int:
     return c.vocab_size if isinstance(c, GPTConfig) else c.d_model  # the encoder's head as "logits"
