@@ -158,7 +158,7 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
     t.add_column("value", justify="right")
     dm = summary["default_model"]
     if summary.get("component") not in (None, dm):  # "default" without DRAM traffic → "default-p"
-        dm = f"{dm} → {summary['component']}"
+        dm = f"{dm}, as {summary['component']}: no DRAM counter"
     rows = [
         ("workloads run / frontier", f"{summary['n_workloads']} / {summary['n_frontier']}"),
         ("idle power", f"{summary['idle_power_w']:.2f} W"),
