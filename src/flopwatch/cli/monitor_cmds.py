@@ -9,7 +9,16 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, fmt_flops, literal, new_app, print_fit, styled
+from flopwatch.cli._output import (
+    EXIT_INTERRUPTED,
+    console,
+    echo_json,
+    fmt_flops,
+    literal,
+    new_app,
+    print_fit,
+    styled,
+)
 
 ledger_app = new_app("Inspect and verify a monitor ledger.")
 
@@ -501,6 +510,9 @@ def monitor_command(
             field="--duration",
         )
     res = Monitor(cfg).run()
+    # Ctrl-C ends the session cleanly (ledger closed, summary below) and, as for every command, with status 130;
+    # SIGTERM (systemd's stop) is the daemon's normal end: 0
+    code = EXIT_INTERRUPTED if res.end_reason == "SIGINT" else 0
     if json_out:
         echo_json(
             {
@@ -515,10 +527,13 @@ def monitor_command(
     else:
         if res.workloads:
             _print_workloads(console(), res.workloads, "Workloads recorded this session")
-            typer.echo(
-                f"flopwatch monitor: {literal(res.end_reason)}; {len(res.workloads)} workload(s) recorded in "
-                f"{literal(cfg.ledger)} (head {res.ledger_head[0]}:{res.ledger_head[1]})"
-            )
+        typer.echo(
+            f"flopwatch monitor: {literal(res.end_reason)}; {len(res.workloads)} "
+            f"workload{'' if len(res.workloads) == 1 else 's'} recorded in "
+            f"{literal(cfg.ledger)} (head {res.ledger_head[0]}:{res.ledger_head[1]})"
+        )
+    if code:
+        raise typer.Exit(code)
 
 
 #: MonitorConfig setting → the option that sets it (for errors about options).
