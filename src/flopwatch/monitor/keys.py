@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from flopwatch.errors import InputError, LedgerError
-from flopwatch.io import atomic_write
+from flopwatch.io import atomic_write, read_bytes
 
 _PEM_RE = re.compile(
     r"-----BEGIN (PUBLIC KEY|PRIVATE KEY)-----[\r\n]+[A-Za-z0-9+/=\r\n]+-----END \1-----", re.S
@@ -82,23 +82,6 @@ class Pin:
         return out
 
 
-def _read_small(p: Path) -> bytes:
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise InputError("is a symlink; refusing to read a key through it", file=str(p)) from None
-        raise InputError(f"cannot read key: {e.strerror}", file=str(p)) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):  # checked before fdopen, which refuses a directory itself
-        os.close(fd)
-        raise InputError("not a regular file", file=str(p))
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(_MAX_KEY_BYTES + 1)
-    if len(data) > _MAX_KEY_BYTES:
-        raise InputError("too large to be a PEM key", file=str(p))
-    return data
-
-
 def parse_pin(text: str, source: str = "") -> Pin:
     """A pin from PEM text: a public key (or a private key, whose public half is taken) + optional genesis."""
     m = _PEM_RE.search(text)
@@ -122,7 +105,8 @@ def parse_pin(text: str, source: str = "") -> Pin:
 def load_pin(path: str | os.PathLike[str]) -> Pin:
     """Read a pin file (``LEDGER.pub`` or an export); InputError on anything else."""
     p = Path(path)
-    data = _read_small(p)
+    # a link is refused: whoever planted it chose which key a verifier trusts
+    data = read_bytes(p, kind="PEM key", max_bytes=_MAX_KEY_BYTES, follow_symlinks=False)
     return parse_pin(data.decode("ascii", errors="replace"), str(p))
 
 
