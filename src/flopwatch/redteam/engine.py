@@ -20,21 +20,23 @@ import numpy as np
 
 from flopwatch.detect import HysteresisParams, OnlineDetector
 from flopwatch.devices import get_device
-from flopwatch.estimate.calibrate import calibrate
-from flopwatch.estimate.features import FrontierGate
 from flopwatch.estimate.profile import Profile
-from flopwatch.records import RecordSet, WorkloadRecord
 from flopwatch.redteam.case import Case, profile_hash, shape
 from flopwatch.redteam.families import Family
 from flopwatch.redteam.observe import combine, exact_values, phase_windows, sampled_values
+from flopwatch.redteam.simulated import (
+    RUN_S,
+    datacenter_family,
+    home_dtype,
+    make_acc,
+    orin_family,
+    sim_profile,
+    with_dtype,
+)
 from flopwatch.sensor_timing import sensor_timing
-from flopwatch.sim.accelerator import SimulatedAccelerator, SimulatedRun, sim_params
+from flopwatch.sim.accelerator import SimulatedAccelerator, SimulatedRun
 from flopwatch.telemetry.sampler import sample_instants
-from flopwatch.workloads.config import GPTConfig
-from flopwatch.workloads.formulas import WorkloadDescription, describe
-from flopwatch.workloads.sweeps import get_sweep
-
-RUN_S = 60.0  # seconds per simulated run
+from flopwatch.workloads.formulas import WorkloadDescription
 
 
 @dataclass
@@ -51,7 +53,9 @@ class World:
         d = dtype or home_dtype(key)
         if (key, d) not in self._fams:
             self._fams[(key, d)] = (
-                orin_family(self.quick, d) if key == "orin-nano" else dc_family(self.quick, d)
+                orin_family(quick=self.quick, dtype=d)
+                if key == "orin-nano"
+                else datacenter_family(d, quick=self.quick)
             )
         return self._fams[(key, d)]
 
@@ -69,77 +73,9 @@ class World:
         k = (key, ex)
         if k not in self._profiles:
             ws = [w for w in self.family(key) if shape(w.label) not in ex]
-            acc, runs = run_all(key, ws, self.cal_seed)
-            recs = [to_record(acc, r) for r in runs]
-            prof = calibrate(
-                RecordSet(recs, source=f"<simulated {key}>"),
-                gate=FrontierGate(0.8, home_dtype(key)),
-                device=key,
-            )
+            prof = sim_profile(key, ws, home_dtype(key), seed=self.cal_seed)
             self._profiles[k] = (prof, tuple(w.label for w in ws))
         return self._profiles[k]
-
-
-def home_dtype(key: str) -> str:
-    return "fp32" if key == "orin-nano" else "bf16"
-
-
-def dc_family(quick: bool, dtype: str) -> list[WorkloadDescription]:
-    """GPT training configurations sized for A100/H100/H200 (width, depth, batch and sequence vary)."""
-    shapes = [
-        (768, 12, 16, 1024), (1024, 24, 16, 1024), (1536, 16, 8, 2048), (2048, 16, 8, 2048),
-        (1024, 12, 32, 512), (1280, 20, 8, 1024), (1536, 24, 16, 1024), (2048, 24, 4, 2048),
-        (768, 6, 32, 1024), (2560, 16, 4, 2048), (1024, 16, 8, 2048), (1792, 12, 16, 1024),
-    ]  # fmt: skip
-    out = []
-    for d, L, b, s in shapes[:8] if quick else shapes:
-        c = GPTConfig(
-            d_model=d, num_layers=L, batch_size=b, seq_len=s, vocab_size=32768, steps=100, precision=dtype
-        )
-        out.append(describe(c, counter="closed_form"))
-    return out
-
-
-def orin_family(quick: bool, dtype: str = "fp32") -> list[WorkloadDescription]:
-    """The Jetson study's fp32 configurations (simulated on the Orin Nano twin), in ``dtype``."""
-    cfgs = get_sweep("jetson-fp32")
-    ws = [describe(c, counter="closed_form") for c in (cfgs[:14] if quick else cfgs)]
-    return ws if dtype == "fp32" else [with_dtype(w, dtype) for w in ws]
-
-
-def with_dtype(w: WorkloadDescription, dtype: str) -> WorkloadDescription:
-    return dataclasses.replace(w, dtype=dtype, label=shape(w.label) + f"_{dtype}")
-
-
-def make_acc(
-    key: str, seed: int, *, cap: float | None = None, clock: float | None = None, tail: bool = True
-) -> SimulatedAccelerator:
-    params = None if tail else dataclasses.replace(sim_params(key), tail_s=0.0)
-    return SimulatedAccelerator(key, seed=seed, power_cap_w=cap, locked_clock_mhz=clock, params=params)
-
-
-def run_all(
-    key: str, ws: Sequence[WorkloadDescription], seed: int, cap: float | None = None
-) -> tuple[SimulatedAccelerator, list[SimulatedRun]]:
-    acc = make_acc(key, seed, cap=cap)
-    acc.idle(10.0)
-    runs = []
-    for w in ws:
-        runs.append(acc.run(w, duration_s=RUN_S))
-        acc.idle(10.0)
-    return acc, runs
-
-
-def to_record(acc: SimulatedAccelerator, run: SimulatedRun) -> WorkloadRecord:
-    v = exact_values(acc, run.start_s, run.end_s, [run])
-    extra: dict[str, Any] = {"mean_sm_clock_mhz": v["sm_clock_mhz"]}
-    if v["power_limit_w"] is not None:
-        extra["power_limit_w"] = v["power_limit_w"]
-    return WorkloadRecord(
-        label=run.label, net_energy_j=v["net_energy_j"], duration_s=v["duration_s"], mean_util=v["mean_util"],
-        tb_moved=v["tb_moved"], total_flops=run.total_flops, dtype=run.workload.dtype, idle_power_w=acc.idle_power_w,
-        device_name=acc.spec.key, simulated=True, extra=extra,
-    )  # fmt: skip
 
 
 def _case(
