@@ -12,8 +12,9 @@ from flopwatch.estimate.observe import Observables
 from flopwatch.estimate.sound import blind_split, device_basis, pipe_coverage, sound_upper
 from flopwatch.estimate.verdict import ACCUSATION_CONFIDENCE, assess, context_warnings
 from flopwatch.redteam import run_suite
-from flopwatch.redteam.engine import World, make_acc
+from flopwatch.redteam.engine import World
 from flopwatch.redteam.observe import exact_values, keep_set
+from flopwatch.redteam.simulated import make_acc
 from flopwatch.redteam.suite import sim_honest
 from flopwatch.sensor_timing import check_sampling
 
@@ -129,10 +130,14 @@ def test_sampling_adequacy_is_per_device_and_sensor():
     # NVML's energy counter is cumulative: 2 Hz reads it often enough (its blind 75 % is unobserved time, not
     # a rate problem)
     assert context_warnings({"sample_rate_hz": 2.0, "sensor_kind": "nvml"}, None, device="h100") == []
-    # a sensor the table does not know: the flat 1 Hz rule
-    w = context_warnings({"sample_rate_hz": 0.5, "sensor_kind": "mystery"}, None, device="h100")
-    assert any("below the 1 Hz" in x for x in w)
-    assert context_warnings({"sample_rate_hz": 1.5, "sensor_kind": "mystery"}, None, device="h100") == []
+    # a sensor the table does not know: its blind time is unknown at any rate (round 5; it was the flat 1 Hz
+    # rule, which let an unknown spelling of "nvml" read as fully observed)
+    for rate in (0.5, 1.5, 100.0):
+        w = context_warnings({"sample_rate_hz": rate, "sensor_kind": "mystery"}, None, device="h100")
+        assert any(x.startswith("sensor timing unknown") for x in w)
+    # no sensor kind recorded: the flat 1 Hz rule
+    assert any("below the 1 Hz" in x for x in context_warnings({"sample_rate_hz": 0.5}, None, device="h100"))
+    assert context_warnings({"sample_rate_hz": 1.5}, None, device="h100") == []
 
 
 def test_a_rate_without_an_explicit_unobserved_time_feeds_it_from_the_table():

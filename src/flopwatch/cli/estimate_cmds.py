@@ -149,7 +149,7 @@ def estimate_cmd(
     declared: str | None = typer.Option(
         None,
         "--declared",
-        help="Declared FLOP count (e.g. 1.2e14): say consistent/inconsistent per record.",
+        help="Declared FLOP count (e.g. 1.2e14): say consistent/inconsistent/unverified per record (unverified: a warning forbids trusting the bounds).",
     ),
     strict: bool = typer.Option(
         False,

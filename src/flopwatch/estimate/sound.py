@@ -31,6 +31,7 @@ at a lower MFU), a clock above the calibrated one ((V ratio)² as above), and th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -70,6 +71,14 @@ FORMAT_MFU_ALLOWANCE = 0.8
 #: power controller holds the average to its limit; 20 % allows a reading's own error).
 IMPOSSIBLE_POWER_FACTOR = 1.2
 IMPOSSIBLE_CLOCK_FACTOR = 1.02
+#: Net power a clock reading allows: dynamic power is C·V²·f·activity and V ≤ V_max, so at clock f a device
+#: draws at most f/f_max of what it draws at f_max with the same work — taken as this × its net TDP (TDP − idle:
+#: the power controller holds the board near its limit at f_max; 1.5 leaves room for a workload that would
+#: exceed the limit unthrottled). A reading of a clock too low for the power drawn is a lying clock (round 5):
+#: the rate term's clock ratio is never taken below net power ÷ (this × net TDP), and a run whose mean net
+#: power needs more than its highest recorded clock is a warning. The simulated twins' honest runs (A100, H100,
+#: H200; every format, locked clocks 25–100 %, 300 W caps; seed 2) draw at most 0.86 × net TDP × f/f_max.
+CLOCK_POWER_FACTOR = 1.5
 
 
 def _table(spec: DeviceSpec) -> DeviceSpec:
@@ -151,7 +160,7 @@ def device_basis(spec: DeviceSpec, obs: Observables | None = None) -> DeviceBasi
             f"peak override in force for {spec.key} ({spec.sources[-1]}): the verdict uses max(datasheet, override)"
         )
     cands = [(spec, peaks)]
-    seen_p = obs.peak_power_w if obs is not None else None
+    seen_p = _least_peak_power(obs)
     seen_f = obs.max_sm_clock_mhz if obs is not None else None
     bad_p = seen_p is not None and seen_p > IMPOSSIBLE_POWER_FACTOR * spec.tdp_w
     bad_f = (
@@ -175,7 +184,7 @@ def device_basis(spec: DeviceSpec, obs: Observables | None = None) -> DeviceBasi
         what = " and ".join(
             x
             for x in (
-                f"peak power {seen_p:.4g} W > {IMPOSSIBLE_POWER_FACTOR:g} × TDP {spec.tdp_w:g} W"
+                f"power {seen_p:.4g} W (peak, or the run's mean) > {IMPOSSIBLE_POWER_FACTOR:g} × TDP {spec.tdp_w:g} W"
                 if bad_p
                 else "",
                 f"SM clock {seen_f:.0f} MHz > {spec.max_sm_clock_mhz:.0f} MHz" if bad_f else "",
@@ -207,6 +216,22 @@ def device_basis(spec: DeviceSpec, obs: Observables | None = None) -> DeviceBasi
         pipes=pipes,
         warnings=tuple(warns),
     )
+
+
+def _least_peak_power(obs: Observables | None) -> float | None:
+    """The least peak power the observations imply: the recorded peak, and never under the run's mean power
+    (net energy ÷ duration + its idle baseline; 0 W idle when none is recorded). A row that leaves its peak
+    power out still shows its mean (round 5: an H100 relabelled "A100" with no ``peak_power_w`` recorded). The
+    mean over the whole run, not per window: a counter read twice inside one update period can show a window
+    at twice its power."""
+    if obs is None:
+        return None
+    p = obs.peak_power_w
+    t, e = finite(obs.duration_s), finite(obs.net_energy_j)
+    if t is not None and t > 0 and e is not None and e > 0:
+        mean = e / t + max(0.0, finite(obs.idle_power_w) or 0.0)
+        p = mean if p is None else max(float(p), mean)
+    return p
 
 
 @dataclass(frozen=True)
@@ -272,12 +297,19 @@ def sound_upper(
     """The sound upper bound (module docstring). ``idle_excess_w``: how far the run's idle baseline sits above
     the verifier's reference (its energy is given back to the run). ``assume_clock_mhz`` (for the "what would
     tighten it" hints only): evaluate as if the lowest and highest clock had been observed at this value."""
+    missing = window_deficit_s(obs)
+    if missing > 0:  # run time neither a window nor the unobserved time holds: unobserved (at peak)
+        obs = dataclasses.replace(obs, unobserved_s=float(obs.unobserved_s or 0.0) + missing)
     w = obs.windows
     if w is None or len(w) == 0:
         w = run_windows(obs, idle_excess_w * max(0.0, float(obs.duration_s) - float(obs.unobserved_s or 0.0)))
         e = w.net_energy_j
+        power_dt = np.array(
+            [max(float(obs.duration_s), float(w.dt_s[0]))]
+        )  # the run's energy spans all of it
     else:
         e = np.maximum(w.net_energy_j, 0.0) + idle_excess_w * w.dt_s
+        power_dt = w.dt_s
     dt = w.dt_s
     fmax = dev.max_clock_mhz
     n = dt.size
@@ -289,6 +321,7 @@ def sound_upper(
     if fmax:
         clk = np.where(np.isfinite(cmax) & (cmax > 0), np.maximum(cmax, 0.0) / fmax, 1.0)
         clk = np.maximum(clk, np.where(np.isfinite(cmin), cmin / fmax, 0.0))
+        clk = np.maximum(clk, clock_floor(dev, e, power_dt))  # a clock reading too low for the power drawn
         lo = np.where(np.isfinite(cmin) & (cmin > 0), np.clip(cmin / fmax, V_MIN_RATIO, 1.0), V_MIN_RATIO)
         allow = 1.0 / lo**2
     else:
@@ -312,6 +345,14 @@ def sound_upper(
     idx = np.argmin(stack, axis=0)
     per_window = stack[idx, np.arange(n)]
     seen = float(np.sum(per_window))
+    # Net energy the run's total shows beyond what its windows hold (an energy counter above the power samples'
+    # trapezoids, or windows that left some out: round 5) was spent in some window nobody can name: it raises
+    # the bound by at most its η_max × the largest DVFS allowance, and no window beyond its rate and pipe terms.
+    unplaced = unplaced_energy_j(obs)
+    if unplaced > 0 and n > 0:
+        cap = np.min(np.vstack([t for i, t in enumerate(terms) if i != 1]), axis=0)
+        room = float(np.sum(np.maximum(cap - per_window, 0.0)))
+        seen += min(unplaced * dev.eta_at_max_clock * float(np.max(allow)), room)
     names = ("rate", "energy", "pipes")
     decided = {names[i]: int(np.sum(idx == i)) for i in range(stack.shape[0]) if np.any(idx == i)}
     main = max(decided, key=lambda k: decided[k]) if decided else "rate"
@@ -369,6 +410,57 @@ def sound_upper(
     )
 
 
+def net_tdp_w(dev: DeviceBasis) -> float:
+    """The net TDP (TDP − idle) implied by η_max at the maximum clock (the smallest of the candidates)."""
+    return dev.peak_fastest / (NET_POWER_FLOOR_FRACTION * dev.eta_at_max_clock)
+
+
+def clock_floor(dev: DeviceBasis, net_energy_j: np.ndarray, dt_s: np.ndarray) -> np.ndarray:
+    """Per window, the least clock ratio f/f_max the net power drawn allows (:data:`CLOCK_POWER_FACTOR`), ≤ 1."""
+    e = np.maximum(net_energy_j, 0.0)
+    p = np.divide(e, dt_s, out=np.zeros_like(e, dtype=np.float64), where=dt_s > 0)
+    r = p / (CLOCK_POWER_FACTOR * net_tdp_w(dev))
+    return np.minimum(np.where(r > 0, r, 0.0), 1.0)  # NaN → 0 (the comparison is False)
+
+
+def clock_contradiction(spec: DeviceSpec, obs: Observables) -> str | None:
+    """A warning when the run's mean net power is more than its highest recorded clock allows
+    (:data:`CLOCK_POWER_FACTOR`): the clock reading is not what the device ran at."""
+    f, fmax = finite(obs.max_sm_clock_mhz), spec.max_sm_clock_mhz
+    t, e = finite(obs.duration_s), finite(obs.net_energy_j)
+    if f is None or not fmax or t is None or t <= 0 or e is None or e <= 0:
+        return None
+    p, allowed = e / t, CLOCK_POWER_FACTOR * max(spec.tdp_w - spec.idle_w, 0.0) * max(f, 0.0) / fmax
+    if p <= allowed:
+        return None
+    return (
+        f"clock reading contradicted by power: a mean net power of {p:.4g} W needs more than the highest recorded "
+        f"SM clock {f:.0f} MHz allows ({allowed:.4g} W at {CLOCK_POWER_FACTOR:g} × net TDP × f/f_max); the "
+        "rate bound takes the clock the power implies"
+    )
+
+
+def window_deficit_s(obs: Observables) -> float:
+    """Seconds of the run its windows and ``unobserved_s`` together leave out (0 without windows): windows
+    that cover 1 s of a 1000 s run, the rest not declared unobserved, must not bound the other 999 s."""
+    w = obs.windows
+    if w is None or len(w) == 0:
+        return 0.0
+    t = finite(obs.duration_s) or 0.0
+    return max(0.0, t - float(np.sum(w.dt_s)) - max(0.0, finite(obs.unobserved_s) or 0.0))
+
+
+def unplaced_energy_j(obs: Observables) -> float:
+    """Net energy of the run (``net_energy_j``, e.g. the energy counter's) beyond the sum of its windows'
+    (0 without windows): energy the windows do not place."""
+    w = obs.windows
+    if w is None or len(w) == 0:
+        return 0.0
+    total = finite(obs.net_energy_j)
+    placed = float(np.sum(np.maximum(np.nan_to_num(w.net_energy_j, nan=0.0), 0.0)))
+    return max(0.0, (total or 0.0) - placed)
+
+
 def pipe_coverage(obs: Observables) -> float | None:
     """Seconds of the run the pipe counters covered: ``pipe_observed_s`` (clamped to the run), else — with the
     four pipes observed — what the energy sensor saw (duration − ``unobserved_s``); None without pipes."""
@@ -422,6 +514,9 @@ def _covered_by_pipes(
     t = max(float(obs.duration_s), 0.0)
     f = obs.max_sm_clock_mhz if obs.max_sm_clock_mhz is not None else assume_clock_mhz
     clk = f / dev.max_clock_mhz if f is not None and f > 0 and dev.max_clock_mhz else 1.0
+    if dev.max_clock_mhz:
+        e_run = np.array([max(0.0, float(obs.net_energy_j))])
+        clk = max(clk, float(clock_floor(dev, e_run, np.array([max(t, 0.0)]))[0]))
     pipes = sum((pa[p] + PIPE_RATIO_RESOLUTION * cov) * dev.pipes.get(p) for p in PIPES) * clk
     rest = max(0.0, t - cov)
     return PipeWhole(pipes, cov, rest, pipes + rest * dev.peak_fastest)
@@ -479,6 +574,9 @@ __all__ = [
     "DeviceBasis",
     "PipePeaks",
     "SoundUpper",
+    "CLOCK_POWER_FACTOR",
+    "clock_contradiction",
+    "clock_floor",
     "clock_ratio_factor",
     "device_basis",
     "dvfs_allowance",
@@ -486,5 +584,7 @@ __all__ = [
     "floor_peaks",
     "slowest_format_ratio",
     "sound_upper",
+    "unplaced_energy_j",
     "verdict_peaks",
+    "window_deficit_s",
 ]

@@ -54,14 +54,17 @@ from flopwatch.estimate.session import widen
 from flopwatch.estimate.sound import (
     SESSION_LOG_SD,
     SoundUpper,
+    clock_contradiction,
     clock_ratio_factor,
     device_basis,
     floor_peaks,
     slowest_format_ratio,
     sound_upper,
+    unplaced_energy_j,
     verdict_peaks,
+    window_deficit_s,
 )
-from flopwatch.sensor_timing import SamplingCheck, check_sampling, sensor_kind_of
+from flopwatch.sensor_timing import SamplingCheck, check_sampling, sensor_kind_of, sensor_timing
 from flopwatch.units import finite
 
 if TYPE_CHECKING:
@@ -82,6 +85,13 @@ ACCUSATION_CONFIDENCE = 0.998
 MIN_SAMPLE_RATE_HZ = 1.0
 #: Sensor kinds that are not a measurement of the device being judged.
 REPLAY_SENSOR_KINDS = ("replay", "sim", "simulated")
+#: Share of a run's net energy its windows may leave unplaced before the two disagree (round 5): an energy
+#: counter integrates what the power samples' trapezoids interpolate, so honest runs differ by the sampling
+#: error of a trapezoid (a few % at the monitor's rates); more is power samples that do not show the energy.
+ENERGY_DISAGREEMENT = 0.10
+#: Share of a run its windows and unobserved time may leave out before it is a warning (they add up to the
+#: duration when built from samples, :func:`~flopwatch.estimate.observe.windows_from_samples`; rounding only).
+WINDOW_DEFICIT_FRACTION = 0.01
 VERDICTS = ("above", "below", "uncertain", "n/a")
 
 
@@ -192,10 +202,11 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
 def with_samples(obs: Observables, sampled: SampledRun) -> Observables:
     """``obs`` tightened by what a trace shows over the run (:func:`~flopwatch.estimate.observe.windows_from_trace`):
     its windows, unobserved time, clock range, peak power and pipe activity (the run's energy and duration stay)."""
+    # the record's own unobserved time (a sensor's blind share) stands: the trace's gaps may only add to it
     return dataclasses.replace(
         obs,
         windows=sampled.windows,
-        unobserved_s=sampled.unobserved_s,
+        unobserved_s=max(sampled.unobserved_s, finite(obs.unobserved_s) or 0.0),
         min_sm_clock_mhz=sampled.min_sm_clock_mhz,
         max_sm_clock_mhz=sampled.max_sm_clock_mhz,
         peak_power_w=sampled.peak_power_w,
@@ -231,17 +242,49 @@ def threshold_verdict(
     return "uncertain"
 
 
-def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> DeviceSpec | None:
-    """The device judged: ``device`` (a spec, a key, an NVML or simulated name, ``h100:0``) through
-    :func:`flopwatch.devices.resolve`; a sensor name that names no model (``jetson:VDD_CPU_GPU_CV``): the
-    profile's device, which it was calibrated on and which the monitor applies it to."""
+def declaration_verdict(
+    lower_flops: float | None,
+    upper_flops: float | None,
+    declared_flops: float,
+    warnings: Sequence[str] = (),
+) -> str:
+    """The one rule for a declared FLOP count, the twin of :func:`threshold_verdict`.
+
+    * "inconsistent" when the declared count is under a finite lower bound (under-declared: the accusation side,
+      which needs no clean run), or over the upper bound of a run with no violated assumption;
+    * "consistent" only when it lies inside the bounds **and** no assumption was violated: a warning means the
+      upper bound may be too low, so an under-declaration could hide inside it (round 5);
+    * otherwise "unverified".
+    """
+    lo, hi = finite(lower_flops), finite(upper_flops)
+    if lo is not None and declared_flops < lo:
+        return "inconsistent"
+    if warnings or hi is None:
+        return "unverified"
+    return "consistent" if declared_flops <= hi else "inconsistent"
+
+
+def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> tuple[DeviceSpec | None, str | None]:
+    """The device judged, and a warning when it is not the one named: ``device`` (a spec, a key, an NVML or
+    simulated name, ``h100:0``, ``jetson:VDD_CPU_GPU_CV``) through :func:`flopwatch.devices.resolve`; without a
+    name, the profile's device (which it was calibrated on and which the monitor applies it to).
+
+    A name given that no device of the verifier's table answers to (a look-alike letter, a zero-width space, a
+    model the table lacks) is judged as the profile's device *with a warning*: the verifier does not know what
+    ran, so the profile's device — maybe a weaker one — may not make a "below" (round 5)."""
     if device:
         spec = resolve(device, str(device).removeprefix("sim:").split(":")[0])
         if spec is not None:
-            return spec
+            return spec, None
+        fallback = resolve_device(profile.device_key) if profile is not None and profile.device_key else None
+        return fallback, (
+            f"device name {str(device)!r} names no device in the verifier's table"
+            + (f"; judged as the profile's device {fallback.key}" if fallback is not None else "")
+            + ": what ran is not known, never 'below'"
+        )
     if profile is not None and profile.device_key:
-        return resolve_device(profile.device_key)
-    return None
+        return resolve_device(profile.device_key), None
+    return None, None
 
 
 def _kinds(ctx: Mapping[str, Any]) -> list[str]:
@@ -253,17 +296,45 @@ def sampling_checks(
     context: Mapping[str, Any] | None, device: DeviceSpec | str | None
 ) -> list[SamplingCheck]:
     """:func:`flopwatch.sensor_timing.check_sampling` of each sensor kind the row records, at its recorded
-    ``sample_rate_hz``, on ``device`` — only those the sensor-timing table knows (empty without a rate)."""
+    ``sample_rate_hz``, on ``device`` (empty without a device). A sensor the timing table does not know on a
+    device model it knows is kept: its check is not adequate and leaves the whole run unobserved (round 5: a kind
+    spelled so that the table misses it, or a model the table has no entry for, must not read as "fully
+    observed"); on a device id that names no model (``gpu0``) it is left out (the flat rule applies). Without a
+    recorded rate only cumulative counters are checked (their blind share does not depend on the rate: read at
+    their own need); :func:`context_warnings` names the others."""
     ctx = dict(context or {})
     rate = finite(ctx.get("sample_rate_hz"))
     key = device.key if isinstance(device, DeviceSpec) else device
-    if rate is None or rate <= 0 or not key:
+    if not key or (rate is not None and rate <= 0):
         return []
+    known_device = isinstance(device, DeviceSpec) or resolve(str(key)) is not None
     out = []
     for kind in _kinds(ctx):
-        chk = check_sampling(str(key), sensor_kind_of(kind), rate)
-        if chk.timing is not None:
+        sensor = sensor_kind_of(kind)
+        if rate is None:
+            timing = sensor_timing(str(key), sensor)
+            if timing is not None and timing.cumulative:
+                out.append(check_sampling(str(key), sensor, timing.min_rate_hz))
+            continue
+        chk = check_sampling(str(key), sensor, rate)
+        if chk.timing is not None or known_device:  # a device id that names no model ("gpu0"): the flat rule
             out.append(chk)
+    return out
+
+
+def _rateless_point_sensors(ctx: Mapping[str, Any], device: DeviceSpec | str | None) -> list[str]:
+    """Sensor kinds a row records without a sampling rate whose coverage depends on it (a point sensor, or one
+    the timing table does not know), on a device model the verifier knows."""
+    if finite(ctx.get("sample_rate_hz")) is not None or device is None:
+        return []
+    spec = device if isinstance(device, DeviceSpec) else resolve(str(device))
+    if spec is None:
+        return []
+    out = []
+    for k in _kinds(ctx):
+        t = sensor_timing(spec.key, sensor_kind_of(k))
+        if t is None or not t.cumulative:
+            out.append(k)
     return out
 
 
@@ -280,7 +351,9 @@ def context_warnings(
 
     "Too slow" is per device and sensor where the sensor-timing table knows the pair (``device`` given and
     ``sensor_kind`` recorded: below the rate that reads every update of a point sensor, or the detector's
-    poll of a counter); otherwise the flat ``min_rate_hz``."""
+    poll of a counter); a recorded sensor the table does not know for the device, or a sensor kind recorded
+    without its sampling rate, is a warning (its blind time is unknown); without a sensor kind, the flat
+    ``min_rate_hz``."""
     out: list[str] = []
     ctx = dict(context or {})
     if ctx.get("peak_override"):
@@ -297,13 +370,23 @@ def context_warnings(
     checks = sampling_checks(ctx, device)
     if checks:
         out.extend(
-            f"sampling rate below the device's need: {w}"
+            (
+                f"sampling rate below the device's need: {w}"
+                if c.timing is not None
+                else f"sensor timing unknown: {w}; its blind time cannot be bounded, never 'below'"
+            )
             for c in checks
             if not c.adequate
             for w in c.warnings[:1]
         )
     elif rate is not None and rate < min_rate_hz:
         out.append(f"sampling rate {rate:.3g} Hz is below the {min_rate_hz:g} Hz this verdict needs")
+    rateless = _rateless_point_sensors(ctx, device)
+    if rateless:
+        out.append(
+            f"sensor kind {', '.join(rateless)} recorded without a sampling rate: the share of the run a point "
+            "sensor (or one the timing table does not know) saw is unknown, never 'below'"
+        )
     if verifier_context is not None:
         if context is None:
             out.append("the row records no context (profile hash, peaks, sensor): it cannot be checked")
@@ -355,7 +438,7 @@ def assess(
     warnings); each blocks "below". ``context``/``verifier_context``: the row's recorded context and the
     verifier's (keys :data:`~flopwatch.estimate.observe.CONTEXT_KEYS`); see :func:`context_warnings`.
     """
-    spec = _spec(device, profile)
+    spec, name_warning = _spec(device, profile)
     E, t = float(obs.net_energy_j), float(obs.duration_s)
     if not (math.isfinite(t) and t > 0):
         raise InputError(
@@ -366,6 +449,8 @@ def assess(
             f"must be a finite number, got {obs.net_energy_j!r}", record=label, field="net_energy_j"
         )
     warnings: list[str] = [str(w) for w in extra_warnings]
+    if name_warning is not None:
+        warnings.append(name_warning)
     notes: list[str] = []
     warnings += context_warnings(context, verifier_context, device=spec)
     if obs.unobserved_s is None:
@@ -387,10 +472,34 @@ def assess(
     idle_excess = 0.0
     if obs.idle_power_w is not None and (ref_idle is not None or spec is not None):
         ref = float(ref_idle) if ref_idle is not None else None
-        idle_excess = max(0.0, float(obs.idle_power_w) - (ref if ref is not None else spec.idle_w))  # type: ignore[union-attr]
+        # energy is given back from the lower of the profile's and the datasheet's idle: a profile (perhaps the
+        # operator's, with its idle raised to an inflated baseline) may not lift the floor a run's energy is
+        # counted from (round 5, `profile-idle`)
+        give_ref = ref if ref is not None else spec.idle_w  # type: ignore[union-attr]
+        if spec is not None:
+            give_ref = min(give_ref, spec.idle_w)
+        idle_excess = max(0.0, float(obs.idle_power_w) - give_ref)
         ic = check_idle_baseline(float(obs.idle_power_w), spec=spec, reference_idle_w=ref)
         warnings.extend(f"idle baseline suspicious: {r}" for r in ic.reasons)
+        if ref is not None and spec is not None:
+            pc = check_idle_baseline(
+                ref, spec=spec
+            )  # the profile's own reference against the datasheet's idle
+            warnings.extend(f"the profile's idle reference is implausible: {r}" for r in pc.reasons)
 
+    unplaced = unplaced_energy_j(obs)
+    if unplaced > ENERGY_DISAGREEMENT * max(E, 0.0):
+        warnings.append(
+            f"the run's net energy {E:.4g} J exceeds its windows' {E - unplaced:.4g} J by {unplaced / E:.0%} "
+            f"(> {ENERGY_DISAGREEMENT:.0%}): the energy counter and the power samples disagree; the energy the "
+            "windows do not place is bounded anyway"
+        )
+    missing = window_deficit_s(obs)
+    if missing > WINDOW_DEFICIT_FRACTION * t:
+        warnings.append(
+            f"the run's windows and unobserved time cover {t - missing:.4g} s of its {t:.4g} s: the other "
+            f"{missing:.4g} s are bounded at peak rate"
+        )
     obs_b = obs
     if obs.coverage is not None and obs.coverage < MIN_COVERAGE:
         warnings.append(
@@ -409,6 +518,9 @@ def assess(
     else:
         dev = device_basis(spec, obs_b)
         warnings.extend(dev.warnings)
+        lie = clock_contradiction(spec, obs_b)
+        if lie is not None:
+            warnings.append(lie)
         su = sound_upper(dev, obs_b, idle_excess_w=idle_excess)
         upper, basis = su.flops, su.basis
 
@@ -593,8 +705,7 @@ def assess_record(
     dev = (
         device if device is not None else (record.raw.get("device_name") or record.raw.get("device") or None)
     )
-    if dev is not None and not isinstance(dev, DeviceSpec) and resolve_device(dev) is None:
-        dev = None  # an unknown name: fall back to the profile's device
+    # an unknown name is passed on: judged as the profile's device, with a warning (never silently)
     obs = observables_from_record(record)
     return assess(
         profile,

@@ -81,12 +81,13 @@ def estimate_records(
     :func:`flopwatch.estimate.verdict.assess` (``device`` names the hardware for the datasheet bounds, default the
     profile's); and the **calibrated estimate** — ``estimate_flops``, ``calibrated_lower_flops``/
     ``calibrated_upper_flops`` (the interval whose coverage ``in_interval`` and the summary measure, widened for
-    a later session), ``assumptions``. ``declaration_verdict``: "inconsistent" only when the declared count lies
-    outside the sound bounds. A skipped record still gets the sound verdict: a declared precision is a claim.
+    a later session), ``assumptions``. ``declaration_verdict``: :func:`flopwatch.estimate.verdict.declaration_verdict`
+    ("consistent" only inside the sound bounds of a run with no violated assumption, else "unverified" or
+    "inconsistent"). A skipped record still gets the sound verdict: a declared precision is a claim.
     ``sampled``: per record label, its segment of the trace (``estimate.observe.windows_from_trace``): the bounds
     are then summed over the trace's windows, the gaps bounded at peak rate.
     """
-    from flopwatch.estimate.verdict import assess_record
+    from flopwatch.estimate.verdict import assess_record, declaration_verdict
 
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
@@ -160,8 +161,9 @@ def estimate_records(
         if threshold_flops is not None:
             row["threshold_verdict"] = a.verdict
         if declared_flops is not None:
-            ok = a.lower_flops <= declared_flops <= a.upper_flops
-            row["declaration_verdict"] = "consistent" if ok else "inconsistent"
+            row["declaration_verdict"] = declaration_verdict(
+                a.lower_flops, a.upper_flops, declared_flops, a.warnings
+            )
         rows.append(row)
     return EstimateRun(
         profile_path=profile_path,

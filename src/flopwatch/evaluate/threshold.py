@@ -21,7 +21,7 @@ import numpy as np
 
 from flopwatch.errors import InputError
 from flopwatch.estimate.intervals import Estimate
-from flopwatch.estimate.verdict import threshold_verdict
+from flopwatch.estimate.verdict import declaration_verdict, threshold_verdict
 from flopwatch.units import finite
 
 
@@ -42,7 +42,8 @@ def verdict(
     (lower bound > threshold), "below" (upper bound < threshold, a positive estimate, no warning), else
     "uncertain". This interval holds only in the calibrated regime: verifiers use
     :func:`flopwatch.estimate.verdict.assess`, whose bounds hold in every regime.
-    declaration: "consistent" (declared inside [lower, upper]) or "inconsistent".
+    declaration: :func:`flopwatch.estimate.verdict.declaration_verdict` on the same interval ("consistent",
+    "inconsistent", or "unverified" when a warning forbids trusting the upper bound).
     Neither: "n/a". Both at once is an InputError (ask one question at a time).
     """
     _check(threshold_flops, "threshold_flops")
@@ -58,7 +59,7 @@ def verdict(
             est.flops, est.lower_flops, est.upper_flops, threshold_flops, tuple(est.warnings)
         )
     if declared_flops is not None:
-        return "consistent" if est.lower_flops <= declared_flops <= est.upper_flops else "inconsistent"
+        return declaration_verdict(est.lower_flops, est.upper_flops, declared_flops, tuple(est.warnings))
     return "n/a"
 
 

@@ -550,9 +550,20 @@ def ledger_window_verdicts(
     env: dict[str, float] = {}
     for d in devices:
         ua[d] = max(0.0, outside_at(cps, d, end) - (outside_at(cps, d, start) if start is not None else 0.0))
-        spec = resolve_device(device, names.get(d), d)
+        nm = names.get(d)
+        # a sensor name names its model before the colon (``jetson:VDD_CPU_GPU_CV``), as in estimate.verdict
+        spec = resolve_device(
+            device, nm, d, *(str(x).removeprefix("sim:").split(":")[0] for x in (nm, d) if x)
+        )
         if spec is None and device is None and profile is not None and profile.device_key:
             spec = resolve_device(profile.device_key)  # the device the profile was calibrated on
+            if nm:
+                # a recorded name no device answers to (a look-alike letter, round 5): its energy may not be
+                # bounded by the profile's device's η_max without a word
+                blockers.append(
+                    f"device {d} is named {nm!r}, which names no device in the verifier's table; judged "
+                    f"as the profile's device {spec.key if spec else '?'}: never 'below'"
+                )
         env[d] = profile_envelope(None, spec, None).flops_per_j  # physics (η_max), never a profile
 
     def group(
