@@ -26,7 +26,7 @@ import math
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flopwatch.errors import InputError
@@ -441,10 +441,7 @@ def _windows(v: Any) -> Any:
         return [float("nan") if finite(y) is None else float(y) for y in x]
 
     try:
-        return ObservedWindows(**{k: arr(v.get(k)) for k in (
-            "dt_s", "net_energy_j", "sm_clock_mhz", "max_sm_clock_mhz", "power_limit_w",
-            "tensor_active", "fp64_active", "fp32_active", "fp16_active",
-        )})  # fmt: skip
+        return ObservedWindows(**{f.name: arr(v.get(f.name)) for f in fields(ObservedWindows)})
     except (TypeError, ValueError):
         return None
 

@@ -85,18 +85,8 @@ class Measurement:
     context: Mapping[str, Any] | None = None  # what the row is made in (daemon.Monitor.row_context)
 
 
-#: ``ObservedWindows`` fields stored in a row's ``windows`` (lists; null where not observed).
-WINDOW_FIELDS = (
-    "dt_s",
-    "net_energy_j",
-    "sm_clock_mhz",
-    "max_sm_clock_mhz",
-    "power_limit_w",
-    "tensor_active",
-    "fp64_active",
-    "fp32_active",
-    "fp16_active",
-)
+#: ``ObservedWindows`` fields stored in a row's ``windows`` (lists; null where not observed): all of them.
+WINDOW_FIELDS = tuple(f.name for f in dataclasses.fields(ObservedWindows))
 
 
 def windows_payload(w: ObservedWindows | None) -> dict[str, list[float | None] | None] | None:
