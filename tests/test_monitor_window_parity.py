@@ -67,3 +67,18 @@ def test_window_rules_block_below_for_each_reason():
 def test_honest_ledgers_are_decided_live_as_by_the_command():
     assert _live([_row("a", 0, 10), *[_cp(20.0 + 60 * i, 0.0) for i in range(5)]], None).verdict == "below"
     assert _live([_BIG, *[_cp(2100.0 + 60 * i, 0.0) for i in range(5)]], 86400.0).verdict == "above"
+
+
+def test_a_row_without_a_regime_is_flagged_alike_live_and_offline():
+    """A row no one assessed (regime missing or null) supports no "below", with one wording on both sides."""
+    from flopwatch.evaluate.window import ledger_window_verdicts
+
+    cps = [_cp(20.0 + 60 * i, 0.0) for i in range(5)]
+    why = "1 workload row(s) in the window carry warnings: no regime assessment"
+    for row in (_row("a", 0, 10, regime=None), _row("a", 0, 10)):
+        if row.payload["regime"] is not None:
+            del row.payload["regime"]  # a legacy row: no key at all
+        cli = ledger_window_verdicts([row, *cps], threshold_flops=T, window_s=None, device="h100")["total"]
+        live = _live([row, *cps], None)
+        assert cli["verdict"] == live.verdict == "uncertain"
+        assert why in cli["warnings"] and why in live.reasons

@@ -26,7 +26,7 @@ import math
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flopwatch.errors import InputError
@@ -216,6 +216,16 @@ def combine_window(
 
 
 # --------------------------------------------------------------------------------------------- the rules
+def flag_unassessed(r: Any) -> Any:
+    """``r`` (a typed row or a payload), with the warning "no regime assessment" when it has no ``regime``: a row
+    nobody assessed from its observables (legacy, or stripped of its assessment) supports no "below", live or
+    offline (``assess`` always names a regime)."""
+    if _field(r, "regime") is not None:
+        return r
+    ws = [*_strings(_field(r, "warnings")), "no regime assessment"]
+    return {**r, "warnings": ws} if isinstance(r, Mapping) else replace(r, warnings=tuple(ws))
+
+
 class ClockJumpCheck:
     """The one clock-jump rule of the live gauge and ``flopwatch verdict`` (issue 23 item 3).
 
@@ -521,16 +531,12 @@ def ledger_window_verdicts(
     blockers.extend(rules.blockers(start))
     if profile is not None:
         rows = [reassess_row(r, profile, device) for r in rows]
-    elif any("regime" not in r for r in rows):
+    elif any(r.get("regime") is None for r in rows):
         warnings.append(
             "rows without a regime assessment carry the calibrated interval only, which no verdict may trust "
             "outside the calibrated regime; pass --profile to recompute sound bounds from their observables"
         )
-        # and none of them may support a "below" (a legacy row, or one stripped of its assessment)
-        rows = [
-            r if "regime" in r else {**r, "warnings": [*_strings(r.get("warnings")), "no regime assessment"]}
-            for r in rows
-        ]
+        rows = [flag_unassessed(r) for r in rows]
 
     def _in(r: Mapping[str, Any], k: str) -> bool:  # a row without a finite time is in every window
         w = finite(r.get(k))

@@ -42,6 +42,7 @@ from flopwatch.evaluate.window import (
     WindowRules,
     WindowVerdict,
     combine_window,
+    flag_unassessed,
     outside_at,
     outside_bound,
 )
@@ -81,18 +82,13 @@ def default_window_verdict(w: WindowInput) -> WindowVerdict:
     """:func:`flopwatch.evaluate.window.combine_window` on the window's typed rows (as ``flopwatch verdict`` groups
     "all"): one :class:`~flopwatch.evaluate.window.WindowVerdict`, decided by ``threshold_verdict``."""
     e, f = outside_bound(w.outside_net_energy_j, w.envelope_flops_per_j)
-    # a row nobody assessed from observables (legacy, or stripped) supports no "below"
-    unassessed = sum(1 for r in w.rows if r.regime is None)
-    blockers = tuple(w.blockers) + (
-        (f"{unassessed} row(s) without a regime assessment",) if unassessed else ()
-    )
     v = combine_window(
-        w.rows,
+        [flag_unassessed(r) for r in w.rows],  # as `flopwatch verdict` flags them
         threshold_flops=w.threshold_flops,
         unattributed_net_energy_j=e,
         envelope_flops_per_j=f,
         lower_rows=w.lower_rows,
-        blockers=blockers,
+        blockers=w.blockers,
         window_s=w.window_s,
     )
     return dataclasses.replace(v, warnings=(*w.notes, *v.warnings))
