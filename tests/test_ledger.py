@@ -534,6 +534,13 @@ def test_pins_and_witness_logs_are_read_only_from_small_regular_files(
     big.write_bytes(pub.read_bytes() + b"#" * 70_000)
     with pytest.raises(InputError, match="byte limit for a PEM key"):
         load_pin(big)
+    # the signing key too: a FIFO or a directory is refused before anything is read (LedgerError, exit 1)
+    from flopwatch.monitor.keys import load_private_key
+
+    os.mkfifo(tmp_path / "fifo.key")
+    for bad, what in ((tmp_path / "fifo.key", "FIFO"), (tmp_path, "directory")):
+        with pytest.raises(LedgerError, match=what):
+            load_private_key(bad)
 
 
 @pytest.mark.parametrize("suffix", ["", ".key", "-wal"])
