@@ -28,13 +28,13 @@ from flopwatch.redteam.simulated import (
     RUN_S,
     datacenter_family,
     home_dtype,
+    honest_run,
     make_acc,
     orin_family,
     sim_profile,
     with_dtype,
 )
 from flopwatch.sensor_timing import sensor_timing
-from flopwatch.sim.accelerator import SimulatedAccelerator, SimulatedRun
 from flopwatch.telemetry.sampler import sample_instants
 from flopwatch.workloads.formulas import WorkloadDescription
 
@@ -215,15 +215,6 @@ def gen_timing(world: World, fam: Family) -> Iterator[Case]:
             )
 
 
-def _honest_run(
-    world: World, key: str, w: WorkloadDescription, seed_off: int = 0
-) -> tuple[SimulatedAccelerator, SimulatedRun, dict[str, Any]]:
-    acc = make_acc(key, world.attack_seed + seed_off)
-    acc.idle(10.0)
-    r = acc.run(w, duration_s=RUN_S)
-    return acc, r, exact_values(acc, r.start_s, r.end_s, [r])
-
-
 def gen_context(world: World, fam: Family) -> Iterator[Case]:
     """The node lies about its context (profile, peaks, sensor, clock, device model); physics is unchanged."""
     t = fam.params["tamper"]
@@ -231,7 +222,7 @@ def gen_context(world: World, fam: Family) -> Iterator[Case]:
         for w in world.attack_workloads(key, fam):
             dtype = "fp8" if t in ("relabel", "fp8peak") else w.dtype
             wd = with_dtype(w, dtype) if dtype != w.dtype else w
-            acc, r, vals = _honest_run(world, key, wd)
+            acc, r, vals = honest_run(key, wd, world.attack_seed)
             truth = r.total_flops
             vprof, _ = world.profile(key, [w.label])
             # the twin stands in for the hardware: the verifier's sensor is the real one it emulates
@@ -256,7 +247,7 @@ def gen_context(world: World, fam: Family) -> Iterator[Case]:
                 ctx["peaks_in_force"] = pk
             elif t == "replay":
                 small = world.family(key)[0]
-                _, _, vals = _honest_run(world, key, small, seed_off=5)
+                _, _, vals = honest_run(key, small, world.attack_seed + 5)
                 ctx["sensor_kind"] = "replay"
                 note += f" (trace of {small.label})"
             elif t == "clock":
@@ -316,7 +307,7 @@ def gen_tamper(world: World, fam: Family) -> Iterator[Case]:
     op = fam.params["op"]
     for key in fam.devices:
         for w in world.attack_workloads(key, fam):
-            acc, r, v = _honest_run(world, key, w)
+            acc, r, v = honest_run(key, w, world.attack_seed)
             v = dict(v)
             t = v["duration_s"]
             if op == "pause":

@@ -73,6 +73,17 @@ def run_all(
     return acc, runs
 
 
+def honest_run(
+    key: str, w: WorkloadDescription, seed: int, *, cap: float | None = None, clock: float | None = None
+) -> tuple[SimulatedAccelerator, SimulatedRun, dict[str, Any]]:
+    """One run of ``w`` after 10 s idle on a fresh twin (``cap``: power cap W, ``clock``: locked SM clock MHz),
+    and its exact observables (:func:`flopwatch.redteam.observe.exact_values`)."""
+    acc = make_acc(key, seed, cap=cap, clock=clock)
+    acc.idle(10.0)
+    r = acc.run(w, duration_s=RUN_S)
+    return acc, r, exact_values(acc, r.start_s, r.end_s, [r])
+
+
 def to_record(acc: SimulatedAccelerator, run: SimulatedRun) -> WorkloadRecord:
     v = exact_values(acc, run.start_s, run.end_s, [run])
     extra: dict[str, Any] = {"mean_sm_clock_mhz": v["sm_clock_mhz"]}
