@@ -29,6 +29,7 @@ from flopwatch.redteam.simulated import (
     datacenter_family,
     home_dtype,
     honest_run,
+    locked_clock,
     make_acc,
     orin_family,
     sim_profile,
@@ -115,14 +116,7 @@ def gen_phases(world: World, fam: Family) -> Iterator[Case]:
             parts, truth, labels = [], 0.0, []
             fracs = p.get("clock_fracs") or [p.get("clock_frac")] * len(p["phases"])
             for i, ((dtype, share), cf) in enumerate(zip(p["phases"], fracs, strict=True)):
-                probe = make_acc(key, world.attack_seed)
-                clock = (
-                    None
-                    if cf in (None, 1.0)
-                    else float(
-                        probe.dvfs.clocks()[np.searchsorted(probe.dvfs.clocks(), cf * probe.dvfs.f_max_mhz)]
-                    )
-                )
+                clock = locked_clock(make_acc(key, world.attack_seed), cf)
                 acc = make_acc(key, world.attack_seed + 17 * i, cap=p.get("cap_w"), clock=clock)
                 wd = with_dtype(w, dtype)
                 acc.idle(5.0)
@@ -281,10 +275,8 @@ def gen_group(world: World, fam: Family) -> Iterator[Case]:
     parts, truth = [], 0.0
     for g in range(n):
         key = keys[g % len(keys)]
-        acc = make_acc(key, world.attack_seed + g)
-        acc.idle(10.0)
-        r = acc.run(w, duration_s=RUN_S)
-        parts.append(exact_values(acc, r.start_s, r.end_s, [r]))
+        _, r, v = honest_run(key, w, world.attack_seed + g)
+        parts.append(v)
         truth += r.total_flops
     best = max(
         keys, key=lambda k: max(get_device(k).peak_flops.values())

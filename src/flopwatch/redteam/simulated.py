@@ -8,6 +8,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from flopwatch.estimate.calibrate import calibrate
 from flopwatch.estimate.features import FrontierGate
 from flopwatch.estimate.profile import Profile
@@ -59,6 +61,14 @@ def make_acc(
 ) -> SimulatedAccelerator:
     params = None if tail else dataclasses.replace(sim_params(key), tail_s=0.0)
     return SimulatedAccelerator(key, seed=seed, power_cap_w=cap, locked_clock_mhz=clock, params=params)
+
+
+def locked_clock(acc: SimulatedAccelerator, frac: float | None) -> float | None:
+    """The lowest SM clock ``acc`` supports at or above ``frac`` × its top clock (None, or 1.0: not locked)."""
+    if frac is None or frac == 1.0:
+        return None
+    clocks = acc.dvfs.clocks()
+    return float(clocks[np.searchsorted(clocks, frac * acc.dvfs.f_max_mhz)])
 
 
 def run_all(

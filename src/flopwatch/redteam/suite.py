@@ -31,7 +31,7 @@ from flopwatch.redteam.families import FAMILIES, Family
 from flopwatch.redteam.judge import BEST_T_FACTOR, judge
 from flopwatch.redteam.observe import SET_ORDER, keep_set
 from flopwatch.redteam.real import real_cases, real_honest
-from flopwatch.redteam.simulated import honest_run, make_acc, with_dtype
+from flopwatch.redteam.simulated import honest_run, locked_clock, make_acc, with_dtype
 
 log = logging.getLogger("flopwatch.redteam")
 
@@ -296,12 +296,7 @@ def sim_honest(world: World) -> Iterable[HonestResult]:
             for dtype, cap_frac, clk_frac in variants:
                 probe = make_acc(key, 0)
                 cap = None if cap_frac is None else cap_frac * probe.power_limit_w
-                clocks = probe.dvfs.clocks()
-                clock = (
-                    None
-                    if clk_frac is None
-                    else float(clocks[clocks.searchsorted(clk_frac * probe.dvfs.f_max_mhz)])
-                )
+                clock = locked_clock(probe, clk_frac)
                 wd = with_dtype(w, dtype) if dtype != w.dtype else w
                 _, r, vals = honest_run(key, wd, world.attack_seed + 31 * i, cap=cap, clock=clock)
                 prof, _ = world.profile(key, [w.label])
