@@ -141,6 +141,10 @@ def _families():
             _series(0, _lab("G10", "pre"), lambda k: BUSY if k < 30 else None, busy),
             _series(0, _lab("G10"), lambda k: BUSY if k >= 30 else None, busy, e0=-650e3 * STEP * 29),
         ],
+        # busy (graphics engine 95 %) for two hours at 72 W, within 5 % of the H100's 70 W idle, no pipe activity
+        "util-no-power": [
+            _series(0, _lab("G11"), lambda k: {**BUSY, M.POWER: 72.0, M.TENSOR: 0.0, M.FP32: 0.0})
+        ],
     }
 
 
@@ -302,3 +306,11 @@ def test_a_reset_in_the_first_window_is_not_counted_as_energy(prom, capsys):
     doc, rows = _fleet(capsys, prom, "reset-first-window")
     _blocked(rows, "energy counter reset")
     assert doc["fleet"]["energy_j"] == pytest.approx(650.0 * K * STEP, rel=0.02)
+
+
+def test_utilisation_without_power_is_impossible_in_the_fleet_too(prom, capsys):
+    """Before: kernels 95 % of the time at idle power bounded the GPU by its ~0 net energy: "below" 1e17, no note
+    (``telemetry.consistency`` calls it impossible for a run, a trace and the monitor). Now the fleet applies the same
+    rule (utilisation ≥ 0.5 at ≤ 1.05 × the claimed model's idle) per window."""
+    _, rows = _fleet(capsys, prom, "util-no-power", threshold="1e17")
+    _blocked(rows, "utilisation without power for 2.00 GPU-h")

@@ -174,7 +174,7 @@ _SUMMED = (
     "energy_j", "energy_from_power_j", "counter_j", "counter_power_j", "covered_s", "duration_s", "busy_s",
     "busy_covered_s", "dram_s", "dram_covered_s", "tensor_s", "tensor_mhz_s", "fp32_s", "fp32_mhz_s",
     "fp16_s", "fp64_s", "pipe_covered_s", "clock_mhz_s", "clock_covered_s", "resets", "out_of_range",
-    "prof_covered_s", "prof_gap_s", "prof_zero_load_s", "ends_busy", "duplicate_s", "mig", "n_series",
+    "prof_covered_s", "prof_gap_s", "prof_zero_load_s", "util_no_power_s", "ends_busy", "duplicate_s", "mig", "n_series",
 )  # fmt: skip
 _MIN = ("t_first", "clock_min_mhz", "power_limit_min_w", "min_power_w")
 _MAX = ("t_last", "clock_max_mhz", "power_limit_w", "peak_power_w")
@@ -279,6 +279,11 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
     if s["prof_zero_load_s"] > 0:
         out.append(
             f"profiling counters stuck at 0 for {s['prof_zero_load_s'] / 3600:.2f} GPU-h while power shows load"
+        )
+    if s["util_no_power_s"] > 0:
+        out.append(
+            f"utilisation without power for {s['util_no_power_s'] / 3600:.2f} GPU-h: kernels at least half the time "
+            "at the claimed model's idle power (impossible)"
         )
     if s["ends_busy"]:
         out.append(

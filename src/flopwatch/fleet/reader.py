@@ -35,6 +35,7 @@ import numpy as np
 from flopwatch.devices import resolve
 from flopwatch.errors import InputError
 from flopwatch.fleet.plan import Chunking, ReadPlan, gpu_matchers, range_str
+from flopwatch.telemetry import consistency as C
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_client import PrometheusClient, Series
 
@@ -92,6 +93,7 @@ class GpuJobs:
     prof_covered_s: np.ndarray  # time with profiling counters
     prof_gap_s: np.ndarray  # time with samples but no profiling counter, where the fleet exports them
     prof_zero_load_s: np.ndarray  # time with every profiling counter at 0 while power shows load
+    util_no_power_s: np.ndarray  # time with utilisation ≥ 0.5 at the claimed model's idle power
     ends_busy: np.ndarray  # series whose telemetry stops under load while the range goes on (lag, outage)
     duplicate_s: np.ndarray  # time with more samples than scrapes (a GPU scraped twice)
     mig: np.ndarray  # bool: energy apportioned among MIG instances
@@ -354,6 +356,13 @@ class FleetReader:
         idle = np.array([_idle_w(lab.get("modelName", "")) for lab in labels])[:, None]
         with np.errstate(invalid="ignore"):
             load = p_ok & (p_mean > np.maximum(idle * LOAD_FACTOR, idle + 30.0))
+            # kernels at least half the time at idle power: impossible (telemetry.consistency, the one rule set)
+            dark = (
+                P
+                & p_ok
+                & ((zero if busy_a is None else busy_a) >= C.LOADED_UTIL)
+                & (p_mean <= idle * (1 + C.UTIL_POWER_FLOOR_FRACTION))
+            )
         # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
         g_present = np.zeros((G, K), bool)
         np.logical_or.at(g_present, gi, P)
@@ -471,6 +480,7 @@ class FleetReader:
             prof_covered_s=tot(np.where(prof_any & P, cov, 0.0)),
             prof_gap_s=tot(np.where(~prof_any & P, span, 0.0)) if prof else np.zeros(R),
             prof_zero_load_s=tot(np.where(prof_zero & load, span, 0.0)),
+            util_no_power_s=tot(np.where(dark, span, 0.0)),
             ends_busy=tot(stops, weighted=False),
             duplicate_s=tot(np.where(dup, span, 0.0)),
             mig=is_mig[one],
