@@ -145,6 +145,8 @@ def _families():
         "util-no-power": [
             _series(0, _lab("G11"), lambda k: {**BUSY, M.POWER: 72.0, M.TENSOR: 0.0, M.FP32: 0.0})
         ],
+        # honest MIG: two instances, each repeating the whole GPU's power and counter at every scrape
+        "mig": [_series(0, _lab("G12", f"p{i}", GPU_I_ID=str(i)), lambda k: BUSY) for i in (1, 2)],
     }
 
 
@@ -314,3 +316,12 @@ def test_utilisation_without_power_is_impossible_in_the_fleet_too(prom, capsys):
     rule (utilisation ≥ 0.5 at ≤ 1.05 × the claimed model's idle) per window."""
     _, rows = _fleet(capsys, prom, "util-no-power", threshold="1e17")
     _blocked(rows, "utilisation without power for 2.00 GPU-h")
+
+
+def test_honest_mig_instances_are_not_a_gpu_reported_twice(prom, capsys):
+    """Before: dcgm-exporter's repeated whole-GPU series on each MIG instance counted as "more samples than scrapes"
+    on every MIG group (a false degradation); now samples are counted per instance. The apportionment note stays."""
+    doc, rows = _fleet(capsys, prom, "mig")
+    _blocked(rows, "MIG: whole-GPU energy apportioned")
+    assert not any("reported twice" in n for g in rows for n in g["notes"])
+    assert doc["fleet"]["energy_j"] == pytest.approx(650.0 * K * STEP, rel=0.01)  # the GPU's energy once

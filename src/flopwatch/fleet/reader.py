@@ -370,9 +370,15 @@ class FleetReader:
         g_next[:, :-1] = g_present[:, 1:]
         last = P & ~next_any(P)
         stops = last & load & ~g_next[gi] & (np.arange(K)[None, :] < K - 1)
-        dup = (gpu_n > 1.05 * W / step + 1)[gi] & P
-        # --- energy: per GPU and window (the counter is the GPU's), shared among the series present
         inst = np.array([lab.get(M.MIG_LABEL, "") for lab in labels], dtype=object)
+        # more samples than scrapes per GPU and MIG instance (each instance repeats the GPU's series: not twice)
+        ui = np.unique(
+            np.stack([gi, np.unique(inst, return_inverse=True)[1]], axis=1), axis=0, return_inverse=True
+        )[1]
+        unit_n = np.zeros((int(np.max(ui)) + 1, K))
+        np.add.at(unit_n, np.ravel(ui), N)
+        dup = (unit_n > 1.05 * W / step + 1)[np.ravel(ui)] & P
+        # --- energy: per GPU and window (the counter is the GPU's), shared among the series present
         is_mig = inst != ""
         L = mat("energy", "last") if ("energy", "last") in answers else None
         Mn = mat("energy", "min") if L is not None else None
