@@ -65,9 +65,8 @@ def devices_of(jobs: GpuJobs, override: str | None) -> tuple[list[DeviceSpec | N
     unknown = np.zeros(len(jobs), bool)
     impossible = np.zeros(len(jobs), bool)
     for i, name in enumerate(jobs.model.tolist()):
-        claimed = [
-            _spec(n) for n in name.split(" | ")
-        ]  # one GPU reporting two models: impossible, the most capable
+        # one GPU reporting two models (reader: "A | B") is impossible: the most capable claim stands
+        claimed = [_spec(n) for n in name.split(" | ")]
         impossible[i] = len(claimed) > 1
         s = None if None in claimed else max(claimed, key=_capability)  # type: ignore[arg-type]
         if s is None:

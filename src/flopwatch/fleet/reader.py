@@ -64,9 +64,7 @@ class GpuJobs:
     counter_j: np.ndarray  # counter increments over cells with both counter and power (cross-check) …
     counter_power_j: np.ndarray  # … and the power gauge's energy over the same cells
     covered_s: np.ndarray  # time with samples (samples × step)
-    duration_s: (
-        np.ndarray
-    )  # time the samples stand for (missed scrapes bridged) + windows missing between them
+    duration_s: np.ndarray  # time the samples stand for (missed scrapes, missing windows between them)
     t_first: np.ndarray
     t_last: np.ndarray
     busy_s: np.ndarray  # ∫ GR_ENGINE_ACTIVE (else GPU_UTIL) dt
@@ -95,7 +93,9 @@ class GpuJobs:
     prof_zero_load_s: np.ndarray  # time with every profiling counter at 0 while power shows load
     util_no_power_s: np.ndarray  # time with utilisation ≥ 0.5 at the claimed model's idle power
     ends_busy: np.ndarray  # series whose telemetry stops under load while the range goes on (lag, outage)
-    duplicate_s: np.ndarray  # time with more samples than scrapes (a GPU scraped twice)
+    duplicate_s: (
+        np.ndarray
+    )  # time a GPU is reported twice (more samples than scrapes, two series or jobs at once)
     mig: np.ndarray  # bool: energy apportioned among MIG instances
     n_series: np.ndarray
 
