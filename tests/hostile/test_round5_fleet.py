@@ -320,8 +320,12 @@ def test_utilisation_without_power_is_impossible_in_the_fleet_too(prom, capsys):
 
 def test_honest_mig_instances_are_not_a_gpu_reported_twice(prom, capsys):
     """Before: dcgm-exporter's repeated whole-GPU series on each MIG instance counted as "more samples than scrapes"
-    on every MIG group (a false degradation); now samples are counted per instance. The apportionment note stays."""
+    on every MIG group (a false degradation), and the GPU's idle was subtracted once per instance (net energy too
+    low: on a simulated MIG fleet "negative net energy"); now samples are counted per instance and the idle shared.
+    The apportionment note stays."""
     doc, rows = _fleet(capsys, prom, "mig")
     _blocked(rows, "MIG: whole-GPU energy apportioned")
     assert not any("reported twice" in n for g in rows for n in g["notes"])
     assert doc["fleet"]["energy_j"] == pytest.approx(650.0 * K * STEP, rel=0.01)  # the GPU's energy once
+    # and its idle once (before: once per instance, 70 W × 2 h too much)
+    assert doc["fleet"]["net_energy_j"] == pytest.approx((650.0 - 70.0) * K * STEP, rel=0.01)

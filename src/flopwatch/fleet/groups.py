@@ -150,6 +150,16 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
                 no_clock += np.where(clocked, 0.0, peak * a)
             e.pipe[ix] = np.where(jobs.pipe_covered_s[ix] > 0, pipes, np.nan)
             e.pipe_no_clock[ix] = no_clock
+    m = np.asarray(jobs.mig, bool)
+    if (
+        m.any()
+    ):  # MIG instances share their GPU's idle power: each its share of the GPU's instance time (not all)
+        gix = np.unique(jobs.gpu.astype(str), return_inverse=True)[1]
+        t = np.where(m, jobs.duration_s, 0.0)
+        top = np.zeros(gix.max() + 1)
+        np.maximum.at(top, gix, t)
+        tot = np.bincount(gix, weights=t)
+        e.idle_j = np.where(m, e.idle_j * top[gix] / np.where(tot[gix] > 0, tot[gix], 1.0), e.idle_j)
     return e
 
 
