@@ -209,7 +209,8 @@ def test_a_gpu_missing_between_samples_is_unobserved_time_at_peak_rate(prom, cap
 
 def test_two_series_of_one_gpu_at_once_are_named_and_never_below(prom, capsys):
     """Before: the pods split the counter's energy by the reported power: "train" kept 1.8 of 4.7 MJ, no note.
-    Now: the two counter ranges overlap in every window (one counter, one timeline): the GPU is reported twice."""
+    Now: each series spans its window's whole counter range with half the scrapes (one counter, one timeline: two
+    series of it follow each other): the GPU is reported twice."""
     doc, rows = _fleet(capsys, prom, "two-exporters")
     _blocked(rows, "a GPU reported twice for")
     assert doc["fleet"]["energy_j"] == pytest.approx(650.0 * K * STEP, rel=0.01)
