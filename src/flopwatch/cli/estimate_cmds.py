@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, fmt_flops, print_fit
+from flopwatch.cli._output import console, counted, echo_json, fmt_flops, print_fit
 from flopwatch.errors import InputError
 
 _RECORDS_HELP = "Workload records: our JSON Lines, or the Jetson study's eval_results_*_records.json."
@@ -64,7 +64,9 @@ def _simulated_line(n_sim: int, n: int) -> Any:
 
     t = Text()
     t.append("SIMULATED", style="bold red")
-    t.append(f": {n_sim} of {n} runs come from the simulator, not from measurements")
+    t.append(
+        f": {n_sim} of {counted(n, 'run')} {'comes' if n_sim == 1 else 'come'} from the simulator, not from measurements"
+    )
     return t
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, fmt_flops, new_app, simulated_banner
+from flopwatch.cli._output import console, counted, echo_json, fmt_flops, new_app, simulated_banner
 
 fleet_app = new_app(
     "Fleet scale: estimate every job of a GPU cluster from the dcgm-exporter history in Prometheus."
@@ -377,7 +377,7 @@ def sim_openmetrics(
     tr = fleet.write_openmetrics(out)
     atomic_write(truth_path, json.dumps(tr.to_dict(), indent=2))
     console().print(
-        f"wrote {out} (SIMULATED {fleet.spec.name} fleet: {gpus} GPUs × {hours:g} h, {len(tr.pods)} pod{'' if len(tr.pods) == 1 else 's'}) "
+        f"wrote {out} (SIMULATED {fleet.spec.name} fleet: {counted(gpus, 'GPU')} × {hours:g} h, {counted(len(tr.pods), 'pod')}) "
         f"and {truth_path}; backfill: promtool tsdb create-blocks-from openmetrics {out} DIR"
     )
 
