@@ -229,8 +229,8 @@ def _no_timing_warning(device: str, sensor: str) -> str:
     if is_replay_kind(sensor):  # the same fact, worded for someone replaying a trace (newcomer, issue 24)
         what = "a simulated trace" if str(sensor).strip().lower().startswith("sim") else "a replayed trace"
         return (
-            f"{what} (sensor {sensor!r}) is not a measurement of the device: what the device did between its "
-            "samples is unknown: its blind time cannot be bounded, so no 'below'"
+            f"{what} (sensor {sensor!r}) says nothing of what the device did between its samples: its blind "
+            "time cannot be bounded, so no 'below'"
         )
     return f"no timing known for sensor {sensor!r} on {device!r}: what it measures between reads is unknown"
 
