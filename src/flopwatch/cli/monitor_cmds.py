@@ -509,11 +509,13 @@ def monitor_command(
             "sim: sensors run on a virtual clock and need --duration (seconds of simulated time)",
             field="--duration",
         )
+    mon = Monitor(cfg)
     if not quiet:
         # the first workload line comes only when a workload ends (≈ 10 s into the README's replay): say what
-        # the daemon is doing meanwhile, so that a silent start does not read as a hang (issue 24)
-        typer.echo(_start_line(cfg), err=True)
-    res = Monitor(cfg).run()
+        # the daemon is doing meanwhile, so that a silent start does not read as a hang (issue 24); said once
+        # the port, ledger and sensors are open, so that an error stays the only line
+        mon.on_start = lambda: typer.echo(_start_line(cfg), err=True)
+    res = mon.run()
     # Ctrl-C ends the session cleanly (ledger closed, summary below) and, as for every command, with status 130;
     # SIGTERM (systemd's stop) is the daemon's normal end: 0
     code = EXIT_INTERRUPTED if res.end_reason == "SIGINT" else 0

@@ -176,8 +176,8 @@ def check_idle_baseline(
 
 
 def _watts(x: float) -> str:
-    """A power difference in watts to three significant figures (47.7 W, 0.240 W), never in mW."""
-    return f"{x:.3g} W" if abs(x) >= 1 else f"{x:.2f} W" if abs(x) >= 0.01 else f"{x:.3f} W"
+    """A power difference in watts to three significant figures (47.7 W, 0.242 W), never in mW."""
+    return f"{x:.3g} W"
 
 
 def idle_integrity(
