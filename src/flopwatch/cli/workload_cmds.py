@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, new_app
+from flopwatch.cli._output import console, counted, echo_json, new_app
 from flopwatch.errors import ConfigError
 
 workload_app = new_app("Training workloads with exact ground-truth FLOPs.")
@@ -118,7 +118,7 @@ def flops_cmd(
               f"{'3.5' if attention == 'fused' else '3'}x forward {fc.attention_forward_flops_per_step:.4e}")  # fmt: skip
     t.add_row("  other", f"{fc.other_flops_per_step:.6e}", "other counted ops")
     t.add_row(
-        f"total × {cfg.steps} steps",
+        f"total × {counted(cfg.steps, 'step')}",
         f"{fc.total(cfg.steps):.6e}",
         f"{fc.total(cfg.steps) / 1e12:.4f} TFLOP",
     )
