@@ -306,6 +306,32 @@ def test_rows_round_trip_and_interrupted_rows_are_never_below() -> None:
     assert cut.status == "interrupted" and cut.verdict == "uncertain" and cut.warnings == ("crash",)
 
 
+def test_a_built_row_carries_every_measured_and_assessed_field() -> None:
+    """WorkloadRow.build takes the fields by name: each one the measurement and the assessment share with the row
+    lands in it (the measurement's device, both sides' warnings), an unbounded upper bound is stored as None."""
+    m = Measurement("d", 1, 61, 2, 62, 60.0, 15000.0, 12000.0, 50.0, 0.3, 0.95, 0.99, sensor_errors=1,
+                    implausible_readings=2, mean_sm_clock_mhz=1500.0, power_limit_w=700.0, warnings=("m",),
+                    declared_dtype="bf16", device_name="H100", spec_key="h100", min_sm_clock_mhz=900.0,
+                    max_sm_clock_mhz=1980.0, peak_power_w=690.0, unobserved_s=0.5, pipe_active_s={"tensor": 1.0},
+                    pipe_observed_s=59.0, context={"sensor": "nvml"})  # fmt: skip
+    a = Assessment(estimate_flops=5.0, verdict_lower_flops=1.0, verdict_basis="datasheet", verdict="uncertain",
+                   calibrated_lower_flops=4.0, calibrated_upper_flops=6.0, confidence=0.9, assumptions="x",
+                   warnings=("m", "a"), notes=("n",), decisive_at=3.0, tighten=("t",), regime="calibrated",
+                   model="eq1", device="elsewhere", threshold_flops=1.0)  # fmt: skip
+    row = WorkloadRow.build(workload_id="w", session_id="s", status="complete", meas=m, assessment=a,
+                            threshold_flops=1e20, profile_sha256="p", sensor_kind="nvml", simulated=True)  # fmt: skip
+    names = {f.name for f in dataclasses.fields(WorkloadRow)}
+    for f in dataclasses.fields(Measurement):
+        if f.name in names - {"warnings", "windows"}:
+            assert getattr(row, f.name) == getattr(m, f.name), f.name
+    for k in ("estimate_flops", "lower_flops", "confidence", "model", "verdict", "regime", "bound", "notes",
+              "calibrated_lower_flops", "calibrated_upper_flops", "assumptions", "decisive_at", "tighten"):  # fmt: skip
+        assert getattr(row, k) == getattr(a, k), k
+    assert (row.device, row.warnings, row.upper_flops, row.threshold_flops) == ("d", ("m", "a"), None, 1e20)
+    assert (row.workload_id, row.session_id, row.profile_sha256, row.sensor_kind, row.simulated) == (
+        "w", "s", "p", "nvml", True)  # fmt: skip
+
+
 # ------------------------------------------------------------------------------------------ window verdict
 def test_the_window_verdict_judges_a_split_run_as_a_whole(tmp_path: Path) -> None:
     """Three 30 s chunks, each decided "below" T on its own; together they are above T."""
