@@ -142,6 +142,8 @@ def test_counts_are_singular_for_one(tmp_path, capsys):
     )
     text = capsys.readouterr().out
     assert "1 GPU ×" in text and "1 GPUs" not in text and "1 pods" not in text
+    # the fixed default start is dated and explained (the README's tour passes one near now)
+    assert "dated 2023-11-14 22:13 UTC" in text and "reproducible" in text
 
 
 def test_the_idle_warning_says_watts():
