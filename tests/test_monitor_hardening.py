@@ -277,7 +277,7 @@ def test_the_assess_stage_is_swappable(tmp_path: Path) -> None:
     assert w["regime"] == "fp16-like" and w["model"] == "stub" and w["declared_dtype"] == "bf16"
     # the stub's warning, then the daemon's own: a replay's timing is unknown, so its rows are never "below"
     assert w["warnings"][0] == "out of regime: bytes/J"
-    assert any("no timing known for sensor 'replay'" in x for x in w["warnings"][1:])
+    assert any("a replayed trace (sensor 'replay')" in x for x in w["warnings"][1:])
     assert seen and all(m.declared_dtype == "bf16" for m in seen)
 
 

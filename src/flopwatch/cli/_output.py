@@ -211,3 +211,8 @@ def print_fit(con: Any, table: Any) -> None:
         for c, col in zip(cols, cells, strict=True):
             b.add_row(c.header, col[i])
         con.print(b)
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun``, plural only for n ≠ 1 ("1 GPU", "8 GPUs", "0 families" with ``plural``)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

@@ -509,7 +509,13 @@ def monitor_command(
             "sim: sensors run on a virtual clock and need --duration (seconds of simulated time)",
             field="--duration",
         )
-    res = Monitor(cfg).run()
+    mon = Monitor(cfg)
+    if not quiet:
+        # the first workload line comes only when a workload ends (≈ 10 s into the README's replay): say what
+        # the daemon is doing meanwhile, so that a silent start does not read as a hang (issue 24); said once
+        # the port, ledger and sensors are open, so that an error stays the only line
+        mon.on_start = lambda: typer.echo(_start_line(cfg), err=True)
+    res = mon.run()
     # Ctrl-C ends the session cleanly (ledger closed, summary below) and, as for every command, with status 130;
     # SIGTERM (systemd's stop) is the daemon's normal end: 0
     code = EXIT_INTERRUPTED if res.end_reason == "SIGINT" else 0
@@ -534,6 +540,21 @@ def monitor_command(
         )
     if code:
         raise typer.Exit(code)
+
+
+def _start_line(cfg: Any) -> str:
+    """One line on what the session does before its first workload ends."""
+    sensors = [str(x) for x in cfg.sensors or ()]
+    replays = [x.split(":", 1)[1] for x in sensors if x.startswith("replay:")]
+    if replays:
+        names = ", ".join(literal(Path(x).name) for x in replays)
+        pace = "as fast as it reads" if not cfg.speed else f"at {cfg.speed:g}× its recorded speed"
+        what = f"replaying {names} {pace}"
+    elif any(x.startswith("sim:") for x in sensors):
+        what = f"running the simulated {', '.join(literal(x) for x in sensors)} for {cfg.duration_s:g} s of virtual time"
+    else:
+        what = f"watching {', '.join(literal(x) for x in sensors) or 'the detected sensors'} (Ctrl-C to stop)"
+    return f"flopwatch monitor: {what}; each workload is printed when it ends"
 
 
 #: MonitorConfig setting → the option that sets it (for errors about options).

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, literal, simulated_banner, styled
+from flopwatch.cli._output import console, counted, echo_json, literal, simulated_banner, styled
 from flopwatch.errors import InputError
 
 
@@ -200,7 +200,7 @@ def record_cmd(
                     prog.update(
                         task,
                         completed=min(duration, sensors[0].clock.now() - (sampler.t0 or 0.0)),
-                        info=f"{st.n_ticks} ticks  {pw}  gaps {gaps}",
+                        info=f"{counted(st.n_ticks, 'tick')}  {pw}  gaps {gaps}",
                     )
                 prog.update(task, completed=duration)
     except KeyboardInterrupt:
@@ -230,7 +230,7 @@ def record_cmd(
     what = "simulated rows" if md["simulated"] else "rows"
     line = f"wrote {writer.rows_written} {what} to {literal(output)}"
     if mp:
-        line += f"; {st.n_ticks} ticks, mean period {mp * 1e3:.2f} ms"
+        line += f"; {counted(st.n_ticks, 'tick')}, mean period {mp * 1e3:.2f} ms"
     clk = sensors[0].clock
     if sampler.t0 is not None and st.last_tick_s is not None:
         w0 = clk.wall_time() - clk.now()  # the wall time of t = 0 on the sensors' clock

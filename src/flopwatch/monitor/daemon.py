@@ -133,6 +133,8 @@ class Monitor:
         self.samplers: list[Any] = []
         self.jitter_seeds: dict[str, int | None] = {}
         self.sampling_checks: dict[str, Any] = {}  # device → sensor_timing.SamplingCheck
+        # called once the port, ledger and sensors are open (the CLI's start line: never before an error)
+        self.on_start: Any = None
         self.idle_power_w = 0.0
         self.profile_sha256: str | None = None
         self._stop = threading.Event()
@@ -523,6 +525,8 @@ class Monitor:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     old_handlers[sig] = signal.signal(sig, lambda s, f: self.stop(signal.Signals(s).name))
             sensors = self._open_sensors()  # last: a replay clock starts running here
+            if self.on_start is not None:
+                self.on_start()
             _log_dating(sensors)
             if cfg.duration_s is None and any(
                 isinstance(s.clock, VirtualClock) and s.info().kind == "sim" for s in sensors

@@ -4,8 +4,8 @@ Each family's runs are judged (:func:`flopwatch.redteam.judge.judge`) with the f
 out of the calibration, at **T = 0.8 × truth** and at the **evader's best threshold** (just above the reported
 upper bound: the largest T the verifier could still clear). A run above the threshold that is cleared is a
 **wrong below**. Honest runs of every precision, clock and power limit are judged at T = truth (an "above"
-there is a **false above**), at 0.5 × and 2 × truth, and their ``decisive_at`` (the smallest T ÷ truth at which
-the verdict is "below") is reported per set of observables (energy only; + clock and power limit; + pipes).
+there is a **wrongly accused** run, ``false_above`` in the JSON), at 0.5 × and 2 × truth, and their ``decisive_at``
+(the smallest T ÷ truth at which the verdict is "below") is reported per set of observables (energy only; + clock and power limit; + pipes).
 """
 
 from __future__ import annotations
