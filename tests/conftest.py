@@ -28,6 +28,11 @@ settings.register_profile("fast", max_examples=20, **SETTINGS)
 settings.register_profile("full", max_examples=200, **SETTINGS)
 settings.load_profile(PROFILE)
 
+# Output honours COLUMNS even when piped (a user asks for a width); the tests must not depend on the terminal or
+# CI shell they run from, so they start without one (a test that wants a width sets it).
+for _var in ("COLUMNS", "LINES"):
+    os.environ.pop(_var, None)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

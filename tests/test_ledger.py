@@ -505,6 +505,44 @@ def test_keys_and_pins_are_never_written_or_read_through_symlinks(ledger_path: P
     assert victim.read_text() == "precious\n"
 
 
+def test_pins_and_witness_logs_are_read_only_from_small_regular_files(
+    ledger_path: Path, tmp_path: Path
+) -> None:
+    """A verifier's pin and witness log: a symlink, a directory, a FIFO (never blocks) or an oversized file is
+    one InputError naming the file (io.read_bytes/open_regular with follow_symlinks=False)."""
+    from flopwatch.monitor.keys import load_pin
+    from flopwatch.monitor.witness import read_log
+
+    pub = Path(f"{ledger_path}.pub")
+    assert load_pin(pub).key is not None
+    log = tmp_path / "heads.jsonl"
+    log.write_text("")
+    assert read_log(log) == []
+    for real, read in ((pub, load_pin), (log, read_log)):
+        link = tmp_path / f"link-{real.name}"
+        link.symlink_to(real)
+        with pytest.raises(InputError, match="symlink; refusing") as e:
+            read(link)
+        assert e.value.file == str(link)
+        fifo = tmp_path / f"fifo-{real.name}"
+        os.mkfifo(fifo)
+        with pytest.raises(InputError, match="FIFO"):
+            read(fifo)
+        with pytest.raises(InputError, match="directory"):
+            read(tmp_path)
+    big = tmp_path / "big.pub"
+    big.write_bytes(pub.read_bytes() + b"#" * 70_000)
+    with pytest.raises(InputError, match="byte limit for a PEM key"):
+        load_pin(big)
+    # the signing key too: a FIFO or a directory is refused before anything is read (LedgerError, exit 1)
+    from flopwatch.monitor.keys import load_private_key
+
+    os.mkfifo(tmp_path / "fifo.key")
+    for bad, what in ((tmp_path / "fifo.key", "FIFO"), (tmp_path, "directory")):
+        with pytest.raises(LedgerError, match=what):
+            load_private_key(bad)
+
+
 @pytest.mark.parametrize("suffix", ["", ".key", "-wal"])
 def test_export_key_never_overwrites_the_ledger_or_its_key(
     ledger_path: Path, suffix: str, capsys: pytest.CaptureFixture[str]

@@ -46,20 +46,21 @@ def _replay(path: Path):  # noqa: ANN202
 @pytest.mark.parametrize(
     "args, field",
     [
-        (["--threshold-flops", "-1"], "threshold_flops"),
-        (["--threshold-flops", "nan"], "threshold_flops"),
-        (["--idle-power-w", "nan"], "idle_power_w"),
-        (["--idle-power-w", "-3"], "idle_power_w"),
-        (["--speed", "inf"], "speed"),
-        (["--speed", "0"], "speed"),
-        (["--sample-hz", "1e7"], "sample_hz"),
-        (["--poll-s", "nan"], "poll_s"),
-        (["--checkpoint-s", "-5"], "checkpoint_s"),
-        (["--duration", "inf"], "duration_s"),
-        (["--metrics-port", "70000"], "metrics_port"),
-        (["--verdict-window-s", "inf"], "verdict_window_s"),
-        (["--seed", "-1"], "seed"),
-        (["--dtype", "fp7"], "dtype"),
+        # the error names the option (the spelling --help shows), as every other command's does
+        (["--threshold-flops", "-1"], "option '--threshold'"),
+        (["--threshold-flops", "nan"], "option '--threshold'"),
+        (["--idle-power-w", "nan"], "option '--idle-power-w'"),
+        (["--idle-power-w", "-3"], "option '--idle-power-w'"),
+        (["--speed", "inf"], "--speed"),
+        (["--speed", "0"], "--speed"),
+        (["--sample-hz", "1e7"], "option '--sample-hz'"),
+        (["--poll-s", "nan"], "option '--poll-s'"),
+        (["--checkpoint-s", "-5"], "option '--checkpoint-s'"),
+        (["--duration", "inf"], "option '--duration'"),
+        (["--metrics-port", "70000"], "option '--metrics-port'"),
+        (["--verdict-window-s", "inf"], "option '--verdict-window-s'"),
+        (["--seed", "-1"], "--seed"),
+        (["--dtype", "fp7"], "--precision"),
     ],
 )
 def test_every_numeric_option_is_checked_before_any_work(
@@ -276,7 +277,7 @@ def test_the_assess_stage_is_swappable(tmp_path: Path) -> None:
     assert w["regime"] == "fp16-like" and w["model"] == "stub" and w["declared_dtype"] == "bf16"
     # the stub's warning, then the daemon's own: a replay's timing is unknown, so its rows are never "below"
     assert w["warnings"][0] == "out of regime: bytes/J"
-    assert any("no timing known for sensor 'replay'" in x for x in w["warnings"][1:])
+    assert any("a replayed trace (sensor 'replay')" in x for x in w["warnings"][1:])
     assert seen and all(m.declared_dtype == "bf16" for m in seen)
 
 
@@ -303,6 +304,32 @@ def test_rows_round_trip_and_interrupted_rows_are_never_below() -> None:
     assert WorkloadRow.from_payload(json.loads(json.dumps(row.to_payload()))) == row
     cut = row.interrupted("crash")
     assert cut.status == "interrupted" and cut.verdict == "uncertain" and cut.warnings == ("crash",)
+
+
+def test_a_built_row_carries_every_measured_and_assessed_field() -> None:
+    """WorkloadRow.build takes the fields by name: each one the measurement and the assessment share with the row
+    lands in it (the measurement's device, both sides' warnings), an unbounded upper bound is stored as None."""
+    m = Measurement("d", 1, 61, 2, 62, 60.0, 15000.0, 12000.0, 50.0, 0.3, 0.95, 0.99, sensor_errors=1,
+                    implausible_readings=2, mean_sm_clock_mhz=1500.0, power_limit_w=700.0, warnings=("m",),
+                    declared_dtype="bf16", device_name="H100", spec_key="h100", min_sm_clock_mhz=900.0,
+                    max_sm_clock_mhz=1980.0, peak_power_w=690.0, unobserved_s=0.5, pipe_active_s={"tensor": 1.0},
+                    pipe_observed_s=59.0, context={"sensor": "nvml"})  # fmt: skip
+    a = Assessment(estimate_flops=5.0, verdict_lower_flops=1.0, verdict_basis="datasheet", verdict="uncertain",
+                   calibrated_lower_flops=4.0, calibrated_upper_flops=6.0, confidence=0.9, assumptions="x",
+                   warnings=("m", "a"), notes=("n",), decisive_at=3.0, tighten=("t",), regime="calibrated",
+                   model="eq1", device="elsewhere", threshold_flops=1.0)  # fmt: skip
+    row = WorkloadRow.build(workload_id="w", session_id="s", status="complete", meas=m, assessment=a,
+                            threshold_flops=1e20, profile_sha256="p", sensor_kind="nvml", simulated=True)  # fmt: skip
+    names = {f.name for f in dataclasses.fields(WorkloadRow)}
+    for f in dataclasses.fields(Measurement):
+        if f.name in names - {"warnings", "windows"}:
+            assert getattr(row, f.name) == getattr(m, f.name), f.name
+    for k in ("estimate_flops", "lower_flops", "confidence", "model", "verdict", "regime", "bound", "notes",
+              "calibrated_lower_flops", "calibrated_upper_flops", "assumptions", "decisive_at", "tighten"):  # fmt: skip
+        assert getattr(row, k) == getattr(a, k), k
+    assert (row.device, row.warnings, row.upper_flops, row.threshold_flops) == ("d", ("m", "a"), None, 1e20)
+    assert (row.workload_id, row.session_id, row.profile_sha256, row.sensor_kind, row.simulated) == (
+        "w", "s", "p", "nvml", True)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------ window verdict
@@ -364,7 +391,8 @@ def test_device_names_with_markup_and_escapes_print_literally(
     shown = "[/bold]gpu\\x1b[2K\\x1b[1A[red]FAKE[/red]"  # every character visible, none interpreted
     assert _column(out.out, 1) == shown  # the session's own table: no ledger seq column yet
     assert main(["ledger", "show", str(led)]) == 0
-    assert _column(capsys.readouterr().out, 2) == shown
+    shown_out = capsys.readouterr().out  # a long name: one block of lines per row (wider than 160 as a table)
+    assert "\x1b" not in shown_out and shown in shown_out
     assert summarize_ledger(led)["workloads"][0]["device"] == evil  # stored as it was, shown escaped
 
 

@@ -41,24 +41,44 @@ def test_no_evasive_ledger_is_below_live(name, entries, window):  # noqa: ANN001
     assert g.verdict != "below", (name, g.reasons)
 
 
-def test_blockers_have_the_commands_wording():
-    from flopwatch.evaluate.window import ledger_window_verdicts
+def test_window_rules_block_below_for_each_reason():
+    """The one rule set (evaluate.window.WindowRules) the gauge and `flopwatch verdict` both feed."""
+    from flopwatch.evaluate.window import WindowRules
 
-    cases = [
-        [_row("a", 0, 10), _cp(20, 0), _cp(1e4, 0), _row("b", 5, 15)],  # clock set back
-        [_row("a", 0, 10), *[_cp(20.0 + 60 * i, 0.0) for i in range(5)], _cp(1e5, 0.0)],  # unobserved gap
-        [_row("a", 0, 10), _cp(20, -5.0)],  # impossible running total
-        [_row("a", 0, 10)],  # no checkpoint
-    ]
-    for ents in cases:
-        cli = ledger_window_verdicts(ents, threshold_flops=T, window_s=None, device="h100")["total"]
-        g = _live(ents, None)
-        assert g.verdict == cli["verdict"] != "below"
-        live = [r for r in g.reasons if "backwards" in r or "not observed" in r or "impossible" in r
-                or "no checkpoint" in r]  # fmt: skip
-        assert live and all(r in cli["warnings"] for r in live), (live, cli["warnings"])
+    def run(feed: list[tuple[str, Any]], cut: float | None = None) -> tuple[str, ...]:
+        r = WindowRules(gaps_kept=256)
+        for kind, x in feed:
+            r.row(x) if kind == "row" else r.checkpoint(x[0], {"d": x[1]})
+        return r.blockers(cut)
+
+    assert run([("row", 10.0), *[("cp", (20.0 + 60 * i, 0.0)) for i in range(5)]]) == ()
+    assert "goes backwards (10000 → 15)" in run([("row", 10.0), ("cp", (1e4, 0.0)), ("row", 15.0)])[0]
+    assert run([("row", 10.0), ("cp", (20.0, -5.0))])[0].startswith("checkpoint of d has an impossible")
+    assert run([("row", 10.0)]) == ("no checkpoint in the ledger: the energy outside workloads is unknown",)
+    gap = [("row", 10.0), *[("cp", (20.0 + 60 * i, 0.0)) for i in range(5)], ("cp", (1e5, 0.0))]
+    assert "were not observed" in run(gap)[0]
+    assert run(gap, cut=2e5) == ()  # a window after the gap does not overlap it
+    jump = WindowRules()
+    jump.row(100.0, session="s", ref="a", t_s=0.0)
+    jump.row(5000.0, session="s", ref="b", t_s=100.0)  # wall +4900 s, monotonic +100 s
+    assert "a clock jump" in jump.blockers(None)[0]
 
 
 def test_honest_ledgers_are_decided_live_as_by_the_command():
     assert _live([_row("a", 0, 10), *[_cp(20.0 + 60 * i, 0.0) for i in range(5)]], None).verdict == "below"
     assert _live([_BIG, *[_cp(2100.0 + 60 * i, 0.0) for i in range(5)]], 86400.0).verdict == "above"
+
+
+def test_a_row_without_a_regime_is_flagged_alike_live_and_offline():
+    """A row no one assessed (regime missing or null) supports no "below", with one wording on both sides."""
+    from flopwatch.evaluate.window import ledger_window_verdicts
+
+    cps = [_cp(20.0 + 60 * i, 0.0) for i in range(5)]
+    why = "1 workload row(s) in the window carry warnings: no regime assessment"
+    for row in (_row("a", 0, 10, regime=None), _row("a", 0, 10)):
+        if row.payload["regime"] is not None:
+            del row.payload["regime"]  # a legacy row: no key at all
+        cli = ledger_window_verdicts([row, *cps], threshold_flops=T, window_s=None, device="h100")["total"]
+        live = _live([row, *cps], None)
+        assert cli["verdict"] == live.verdict == "uncertain"
+        assert why in cli["warnings"] and why in live.reasons

@@ -86,3 +86,52 @@ def test_the_progress_bar_ends_at_done_only_when_the_run_finished(done: bool) ->
         assert "done" in last and "100%" in last
     else:
         assert "stopped during: sweep: 3 of 19 workloads" in last and "30%" in last and "100%" not in last
+
+
+def test_a_ctrl_c_swallowed_by_a_weakref_callback_is_raised_again():
+    """Python prints a KeyboardInterrupt raised in a weakref callback (matplotlib's, while figures are drawn) as
+    "Exception ignored" and drops it: the run would go on. ``run`` delivers it again, with no traceback."""
+    import sys
+    import weakref
+
+    from flopwatch.cli.run_cmds import _interrupt_never_swallowed
+
+    class Node:
+        pass
+
+    def callback(_ref: object) -> None:
+        raise KeyboardInterrupt
+
+    default = sys.unraisablehook
+    reached_after = []
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with _interrupt_never_swallowed():
+            n = Node()
+            ref = weakref.ref(n, callback)
+            del n  # the callback runs here; its KeyboardInterrupt goes to sys.unraisablehook
+            time.sleep(5.0)  # the interrupt, raised again, lands in this ordinary code (at once)
+            reached_after.append(ref)
+    assert not reached_after and time.monotonic() - t0 < 4.0  # the block was stopped, not finished
+    assert sys.unraisablehook is default  # restored
+
+
+def test_ctrl_c_stops_the_monitor_cleanly_with_status_130(tmp_path: Path) -> None:
+    """The monitor closes its ledger on Ctrl-C, says how it ended and exits 130 like every command (README's
+    table); a replay at --speed 5 is still running when the signal comes."""
+    data = Path(os.environ.get("FLOPWATCH_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "data"
+    trace = data / "jetson_flop_estimator" / "writeup" / "timeseries.json"
+    if not trace.is_file():
+        pytest.skip(f"the study's trace is not at {trace}")
+    led = tmp_path / "l.db"
+    p = _flopwatch("monitor", "--sensor", f"replay:{trace}", "--speed", "5", "--ledger", str(led), "-q")
+    deadline = time.monotonic() + 60
+    while not led.exists():
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() < deadline, "the monitor never created its ledger"
+        time.sleep(0.05)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == 130, (stdout, stderr)
+    assert "flopwatch monitor: SIGINT;" in stdout and "Traceback" not in stderr

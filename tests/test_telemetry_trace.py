@@ -213,9 +213,10 @@ def test_writer_refuses_to_clobber_a_crash_journal(tmp_path):
         TraceWriter(p, {})
 
 
-def test_a_replayed_seed_trace_is_stamped_with_the_time_it_is_replayed(timeseries_path):
+def test_a_replayed_seed_trace_is_dated_from_the_replay_never_the_file_or_the_future(timeseries_path):
     """The seed's ``timeseries.json`` has no wall clock: its rows carry none (not the file's mtime), and a replay
-    stamps its readings with the replay's own wall clock (issue 24, newcomer defect 11)."""
+    dates its readings from the real clock so that the trace ends when the replay began (issue 24, newcomer
+    defect 11; at ``--speed 50`` the rows had run ahead of the real clock)."""
     import time
 
     from flopwatch.telemetry.sensors.replay import open_replay
@@ -225,4 +226,5 @@ def test_a_replayed_seed_trace_is_stamped_with_the_time_it_is_replayed(timeserie
     t0 = time.time()
     (sensor,) = open_replay(timeseries_path, speed=float("inf"))
     r = sensor.read()
-    assert t0 - 1 <= r.wall_time <= time.time() + 60
+    length = float(tr.df["t_s"].max() - tr.df["t_s"].min())
+    assert t0 - length - 5 <= r.wall_time <= time.time() - length + 5  # the first row: a trace's length ago

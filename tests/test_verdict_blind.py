@@ -12,8 +12,9 @@ from flopwatch.estimate.observe import Observables
 from flopwatch.estimate.sound import blind_split, device_basis, pipe_coverage, sound_upper
 from flopwatch.estimate.verdict import ACCUSATION_CONFIDENCE, assess, context_warnings
 from flopwatch.redteam import run_suite
-from flopwatch.redteam.engine import World, make_acc
+from flopwatch.redteam.engine import World
 from flopwatch.redteam.observe import exact_values, keep_set
+from flopwatch.redteam.simulated import make_acc
 from flopwatch.redteam.suite import sim_honest
 from flopwatch.sensor_timing import check_sampling
 

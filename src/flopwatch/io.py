@@ -114,15 +114,24 @@ def check_input_file(
 
 
 def open_regular(
-    path: str | os.PathLike[str], *, kind: str = "file", error: type[InputError] = InputError
+    path: str | os.PathLike[str],
+    *,
+    kind: str = "file",
+    error: type[InputError] = InputError,
+    follow_symlinks: bool = True,
 ) -> IO[bytes]:
     """A binary file object on the regular file at ``path``, checked before opening and on the descriptor
     (``O_NONBLOCK``: a FIFO swapped in meanwhile cannot block). Readers that read in pieces (Parquet, Arrow
-    IPC) keep it: a file replaced meanwhile is never half read, and non-UTF-8 names work (pyarrow's do not)."""
+    IPC) keep it: a file replaced meanwhile is never half read, and non-UTF-8 names work (pyarrow's do not).
+    ``follow_symlinks=False`` (keys, witness logs): a link at ``path`` is refused, whoever planted it chose the
+    file; one swapped in after the check too (``O_NOFOLLOW``)."""
     file = os.fspath(path)
+    if not follow_symlinks and os.path.islink(file):
+        raise error(f"is a symlink; refusing to read a {kind} through it", file=file)
     check_input_file(file, kind=kind, error=error)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(file, flags if follow_symlinks else flags | os.O_NOFOLLOW)
     except OSError as e:
         reason = "permission denied" if isinstance(e, PermissionError) else (e.strerror or str(e))
         raise error(f"cannot read ({reason})", file=file) from None
@@ -139,14 +148,15 @@ def read_bytes(
     kind: str = "file",
     error: type[InputError] = InputError,
     max_bytes: int | None = None,
+    follow_symlinks: bool = True,
 ) -> bytes:
-    """The whole content of a regular file of at most ``max_bytes`` bytes."""
+    """The whole content of a regular file of at most ``max_bytes`` bytes (``follow_symlinks``: see open_regular)."""
     file = os.fspath(path)
     cap = max_input_bytes() if max_bytes is None else int(max_bytes)
-    st = check_input_file(file, kind=kind, error=error)
-    if st.st_size > cap:
-        raise error(f"is {st.st_size} bytes, larger than the {cap}-byte limit for a {kind}", file=file)
-    with open_regular(file, kind=kind, error=error) as fh:
+    with open_regular(file, kind=kind, error=error, follow_symlinks=follow_symlinks) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > cap:
+            raise error(f"is {size} bytes, larger than the {cap}-byte limit for a {kind}", file=file)
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -488,9 +498,8 @@ def check_output(
     if not create_parents and not parent.is_dir():
         raise InputError(f"folder {parent} does not exist", file=str(out))
     check_not_input(out, inputs, option=option)
-    refuse_link(
-        out
-    )  # before any work: no writer writes through a link (found at the end, it wastes the work)
+    # before any work: no writer writes through a link (found at the end, it wastes the work)
+    refuse_link(out)
     if (out.exists() or out.is_symlink()) and not overwrite:
         raise InputError("file exists (use --force to overwrite)", file=str(out))
     return out
@@ -555,7 +564,7 @@ def _prepare_target(p: Path) -> None:
 
 
 def fsync_dir(d: Path) -> None:
-    """fsync a directory, so a rename or link in it survives a crash (best effort: some filesystems refuse)."""
+    """fsync a directory (a rename or link in it) or a closed file (its data) against a crash; best effort."""
     with contextlib.suppress(OSError):
         fd = os.open(d, os.O_RDONLY)
         try:
@@ -680,6 +689,25 @@ def scratch_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def _temp_beside(p: Path, suffix: str) -> tuple[int, str]:
+    """A temporary file beside ``p`` (``<name>.partial-<pid>-…``), once what a killed writer left is removed."""
+    _prepare_target(p)
+    clean_stale_partials(p)
+    try:
+        return tempfile.mkstemp(prefix=_partial_prefix(p), suffix=suffix, dir=p.parent)
+    except OSError as e:
+        raise InputError(f"cannot write ({e.strerror or e})", file=str(p)) from None
+
+
+def _final_mode(p: Path, perms: int | None) -> int:
+    """The mode of the regular file at ``p`` that the output replaces, else ``perms`` (default rw-r--r--)."""
+    with contextlib.suppress(OSError):
+        old = os.lstat(p)
+        if stat.S_ISREG(old.st_mode):
+            return stat.S_IMODE(old.st_mode)
+    return 0o644 if perms is None else perms
+
+
 def _install(tmp: str, p: Path, exclusive: bool) -> None:
     """Put the finished temporary file at ``p``: rename over it, or (``exclusive``) link it there only when the
     name is free — a file or link that appeared meanwhile is never replaced."""
@@ -715,19 +743,9 @@ def atomic_writer(
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
     p = Path(path)
-    _prepare_target(p)
-    clean_stale_partials(p)
+    fd, tmp = _temp_beside(p, ".tmp")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(p), suffix=".tmp", dir=p.parent)
-    except OSError as e:
-        raise InputError(f"cannot write ({e.strerror or e})", file=str(p)) from None
-    try:
-        try:
-            old = os.lstat(p)
-            keep = stat.S_IMODE(old.st_mode) if stat.S_ISREG(old.st_mode) else None
-        except OSError:
-            keep = None
-        os.fchmod(fd, keep if keep is not None else (0o644 if perms is None else perms))
+        os.fchmod(fd, _final_mode(p, perms))
         kw: dict[str, Any] = {} if "b" in mode else {"encoding": encoding, "newline": ""}
         with disk_errors(p), os.fdopen(fd, mode, **kw) as fh:
             yield fh
@@ -750,13 +768,8 @@ def atomic_write(
     exclusive: bool = False,
 ) -> Path:
     """Write ``data`` to ``path`` atomically (see :func:`atomic_writer`); returns the path."""
-    with atomic_writer(
-        path,
-        mode="wb" if isinstance(data, bytes) else "w",
-        perms=perms,
-        encoding=encoding,
-        exclusive=exclusive,
-    ) as fh:
+    mode = "wb" if isinstance(data, bytes) else "w"
+    with atomic_writer(path, mode=mode, perms=perms, encoding=encoding, exclusive=exclusive) as fh:
         fh.write(data)
     return Path(path)
 
@@ -769,28 +782,13 @@ def atomic_path(path: str | os.PathLike[str], *, perms: int | None = None) -> It
     as :func:`atomic_writer`: a symlink at ``path`` is refused). ``perms`` as for :func:`atomic_writer`.
     """
     p = Path(path)
-    _prepare_target(p)
-    clean_stale_partials(p)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(p), suffix=p.suffix or ".tmp", dir=p.parent)
-    except OSError as e:
-        raise InputError(f"cannot write ({e.strerror or e})", file=str(p)) from None
+    fd, tmp = _temp_beside(p, p.suffix or ".tmp")
     os.close(fd)
     try:
         with disk_errors(p):
             yield Path(tmp)
-        try:
-            old = os.lstat(p)
-            keep = stat.S_IMODE(old.st_mode) if stat.S_ISREG(old.st_mode) else None
-        except OSError:
-            keep = None
-        os.chmod(tmp, keep if keep is not None else (0o644 if perms is None else perms))
-        with contextlib.suppress(OSError):
-            fd2 = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd2)
-            finally:
-                os.close(fd2)
+        os.chmod(tmp, _final_mode(p, perms))
+        fsync_dir(Path(tmp))  # the file the writer closed: its data on disk before the rename
         os.replace(tmp, p)
         fsync_dir(p.parent)
     except BaseException:

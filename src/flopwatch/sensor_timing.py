@@ -28,6 +28,9 @@ from flopwatch.errors import InputError
 #: The monitor's detector polls every 1.5 s (Fowler 2026, detection daemon): a counter read more slowly than
 #: this cannot place a workload's start and end, whatever the sensor.
 DETECTOR_POLL_S = 1.5
+#: Sensor kinds that are not a measurement of the device being judged (a trace replayed from a file, the
+#: simulator): estimate.verdict flags them.
+REPLAY_SENSOR_KINDS = ("replay", "sim", "simulated")
 
 _YANG = (
     "Yang, Adamek & Armour, 'Accurate and Convenient Energy Measurements for GPUs: A Detailed Study of NVIDIA "
@@ -216,6 +219,22 @@ class SamplingCheck:
         }
 
 
+def is_replay_kind(kind: str) -> bool:
+    """Whether a sensor kind names a replay or simulation rather than a read of the device."""
+    kind = str(kind).strip().lower()
+    return kind in REPLAY_SENSOR_KINDS or kind.startswith(REPLAY_SENSOR_KINDS)
+
+
+def _no_timing_warning(device: str, sensor: str) -> str:
+    if is_replay_kind(sensor):  # the same fact, worded for someone replaying a trace (newcomer, issue 24)
+        what = "a simulated trace" if str(sensor).strip().lower().startswith("sim") else "a replayed trace"
+        return (
+            f"{what} (sensor {sensor!r}) says nothing of what the device did between its samples: its blind "
+            "time cannot be bounded, so no 'below'"
+        )
+    return f"no timing known for sensor {sensor!r} on {device!r}: what it measures between reads is unknown"
+
+
 def check_sampling(device: str, sensor: str, rate_hz: float) -> SamplingCheck:
     """Whether sampling ``sensor`` on ``device`` at ``rate_hz`` loses nothing the sensor measured.
 
@@ -238,9 +257,7 @@ def check_sampling(device: str, sensor: str, rate_hz: float) -> SamplingCheck:
             False,
             None,
             1.0,
-            (
-                f"no timing known for sensor {sensor!r} on {device!r}: what it measures between reads is unknown",
-            ),
+            (_no_timing_warning(device, sensor),),
             None,
         )
     warns: list[str] = []

@@ -37,7 +37,7 @@ def _refused(capsys: pytest.CaptureFixture[str], args: list[str], *words: str) -
         (["detect", "--poll", "1e-300", "{t}/x.json"], ["--poll"]),
         (["detect", "--poll", "1e300", "{t}/x.json"], ["--poll"]),
         (["monitor", "--sensor", "sim:a100", "--poll-s", "1e-300", "--duration", "10", "--ledger", "{t}/l.db"],
-         ["poll_s"]),  # fmt: skip
+         ["--poll-s"]),  # fmt: skip
         (["powermodel", "predict", "--gpu", "A100", "--dtype", "bf16", "--batch", "64", "--mfu", "40",
           "--duration-s", "1e308"], ["--duration-s"]),  # fmt: skip
         (["powermodel", "inverse", "--gpu", "A100", "--power-w", "1e308", "--duration-s", "10"], ["--power-w"]),

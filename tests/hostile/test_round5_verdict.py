@@ -24,8 +24,7 @@ from flopwatch.cli import main
 from flopwatch.estimate.observe import Observables, ObservedWindows, windows_from_samples
 from flopwatch.estimate.verdict import assess, context_warnings, with_samples
 from flopwatch.evaluate.window import reassess_row
-from flopwatch.redteam.engine import to_record
-from flopwatch.redteam.simulated import datacenter_family, sim_profile
+from flopwatch.redteam.simulated import datacenter_family, sim_profile, to_record
 from flopwatch.sim.accelerator import SimulatedAccelerator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared simulated observables

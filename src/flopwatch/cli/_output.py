@@ -17,6 +17,7 @@ import difflib
 import functools
 import json
 import math
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -140,8 +141,8 @@ def _console_class() -> type:
 def console(*, stderr: bool = False, width: int | None = None) -> Any:
     """The rich console every command prints through (markup off, control characters escaped)."""
     stream = sys.stderr if stderr else sys.stdout
-    if width is None and not stream.isatty():
-        width = _NON_TTY_WIDTH
+    if width is None and not stream.isatty() and not os.environ.get("COLUMNS", "").strip().isdigit():
+        width = _NON_TTY_WIDTH  # piped: wide, unless COLUMNS asks for a width (rich reads it)
     return _console_class()(stderr=stderr, markup=False, highlight=False, emoji=False, width=width)
 
 
@@ -186,3 +187,32 @@ def simulated_banner(con: Any, what: str) -> None:
     t.append(" SIMULATED ", style="bold white on red")
     t.append(" " + literal(what))
     con.print(t)
+
+
+def print_fit(con: Any, table: Any) -> None:
+    """Print a rich ``table`` as it is where its lines fit the console; else (an 80-column terminal) one block of
+    "column  value" lines per row, so that no cell is cut or wrapped a few letters at a time."""
+    from rich.table import Table
+
+    wide = con.measure(table, options=con.options.update_width(10_000)).maximum  # its width unwrapped
+    cols = list(table.columns)
+    if wide <= con.width or not cols or not table.row_count:
+        con.print(table)
+        return
+    if table.title is not None:
+        con.print(table.title, style="bold")
+    cells = [list(c.cells) for c in cols]
+    for i in range(table.row_count):
+        if i:
+            con.print()
+        b = Table(show_header=False, box=None, padding=(0, 1, 0, 2))
+        b.add_column(style="dim", no_wrap=True)
+        b.add_column(overflow="fold")
+        for c, col in zip(cols, cells, strict=True):
+            b.add_row(c.header, col[i])
+        con.print(b)
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun``, plural only for n ≠ 1 ("1 GPU", "8 GPUs", "0 families" with ``plural``)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

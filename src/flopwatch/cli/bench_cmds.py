@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, fmt_num
+from flopwatch.cli._output import console, counted, echo_json, fmt_num, print_fit
 
 
 def bench_cmd(
@@ -90,6 +90,7 @@ def bench_cmd(
         [("--output", output)], options.sensor_files(sensor)
     )  # before any work: never overwrite an input
     from flopwatch.backends import open_sensors
+    from flopwatch.devices import DTYPE_ALIASES
     from flopwatch.errors import InputError
     from flopwatch.powermodel.bench import BenchSettings, bench_grid, default_sensor_spec, write_aggregate_csv
     from flopwatch.workloads.select import grid_configs
@@ -121,9 +122,9 @@ def bench_cmd(
         state["append"] = True
         if con is not None:
             con.print(
-                f"{row['model_name']} b{row['batch_size']} {row['dtype']} rep {row['repeat']}: "
+                f"{row['model_name']} b{row['batch_size']} {DTYPE_ALIASES.get(row['dtype'], row['dtype'])} rep {row['repeat']}: "
                 f"MFU {row['mfu_percentage_hardware_flops_mean']:.3g} % (hardware FLOPs), util {fmt_num(row['gpu_utilization_mean'], 1)} %, "
-                f"power {fmt_num(row['power_draw_watts_mean'], 1)} W, {row['samples_per_config']} windows ({row['stop_reason']})"
+                f"power {fmt_num(row['power_draw_watts_mean'], 1)} W, {counted(row['samples_per_config'], 'window')} ({row['stop_reason']})"
                 + (" [simulated]" if row["simulated"] else "")
             )
 
@@ -155,7 +156,7 @@ def bench_cmd(
             if con is not None:
                 from flopwatch.cli.powermodel_cmds import fit_table
 
-                con.print(fit_table(m))
+                print_fit(con, fit_table(m))
         elif con is not None:
             con.print("fewer than 3 rows with power: no fit", style="yellow")
     if json_out:

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, fmt_flops
+from flopwatch.cli._output import console, counted, echo_json, fmt_flops, print_fit
 from flopwatch.errors import InputError
 
 _RECORDS_HELP = "Workload records: our JSON Lines, or the Jetson study's eval_results_*_records.json."
@@ -64,7 +64,9 @@ def _simulated_line(n_sim: int, n: int) -> Any:
 
     t = Text()
     t.append("SIMULATED", style="bold red")
-    t.append(f": {n_sim} of {n} runs come from the simulator, not from measurements")
+    t.append(
+        f": {n_sim} of {counted(n, 'run')} {'comes' if n_sim == 1 else 'come'} from the simulator, not from measurements"
+    )
     return t
 
 
@@ -128,7 +130,7 @@ def calibrate_cmd(
         f"±{d['interval']['rel_halfwidth_pct']:.2f} % at {prof.confidence:.0%} ({d['interval']['method']})",
     )
     t.add_row("LOO MAE", f"{d['diagnostics']['loo_mae_pct']:.2f} %")
-    con.print(t)
+    print_fit(con, t)
     if d["training"].get("n_simulated"):
         con.print(_simulated_line(d["training"]["n_simulated"], d["training"]["n"]))
     con.print(_filters_line(d["training"]["filters"]))
@@ -230,11 +232,11 @@ def estimate_cmd(
             ):  # never an unexplained "uncertain" next to an upper under T
                 v = f"uncertain ({len(x['warnings'])} warning{'s' if len(x['warnings']) > 1 else ''}: {x['warnings'][0]})"
             cells.append(v)
-            cells.append("—" if x["decisive_at"] is None else f"T ≥ ×{x['decisive_at']:.3g} estimate")
+            cells.append("—" if x["decisive_at"] is None else f"T ≥ {x['decisive_at']:.3g} × estimate")
         if decl is not None:
             cells.append(x["declaration_verdict"])
         t.add_row(*cells)
-    con.print(t)
+    print_fit(con, t)
     con.print(
         "verdict bounds (sound): physics, the datasheet and the verifier's counters only — what 'above'/'below' "
         "rest on. calibrated interval: holds only if the workload resembles the calibration runs (later session "
@@ -286,11 +288,11 @@ def _tighten_lines(rows: list[dict[str, Any]]) -> list[str]:
 
         def span(v: list[float]) -> str:
             lo, hi = min(v), max(v)
-            return f"×{lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"×{lo:.3g}–×{hi:.3g}"
+            return f"{lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"{lo:.3g}–{hi:.3g}"
 
         lines.append(
-            f"tighten ({len(pairs)} of {len(rows)} record(s)): {what}: 'decisive at' {span(now)} → {span(then)} "
-            "(each record's in --json, under 'tighten')"
+            f"tighten ({len(pairs)} of {len(rows)} record(s)): {what}: 'decisive at' T ≥ {span(now)} × estimate "
+            f"→ T ≥ {span(then)} × estimate (each record's in --json, under 'tighten')"
         )
     return lines
 
@@ -384,7 +386,7 @@ def evaluate_cmd(
             f"{m['worst_pct']:.1f}",
             f"{m['coverage']:.1%}",
         )
-    con.print(t)
+    print_fit(con, t)
     if d["n_simulated"]:
         con.print(_simulated_line(d["n_simulated"], d["n_frontier"]))
     con.print(_filters_line(d["filters"]))
@@ -405,13 +407,13 @@ def evaluate_cmd(
 
     def fp(x: float | None) -> str:  # the worst threshold's rate; "≤ 0%" read as a bound on nothing
         if x is None:
-            return "false positives —"
-        return "no false positives" if x == 0 else f"false positives up to {pct(x)}"
+            return "wrongly accused —"
+        return "none wrongly accused" if x == 0 else f"wrongly accused up to {pct(x)}"
 
     con.print(
         f"threshold sweep ({dm}, {ts['n_thresholds']} thresholds {fmt_flops(ts['min_threshold_flops'])}–"
         f"{fmt_flops(ts['max_threshold_flops'])} FLOP): 'above' only when the {confidence:.0%} interval is "
-        f"above → {fp(ts['max_fp_rate'])}, wrong below up to {pct(ts['max_wrong_below_rate'])} (declared below, "
+        f"above → {fp(ts['max_fp_rate'])} (declared above, truly below), wrong below up to {pct(ts['max_wrong_below_rate'])} (declared below, "
         f"truly above), uncertain {pct(ts['mean_uncertain_rate'])} on average; deciding on the point estimate: "
         f"{fp(ts['point_max_fp_rate'])}, wrong below {pct(ts['point_mean_fn_rate'])} on average"
     )

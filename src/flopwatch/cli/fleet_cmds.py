@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, fmt_flops, new_app, simulated_banner
+from flopwatch.cli._output import console, counted, echo_json, fmt_flops, new_app, simulated_banner
 
 fleet_app = new_app(
     "Fleet scale: estimate every job of a GPU cluster from the dcgm-exporter history in Prometheus."
@@ -356,7 +356,7 @@ def sim_openmetrics(
         device=device,
         gpus_per_node=gpus_per_node,
         interval_s=step,
-        wall0=parse_time(start, field="start"),
+        wall0=(wall0 := parse_time(start, field="start")),
         seed=seed,
         label_style=label_style,
         resets=resets,
@@ -367,9 +367,23 @@ def sim_openmetrics(
     tr = fleet.write_openmetrics(out)
     atomic_write(truth_path, json.dumps(tr.to_dict(), indent=2))
     console().print(
-        f"wrote {out} (SIMULATED {fleet.spec.name} fleet: {gpus} GPUs × {hours:g} h, {len(tr.pods)} pod{'' if len(tr.pods) == 1 else 's'}) "
+        f"wrote {out} (SIMULATED {fleet.spec.name} fleet: {counted(gpus, 'GPU')} × {hours:g} h, {counted(len(tr.pods), 'pod')}) "
         f"and {truth_path}; backfill: promtool tsdb create-blocks-from openmetrics {out} DIR"
     )
+    # the window to query, dated (the default --start is a fixed 2023 date, so that a file is reproducible)
+    console().print(
+        f"dated {_utc(wall0)} → {_utc(wall0 + hours * 3600)} (--start {wall0:.0f} --end {wall0 + hours * 3600:.0f})"
+        + (" — the default --start, fixed so that the file is reproducible" if start == "1700000000" else "")
+    )
+
+
+def _utc(t: float) -> str:
+    import datetime as dt
+
+    try:
+        return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    except (OverflowError, OSError, ValueError):  # a --start beyond the calendar's range: the number
+        return f"Unix {t:.0f}"
 
 
 def register_sim(sim_app: typer.Typer) -> None:

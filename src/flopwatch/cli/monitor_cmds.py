@@ -4,17 +4,29 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, literal, new_app, styled
+from flopwatch.cli._output import (
+    EXIT_INTERRUPTED,
+    console,
+    echo_json,
+    fmt_flops,
+    literal,
+    new_app,
+    print_fit,
+    styled,
+)
 
 ledger_app = new_app("Inspect and verify a monitor ledger.")
 
 
 def _fmt_flops(x: object) -> str:
-    return _fmt(x, "{:.4g}")
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return fmt_flops(float(x))  # compact (3.705e14): a ledger row fits a 160-column line
+    return _fmt(x, "{}")
 
 
 def _bounds(lo: object, hi: object) -> str:
@@ -44,56 +56,77 @@ def _ts(x: object) -> str:
         return literal(x)
 
 
+def _workload_cells(workloads: list[dict]) -> list[list[tuple[str, str]]]:
+    """Each workload row (a ledger payload) as (column, text) pairs: estimate, bounds, verdict, status, coverage."""
+    # a session's own rows carry no ledger seq yet: no column of dashes for them
+    seq = any(w.get("seq") is not None for w in workloads)
+    warned = any(w.get("warnings") or w.get("flags") for w in workloads)  # else no column of blanks
+    rows = []
+    for w in workloads:
+        g = w.get
+        warns = g("warnings") or g("flags") or []
+        n_warn = len(warns) if isinstance(warns, list) else 1
+        cells = [
+            *((("seq", g("seq", "—")),) if seq else ()),
+            ("device", g("device")),
+            ("start (UTC)", _ts(g("start_wall"))),
+            ("duration s", _fmt(g("duration_s"), "{:.1f}")),
+            ("net J", _fmt(g("net_energy_j"), "{:.1f}")),
+            ("estimate", _fmt_flops(g("estimate_flops"))),
+            ("bounds", _bounds(g("lower_flops"), g("upper_flops"))),
+            ("verdict", g("verdict")),
+            ("regime", g("regime") or "—"),
+            ("status", g("status")),
+            ("cover", _fmt(g("coverage"), "{:.3f}")),
+            *((("warnings", n_warn or ""),) if warned else ()),
+        ]
+        rows.append([(k, literal(v)) for k, v in cells])
+    return rows
+
+
 def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
-    """Rich table of workload rows (ledger payloads): estimate, interval, verdict, status, coverage.
+    """Rich table of workload rows (ledger payloads), one line each.
 
     Every cell is a ``Text`` (printed literally): device names and payload values are user-controlled.
     """
     from rich.table import Table
 
-    t = Table(title=styled(title, ""))
-    # a session's own rows carry no ledger seq yet: no column of dashes for them
-    seq = any(w.get("seq") is not None for w in workloads)
-    warned = any(w.get("warnings") or w.get("flags") for w in workloads)  # else no column of blanks
-    for col in (
-        *(("seq",) if seq else ()),
-        "device",
-        "start (UTC)",
-        "duration s",
-        "net J",
-        "estimate",
-        "bounds",
-        "verdict",
-        "regime",
-        "status",
-        "cover",
-        *(("warnings",) if warned else ()),
-    ):
+    t = Table(
+        title=styled(
+            f"{title} (estimate and bounds in FLOP; cover: share of the time covered by readings)", ""
+        ),
+        pad_edge=False,
+    )  # no edge padding: a typical row fits 160 columns
+    rows = _workload_cells(workloads)
+    for col, _ in rows[0] if rows else ():
         t.add_column(col, overflow="fold")  # user text is shown whole, never cut with an ellipsis
-    for w in workloads:
-        g = w.get
-        warns = g("warnings") or g("flags") or []
-        n_warn = len(warns) if isinstance(warns, list) else 1
-        t.add_row(
-            *(
-                styled(c, "")
-                for c in (
-                    *((g("seq", "—"),) if seq else ()),
-                    g("device"),
-                    _ts(g("start_wall")),
-                    _fmt(g("duration_s"), "{:.1f}"),
-                    _fmt(g("net_energy_j"), "{:.1f}"),
-                    _fmt_flops(g("estimate_flops")),
-                    _bounds(g("lower_flops"), g("upper_flops")),
-                    g("verdict"),
-                    g("regime") or "—",
-                    g("status"),
-                    _fmt(g("coverage"), "{:.3f}"),
-                    *((n_warn or "",) if warned else ()),
-                )
-            )
-        )
+    for r in rows:
+        t.add_row(*(styled(v, "") for _, v in r))
     return t
+
+
+def _print_workloads(con: Any, workloads: list[dict], title: str) -> None:
+    """The workload table (or, where it does not fit the terminal, one block of lines per workload), then what
+    its "warnings" column counts, each warning once with the rows it is on."""
+    print_fit(con, _workload_table(workloads, title))
+    if any(w.get("verdict") == "n/a" for w in workloads):
+        con.print(
+            "verdict n/a: the monitor had no --threshold; `flopwatch verdict LEDGER --threshold T` judges these rows"
+        )
+    seen: dict[str, list[str]] = {}
+    for i, w in enumerate(workloads, 1):
+        warns = w.get("warnings") or w.get("flags") or []
+        for x in warns if isinstance(warns, list) else [warns]:
+            seen.setdefault(str(x), []).append(str(w.get("seq", f"#{i}")))
+    if not seen:
+        return
+    con.print("warnings (`--json` lists them per row):")
+    for n, (text, rows) in enumerate(seen.items()):
+        if n == 10:
+            con.print(f"  … and {len(seen) - 10} more")
+            break
+        where = ", ".join(rows[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
+        con.print(f"  - {literal(text)} (row{'s' if len(rows) > 1 else ''} {where})")
 
 
 @ledger_app.command("verify")
@@ -184,7 +217,7 @@ def ledger_show(
     from rich.table import Table
 
     con = console()
-    con.print(_workload_table(doc["workloads"], f"Workloads in {ledger}"))
+    _print_workloads(con, doc["workloads"], f"Workloads in {ledger}")
     if doc["totals"]:
         tt = Table(title="Running totals since the ledger began (latest checkpoint)")
         for col in (
@@ -215,7 +248,7 @@ def ledger_show(
                     )
                 )
             )
-        con.print(tt)
+        print_fit(con, tt)
 
 
 @ledger_app.command("export-key")
@@ -459,8 +492,33 @@ def monitor_command(
         source="command line",
     )
     # Every option is checked here, before the ledger, the port or a sensor is touched.
-    cfg.validate(str(config) if config else "command line")
-    res = Monitor(cfg).run()
+    if config is not None:
+        cfg.validate(str(config))
+    else:  # every setting came from an option: name the option, as every other command does
+        from flopwatch.errors import ConfigError
+
+        try:
+            cfg.validate()
+        except ConfigError as e:
+            raise ConfigError(e.detail, field=_FLAGS.get(str(e.field), e.field)) from None
+    if cfg.duration_s is None and any(str(x).startswith("sim:") for x in cfg.sensors or ()):
+        from flopwatch.errors import ConfigError
+
+        # before the ledger and its key are created (the daemon would refuse it only after)
+        raise ConfigError(
+            "sim: sensors run on a virtual clock and need --duration (seconds of simulated time)",
+            field="--duration",
+        )
+    mon = Monitor(cfg)
+    if not quiet:
+        # the first workload line comes only when a workload ends (≈ 10 s into the README's replay): say what
+        # the daemon is doing meanwhile, so that a silent start does not read as a hang (issue 24); said once
+        # the port, ledger and sensors are open, so that an error stays the only line
+        mon.on_start = lambda: typer.echo(_start_line(cfg), err=True)
+    res = mon.run()
+    # Ctrl-C ends the session cleanly (ledger closed, summary below) and, as for every command, with status 130;
+    # SIGTERM (systemd's stop) is the daemon's normal end: 0
+    code = EXIT_INTERRUPTED if res.end_reason == "SIGINT" else 0
     if json_out:
         echo_json(
             {
@@ -474,11 +532,53 @@ def monitor_command(
         )
     else:
         if res.workloads:
-            console().print(_workload_table(res.workloads, "Workloads recorded this session"))
-            typer.echo(
-                f"flopwatch monitor: {literal(res.end_reason)}; {len(res.workloads)} workload(s) recorded in "
-                f"{literal(cfg.ledger)} (head {res.ledger_head[0]}:{res.ledger_head[1]})"
-            )
+            _print_workloads(console(), res.workloads, "Workloads recorded this session")
+        typer.echo(
+            f"flopwatch monitor: {literal(res.end_reason)}; {len(res.workloads)} "
+            f"workload{'' if len(res.workloads) == 1 else 's'} recorded in "
+            f"{literal(cfg.ledger)} (head {res.ledger_head[0]}:{res.ledger_head[1]})"
+        )
+    if code:
+        raise typer.Exit(code)
+
+
+def _start_line(cfg: Any) -> str:
+    """One line on what the session does before its first workload ends."""
+    sensors = [str(x) for x in cfg.sensors or ()]
+    replays = [x.split(":", 1)[1] for x in sensors if x.startswith("replay:")]
+    if replays:
+        names = ", ".join(literal(Path(x).name) for x in replays)
+        pace = "as fast as it reads" if not cfg.speed else f"at {cfg.speed:g}× its recorded speed"
+        what = f"replaying {names} {pace}"
+    elif any(x.startswith("sim:") for x in sensors):
+        what = f"running the simulated {', '.join(literal(x) for x in sensors)} for {cfg.duration_s:g} s of virtual time"
+    else:
+        what = f"watching {', '.join(literal(x) for x in sensors) or 'the detected sensors'} (Ctrl-C to stop)"
+    return f"flopwatch monitor: {what}; each workload is printed when it ends"
+
+
+#: MonitorConfig setting → the option that sets it (for errors about options).
+_FLAGS = {
+    "sensors": "--sensor",
+    "profile": "--profile",
+    "ledger": "--ledger",
+    "metrics_port": "--metrics-port",
+    "metrics_addr": "--metrics-addr",
+    "poll_s": "--poll-s",
+    "sample_hz": "--sample-hz",
+    "checkpoint_s": "--checkpoint-s",
+    "head_interval_s": "--head-interval-s",
+    "duration_s": "--duration",
+    "speed": "--speed",
+    "idle_power_w": "--idle-power-w",
+    "threshold_flops": "--threshold",
+    "dtype": "--precision",
+    "verdict_window_s": "--verdict-window-s",
+    "key_path": "--key",
+    "keep_trace": "--keep-trace",
+    "schedule": "--schedule",
+    "seed": "--seed",
+}
 
 
 def register(app: typer.Typer) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, fmt_num, new_app
+from flopwatch.cli._output import console, counted, echo_json, fmt_num, new_app
 
 pm_app = new_app(
     "MFU ⇄ power models after Enskat & Wiesner (MASCOTS 2026): reproduce, fit, predict, evaluate, inverse."
@@ -447,6 +447,9 @@ def inverse_cmd(
     )
 
 
+_X_LABEL = {"mfu_pct": "MFU (%)", "gpu_util_pct": "utilisation (%)"}
+
+
 def fit_table(m: Any) -> Any:
     """A fitted power model as a table in the style of every other command (``m.summary()`` is the plain-text
     form for Python users)."""
@@ -454,12 +457,17 @@ def fit_table(m: Any) -> Any:
 
     p = m.params
     keys = [str(n) for n in p.index.names]
-    t = Table(title=f"linear power model: power_w ~ 1 + {m.x}, by {m.by} ({len(p)} groups, {m.nobs} runs)")
+    xl = _X_LABEL.get(m.x, m.x)
+    t = Table(
+        title=f"linear power model: power (W) = intercept + slope × {xl}, by {m.by} ({counted(len(p), 'group')}, {counted(m.nobs, 'run')})"
+    )
     for c in keys:
         t.add_column(c)
     cols = ["intercept", "slope", "n", "r2", "mape_pct", "resid_sd_pct"]
-    for c in cols:
-        t.add_column(c, justify="right")
+    # human labels with units; --json keeps the column names above
+    heads = ["intercept (W)", f"slope (W per {xl.split()[0]} %)", "runs", "R²", "MAPE %", "residual SD %"]
+    for h in heads:
+        t.add_column(h, justify="right")
     for k, (_, r) in zip(p.index, p.iterrows(), strict=True):
         kv = k if isinstance(k, tuple) else (k,)
         t.add_row(*(str(v) for v in kv), *(str(int(r[c])) if c == "n" else f"{r[c]:.4g}" for c in cols))

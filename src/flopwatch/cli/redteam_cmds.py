@@ -1,7 +1,8 @@
 """CLI: ``flopwatch redteam`` — the attack suite (docs/redteam.md, docs/threat-model.md).
 
 Domain logic lives in :mod:`flopwatch.redteam`; this module parses options and prints. The one error the suite
-counts is called **wrong below** (a run above the threshold that the verifier cleared) everywhere in its output.
+counts is called **wrong below** (a run above the threshold that the verifier cleared) everywhere in its output; an
+honest run judged "above" is **wrongly accused** (the JSON key stays ``false_above``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, styled
+from flopwatch.cli._output import console, echo_json, print_fit, styled
 from flopwatch.errors import InputError
 
 
@@ -99,7 +100,7 @@ def redteam_cmd(
             _range(f["upper_over_truth"]),
             f["defence"] if f["defence"] == "defended" else f"{f['defence']}: {f['needs']}",
         )
-    con.print(t)
+    print_fit(con, t)
     con.print(
         f"families: {d['n_families']} ({d['families_held']} held"
         + (f", BROKEN: {', '.join(d['families_broken'])}" if d["families_broken"] else "")
@@ -110,7 +111,7 @@ def redteam_cmd(
     n_h = len(d["honest"])
     if n_h:
         con.print(
-            f"honest runs: {n_h}; false above (accused at T = truth): {d['false_above']}; decided correctly at "
+            f"honest runs: {n_h}; wrongly accused ('above' at T = truth): {d['false_above']}; decided correctly at "
             f"0.5 × truth {d['honest_decisive_pct_at_half']:.1f} %, at 2 × truth {d['honest_decisive_pct_at_double']:.1f} %"
         )
         dt = Table(
@@ -128,7 +129,7 @@ def redteam_cmd(
                 "never" if m is None or not math.isfinite(m) else f"× {m:.2f}",
                 f"{r['decided_pct']:.0f} %",
             )
-        con.print(dt)
+        print_fit(con, dt)
     con.print(
         "SIM: simulated digital twins (flopwatch.sim), not measurements; real: the Jetson Orin Nano v2 records "
         "(Fowler 2026). Statuses and what each defence rests on: docs/threat-model.md"

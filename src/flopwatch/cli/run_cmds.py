@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +68,8 @@ def run_cmd(
         progress=not (as_json or no_progress) and sys.stderr.isatty(),
     )
     try:
-        summary = run_pipeline(opts, log=(None if as_json else err.print))
+        with _interrupt_never_swallowed():
+            summary = run_pipeline(opts, log=(None if as_json else err.print))
     except KeyboardInterrupt:
         _mark_interrupted(out)
         raise  # the CLI's group prints "flopwatch: interrupted" and exits 130
@@ -75,6 +78,37 @@ def run_cmd(
         echo_json(summary)
         return
     print_summary(summary, out)
+
+
+@contextlib.contextmanager
+def _interrupt_never_swallowed() -> Iterator[None]:
+    """A Ctrl-C that lands inside a callback Python cannot raise from (matplotlib's weakref callbacks while
+    figures are drawn) is printed as "Exception ignored" and lost, and the run went on. Raise it again, at once,
+    where it can stop the run, and print no traceback."""
+    import signal
+    import threading
+
+    default = sys.unraisablehook
+    main = threading.main_thread().ident
+
+    def again() -> None:  # to the main thread, so a sleep or a blocking read there is cut short too
+        if main is not None and hasattr(signal, "pthread_kill"):
+            signal.pthread_kill(main, signal.SIGINT)
+        else:
+            signal.raise_signal(signal.SIGINT)
+
+    def hook(u: Any) -> None:
+        if u.exc_type is not None and issubclass(u.exc_type, KeyboardInterrupt):
+            # from another thread, just after this hook returns (raised here, it would be ignored again)
+            threading.Timer(0.01, again).start()
+            return
+        default(u)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = default
 
 
 #: Written into DIR when a run is interrupted: the files beside it are partial. A DIR holding only this and
@@ -124,7 +158,7 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
     t.add_column("value", justify="right")
     dm = summary["default_model"]
     if summary.get("component") not in (None, dm):  # "default" without DRAM traffic → "default-p"
-        dm = f"{dm} → {summary['component']}"
+        dm = f"{dm}, as {summary['component']}: no DRAM counter"
     rows = [
         ("workloads run / frontier", f"{summary['n_workloads']} / {summary['n_frontier']}"),
         ("idle power", f"{summary['idle_power_w']:.2f} W"),
@@ -145,9 +179,18 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
     for k, v in rows:
         t.add_row(k, v)
     con.print(t)
-    headline = (summary.get("headline") or {}).get("verdict")
-    if headline:  # the same words as summary.json's headline and the report's verdict box
-        con.print(f"verdict{' (simulated)' if sim else ''}: {headline}")
+    head = summary.get("headline") or {}
+    brief = head.get("brief")
+    if brief:  # summary.json's headline in three lines; the report's verdict box has the whole paragraph
+        b = Table(title=None, show_header=False, box=None, padding=(0, 1, 0, 2))
+        b.add_column(no_wrap=True, style="bold")
+        b.add_column()
+        for k, v in brief.items():
+            b.add_row(k, v)
+        con.print(f"verdict{' (simulated)' if sim else ''}:")
+        con.print(b)
+    elif head.get("verdict"):
+        con.print(f"verdict{' (simulated)' if sim else ''}: {head['verdict']}")
     con.print(f"report: {out / 'report.html'}")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, new_app
+from flopwatch.cli._output import console, counted, echo_json, new_app
 
 sim_app = new_app("The simulated accelerator: its twins, their validation against MASCOTS, scripted traces.")
 
@@ -151,8 +151,8 @@ def trace_cmd(
         overwrite=force,
     )
     console().print(
-        f"wrote {out} (SIMULATED {str(res.device_name).removesuffix(' (simulated)')}: {res.n_samples} samples over {res.duration_s:.0f} virtual s"
-        + (f"; {res.n_records} records to {records}" if records is not None else "")
+        f"wrote {out} (SIMULATED {str(res.device_name).removesuffix(' (simulated)')}: {counted(res.n_samples, 'sample')} over {res.duration_s:.0f} virtual s"
+        + (f"; {counted(res.n_records, 'record')} to {records}" if records is not None else "")
         + ")"
     )
 

@@ -13,14 +13,20 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, styled
+from flopwatch.cli._output import console, counted, echo_json, literal, simulated_banner, styled
 from flopwatch.errors import InputError
 
 
-def _open(spec: str, speed: float | None) -> list[Any]:
+def _open(spec: str, speed: float | None, duration_s: float | None = None) -> list[Any]:
+    import time
+
     from flopwatch.backends import open_sensors
 
-    return open_sensors(spec, speed=speed)
+    opts: dict[str, Any] = {"speed": speed}
+    if spec.startswith("sim:") and speed is None and duration_s is not None:
+        # virtual time runs ahead of the real clock: date the simulated recording so that it ends now
+        opts["wall0"] = time.time() - duration_s
+    return open_sensors(spec, **opts)
 
 
 def sensors_cmd(
@@ -130,7 +136,7 @@ def record_cmd(
     check_output(output, inputs=replayed, overwrite=force, what="trace", create_parents=True)
     if not (math.isfinite(flush_every) and flush_every > 0):
         raise InputError(f"--flush-every must be a finite number > 0, got {flush_every}", field="flush_every")
-    sensors = _open(sensor, speed)
+    sensors = _open(sensor, speed, duration)
     infos = [s.info() for s in sensors]
     from flopwatch.sensor_timing import check_sampling, sensor_kind_of
 
@@ -194,7 +200,7 @@ def record_cmd(
                     prog.update(
                         task,
                         completed=min(duration, sensors[0].clock.now() - (sampler.t0 or 0.0)),
-                        info=f"{st.n_ticks} ticks  {pw}  gaps {gaps}",
+                        info=f"{counted(st.n_ticks, 'tick')}  {pw}  gaps {gaps}",
                     )
                 prog.update(task, completed=duration)
     except KeyboardInterrupt:
@@ -221,12 +227,16 @@ def record_cmd(
         return
     c = console()
     mp = st.mean_period_s
-    c.print(
-        f"wrote {writer.rows_written} rows ({writer.row_groups} row groups) to {output}; "
-        f"{st.n_ticks} ticks, mean period {mp * 1e3:.2f} ms"
-        if mp
-        else f"wrote {writer.rows_written} rows to {output}"
-    )
+    what = "simulated rows" if md["simulated"] else "rows"
+    line = f"wrote {writer.rows_written} {what} to {literal(output)}"
+    if mp:
+        line += f"; {counted(st.n_ticks, 'tick')}, mean period {mp * 1e3:.2f} ms"
+    clk = sensors[0].clock
+    if sampler.t0 is not None and st.last_tick_s is not None:
+        w0 = clk.wall_time() - clk.now()  # the wall time of t = 0 on the sensors' clock
+        span = (time.strftime("%H:%M:%S", time.gmtime(w0 + t)) for t in (sampler.t0, st.last_tick_s))
+        line += f"; dated {' – '.join(span)} UTC"
+    c.print(line, markup=False, highlight=False)
     if sum(st.n_gaps.values()):
         c.print(f"gaps: {dict(st.n_gaps)}; errors: {dict(st.errors)}", style="yellow")
     c.print(f"ended: {st.end_reason}{' (interrupted)' if interrupted else ''}")
@@ -263,6 +273,7 @@ def idle_cmd(
 
     from flopwatch.telemetry.sampler import Sampler
     from flopwatch.telemetry.schema import Reading
+    from flopwatch.telemetry.sensors.base import VirtualClock
 
     if not duration > 0 or not rate > 0:
         raise InputError("--duration and --rate must be > 0", field="duration")
@@ -330,7 +341,12 @@ def idle_cmd(
         return
     from rich.table import Table
 
-    t = Table(title=f"idle baseline ({duration:g} s at {rate:g} Hz)")
+    con = console()
+    virtual = any(isinstance(s.clock, VirtualClock) for s in sensors)
+    if out["simulated"]:
+        simulated_banner(con, "the simulated device's idle power, not a measurement")
+    what = "simulated s" if virtual and out["simulated"] else ("s of trace time" if virtual else "s")
+    t = Table(title=f"idle baseline ({duration:g} {what} at {rate:g} Hz)")
     for c in ("device", "median W", "IQR W", "p5–p95 W", "samples", "gaps"):
         t.add_column(c)
     for dev, d in out["devices"].items():
@@ -345,10 +361,10 @@ def idle_cmd(
                 str(d["n"]),
                 str(d["n_gaps"]),
             )
-    console().print(t)
+    con.print(t)
     for dev, why in flagged.items():
         for w in why:
-            console().print(f"warning {dev}: {w}")
+            con.print(f"warning: {dev}: {w}")
 
 
 def detect_cmd(

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, new_app
+from flopwatch.cli._output import console, counted, echo_json, new_app
 from flopwatch.errors import ConfigError
 
 workload_app = new_app("Training workloads with exact ground-truth FLOPs.")
@@ -112,13 +112,13 @@ def flops_cmd(
     t.add_column("quantity")
     t.add_column("FLOPs", justify="right")
     t.add_column("note")
-    t.add_row("flops_per_step", f"{fc.flops_per_step:.6e}", "ground truth (FlopCounterMode, meta device)")
+    t.add_row("FLOPs per step", f"{fc.flops_per_step:.6e}", "ground truth (FlopCounterMode, meta device)")
     t.add_row("  matmul", f"{fc.matmul_flops_per_step:.6e}", "linear layers fwd+bwd")
     t.add_row("  attention", f"{fc.attention_flops_per_step:.6e}",
               f"{'3.5' if attention == 'fused' else '3'}x forward {fc.attention_forward_flops_per_step:.4e}")  # fmt: skip
     t.add_row("  other", f"{fc.other_flops_per_step:.6e}", "other counted ops")
     t.add_row(
-        f"total × {cfg.steps} steps",
+        f"total × {counted(cfg.steps, 'step')}",
         f"{fc.total(cfg.steps):.6e}",
         f"{fc.total(cfg.steps) / 1e12:.4f} TFLOP",
     )
@@ -126,7 +126,7 @@ def flops_cmd(
     t.add_row("element-wise (not in total)", f"{fc.elementwise_flops_per_step:.4e}", "coarse estimate")
     for k, v in out["formulas"].items():
         rel = (v - fc.flops_per_step) / fc.flops_per_step * 100
-        t.add_row(k.replace("_flops_per_step", ""), f"{v:.6e}", f"{rel:+.2f} % vs ground truth")
+        t.add_row(f"{k.removesuffix('_flops_per_step')} formula", f"{v:.6e}", f"{rel:+.2f} % vs ground truth")
     t.add_row("DRAM bytes/step (estimate)", f"{out['bytes_per_step']:.4e}", f"params {fc.params:,}")
     console().print(t)
 
@@ -204,13 +204,13 @@ def run_cmd(
 
     st = rec["step_time_s"] or {}
     t = Table(title=f"{rec['label']} on {rec['device']} ({rec['device_name']})")
-    t.add_column("field")
+    t.add_column("quantity")  # human labels with units; --json keeps the record's field names
     t.add_column("value", justify="right")
     rows = [
         ("steps", f"{rec['steps']}"),
-        ("duration_s", f"{rec['duration_s']:.3f}"),
-        ("flops_per_step", f"{rec['flops_per_step']:.6e}"),
-        ("total_flops", f"{rec['total_flops']:.6e}"),
+        ("duration (s)", f"{rec['duration_s']:.3f}"),
+        ("FLOPs per step", f"{rec['flops_per_step']:.6e}"),
+        ("total FLOPs", f"{rec['total_flops']:.6e}"),
         ("achieved TFLOP/s", "n/a" if rec["achieved_flops_per_s"] is None else f"{rec['achieved_flops_per_s'] / 1e12:.4f}"),
         (f"MFU ({rec['mfu_convention']} FLOPs)", "n/a" if rec["mfu"] is None else f"{rec['mfu'] * 100:.2f} % of {rec['peak_flops'] / 1e12:g} TFLOP/s"
          f" ({rec['peak_dtype']}, {rec['device_spec']}"
@@ -266,13 +266,13 @@ def sweeps_cmd(
 
     if name is None:
         t = Table(title="workload sweeps")
-        for col in ("name", "n_configs", "description"):
+        for col in ("name", "configurations", "description"):
             t.add_column(col)
         for row in data:
             t.add_row(row["name"], str(row["n_configs"]), row["description"])
     else:
         t = Table(title=f"sweep {name} (FLOPs: fused attention)")
-        for col in ("label", "arch", "precision", "steps", "flops_per_step", "total TFLOP"):
+        for col in ("label", "arch", "precision", "steps", "FLOPs per step", "total TFLOP"):
             t.add_column(col)
         for row in data:
             t.add_row(row["label"], row["arch"], row["precision"], str(row["steps"]),

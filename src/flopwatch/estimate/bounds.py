@@ -170,9 +170,14 @@ def check_idle_baseline(
             )
             reasons.append(
                 f"idle baseline {idle_power_w:.4g} W exceeds {what} {ref:.4g} W by "
-                f"{(idle_power_w - ref) * 1000:.0f} mW (> {allow * 1000:.0f} mW drift): taken under load?"
+                f"{_watts(idle_power_w - ref)} (more than the {_watts(allow)} an idle board drifts): taken under load?"
             )
     return IdleCheck(not reasons, tuple(reasons))
+
+
+def _watts(x: float) -> str:
+    """A power difference in watts to three significant figures (47.7 W, 0.242 W), never in mW."""
+    return f"{x:.3g} W"
 
 
 def idle_integrity(

@@ -64,7 +64,13 @@ from flopwatch.estimate.sound import (
     verdict_peaks,
     window_deficit_s,
 )
-from flopwatch.sensor_timing import SamplingCheck, check_sampling, sensor_kind_of, sensor_timing
+from flopwatch.sensor_timing import (
+    SamplingCheck,
+    check_sampling,
+    is_replay_kind,
+    sensor_kind_of,
+    sensor_timing,
+)
 from flopwatch.units import finite
 
 if TYPE_CHECKING:
@@ -83,8 +89,6 @@ ACCUSATION_CONFIDENCE = 0.998
 #: Slowest sampling a row may rest on: the Jetson study sampled at 2 Hz and its detector polls every 1.5 s
 #: (Fowler 2026); under 1 Hz a workload shorter than the detector's two-poll start leaves no sample.
 MIN_SAMPLE_RATE_HZ = 1.0
-#: Sensor kinds that are not a measurement of the device being judged.
-REPLAY_SENSOR_KINDS = ("replay", "sim", "simulated")
 #: Share of a run's net energy its windows may leave unplaced before the two disagree (round 5): an energy
 #: counter integrates what the power samples' trapezoids interpolate, so honest runs differ by the sampling
 #: error of a trapezoid (a few % at the monitor's rates); more is power samples that do not show the energy.
@@ -361,7 +365,7 @@ def context_warnings(
     kinds = ctx.get("sensor_kind") or ()
     for kind in [kinds] if isinstance(kinds, str) else list(kinds):  # one kind, or the daemon's list of them
         kind = str(kind).strip().lower()
-        if kind in REPLAY_SENSOR_KINDS or kind.startswith(REPLAY_SENSOR_KINDS):
+        if is_replay_kind(kind):
             out.append(
                 f"sensor kind {kind!r} is a replay or simulation, not a measurement of the device judged"
             )
@@ -373,6 +377,8 @@ def context_warnings(
             (
                 f"sampling rate below the device's need: {w}"
                 if c.timing is not None
+                else w
+                if is_replay_kind(c.sensor)
                 else f"sensor timing unknown: {w}; its blind time cannot be bounded, never 'below'"
             )
             for c in checks

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flopwatch.errors import InputError
@@ -40,6 +41,10 @@ _CLOCK_SLACK_S = 5.0
 #: A checkpoint gap longer than this many times the median spacing (and than _GAP_MIN_S) was not observed.
 _GAP_FACTOR = 10.0
 _GAP_MIN_S = 900.0
+#: A wall clock may drift from the monotonic one by this much between two rows before it counts as a jump
+#: (NTP slews at most 0.5 ms/s, so 1 % plus 30 s is far beyond any honest clock).
+JUMP_SLACK_S = 30.0
+JUMP_RATIO = 0.01
 
 WINDOW_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 
@@ -210,11 +215,164 @@ def combine_window(
     )
 
 
+# --------------------------------------------------------------------------------------------- the rules
+def flag_unassessed(r: Any) -> Any:
+    """``r`` (a typed row or a payload), with the warning "no regime assessment" when it has no ``regime``: a row
+    nobody assessed from its observables (legacy, or stripped of its assessment) supports no "below", live or
+    offline (``assess`` always names a regime)."""
+    if _field(r, "regime") is not None:
+        return r
+    ws = [*_strings(_field(r, "warnings")), "no regime assessment"]
+    return {**r, "warnings": ws} if isinstance(r, Mapping) else replace(r, warnings=tuple(ws))
+
+
+class ClockJumpCheck:
+    """The one clock-jump rule of the live gauge and ``flopwatch verdict`` (issue 23 item 3).
+
+    Rows keep the sensor's monotonic time beside wall time; within one daemon session both advance together. A
+    wall clock that moves more than :data:`JUMP_SLACK_S` + :data:`JUMP_RATIO` × the monotonic step away from it
+    between two rows of a session (a clock run fast to empty a rolling window, a step back) is a blocker: the
+    rows' wall times cannot place a window. :meth:`feed` returns the blocker's text the first time, else None.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[object, float, float]] = {}  # session → (row ref, t_s, wall)
+        self.blocker: str | None = None
+
+    def feed(self, session: object, ref: object, t_s: object, wall: object) -> str | None:
+        t, w, sid = finite(t_s), finite(wall), str(session or "")
+        if t is None or w is None or not sid or self.blocker is not None:
+            return None
+        prev = self._last.get(sid)
+        self._last[sid] = (ref, t, w)
+        if prev is None:
+            return None
+        ref0, t0, w0 = prev
+        dt, dw = t - t0, w - w0
+        if dt >= 0 and abs(dw - dt) > JUMP_SLACK_S + JUMP_RATIO * dt:
+            self.blocker = (
+                f"the node's wall clock moved {dw:+.0f} s while its monotonic clock moved {dt:+.0f} s "
+                f"(rows {ref0} → {ref}): a clock jump; its rows' times cannot place a window"
+            )
+            return self.blocker
+        return None
+
+
+class WindowRules:
+    """THE rules that forbid a window's "below", fed the ledger's rows in ledger order: by the live gauge
+    (:class:`flopwatch.monitor.window.WorkloadWindow`, as rows arrive) and by :func:`ledger_window_verdicts`
+    (``flopwatch verdict``, reading the ledger back), so a run is judged alike live and offline.
+
+    A wall clock that goes back and an impossible running total block every window for good; no checkpoint
+    after a row leaves the outside energy unknown; a checkpoint gap far longer than the usual spacing blocks the
+    windows that overlap it; a clock jump within a daemon session (:class:`ClockJumpCheck`, fed only where rows
+    carry their session) blocks for good. ``gaps_kept`` bounds the gaps remembered for the median spacing (the
+    daemon's memory; None: all, as the command reads a whole ledger).
+    """
+
+    def __init__(self, *, gaps_kept: int | None = None) -> None:
+        self.standing: list[str] = []
+        self._any_row = False
+        self._last_wall = -math.inf
+        self._cp_wall: float | None = None
+        self._gaps: deque[tuple[float, float]] = deque(maxlen=gaps_kept)
+        self._jumps = ClockJumpCheck()
+
+    def _stand(self, kind: str, text: str) -> None:
+        if not any(kind in b for b in self.standing):  # one blocker of a kind is enough
+            self.standing.append(text)
+
+    def _clock(self, wall: float | None, session: object, ref: object, t_s: object) -> None:
+        b = self._jumps.feed(session, ref, t_s, wall)
+        if b is not None:
+            self.standing.append(b)
+        if wall is None:
+            return
+        # a wall clock that goes back (beyond rounding) moves rows in or out of any window and picks the wrong
+        # running total, so nothing may be "below" on such a ledger
+        if wall < self._last_wall - _CLOCK_SLACK_S:
+            self._stand(
+                "backwards", f"the ledger's wall clock goes backwards ({self._last_wall:.0f} → {wall:.0f})"
+            )
+        self._last_wall = max(self._last_wall, wall)
+
+    def row(
+        self, end_wall: object, *, session: object = None, ref: object = None, t_s: object = None
+    ) -> None:
+        """A workload row ending at ``end_wall`` (None or not finite: no time, no clock check)."""
+        self._any_row = True
+        self._clock(finite(end_wall), session, ref, t_s)
+
+    def checkpoint(
+        self,
+        wall: object,
+        outside: Mapping[str, object] | None,
+        *,
+        session: object = None,
+        t_s: object = None,
+    ) -> bool:
+        """A checkpoint at ``wall`` with its cumulative outside-workload energy per device (J); False when it
+        places nothing (no finite wall or no devices) or comes out of order (the newer one stands)."""
+        w = finite(wall)
+        self._clock(w, session, "checkpoint", t_s)
+        if w is None or not isinstance(outside, Mapping):
+            return False
+        for d, x in outside.items():
+            if x is not None and not (finite(x) is not None and x >= 0):  # type: ignore[operator]
+                self._stand(
+                    "impossible", f"checkpoint of {d} has an impossible outside-workload energy ({x!r})"
+                )
+        if self._cp_wall is not None and w < self._cp_wall:
+            return False
+        if self._cp_wall is not None:
+            self._gaps.append((self._cp_wall, w))
+        self._cp_wall = w
+        return True
+
+    def blockers(self, cut: float | None) -> tuple[str, ...]:
+        """Why no window starting at ``cut`` (None: the whole ledger) and ending now may be "below"."""
+        out = list(self.standing)
+        if self._any_row and self._cp_wall is None:
+            out.append("no checkpoint in the ledger: the energy outside workloads is unknown")
+        if self._gaps:
+            # a gap much longer than the daemon's checkpoint spacing is time nobody observed (monitor stopped, or
+            # the clock jumped forward); compute in it is invisible, so a window that overlaps it cannot be "below"
+            spans = sorted(b - a for a, b in self._gaps)
+            med = spans[len(spans) // 2]
+            limit = (
+                max(_GAP_FACTOR * med, _GAP_MIN_S) if len(spans) >= 3 else 86400.0
+            )  # few checkpoints: a day
+            for a, b in self._gaps:
+                if b - a > limit and (cut is None or b > cut):
+                    out.append(f"{b - a:.0f} s between checkpoints at {a:.0f} and {b:.0f} were not observed")
+                    break
+        return tuple(out)
+
+
+def outside_at(marks: Sequence[tuple[float, Mapping[str, float]]], dev: str, wall: float | None) -> float:
+    """Cumulative net energy outside workloads of ``dev`` at the last mark (checkpoint, in time order) at or
+    before ``wall`` (None: the last one); 0 before the first."""
+    val = 0.0
+    for w, vals in marks:
+        if wall is not None and w > wall:
+            break
+        if dev in vals:
+            val = vals[dev]
+    return val
+
+
+def outside_bound(outside_j: Mapping[str, float], envelopes: Mapping[str, float]) -> tuple[float, float]:
+    """The outside energy of some devices (J) and the FLOP per joule that bounds it as a whole: each device's
+    η_max weighted by its energy (a device without an envelope: inf, the window unbounded)."""
+    e = up = 0.0
+    for dev, j in outside_j.items():
+        if j > 0:
+            e += j
+            up += j * envelopes.get(dev, math.inf)
+    return e, (up / e if e > 0 else math.inf)
+
+
 # --------------------------------------------------------------------------------------------- ledger
-def _get(d: Mapping[str, Any], k: str) -> Any:
-    return d.get(k) if isinstance(d, Mapping) else None
-
-
 def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = None) -> dict[str, Any]:
     """A ledger row's sound bounds recomputed from its observables with ``profile``."""
     from flopwatch.estimate.observe import CONTEXT_KEYS, Observables
@@ -293,27 +451,9 @@ def _windows(v: Any) -> Any:
         return [float("nan") if finite(y) is None else float(y) for y in x]
 
     try:
-        return ObservedWindows(**{k: arr(v.get(k)) for k in (
-            "dt_s", "net_energy_j", "sm_clock_mhz", "max_sm_clock_mhz", "power_limit_w",
-            "tensor_active", "fp64_active", "fp32_active", "fp16_active",
-        )})  # fmt: skip
+        return ObservedWindows(**{f.name: arr(v.get(f.name)) for f in fields(ObservedWindows)})
     except (TypeError, ValueError):
         return None
-
-
-def _outside_at(
-    checkpoints: Sequence[tuple[float, Mapping[str, Any]]], dev: str, wall: float | None
-) -> float:
-    """Cumulative net energy outside workloads of ``dev`` at the last checkpoint at or before ``wall``."""
-    val = 0.0
-    for w, devs in checkpoints:
-        if wall is not None and w > wall:
-            break
-        d = devs.get(dev)
-        x = finite(_get(d, "outside_net_energy_j")) if isinstance(d, Mapping) else None
-        if x is not None:
-            val = x
-    return val
 
 
 def ledger_window_verdicts(
@@ -338,29 +478,18 @@ def ledger_window_verdicts(
     if device is not None and resolve_device(device) is None:
         raise InputError(f"unknown device {device!r}", field="--device")
     rows: list[dict[str, Any]] = []
-    cps: list[tuple[float, Mapping[str, Any]]] = []
+    cps: list[tuple[float, dict[str, float]]] = []  # (wall, finite outside J per device)
+    devs_seen: set[str] = set()
     names: dict[str, str] = {}
     walls: list[float] = []
     seen: set[str] = set()
     blockers = list(blockers)
-    last_wall = -math.inf
+    rules = WindowRules()  # the live gauge's rules, fed in the same (ledger) order
     for ent in entries:
         p = ent.payload if isinstance(ent.payload, Mapping) else {}
         # only the rows the window uses (daemon start/stop rows carry the host's clock, not the sensor's)
-        w_ent = finite(
-            p.get("end_wall")
-            if ent.kind == "workload"
-            else p.get("wall")
-            if ent.kind == "checkpoint"
-            else None
-        )
-        if w_ent is not None:
-            # rows are in ledger order: a wall clock that goes back (beyond rounding) moves rows in or out of
-            # any window and picks the wrong running total, so nothing may be "below" on such a ledger
-            if w_ent < last_wall - _CLOCK_SLACK_S and not any("backwards" in b for b in blockers):
-                blockers.append(f"the ledger's wall clock goes backwards ({last_wall:.0f} → {w_ent:.0f})")
-            last_wall = max(last_wall, w_ent)
         if ent.kind == "workload":
+            rules.row(p.get("end_wall"))
             wid = p.get("workload_id")
             if wid is not None and str(wid) in seen:  # one workload counted once (its lower bound too)
                 warnings_dup = f"workload {wid} appears more than once; counted once"
@@ -376,10 +505,20 @@ def ledger_window_verdicts(
             if p.get("device") and p.get("device_name"):
                 names[str(p["device"])] = str(p["device_name"])
         elif ent.kind == "checkpoint":
-            w = finite(p.get("wall"))
             devs = p.get("devices")
-            if w is not None and isinstance(devs, Mapping):
-                cps.append((w, devs))
+            out = (
+                {
+                    str(d): v.get("outside_net_energy_j") if isinstance(v, Mapping) else None
+                    for d, v in devs.items()
+                }
+                if isinstance(devs, Mapping)
+                else None
+            )
+            rules.checkpoint(p.get("wall"), out)
+            w = finite(p.get("wall"))
+            if w is not None and out is not None:
+                cps.append((w, {d: float(x) for d, x in out.items() if finite(x) is not None}))
+                devs_seen.update(out)
                 walls.append(w)
         elif ent.kind == "start":
             for s in p.get("sensors") or []:
@@ -389,40 +528,15 @@ def ledger_window_verdicts(
     end = max(walls) if walls else None
     start = None if window_s is None or end is None else end - window_s
     warnings: list[str] = []
-    if rows and not cps:
-        blockers.append("no checkpoint in the ledger: the energy outside workloads is unknown")
-    for _, ds in cps:
-        for d, v in ds.items():
-            x = _get(v, "outside_net_energy_j")
-            if x is not None and (finite(x) is None or x < 0):
-                blockers.append(f"checkpoint of {d} has an impossible outside-workload energy ({x!r})")
-                break
-        else:
-            continue
-        break
-    cw = [w for w, _ in cps]
-    gaps = [b - a for a, b in zip(cw, cw[1:], strict=False)]
-    if gaps:
-        # a gap much longer than the daemon's checkpoint spacing is time nobody observed (monitor stopped, or
-        # the clock jumped forward); compute in it is invisible, so a window that overlaps it cannot be "below"
-        med = sorted(gaps)[len(gaps) // 2]
-        limit = max(_GAP_FACTOR * med, _GAP_MIN_S) if len(gaps) >= 3 else 86400.0  # few checkpoints: a day
-        for a, b in zip(cw, cw[1:], strict=False):
-            if b - a > limit and (start is None or b > start):
-                blockers.append(f"{b - a:.0f} s between checkpoints at {a:.0f} and {b:.0f} were not observed")
-                break
+    blockers.extend(rules.blockers(start))
     if profile is not None:
         rows = [reassess_row(r, profile, device) for r in rows]
-    elif any("regime" not in r for r in rows):
+    elif any(r.get("regime") is None for r in rows):
         warnings.append(
             "rows without a regime assessment carry the calibrated interval only, which no verdict may trust "
             "outside the calibrated regime; pass --profile to recompute sound bounds from their observables"
         )
-        # and none of them may support a "below" (a legacy row, or one stripped of its assessment)
-        rows = [
-            r if "regime" in r else {**r, "warnings": [*_strings(r.get("warnings")), "no regime assessment"]}
-            for r in rows
-        ]
+        rows = [flag_unassessed(r) for r in rows]
 
     def _in(r: Mapping[str, Any], k: str) -> bool:  # a row without a finite time is in every window
         w = finite(r.get(k))
@@ -434,15 +548,11 @@ def ledger_window_verdicts(
         for r in in_win
         if start is None or ((finite(r.get("start_wall")) is not None) and _in(r, "start_wall"))
     ]
-    devices = sorted(
-        {str(r.get("device")) for r in rows if r.get("device")} | {d for _, ds in cps for d in ds}
-    )
+    devices = sorted({str(r.get("device")) for r in rows if r.get("device")} | devs_seen)
     ua: dict[str, float] = {}
     env: dict[str, float] = {}
     for d in devices:
-        ua[d] = max(
-            0.0, _outside_at(cps, d, end) - (_outside_at(cps, d, start) if start is not None else 0.0)
-        )
+        ua[d] = max(0.0, outside_at(cps, d, end) - (outside_at(cps, d, start) if start is not None else 0.0))
         nm = names.get(d)
         # a sensor name names its model before the colon (``jetson:VDD_CPU_GPU_CV``), as in estimate.verdict
         spec = resolve_device(
@@ -462,9 +572,7 @@ def ledger_window_verdicts(
     def group(
         rs: list[dict[str, Any]], key: str, ins: list[dict[str, Any]], devs: Iterable[str]
     ) -> WindowVerdict:
-        e = sum(ua[d] for d in devs)
-        up = sum(ua[d] * env[d] if ua[d] > 0 else 0.0 for d in devs)
-        f = up / e if e > 0 else math.inf
+        e, f = outside_bound({d: ua[d] for d in devs}, env)
         return combine_window(
             rs,
             threshold_flops=threshold_flops,

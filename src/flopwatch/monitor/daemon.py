@@ -25,6 +25,7 @@ used to back-date detected starts is bounded and never written, unless ``keep_tr
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -132,6 +133,8 @@ class Monitor:
         self.samplers: list[Any] = []
         self.jitter_seeds: dict[str, int | None] = {}
         self.sampling_checks: dict[str, Any] = {}  # device → sensor_timing.SamplingCheck
+        # called once the port, ledger and sensors are open (the CLI's start line: never before an error)
+        self.on_start: Any = None
         self.idle_power_w = 0.0
         self.profile_sha256: str | None = None
         self._stop = threading.Event()
@@ -362,6 +365,10 @@ class Monitor:
                 opts["speed"] = cfg.speed
             if spec.startswith("sim:"):
                 opts["seed"] = cfg.seed
+                if cfg.duration_s is not None and math.isfinite(cfg.duration_s):
+                    # virtual time runs ahead of the real clock: date the simulated session so that it ends
+                    # now, so no row lies in the future (a verifier's window ends at its own clock)
+                    opts["wall0"] = time.time() - cfg.duration_s
                 if cfg.schedule is not None:
                     opts["schedule"] = str(cfg.schedule)  # the simulator reads JSON/TOML schedules itself
             out.extend(open_sensors(spec, **opts))
@@ -518,6 +525,9 @@ class Monitor:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     old_handlers[sig] = signal.signal(sig, lambda s, f: self.stop(signal.Signals(s).name))
             sensors = self._open_sensors()  # last: a replay clock starts running here
+            if self.on_start is not None:
+                self.on_start()
+            _log_dating(sensors)
             if cfg.duration_s is None and any(
                 isinstance(s.clock, VirtualClock) and s.info().kind == "sim" for s in sensors
             ):
@@ -660,3 +670,21 @@ def _seed_in_force(seeds: dict[str, int | None], configured: int | None) -> Any:
     if not seeds:
         return configured
     return next(iter(vals)) if len(vals) == 1 else dict(sorted(seeds.items()))
+
+
+def _log_dating(sensors: list[Sensor]) -> None:
+    """Say once how the rows of a replay or a simulation are dated (their wall times are not a live clock's)."""
+    from flopwatch.telemetry.sensors.replay import ReplaySensor, dating
+
+    seen: set[int] = set()
+    for s in sensors:
+        if id(s.clock) in seen:
+            continue
+        seen.add(id(s.clock))
+        if isinstance(s, ReplaySensor):
+            log.info("%s: %s", s.info().name, dating(s.clock))
+        elif isinstance(s.clock, VirtualClock) and s.info().simulated:
+            t0 = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s.clock.wall_time() - s.clock.now()))
+            log.info(
+                "simulated device on a virtual clock: t = 0 s is dated %s UTC (every reading simulated)", t0
+            )

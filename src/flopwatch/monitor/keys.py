@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
@@ -33,7 +32,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from flopwatch.errors import InputError, LedgerError
-from flopwatch.io import atomic_write
+from flopwatch.io import atomic_write, open_regular, read_bytes
 
 _PEM_RE = re.compile(
     r"-----BEGIN (PUBLIC KEY|PRIVATE KEY)-----[\r\n]+[A-Za-z0-9+/=\r\n]+-----END \1-----", re.S
@@ -82,23 +81,6 @@ class Pin:
         return out
 
 
-def _read_small(p: Path) -> bytes:
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise InputError("is a symlink; refusing to read a key through it", file=str(p)) from None
-        raise InputError(f"cannot read key: {e.strerror}", file=str(p)) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):  # checked before fdopen, which refuses a directory itself
-        os.close(fd)
-        raise InputError("not a regular file", file=str(p))
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(_MAX_KEY_BYTES + 1)
-    if len(data) > _MAX_KEY_BYTES:
-        raise InputError("too large to be a PEM key", file=str(p))
-    return data
-
-
 def parse_pin(text: str, source: str = "") -> Pin:
     """A pin from PEM text: a public key (or a private key, whose public half is taken) + optional genesis."""
     m = _PEM_RE.search(text)
@@ -122,7 +104,8 @@ def parse_pin(text: str, source: str = "") -> Pin:
 def load_pin(path: str | os.PathLike[str]) -> Pin:
     """Read a pin file (``LEDGER.pub`` or an export); InputError on anything else."""
     p = Path(path)
-    data = _read_small(p)
+    # a link is refused: whoever planted it chose which key a verifier trusts
+    data = read_bytes(p, kind="PEM key", max_bytes=_MAX_KEY_BYTES, follow_symlinks=False)
     return parse_pin(data.decode("ascii", errors="replace"), str(p))
 
 
@@ -168,21 +151,12 @@ def load_private_key(path: str | os.PathLike[str], *, expected_uid: int | None =
     """
     p = Path(path)
     uid = os.geteuid() if expected_uid is None else expected_uid
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise LedgerError(
-                f"{p}: signing key is a symlink; refusing it (a key must be a file the daemon owns)"
-            ) from None
-        raise LedgerError(f"{p}: cannot open the signing key: {e.strerror}") from None
-    if stat.S_ISDIR(os.fstat(fd).st_mode):  # fdopen would raise IsADirectoryError
-        os.close(fd)
-        raise LedgerError(f"{p}: signing key is not a regular file")
-    with os.fdopen(fd, "rb") as f:
+    try:  # a symlink, a FIFO or a directory is refused before reading (io.open_regular, no link followed)
+        f = open_regular(p, kind="signing key", follow_symlinks=False)
+    except InputError as e:
+        raise LedgerError(f"{p}: {e.detail} (a key must be a regular file the daemon owns)") from None
+    with f:
         st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise LedgerError(f"{p}: signing key is not a regular file")
         if st.st_uid != uid:
             raise LedgerError(
                 f"{p}: signing key is owned by uid {st.st_uid}, not by this daemon's user (uid {uid}); "

@@ -8,7 +8,7 @@ witness's clock, with the devices of each node kept apart so that one job's rows
   window that ends at the verifier's clock. Rows after the newest witnessed head are bounded by the verifier's
   own clock (``now``). Within an interval the node's clock is trusted as far as the node is.
 * **Clock jumps.** Rows keep the sensor's monotonic time (``t_s``, ``end_t_s``) beside wall time; within one
-  daemon session both advance together. A wall clock that moves more than :data:`~flopwatch.monitor.window.JUMP_SLACK_S` (or 1 %) away
+  daemon session both advance together. A wall clock that moves more than :data:`~flopwatch.evaluate.window.JUMP_SLACK_S` (or 1 %) away
   from the monotonic clock between two rows is a blocker: no "below" on that ledger.
 * **Several nodes.** Device ids become ``NODE/device`` (NODE: the ledger's file name, or its ledger id when
   names collide), and the rows of all nodes are merged in time order, so ``--by all`` over a job's window sums
@@ -30,8 +30,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from flopwatch.evaluate.window import ClockJumpCheck
 from flopwatch.monitor.ledger_format import LedgerEntry, canonical_payload
-from flopwatch.monitor.window import ClockJumpCheck
 from flopwatch.monitor.witness import WitnessedHead
 from flopwatch.units import finite
 
@@ -48,7 +48,7 @@ class NodeRows:
 
 def clock_jumps(entries: Iterable[LedgerEntry]) -> list[str]:
     """Blockers for a wall clock that jumped against the monotonic clock within a daemon session
-    (:class:`~flopwatch.monitor.window.ClockJumpCheck`: the live gauge's rule too)."""
+    (:class:`~flopwatch.evaluate.window.ClockJumpCheck`: the live gauge's rule too)."""
     chk = ClockJumpCheck()
     for e in entries:
         p = e.payload

@@ -85,18 +85,8 @@ class Measurement:
     context: Mapping[str, Any] | None = None  # what the row is made in (daemon.Monitor.row_context)
 
 
-#: ``ObservedWindows`` fields stored in a row's ``windows`` (lists; null where not observed).
-WINDOW_FIELDS = (
-    "dt_s",
-    "net_energy_j",
-    "sm_clock_mhz",
-    "max_sm_clock_mhz",
-    "power_limit_w",
-    "tensor_active",
-    "fp64_active",
-    "fp32_active",
-    "fp16_active",
-)
+#: ``ObservedWindows`` fields stored in a row's ``windows`` (lists; null where not observed): all of them.
+WINDOW_FIELDS = tuple(f.name for f in dataclasses.fields(ObservedWindows))
 
 
 def windows_payload(w: ObservedWindows | None) -> dict[str, list[float | None] | None] | None:
@@ -180,57 +170,28 @@ class WorkloadRow:
         sensor_kind: str | None = None,
         simulated: bool = False,
     ) -> WorkloadRow:
-        """The row for a measured, assessed workload (the one constructor of the normal path)."""
-        warnings = tuple(dict.fromkeys((*meas.warnings, *assessment.warnings)))
+        """The row for a measured, assessed workload (the one constructor of the normal path): every row field
+        the assessment or the measurement has (the measurement's ``device`` wins), then what neither holds as
+        the row stores it."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        vals = {k: getattr(assessment, k) for k in names if hasattr(assessment, k)}
+        vals |= {f.name: getattr(meas, f.name) for f in dataclasses.fields(meas) if f.name in names}
         return cls(
-            workload_id=workload_id,
-            session_id=session_id,
-            device=meas.device,
-            status=status,
-            start_wall=meas.start_wall,
-            end_wall=meas.end_wall,
-            start_t_s=meas.start_t_s,
-            end_t_s=meas.end_t_s,
-            duration_s=meas.duration_s,
-            energy_j=meas.energy_j,
-            net_energy_j=meas.net_energy_j,
-            idle_power_w=meas.idle_power_w,
-            tb_moved=meas.tb_moved,
-            mean_util=meas.mean_util,
-            coverage=meas.coverage,
-            sensor_errors=meas.sensor_errors,
-            implausible_readings=meas.implausible_readings,
-            mean_sm_clock_mhz=meas.mean_sm_clock_mhz,
-            power_limit_w=meas.power_limit_w,
-            estimate_flops=assessment.estimate_flops,
-            lower_flops=assessment.lower_flops,
-            upper_flops=assessment.upper_flops if math.isfinite(assessment.upper_flops) else None,
-            confidence=assessment.confidence,
-            model=assessment.model,
-            verdict=assessment.verdict,
-            threshold_flops=threshold_flops,
-            regime=assessment.regime,
-            bound=assessment.bound,
-            calibrated_lower_flops=assessment.calibrated_lower_flops,
-            calibrated_upper_flops=assessment.calibrated_upper_flops,
-            declared_dtype=meas.declared_dtype,
-            profile_sha256=profile_sha256,
-            device_name=meas.device_name,
-            sensor_kind=sensor_kind,
-            simulated=simulated,
-            warnings=warnings,
-            notes=assessment.notes,
-            assumptions=assessment.assumptions,
-            decisive_at=assessment.decisive_at,
-            tighten=assessment.tighten,
-            min_sm_clock_mhz=meas.min_sm_clock_mhz,
-            max_sm_clock_mhz=meas.max_sm_clock_mhz,
-            peak_power_w=meas.peak_power_w,
-            unobserved_s=meas.unobserved_s,
-            pipe_active_s=None if meas.pipe_active_s is None else dict(meas.pipe_active_s),
-            pipe_observed_s=meas.pipe_observed_s,
-            windows=windows_payload(meas.windows),
-            context=None if meas.context is None else dict(meas.context),
+            **vals
+            | {
+                "workload_id": workload_id,
+                "session_id": session_id,
+                "status": status,
+                "threshold_flops": threshold_flops,
+                "profile_sha256": profile_sha256,
+                "sensor_kind": sensor_kind,
+                "simulated": simulated,
+                "upper_flops": assessment.upper_flops if math.isfinite(assessment.upper_flops) else None,
+                "warnings": tuple(dict.fromkeys((*meas.warnings, *assessment.warnings))),
+                "pipe_active_s": None if meas.pipe_active_s is None else dict(meas.pipe_active_s),
+                "windows": windows_payload(meas.windows),
+                "context": None if meas.context is None else dict(meas.context),
+            }
         )
 
     def interrupted(self, reason: str, *, session_id: str | None = None) -> WorkloadRow:

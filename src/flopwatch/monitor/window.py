@@ -17,6 +17,10 @@ verifier's command agree:
   physics and the datasheet only, never the profile); an unknown device has none and any outside energy leaves
   the window unbounded ("uncertain").
 
+What forbids a window's "below" (a clock set back or jumped, an impossible running total, no checkpoint, an
+unobserved gap) is :class:`~flopwatch.evaluate.window.WindowRules`, the command's own rule set, fed the rows as
+they arrive.
+
 One :class:`~flopwatch.evaluate.window.WindowVerdict` type for the gauge and the command; the monitor passes its
 typed rows (:class:`~flopwatch.monitor.rows.WorkloadRow`) straight to ``combine_window``, no payload round trip.
 
@@ -34,7 +38,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from flopwatch.evaluate.window import WindowVerdict, combine_window
+from flopwatch.evaluate.window import (
+    WindowRules,
+    WindowVerdict,
+    combine_window,
+    flag_unassessed,
+    outside_at,
+    outside_bound,
+)
 from flopwatch.units import finite
 
 if TYPE_CHECKING:
@@ -44,42 +55,6 @@ VERDICTS = ("above", "below", "uncertain", "n/a")
 #: Checkpoint gaps remembered for the median spacing (``flopwatch verdict`` takes every gap in the ledger; a
 #: daemon checkpointing every minute keeps about four hours of them: memory bounded, the median is stable).
 _GAPS_KEPT = 256
-#: A wall clock may drift from the monotonic one by this much between two rows before it counts as a jump
-#: (NTP slews at most 0.5 ms/s, so 1 % plus 30 s is far beyond any honest clock).
-JUMP_SLACK_S = 30.0
-JUMP_RATIO = 0.01
-
-
-class ClockJumpCheck:
-    """The one clock-jump rule of the live gauge and ``flopwatch verdict`` (issue 23 item 3).
-
-    Rows keep the sensor's monotonic time beside wall time; within one daemon session both advance together. A
-    wall clock that moves more than :data:`JUMP_SLACK_S` + :data:`JUMP_RATIO` × the monotonic step away from it
-    between two rows of a session (a clock run fast to empty a rolling window, a step back) is a blocker: the
-    rows' wall times cannot place a window. :meth:`feed` returns the blocker's text the first time, else None.
-    """
-
-    def __init__(self) -> None:
-        self._last: dict[str, tuple[object, float, float]] = {}  # session → (row ref, t_s, wall)
-        self.blocker: str | None = None
-
-    def feed(self, session: object, ref: object, t_s: object, wall: object) -> str | None:
-        t, w, sid = finite(t_s), finite(wall), str(session or "")
-        if t is None or w is None or not sid or self.blocker is not None:
-            return None
-        prev = self._last.get(sid)
-        self._last[sid] = (ref, t, w)
-        if prev is None:
-            return None
-        ref0, t0, w0 = prev
-        dt, dw = t - t0, w - w0
-        if dt >= 0 and abs(dw - dt) > JUMP_SLACK_S + JUMP_RATIO * dt:
-            self.blocker = (
-                f"the node's wall clock moved {dw:+.0f} s while its monotonic clock moved {dt:+.0f} s "
-                f"(rows {ref0} → {ref}): a clock jump; its rows' times cannot place a window"
-            )
-            return self.blocker
-        return None
 
 
 @dataclass(frozen=True)
@@ -106,24 +81,14 @@ WindowVerdictFn = Callable[[WindowInput], WindowVerdict]
 def default_window_verdict(w: WindowInput) -> WindowVerdict:
     """:func:`flopwatch.evaluate.window.combine_window` on the window's typed rows (as ``flopwatch verdict`` groups
     "all"): one :class:`~flopwatch.evaluate.window.WindowVerdict`, decided by ``threshold_verdict``."""
-    e = 0.0
-    up = 0.0
-    for dev, j in w.outside_net_energy_j.items():
-        if j > 0:
-            e += j
-            up += j * w.envelope_flops_per_j.get(dev, math.inf)
-    # a row nobody assessed from observables (legacy, or stripped) supports no "below"
-    unassessed = sum(1 for r in w.rows if r.regime is None)
-    blockers = tuple(w.blockers) + (
-        (f"{unassessed} row(s) without a regime assessment",) if unassessed else ()
-    )
+    e, f = outside_bound(w.outside_net_energy_j, w.envelope_flops_per_j)
     v = combine_window(
-        w.rows,
+        [flag_unassessed(r) for r in w.rows],  # as `flopwatch verdict` flags them
         threshold_flops=w.threshold_flops,
         unattributed_net_energy_j=e,
-        envelope_flops_per_j=up / e if e > 0 else math.inf,
+        envelope_flops_per_j=f,
         lower_rows=w.lower_rows,
-        blockers=blockers,
+        blockers=w.blockers,
         window_s=w.window_s,
     )
     return dataclasses.replace(v, warnings=(*w.notes, *v.warnings))
@@ -153,39 +118,16 @@ class WorkloadWindow:
         self._open: list[WorkloadRow] = []  # rows without a finite end time (a damaged ledger): never trimmed
         self._marks: deque[tuple[float, dict[str, float]]] = deque()
         self._newest = -math.inf
-        # what `flopwatch verdict` finds in the ledger (flopwatch.evaluate.window.ledger_window_verdicts), kept
-        # as the rows arrive in ledger order: a step back of the wall clock and an impossible running total block
-        # "below" for good (as on the ledger); checkpoint gaps block the windows that overlap them
-        self._standing: list[str] = []
-        self._any_row = False
-        self._last_wall = -math.inf
-        self._cp_wall: float | None = None
-        self._gaps: deque[tuple[float, float]] = deque(maxlen=_GAPS_KEPT)
-        self._jumps = ClockJumpCheck()  # the same rule as `flopwatch verdict` (monitor/nodes.py)
-
-    def _clock(self, wall: float) -> None:
-        from flopwatch.evaluate.window import _CLOCK_SLACK_S
-
-        if wall < self._last_wall - _CLOCK_SLACK_S and not any("backwards" in b for b in self._standing):
-            self._standing.append(
-                f"the ledger's wall clock goes backwards ({self._last_wall:.0f} → {wall:.0f})"
-            )
-        self._last_wall = max(self._last_wall, wall)
-
-    def _jump(self, session: object, ref: object, t_s: object, wall: object) -> None:
-        b = self._jumps.feed(session, ref, t_s, wall)
-        if b is not None:
-            self._standing.append(b)
+        # the rules `flopwatch verdict` applies to the ledger, fed as the rows arrive in ledger order
+        self.rules = WindowRules(gaps_kept=_GAPS_KEPT)
 
     def add(self, row: WorkloadRow) -> None:
-        self._any_row = True
-        self._jump(row.session_id, row.workload_id, row.end_t_s, row.end_wall)
+        self.rules.row(row.end_wall, session=row.session_id, ref=row.workload_id, t_s=row.end_t_s)
         if row.end_wall is None:  # no finite end time: in every window, as `flopwatch verdict` counts it
             self._open.append(row)
             return
         self._rows.append(row)
         if math.isfinite(row.end_wall):
-            self._clock(row.end_wall)
             self._newest = max(self._newest, row.end_wall)
             self._trim(self._newest)
 
@@ -199,44 +141,12 @@ class WorkloadWindow:
     ) -> None:
         """A checkpoint at ``wall`` with these cumulative outside energies (J per device); ``t_s`` and
         ``session_id`` (its monotonic time and daemon session) let a clock jump block the window."""
-        self._jump(session_id, "checkpoint", t_s, wall)
-        if finite(wall) is None:
-            return
-        assert wall is not None
-        self._clock(wall)
-        for d, x in outside.items():
-            if (
-                x is not None
-                and not (finite(x) is not None and x >= 0)
-                and not any("impossible" in b for b in self._standing)
-            ):
-                self._standing.append(f"checkpoint of {d} has an impossible outside-workload energy ({x!r})")
+        if wall is None or not self.rules.checkpoint(wall, outside, session=session_id, t_s=t_s):
+            return  # no time, or out of order (a clock step back, a standing blocker now): the newer mark stands
         vals = {d: float(x) for d, x in outside.items() if finite(x) is not None}
-        if self._marks and wall < self._marks[-1][0]:
-            return  # out of order (a clock step back, a standing blocker now): the newer mark stands
-        if self._cp_wall is not None and wall > self._cp_wall:
-            self._gaps.append((self._cp_wall, wall))
-        self._cp_wall = wall
         self._marks.append((wall, vals))
         self._newest = max(self._newest, wall)
         self._trim(self._newest)
-
-    def blockers(self, cut: float) -> tuple[str, ...]:
-        """Why no window ending now and starting at ``cut`` may be "below" (the command's rules, same wording)."""
-        from flopwatch.evaluate.window import _GAP_FACTOR, _GAP_MIN_S
-
-        out = list(self._standing)
-        if self._any_row and self._cp_wall is None:
-            out.append("no checkpoint in the ledger: the energy outside workloads is unknown")
-        if self._gaps:
-            spans = sorted(b - a for a, b in self._gaps)
-            med = spans[len(spans) // 2]
-            limit = max(_GAP_FACTOR * med, _GAP_MIN_S) if len(spans) >= 3 else 86400.0
-            for a, b in self._gaps:
-                if b - a > limit and b > cut:
-                    out.append(f"{b - a:.0f} s between checkpoints at {a:.0f} and {b:.0f} were not observed")
-                    break
-        return tuple(out)
 
     def _trim(self, now_wall: float) -> None:
         cut = now_wall - self.window_s
@@ -250,22 +160,13 @@ class WorkloadWindow:
         self._trim(now_wall)
         return [*self._open, *self._rows]
 
-    def _baseline(self, dev: str, cut: float) -> float:
-        val = 0.0
-        for w, vals in self._marks:
-            if w > cut:
-                break
-            if dev in vals:
-                val = vals[dev]
-        return val
-
     def evaluate(self, outside_now: Mapping[str, float], *, now_wall: float) -> WindowVerdict:
         """The verdict over ``(now_wall − window_s, now_wall]``; ``outside_now``: cumulative J per device."""
         cut = now_wall - self.window_s
         rows = [r for r in self.rows(now_wall) if (r.end_wall if r.end_wall is not None else math.inf) > cut]
         inside = [r for r in rows if (r.start_wall if r.start_wall is not None else -math.inf) >= cut]
         outside = {
-            d: max(0.0, float(x) - self._baseline(d, cut))
+            d: max(0.0, float(x) - outside_at(self._marks, d, cut))
             for d, x in outside_now.items()
             if finite(x) is not None
         }
@@ -287,16 +188,13 @@ class WorkloadWindow:
                 start_wall=cut,
                 end_wall=now_wall,
                 notes=notes,
-                blockers=self.blockers(cut),
+                blockers=self.rules.blockers(cut),
             )
         )
 
 
 __all__ = [
-    "JUMP_RATIO",
-    "JUMP_SLACK_S",
     "VERDICTS",
-    "ClockJumpCheck",
     "WindowInput",
     "WindowVerdict",
     "WindowVerdictFn",

@@ -33,6 +33,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from flopwatch.errors import InputError
+from flopwatch.io import open_regular
 from flopwatch.monitor import merkle
 from flopwatch.monitor import tree as tree_store
 from flopwatch.monitor.keys import key_fingerprint
@@ -66,19 +67,10 @@ class WitnessedHead:
 def read_log(path: str | os.PathLike[str]) -> list[WitnessedHead]:
     """The heads of a witness log (JSON Lines); InputError naming the file, line and field on a bad line."""
     p = Path(path)
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        raise InputError("witness log not found", file=str(p)) from None
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise InputError("the witness log is a symlink; refusing it", file=str(p)) from None
-        raise InputError(f"cannot read the witness log: {e.strerror}", file=str(p)) from None
     out: list[WitnessedHead] = []
-    with os.fdopen(fd, "rb") as f:
+    # a link is refused (whoever planted it chose the heads); not a regular file, or missing: one line
+    with open_regular(p, kind="witness log", follow_symlinks=False) as f:
         st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError("the witness log is not a regular file", file=str(p))
         if st.st_size > MAX_LOG_BYTES:
             raise InputError(f"the witness log is larger than {MAX_LOG_BYTES} bytes", file=str(p))
         for i, raw in enumerate(f, start=1):

@@ -20,21 +20,24 @@ import numpy as np
 
 from flopwatch.detect import HysteresisParams, OnlineDetector
 from flopwatch.devices import get_device
-from flopwatch.estimate.calibrate import calibrate
-from flopwatch.estimate.features import FrontierGate
 from flopwatch.estimate.profile import Profile
-from flopwatch.records import RecordSet, WorkloadRecord
 from flopwatch.redteam.case import Case, profile_hash, shape
 from flopwatch.redteam.families import Family
 from flopwatch.redteam.observe import combine, exact_values, phase_windows, sampled_values
+from flopwatch.redteam.simulated import (
+    RUN_S,
+    datacenter_family,
+    home_dtype,
+    honest_run,
+    locked_clock,
+    make_acc,
+    orin_family,
+    sim_profile,
+    with_dtype,
+)
 from flopwatch.sensor_timing import sensor_timing
-from flopwatch.sim.accelerator import SimulatedAccelerator, SimulatedRun, sim_params
 from flopwatch.telemetry.sampler import sample_instants
-from flopwatch.workloads.config import GPTConfig
-from flopwatch.workloads.formulas import WorkloadDescription, describe
-from flopwatch.workloads.sweeps import get_sweep
-
-RUN_S = 60.0  # seconds per simulated run
+from flopwatch.workloads.formulas import WorkloadDescription
 
 
 @dataclass
@@ -51,7 +54,9 @@ class World:
         d = dtype or home_dtype(key)
         if (key, d) not in self._fams:
             self._fams[(key, d)] = (
-                orin_family(self.quick, d) if key == "orin-nano" else dc_family(self.quick, d)
+                orin_family(quick=self.quick, dtype=d)
+                if key == "orin-nano"
+                else datacenter_family(d, quick=self.quick)
             )
         return self._fams[(key, d)]
 
@@ -69,77 +74,9 @@ class World:
         k = (key, ex)
         if k not in self._profiles:
             ws = [w for w in self.family(key) if shape(w.label) not in ex]
-            acc, runs = run_all(key, ws, self.cal_seed)
-            recs = [to_record(acc, r) for r in runs]
-            prof = calibrate(
-                RecordSet(recs, source=f"<simulated {key}>"),
-                gate=FrontierGate(0.8, home_dtype(key)),
-                device=key,
-            )
+            prof = sim_profile(key, ws, home_dtype(key), seed=self.cal_seed)
             self._profiles[k] = (prof, tuple(w.label for w in ws))
         return self._profiles[k]
-
-
-def home_dtype(key: str) -> str:
-    return "fp32" if key == "orin-nano" else "bf16"
-
-
-def dc_family(quick: bool, dtype: str) -> list[WorkloadDescription]:
-    """GPT training configurations sized for A100/H100/H200 (width, depth, batch and sequence vary)."""
-    shapes = [
-        (768, 12, 16, 1024), (1024, 24, 16, 1024), (1536, 16, 8, 2048), (2048, 16, 8, 2048),
-        (1024, 12, 32, 512), (1280, 20, 8, 1024), (1536, 24, 16, 1024), (2048, 24, 4, 2048),
-        (768, 6, 32, 1024), (2560, 16, 4, 2048), (1024, 16, 8, 2048), (1792, 12, 16, 1024),
-    ]  # fmt: skip
-    out = []
-    for d, L, b, s in shapes[:8] if quick else shapes:
-        c = GPTConfig(
-            d_model=d, num_layers=L, batch_size=b, seq_len=s, vocab_size=32768, steps=100, precision=dtype
-        )
-        out.append(describe(c, counter="closed_form"))
-    return out
-
-
-def orin_family(quick: bool, dtype: str = "fp32") -> list[WorkloadDescription]:
-    """The Jetson study's fp32 configurations (simulated on the Orin Nano twin), in ``dtype``."""
-    cfgs = get_sweep("jetson-fp32")
-    ws = [describe(c, counter="closed_form") for c in (cfgs[:14] if quick else cfgs)]
-    return ws if dtype == "fp32" else [with_dtype(w, dtype) for w in ws]
-
-
-def with_dtype(w: WorkloadDescription, dtype: str) -> WorkloadDescription:
-    return dataclasses.replace(w, dtype=dtype, label=shape(w.label) + f"_{dtype}")
-
-
-def make_acc(
-    key: str, seed: int, *, cap: float | None = None, clock: float | None = None, tail: bool = True
-) -> SimulatedAccelerator:
-    params = None if tail else dataclasses.replace(sim_params(key), tail_s=0.0)
-    return SimulatedAccelerator(key, seed=seed, power_cap_w=cap, locked_clock_mhz=clock, params=params)
-
-
-def run_all(
-    key: str, ws: Sequence[WorkloadDescription], seed: int, cap: float | None = None
-) -> tuple[SimulatedAccelerator, list[SimulatedRun]]:
-    acc = make_acc(key, seed, cap=cap)
-    acc.idle(10.0)
-    runs = []
-    for w in ws:
-        runs.append(acc.run(w, duration_s=RUN_S))
-        acc.idle(10.0)
-    return acc, runs
-
-
-def to_record(acc: SimulatedAccelerator, run: SimulatedRun) -> WorkloadRecord:
-    v = exact_values(acc, run.start_s, run.end_s, [run])
-    extra: dict[str, Any] = {"mean_sm_clock_mhz": v["sm_clock_mhz"]}
-    if v["power_limit_w"] is not None:
-        extra["power_limit_w"] = v["power_limit_w"]
-    return WorkloadRecord(
-        label=run.label, net_energy_j=v["net_energy_j"], duration_s=v["duration_s"], mean_util=v["mean_util"],
-        tb_moved=v["tb_moved"], total_flops=run.total_flops, dtype=run.workload.dtype, idle_power_w=acc.idle_power_w,
-        device_name=acc.spec.key, simulated=True, extra=extra,
-    )  # fmt: skip
 
 
 def _case(
@@ -179,14 +116,7 @@ def gen_phases(world: World, fam: Family) -> Iterator[Case]:
             parts, truth, labels = [], 0.0, []
             fracs = p.get("clock_fracs") or [p.get("clock_frac")] * len(p["phases"])
             for i, ((dtype, share), cf) in enumerate(zip(p["phases"], fracs, strict=True)):
-                probe = make_acc(key, world.attack_seed)
-                clock = (
-                    None
-                    if cf in (None, 1.0)
-                    else float(
-                        probe.dvfs.clocks()[np.searchsorted(probe.dvfs.clocks(), cf * probe.dvfs.f_max_mhz)]
-                    )
-                )
+                clock = locked_clock(make_acc(key, world.attack_seed), cf)
                 acc = make_acc(key, world.attack_seed + 17 * i, cap=p.get("cap_w"), clock=clock)
                 wd = with_dtype(w, dtype)
                 acc.idle(5.0)
@@ -279,15 +209,6 @@ def gen_timing(world: World, fam: Family) -> Iterator[Case]:
             )
 
 
-def _honest_run(
-    world: World, key: str, w: WorkloadDescription, seed_off: int = 0
-) -> tuple[SimulatedAccelerator, SimulatedRun, dict[str, Any]]:
-    acc = make_acc(key, world.attack_seed + seed_off)
-    acc.idle(10.0)
-    r = acc.run(w, duration_s=RUN_S)
-    return acc, r, exact_values(acc, r.start_s, r.end_s, [r])
-
-
 def gen_context(world: World, fam: Family) -> Iterator[Case]:
     """The node lies about its context (profile, peaks, sensor, clock, device model); physics is unchanged."""
     t = fam.params["tamper"]
@@ -295,7 +216,7 @@ def gen_context(world: World, fam: Family) -> Iterator[Case]:
         for w in world.attack_workloads(key, fam):
             dtype = "fp8" if t in ("relabel", "fp8peak") else w.dtype
             wd = with_dtype(w, dtype) if dtype != w.dtype else w
-            acc, r, vals = _honest_run(world, key, wd)
+            acc, r, vals = honest_run(key, wd, world.attack_seed)
             truth = r.total_flops
             vprof, _ = world.profile(key, [w.label])
             # the twin stands in for the hardware: the verifier's sensor is the real one it emulates
@@ -320,7 +241,7 @@ def gen_context(world: World, fam: Family) -> Iterator[Case]:
                 ctx["peaks_in_force"] = pk
             elif t == "replay":
                 small = world.family(key)[0]
-                _, _, vals = _honest_run(world, key, small, seed_off=5)
+                _, _, vals = honest_run(key, small, world.attack_seed + 5)
                 ctx["sensor_kind"] = "replay"
                 note += f" (trace of {small.label})"
             elif t == "clock":
@@ -354,10 +275,8 @@ def gen_group(world: World, fam: Family) -> Iterator[Case]:
     parts, truth = [], 0.0
     for g in range(n):
         key = keys[g % len(keys)]
-        acc = make_acc(key, world.attack_seed + g)
-        acc.idle(10.0)
-        r = acc.run(w, duration_s=RUN_S)
-        parts.append(exact_values(acc, r.start_s, r.end_s, [r]))
+        _, r, v = honest_run(key, w, world.attack_seed + g)
+        parts.append(v)
         truth += r.total_flops
     best = max(
         keys, key=lambda k: max(get_device(k).peak_flops.values())
@@ -380,7 +299,7 @@ def gen_tamper(world: World, fam: Family) -> Iterator[Case]:
     op = fam.params["op"]
     for key in fam.devices:
         for w in world.attack_workloads(key, fam):
-            acc, r, v = _honest_run(world, key, w)
+            acc, r, v = honest_run(key, w, world.attack_seed)
             v = dict(v)
             t = v["duration_s"]
             if op == "pause":

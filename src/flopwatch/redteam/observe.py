@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from flopwatch.estimate.observe import ObservedWindows
+from flopwatch.estimate.observe import PIPES, ObservedWindows
 from flopwatch.sensor_timing import SensorTiming, check_sampling
 from flopwatch.sim.accelerator import SimulatedAccelerator, SimulatedRun
 
@@ -34,7 +34,7 @@ OBSERVABLE_SETS: Mapping[str, tuple[str, ...]] = {
     "+pipes": ("pipe_active_s", "pipe_observed_s"),
 }
 SET_ORDER = ("energy", "+clock+pl", "+pipes")
-_PIPE_FIELDS = ("tensor_active", "fp64_active", "fp32_active", "fp16_active")
+_PIPE_FIELDS = tuple(f"{p}_active" for p in PIPES)
 TENSOR_DTYPES = ("tf32", "fp16", "bf16", "fp8")
 
 
@@ -136,7 +136,7 @@ def phase_windows(parts: Sequence[Mapping[str, Any]]) -> ObservedWindows:
     dt = np.array([p["duration_s"] for p in parts], float)
     pipes = [p.get("pipe_active_s") for p in parts]
     act = {}
-    for name in ("tensor", "fp64", "fp32", "fp16"):
+    for name in PIPES:
         act[f"{name}_active"] = (
             None if any(x is None for x in pipes) else np.array([x.get(name, 0.0) for x in pipes]) / dt  # type: ignore[union-attr]
         )

@@ -108,68 +108,46 @@ def real_cases(path: Path, fam: Family) -> Iterator[Case]:
     low = [r for r in rs if r.dtype in ("tf32", "fp16", "bf16")]
     op = fam.params["op"]
 
-    def cal(*ex: str) -> list[str]:
-        return [r.label for r in loo.kept(*ex)]
+    def case(v: dict[str, Any], note: str, *rec: WorkloadRecord, **kw: Any) -> Case:
+        """``rec[0]`` judged on the attacked observables ``v`` by the profile calibrated without any of ``rec``."""
+        labels = [x.label for x in rec]
+        cal = [x.label for x in loo.kept(*labels)]
+        return _case(fam, loo.without(*labels), rec[0], v, note, labels, cal, **kw)
 
     if op == "strip":
         for r in low:
             stripped = dataclasses.replace(r, dtype="fp32")
-            yield _case(
-                fam,
-                loo.without(r.label),
-                stripped,
-                _values(stripped),
-                f"true {r.dtype}",
-                [r.label],
-                cal(r.label),
-            )
+            yield case(_values(stripped), f"true {r.dtype}", stripped)
     elif op == "dram5":
         for r in frontier:
             v = _values(r)
             v["tb_moved"] = (r.tb_moved or 0.0) * 5.0
-            yield _case(fam, loo.without(r.label), r, v, "tb_moved × 5", [r.label], cal(r.label))
+            yield case(v, "tb_moved × 5", r)
     elif op == "dramtop":
         for r in frontier:
-            prof = loo.without(r.label)
-            hi = prof.regime_ranges.get("bytes_per_j", [0, 0])[1]
+            hi = loo.without(r.label).regime_ranges.get("bytes_per_j", [0, 0])[1]
             tb_top = hi * r.net_energy_j / 1e12
             if r.tb_moved is not None and tb_top > r.tb_moved:
                 v = _values(r)
                 v["tb_moved"] = tb_top
-                yield _case(fam, prof, r, v, f"tb_moved × {tb_top / r.tb_moved:.2f}", [r.label], cal(r.label))
+                yield case(v, f"tb_moved × {tb_top / r.tb_moved:.2f}", r)
     elif op == "idle":
         for r in frontier:
             v = _values(r)
             v["idle_power_w"] = (r.idle_power_w or 0.642) + 1.0
             v["net_energy_j"] = r.net_energy_j - 1.0 * r.duration_s
-            yield _case(fam, loo.without(r.label), r, v, "idle + 1 W", [r.label], cal(r.label))
+            yield case(v, "idle + 1 W", r)
     elif op == "lowutil":
         for r in rs:
             if r.dtype == "fp32" and r.mean_util is not None and r.mean_util < gate.min_util:
-                yield _case(
-                    fam,
-                    loo.without(r.label),
-                    r,
-                    _values(r),
-                    f"util {r.mean_util:.0%}",
-                    [r.label],
-                    cal(r.label),
-                )
+                yield case(_values(r), f"util {r.mean_util:.0%}", r)
     elif op == "pad":
         # a burner kernel raises net power into the fp32 frontier's range (6.2 and 7.0 W) at 97 % utilisation
         for r in low:
             for p_w in (6.2, 7.0):
                 v = _values(r)
                 v["net_energy_j"], v["mean_util"] = p_w * r.duration_s, 0.97
-                yield _case(
-                    fam,
-                    loo.without(r.label),
-                    r,
-                    v,
-                    f"true {r.dtype}, padded to {p_w} W net",
-                    [r.label],
-                    cal(r.label),
-                )
+                yield case(v, f"true {r.dtype}, padded to {p_w} W net", r)
     elif op == "mix":
         # an fp32 run followed without idle by a cheaper-precision run: one workload of both
         for i, r2 in enumerate(low):
@@ -184,48 +162,28 @@ def real_cases(path: Path, fam: Family) -> Iterator[Case]:
                 "idle_power_w": a.idle_power_w,
             }
             truth = float(r1.total_flops or 0.0) + float(r2.total_flops or 0.0)
-            prof = loo.without(r1.label, r2.label)
-            yield _case(
-                fam,
-                prof,
-                r1,
-                v,
-                f"fp32 {r1.label} then {r2.dtype} {r2.label}",
-                [r1.label, r2.label],
-                cal(r1.label, r2.label),
-                truth=truth,
-            )
+            yield case(v, f"fp32 {r1.label} then {r2.dtype} {r2.label}", r1, r2, truth=truth)
     elif op == "profile":
         for r in frontier:
-            prof = loo.without(r.label)
-            h = profile_hash(prof)
-            yield _case(
-                fam,
-                prof,
-                r,
-                _values(r),
-                "node's row used params × 0.6",
-                [r.label],
-                cal(r.label),
+            h = profile_hash(loo.without(r.label))
+            yield case(
+                _values(r), "node's row used params × 0.6", r,
                 context={"profile_sha256": f"operator:{(h or '')[:8]}×0.6", "sensor_kind": "jetson"},
                 verifier_context={"profile_sha256": h, "sensor_kind": "jetson"},
-            )
+            )  # fmt: skip
     elif op == "util":
         for r in frontier:
             v = _values(r)
             v["mean_util"] = (r.mean_util or 0.0) * 0.3
-            yield _case(
-                fam, loo.without(r.label), r, v, "utilisation reported × 0.3", [r.label], cal(r.label)
-            )
+            yield case(v, "utilisation reported × 0.3", r)
     elif op == "replay":
         # the daemon is fed the smallest honest run's trace while each frontier run executes
         small = min(frontier, key=lambda x: float(x.total_flops or 0.0))
         for r in frontier:
             if r.label == small.label:
                 continue
-            yield _case(
-                fam, loo.without(r.label, small.label), r, _values(small), f"trace of {small.label} replayed",
-                [r.label, small.label], cal(r.label, small.label),
+            yield case(
+                _values(small), f"trace of {small.label} replayed", r, small,
                 context={"sensor_kind": "replay", "sensor_spec": f"replay:{small.label}.parquet"},
                 verifier_context={"sensor_kind": "jetson"},
             )  # fmt: skip

@@ -4,8 +4,8 @@ Each family's runs are judged (:func:`flopwatch.redteam.judge.judge`) with the f
 out of the calibration, at **T = 0.8 × truth** and at the **evader's best threshold** (just above the reported
 upper bound: the largest T the verifier could still clear). A run above the threshold that is cleared is a
 **wrong below**. Honest runs of every precision, clock and power limit are judged at T = truth (an "above"
-there is a **false above**), at 0.5 × and 2 × truth, and their ``decisive_at`` (the smallest T ÷ truth at which
-the verdict is "below") is reported per set of observables (energy only; + clock and power limit; + pipes).
+there is a **wrongly accused** run, ``false_above`` in the JSON), at 0.5 × and 2 × truth, and their ``decisive_at``
+(the smallest T ÷ truth at which the verdict is "below") is reported per set of observables (energy only; + clock and power limit; + pipes).
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ from flopwatch.devices import get_device
 from flopwatch.estimate.verdict import profile_envelope
 from flopwatch.evaluate.window import combine_window
 from flopwatch.published import published_data_problem
+from flopwatch.redteam.case import Case, shape
 from flopwatch.redteam.core import AttackResult, HonestResult, expected_verdict, legacy_verdict
-from flopwatch.redteam.engine import KINDS, Case, World, exact_values, make_acc, shape, variants, with_dtype
+from flopwatch.redteam.engine import KINDS, World, variants
 from flopwatch.redteam.families import FAMILIES, Family
 from flopwatch.redteam.judge import BEST_T_FACTOR, judge
 from flopwatch.redteam.observe import SET_ORDER, keep_set
 from flopwatch.redteam.real import real_cases, real_honest
+from flopwatch.redteam.simulated import honest_run, locked_clock, make_acc, with_dtype
 
 log = logging.getLogger("flopwatch.redteam")
 
@@ -294,31 +296,22 @@ def sim_honest(world: World) -> Iterable[HonestResult]:
             for dtype, cap_frac, clk_frac in variants:
                 probe = make_acc(key, 0)
                 cap = None if cap_frac is None else cap_frac * probe.power_limit_w
-                clocks = probe.dvfs.clocks()
-                clock = (
-                    None
-                    if clk_frac is None
-                    else float(clocks[clocks.searchsorted(clk_frac * probe.dvfs.f_max_mhz)])
-                )
-                acc = make_acc(key, world.attack_seed + 31 * i, cap=cap, clock=clock)
-                acc.idle(10.0)
+                clock = locked_clock(probe, clk_frac)
                 wd = with_dtype(w, dtype) if dtype != w.dtype else w
-                r = acc.run(wd, duration_s=60.0)
+                _, r, vals = honest_run(key, wd, world.attack_seed + 31 * i, cap=cap, clock=clock)
                 prof, _ = world.profile(key, [w.label])
                 note = (
                     dtype + (f", cap {cap:g} W" if cap else "") + (f", clock {clock:g} MHz" if clock else "")
                 )
                 yield judge_honest(
-                    prof, exact_values(acc, r.start_s, r.end_s, [r]), spec=key, truth=r.total_flops,
+                    prof, vals, spec=key, truth=r.total_flops,
                     device=f"sim:{key}", label=wd.label, dtype=dtype, simulated=True, note=note,
                 )  # fmt: skip
     for w in world.family("orin-nano")[: (4 if world.quick else 10)]:
-        acc = make_acc("orin-nano", world.attack_seed)
-        acc.idle(10.0)
-        r = acc.run(w, duration_s=60.0)
+        _, r, vals = honest_run("orin-nano", w, world.attack_seed)
         prof, _ = world.profile("orin-nano", [w.label])
         yield judge_honest(
-            prof, exact_values(acc, r.start_s, r.end_s, [r]), spec="orin-nano", truth=r.total_flops,
+            prof, vals, spec="orin-nano", truth=r.total_flops,
             device="sim:orin-nano", label=w.label, dtype=w.dtype, simulated=True, sets=("energy", "+clock+pl"),
             note="fp32",  # the Orin reports its GPU clock, no power limit: +clock+pl is the clock alone
         )  # fmt: skip

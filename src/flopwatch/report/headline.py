@@ -104,6 +104,38 @@ def _certified_words(num: dict[str, Any]) -> str:
     return f" Verdicts (sound, held-out): {above}; {below}."
 
 
+def _brief(
+    num: dict[str, Any], mae: float, ymae: float, gain: dict[str, float], conf: float
+) -> dict[str, str]:
+    """The verdict paragraph in three short lines (the terminal's summary): accuracy, verdicts, interval."""
+    if gain["p025"] > 0:
+        g = f"better by {sig3(gain['mean_pp'], signed=True)} pp"
+    elif gain["p975"] < 0:
+        g = f"worse by {sig3(-gain['mean_pp'])} pp"
+    else:
+        g = "not distinguishable from energy alone"
+    out = {
+        "accuracy": f"unseen runs within {pct(mae)} of their true FLOPs on average; the no-model yardstick "
+        f"(median J/FLOP) {pct(ymae)}: {g}",
+        "interval": f"the calibrated {share(conf)} interval held {share(num['calibrated_interval']['coverage'])} "
+        "of held-out truths (the estimate's accuracy; never a verdict's 'below')",
+    }
+    v = num.get("verdicts")
+    if v is None:
+        out["verdicts"] = "not computed for this run"
+    else:
+        rows = v["by_margin"] + v["at_sweep_quantiles"]
+        wb = sum(r["wrong_below"] for r in rows)
+        d = v["decisiveness"]
+        dec, acc = d["median_decisive_at_truth"], d["median_above_at_truth"]
+        below = (
+            f"'below' only when T ≥ {sig3(dec)} × a run's FLOPs" if dec is not None else "no 'below' at any T"
+        )
+        above = f"'above' only when T ≤ {sig3(acc)} × them" if acc else "no 'above' at any T"
+        out["verdicts"] = f"{wb} wrong below in {v['n']} held-out cases; {below}, {above} (medians)"
+    return {k: out[k] for k in ("accuracy", "verdicts", "interval")}
+
+
 def build_headline(summary: dict[str, Any], ev: Any, sound: Any = None) -> dict[str, Any]:
     """The headline of a run: ``summary`` is the run's summary (device, simulated, component …), ``ev`` the
     :class:`~flopwatch.evaluate.splits.EvaluationResult` of its frontier runs, ``sound`` the verifier's
@@ -155,6 +187,7 @@ def build_headline(summary: dict[str, Any], ev: Any, sound: Any = None) -> dict[
         )
     return {
         "schema": HEADLINE_SCHEMA,
+        "brief": _brief(num, mae, ymae, gain, conf),
         "what_was_measured": {"kind": data_kind, "device": device, "text": what},
         "heldout": {**held, "component": summary.get("component"), "data": data_kind},
         "yardstick": {

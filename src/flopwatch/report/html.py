@@ -35,6 +35,7 @@ h3{font-size:1.05em;margin:1.2em 0 .3em}
 .verdict{background:#fff;border:2px solid #1f4e79;border-radius:8px;padding:.4em 1.2em 1em;margin:1em 0}
 .verdict.simbox{border-color:#b00020}
 .verdict .lead{font-size:1.05em}
+ul.brief{font-size:1.05em;padding-left:1.2em}ul.brief li{margin:.25em 0}details summary{cursor:pointer;color:#1f4e79}
 .cards{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:.8em;margin:1em 0}
 .card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.6em 1em;min-width:0}
 .card .v{font-size:1.5em;font-weight:700}.card .k{font-size:.8em;color:#555}
@@ -51,6 +52,14 @@ ul.caveats li{margin:.3em 0}
 .cards{grid-template-columns:repeat(2,minmax(0,1fr))}.card .v{font-size:1.2em}
 .hint{display:block;font-size:.8em;color:#555;margin:-.3em 0 .6em}figure.wide img{max-width:none;width:720px}}
 """
+
+
+def _component_words(summary: dict[str, Any]) -> str:
+    """Which model 'default' resolved to, when it is not itself (no DRAM-traffic counter: default-p)."""
+    comp = summary.get("component")
+    if comp in (None, summary.get("default_model")):
+        return ""
+    return f" (here <code>{_e(comp)}</code>: the sensor reports no DRAM traffic)"
 
 
 def _e(x: Any) -> str:
@@ -138,7 +147,13 @@ def _verdict(summary: dict[str, Any], tag: str) -> list[str]:
     cal = h["calibrated_interval"]
     p = [f"<section class='verdict{' simbox' if sim else ''}'><h2>Verdict{tag}</h2>"]
     p.append(f"<p class='{'sim' if sim else ''}'>{_e(h['what_was_measured']['text'])}</p>")
-    p.append(f"<p class='lead'>{_e(h['verdict'])}</p>")
+    brief = h.get("brief")
+    if brief:  # the three lines first (as the terminal prints them); the whole paragraph below
+        items = "".join(f"<li><b>{_e(k)}</b>: {_e(v)}</li>" for k, v in brief.items())
+        p.append(f"<ul class='brief'>{items}</ul>")
+        p.append(f"<details><summary>The verdict in full</summary><p>{_e(h['verdict'])}</p></details>")
+    else:
+        p.append(f"<p class='lead'>{_e(h['verdict'])}</p>")
     cards = [
         (f"held-out MAE, {ho['model']}", pct(ho["mae_pct"])),
         ("no-model yardstick (median J/FLOP)", pct(ys["mae_pct"])),
@@ -396,8 +411,9 @@ def render_report(outdir: str | os.PathLike[str], summary: dict[str, Any]) -> st
     p.append(
         f"<p>{_e(summary.get('n_splits'))} random splits of the {_e(summary.get('n_frontier'))} frontier runs into "
         f"{_e(summary.get('n_train'))} calibration and {_e(summary.get('n_test'))} test runs (the study: 200 splits, "
-        f"14/7). Errors are (estimate − truth)/truth on the test runs. flopwatch's default model (here "
-        f"<code>{_e(dm)}</code>) is calibrated on all frontier runs into <code>profile.json</code> (sha256 {_e(str(summary.get('profile_sha256'))[:16])}…).</p>"
+        f"14/7). Errors are (estimate − truth)/truth on the test runs. The profile in "
+        f"<code>profile.json</code> (sha256 {_e(str(summary.get('profile_sha256'))[:16])}…) is flopwatch's "
+        f"default model{_component_words(summary)}, calibrated on all the frontier runs.</p>"
     )
     models = ev.get("models", {})
     if models:

@@ -10,7 +10,7 @@ Every reading is simulated and says so: ``SensorInfo(simulated=True, kind="sim")
 Spec strings: ``a100`` (one device), ``a100x4`` (four identical devices running the same schedule, data-parallel,
 with independent noise). Options: ``power_cap_w``, ``locked_clock_mhz``, ``clock`` (share a clock), ``speed`` (run on
 a :class:`ScaledClock` at ``speed``× real time instead of a virtual clock, for live demos of the daemon),
-``wall0`` (UTC epoch of t = 0), ``start_idle_s`` (idle before the schedule, default 0).
+``wall0`` (UTC epoch of t = 0; default: when the simulator is built), ``start_idle_s`` (idle before the schedule, default 0).
 
 Schedules: a list of :class:`~flopwatch.sim.accelerator.Idle` / :class:`~flopwatch.sim.accelerator.Run` objects,
 ``(workload, steps)`` tuples, or dicts — ``{"idle_s": 30}``, ``{"label": ..., "flops_per_step": ...,
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,8 @@ def from_spec(
         if speed is not None:
             clock = ScaledClock(speed=float(speed), wall0=wall0)
         else:
-            clock = VirtualClock(wall0=1.7e9 if wall0 is None else float(wall0))
+            # t = 0 is dated now unless told (was Nov 2023: a newcomer saw 2023 rows in a ledger)
+            clock = VirtualClock(wall0=time.time() if wall0 is None else float(wall0))
     items = load_schedule(schedule)
     w0 = clock.wall_time() - clock.now()
     t_start = clock.now()

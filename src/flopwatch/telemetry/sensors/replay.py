@@ -18,6 +18,10 @@ A read at clock time ``t`` returns
   linearly) while the next recorded row is not due yet, or while the replay is sampled faster than the
   recording (for at most ``3 ×`` the recording's period); past that it is a hole in the recording: a gap.
 
+Wall times: a recording's own. A trace without a wall clock (the seed's ``timeseries.json``) is dated so that
+its last row falls when the replay begins: wall time advances with the trace's time (so no clock seems to
+jump) and no reading is ever dated in the future, at any speed (:func:`dating` says which, in words).
+
 Past the last row, :meth:`ReplaySensor.read` raises :class:`TraceEnded` and :attr:`ReplaySensor.finished`
 becomes True. Rows are streamed from the file a chunk at a time and stored as numpy columns, so memory
 is bounded by a chunk whatever the length of the recording.
@@ -32,7 +36,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -54,37 +58,89 @@ class TraceEnded(SensorError):
     """A replay sensor ran past the last sample of its trace (the sampler stops cleanly on it)."""
 
 
+class RealTime(Protocol):
+    """The real clock a :class:`PacedClock` paces against (the :mod:`time` module; a fake one in tests)."""
+
+    def monotonic(self) -> float: ...
+
+    def time(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
 class PacedClock(VirtualClock):
     """Virtual time advanced only by ``sleep_until``, which also waits until real time has caught up with
     ``(t − t0) / speed`` (never for ``speed = inf``). Time never moves while a tick is processed, so a
     sampler on this clock never skips a tick: a consumer slower than ``speed`` slows the replay instead.
     The pace is anchored at the first ``sleep_until`` (a replay opened early still starts at its first row).
+
+    Wall time: ``wall0`` is the wall time of ``t0`` (a recorded trace's own). Without one, the clock is
+    dated from the real clock when the pace starts, pushed back by ``lead_s``: a replay passes its trace's
+    length, so the replayed trace ends when the replay began and, at any speed, no reading is dated in the
+    future. ``real`` is the real clock (default the :mod:`time` module; tests inject a fake one).
     """
 
-    def __init__(self, speed: float = 1.0, t0: float = 0.0, wall0: float | None = None) -> None:
+    def __init__(
+        self,
+        speed: float = 1.0,
+        t0: float = 0.0,
+        wall0: float | None = None,
+        *,
+        lead_s: float = 0.0,
+        real: RealTime | None = None,
+    ) -> None:
         if not speed > 0 or math.isnan(speed):
             raise ValueError("speed must be > 0")
-        super().__init__(t0=t0, wall0=time.time() if wall0 is None else float(wall0))
+        if not (math.isfinite(lead_s) and lead_s >= 0):
+            raise ValueError("lead_s must be a finite number >= 0")
+        self._real: RealTime = time if real is None else real
+        self._lead_s = float(lead_s)
+        self._dated_at_start = wall0 is None
+        super().__init__(t0=t0, wall0=self._real.time() - self._lead_s if wall0 is None else float(wall0))
         self.speed = float(speed)
         self._m0: float | None = None
         self._anchor_lock = threading.Lock()
         self.waited_s = 0.0  # real seconds spent pacing
 
+    @property
+    def wall0(self) -> float:
+        """The wall time of ``t0`` in force (fixed once the pace starts)."""
+        return self._wall0
+
+    @property
+    def dated_at_start(self) -> bool:
+        """True when the trace had no wall clock and is dated from the real clock at the start."""
+        return self._dated_at_start
+
+    @property
+    def ends_wall(self) -> float:
+        """For a clock dated at the start: the wall time the replayed trace ends at (the replay's start)."""
+        return self._wall0 + self._lead_s
+
+    def _anchor(self) -> None:
+        with self._anchor_lock:
+            if self._m0 is None:
+                self._m0 = self._real.monotonic() - (self.now() - self._t0) / self.speed
+                if self._dated_at_start:  # dated when the replay really starts, not when it was opened
+                    self._wall0 = self._real.time() - self._lead_s - (self.now() - self._t0)
+
+    def _wait(self, delay: float, stop: threading.Event | None) -> bool:
+        """Sleep ``delay`` real seconds; False when ``stop`` was set meanwhile."""
+        self.waited_s += delay
+        if stop is not None and self._real is time:
+            return not stop.wait(delay)
+        self._real.sleep(delay)
+        return not (stop is not None and stop.is_set())
+
     def sleep_until(self, t: float, stop: threading.Event | None = None) -> bool:
         if stop is not None and stop.is_set():
             return False
+        self._anchor()
         if math.isfinite(self.speed):
-            with self._anchor_lock:
-                if self._m0 is None:
-                    self._m0 = time.monotonic() - (self.now() - self._t0) / self.speed
-            delay = self._m0 + (t - self._t0) / self.speed - time.monotonic()
-            if delay > 0:
-                self.waited_s += delay
-                if stop is not None:
-                    if stop.wait(delay):
-                        return False
-                else:
-                    time.sleep(delay)
+            assert self._m0 is not None
+            delay = self._m0 + (t - self._t0) / self.speed - self._real.monotonic()
+            if delay > 0 and not self._wait(delay, stop):
+                return False
         return super().sleep_until(t, stop)
 
 
@@ -172,6 +228,7 @@ class ReplaySensor:
         *,
         clock: Clock | None = None,
         speed: float | None = None,
+        real: RealTime | None = None,
     ) -> None:
         from flopwatch.telemetry.source import VALUE_COLUMNS, open_source
         from flopwatch.telemetry.trace import Trace
@@ -208,7 +265,14 @@ class ReplaySensor:
             period = math.inf
         self.period_s = period
         self._caps = tuple(c for c in _COLUMNS if np.isfinite(self._rows.cols[c]).any())
-        self._clock = clock if clock is not None else _default_clock(speed, first)
+        # Wall time: the recording's own (its first sample's), else none: the paced clock then dates the
+        # trace so that it ends when the replay begins (never in the future, whatever the speed).
+        w_first = float(self._rows.wall[self._rows.t.index(first)])
+        self.wall_t0: float | None = None if self._wall_synthetic or w_first != w_first else w_first
+        self.t_last = _last_t(src) if self.wall_t0 is None else None
+        self._clock = (
+            clock if clock is not None else _default_clock(speed, first, self.wall_t0, self.t_last, real)
+        )
         self._i = -1  # newest row returned (index into the buffer)
         self._prev_t: float | None = None  # clock time of the previous read
         self.finished = False
@@ -255,7 +319,8 @@ class ReplaySensor:
             ts = t
             wall = wall + (t - t_row)
         if wall != wall or self._wall_synthetic:
-            wall = self._clock.wall_time()
+            # no recorded wall time: the clock's, at this reading's own time (not the clock's, a tick later)
+            wall = self._clock.wall_time() - (self._clock.now() - ts)
         return Reading(t_s=ts, wall_time=wall, device=self.device, energy_j=energy, extra=extra, **vals)
 
     def _energy_at(self, i: int, t: float) -> float | None:
@@ -315,11 +380,47 @@ class ReplaySensor:
         pass
 
 
-def _default_clock(speed: float | None, t0: float) -> Clock:
-    """Paced virtual time at ``speed`` (exact), or real time like a live sensor when no speed is given."""
+def _default_clock(
+    speed: float | None,
+    t0: float,
+    wall_t0: float | None = None,
+    t_last: float | None = None,
+    real: RealTime | None = None,
+) -> Clock:
+    """Paced virtual time at ``speed`` (exact), or real time like a live sensor when no speed is given.
+
+    A paced clock carries the recording's wall time (``wall_t0``: its wall time at ``t0``); a recording
+    without one is dated so that its last row (``t_last``) falls when the replay begins."""
     if speed is None:
         return ScaledClock(1.0, t0=t0, lazy=True)  # starts when sampling starts
-    return PacedClock(speed, t0=t0)
+    if wall_t0 is not None:
+        return PacedClock(speed, t0=t0, wall0=wall_t0, real=real)
+    lead = max(0.0, (t_last if t_last is not None else t0) - t0)
+    return PacedClock(speed, t0=t0, lead_s=lead if math.isfinite(lead) else 0.0, real=real)
+
+
+def dating(clock: Clock) -> str:
+    """How a replay's readings are dated, in words (the monitor logs it)."""
+    if isinstance(clock, PacedClock):
+        if not clock.dated_at_start:
+            return "rows carry the trace's own recorded wall times"
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(clock.ends_wall))
+        return (
+            f"the trace has no wall clock: its rows are dated so that it ends at {when} UTC, when the replay "
+            "began (never in the future)"
+        )
+    if isinstance(clock, ScaledClock):
+        return "rows carry the trace's own wall times, else the real time each row is replayed at"
+    return "rows carry the trace's own wall times, else the injected clock's"
+
+
+def _last_t(src: TraceSource) -> float:
+    """The trace's last time (one streaming pass over its time column)."""
+    last = -math.inf
+    for ch in src.chunks((), validate=False):
+        if len(ch):
+            last = max(last, float(np.nanmax(ch.t_s)))
+    return last
 
 
 def _f(v: float) -> float | None:
@@ -350,10 +451,12 @@ def open_replay(
     speed: float | None = None,
     device: str | None = None,
     clock: Clock | None = None,
+    real: RealTime | None = None,
 ) -> list[ReplaySensor]:
     """One :class:`ReplaySensor` per device of the trace at ``path``, sharing one clock: ``clock`` (e.g. a
     VirtualClock started at the trace's first sample), else a :class:`PacedClock` at ``speed`` (exact;
-    ``speed=inf`` replays in virtual time, as fast as the consumer goes), else real time."""
+    ``speed=inf`` replays in virtual time, as fast as the consumer goes), else real time. ``real``: the real
+    clock a paced replay keeps pace with and dates a trace without wall times by (default :mod:`time`)."""
     from flopwatch.telemetry.source import open_source
 
     if speed is not None and (not speed > 0 or math.isnan(speed)):
@@ -362,9 +465,11 @@ def open_replay(
     devs = _devices_with_samples(src) if device is None else [device]
     if not devs:
         raise InputError("trace has no samples to replay", file=str(path))
-    sensors = [ReplaySensor(path, d, clock=clock, speed=speed) for d in devs]
+    sensors = [ReplaySensor(path, d, clock=clock, speed=speed, real=real) for d in devs]
     if clock is None:  # one clock for all, starting at the earliest first sample
-        shared = _default_clock(speed, min(s.t_start for s in sensors))
+        first = min(sensors, key=lambda s: s.t_start)
+        lasts = [s.t_last for s in sensors if s.t_last is not None]
+        shared = _default_clock(speed, first.t_start, first.wall_t0, max(lasts) if lasts else None, real)
         for s in sensors:
             s._clock = shared
     return sensors
