@@ -162,7 +162,7 @@ def bench_cmd(
     if json_out:
         echo_json(result)
     elif con is not None:
-        con.print(f"wrote {len(rows)} row(s) to {output}")
+        con.print(f"wrote {counted(len(rows), 'row')} to {output}")
 
 
 def register(app: typer.Typer) -> None:
