@@ -65,7 +65,10 @@ def devices_of(jobs: GpuJobs, override: str | None) -> tuple[list[DeviceSpec | N
     unknown = np.zeros(len(jobs), bool)
     impossible = np.zeros(len(jobs), bool)
     for i, name in enumerate(jobs.model.tolist()):
-        s = _spec(name)
+        # one GPU reporting two models (reader: "A | B") is impossible: the most capable claim stands
+        claimed = [_spec(n) for n in name.split(" | ")]
+        impossible[i] = len(claimed) > 1
+        s = None if None in claimed else max(claimed, key=_capability)  # type: ignore[arg-type]
         if s is None:
             unknown[i] = True
             s = forced
@@ -73,8 +76,8 @@ def devices_of(jobs: GpuJobs, override: str | None) -> tuple[list[DeviceSpec | N
             s = forced
         p, c = float(jobs.peak_power_w[i]), float(jobs.clock_max_mhz[i])
         if s is not None and not _consistent(s, p, c):
-            impossible[i] = True
-            s = _most_capable(p, c)
+            impossible[i] = True  # readings never ease the claim: the more capable of it and what they fit
+            s = max(s, _most_capable(p, c), key=_capability)
         out.append(s)
     return out, unknown, impossible
 
@@ -147,6 +150,16 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
                 no_clock += np.where(clocked, 0.0, peak * a)
             e.pipe[ix] = np.where(jobs.pipe_covered_s[ix] > 0, pipes, np.nan)
             e.pipe_no_clock[ix] = no_clock
+    m = np.asarray(jobs.mig, bool)
+    if (
+        m.any()
+    ):  # MIG instances share their GPU's idle power: each its share of the GPU's instance time (not all)
+        gix = np.unique(jobs.gpu.astype(str), return_inverse=True)[1]
+        t = np.where(m, jobs.duration_s, 0.0)
+        top = np.zeros(gix.max() + 1)
+        np.maximum.at(top, gix, t)
+        tot = np.bincount(gix, weights=t)
+        e.idle_j = np.where(m, e.idle_j * top[gix] / np.where(tot[gix] > 0, tot[gix], 1.0), e.idle_j)
     return e
 
 
@@ -170,7 +183,7 @@ _SUMMED = (
     "energy_j", "energy_from_power_j", "counter_j", "counter_power_j", "covered_s", "duration_s", "busy_s",
     "busy_covered_s", "dram_s", "dram_covered_s", "tensor_s", "tensor_mhz_s", "fp32_s", "fp32_mhz_s",
     "fp16_s", "fp64_s", "pipe_covered_s", "clock_mhz_s", "clock_covered_s", "resets", "out_of_range",
-    "prof_covered_s", "prof_gap_s", "prof_zero_load_s", "ends_busy", "duplicate_s", "mig", "n_series",
+    "prof_covered_s", "prof_gap_s", "prof_zero_load_s", "util_no_power_s", "ends_busy", "duplicate_s", "mig", "n_series",
 )  # fmt: skip
 _MIN = ("t_first", "clock_min_mhz", "power_limit_min_w", "min_power_w")
 _MAX = ("t_last", "clock_max_mhz", "power_limit_w", "peak_power_w")
@@ -236,7 +249,7 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         out.append("device model unknown (no modelName, or one flopwatch does not know): use --device")
     for why in t.impossible[g]:
         out.append(
-            f"readings impossible for the claimed model {why}: bounded as the most capable device they fit"
+            f"readings impossible for the claimed model {why}: bounded as the most capable of the claim and the devices they fit"
         )
     if not t.devices[g]:
         return out
@@ -276,13 +289,19 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         out.append(
             f"profiling counters stuck at 0 for {s['prof_zero_load_s'] / 3600:.2f} GPU-h while power shows load"
         )
+    if s["util_no_power_s"] > 0:
+        out.append(
+            f"utilisation without power for {s['util_no_power_s'] / 3600:.2f} GPU-h: kernels at least half the time "
+            "at the claimed model's idle power (impossible)"
+        )
     if s["ends_busy"]:
         out.append(
             f"telemetry of {int(s['ends_busy'])} series stops under load before the range ends (exporter lag or outage)"
         )
     if s["duplicate_s"]:
         out.append(
-            f"more samples than scrapes for {s['duplicate_s'] / 3600:.2f} GPU-h (a GPU scraped twice?)"
+            f"a GPU reported twice for {s['duplicate_s'] / 3600:.2f} GPU-h (more samples than scrapes, "
+            "two series of it or two jobs holding it at once)"
         )
     if s["mig"]:
         out.append(
@@ -425,6 +444,9 @@ def judge(
         c = a.calibrated_lower_flops, a.calibrated_upper_flops
         if math.isfinite(pipe) and None not in c and (p_hi < c[0] or p_lo > c[1]):  # type: ignore[operator]
             notes.append("calibrated energy and pipe estimates disagree beyond their intervals")
+            # a note like any other: it blocks "below" (the pipe counters may not bound what the energy contradicts)
+            a = assess(profile, obs, device=spec, threshold_flops=threshold, confidence=confidence, label=label,
+                       extra_warnings=tuple(notes))  # fmt: skip
     else:
         point, interval = (builtin if math.isfinite(builtin) else None), (_fin(e_lo), _fin(e_hi))
     row = _row(t, g, s, obs, [*notes, *a.warnings, *a.notes], point, a, interval, pipe,

@@ -31,6 +31,8 @@ MAX_POINTS_PER_SERIES = 11_000
 #: Above this step a range subquery would fall outside Prometheus's default 5 min lookback, and job boundaries
 #: blur by more than the scrape intervals dcgm-exporter deployments use (15–60 s).
 MAX_STEP_S = 300.0
+#: Most windows in one plan: each GPU chunk is folded as (series × window) arrays (a year of 1 h windows is 8,760).
+MAX_WINDOWS = 10_000
 #: Bytes of the longest query expression around the GPU alternation (metric name, function, range, other matchers).
 QUERY_OVERHEAD_BYTES = 400
 
@@ -74,6 +76,12 @@ class ReadPlan:
             )
         if self.window_s < self.step_s:
             raise InputError("window must be at least one step", field="window")
+        if (self.end - self.start) / self.window_s > MAX_WINDOWS:  # the reader folds (series × window) arrays
+            raise InputError(
+                f"{(self.end - self.start) / self.window_s:.3g} windows of {self.window_s:g} s between start and end, "
+                f"over {MAX_WINDOWS}: use a longer --window or a shorter range",
+                field="window",
+            )
         if self.gpus_per_chunk is not None and self.gpus_per_chunk < 1:
             raise InputError("must be >= 1", field="gpus_per_chunk")
         if self.time_chunk_s is not None and not (

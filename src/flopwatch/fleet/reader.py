@@ -35,6 +35,7 @@ import numpy as np
 from flopwatch.devices import resolve
 from flopwatch.errors import InputError
 from flopwatch.fleet.plan import Chunking, ReadPlan, gpu_matchers, range_str
+from flopwatch.telemetry import consistency as C
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_client import PrometheusClient, Series
 
@@ -63,7 +64,7 @@ class GpuJobs:
     counter_j: np.ndarray  # counter increments over cells with both counter and power (cross-check) …
     counter_power_j: np.ndarray  # … and the power gauge's energy over the same cells
     covered_s: np.ndarray  # time with samples (samples × step)
-    duration_s: np.ndarray  # time the samples stand for (missed scrapes bridged)
+    duration_s: np.ndarray  # time the samples stand for (missed scrapes, missing windows between them)
     t_first: np.ndarray
     t_last: np.ndarray
     busy_s: np.ndarray  # ∫ GR_ENGINE_ACTIVE (else GPU_UTIL) dt
@@ -90,8 +91,11 @@ class GpuJobs:
     prof_covered_s: np.ndarray  # time with profiling counters
     prof_gap_s: np.ndarray  # time with samples but no profiling counter, where the fleet exports them
     prof_zero_load_s: np.ndarray  # time with every profiling counter at 0 while power shows load
+    util_no_power_s: np.ndarray  # time with utilisation ≥ 0.5 at the claimed model's idle power
     ends_busy: np.ndarray  # series whose telemetry stops under load while the range goes on (lag, outage)
-    duplicate_s: np.ndarray  # time with more samples than scrapes (a GPU scraped twice)
+    duplicate_s: (
+        np.ndarray
+    )  # time a GPU is reported twice (more samples than scrapes, two series or jobs at once)
     mig: np.ndarray  # bool: energy apportioned among MIG instances
     n_series: np.ndarray
 
@@ -303,6 +307,18 @@ class FleetReader:
         t = self.ends[None, :]
         c_start = np.where(prev, t - W, np.where(nxt, t - span, t - W / 2 - span / 2))
         c_end = np.where(nxt, t, np.where(prev, t - W + span, t - W / 2 + span / 2))
+        # a GPU missing for whole windows between two windows with samples (an outage, a vanished series): that time
+        # happened and nothing saw it (unobserved, bounded at peak rate), put on the series present after the gap
+        last_seen = np.maximum.accumulate(np.where(gp, np.arange(K), -1), axis=1)
+        before = np.full((G, K), -1)
+        before[:, 1:] = last_seen[:, :-1]
+        c0, c1, span_g = np.full((G, K), np.inf), np.full((G, K), -np.inf), np.zeros((G, K))
+        np.minimum.at(c0, gi, np.where(P, c_start, np.inf))
+        np.maximum.at(c1, gi, np.where(P, c_end, -np.inf))
+        np.add.at(span_g, gi, span)
+        after_gap = gp & (before >= 0) & (before < np.arange(K) - 1)
+        gap = np.where(after_gap, c0 - np.take_along_axis(c1, np.maximum(before, 0), axis=1), 0.0).clip(0.0)
+        unseen = np.where(P, gap[gi] * span / np.where(span_g[gi] > 0, span_g[gi], 1.0), 0.0)
         cov = N * step
         with np.errstate(invalid="ignore", divide="ignore"):
             p_mean = mat("power", "sum") / np.where(P, N, np.nan) if has_power else np.full((S, K), np.nan)
@@ -340,6 +356,13 @@ class FleetReader:
         idle = np.array([_idle_w(lab.get("modelName", "")) for lab in labels])[:, None]
         with np.errstate(invalid="ignore"):
             load = p_ok & (p_mean > np.maximum(idle * LOAD_FACTOR, idle + 30.0))
+            # kernels at least half the time at idle power: impossible (telemetry.consistency, the one rule set)
+            dark = (
+                P
+                & p_ok
+                & ((zero if busy_a is None else busy_a) >= C.LOADED_UTIL)
+                & (p_mean <= idle * (1 + C.UTIL_POWER_FLOOR_FRACTION))
+            )
         # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
         g_present = np.zeros((G, K), bool)
         np.logical_or.at(g_present, gi, P)
@@ -347,18 +370,51 @@ class FleetReader:
         g_next[:, :-1] = g_present[:, 1:]
         last = P & ~next_any(P)
         stops = last & load & ~g_next[gi] & (np.arange(K)[None, :] < K - 1)
-        dup = (gpu_n > 1.05 * W / step + 1)[gi] & P
-        # --- energy: per GPU and window (the counter is the GPU's), shared among the series present
         inst = np.array([lab.get(M.MIG_LABEL, "") for lab in labels], dtype=object)
+        # more samples than scrapes per GPU and MIG instance (each instance repeats the GPU's series: not twice)
+        ui = np.unique(
+            np.stack([gi, np.unique(inst, return_inverse=True)[1]], axis=1), axis=0, return_inverse=True
+        )[1]
+        unit_n = np.zeros((int(np.max(ui)) + 1, K))
+        np.add.at(unit_n, np.ravel(ui), N)
+        dup = (unit_n > 1.05 * W / step + 1)[np.ravel(ui)] & P
+        # --- energy: per GPU and window (the counter is the GPU's), shared among the series present
         is_mig = inst != ""
         L = mat("energy", "last") if ("energy", "last") in answers else None
         Mn = mat("energy", "min") if L is not None else None
+        if L is not None and Mn is not None:
+            # one GPU, one counter: its series in a window hold stretches of one range that follow each other. Two
+            # series each spanning the window's whole range with a quarter of its scrapes report one GPU twice
+            # (interleaved exporters). Not checked: MIG, a reset (named as one), a counter restarted lately
+            ok = P & np.isfinite(L) & np.isfinite(Mn) & ~is_mig[:, None]
+            lo, hi, pw = np.full((G, K), np.inf), np.full((G, K), -np.inf), np.zeros((G, K))
+            np.minimum.at(lo, gi, np.where(ok, Mn, np.inf))
+            np.maximum.at(hi, gi, np.where(ok, L, -np.inf))
+            np.maximum.at(pw, gi, np.where(ok & p_ok, np.maximum(p_mean, idle), idle))
+            near = 2.0 * step * pw[gi] + 1.0  # two scrapes' energy
+            with np.errstate(invalid="ignore"):
+                whole = (
+                    ok
+                    & (Mn - lo[gi] <= near)
+                    & (hi[gi] - L <= near)
+                    & (N >= 0.25 * W / step)
+                    & (W >= 16 * step)
+                )
+                spanning = np.zeros((G, K))
+                np.add.at(spanning, gi, whole)
+                reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
+                dup |= ((spanning >= 2) & ~reset)[gi] & ok
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
             P, span, p_mean, L, Mn, busy_a, gi, G, inst, step, idle
         )
         # --- jobs per cell (with their share of it), then cells summed into rows of (GPU, instance, job)
-        src, names, wt = self._cell_jobs(labels, gids, S, K, info, c_start, c_end)
-        models = np.array([lab.get("modelName", "") for lab in labels], dtype=object)
+        src, names, wt, twice = self._cell_jobs(labels, gids, S, K, info, c_start, c_end)
+        dup |= twice & P
+        # a GPU (one UUID) has one model: every modelName its series report is its claim (two: " | ", impossible)
+        claims: dict[int, set[str]] = {}
+        for g, lab in zip(gi.tolist(), labels, strict=True):
+            claims.setdefault(g, set()).add(lab.get("modelName", ""))
+        models = np.array([" | ".join(sorted(claims[g])) for g in range(G)], dtype=object)[gi]
         g_busy = np.zeros((G, K), bool)
         np.logical_or.at(g_busy, gi, _busy(busy_a, load, P))
         g_sig = np.array([_signature(g_busy[g], self.ends, W) for g in range(G)], dtype=object)
@@ -403,7 +459,7 @@ class FleetReader:
             counter_j=tot(counter_j),
             counter_power_j=tot(counter_power_j),
             covered_s=tot(cov),
-            duration_s=tot(span),
+            duration_s=tot(span + unseen),
             t_first=red(fin(c_start, np.inf), np.minimum, np.inf),
             t_last=red(fin(c_end, -np.inf), np.maximum, -np.inf),
             busy_s=tot(integral(busy_a)),
@@ -430,6 +486,7 @@ class FleetReader:
             prof_covered_s=tot(np.where(prof_any & P, cov, 0.0)),
             prof_gap_s=tot(np.where(~prof_any & P, span, 0.0)) if prof else np.zeros(R),
             prof_zero_load_s=tot(np.where(prof_zero & load, span, 0.0)),
+            util_no_power_s=tot(np.where(dark, span, 0.0)),
             ends_busy=tot(stops, weighted=False),
             duplicate_s=tot(np.where(dup, span, 0.0)),
             mig=is_mig[one],
@@ -445,13 +502,14 @@ class FleetReader:
         info: list[Series] | None,
         c_start: np.ndarray,
         c_end: np.ndarray,
-    ) -> tuple[np.ndarray, list[str | None], np.ndarray]:
+    ) -> tuple[np.ndarray, list[str | None], np.ndarray, np.ndarray]:
         """(series index, job, share of each cell) triples: one per series from its labels, or one per job that
         :attr:`jobs` says held the series' GPU, with its share of each (series, window) (overlap with the time the
-        cell stands for; for an info series its samples' share), the rest to no job."""
+        cell stands for; for an info series its samples' share), the rest to no job; and the cells whose GPU two
+        jobs held at once (mapping-file spans or info-series samples overlapping: impossible for one GPU)."""
         if self.jobs is None:
             names = [M.group_key(lab, self.by_labels) if self.by_labels else None for lab in labels]
-            return np.arange(S), names, np.ones((S, K))
+            return np.arange(S), names, np.ones((S, K)), np.zeros((S, K), bool)
         owner: dict[str, dict[str, np.ndarray]] = {}  # GPU key → job → samples or seconds per window
         W = self.plan.window_s
         t0s, t1s = self.ends - W, self.ends
@@ -476,6 +534,7 @@ class FleetReader:
         names: list[str | None] = []
         rows: list[np.ndarray] = []
         cell = np.maximum(c_end - c_start, 1e-9)
+        twice = np.zeros((S, K), bool)  # cells whose GPU two jobs held at once (a GPU reported twice)
         for i, lab in enumerate(labels):
             host = lab.get("Hostname") or lab.get("instance", "?")
             key = next((k for k in (gids[i], f"{host}/gpu{lab.get('gpu', '?')}") if k in owner), None)
@@ -498,12 +557,15 @@ class FleetReader:
                 total = np.sum(list(held.values()), axis=0)
                 full = max(float(total.max()), 1.0) * cell[i] / W
                 shares = {j: c / np.maximum(total, full) for j, c in held.items()}
+                one = max(max(float(c.max()) for c in held.values()), W / self.plan.step_s)
+                twice[i] = total > 1.05 * one  # more than one job's full count of samples: jobs overlap
             tot = np.sum(list(shares.values()), axis=0)
+            twice[i] |= tot > 1.0 + 1e-6
             scale = np.where(tot > 1.0, 1.0 / np.maximum(tot, 1e-12), 1.0)
             for j, sh in shares.items():
                 src.append(i), names.append(j), rows.append(sh * scale)
             src.append(i), names.append(None), rows.append(np.clip(1.0 - tot * scale, 0.0, 1.0))
-        return np.asarray(src, dtype=np.intp), names, np.asarray(rows)
+        return np.asarray(src, dtype=np.intp), names, np.asarray(rows), twice
 
     def _spans(self, gpu: str) -> dict[str, tuple[float, float]]:
         """The mapping file's (start, end) of each job on ``gpu`` (several allocations: their hull)."""
@@ -577,10 +639,12 @@ def _gpu_energy(
         Lg = np.where(eg_ok, Lg, np.nan)
         prev_l = _ffill_prev(Lg)
         has_prev = np.isfinite(prev_l)
-        with np.errstate(invalid="ignore"):
-            reset_g = eg_ok & has_prev & (Mg < prev_l)
-        d = np.where(eg_ok & has_prev & ~reset_g, Lg - np.where(has_prev, prev_l, 0.0), 0.0)
         first = eg_ok & ~has_prev
+        with np.errstate(invalid="ignore"):
+            # a first window has no previous value: a range over twice the power gauge's energy spans a reset
+            # (its series' counters before and after a driver reload), like a later window's minimum under the last
+            reset_g = eg_ok & ((has_prev & (Mg < prev_l)) | (first & (Pg > 0) & (Lg - Mg > 2.0 * Pg + 1e4)))
+        d = np.where(eg_ok & has_prev & ~reset_g, Lg - np.where(has_prev, prev_l, 0.0), 0.0)
         lastg = eg_ok & ~next_any(eg_ok)
         c = d + np.where(first | reset_g, Lg - np.where(eg_ok, Mg, 0.0), 0.0)
         c = c + np.where(first, half, 0.0) + np.where(lastg, half, 0.0)
