@@ -12,8 +12,8 @@ Click's own ``FLOAT`` type accepts ``nan`` and ``inf``; these callbacks are what
 ``flopwatch: error: Invalid value for '--rate': must be <= 1000 Hz, got 1e+07``.
 
 The options many commands share are declared once, below, as ``Annotated`` aliases (``as_json: options.Json =
-False``), with one spelling each: ``-o/--output``, ``--precision``, ``--threshold``. The old spellings
-(``--out``, ``--dtype``, ``--threshold-flops``) still parse, hidden: :data:`DEPRECATED_SPELLINGS`.
+False``), with one spelling each: ``-o/--output``, ``--precision``, ``--threshold``, ``--rate``. The old spellings
+(``--out``, ``--dtype``, ``--threshold-flops``, ``--rate-hz``) still parse, hidden: :data:`DEPRECATED_SPELLINGS`.
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ DEPRECATED_SPELLINGS: dict[str, str] = {
     "--out": "--output",
     "--dtype": "--precision",
     "--threshold-flops": "--threshold",
+    "--rate-hz": "--rate",  # bench's, alone in that spelling
 }
 
 
