@@ -35,6 +35,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flopwatch.telemetry.prom_client import Columns
 
 WALL0 = 1_700_000_000.0
 
@@ -111,6 +115,7 @@ def run_prometheus(args: argparse.Namespace) -> list[dict]:
                         "hours": args.hours,
                         "prom_cpu_s": _cpu_s(p.proc.pid) - c0,
                         "variant": name,
+                        "load1": os.getloadavg()[0],  # the machine is shared: say how busy it was
                     }
                     # the bare query for scale: per-pod energy over the range, one instant query
                     c0, w0 = _cpu_s(p.proc.pid), time.perf_counter()
@@ -137,13 +142,16 @@ def _medians(rows: list[dict]) -> None:
         key=lambda k: (k[0], [r["variant"] for r in rows].index(k[1])),
     ):
         rs = [r for r in rows if (r["gpus"], r["variant"]) == key]
-        med = {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "maxrss_mb", "prom_cpu_s")}
+        med = {
+            k: statistics.median(r[k] for r in rs)
+            for k in ("wall_s", "cpu_s", "maxrss_mb", "prom_cpu_s", "load1")
+        }
         gh = rs[0]["gpu_hours"]
         print(
             f"  {key[0]:>6} GPUs {key[1]:>8} ({len(rs)} runs): wall {med['wall_s']:6.2f} s, flopwatch CPU "
             f"{med['cpu_s']:5.2f} s → {gh / med['cpu_s']:7.0f} GPU-h/CPU-s, Prometheus CPU {med['prom_cpu_s']:5.2f} s "
             f"→ {gh / med['prom_cpu_s']:6.0f}, peak RSS {med['maxrss_mb']:4.0f} MB, {rs[0]['groups']} groups, "
-            f"energy {rs[0]['fleet_energy_j']:.6e} J",
+            f"energy {rs[0]['fleet_energy_j']:.6e} J, load {med['load1']:.1f}",
             flush=True,
         )
 
@@ -171,8 +179,8 @@ class ReplayClient:
             return [f"{u}-c{c:05d}" for c in range(self.copies) for u in self.uuids]
         return []
 
-    def query_range(self, expr: str, start: float, end: float, step: float) -> list:
-        from flopwatch.telemetry.prom_client import Series
+    def query_columns(self, expr: str, start: float, end: float, step: float) -> Columns:
+        from flopwatch.telemetry.prom_client import Columns, Series
 
         m = re.search(r'UUID=~"([^"]*)"', expr)
         key = re.sub(r'UUID=~"[^"]*"', "UUID", expr)
@@ -186,7 +194,7 @@ class ReplayClient:
                 if lab.get("pod"):
                     lab["pod"] = f"{lab['pod']}-c{c}"
                 out.append(Series(lab, s.t[ok], s.v[ok]))
-        return out
+        return Columns.of(out)
 
 
 def run_replicate(args: argparse.Namespace) -> list[dict]:
@@ -196,26 +204,26 @@ def run_replicate(args: argparse.Namespace) -> list[dict]:
     from flopwatch.fleet.plan import ReadPlan
     from flopwatch.telemetry.prom_client import PrometheusClient
 
-    tsdb = Path(tempfile.mkdtemp(prefix="fleet-node-"))
-    build(tsdb, 8, args.hours)
     t1 = WALL0 + args.hours * 3600
     plan = ReadPlan(WALL0, t1)
-    with LocalPrometheus(tsdb) as p:
-        client = PrometheusClient(p.url)
-        uuids = client.label_values("UUID", "DCGM_FI_DEV_POWER_USAGE", WALL0, t1)
-        version = client.version()
-        from flopwatch.fleet.plan import chunking
-        from flopwatch.fleet.reader import FleetReader, discover
+    with tempfile.TemporaryDirectory(prefix="fleet-node-") as d:  # the node's TSDB, removed afterwards
+        build(Path(d), 8, args.hours)
+        with LocalPrometheus(Path(d)) as p:
+            client = PrometheusClient(p.url)
+            uuids = client.label_values("UUID", "DCGM_FI_DEV_POWER_USAGE", WALL0, t1)
+            version = client.version()
+            from flopwatch.fleet.plan import chunking
+            from flopwatch.fleet.reader import FleetReader, discover
 
-        found = discover(client, plan)
-        reader = FleetReader(client, plan, found, chunking(plan, 8))
-        m = f'UUID=~"{"|".join(uuids)}"'
-        answers: dict[str, dict[str, list]] = {}
-        for (_key, _fn), expr in reader.queries(m).items():
-            per: dict[str, list] = {}
-            for s in client.query_range(expr, WALL0 + plan.window_s, t1, plan.window_s):
-                per.setdefault(s.labels["UUID"], []).append(s)
-            answers[re.sub(r'UUID=~"[^"]*"', "UUID", expr)] = per
+            found = discover(client, plan)
+            reader = FleetReader(client, plan, found, chunking(plan, 8))
+            m = f'UUID=~"{"|".join(uuids)}"'
+            answers: dict[str, dict[str, list]] = {}
+            for (_key, _fn), expr in reader.queries(m).items():
+                per: dict[str, list] = {}
+                for s in client.query_range(expr, WALL0 + plan.window_s, t1, plan.window_s):
+                    per.setdefault(s.labels["UUID"], []).append(s)
+                answers[re.sub(r'UUID=~"[^"]*"', "UUID", expr)] = per
     rows = []
     for n in [int(x) for x in args.gpus.split(",")]:
         code = (

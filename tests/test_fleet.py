@@ -129,11 +129,10 @@ def test_client_passes_prometheus_errors_and_parses_ranges():
         "prom:9090",
         opener=_Opener([vec, {"status": "success", "data": {"resultType": "vector", "result": []}}]),
     )
-    labels, values = c.query_values("x", 30)
-    assert [x["UUID"] for x in labels] == ["GPU-1", "GPU-3"]  # GPU-2's NaN: no sample, named
-    assert values.tolist() == [2.5, -7.0] and "NaN" in c.degradations[0]
-    labels, values = c.query_values("y")
-    assert labels == [] and values.shape == (0,)
+    got = c.query("x", 30)
+    assert [x.labels["UUID"] for x in got] == ["GPU-1", "GPU-3"]  # GPU-2's NaN: no sample, named
+    assert [x.v.tolist() for x in got] == [[2.5], [-7.0]] and "NaN" in c.degradations[0]
+    assert c.query("y") == []
 
 
 def test_simulated_fleet_openmetrics(tmp_path):
@@ -281,7 +280,11 @@ def test_every_metric_is_read_at_most_twice_and_queries_come_from_the_table():
         per_metric[key] = per_metric.get(key, 0) + 1
     assert max(per_metric.values()) <= 2
     assert ("tensor", "avg") not in q and ("hmma", "avg") in q  # HMMA stands in for TENSOR on Hopper
-    assert q[("energy", "last")] == 'last_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{UUID="x"}[1h])'
+    assert q[("energy", "last")] == (
+        "max without (DCGM_FI_DRIVER_VERSION, device, container, job, namespace, pci_bus_id) "
+        '(last_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{UUID="x"}[1h]))'
+    )  # labels flopwatch never reads are dropped on the server; colliding series' sample counts add
+    assert q[("power", "count")].startswith("sum without (")
     assert all(m.window or m.key in ("temp", "sm") for m in M.TABLE)
     assert ("gpu_util", "avg") not in q  # a fallback where GR_ENGINE_ACTIVE is absent
     assert ("gpu_util", "avg") in M.window_queries(frozenset({M.POWER, M.GPU_UTIL}), "", "1h")
@@ -290,9 +293,9 @@ def test_every_metric_is_read_at_most_twice_and_queries_come_from_the_table():
 
 # --------------------------------------------------------------------------------------- the fold on arrays
 def _series(labels, t, v):
-    from flopwatch.telemetry.prom_client import Series
+    from flopwatch.telemetry.prom_client import Columns, Series
 
-    return Series(labels, np.asarray(t, float), np.asarray(v, float))
+    return Columns.of([Series(labels, np.asarray(t, float), np.asarray(v, float))])
 
 
 def _reader(by=("pod",), jobs=None, window=100.0, step=10.0, end=400.0):
@@ -476,3 +479,23 @@ def test_the_energy_counter_blind_share_is_unobserved_time():
     assert energy_blind_fraction(get_device("h100")) == pytest.approx(0.75)
     assert energy_blind_fraction(get_device("a100")) == pytest.approx(0.75)
     assert energy_blind_fraction(None) == 1.0
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_text_output_keeps_group_names_and_verdicts_whole(width, capsys):
+    """Piped or at 80/160 columns: each group's name on its own line, whole, with its verdict; notes printed."""
+    from flopwatch.cli.fleet_cmds import _print_table
+
+    row = {"gpus": 8, "gpu_hours": 10.7, "coverage": 1.0, "energy_j": 6.1e6, "net_energy_j": 3.4e6,
+           "lower_flops": 0.0, "upper_flops": 6.5e17, "estimate_flops": 0.0, "pipe_estimate_flops": 2.8e17,
+           "verdict": "uncertain", "notes": ["profiling counters stuck at 0 for 1.00 GPU-h while power shows load"]}  # fmt: skip
+    long = "research/very-long-pod-name-of-a-training-job-7f9c2d-0"
+    d = {"prometheus": "http://p:9090", "by": "pod", "start": "2026-12-01T00:00:00Z", "end": "2026-12-02T00:00:00Z",
+         "threshold_flops": 1e25, "groups": [row | {"key": long}], "fleet": row | {"key": "(all GPUs)"},
+         "energy_model": "built-in", "metrics_missing": [], "gpu_hours": 10.7, "elapsed_s": 1.0, "cpu_s": 0.5,
+         "queries": 12, "bytes_received": 1e6, "jobs_from": "labels", "gpus_per_chunk": 8, "windows_per_chunk": 24}  # fmt: skip
+    _print_table(d, width=width)
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(x.rstrip()) for x in lines) <= width
+    assert f"{long}: uncertain" in lines and "(all GPUs): uncertain" in lines
+    assert "stuck at 0" in " ".join(lines) and "model gives 0" in " ".join(lines)

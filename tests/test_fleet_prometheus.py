@@ -47,6 +47,8 @@ def _hostile_om(path) -> None:  # noqa: ANN001
         "flat": (H100, 700.0, 0.9, False),
         # tensor pipes 45 % busy for an hour while power reads 2 W over idle: more FLOPs than that energy allows
         "cold": (H100, 72.0, 0.9, True),
+        # an honest H100 scraped by two scrape jobs (its series differ only in Prometheus's `job` label)
+        "twice": (H100, 500.0, 0.9, True),
     }
     ks = range(240)
     lines = []
@@ -55,8 +57,8 @@ def _hostile_om(path) -> None:  # noqa: ANN001
         lines.append(f"# TYPE {m} {unit}")
         for g, (name, (model, w, util, counting)) in enumerate(gpus.items()):
             lab = f'UUID="GPU-H{g}",gpu="{g}",Hostname="h0",pod="{name}",modelName="{model}"'
-            for k in ks:
-                t = WALL_H + 15 * k
+            labs = [f'{lab},job="{j}"' for j in ("dcgm", "dcgm-b")] if name == "twice" else [lab]
+            for lab_, k in ((x, k) for x in labs for k in ks):
                 v = {
                     M.ENERGY: 5e9 + (abs(w) * 1e3 * 15 * k if counting else 0.0),
                     M.POWER: w,
@@ -64,7 +66,7 @@ def _hostile_om(path) -> None:  # noqa: ANN001
                     M.TENSOR: util / 2,
                     M.SM_CLOCK: 1980.0,
                 }[m]
-                lines.append(f"{m}{{{lab}}} {v:.6g} {t:.3f}")
+                lines.append(f"{m}{{{lab_}}} {v:.6g} {WALL_H + 15 * k:.3f}")
     path.write_text("\n".join(lines) + "\n# EOF\n")
 
 
@@ -271,6 +273,11 @@ def test_impossible_data_is_named_and_never_below(prom):
     assert any("counter and power gauge disagree" in n for n in g["flat"]["notes"])
     assert any("more FLOPs than the net energy allows" in n for n in g["cold"]["notes"])
     assert not any("more FLOPs than the net energy allows" in n for n in g["clean"]["notes"])
+    # one GPU scraped twice: the two series merge when the server drops the scrape job label, their sample counts
+    # add, and the reader still names it; its energy is the GPU's, once
+    assert any("more samples than scrapes" in n for n in g["twice"]["notes"])
+    assert not any("more samples than scrapes" in n for n in g["clean"]["notes"])
+    assert g["twice"]["energy_j"] == pytest.approx(g["clean"]["energy_j"], rel=1e-6)
     assert all(x["verdict"] != "below" for x in res.groups)
     # --device names a less capable model: the H100s stay H100s
     dev = _run(p.url, WALL_H, hours=1.0, device="orin-nano")

@@ -33,8 +33,9 @@ HONEST = _matrix_doc(
 
 def test_honest_answer_decodes_to_views():
     d, warn = PC._envelope(HONEST)
-    series, n_nan, n = PC._matrix(d, T - 100, T + 100)
-    assert warn == [] and (n_nan, n) == (0, 0)
+    cols, n_nan, n = PC._matrix(d, T - 100, T + 100)
+    series = cols.series()
+    assert warn == [] and (n_nan, n) == (0, 0) and cols.n.tolist() == [2, 2, 1]
     assert [dict(s.labels) for s in series] == [
         {"UUID": "GPU-1", "pod": "a"},
         {"UUID": "GPU-2", "pod": "a"},
@@ -43,6 +44,7 @@ def test_honest_answer_decodes_to_views():
     assert [s.t.tolist() for s in series] == [[T, T + 60], [T, T + 60], [T + 60]]
     assert [s.v.tolist() for s in series] == [[1.5, 2.0], [0.0, 1000.0], [-4.25]]
     assert series[0].v.base is series[1].v.base  # views into one array, no copy per series
+    assert cols.v.tolist() == [1.5, 2.0, 0.0, 1000.0, -4.25]  # the fleet reader folds the columns as they are
 
 
 def test_same_labels_in_another_key_order_are_one_series_twice():
@@ -55,7 +57,7 @@ def test_same_labels_in_another_key_order_are_one_series_twice():
         [({"a": "1", "b": "2"}, [[T, "1"]]), ({"b": "3", "a": "1"}, [[T, "2"]]), ({"a": "1"}, [[T, "3"]])]
     )
     d, _ = PC._envelope(raw)
-    assert len(PC._matrix(d, T - 100, T + 100)[0]) == 3
+    assert len(PC._matrix(d, T - 100, T + 100)[0].labels) == 3
 
 
 def test_label_checks_name_the_bad_map():
@@ -78,7 +80,8 @@ def test_nan_samples_and_empty_series_take_the_slow_path():
         ]
     )
     d, _ = PC._envelope(raw)
-    series, n_nan, n_series = PC._matrix(d, T - 100, T + 100)
+    cols, n_nan, n_series = PC._matrix(d, T - 100, T + 100)
+    series = cols.series()
     assert (n_nan, n_series) == (2, 2)
     assert [s.labels["s"] for s in series] == ["1", "4"]
     np.testing.assert_array_equal(series[0].t, [T, T + 2])

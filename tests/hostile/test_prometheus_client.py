@@ -43,7 +43,7 @@ def _refused(case, *, fragment: str, timeout_s: float = 2.0, call=None, **kw) ->
         c = PrometheusClient(srv.url, timeout_s=timeout_s, retries=kw.pop("retries", 0), **kw)
         t0 = time.monotonic()
         with pytest.raises(PrometheusError) as e:
-            (call or (lambda c: c.query_values("up", T)))(c)
+            (call or (lambda c: c.query("up", T)))(c)
         took = time.monotonic() - t0
     msg = str(e.value)
     assert fragment in msg, msg
@@ -205,9 +205,9 @@ def test_nan_is_a_named_degradation_and_the_rest_is_kept() -> None:
     warned = success({"resultType": "vector", "result": []}, warnings=["query hit a partial\nresponse"])
     with HostileServer(sequence(answer(body), answer(body), answer(rng), answer(warned))) as srv:
         c = PrometheusClient(srv.url, retries=0)
-        a = c.query_values("energy", T)
-        labels, v = a
-        assert [x["UUID"] for x in labels] == ["GPU-1", "GPU-3"] and v.tolist() == [2.5, -1000.0]
+        a = c.query("energy", T)
+        assert [x.labels["UUID"] for x in a] == ["GPU-1", "GPU-3"]
+        assert [x.v.tolist() for x in a] == [[2.5], [-1000.0]]
         (note,) = a.degradations
         assert "'energy'" in note and "1 of 3 series" in note and "NaN" in note
         s = c.query("energy", T)
@@ -216,7 +216,7 @@ def test_nan_is_a_named_degradation_and_the_rest_is_kept() -> None:
         assert [x.labels["UUID"] for x in m] == ["GPU-1", "GPU-3"]
         assert m[0].t.tolist() == [T, T + 30] and m[0].v.tolist() == [1.0, 3.0]
         assert "2 sample(s) with the value NaN" in m.degradations[0] and "in 2 series" in m.degradations[0]
-        w = c.query_values("x", T)
+        w = c.query("x", T)
         assert "server warning: query hit a partial\\nresponse" in w.degradations[0]
         # the run keeps them all, for the caller's notes
         assert len(c.degradations) == 4
@@ -252,18 +252,18 @@ def test_retries_recover_from_a_dropped_connection() -> None:
     with HostileServer(sequence(raw(b""), answer("x", status="503 Busy"), answer(GOOD))) as srv:
         waits: list[float] = []
         c = PrometheusClient(srv.url, retries=2, sleep=waits.append)
-        labels, v = c.query_values("up", T)
-        assert v.tolist() == [2.5] and waits == [0.5, 1.0] and c.n_requests == 3
+        (got,) = c.query("up", T)
+        assert got.v.tolist() == [2.5] and waits == [0.5, 1.0] and c.n_requests == 3
 
 
 def test_run_deadline_spans_queries() -> None:
     with HostileServer(slow(answer(GOOD), 0.4)) as srv:
         c = PrometheusClient(srv.url, timeout_s=10, run_timeout_s=1.0, retries=0)
         t0 = time.monotonic()
-        c.query_values("up", T)
-        c.query_values("up", T)
+        c.query("up", T)
+        c.query("up", T)
         with pytest.raises(PrometheusError, match="the run's deadline of 1 s"):
-            c.query_values("up", T)
+            c.query("up", T)
         assert time.monotonic() - t0 < 2.5
 
 
@@ -356,7 +356,7 @@ def test_credentials_become_basic_auth_and_are_never_shown() -> None:
         url = srv.url.replace("http://", "http://alice:s3cret@")
         c = PrometheusClient(url, retries=0)
         with pytest.raises(PrometheusError) as e:
-            c.query_values("up", T)
+            c.query("up", T)
         assert "s3cret" not in str(e.value) and "HTTP 401" in str(e.value)
         assert b"Authorization: Basic YWxpY2U6czNjcmV0" in srv.requests[0]
 
@@ -514,9 +514,9 @@ def test_https_verifies_the_certificate(tmp_path, monkeypatch) -> None:
         assert srv.url.startswith("https://")
         # an untrusted certificate: refused, one line, never read
         with pytest.raises(PrometheusError, match="TLS failed.*CERTIFICATE_VERIFY_FAILED") as e:
-            PrometheusClient(srv.url, retries=0).query_values("up", T)
+            PrometheusClient(srv.url, retries=0).query("up", T)
         assert "\n" not in str(e.value)
         # trusted through the standard variable (the operator's CA bundle): read as over HTTP
         monkeypatch.setenv("SSL_CERT_FILE", str(crt))
-        labels, v = PrometheusClient(srv.url, retries=0).query_values("up", T)
-        assert v.tolist() == [2.5]
+        (got,) = PrometheusClient(srv.url, retries=0).query("up", T)
+        assert got.v.tolist() == [2.5]

@@ -215,48 +215,38 @@ def register(app: typer.Typer) -> None:
     app.add_typer(fleet_app, name="fleet")
 
 
-def _estimate_cell(g: dict[str, Any]) -> str:
-    """The estimate with its bounds; "—" and why where there is no positive estimate."""
-    bounds = f"[{fmt_flops(g['lower_flops'])}, {fmt_flops(g['upper_flops'])}]"
-    e = g["estimate_flops"]
-    if e is None or not e > 0:
-        why = "no estimate" if e is None else "model gives 0 at this power"
-        return f"— ({why}) {bounds}"
-    return f"{fmt_flops(e)} {bounds}"
+def _print_table(d: dict[str, Any], width: int | None = None) -> None:
+    """One block per group, readable at 80 columns and piped: the group name whole on its own line with the
+    verdict, then its numbers and its notes (why), wrapped, never cut."""
+    from rich.padding import Padding
 
-
-def _print_table(d: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    con = console()
+    con = console(width=width)
     if d.get("simulated"):
         simulated_banner(con, "this Prometheus holds flopwatch's simulated fleet history")
-    t = Table(title=f"flopwatch fleet estimate — {d['prometheus']} by {d['by']} ({d['start']} → {d['end']})")
-    for c, j in (
-        ("group", "left"),
-        ("GPUs", "right"),
-        ("GPU-h", "right"),
-        ("energy MJ (net)", "right"),
-        ("estimate FLOPs [sound bounds]", "right"),
-        ("pipe FLOPs", "right"),
-        ("verdict", "left"),
-        ("coverage", "right"),
-        ("notes (why)", "left"),
-    ):
-        t.add_column(c, justify=j)  # type: ignore[arg-type]
+    thr = d.get("threshold_flops")
+    con.print(
+        f"flopwatch fleet estimate — {d['prometheus']} by {d['by']} ({d['start']} → {d['end']}); verdicts "
+        + (f"against {fmt_flops(thr)} FLOP" if thr else "need --threshold")
+    )
     for g in [*d["groups"], d["fleet"]]:
-        t.add_row(
-            g["key"],
-            str(g["gpus"]),
-            f"{g['gpu_hours']:.1f}",
-            f"{g['energy_j'] / 1e6:.2f} ({g['net_energy_j'] / 1e6:.2f})",
-            _estimate_cell(g),
-            fmt_flops(g["pipe_estimate_flops"]),
-            str(g["verdict"] or "—"),
-            f"{g['coverage']:.0%}",
-            "; ".join(g["notes"]) or "—",
+        e = g["estimate_flops"]
+        est = (
+            "— (no estimate)"
+            if e is None
+            else "— (model gives 0 at this power)"
+            if not e > 0
+            else fmt_flops(e)
         )
-    con.print(t)
+        con.print(f"{g['key']}: {g['verdict'] or '—'}")
+        lines = [
+            f"{g['gpus']} GPUs, {g['gpu_hours']:.1f} GPU-h, coverage {g['coverage']:.0%}, energy "
+            f"{g['energy_j'] / 1e6:.2f} MJ (net {g['net_energy_j'] / 1e6:.2f} MJ)",
+            f"sound bounds [{fmt_flops(g['lower_flops'])}, {fmt_flops(g['upper_flops'])}] FLOP; estimate {est}; "
+            f"pipes {fmt_flops(g['pipe_estimate_flops'])}",
+            "notes: " + ("; ".join(g["notes"]) or "—"),
+        ]
+        for line in lines:
+            con.print(Padding(line, (0, 0, 0, 2)))
     con.print(f"energy model: {d['energy_model']}")
     if d["metrics_missing"]:
         con.print(f"metrics not found (estimates degrade without them): {', '.join(d['metrics_missing'])}")

@@ -332,12 +332,10 @@ def sound_upper(
     terms = [rate, energy]
     pipe_total: float | None = None
     if use_pipes and w.has_pipes:
-        acts = {p: w.pipe(p) for p in PIPES}
-        pipe = sum(
-            (np.clip(np.nan_to_num(acts[p], nan=np.inf), 0.0, np.inf) + PIPE_RATIO_RESOLUTION)
-            * dev.pipes.get(p)
-            for p in PIPES
-        )
+        # one array op over the pipes (rows summed in PIPES order, as a sum over them would); NaN → +inf
+        acts = np.vstack([w.pipe(p) for p in PIPES])
+        acts = np.clip(np.where(np.isnan(acts), np.inf, acts), 0.0, np.inf) + PIPE_RATIO_RESOLUTION
+        pipe = np.sum(acts * np.array([[dev.pipes.get(p)] for p in PIPES]), axis=0)
         pipe = np.where(np.isfinite(pipe), pipe * dt * clk, np.inf)  # NaN activity: that window unobserved
         terms.append(pipe)
         pipe_total = float(np.sum(pipe))

@@ -20,7 +20,7 @@ from flopwatch.errors import InputError
 from flopwatch.fleet import calibrate as C
 from flopwatch.fleet import groups as G
 from flopwatch.fleet.plan import ReadPlan, chunking
-from flopwatch.fleet.reader import FleetReader, GpuJobs, JobMap, discover
+from flopwatch.fleet.reader import FleetReader, JobMap, discover
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_client import PrometheusClient
 
@@ -90,33 +90,39 @@ def estimate_fleet(
         if progress is not None:
             progress(done[0], total)
 
-    parts: list[GpuJobs] = []
-    with ThreadPoolExecutor(max_workers=max(1, plan.concurrency)) as pool:
-        for m in chunks:
-            parts.append(reader.read(m, pool, tick))
-    table = GpuJobs.concat(parts)
-    if not len(table):
-        raise InputError("no samples in the range for the selected series", field="selector")
-    specs, unknown, impossible = G.devices_of(table, device)
-    est = G.estimates(table, specs, dtype)
+    # each GPU chunk is folded into partial group tables as it arrives and dropped: memory stays flat as the
+    # fleet grows (chunks share no GPU)
     what = "job" if jobs is not None else ("/".join(by_labels) or by)
     no_job = f"(no {what})"
-    keys = (
-        table.cohort
-        if by == COHORT
-        else np.array([no_job if j is None else j for j in table.job], dtype=object)
-    )
+    parts: list[G.GroupTable] = []
+    whole: list[G.GroupTable] = []
+    n_unlab = 0
+    with ThreadPoolExecutor(max_workers=max(1, plan.concurrency)) as pool:
+        for m in chunks:
+            table = reader.read(m, pool, tick)
+            if not len(table):
+                continue
+            specs, unknown, impossible = G.devices_of(table, device)
+            est = G.estimates(table, specs, dtype)
+            no = np.array([j is None for j in table.job])
+            n_unlab += int(no.sum()) if by != COHORT else 0
+            keys = table.cohort if by == COHORT else np.where(no, no_job, table.job)
+            parts.append(G.fold(table, keys, specs, est, unknown, impossible))
+            whole.append(G.fold(table, np.full(len(table), "(all GPUs)", dtype=object), specs, est, unknown, impossible))  # fmt: skip
+            del table, est, specs
+    if not parts:
+        raise InputError("no samples in the range for the selected series", field="selector")
     # answers the client took with samples left out (non-numeric, stale, impossible timestamps): named everywhere
     degraded = list(getattr(client, "degradations", ()) or ())
     extra = [f"Prometheus answers degraded ({len(degraded)}): " + "; ".join(degraded[:3])] if degraded else []
-    groups = _judge_all(table, keys, specs, est, unknown, impossible, found.present, profile, threshold,
-                        confidence, unlabelled=None if by == COHORT else no_job, extra=extra)  # fmt: skip
-    fleet = _judge_all(table, np.full(len(table), "(all GPUs)", dtype=object), specs, est, unknown, impossible,
-                       found.present, profile, threshold, confidence, unlabelled=None, extra=extra)[0]  # fmt: skip
+    judged = dict(
+        present=found.present, profile=profile, threshold=threshold, confidence=confidence, extra=extra
+    )
+    groups = _judge_all(G.merge(parts), unlabelled=None if by == COHORT else no_job, **judged)
+    fleet = _judge_all(G.merge(whole), unlabelled=None, **judged)[0]
     cal = C.calibrate(groups, plan.window_s) if pipe_calibration else None
     if cal is not None:  # beside each verdict, never in it (fleet/calibrate.py)
         C.apply([*groups, fleet], cal)
-    n_unlab = int(sum(1 for j in table.job if j is None)) if by != COHORT else 0
     meta = {
         "prometheus": client.display_url,
         "simulated": found.simulated,
@@ -152,21 +158,15 @@ def estimate_fleet(
 
 
 def _judge_all(
-    table: GpuJobs,
-    keys: np.ndarray,
-    specs: list[Any],
-    est: G.Estimates,
-    unknown: np.ndarray,
-    impossible: np.ndarray,
+    t: G.GroupTable,
+    *,
     present: frozenset[str],
     profile: Any | None,
     threshold: float | None,
     confidence: float | None,
-    *,
     unlabelled: str | None,
-    extra: list[str] = (),  # type: ignore[assignment]
+    extra: list[str],
 ) -> list[dict[str, Any]]:
-    t = G.fold(table, keys, specs, est, unknown, impossible)
     out = []
     for g in range(len(t.key)):
         lab = None

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -178,6 +180,12 @@ class GroupTable:
     impossible: list[list[str]]  # "claimed model: why"
     no_energy_estimate: np.ndarray  # GPU-jobs without a built-in estimate
 
+    def row(self, g: int) -> dict[str, float]:
+        """Group ``g``'s sums as Python floats (the columns converted once, not per group and key)."""
+        if not hasattr(self, "_cols"):
+            self._cols = {k: v.tolist() for k, v in self.sums.items()}
+        return {k: c[g] for k, c in self._cols.items()}
+
 
 _SUMMED = (
     "energy_j", "energy_from_power_j", "counter_j", "counter_power_j", "covered_s", "duration_s", "busy_s",
@@ -239,9 +247,49 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
     )
 
 
+def merge(parts: list[GroupTable]) -> GroupTable:
+    """Partial group tables (one per GPU chunk; chunks share no GPU, so GPU counts add) as one."""
+    if len(parts) == 1:
+        return parts[0]
+    uk, gi = np.unique(np.concatenate([p.key for p in parts]).astype(str), return_inverse=True)
+    G = len(uk)
+
+    def add(col: Callable[[GroupTable], np.ndarray]) -> np.ndarray:
+        return np.bincount(gi, weights=np.concatenate([col(p) for p in parts]).astype(float), minlength=G)
+
+    def red(col: Callable[[GroupTable], np.ndarray], uf: np.ufunc, init: float) -> np.ndarray:
+        out, x = np.full(G, init), np.concatenate([col(p) for p in parts])
+        uf.at(out, gi, np.where(np.isnan(x), init, x))
+        return np.where(np.isfinite(out), out, np.nan)
+
+    devs: list[dict[str, DeviceSpec]] = [{} for _ in range(G)]
+    dts: list[set[str]] = [set() for _ in range(G)]
+    imp: list[set[str]] = [set() for _ in range(G)]
+    cat = {
+        a: list(chain.from_iterable(getattr(p, a) for p in parts))
+        for a in ("devices", "dtypes", "impossible")
+    }
+    for g, d, dt, im in zip(gi.tolist(), cat["devices"], cat["dtypes"], cat["impossible"], strict=True):
+        devs[g].update((x.key, x) for x in d)
+        dts[g].update(dt)
+        imp[g].update(im)
+    return GroupTable(
+        key=uk.astype(object),
+        gpus=add(lambda p: p.gpus).astype(int),
+        sums={c: add(lambda p, c=c: p.sums[c]) for c in parts[0].sums},
+        lo={c: red(lambda p, c=c: p.lo[c], np.minimum, np.inf) for c in _MIN},
+        hi={c: red(lambda p, c=c: p.hi[c], np.maximum, -np.inf) for c in _MAX},
+        devices=[sorted(d.values(), key=_capability, reverse=True) for d in devs],
+        dtypes=[sorted(x) for x in dts],
+        any_unknown_model=add(lambda p: p.any_unknown_model) > 0,
+        impossible=[sorted(x) for x in imp],
+        no_energy_estimate=add(lambda p: p.no_energy_estimate),
+    )
+
+
 def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None) -> list[str]:
     """Everything that makes group ``g``'s data suspect or incomplete; each blocks "below"."""
-    s = {k: float(v[g]) for k, v in t.sums.items()}
+    s = t.row(g)
     out = []
     if unlabelled is not None:
         out.append(f"missing labels: {unlabelled}")
@@ -327,7 +375,7 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
 def observables(t: GroupTable, g: int, present: frozenset[str]) -> dict[str, Any]:
     """The group's observables for :func:`flopwatch.estimate.verdict.assess`, as keyword arguments (durations are
     GPU-seconds: the peak-rate bound is per GPU)."""
-    s = {k: float(v[g]) for k, v in t.sums.items()}
+    s = t.row(g)
     top = t.devices[g][0] if t.devices[g] else None
     dur = s["duration_s"]
 
@@ -367,6 +415,19 @@ def observables(t: GroupTable, g: int, present: frozenset[str]) -> dict[str, Any
     return {k: _sig(v) for k, v in out.items()}
 
 
+def _eta_max(spec: DeviceSpec) -> float:
+    """:func:`flopwatch.estimate.sound.eta_max` once per spec object (a fleet has a handful; ``_spec`` caches them)."""
+    from flopwatch.estimate.sound import eta_max
+
+    got = _ETA.get(id(spec))
+    if got is None or got[0] is not spec:
+        got = _ETA[id(spec)] = (spec, eta_max(spec))
+    return got[1]
+
+
+_ETA: dict[int, tuple[DeviceSpec, float]] = {}
+
+
 def energy_blind_fraction(spec: Any) -> float:
     """Share of the covered time the fleet's energy counter does not see (the sensor-timing table's NVML energy
     entry for the device); a device the table does not know: all of it (bounded at peak, as the monitor does)."""
@@ -397,10 +458,9 @@ def judge(
     """Group ``g`` through :func:`~flopwatch.estimate.verdict.assess` (its notes as ``extra_warnings``: each blocks
     "below"); the JSON row. The built-in energy estimate is reported beside the verdict, labelled, never in it."""
     from flopwatch.estimate.observe import Observables
-    from flopwatch.estimate.sound import eta_max
     from flopwatch.estimate.verdict import assess
 
-    s = {k: float(v[g]) for k, v in t.sums.items()}
+    s = t.row(g)
     obs = Observables(**observables(t, g, present))
     spec = t.devices[g][0] if t.devices[g] else None
     label = str(t.key[g])
@@ -419,24 +479,14 @@ def judge(
         and (p_hi < e_lo or p_lo > e_hi)
     ):
         notes.append("built-in energy and pipe estimates disagree beyond their intervals")
-    if math.isfinite(pipe) and spec is not None and p_lo > max(0.0, obs.net_energy_j) * eta_max(spec):
+    if math.isfinite(pipe) and spec is not None and p_lo > max(0.0, obs.net_energy_j) * _eta_max(spec):
         notes.append(
             "pipe counters show more FLOPs than the net energy allows at the device's best efficiency: "
             "energy or power under-reported"
         )
     if obs.duration_s <= 0:
-        return _row(
-            t,
-            g,
-            s,
-            obs,
-            notes + ["no samples"],
-            None,
-            None,
-            (None, None),
-            pipe,
-            "uncertain" if threshold else None,
-        )
+        no = "uncertain" if threshold else None
+        return _row(t, g, s, obs, [*notes, "no samples"], None, None, (None, None), pipe, no)
     a = assess(profile, obs, device=spec, threshold_flops=threshold, confidence=confidence, label=label,
                extra_warnings=tuple(notes))  # fmt: skip
     if profile is not None:

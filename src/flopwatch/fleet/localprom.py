@@ -51,13 +51,9 @@ def free_port() -> int:
 class LocalPrometheus:
     """``prometheus`` serving ``tsdb_dir`` on 127.0.0.1 (context manager; the process is always killed)."""
 
-    def __init__(
-        self, tsdb_dir: str | os.PathLike[str], *, ready_timeout_s: float = 60.0, admin: bool = False
-    ) -> None:
-        """``admin``: enable the TSDB admin API (delete series, clean tombstones), e.g. to replace rule series."""
+    def __init__(self, tsdb_dir: str | os.PathLike[str], *, ready_timeout_s: float = 60.0) -> None:
         self.tsdb_dir = Path(tsdb_dir)
         self.ready_timeout_s = ready_timeout_s
-        self.admin = admin
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: Path | None = None
@@ -85,7 +81,6 @@ class LocalPrometheus:
                         "--storage.tsdb.retention.time=100y",  # backfilled timestamps are years old
                         "--query.lookback-delta=5m",
                         "--log.level=warn",
-                        *(["--web.enable-admin-api"] if self.admin else []),
                     ],
                     stdout=log,
                     stderr=subprocess.STDOUT,

@@ -29,6 +29,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
+from itertools import chain
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from flopwatch.errors import InputError
 from flopwatch.fleet.plan import Chunking, ReadPlan, gpu_matchers, range_str
 from flopwatch.telemetry import consistency as C
 from flopwatch.telemetry import dcgm_metrics as M
-from flopwatch.telemetry.prom_client import PrometheusClient, Series
+from flopwatch.telemetry.prom_client import Columns, PrometheusClient
 
 #: The series flopwatch's simulated fleets carry (``flopwatch.sim.dcgm``): their output says "simulated".
 SIMULATED = "flopwatch_simulated"
@@ -204,10 +205,14 @@ class FleetReader:
         return [gpu_matchers(self.plan, label, keys[i : i + n]) for i in range(0, len(keys), n)]
 
     def queries(self, matchers: str) -> dict[tuple[str, str], str]:
-        q = M.window_queries(self.found.present, matchers, self.window, self.skip)
+        # chunks matched by UUID: every series has one, so it alone names the GPU and host labels go too
+        # (unless a job map joins on them)
+        host = ("Hostname", "instance", "gpu") if self.found.key_label == "UUID" and self.jobs is None else ()
+        keep = {*self.by_labels, *(self.jobs.gpu_labels if self.jobs else ())}
+        drop = [x for x in (*M.UNREAD_LABELS, *host) if x not in keep]
+        q = M.window_queries(self.found.present, matchers, self.window, self.skip, drop)
         if ("power", "count") not in q:  # the sample count from the counter: its third read, without power
-            sel = f"{M.ENERGY}{{{matchers}}}" if matchers else M.ENERGY
-            q[("energy", "count")] = f"count_over_time({sel}[{self.window}])"
+            q[("energy", "count")] = M.window_query(M.ENERGY, "count", matchers, self.window, drop)
         return q
 
     def read(
@@ -217,7 +222,7 @@ class FleetReader:
         q = self.queries(matchers)
         spans = self.chunking.time_chunks(self.plan)
         futs = {
-            (name, i): pool.submit(self.client.query_range, expr, t0, t1, self.plan.window_s)
+            (name, i): pool.submit(self.client.query_columns, expr, t0, t1, self.plan.window_s)
             for name, expr in q.items()
             for i, (t0, t1) in enumerate(spans)
         }
@@ -227,11 +232,11 @@ class FleetReader:
             expr = f"sum by ({by}) (count_over_time({sel}[{self.window}]))"
             for i, (t0, t1) in enumerate(spans):
                 futs[(("info", ""), i)] = pool.submit(
-                    self.client.query_range, expr, t0, t1, self.plan.window_s
+                    self.client.query_columns, expr, t0, t1, self.plan.window_s
                 )
-        answers: dict[tuple[str, str], list[Series]] = {}
+        answers: dict[tuple[str, str], list[Columns]] = {}
         for (name, _i), f in futs.items():
-            answers.setdefault(name, []).extend(f.result())
+            answers.setdefault(name, []).append(f.result())
             self.n_queries += 1
             if on_query is not None:
                 on_query()
@@ -239,14 +244,15 @@ class FleetReader:
         return self._fold(answers, info)
 
     # ---------------------------------------------------------------------------------------------- fold
-    def _fold(self, answers: Mapping[tuple[str, str], list[Series]], info: list[Series] | None) -> GpuJobs:
+    def _fold(self, answers: Mapping[tuple[str, str], list[Columns]], info: list[Columns] | None) -> GpuJobs:
+        """The GPU-jobs of one chunk's answers (per query, one :class:`Columns` per time chunk)."""
         p = self.plan
         W, step, K = p.window_s, p.step_s, len(self.ends)
         index: dict[tuple[tuple[str, str], ...], int] = {}
         rows: dict[tuple[str, str], np.ndarray] = {}
         seen: list[tuple[list[Mapping[str, str]], np.ndarray]] = []
-        for name, ss in answers.items():
-            labs = [s.labels for s in ss]
+        for name, cs in answers.items():
+            labs = list(chain.from_iterable(c.labels for c in cs))
             # the queries of a chunk answer the same series in the same (sorted) order: reuse the rows when the
             # label sets are equal one by one (a comparison, not a key and a lookup per series)
             hit = next((r for ls, r in seen if len(ls) == len(labs) and ls == labs), None)
@@ -261,13 +267,13 @@ class FleetReader:
 
         def mat(key: str, fn: str) -> np.ndarray:
             a = np.full((S, K), np.nan)
-            ss = answers.get((key, fn))
-            if ss:
-                r = np.repeat(rows[(key, fn)], [len(s.t) for s in ss])
-                t = np.concatenate([s.t for s in ss])
+            cs = answers.get((key, fn))
+            if cs:
+                r = np.repeat(rows[(key, fn)], np.concatenate([c.n for c in cs]))
+                t = np.concatenate([c.t for c in cs])
                 j = np.rint((t - self.ends[0]) / W).astype(np.intp)
                 ok = (j >= 0) & (j < K)
-                a[r[ok], j[ok]] = np.concatenate([s.v for s in ss])[ok]
+                a[r[ok], j[ok]] = np.concatenate([c.v for c in cs])[ok]
             m = M.BY_KEY[key]
             return a * m.scale if m.scale != 1.0 else a
 
@@ -499,7 +505,7 @@ class FleetReader:
         gids: list[str],
         S: int,
         K: int,
-        info: list[Series] | None,
+        info: list[Columns] | None,
         c_start: np.ndarray,
         c_end: np.ndarray,
     ) -> tuple[np.ndarray, list[str | None], np.ndarray, np.ndarray]:
@@ -516,7 +522,7 @@ class FleetReader:
         for job, gpu, _t0, _t1 in self.jobs.allocations:
             owner.setdefault(gpu, {}).setdefault(job, np.zeros(K))
         by_time = set(owner)
-        for s in info or ():
+        for s in chain.from_iterable(c.series() for c in info or ()):
             job = s.labels.get(self.jobs.job_label)
             if not job:
                 continue

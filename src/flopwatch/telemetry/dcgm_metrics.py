@@ -119,8 +119,28 @@ HOST_LABELS: tuple[str, ...] = ("Hostname", "instance")
 MIG_LABEL = "GPU_I_ID"
 
 
+#: Labels on every series that flopwatch never reads: dropped on the server (``<op> without (…)`` around each window
+#: query), since a fleet answer is mostly label maps (≈ 4 points per series; benchmarks/RESULTS.md "Fleet"). Kept
+#: when ``--by`` or a job map names one. Series that then collide (one GPU scraped by two jobs) are merged by
+#: :data:`MERGE`: their sample counts add, so the reader still sees more samples than scrapes.
+UNREAD_LABELS = ("DCGM_FI_DRIVER_VERSION", "device", "container", "job", "namespace", "pci_bus_id")
+MERGE: Mapping[str, str] = MappingProxyType(
+    {"sum": "sum", "count": "sum", "avg": "avg", "max": "max", "min": "min", "last": "max"}
+)
+
+
+def window_query(name: str, fn: str, matchers: str, window: str, drop: Sequence[str] = UNREAD_LABELS) -> str:
+    """``fn_over_time`` of metric ``name`` per window, without the labels ``drop``."""
+    sel = f"{name}{{{matchers}}}" if matchers else name
+    return f"{MERGE[fn]} without ({', '.join(drop)}) ({fn}_over_time({sel}[{window}]))"
+
+
 def window_queries(
-    present: frozenset[str], matchers: str, window: str, skip: frozenset[str] = frozenset()
+    present: frozenset[str],
+    matchers: str,
+    window: str,
+    skip: frozenset[str] = frozenset(),
+    drop: Sequence[str] = UNREAD_LABELS,
 ) -> dict[tuple[str, str], str]:
     """(metric key, range function) → PromQL, for the metrics ``present`` (by DCGM name) and not in ``skip``
     (keys); HMMA stands in for TENSOR where a GPU reports it (Hopper), a fallback only where its metric is absent."""
@@ -130,9 +150,8 @@ def window_queries(
             continue
         if m.fallback_of and BY_KEY[m.fallback_of].name in present:
             continue
-        sel = f"{m.name}{{{matchers}}}" if matchers else m.name
         for fn in m.window:
-            out[(m.key, fn)] = f"{fn}_over_time({sel}[{window}])"
+            out[(m.key, fn)] = window_query(m.name, fn, matchers, window, drop)
     return out
 
 

@@ -17,7 +17,7 @@ import json
 import operator
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain, repeat
 from typing import Any, NamedTuple
 
@@ -31,6 +31,28 @@ class Series(NamedTuple):
     labels: Mapping[str, str]
     t: np.ndarray
     v: np.ndarray
+
+
+class Columns(NamedTuple):
+    """A range answer column-wise: each series' labels, its number of points (≥ 1) and all points in series
+    order. The fleet reader folds these as they are: a pair of array views per series cost more than its fold."""
+
+    labels: list[Mapping[str, str]]
+    n: np.ndarray
+    t: np.ndarray
+    v: np.ndarray
+
+    def series(self) -> list[Series]:
+        cuts = list(map(slice, *(lambda b: (b[:-1], b[1:]))(np.cumsum([0, *self.n.tolist()]).tolist())))
+        return list(map(Series, self.labels, map(self.t.__getitem__, cuts), map(self.v.__getitem__, cuts)))
+
+    @staticmethod
+    def of(series: Sequence[Series]) -> Columns:
+        """Series (a test's, a replay's) as columns; empty ones dropped."""
+        ss = [s for s in series if len(s.t)]
+        cat = lambda xs: np.concatenate(xs) if xs else np.empty(0)  # noqa: E731
+        n = np.array([len(s.t) for s in ss], dtype=np.intp)
+        return Columns([s.labels for s in ss], n, cat([s.t for s in ss]), cat([s.v for s in ss]))
 
 
 class _Refused(Exception):
@@ -218,45 +240,34 @@ def _vector(d: Any, lo: float, hi: float) -> tuple[list[Mapping[str, str]], np.n
     return metas, t, v, set(np.flatnonzero(np.isnan(v)).tolist())
 
 
-def _matrix(d: Any, lo: float, hi: float) -> tuple[list[Series], int, int]:
-    """Series of a matrix answer (NaN samples left out; empty series dropped), the count of NaN samples and the
-    count of series holding any. All points are converted in one numpy call and each series gets views into those
-    arrays: per-series conversions dominated the reader's CPU time on large fleets (benchmarks/bench_fleet.py)."""
+def _matrix(d: Any, lo: float, hi: float) -> tuple[Columns, int, int]:
+    """The columns of a matrix answer (NaN samples left out; empty series dropped), the count of NaN samples and
+    the count of series holding any. All points are converted in one numpy call, never per series."""
     result = _result(d, "matrix")
     metas = _labels(result, "values")
     per = list(map(dict.get, result, repeat("values")))
     if set(map(type, per)) - {list}:
         raise _Refused("a series' 'values' is not a list")
-    lens = list(map(len, per))
+    lens = np.fromiter(map(len, per), dtype=np.intp, count=len(per))
     t, v = _points(list(chain.from_iterable(per)), lo, hi)
-    bounds = np.cumsum([0, *lens])
+    bounds = np.cumsum(lens)
     # within a series, timestamps strictly increase (the TSDB stores one sample per series and time)
     step = np.diff(t) > 0
     if len(step):
         inner = np.ones(len(step), dtype=bool)
-        inner[bounds[1:-1][(bounds[1:-1] > 0) & (bounds[1:-1] < len(t))] - 1] = False
+        inner[bounds[(bounds > 0) & (bounds < len(t))] - 1] = False
         if (inner & ~step).any():
             raise _Refused("a series' timestamps repeat or go backwards")
     nan = np.isnan(v)
-    n_nan = int(nan.sum())
-    if not n_nan and all(lens):  # the usual answer: views made by C-level map, no Python loop per series
-        lo_s, hi_s = bounds[:-1].tolist(), bounds[1:].tolist()
-        cuts = list(map(slice, lo_s, hi_s))
-        return list(map(Series, metas, map(t.__getitem__, cuts), map(v.__getitem__, cuts))), 0, 0
-    n_series = 0
-    out = []
-    for meta, a, b in zip(metas, bounds[:-1], bounds[1:], strict=True):
-        if a == b:
-            continue
-        tt, vv = t[a:b], v[a:b]
-        if n_nan and nan[a:b].any():
-            n_series += 1
-            keep = ~nan[a:b]
-            tt, vv = tt[keep], vv[keep]
-            if not len(tt):
-                continue
-        out.append(Series(meta, tt, vv))
-    return out, n_nan, n_series
+    n_nan = n_series = 0
+    if nan.any():
+        hit = np.bincount(np.repeat(np.arange(len(lens)), lens)[nan], minlength=len(lens))
+        n_nan, n_series = int(hit.sum()), int(np.count_nonzero(hit))
+        t, v, lens = t[~nan], v[~nan], lens - hit
+    if not lens.all():
+        metas = [m for m, k in zip(metas, (lens > 0).tolist(), strict=True) if k]
+        lens = lens[lens > 0]
+    return Columns(metas, lens, t, v), n_nan, n_series
 
 
 def _api_error(raw: bytes) -> str | None:

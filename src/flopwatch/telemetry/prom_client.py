@@ -37,10 +37,9 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from flopwatch.errors import InputError
 from flopwatch.telemetry.prom_answer import (
+    Columns,
     Series,
     _api_error,
     _clean,
@@ -51,7 +50,7 @@ from flopwatch.telemetry.prom_answer import (
     _vector,
 )
 
-__all__ = ["PrometheusClient", "PrometheusError", "Series", "SeriesList", "VectorAnswer"]
+__all__ = ["Columns", "PrometheusClient", "PrometheusError", "Series", "SeriesList"]
 
 #: Prometheus refuses range queries with more points per series than this (``promql/engine.go``).
 MAX_POINTS_PER_SERIES = 11_000
@@ -80,28 +79,6 @@ class SeriesList(list[Series]):
     def __init__(self, series: Iterable[Series] = (), degradations: Iterable[str] = ()) -> None:
         super().__init__(series)
         self.degradations: list[str] = list(degradations)
-
-
-class VectorAnswer(tuple[list[Mapping[str, str]], np.ndarray]):
-    """An instant query's answer as :meth:`PrometheusClient.query_values` gives it: unpacks as ``(labels, values)``
-    (each series' labels; their values in one array) and carries ``degradations`` like :class:`SeriesList`."""
-
-    degradations: list[str]
-
-    def __new__(
-        cls, labels: list[Mapping[str, str]], values: np.ndarray, degradations: Iterable[str] = ()
-    ) -> VectorAnswer:
-        obj = super().__new__(cls, (labels, values))
-        obj.degradations = list(degradations)
-        return obj
-
-    @property
-    def labels(self) -> list[Mapping[str, str]]:
-        return self[0]
-
-    @property
-    def values(self) -> np.ndarray:
-        return self[1]
 
 
 class _Overdue(Exception):
@@ -499,21 +476,6 @@ class PrometheusClient:
         d, warn = self._request("/api/v1/query", params, _show(expr))
         return d, warn, f"{self.display_url}/api/v1/query {_show(expr)}", lo, hi
 
-    def query_values(self, expr: str, at: float | None = None) -> VectorAnswer:
-        """Instant query as (each series' labels, their values in one array): no arrays per series, which cost
-        ≈ 3 µs each on answers of tens of thousands of series (a fleet's GPU-jobs). Samples whose value is
-        ``NaN`` are left out and named in ``degradations``."""
-        d, warn, where, lo, hi = self._instant(expr, at)
-        metas, t, v, bad = self._checked(where, lambda: _vector(d, lo, hi))
-        notes = [f"{where}: server warning: {w}" for w in warn]
-        if bad:
-            keep = [i for i in range(len(metas)) if i not in bad]
-            metas, v = [metas[i] for i in keep], v[keep]
-            notes.append(
-                f"{where}: {len(bad)} of {len(bad) + len(metas)} series had the value NaN (no sample): left out"
-            )
-        return VectorAnswer(metas, v, self._degrade(notes))
-
     def query(self, expr: str, at: float | None = None) -> SeriesList:
         """Instant query: one point per series (series whose value is ``NaN`` left out, named in degradations)."""
         d, warn, where, lo, hi = self._instant(expr, at)
@@ -531,15 +493,24 @@ class PrometheusClient:
         where = f"{self.display_url}/api/v1/query {_show(expr)}"
         rng = _range_of(expr)
         lo = at - rng - 1.0 if rng is not None else 0.0
-        return self._request(
+        cols, notes = self._request(
             "/api/v1/query",
             [("query", expr), ("time", _ts(at))],
             _show(expr),
             then=lambda d, warn: self._matrix(where, d, warn, lo, at + 1.0),
         )
+        return SeriesList(cols.series(), notes)
 
     def query_range(self, expr: str, start: float, end: float, step_s: float) -> SeriesList:
         """Range query; raises :class:`PrometheusError` when it would exceed the server's point limit."""
+        cols, notes = self._range(expr, start, end, step_s)
+        return SeriesList(cols.series(), notes)
+
+    def query_columns(self, expr: str, start: float, end: float, step_s: float) -> Columns:
+        """:meth:`query_range` as one :class:`Columns` (degradations in :attr:`degradations`)."""
+        return self._range(expr, start, end, step_s)[0]
+
+    def _range(self, expr: str, start: float, end: float, step_s: float) -> tuple[Columns, list[str]]:
         n = int((end - start) // step_s) + 1
         if n > MAX_POINTS_PER_SERIES:
             raise PrometheusError(
@@ -554,14 +525,14 @@ class PrometheusClient:
             then=lambda d, warn: self._matrix(where, d, warn, start - step_s, end + step_s),
         )
 
-    def _matrix(self, where: str, d: Any, warn: list[str], lo: float, hi: float) -> SeriesList:
-        series, n_nan, n_series = self._checked(where, lambda: _matrix(d, lo, hi))
+    def _matrix(self, where: str, d: Any, warn: list[str], lo: float, hi: float) -> tuple[Columns, list[str]]:
+        cols, n_nan, n_series = self._checked(where, lambda: _matrix(d, lo, hi))
         notes = [f"{where}: server warning: {w}" for w in warn]
         if n_nan:
             notes.append(
                 f"{where}: {n_nan} sample(s) with the value NaN (no sample) in {n_series} series: left out"
             )
-        return SeriesList(series, self._degrade(notes))
+        return cols, self._degrade(notes)
 
 
 _RANGE = re.compile(r"\[([0-9a-z.]+)\]\s*\)*\s*$")
