@@ -153,8 +153,8 @@ def ledger_verify(
     ),
     json_out: options.Json = False,
 ) -> None:
-    """Check the schema, the pin, every row's hash, signature, sequence number and chain link, and the
-    history tree against the signed and the witnessed heads; exit 1 if anything was tampered with, 2 if the
+    """Check a ledger for tampering. The schema, the pin, every row's hash, signature, sequence number,
+    chain link, and the history tree against the signed and the witnessed heads; exit 1 if anything was tampered with, 2 if the
     file is not a ledger or the witness log does not parse."""
     from flopwatch.errors import InputError
     from flopwatch.monitor.ledger import parse_head, verify_ledger
@@ -199,7 +199,7 @@ def ledger_show(
     ledger: Path = typer.Argument(..., help="Ledger file (SQLite)."),
     json_out: options.Json = False,
 ) -> None:
-    """List the recorded workloads and the latest running totals per device (printed literally)."""
+    """List the recorded workloads and latest totals per device. Printed literally."""
     from flopwatch.monitor.ledger import summarize_ledger, verify_ledger
 
     doc = summarize_ledger(ledger)
@@ -259,7 +259,7 @@ def ledger_export_key(
         None, "-o", "--output", help="Write the pin here (default: stdout); never the ledger or its key."
     ),
 ) -> None:
-    """Print the ledger's pin — its public key (PEM) and chain genesis hash — for verifiers to keep off the node.
+    """Print the ledger's pin: public key and genesis hash. Verifiers keep it off the node.
 
     Read from the genesis row. `ledger verify --public-key PIN` then rejects another key and a wiped-and-
     restarted chain signed with the same key. The output is written atomically and never through a symlink.
@@ -310,7 +310,7 @@ def ledger_head(
     ledger: Path = typer.Argument(..., help="Ledger file (SQLite); opened read-only."),
     json_out: options.Json = False,
 ) -> None:
-    """Print the newest signed tree head of the ledger (what a witness keeps off the node); with --json:
+    """Print the ledger's newest signed tree head. A witness keeps it off the node; with --json:
     {"size", "root", "time", "signature", "key_id"} (hex; time in ms)."""
     from flopwatch.monitor.witness import FileSource
 
@@ -342,8 +342,8 @@ def ledger_witness(
     ),
     json_out: options.Json = False,
 ) -> None:
-    """Fetch the newest signed head, check it against the pinned key and, by consistency proofs, against
-    every head already in the log, then append it with this machine's clock. Exit 1 naming the earlier head
+    """Fetch, check and log the newest signed tree head. Checked against the pinned key and, by consistency
+    proofs, against every head already in the log, then append it with this machine's clock. Exit 1 naming the earlier head
     when the new one is not consistent with it."""
     from flopwatch.errors import InputError
     from flopwatch.monitor.keys import default_public_key_path, load_pin
@@ -455,7 +455,7 @@ def monitor_command(
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Log warnings only (no per-workload lines)."),
 ) -> None:
-    """Run the verification daemon: detect workloads, estimate their FLOPs, sign them into the ledger, export metrics."""
+    """Run the verification daemon. Detect workloads, estimate their FLOPs, sign them into the ledger, export metrics."""
     import logging
 
     from flopwatch.monitor.config import MonitorConfig

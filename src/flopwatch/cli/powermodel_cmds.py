@@ -14,7 +14,7 @@ from flopwatch.cli import options
 from flopwatch.cli._output import console, counted, echo_json, fmt_num, new_app, print_fit
 
 pm_app = new_app(
-    "MFU ⇄ power models after Enskat & Wiesner (MASCOTS 2026): reproduce, fit, predict, evaluate, inverse."
+    "MFU ⇄ power models after Enskat & Wiesner (MASCOTS 2026). Reproduce, fit, predict, evaluate, inverse."
 )
 
 
@@ -45,7 +45,7 @@ def reproduce_cmd(
     ),
     seed: options.Seed = 0,
 ) -> None:
-    """Tables II, III and IV of the MASCOTS study from the bundled data, next to the published values."""
+    """MASCOTS Tables II, III and IV from the bundled data. Next to the published values."""
     from rich.table import Table
 
     from flopwatch.powermodel import published
@@ -214,7 +214,7 @@ def predict_cmd(
     level: options.Level = 0.95,
     json_out: options.Json = False,
 ) -> None:
-    """Predict mean power (and energy) of a planned run, with a prediction interval."""
+    """Predict mean power and energy of a planned run. With a prediction interval."""
     from flopwatch.powermodel.predict import predict_power
 
     out = predict_power(
@@ -283,7 +283,7 @@ def evaluate_cmd(
     level: options.Level = 0.95,
     json_out: options.Json = False,
 ) -> None:
-    """Out-of-sample accuracy of the power models and of the inverse (power → FLOP rate)."""
+    """Out-of-sample accuracy of the power models and inverse. The inverse maps power to a FLOP rate."""
     from rich.table import Table
 
     from flopwatch.errors import InputError
@@ -415,7 +415,7 @@ def inverse_cmd(
     level: options.Level = 0.95,
     json_out: options.Json = False,
 ) -> None:
-    """Estimate the FLOP rate (and total FLOPs) from measured power, with a conservative upper bound."""
+    """Estimate the FLOP rate and FLOPs from measured power. With a conservative upper bound."""
     from flopwatch.powermodel.oos import InverseModel
 
     df = _load(data).df

@@ -54,8 +54,8 @@ def verdict_cmd(
     ),
     as_json: options.Json = False,
 ) -> None:
-    """Judge everything one or several ledgers recorded over a window as a whole (chunks, bursts and the
-    nodes of one job included). Each ledger is verified first, as `ledger verify` does, against its own pin
+    """Judge a window of one or several ledgers as a whole. Chunks, bursts and the nodes of one job
+    included. Each ledger is verified first, as `ledger verify` does, against its own pin
     and witness log: a ledger that fails is judged, but never "below"."""
     import time
 
