@@ -90,7 +90,7 @@ def reproduce_cmd(
             f"[{row['mape_lo']:.2f}, {row['mape_hi']:.2f}] (±{row['mape_pm']:.2f} vs ±{published.TABLE2[g]['mape_pm']})",
             cell("II", g, "util_r2", 2),
         )
-    con.print(t2)
+    print_fit(con, t2)
     t3 = Table(title="Table III — residual SD as % of mean power (ours / published (diff))")
     for h in ("GPU", "SD_GPU %", "SD_cell %", "noise floor %"):
         t3.add_column(h)
@@ -101,7 +101,7 @@ def reproduce_cmd(
             cell("III", g, "sd_cell_pct", 2),
             cell("III", g, "noise_pct", 2),
         )
-    con.print(t3)
+    print_fit(con, t3)
     t4 = Table(title="Table IV — batch 1 vs batch 128 (ours / published (diff))")
     for h in ("GPU", "MFU₁ %", "MFU₁₂₈ %", "P₁ W", "P₁₂₈ W", "P₁₂₈/P₁"):
         t4.add_column(h)
@@ -114,7 +114,7 @@ def reproduce_cmd(
             cell("IV", g, "power128_w", 0),
             f"{row['power_ratio']:.2f}",
         )
-    con.print(t4)
+    print_fit(con, t4)
     con.print(f"Published values: {published.CITATION}.", style="dim")
     for n in r.notes:
         con.print(f"note: {n}", style="dim")
@@ -346,7 +346,7 @@ def evaluate_cmd(
             ),
             fmt_num(v["noise_pct"], 2),
         )
-    con.print(t)
+    print_fit(con, t)
     t = Table(
         title=f"Inverse: FLOP rate from power (batch ≥ {min_batch}), held-out MAPE % and {level:.0%} upper bound"
     )
@@ -378,7 +378,7 @@ def evaluate_cmd(
                 fmt_num(100 * r["bound_unknown_dtype"]["coverage"], 0) + " %",
                 "+" + fmt_num(r["bound_unknown_dtype"]["median_overestimate_pct"], 0) + " %",
             )
-    con.print(t)
+    print_fit(con, t)
     con.print(
         "cost = median (bound / true − 1). LOMO: leave one LLM out; k-fold: whole configurations held out.",
         style="dim",
