@@ -68,7 +68,7 @@ def _workload_cells(workloads: list[dict]) -> list[list[tuple[str, str]]]:
         warns = g("warnings") or g("flags") or []
         n_warn = len(warns) if isinstance(warns, list) else 1
         cells = [
-            *((("seq", g("seq", "—")),) if seq else ()),
+            *((("row", g("seq", "—")),) if seq else ()),  # the ledger's row number (seq), as in the warnings
             ("device", g("device")),
             ("start (UTC)", _ts(g("start_wall"))),
             ("duration s", _fmt(g("duration_s"), "{:.1f}")),
@@ -96,8 +96,8 @@ def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
         title=styled(
             f"{title} (estimate and bounds in FLOP; cover: share of the time covered by readings)", ""
         ),
-        pad_edge=False,
-    )  # no edge padding: a typical row fits 160 columns
+        show_edge=False,
+    )  # no outer border (the first column starts the line): a typical row fits 160 columns
     rows = _workload_cells(workloads)
     for col, _ in rows[0] if rows else ():
         t.add_column(col, overflow="fold")  # user text is shown whole, never cut with an ellipsis
@@ -142,14 +142,14 @@ def ledger_verify(
     expect_head: str | None = typer.Option(
         None,
         "--expect-head",
-        help="SEQ or SEQ:HASH of a head recorded earlier off the node (a previous verify, the scraped "
-        "flopwatch_ledger_head_seq): detects the newest rows being cut off.",
+        help="SEQ or SEQ:HASH of the last row recorded earlier off the node (a previous verify's 'last row', "
+        "the scraped flopwatch_ledger_head_seq): detects the newest rows being cut off.",
     ),
     witness: Path | None = typer.Option(
         None,
         "--witness",
-        help="Witness log (HEADS.jsonl from `ledger witness`): every head in it must be a prefix of the "
-        "ledger (exit 1 naming the head otherwise).",
+        help="Witness log (HEADS.jsonl from `ledger witness`): every signed tree head in it must be a prefix "
+        "of the ledger (exit 1 naming the head otherwise).",
     ),
     json_out: options.Json = False,
 ) -> None:
@@ -180,7 +180,7 @@ def ledger_verify(
         n = len(res.problems)
         typer.echo(
             f"{literal(ledger)}: {status}: {counted(res.n_rows, 'row')}, {counted(n, 'problem')}; "
-            f"head {res.head_seq}:{literal(res.head_hash)}; key {literal(res.key_source)}"
+            f"last row {res.head_seq}:{literal(res.head_hash)}; key {literal(res.key_source)}"
             + (f" (sha256 {res.key_fingerprint[:16]}…)" if res.key_fingerprint else "")
             + (f"; genesis {literal(res.genesis_hash)[:16]}…" if res.genesis_hash else "")
             + (
@@ -323,8 +323,8 @@ def ledger_head(
         echo_json(h.to_dict())
         return
     typer.echo(
-        f"{literal(ledger)}: head size {h.size} root {h.root} time {_ts(h.time_ms / 1000)} "
-        f"({h.time_ms} ms) key {h.key_id[:16]}… signature {h.signature}"
+        f"{literal(ledger)}: signed tree head: size {h.size} rows, Merkle root {h.root}, "
+        f"time {_ts(h.time_ms / 1000)} ({h.time_ms} ms), key {h.key_id[:16]}…, signature {h.signature}"
     )
 
 
@@ -537,7 +537,7 @@ def monitor_command(
         typer.echo(
             f"flopwatch monitor: {literal(res.end_reason)}; {len(res.workloads)} "
             f"workload{'' if len(res.workloads) == 1 else 's'} recorded in "
-            f"{literal(cfg.ledger)} (head {res.ledger_head[0]}:{res.ledger_head[1]})"
+            f"{literal(cfg.ledger)} (last row {res.ledger_head[0]}:{res.ledger_head[1]})"
         )
     if code:
         raise typer.Exit(code)
