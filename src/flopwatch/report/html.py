@@ -81,7 +81,7 @@ def _min_width_px(head: str, rows: list[str]) -> float:
     left-aligned text cell) needs its longest word, a number cell (``white-space:nowrap``) its whole text;
     ~7 px a character at the tables' .85em, 17 px of padding and border a column."""
     widths: list[float] = []
-    for row in [head, *rows]:
+    for row in re.findall(r"<tr.*?</tr>", head + "".join(rows), re.S):
         for i, (kind, attrs, inner) in enumerate(_CELL.findall(row)):
             text = html.unescape(re.sub(r"<[^>]+>", "", inner))
             wraps = kind == "h" or "'l'" in attrs or '"l"' in attrs
