@@ -78,7 +78,7 @@ def test_report_says_its_held_out_belows_are_not_the_cli_verdicts(run_out) -> No
     from flopwatch.report.html import _NARROW_PX, _min_width_px
 
     tables = re.findall(
-        r"(<p class='hint'>[^<]*</p> )?<div class='scroll'><table>(<tr>.*?</tr>)(.*?)</table>", text
+        r"(<p class='hint'>[^<]*</p> ?)?<div class='scroll'><table>(<tr>.*?</tr>)(.*?)</table>", text
     )
     wide = [_min_width_px(head, [body]) > _NARROW_PX for _, head, body in tables]
     assert any(wide) and not all(wide)
