@@ -240,14 +240,9 @@ def _print_table(d: dict[str, Any], width: int | None = None) -> None:
             "(give --verifier-operated when you run this Prometheus and its scrapes); 'above' and the estimates stand"
         )
     for g in [*d["groups"], d["fleet"]]:
-        e = g["estimate_flops"]
-        est = (
-            "— (no estimate)"
-            if e is None
-            else "— (model gives 0 at this power)"
-            if not e > 0
-            else fmt_flops(e)
-        )
+        e, why = g["estimate_flops"], g.get("estimate_reason")
+        est = fmt_flops(e) if e is not None and e > 0 else ("0" if e is not None else "—")
+        est += f" ({why})" if why else ""
         con.print(f"{g['key']}: {g['verdict'] or '—'}")
         lines = [
             f"{g['gpus']} GPUs, {g['gpu_hours']:.1f} GPU-h, coverage {g['coverage']:.0%}, energy "
