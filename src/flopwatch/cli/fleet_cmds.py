@@ -259,17 +259,9 @@ def _print_table(d: dict[str, Any], width: int | None = None) -> None:
 
 def sim_openmetrics(
     out: Path = typer.Option(..., "-o", "--output", help="OpenMetrics file to write."),
-    gpus: int = typer.Option(
-        16,
-        "--gpus",
-        help="GPUs in the fleet.",
-        callback=options.count(ge=1),
-    ),
+    gpus: int = typer.Option(16, "--gpus", help="GPUs in the fleet.", callback=options.count(ge=1)),
     hours: float = typer.Option(
-        6.0,
-        "--hours",
-        help="Hours of history.",
-        callback=options.positive(unit="h"),
+        6.0, "--hours", help="Hours of history.", callback=options.positive(unit="h")
     ),
     schedule: str = typer.Option(
         "random",
@@ -279,10 +271,7 @@ def sim_openmetrics(
     device: str = typer.Option("h100", "--device", help="Simulated GPU model (a100, h100, h200, l40, l4)."),
     interval: str = typer.Option("15s", "--interval", help="Scrape interval."),
     gpus_per_node: int = typer.Option(
-        8,
-        "--gpus-per-node",
-        help="GPUs per node (one pod per node and job).",
-        callback=options.count(ge=1),
+        8, "--gpus-per-node", help="GPUs per node (one pod per node and job).", callback=options.count(ge=1)
     ),
     label_style: str = typer.Option(
         "pod",
@@ -299,10 +288,7 @@ def sim_openmetrics(
         callback=options.count(ge=0, le=options.MAX_COUNT),
     ),
     drop: float = typer.Option(
-        0.0,
-        "--drop",
-        help="Share of scrapes missing at random.",
-        callback=options.finite(ge=0.0, lt=1.0),
+        0.0, "--drop", help="Share of scrapes missing at random.", callback=options.finite(ge=0.0, lt=1.0)
     ),
     start: str = typer.Option("1700000000", "--start", help="Wall time of t = 0 (RFC 3339 or Unix seconds)."),
     seed: options.Seed = 0,
