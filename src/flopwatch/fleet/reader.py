@@ -1,25 +1,10 @@
 """Read a fleet's dcgm-exporter history into one columnar table of GPU-jobs (:class:`GpuJobs`).
 
-For every window (default 1 h) and series, Prometheus evaluates the range functions of the metric table
-(:data:`flopwatch.telemetry.dcgm_metrics.TABLE`: at most two per metric, so each raw sample is read at most twice);
-only window aggregates cross the network. One GPU chunk at a time, every time chunk of it is assembled into
-(series × window) arrays, each (series, window) cell gets its energy, time and activity, and the cells are summed
-with ``np.bincount`` into GPU-job rows: (GPU, MIG instance, job). A job comes from the series' labels (``--by``),
-from a job-info series or a mapping file joined per window (:class:`JobMap`: no job label on DCGM series, so the
-series count stays proportional to GPUs however many jobs run), or is left empty for ``--by cohort``/fleet totals.
-
-Energy (``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, mJ since boot) is exact between two samples of one series: a
-cell's energy is ``last_k − last_prev`` (bridging missed scrapes and empty windows: the counter kept counting). A
-series' first cell gets ``last − min`` plus half a step of its mean power (the first scrape is on average half a
-step after the start), its last cell half a step more. A reset (driver reload: the window's minimum below the
-previous last value) makes that cell's energy come from the power gauge (mean power × the time the cell stands
-for) and is counted. Without the counter all energy comes from power. The time a cell stands for: a whole window
-when the series has samples on both sides and at least :data:`FULL_WINDOW` of the window's scrapes; an edge cell its
-samples over the series' share of scrapes that arrived, placed against its neighbour.
-
-MIG: dcgm-exporter repeats the whole GPU's power and energy on every instance. Per window the GPU's energy is
-taken once and apportioned to its instances by their share of graphics-engine activity (an apportionment, not a
-measurement: the group says so).
+Prometheus evaluates the metric table's range functions per window (each raw sample read at most twice); one GPU
+chunk at a time, the answers become (series × window) arrays, each cell gets its energy, time and activity, and
+``np.bincount`` sums the cells into rows of (GPU, MIG instance, job). Jobs come from labels (``--by``), from a
+job-info series or mapping file joined per window (:class:`JobMap`), or none (``--by cohort``, fleet totals).
+How energy, the time a cell stands for and MIG apportionment are derived: docs/fleet.md, "How it reads".
 """
 
 from __future__ import annotations
