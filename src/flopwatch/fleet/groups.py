@@ -7,12 +7,7 @@ estimate and its pipe estimate, as arrays. :func:`judge` builds each group's ``O
 :func:`flopwatch.estimate.verdict.assess`; the group's notes (:func:`notes`: everything the data says is wrong
 or unknown) are warnings, and any of them blocks "below" (:func:`~flopwatch.estimate.verdict.threshold_verdict`).
 
-**Pipe activity.** FLOPs ≈ Σ activity × peak(pipe, dtype) × f_SM / f_max × Δt: the DCGM profiling counters give the
-share of cycles a pipe issued instructions (DCGM field reference, ``DCGM_FI_PROF_PIPE_*``), and a pipe's peak
-scales with the SM clock. Known errors: issue cycles are not useful FLOPs (tile padding, wave quantisation and
-pipeline bubbles count as active: biased *up* against model FLOPs); 2:4 sparsity doubles FLOPs per active cycle
-and is invisible (the peaks are dense); TENSOR_ACTIVE mixes precisions, so the dtype chooses the peak; FP16/FP64
-vector pipes have no peak in ``devices.py`` and are reported, not counted.
+Pipe activity (FLOPs ≈ Σ activity × peak(pipe, dtype) × f_SM / f_max × Δt) and its known errors: docs/fleet.md.
 """
 
 from __future__ import annotations
