@@ -1,25 +1,11 @@
 """A Prometheus HTTP API client (``/api/v1/query_range``, ``/query``, ``/label``, ``/status/buildinfo``) that
-refuses hostile answers.
+refuses hostile answers (standard library ``http.client`` and numpy).
 
-Standard library only (``http.client``) and numpy. Every answer is read under three bounds, whatever the server
-does: a **deadline per query** (``timeout_s``, covering connect, every retry and back-off, headers and body; each
-socket read waits at most the time left, so a server that trickles bytes cannot stretch it), an optional **deadline
-per run** (``run_timeout_s``, from the first request), and a **size cap** (``max_answer_bytes``; the body is read
-in pieces and refused once over it, so memory stays bounded even for an endless body). The answer is then checked
-strictly against the API's shape (https://prometheus.io/docs/prometheus/latest/querying/api/): the result type
-asked for, label maps of strings, sample values as finite decimal strings, timestamps finite and inside the range
-asked (± one step), ordered within a series, and no label set twice. Anything else raises
-:class:`PrometheusError`: one line naming the query and what was wrong (the CLI prints it, exit status 2).
-
-What is refused versus degraded: a value ``"NaN"`` is how Prometheus spells a sample with no value (``0/0``, a
-stale marker), so such samples are dropped and named in the answer's ``degradations`` (and the client's, for the
-whole run) instead of becoming a silent number; the server's own ``warnings`` are passed on the same way. Every
-other lie — ``"+Inf"``, ``"-1e309"``, ``"abc"``, ``null``, a number where a string belongs, a vector asked and a
-matrix given — refuses the whole answer.
-
-Retries (exponential back-off, inside the query's deadline) are for a server that cannot be reached or answers
-5xx/429; a malformed answer is never retried. Prometheus's own errors (``{"status": "error", ...}``, HTTP 400/422)
-are passed on, since they name what is wrong (``exceeded maximum resolution of 11,000 points``).
+Every answer is read under a deadline per query (connect, retries, headers and body: each socket read waits at
+most the time left), an optional deadline per run and a size cap, then checked strictly against the API's shape;
+anything else raises :class:`PrometheusError`, one line naming the query and what was wrong (exit status 2).
+What is refused, what only degrades an answer (``"NaN"`` samples, server warnings), and when it retries:
+docs/fleet.md, "The Prometheus client".
 """
 
 from __future__ import annotations
