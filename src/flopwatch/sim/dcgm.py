@@ -1,27 +1,10 @@
 """A simulated GPU fleet that speaks DCGM: dcgm-exporter metric names and labels, written as OpenMetrics text.
 
 Every GPU is a :class:`~flopwatch.sim.accelerator.SimulatedAccelerator` running its share of a job schedule; a
-scrape every ``interval_s`` (per-node phase offset, as real scrapes have) records what dcgm-exporter would
-export at that moment (names and labels of NVIDIA/dcgm-exporter ``etc/dcp-metrics-included.csv``):
-
-* ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``: the exact integral of the twin's power since boot, in mJ (integer,
-  like NVML's counter), optionally with driver-reload resets;
-* ``DCGM_FI_DEV_POWER_USAGE``: mean power over the last second (W); ``DCGM_FI_DEV_GPU_UTIL``: busy share of
-  the last second (%); ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``: busy share since the previous scrape;
-* pipe activity from the roofline: while kernels run, the tensor (or FP32) pipe is active for
-  ``rate_busy / (peak · f/f_max) · (1 + waste)`` of the cycles, where ``rate_busy`` is the FLOP rate while busy
-  and ``waste = 0.05 + 0.10 · T½ / (T + T½)`` (T tokens per step, T½ the roofline's half-efficiency size) is the
-  share of issued tensor cycles that do no useful work (tile padding, more on skinny matmuls). The waste model is
-  an assumption of this simulator, chosen so that the pipe estimator's known upward bias is present; it is
-  not fitted to hardware;
-* ``DCGM_FI_PROF_DRAM_ACTIVE`` (the roofline's memory share), ``DCGM_FI_PROF_SM_ACTIVE`` (0.98 × busy, an
-  assumption), ``DCGM_FI_DEV_SM_CLOCK``, ``DCGM_FI_DEV_POWER_MGMT_LIMIT``, ``DCGM_FI_DEV_GPU_TEMP``.
-
-Labels: ``gpu``, ``UUID``, ``device``, ``modelName``, ``Hostname``, ``DCGM_FI_DRIVER_VERSION``, Prometheus's
-``instance`` and ``job``; while a pod holds the GPU, ``pod``/``namespace``/``container`` (``label_style="pod"``),
-or those renamed ``exported_*`` next to the exporter's own pod and namespace (``"exported"``, what a
-Kubernetes scrape without ``honor_labels`` stores), or ``hpc_job`` (``"hpc"``). Everything here is simulated:
-the file's header and the ground-truth sidecar say so.
+scrape every ``interval_s`` (per-node phase offset, as real scrapes have) records what dcgm-exporter would export
+then (the families of :data:`flopwatch.telemetry.dcgm_metrics.TABLE`). What each field holds, the pipe-waste
+assumption and the label styles: docs/fleet.md, "Simulated fleets". Everything here is simulated: the file's
+header and the ground-truth sidecar say so.
 """
 
 from __future__ import annotations
@@ -347,7 +330,7 @@ class SimulatedFleet:
                 continue
             rate_busy = p.achieved_flops_per_s / p.util
             T, th = float(r.workload.tokens_per_step), acc.params.tokens_half
-            waste = 0.05 + 0.10 * th / (T + th)
+            waste = 0.05 + 0.10 * th / (T + th)  # an assumption of this simulator (docs/fleet.md)
             inten = rate_busy / (self.spec.peak(d) * p.sm_clock_mhz / fmax)
             if d == "fp32":
                 ifp[r.index] = inten  # fp32 without TF32 runs on the CUDA cores (issue ≈ useful FLOPs)
