@@ -7,13 +7,8 @@ units or a 0–1 ratio. The fleet reader's queries (:func:`window_queries`), the
 (``sim/dcgm.py`` ``FAMILIES``) and ``flopwatch fleet metrics`` are derived from it: adding a metric is a row
 here and its value in the simulator.
 
-Labels are dcgm-exporter's (``pkg/dcgmexporter`` transformations): every series carries ``gpu`` (index on the
-node), ``UUID``, ``device``, ``modelName`` (the NVML name) and ``Hostname``; on Kubernetes the pod-resources
-transformation adds ``pod``/``namespace``/``container`` while a pod holds the GPU, and with
-``--hpc-job-mapping-dir`` the HPC transformation adds ``hpc_job``. Scraped through Kubernetes service discovery
-without ``honor_labels`` the exporter's ``pod``/``namespace`` are renamed ``exported_pod``/``exported_namespace``
-(Prometheus docs, ``scrape_config.honor_labels``), so the ``exported_`` one is preferred. MIG instances carry
-``GPU_I_ID`` and ``GPU_I_PROFILE``; dcgm-exporter repeats the whole GPU's power and energy on each of them.
+Labels are dcgm-exporter's (``gpu``, ``UUID``, ``modelName``, ``Hostname``; ``pod``/``namespace`` or their
+``exported_`` renames, ``hpc_job``; MIG's ``GPU_I_ID``): where each comes from and which is preferred, docs/fleet.md.
 """
 
 from __future__ import annotations
