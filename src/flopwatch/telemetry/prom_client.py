@@ -441,18 +441,16 @@ class PrometheusClient:
             what,
             get=True,
         )
+        where = f"{self.display_url}{path} {what}"
         if not isinstance(d, list) or any(type(x) is not str for x in d):
-            raise PrometheusError(
-                f"{self.display_url}{path} {what}: label values are not a list of strings", field="prometheus"
-            )
+            raise PrometheusError(f"{where}: label values are not a list of strings", field="prometheus")
         if len(set(d)) != len(d):
-            raise PrometheusError(
-                f"{self.display_url}{path} {what}: a label value is listed twice", field="prometheus"
-            )
+            raise PrometheusError(f"{where}: a label value is listed twice", field="prometheus")
         self._degrade([f"{what}: server warning: {w}" for w in warn])
         return sorted(d)
 
-    def _instant(self, expr: str, at: float | None) -> tuple[Any, list[str], str, float, float]:
+    def query(self, expr: str, at: float | None = None) -> SeriesList:
+        """Instant query: one point per series (series whose value is ``NaN`` left out, named in degradations)."""
         params = [("query", expr)]
         if at is not None:
             params.append(("time", _ts(at)))
@@ -460,11 +458,7 @@ class PrometheusClient:
         else:
             lo, hi = 0.0, self._wall() + 86400.0
         d, warn = self._request("/api/v1/query", params, _show(expr))
-        return d, warn, f"{self.display_url}/api/v1/query {_show(expr)}", lo, hi
-
-    def query(self, expr: str, at: float | None = None) -> SeriesList:
-        """Instant query: one point per series (series whose value is ``NaN`` left out, named in degradations)."""
-        d, warn, where, lo, hi = self._instant(expr, at)
+        where = f"{self.display_url}/api/v1/query {_show(expr)}"
         metas, t, v, bad = self._checked(where, lambda: _vector(d, lo, hi))
         notes = [f"{where}: server warning: {w}" for w in warn]
         if bad:
