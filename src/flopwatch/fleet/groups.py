@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import chain
 from typing import Any
 
@@ -182,14 +182,11 @@ class GroupTable:
         return {k: c[g] for k, c in self._cols.items()}
 
 
-_SUMMED = (
-    "energy_j", "energy_from_power_j", "counter_j", "counter_power_j", "covered_s", "duration_s", "busy_s",
-    "busy_covered_s", "dram_s", "dram_covered_s", "tensor_s", "tensor_mhz_s", "fp32_s", "fp32_mhz_s",
-    "fp16_s", "fp64_s", "pipe_covered_s", "clock_mhz_s", "clock_covered_s", "resets", "out_of_range",
-    "prof_covered_s", "prof_gap_s", "prof_zero_load_s", "util_no_power_s", "ends_busy", "duplicate_s", "mig", "n_series",
-)  # fmt: skip
 _MIN = ("t_first", "clock_min_mhz", "power_limit_min_w", "min_power_w")
 _MAX = ("t_last", "clock_max_mhz", "power_limit_w", "peak_power_w")
+_IDS = ("gpu", "instance", "job", "model", "cohort")
+#: Every other column is summed (a new GpuJobs column is folded without touching this file).
+_SUMMED = tuple(f.name for f in fields(GpuJobs) if f.name not in {*_IDS, *_MIN, *_MAX})
 
 
 def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: Estimates,
