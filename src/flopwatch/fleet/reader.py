@@ -79,9 +79,7 @@ class GpuJobs:
     prof_zero_load_s: np.ndarray  # time with every profiling counter at 0 while power shows load
     util_no_power_s: np.ndarray  # time with utilisation ≥ 0.5 at the claimed model's idle power
     ends_busy: np.ndarray  # series whose telemetry stops under load while the range goes on (lag, outage)
-    duplicate_s: (
-        np.ndarray
-    )  # time a GPU is reported twice (more samples than scrapes, two series or jobs at once)
+    duplicate_s: np.ndarray  # time a GPU is reported twice (more samples than scrapes; two series or jobs)
     mig: np.ndarray  # bool: energy apportioned among MIG instances
     n_series: np.ndarray
 
