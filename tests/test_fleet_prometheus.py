@@ -114,6 +114,7 @@ def _run(url, wall0, by="pod", hours=2.0, **kw):
     from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
 
     plan = ReadPlan(wall0, wall0 + hours * 3600, window_s=1800, **kw.pop("plan_kw", {}))
+    kw.setdefault("verifier_operated", True)  # the test runs this Prometheus and its scrape (backfill) itself
     return estimate_fleet(PrometheusClient(url), plan, by=by, **kw)
 
 
@@ -399,3 +400,21 @@ def test_calibrated_profile_goes_through_the_assessment(prom, tmp_path):
         assert g["estimate_source"] == "calibrated profile"
     # notes (counter resets here) block "below" whatever the bounds say
     assert all(g["verdict"] != "below" for g in res.groups if g["counter_resets"])
+
+
+def test_series_the_operator_controls_never_make_a_below(prom):
+    """Without --verifier-operated every group carries the operator-series note and none is "below": power,
+    energy and activity scaled down together are a lighter job's consistent physics (docs/threat-model.md)."""
+    from flopwatch.fleet.groups import OPERATOR_SERIES
+
+    p, _ = prom
+    trusted = _run(p.url, WALL_A, threshold=1e18)
+    res = _run(p.url, WALL_A, threshold=1e18, verifier_operated=False)
+    assert any(g["verdict"] == "below" for g in trusted.groups)
+    assert res.meta["series_from"] == "the operator's Prometheus"
+    for g, t in zip([*res.groups, res.fleet], [*trusted.groups, trusted.fleet], strict=True):
+        assert OPERATOR_SERIES in g["notes"] and g["verdict"] != "below"
+        assert (g["lower_flops"], g["upper_flops"], g["estimate_flops"]) == (
+            t["lower_flops"], t["upper_flops"], t["estimate_flops"]
+        )  # fmt: skip
+        assert g["verdict"] == t["verdict"] or t["verdict"] == "below"

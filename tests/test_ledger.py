@@ -674,3 +674,12 @@ def test_show_survives_hand_edited_payloads(tmp_path: Path, capsys: pytest.Captu
     assert main(["ledger", "show", str(p), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)  # strict JSON: NaN became null
     assert len(doc["workloads"]) == 4 and doc["workloads"][3]["estimate_flops"] is None
+
+
+def test_cli_verify_counts_in_the_singular(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One row and no problem read "1 row, 0 problems", never "1 rows" (issue 24: one counting helper)."""
+    p = tmp_path / "one.db"
+    Ledger(p).close()  # its genesis row only
+    assert main(["ledger", "verify", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert ": OK: 1 row, 0 problems;" in out and "1 rows" not in out

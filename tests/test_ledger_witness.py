@@ -188,10 +188,10 @@ def test_head_witness_and_verify_contract(tmp_path: Path, capsys) -> None:
     assert [h.head.size for h in logged] == [13, 18]
     assert logged[0].head.root == head["root"]
     code, out = _verify_witness(db, log, capsys)
-    assert code == 0 and "2 witnessed head(s), rows 1..18 witnessed" in out
+    assert code == 0 and "2 witnessed heads, rows 1..18 witnessed" in out
     # another node's log against this ledger: its heads are refused and no row is witnessed (not "rows 1..0")
     code, out = _verify_witness(_ledger(tmp_path / "other.db"), log, capsys)
-    assert code == 1 and "2 witnessed head(s), no row witnessed" in out and "1..0" not in out
+    assert code == 1 and "2 witnessed heads, no row witnessed" in out and "1..0" not in out
     # inclusion proofs of every row against the newest head
     with Ledger(db) as led:
         h = led.latest_head

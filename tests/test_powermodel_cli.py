@@ -159,3 +159,16 @@ def test_fit_on_a_baseline_only_file_names_the_file(
     err = capsys.readouterr().err
     assert "idle_only.csv" in err and "baseline" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "m.json").exists()
+
+
+def test_fit_table_fits_a_narrow_terminal(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`powermodel fit` prints through the narrow-terminal layout of the other commands: at 80 columns each
+    group is a block of "column  value" lines, no cell cut (issue 24)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    csv = str(datasets.bundled_path("L40"))
+    code, out, _ = _run(capsys, "powermodel", "fit", csv, "--by", "cell", "-o", str(tmp_path / "m.json"))
+    assert code == 0
+    assert max(len(x) for x in out.splitlines()) <= 80
+    assert "  residual SD %" in out and "  intercept (W)" in out and "…" not in out

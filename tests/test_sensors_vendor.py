@@ -168,9 +168,10 @@ def test_library_refcount_is_per_object_and_dies_with_it():
         pass
 
     calls: list[str] = []
+    kw = {"errors": OSError, "unavailable": "fake library: {}"}
     a = Lib()
-    _libref.acquire(a, lambda: calls.append("init a"))
-    _libref.acquire(a, lambda: calls.append("init a again"))  # shared: no second init
+    _libref.acquire(a, lambda: calls.append("init a"), **kw)
+    _libref.acquire(a, lambda: calls.append("init a again"), **kw)  # shared: no second init
     assert calls == ["init a"]
 
     def n_ours() -> int:  # this test's entries only: other tests' leaked libraries may die at the same gc
@@ -182,7 +183,28 @@ def test_library_refcount_is_per_object_and_dies_with_it():
     assert n_ours() == 0
     for _ in range(50):  # new objects (some at a reused address) always get their own init
         b = Lib()
-        _libref.acquire(b, lambda: calls.append("init b"))
-        _libref.release(b, lambda: calls.append("shutdown b"))
+        _libref.acquire(b, lambda: calls.append("init b"), **kw)
+        _libref.release(b, lambda: calls.append("shutdown b"), errors=OSError)
         del b
     assert calls.count("init b") == 50 and calls.count("shutdown b") == 50
+
+
+def test_library_init_error_is_unavailable_and_takes_no_reference():
+    """An init failing with the library's own error is SensorUnavailable naming it, and leaves no reference
+    (the next sensor tries init again); a failing shutdown is ignored."""
+    from flopwatch.errors import SensorUnavailable
+    from flopwatch.telemetry.sensors import _libref
+
+    class Lib:
+        pass
+
+    def boom() -> None:
+        raise OSError("driver gone")
+
+    lib = Lib()
+    with pytest.raises(SensorUnavailable, match=r"^fake could not initialise: driver gone \(no driver\?\)$"):
+        _libref.acquire(lib, boom, errors=OSError, unavailable="fake could not initialise: {} (no driver?)")
+    assert _libref._refs.get(lib, 0) == 0
+    _libref.acquire(lib, lambda: None, errors=OSError, unavailable="{}")
+    _libref.release(lib, boom, errors=OSError)  # the last reference: shutdown raises, ignored
+    assert _libref._refs[lib] == 0

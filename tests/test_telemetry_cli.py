@@ -112,3 +112,23 @@ def test_detect_parquet_trace(small_trace, capsys):
     (w,) = out["workloads"]
     assert out["idle_power_w"] == 2.0
     assert w["net_energy_j"] == pytest.approx(20.0, abs=1.5)  # 10 W over idle for 2 s
+
+
+def test_shared_telemetry_options_have_one_help_and_one_check(capsys, monkeypatch):
+    """--sensor, --rate, --speed, --force and --idle-power read the same in every command that takes them
+    (declared once in cli/options.py), and `idle --duration` has the same upper bound as `record`'s."""
+    monkeypatch.setenv("COLUMNS", "200")
+    helps = {}
+    for cmd in (["record"], ["idle"], ["sim", "trace"], ["join"], ["detect"], ["run"]):
+        assert main([*cmd, "--help"]) == 0
+        helps[cmd[-1]] = " ".join(capsys.readouterr().out.split())
+    for text, where in (
+        ("Sensor spec: nvml, nvml:N, jetson, rapl, replay:FILE", ("record", "idle")),
+        ("Telemetry sampling rate (samples per second).", ("record", "idle", "trace", "run")),
+        ("Replay speed factor (replay:FILE sensors).", ("record", "idle")),
+        ("Overwrite the output file if it exists.", ("record", "trace", "join")),
+        ("Idle power in W (default: from the trace, as `flopwatch detect`).", ("detect", "join")),
+    ):
+        assert all(text in helps[w] for w in where), text
+    assert main(["idle", "--sensor", "sim:a100", "--duration", "1e9"]) == 2
+    assert "Invalid value for '--duration': must be <= 3.16224e+07 s" in capsys.readouterr().err

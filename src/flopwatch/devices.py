@@ -140,6 +140,11 @@ _L40_DS = "NVIDIA L40 GPU datasheet (2022)"
 _L4_DS = "NVIDIA L4 Tensor Core GPU datasheet (2023)"
 # GA100 dense peaks, identical for every A100 variant (datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOPS).
 _A100_PEAKS = MappingProxyType({"fp32": 19.5 * T, "tf32": 156 * T, "fp16": 312 * T, "bf16": 312 * T})
+# GH100 dense peaks, the same on H100 SXM and H200 SXM (one die and clocks, only the HBM differs; both datasheets,
+# SXM column, dense = half the sparse figure: FP32 67, TF32 494.7, FP16/BF16 989.4, FP8 1978.9 TFLOPS).
+_GH100_PEAKS = MappingProxyType(
+    {"fp32": 67 * T, "tf32": 494.7 * T, "fp16": 989.4 * T, "bf16": 989.4 * T, "fp8": 1978.9 * T}
+)
 _MASCOTS = (
     "Enskat & Wiesner, MASCOTS 2026 (arXiv 2608.03880), baseline row of the aggregate CSVs (idle, 50 samples)"
 )
@@ -216,9 +221,7 @@ _SPECS: tuple[DeviceSpec, ...] = (
         key="h100",
         name="NVIDIA H100 80GB HBM3",
         vendor="nvidia",
-        peak_flops=MappingProxyType(
-            {"fp32": 67 * T, "tf32": 494.7 * T, "fp16": 989.4 * T, "bf16": 989.4 * T, "fp8": 1978.9 * T}
-        ),
+        peak_flops=_GH100_PEAKS,
         mem_bw_bytes_per_s=3.35e12,
         tdp_w=700.0,
         idle_w=70.0,
@@ -232,9 +235,7 @@ _SPECS: tuple[DeviceSpec, ...] = (
         key="h200",
         name="NVIDIA H200",
         vendor="nvidia",
-        peak_flops=MappingProxyType(
-            {"fp32": 67 * T, "tf32": 494.7 * T, "fp16": 989.4 * T, "bf16": 989.4 * T, "fp8": 1978.9 * T}
-        ),
+        peak_flops=_GH100_PEAKS,
         mem_bw_bytes_per_s=4.8e12,
         tdp_w=700.0,
         idle_w=75.0,

@@ -219,6 +219,24 @@ class SamplingCheck:
         }
 
 
+#: The ``prometheus:`` sensor's kind when its spec says ``operated=verifier``: the verifier runs that Prometheus
+#: and its scrapes of the node's exporter. Any other Prometheus is the operator's to rewrite (docs/threat-model.md,
+#: "Fleet: whose series"): the one rule for runs, monitor rows and fleet groups blocks "below" on it.
+VERIFIER_PROMETHEUS = "prometheus-verifier"
+
+
+def operator_series_warning(kind: str) -> str | None:
+    """The warning for a sensor kind that reads series the operator can rewrite (a Prometheus the verifier does
+    not run), else None."""
+    k = str(kind).strip().lower()
+    if k.startswith("prometheus") and k != VERIFIER_PROMETHEUS:
+        return (
+            f"sensor {kind!r} reads the operator's Prometheus: series it can rewrite consistently, so no "
+            "'below' (add operated=verifier to the spec when the verifier runs that Prometheus and its scrapes)"
+        )
+    return None
+
+
 def is_replay_kind(kind: str) -> bool:
     """Whether a sensor kind names a replay or simulation rather than a read of the device."""
     kind = str(kind).strip().lower()

@@ -73,7 +73,7 @@ def _fleet(capsys, url):
     from flopwatch.cli import main
 
     rc = main(["fleet", "estimate", "--prometheus", url, "--start", START, "--end", END, "--window", "30m",
-               "--retries", "0", "--timeout", "30", "--json"])  # fmt: skip
+               "--retries", "0", "--timeout", "30", "--json", "--verifier-operated"])  # fmt: skip
     out, err = capsys.readouterr()
     return rc, out, err
 

@@ -161,13 +161,15 @@ def prom(tmp_path_factory):
         yield p.url, {name: W0 + i * DAY for i, name in enumerate(fams)}
 
 
-def _fleet(capsys, prom, family, *extra, threshold=THRESHOLD, url=None, rc=0):
+def _fleet(capsys, prom, family, *extra, threshold=THRESHOLD, url=None, rc=0, operated=True):
+    """The verifier runs this Prometheus (--verifier-operated), so the data checks themselves are what is tested."""
     from flopwatch.cli import main
 
+    verifier = ["--verifier-operated"] if operated else []
     url, day = url or prom[0], prom[1]
     got = main(["fleet", "estimate", "--prometheus", url, "--start", f"{day[family]:.0f}",
                "--end", f"{day[family] + K * STEP:.0f}", "--window", "30m", "--threshold", threshold,
-               "--retries", "0", "--timeout", "30", "--no-progress", "--json", *extra])  # fmt: skip
+               "--retries", "0", "--timeout", "30", "--no-progress", "--json", *verifier, *extra])  # fmt: skip
     out, err = capsys.readouterr()
     assert got == rc, err
     if rc:
@@ -189,6 +191,18 @@ def test_honest_control_has_no_notes_and_is_not_below(prom, capsys):
     for g in rows:
         assert g["verdict"] == "uncertain" and g["coverage"] == 1.0
         assert [n for n in g["notes"] if not n.startswith("no calibration")] == [], g["notes"]
+
+
+def test_honest_series_from_the_operators_prometheus_are_never_below(prom, capsys):
+    """`scaled-together`: power, energy counter and pipe activity scaled down together look like a lighter job,
+    consistent in every check. Data the operator can rewrite makes no certificate: without --verifier-operated
+    every group is blocked, named, and the text output says why in its header."""
+    _, rows = _fleet(capsys, prom, "honest", operated=False)
+    _blocked(rows, "series from the operator's Prometheus")
+    _, trusted = _fleet(capsys, prom, "honest")
+    assert [g["upper_flops"] for g in rows] == [g["upper_flops"] for g in trusted]
+    doc, _ = _fleet(capsys, prom, "honest", operated=False)
+    assert doc["series_from"] == "the operator's Prometheus"
 
 
 def test_model_name_changing_within_one_gpu_is_impossible_and_bounded_as_the_most_capable(prom, capsys):

@@ -377,3 +377,29 @@ def test_window_outside_energy_of_a_device_with_a_lookalike_name(a100_profile):
     res = ledger_window_verdicts(entries, threshold_flops=thr, window_s=None, profile=a100_profile)
     assert res["total"]["verdict"] != "below"
     assert any("names no device in the verifier's table" in w for w in res["total"]["warnings"])
+
+
+# ------------------------------------------------------------------------------------------ whose series
+def test_monitor_rows_from_the_operators_prometheus_are_never_below():
+    """`scaled-together` on the monitor's `prometheus:` sensor: series in a Prometheus the operator runs can be
+    scaled down together (power, counter, activity) and stay consistent physics. The fleet's rule, here: a row
+    whose sensor reads such a Prometheus carries a warning (so never "below"); `operated=verifier` in the spec
+    (sensor kind `prometheus-verifier`) lifts it."""
+    from types import SimpleNamespace
+
+    from flopwatch.errors import InputError
+    from flopwatch.sensor_timing import VERIFIER_PROMETHEUS
+    from flopwatch.telemetry.sensors.prometheus import PrometheusSensor, parse_spec
+
+    ctx = {"sensor_kind": ["prometheus"], "sample_rate_hz": 1.0}
+    assert any("operator's Prometheus" in w for w in context_warnings(ctx, None, device="h100"))
+    ctx["sensor_kind"] = [VERIFIER_PROMETHEUS]
+    assert not any("operator's Prometheus" in w for w in context_warnings(ctx, None, device="h100"))
+    assert parse_spec("http://p:9090?operated=verifier")[1]["operated"] == "verifier"
+    with pytest.raises(InputError, match="operated="):
+        parse_spec("http://p:9090?operated=operator")
+    client = SimpleNamespace(display_url="http://p:9090")
+    s = PrometheusSensor(client, "GPU-1", labels={"modelName": "NVIDIA H100 80GB HBM3"})
+    assert s.info().kind == "prometheus"
+    s.verifier_operated = True
+    assert s.info().kind == VERIFIER_PROMETHEUS

@@ -74,12 +74,7 @@ def bench_cmd(
         help="Idle seconds between configurations (the protocol: 5).",
         callback=options.duration_s(allow_zero=True, le=3600.0),
     ),
-    rate_hz: float = typer.Option(
-        10.0,
-        "--rate-hz",
-        help="Telemetry sampling rate.",
-        callback=options.rate_hz(),
-    ),
+    rate_hz: options.Rate = 10.0,
     seed: options.Seed = 0,
     append: bool = typer.Option(False, "--append", help="Append to an existing CSV of the same schema."),
     fit: bool = typer.Option(False, "--fit", help="Fit power ~ MFU on the measured rows afterwards."),
@@ -162,7 +157,7 @@ def bench_cmd(
     if json_out:
         echo_json(result)
     elif con is not None:
-        con.print(f"wrote {len(rows)} row(s) to {output}")
+        con.print(f"wrote {counted(len(rows), 'row')} to {output}")
 
 
 def register(app: typer.Typer) -> None:

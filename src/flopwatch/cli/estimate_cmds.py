@@ -299,12 +299,7 @@ def _tighten_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 def evaluate_cmd(
     records: Path = typer.Argument(..., help=_RECORDS_HELP),
-    splits: int = typer.Option(
-        200,
-        "--splits",
-        help="Number of random train/test splits.",
-        callback=options.count(ge=1, le=1_000_000),
-    ),
+    splits: options.Splits = 200,
     train: int = typer.Option(
         14,
         "--train",

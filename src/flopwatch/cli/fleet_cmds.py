@@ -91,6 +91,12 @@ def fleet_estimate(
         "--pipe-calibration/--no-pipe-calibration",
         help="calibrated_* from pipe counters (docs/fleet.md)",
     ),
+    verifier_operated: bool = typer.Option(
+        False,
+        "--verifier-operated",
+        help="The verifier runs this Prometheus and its scrapes of the nodes' exporters. Without it no group "
+        "is 'below': the operator can rewrite its own series consistently (docs/threat-model.md).",
+    ),
     as_json: options.Json = False,
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
@@ -132,7 +138,7 @@ def fleet_estimate(
     kw: dict[str, Any] = dict(
         by=by, jobs=jobs, profile=prof, threshold=threshold, confidence=confidence, dtype=dtype, device=device
     )
-    kw["pipe_calibration"] = pipe_calibration
+    kw.update(pipe_calibration=pipe_calibration, verifier_operated=verifier_operated)
     if not (as_json or no_progress) and sys.stderr.isatty():
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -228,6 +234,11 @@ def _print_table(d: dict[str, Any], width: int | None = None) -> None:
         f"flopwatch fleet estimate — {d['prometheus']} by {d['by']} ({d['start']} → {d['end']}); verdicts "
         + (f"against {fmt_flops(thr)} FLOP" if thr else "need --threshold")
     )
+    if d.get("series_from") == "the operator's Prometheus":
+        con.print(
+            "series from the operator's Prometheus: it can rewrite them consistently, so no group is 'below' "
+            "(give --verifier-operated when you run this Prometheus and its scrapes); 'above' and the estimates stand"
+        )
     for g in [*d["groups"], d["fleet"]]:
         e = g["estimate_flops"]
         est = (

@@ -20,19 +20,14 @@ def join_cmd(
     ),
     records: Path = typer.Argument(..., help="Workload records (JSON Lines from flopwatch workload run)."),
     output: Path = typer.Option(..., "-o", "--output", help="Joined records to write (JSON Lines)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite OUTPUT if it exists."),
+    force: options.Force = False,
     clock: str = typer.Option(
         "auto",
         "--clock",
         help="Match by 'monotonic' time (same host), 'wall' time (UTC), or 'auto' (monotonic when both have it).",
     ),
     device: options.TraceDevice = None,
-    idle_power: float | None = typer.Option(
-        None,
-        "--idle-power",
-        help="Idle power in W (default: from the trace, as `flopwatch detect`).",
-        callback=options.non_negative(unit="W"),
-    ),
+    idle_power: options.IdlePower = None,
     as_json: options.Json = False,
 ) -> None:
     """Join workload records with the workloads detected in a trace, by time; write the joined records."""

@@ -12,6 +12,7 @@ from flopwatch.cli import options
 from flopwatch.cli._output import (
     EXIT_INTERRUPTED,
     console,
+    counted,
     echo_json,
     fmt_flops,
     literal,
@@ -178,12 +179,12 @@ def ledger_verify(
         status = "OK" if res.ok else "TAMPERED"
         n = len(res.problems)
         typer.echo(
-            f"{literal(ledger)}: {status}: {res.n_rows} rows, {n} problem{'s' if n != 1 else ''}; "
+            f"{literal(ledger)}: {status}: {counted(res.n_rows, 'row')}, {counted(n, 'problem')}; "
             f"head {res.head_seq}:{literal(res.head_hash)}; key {literal(res.key_source)}"
             + (f" (sha256 {res.key_fingerprint[:16]}…)" if res.key_fingerprint else "")
             + (f"; genesis {literal(res.genesis_hash)[:16]}…" if res.genesis_hash else "")
             + (
-                f"; {res.witness_heads} witnessed head(s), "
+                f"; {counted(res.witness_heads, 'witnessed head')}, "
                 + (f"rows 1..{res.witnessed_size} witnessed" if res.witnessed_size else "no row witnessed")
                 if witness is not None
                 else ""
@@ -207,7 +208,7 @@ def ledger_show(
     doc["verified"] = check.ok
     if not check.ok:
         typer.echo(
-            f"warning: {literal(ledger)} FAILS verification ({len(check.problems)} problem(s)); "
+            f"warning: {literal(ledger)} FAILS verification ({counted(len(check.problems), 'problem')}); "
             "run `flopwatch ledger verify` before trusting these rows",
             err=True,
         )
@@ -289,7 +290,7 @@ def ledger_export_key(
     check = verify_ledger(ledger, Pin(key))
     if not check.ok:  # a pin of a tampered chain would bless it: say so loudly
         typer.echo(
-            f"warning: {literal(ledger)} FAILS verification ({len(check.problems)} problem(s)); "
+            f"warning: {literal(ledger)} FAILS verification ({counted(len(check.problems), 'problem')}); "
             "this pin binds the chain as it is now — run `flopwatch ledger verify` first",
             err=True,
         )

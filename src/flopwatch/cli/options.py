@@ -12,8 +12,8 @@ Click's own ``FLOAT`` type accepts ``nan`` and ``inf``; these callbacks are what
 ``flopwatch: error: Invalid value for '--rate': must be <= 1000 Hz, got 1e+07``.
 
 The options many commands share are declared once, below, as ``Annotated`` aliases (``as_json: options.Json =
-False``), with one spelling each: ``-o/--output``, ``--precision``, ``--threshold``. The old spellings
-(``--out``, ``--dtype``, ``--threshold-flops``) still parse, hidden: :data:`DEPRECATED_SPELLINGS`.
+False``), with one spelling each: ``-o/--output``, ``--precision``, ``--threshold``, ``--rate``. The old spellings
+(``--out``, ``--dtype``, ``--threshold-flops``, ``--rate-hz``) still parse, hidden: :data:`DEPRECATED_SPELLINGS`.
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ DEPRECATED_SPELLINGS: dict[str, str] = {
     "--out": "--output",
     "--dtype": "--precision",
     "--threshold-flops": "--threshold",
+    "--rate-hz": "--rate",  # bench's, alone in that spelling
 }
 
 
@@ -355,3 +356,28 @@ DeviceModel = Annotated[
 TraceDevice = Annotated[
     str | None, typer.Option("--device", help="Only this device of a multi-device trace.")
 ]
+
+# Telemetry options of `record`, `measure-idle`, `sim trace`, `run`, `detect` and `join`: one meaning,
+# one check, one help each (`monitor` checks its own in MonitorConfig, which reads its TOML file too).
+Sensor = Annotated[
+    str, typer.Option("--sensor", "-s", help="Sensor spec: nvml, nvml:N, jetson, rapl, replay:FILE …")
+]
+Rate = Annotated[
+    float, typer.Option("--rate", help="Telemetry sampling rate (samples per second).", callback=rate_hz())
+]
+ReplaySpeed = Annotated[
+    float | None,
+    typer.Option("--speed", help="Replay speed factor (replay:FILE sensors).", callback=speed()),
+]
+IdlePower = Annotated[
+    float | None,
+    typer.Option("--idle-power", help="Idle power in W (default: from the trace, as `flopwatch detect`).",
+                 callback=non_negative(unit="W")),
+]  # fmt: skip
+#: Overwrite the one output file (not `run`'s output directory: its own --force says what it overwrites).
+Force = Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists.")]
+Splits = Annotated[
+    int,
+    typer.Option("--splits", help="Number of random train/test splits.",
+                 callback=count(ge=1, le=MAX_COUNT)),
+]  # fmt: skip

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, counted, echo_json, fmt_num, new_app
+from flopwatch.cli._output import console, counted, echo_json, fmt_num, new_app, print_fit
 
 pm_app = new_app(
     "MFU ⇄ power models after Enskat & Wiesner (MASCOTS 2026): reproduce, fit, predict, evaluate, inverse."
@@ -154,7 +154,7 @@ def fit_cmd(
         echo_json(m.to_dict())
         return
     con = console()
-    con.print(fit_table(m))
+    print_fit(con, fit_table(m))
     for n in loaded.notes:
         con.print(f"note: {n}", style="dim")
     con.print(f"wrote {output}")
@@ -472,7 +472,7 @@ def fit_table(m: Any) -> Any:
         kv = k if isinstance(k, tuple) else (k,)
         t.add_row(*(str(v) for v in kv), *(str(int(r[c])) if c == "n" else f"{r[c]:.4g}" for c in cols))
     if m.n_dropped:
-        t.caption = f"{m.n_dropped} row(s) without power or {m.x} were dropped before fitting."
+        t.caption = f"{counted(m.n_dropped, 'row')} without power or {m.x} were dropped before fitting."
     return t
 
 

@@ -31,18 +31,8 @@ def run_cmd(
     quick: bool = typer.Option(False, "--quick", help="A short sweep (under a minute on the simulator)."),
     seed: options.Seed = 0,
     force: bool = typer.Option(False, "--force", help="Overwrite flopwatch's files in a non-empty DIR."),
-    rate_hz: float = typer.Option(
-        10.0,
-        "--rate",
-        help="Telemetry sampling rate (Hz).",
-        callback=options.rate_hz(),
-    ),
-    splits: int | None = typer.Option(
-        None,
-        "--splits",
-        help="Number of random train/test splits (default 200).",
-        callback=options.count(ge=1, le=1_000_000),
-    ),
+    rate_hz: options.Rate = 10.0,
+    splits: options.Splits = 200,
     as_json: options.Json = False,
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:

@@ -102,12 +102,7 @@ def trace_cmd(
         ..., "--schedule", help="Schedule file (JSON or TOML; see docs/simulator.md)."
     ),
     out: Path = typer.Option(..., "-o", "--output", help="Trace to write (Parquet)."),
-    rate_hz: float = typer.Option(
-        10.0,
-        "--rate",
-        help="Sampling rate (Hz).",
-        callback=options.rate_hz(),
-    ),
+    rate_hz: options.Rate = 10.0,
     seed: options.Seed = 0,
     power_cap_w: float | None = typer.Option(
         None,
@@ -130,7 +125,7 @@ def trace_cmd(
     records: Path | None = typer.Option(
         None, "--records", help="Also append the ground-truth records (JSONL)."
     ),
-    force: bool = typer.Option(False, "--force", help="Overwrite OUT."),
+    force: options.Force = False,
 ) -> None:
     """Play a scripted schedule on a simulated device and record its (simulated) telemetry trace."""
     options.not_inputs(

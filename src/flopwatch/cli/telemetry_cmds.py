@@ -84,15 +84,8 @@ def sensors_cmd(
 
 
 def record_cmd(
-    sensor: str = typer.Option(
-        ..., "--sensor", "-s", help="Sensor spec: nvml, nvml:N, jetson, rapl, replay:FILE …"
-    ),
-    rate: float = typer.Option(
-        10.0,
-        "--rate",
-        help="Samples per second.",
-        callback=options.rate_hz(),
-    ),
+    sensor: options.Sensor,
+    rate: options.Rate = 10.0,
     duration: float = typer.Option(
         ...,
         "--duration",
@@ -100,13 +93,8 @@ def record_cmd(
         callback=options.duration_s(),
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Parquet trace to write."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
-    speed: float | None = typer.Option(
-        None,
-        "--speed",
-        help="Replay speed factor (replay: sensors).",
-        callback=options.speed(),
-    ),
+    force: options.Force = False,
+    speed: options.ReplaySpeed = None,
     flush_every: float = typer.Option(
         5.0,
         "--flush-every",
@@ -243,25 +231,15 @@ def record_cmd(
 
 
 def idle_cmd(
-    sensor: str = typer.Option(..., "--sensor", "-s", help="Sensor spec."),
+    sensor: options.Sensor,
     duration: float = typer.Option(
         90.0,
         "--duration",
         help="Seconds to measure (the study: 90 s).",
-        callback=options.positive(unit="s"),
+        callback=options.duration_s(),
     ),
-    rate: float = typer.Option(
-        2.0,
-        "--rate",
-        help="Samples per second (the study: 2 Hz).",
-        callback=options.rate_hz(),
-    ),
-    speed: float | None = typer.Option(
-        None,
-        "--speed",
-        help="Replay speed factor.",
-        callback=options.speed(),
-    ),
+    rate: options.Rate = 2.0,  # the study's 2 Hz
+    speed: options.ReplaySpeed = None,
     profile: Path | None = typer.Option(
         None, "--profile", help="Compare with this calibration's idle (else the device's spec idle)."
     ),
@@ -395,12 +373,7 @@ def detect_cmd(
         callback=options.count(ge=1),
     ),
     edges: str = typer.Option("outer", "--edges", help="outer (never cut workload energy) or inner."),
-    idle_power: float | None = typer.Option(
-        None,
-        "--idle-power",
-        help="Idle power in W (default: from the trace).",
-        callback=options.non_negative(unit="W"),
-    ),
+    idle_power: options.IdlePower = None,
     device: options.TraceDevice = None,
 ) -> None:
     """Detect workloads in a trace with the study's utilisation hysteresis and integrate their energy."""

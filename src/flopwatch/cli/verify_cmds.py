@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, echo_json, fmt_flops, styled
+from flopwatch.cli._output import console, counted, echo_json, fmt_flops, styled
 from flopwatch.cli.estimate_cmds import _flops_opt
 from flopwatch.cli.redteam_cmds import redteam_cmd
 from flopwatch.errors import InputError
@@ -110,7 +110,7 @@ def verdict_cmd(
         if not check.ok:
             first = check.problems[0].line() if check.problems else "?"
             node.blockers.append(
-                f"{who}the ledger fails verification ({len(check.problems)} problem(s), first: {first}): run "
+                f"{who}the ledger fails verification ({counted(len(check.problems), 'problem')}, first: {first}): run "
                 "`flopwatch ledger verify`"
             )
         node.blockers.extend(who + b for b in clock_jumps(node.entries))
@@ -206,13 +206,13 @@ def verdict_cmd(
     con.print(t)
     v = res["verification"]
     con.print(
-        f"ledger verification: {'OK' if v['ok'] else 'FAILED'} ({v['problems']} problem(s); key {v['key_source']})"
+        f"ledger verification: {'OK' if v['ok'] else 'FAILED'} ({counted(v['problems'], 'problem')}; key {v['key_source']})"
     )
     if multi or logs:
         for n in v["nodes"]:
             con.print(
-                f"  {n['node']}: {'OK' if n['ok'] else 'FAILED'}, {n['rows']} rows, "
-                f"{n['witnessed_rows']} witnessed ({n['witness_heads']} head(s) in its log)",
+                f"  {n['node']}: {'OK' if n['ok'] else 'FAILED'}, {counted(n['rows'], 'row')}, "
+                f"{n['witnessed_rows']} witnessed ({counted(n['witness_heads'], 'head')} in its log)",
                 markup=False,
             )
     for w in v["warnings"] + res["warnings"] + res["total"]["warnings"]:

@@ -68,6 +68,7 @@ from flopwatch.sensor_timing import (
     SamplingCheck,
     check_sampling,
     is_replay_kind,
+    operator_series_warning,
     sensor_kind_of,
     sensor_timing,
 )
@@ -365,6 +366,8 @@ def context_warnings(
     kinds = ctx.get("sensor_kind") or ()
     for kind in [kinds] if isinstance(kinds, str) else list(kinds):  # one kind, or the daemon's list of them
         kind = str(kind).strip().lower()
+        if (w := operator_series_warning(kind)) is not None:
+            out.append(w)
         if is_replay_kind(kind):
             out.append(
                 f"sensor kind {kind!r} is a replay or simulation, not a measurement of the device judged"

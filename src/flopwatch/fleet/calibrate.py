@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 
 from flopwatch.devices import get_device
-from flopwatch.fleet.groups import PIPE_USEFUL_RANGE
+from flopwatch.fleet.groups import OPERATOR_SERIES, PIPE_USEFUL_RANGE
 
 #: Fewer jobs calibrate nothing: from three, a median outvotes one odd job (another precision, memory-bound).
 MIN_JOBS = 3
 #: The one note every group without a profile carries; any other note disqualifies a source.
-INFORMATIONAL = frozenset({"no calibration profile: no calibrated estimate"})
+INFORMATIONAL = frozenset({"no calibration profile: no calibrated estimate", OPERATOR_SERIES})
 #: Net power per GPU outside the sources' range widened by this factor: an extrapolation, named.
 LOAD_SLACK = 1.2
 SUMMED = ("pipe_estimate_flops", "net_energy_j", "gpu_hours", "gpus")

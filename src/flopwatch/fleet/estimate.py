@@ -65,9 +65,14 @@ def estimate_fleet(
     dtype: str | None = None,
     device: str | None = None,
     pipe_calibration: bool = True,
+    verifier_operated: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> FleetResult:
-    """Estimate every group's FLOPs over ``plan``'s range, and the fleet-wide total (docs/fleet.md)."""
+    """Estimate every group's FLOPs over ``plan``'s range, and the fleet-wide total (docs/fleet.md).
+
+    ``verifier_operated``: the verifier runs this Prometheus and its scrapes of the nodes' exporters, so the stored
+    series are its own observations. Without it every group carries :data:`flopwatch.fleet.groups.OPERATOR_SERIES`, which blocks "below"
+    (docs/threat-model.md, "Fleet": series the operator can rewrite consistently are no certificate)."""
     t0, c0 = time.perf_counter(), time.process_time()
     plan = plan.check()
     found = discover(client, plan)
@@ -111,6 +116,8 @@ def estimate_fleet(
     # answers the client took with samples left out (non-numeric, stale, impossible timestamps): named everywhere
     degraded = list(getattr(client, "degradations", ()) or ())
     extra = [f"Prometheus answers degraded ({len(degraded)}): " + "; ".join(degraded[:3])] if degraded else []
+    if not verifier_operated:
+        extra.append(G.OPERATOR_SERIES)
     judged = dict(
         present=found.present, profile=profile, threshold=threshold, confidence=confidence, extra=extra
     )
@@ -121,6 +128,7 @@ def estimate_fleet(
         C.apply([*groups, fleet], cal)
     meta = {
         "prometheus": client.display_url,
+        "series_from": "the verifier's own Prometheus" if verifier_operated else "the operator's Prometheus",
         "simulated": found.simulated,
         "start": G._iso(plan.start),
         "end": G._iso(plan.end),

@@ -27,6 +27,10 @@ from flopwatch.fleet.reader import GpuJobs
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.units import finite as _fin
 
+#: Every group's note when the series come from a Prometheus the operator runs: power, energy, clocks and activity
+#: scaled down together are a lighter job's consistent physics, so nothing in them can certify a "below" (the
+#: ledger's rule: evidence the other side can rewrite is no certificate). Calibrated estimates and "above" stand.
+OPERATOR_SERIES = "series from the operator's Prometheus (not --verifier-operated): no 'below'"
 #: Useful FLOPs per issued pipe FLOP assumed by the pipe interval: a GEMM padded to 128-wide tiles wastes ≤ 30 %
 #: on skinny shapes, ~0 on large ones; DCGM sampling noise ±5 %. An assumption, not a measurement.
 PIPE_USEFUL_RANGE = (0.7, 1.05)

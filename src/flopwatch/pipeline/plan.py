@@ -133,33 +133,18 @@ def frontier_sweep(dtype: str = "bf16", *, quick: bool = False) -> list[Any]:
     ]
     if quick:
         gpt, enc = gpt[:9], enc[:6]
+
+    def cfg(arch: str, precision: str = dtype, **size: Any) -> Any:  # every run of the sweep: 10 steps
+        return make_config(arch, steps=10, precision=precision, **size)
+
     gpt_cfgs = [
-        make_config(
-            "gpt",
-            d_model=d,
-            num_layers=L,
-            batch_size=b,
-            seq_len=s,
-            steps=10,
-            vocab_size=32768,
-            precision=dtype,
-        )
-        for d, L, b, s in gpt
+        cfg("gpt", d_model=d, num_layers=L, batch_size=b, seq_len=s, vocab_size=32768) for d, L, b, s in gpt
     ]
     enc_cfgs = [
-        make_config(
-            "seed-encoder",
-            d_model=d,
-            num_layers=L,
-            batch_size=b,
-            seq_len=s,
-            steps=10,
-            nhead=max(1, d // 64),
-            dim_feedforward=ff,
-            precision=dtype,
-        )
+        cfg("seed-encoder", d_model=d, num_layers=L, batch_size=b, seq_len=s, nhead=max(1, d // 64),
+            dim_feedforward=ff)
         for d, L, b, s, ff in enc
-    ]
+    ]  # fmt: skip
     # Interleave the two families (2 GPT : 1 encoder), so a budget that truncates the list keeps both.
     cfgs: list[Any] = []
     gi, ei = iter(gpt_cfgs), iter(enc_cfgs)
@@ -171,50 +156,17 @@ def frontier_sweep(dtype: str = "bf16", *, quick: bool = False) -> list[Any]:
                     cfgs.append(nxt)
     # Excluded by the gate: host-bound (utilisation far below 80 %) and other precisions.
     cfgs += [
-        make_config(
-            "seed-encoder", d_model=128, num_layers=3, batch_size=8, seq_len=64, steps=10, precision=dtype
-        ),
-        make_config(
-            "gpt",
-            d_model=256,
-            num_layers=2,
-            batch_size=2,
-            seq_len=128,
-            steps=10,
-            vocab_size=2048,
-            precision=dtype,
-        ),
+        cfg("seed-encoder", d_model=128, num_layers=3, batch_size=8, seq_len=64),
+        cfg("gpt", d_model=256, num_layers=2, batch_size=2, seq_len=128, vocab_size=2048),
     ]
     if not quick:
-        cfgs.append(
-            make_config(
-                "seed-encoder", d_model=192, num_layers=3, batch_size=8, seq_len=64, steps=10, precision=dtype
-            )
-        )
+        cfgs.append(cfg("seed-encoder", d_model=192, num_layers=3, batch_size=8, seq_len=64))
     other = "fp32" if dtype != "fp32" else "bf16"
     cfgs += [
-        make_config(
-            "gpt",
-            d_model=768,
-            num_layers=12,
-            batch_size=8,
-            seq_len=1024,
-            steps=10,
-            vocab_size=32768,
-            precision=other,
-        ),
-        make_config(
-            "seed-encoder",
-            d_model=1024,
-            num_layers=6,
-            batch_size=32,
-            seq_len=512,
-            steps=10,
-            nhead=16,
-            dim_feedforward=4096,
-            precision=other,
-        ),
-    ]
+        cfg("gpt", other, d_model=768, num_layers=12, batch_size=8, seq_len=1024, vocab_size=32768),
+        cfg("seed-encoder", other, d_model=1024, num_layers=6, batch_size=32, seq_len=512, nhead=16,
+            dim_feedforward=4096),
+    ]  # fmt: skip
     return cfgs
 
 

@@ -20,11 +20,11 @@ and the column.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -215,11 +215,7 @@ def read_aggregate_csv(
         text = col.astype("string").fillna("").str.strip()
         num = pd.to_numeric(text, errors="coerce")
         bad = num.isna() & text.ne("") & ~text.str.lower().isin(["nan", "none", "null"])
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise InputError(
-                f"not a number: {col.iloc[i]!r}", file=fname, record=f"line {line[i]}", field=src
-            )
+        _refuse_first(bad, line, fname, src, lambda i: f"not a number: {col.iloc[i]!r}")  # noqa: B023
         out[canon] = num.astype(float)
 
     # Idle baseline rows: excluded from every fit, reported, and used as idle power.
@@ -246,9 +242,7 @@ def read_aggregate_csv(
             continue
         else:
             empty = work[canon].isna()
-        if empty.any():
-            i = int(np.flatnonzero(empty.to_numpy())[0])
-            raise InputError("empty value", file=fname, record=f"line {work_lines[i]}", field=src)
+        _refuse_first(empty, work_lines, fname, src, lambda i: "empty value")
     # Normalise each distinct dtype once (a per-row loop is slow on arrow-backed strings).
     canon_dtype: dict[str, str] = {}
     for v in work["dtype"].unique():
@@ -272,72 +266,53 @@ def read_aggregate_csv(
             | (vals < (1 if canon in ("batch_size", "samples") else 0))
             | (vals > 2**53)  # beyond exact float integers: a corrupted cell, not a batch size
         )
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise InputError(
-                f"expected a {'positive' if canon in ('batch_size', 'samples') else 'non-negative'} integer, "
-                f"got {float(vals[i])!r}",
-                file=fname,
-                record=f"line {work_lines[i]}",
-                field=src,
-            )
+        sign = "positive" if canon in ("batch_size", "samples") else "non-negative"
+        _refuse_first(
+            bad, work_lines, fname, src,
+            lambda i: f"expected a {sign} integer, got {float(vals[i])!r}",  # noqa: B023
+        )  # fmt: skip
         work[canon] = work[canon].astype(np.int64)
     # No infinities anywhere (an empty cell is NaN and handled below; "inf" is a broken writer).
     for canon, src in {**CANONICAL_FROM_SOURCE, **OPTIONAL_FROM_SOURCE}.items():
         if canon not in work.columns or src in _STRING_COLS:
             continue
         vals = work[canon].to_numpy(dtype=float)
-        if np.isinf(vals).any():
-            i = int(np.flatnonzero(np.isinf(vals))[0])
-            raise InputError(
-                f"is infinite ({float(vals[i])!r}); use an empty cell for a missing value",
-                file=fname,
-                record=f"line {work_lines[i]}",
-                field=src,
-            )
+        _refuse_first(
+            np.isinf(vals), work_lines, fname, src,
+            lambda i: f"is infinite ({float(vals[i])!r}); use an empty cell for a missing value",  # noqa: B023
+        )  # fmt: skip
     # Percentages: MFU and utilisation lie in [0, 100]. An MFU above 100 % means the peak it was normalised
     # by is wrong (the study's own sanitiser emptied such values, see the MI210 rows).
     for canon in ("mfu_pct", "gpu_util_pct"):
         vals = work[canon].to_numpy(dtype=float)
         bad = (vals < 0) | (vals > 100)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise InputError(
-                f"must be a percentage in [0, 100], got {float(vals[i])!r}"
-                + (
-                    " (MFU > 100 %: check the peak FLOP/s it was normalised by)"
-                    if vals[i] > 100 and canon == "mfu_pct"
-                    else ""
-                ),
-                file=fname,
-                record=f"line {work_lines[i]}",
-                field=CANONICAL_FROM_SOURCE[canon],
-            )
+        _refuse_first(
+            bad, work_lines, fname, CANONICAL_FROM_SOURCE[canon],
+            lambda i: f"must be a percentage in [0, 100], got {float(vals[i])!r}"  # noqa: B023
+            + (
+                " (MFU > 100 %: check the peak FLOP/s it was normalised by)"
+                if vals[i] > 100 and canon == "mfu_pct"  # noqa: B023
+                else ""
+            ),
+        )  # fmt: skip
     for canon in ("power_w", "tokens_per_s", "flops_per_step", "cooldown"):
         vals = work[canon].to_numpy()
         bad = vals < 0 if canon == "cooldown" else vals <= 0
-        if np.any(bad & ~np.isnan(vals)):
-            i = int(np.flatnonzero(bad & ~np.isnan(vals))[0])
-            raise InputError(
-                f"must be {'non-negative' if canon == 'cooldown' else 'positive'}, got {float(vals[i])!r}",
-                file=fname,
-                record=f"line {work_lines[i]}",
-                field=CANONICAL_FROM_SOURCE[canon],
-            )
+        sign = "non-negative" if canon == "cooldown" else "positive"
+        _refuse_first(
+            bad & ~np.isnan(vals), work_lines, fname, CANONICAL_FROM_SOURCE[canon],
+            lambda i: f"must be {sign}, got {float(vals[i])!r}",  # noqa: B023
+        )  # fmt: skip
 
     _check_power_vs_tdp(work, work_lines, fname)
     base = out[is_base]
     if len(base):
         bp = base["power_w"].to_numpy(dtype=float)
         bad = ~np.isnan(bp) & ((bp < 0) | np.isinf(bp))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise InputError(
-                f"idle baseline power must be a finite number >= 0, got {float(bp[i])!r}",
-                file=fname,
-                record=f"line {line[is_base.to_numpy()][i]}",
-                field=CANONICAL_FROM_SOURCE["power_w"],
-            )
+        _refuse_first(
+            bad, line[is_base.to_numpy()], fname, CANONICAL_FROM_SOURCE["power_w"],
+            lambda i: f"idle baseline power must be a finite number >= 0, got {float(bp[i])!r}",
+        )  # fmt: skip
 
     # Derived: FLOPs per token (tokens per step = batch × sequence length) and step time.
     seq = work["sequence_length"] if "sequence_length" in work else STUDY_SEQUENCE_LENGTH
@@ -375,6 +350,15 @@ def read_aggregate_csv(
     return result
 
 
+def _refuse_first(bad: Any, lines: np.ndarray, fname: str, field: str, message: Callable[[int], str]) -> None:
+    """InputError (file, CSV line, column) at the first row where the mask ``bad`` holds; none when none does.
+    ``message(i)`` words the problem of row ``i`` (called only then)."""
+    mask = np.asarray(bad, dtype=bool)
+    if mask.any():
+        i = int(np.flatnonzero(mask)[0])
+        raise InputError(message(i), file=fname, record=f"line {lines[i]}", field=field)
+
+
 def _tdp_bound_w(gpu: str) -> float:
     spec = resolve(gpu)
     return POWER_TDP_FACTOR * (spec.tdp_w if spec is not None else max(d.tdp_w for d in DEVICES.values()))
@@ -386,15 +370,11 @@ def _check_power_vs_tdp(work: pd.DataFrame, lines: np.ndarray, fname: str) -> No
     limit = work["gpu"].map(bounds).to_numpy(dtype=float)
     pw = work["power_w"].to_numpy(dtype=float)
     bad = ~np.isnan(pw) & (pw > limit)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise InputError(
-            f"{pw[i]:g} W is implausible for {work['gpu'].iloc[i]} (above {POWER_TDP_FACTOR:g}× its TDP, "
-            f"{limit[i]:g} W; units?)",
-            file=fname,
-            record=f"line {lines[i]}",
-            field=CANONICAL_FROM_SOURCE["power_w"],
-        )
+    _refuse_first(
+        bad, lines, fname, CANONICAL_FROM_SOURCE["power_w"],
+        lambda i: f"{pw[i]:g} W is implausible for {work['gpu'].iloc[i]} (above {POWER_TDP_FACTOR:g}× its "
+        f"TDP, {limit[i]:g} W; units?)",
+    )  # fmt: skip
 
 
 def _canonical_or_free(name: str) -> str:

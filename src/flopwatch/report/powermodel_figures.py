@@ -9,8 +9,9 @@ Enskat & Wiesner, MASCOTS 2026, arXiv:2608.03880 (their Figures 1 and 4 show the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,47 +25,60 @@ if TYPE_CHECKING:
 DTYPE_COLORS = {"fp32": "#1f77b4", "fp16": "#ff7f0e", "bf16": "#2ca02c"}
 
 
-def _grid(n: int):  # noqa: ANN202
-    plt = pyplot()
+def _per_gpu(
+    df: pd.DataFrame,
+    path: str | Path,
+    title: str,
+    axis_labels: tuple[str, str],
+    draw: Callable[[Any, str, pd.DataFrame], None],
+    *,
+    legend: tuple[int, str],
+) -> Path:
+    """One panel per GPU (three to a row), ``draw(ax, gpu, rows)`` filling each; the panels left over blank."""
+    gpus = list(dict.fromkeys(df["gpu"]))
+    n = len(gpus)
     cols = 3 if n > 2 else n
     rows = int(np.ceil(n / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.5 * rows), squeeze=False)
+    fig, axes = pyplot().subplots(rows, cols, figsize=(4.2 * cols, 3.5 * rows), squeeze=False)
     inch_margins(fig, left=0.65, top=0.6, bottom=0.55, wspace=0.35, hspace=0.55)
-    return plt, fig, axes.ravel()
+    axes = axes.ravel()
+    for ax, gpu in zip(axes, gpus, strict=False):
+        draw(ax, gpu, df[df["gpu"] == gpu])
+        ax.set_title(gpu)
+        ax.set_xlabel(axis_labels[0])
+        ax.set_ylabel(axis_labels[1])
+        linear_ticks(ax)
+        ax.legend(fontsize=legend[0], loc=legend[1])
+    for ax in axes[n:]:
+        ax.axis("off")
+    fig.suptitle(title)
+    return save(fig, Path(path), dpi=120)
 
 
 def figure1_power_vs_mfu(df: pd.DataFrame, gpu_fit: PowerModelResult, path: str | Path) -> Path:
     """Scatter of power vs MFU per GPU, coloured by dtype, with the per-GPU fit line."""
-    gpus = list(dict.fromkeys(df["gpu"]))
-    plt, fig, axes = _grid(len(gpus))
-    for ax, gpu in zip(axes, gpus, strict=False):
-        sub = df[df["gpu"] == gpu]
+
+    def draw(ax: Any, gpu: str, sub: pd.DataFrame) -> None:
         for dt, s in sub.groupby("dtype"):
             ax.scatter(s["mfu_pct"], s["power_w"], s=8, alpha=0.6, color=DTYPE_COLORS.get(dt), label=dt)
         p = gpu_fit.params.loc[gpu]
         xs = np.linspace(0, sub["mfu_pct"].max(), 50)
         ax.plot(xs, p["intercept"] + p["slope"] * xs, color="k", lw=1.2, label=f"OLS R²={p['r2']:.2f}")
-        ax.set_title(gpu)
-        ax.set_xlabel("MFU (%, MASCOTS: calflops FLOPs, implied peaks)")
-        ax.set_ylabel("GPU power (W)")
-        linear_ticks(ax)
-        ax.legend(fontsize=7, loc="lower right")
-    for ax in axes[len(gpus) :]:
-        ax.axis("off")
-    fig.suptitle("Power vs MFU per GPU (per-run means; MASCOTS 2026 data)")
-    return save(fig, Path(path), dpi=120)
+
+    return _per_gpu(
+        df, path, "Power vs MFU per GPU (per-run means; MASCOTS 2026 data)",
+        ("MFU (%, MASCOTS: calflops FLOPs, implied peaks)", "GPU power (W)"), draw, legend=(7, "lower right"),
+    )  # fmt: skip
 
 
 def figure4_measured_vs_predicted(
     df: pd.DataFrame, gpu_fit: PowerModelResult, cell_fit: PowerModelResult, path: str | Path
 ) -> Path:
     """Measured vs predicted power per GPU: per-GPU model (grey) and per-cell model (coloured by dtype)."""
-    gpus = list(dict.fromkeys(df["gpu"]))
-    plt, fig, axes = _grid(len(gpus))
     y_gpu = gpu_fit.fittedvalues
     y_cell = cell_fit.fittedvalues
-    for ax, gpu in zip(axes, gpus, strict=False):
-        sub = df[df["gpu"] == gpu]
+
+    def draw(ax: Any, gpu: str, sub: pd.DataFrame) -> None:
         ax.scatter(sub["power_w"], y_gpu.reindex(sub.index), s=6, color="0.7", label="per-GPU model")
         for dt, s in sub.groupby("dtype"):
             ax.scatter(
@@ -75,18 +89,14 @@ def figure4_measured_vs_predicted(
                 label=f"per-cell, {dt}",
             )
         lo, hi = sub["power_w"].min() * 0.9, sub["power_w"].max() * 1.05
-        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)  # the identity line
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-        ax.set_title(gpu)
-        ax.set_xlabel("measured power (W)")
-        ax.set_ylabel("predicted power (W)")
-        linear_ticks(ax)
-        ax.legend(fontsize=6, loc="upper left")
-    for ax in axes[len(gpus) :]:
-        ax.axis("off")
-    fig.suptitle("Measured vs predicted power (in-sample)")
-    return save(fig, Path(path), dpi=120)
+
+    return _per_gpu(
+        df, path, "Measured vs predicted power (in-sample)", ("measured power (W)", "predicted power (W)"),
+        draw, legend=(6, "upper left"),
+    )  # fmt: skip
 
 
 def write_figures(

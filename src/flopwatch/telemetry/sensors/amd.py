@@ -56,23 +56,13 @@ def _exc(m: Any) -> tuple[type[BaseException], ...]:
 
 
 def _init(m: Any) -> None:
-    def init() -> None:
-        try:
-            m.amdsmi_init()
-        except _exc(m) as e:
-            raise SensorUnavailable(f"amdsmi could not initialise: {e} (no amdgpu driver?)") from None
-
-    _libref.acquire(m, init)
+    _libref.acquire(
+        m, m.amdsmi_init, errors=_exc(m), unavailable="amdsmi could not initialise: {} (no amdgpu driver?)"
+    )
 
 
 def _shutdown(m: Any) -> None:
-    def shutdown() -> None:
-        try:
-            m.amdsmi_shut_down()
-        except _exc(m):
-            pass
-
-    _libref.release(m, shutdown)
+    _libref.release(m, m.amdsmi_shut_down, errors=_exc(m))
 
 
 #: All-ones "not supported" markers of the amdsmi C structs (uint16/32/64). The Python layer turns only

@@ -41,24 +41,14 @@ def _load_nvml(nvml: Any | None) -> Any:
 
 def _init(nvml: Any) -> None:
     """nvmlInit with reference counting, so several sensors can share (and shut down) the library."""
-
-    def init() -> None:
-        try:
-            nvml.nvmlInit()
-        except nvml.NVMLError as e:
-            raise SensorUnavailable(f"NVML could not initialise: {e} (no NVIDIA driver or GPU?)") from None
-
-    _libref.acquire(nvml, init)
+    _libref.acquire(
+        nvml, nvml.nvmlInit, errors=nvml.NVMLError,
+        unavailable="NVML could not initialise: {} (no NVIDIA driver or GPU?)",
+    )  # fmt: skip
 
 
 def _shutdown(nvml: Any) -> None:
-    def shutdown() -> None:
-        try:
-            nvml.nvmlShutdown()
-        except nvml.NVMLError:
-            pass
-
-    _libref.release(nvml, shutdown)
+    _libref.release(nvml, nvml.nvmlShutdown, errors=nvml.NVMLError)
 
 
 def _str(v: Any) -> str:

@@ -4,6 +4,8 @@ Spec: ``prometheus:http://prom:9090?match={Hostname="node-1"}&gpu=GPU-…`` — 
 then optional query parameters (removed before any request is sent):
 
 * ``match``: label matchers that pick GPUs (default: all); ``gpu``: one ``UUID`` (or an index in UUID order);
+* ``operated=verifier``: the verifier runs this Prometheus and its scrapes (sensor kind ``prometheus-verifier``);
+  without it the rows are the operator's series and never "below" (:mod:`flopwatch.sensor_timing`);
 * ``start``, ``end`` (RFC 3339 or Unix seconds): play that stretch of history back like ``replay:``
   (sample-and-hold; at ``--speed`` on a paced virtual clock that never skips a tick, without one in real time,
   or on the clock passed in) from its raw samples, every series of the GPU merged in time (dcgm-exporter starts
@@ -30,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flopwatch.errors import InputError, SensorError, SensorUnavailable
+from flopwatch.sensor_timing import VERIFIER_PROMETHEUS
 from flopwatch.telemetry.schema import Reading
 from flopwatch.telemetry.sensors.base import Clock, MonotonicClock, ScaledClock, SensorInfo
 
@@ -49,9 +52,11 @@ def parse_spec(arg: str) -> tuple[str, dict[str, str]]:
     except ValueError as e:
         raise InputError(f"malformed prometheus URL {arg[:80]!r} ({e})", field="sensor") from None
     opts = {k: v[-1] for k, v in urllib.parse.parse_qs(p.query, keep_blank_values=False).items()}
-    unknown = set(opts) - {"match", "gpu", "start", "end", "step"}
+    unknown = set(opts) - {"match", "gpu", "start", "end", "step", "operated"}
     if unknown:
         raise InputError(f"unknown prometheus sensor option(s): {', '.join(sorted(unknown))}", field="sensor")
+    if opts.get("operated", "verifier") != "verifier":
+        raise InputError(f"operated= takes 'verifier', got {opts['operated'][:40]!r}", field="sensor")
     return urllib.parse.urlunsplit((p.scheme, p.netloc, p.path, "", "")), opts
 
 
@@ -87,6 +92,7 @@ class PrometheusSensor:
             self._clock = clock or MonotonicClock()
         self.finished = False
         self.simulated = False  # set by open_prometheus when the history carries flopwatch's simulated marker
+        self.verifier_operated = False  # set by open_prometheus from the spec's operated=verifier
 
     @property
     def clock(self) -> Clock:
@@ -98,7 +104,8 @@ class PrometheusSensor:
         if self.spec is not None:
             caps.append("dram_bytes_per_s")
         return SensorInfo(
-            kind="prometheus",
+            # who runs the Prometheus decides whether its series can certify a "below" (flopwatch.sensor_timing)
+            kind=VERIFIER_PROMETHEUS if self.verifier_operated else "prometheus",
             device_id=self.uuid,
             name=f"{self.labels.get('modelName', 'GPU')} on {self.labels.get('Hostname', '?')} via {self.client.display_url}",
             fingerprint={
@@ -244,6 +251,7 @@ def open_prometheus(
             client, u, m, clock=shared, history=history, labels=labels, speed=speed, end=t1 if hist else None
         )
         sensor.simulated = simulated
+        sensor.verifier_operated = opts.get("operated") == "verifier"
         out.append(sensor)
     return out
 
