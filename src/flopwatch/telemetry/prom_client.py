@@ -75,6 +75,11 @@ class _TooLarge(Exception):
     """The answer passed its byte budget."""
 
 
+def _fail(where: str, what: str) -> PrometheusError:
+    """The one-line refusal of the request ``where`` (its URL and query)."""
+    return PrometheusError(f"{where}: {what}", field="prometheus")
+
+
 def _show(expr: str) -> str:
     return repr(expr if len(expr) <= _SHOW_QUERY else f"{expr[:_SHOW_QUERY]}…({len(expr)} characters)")
 
@@ -351,33 +356,21 @@ class PrometheusClient:
             try:
                 status, reason, raw = self._exchange("GET" if get else "POST", target, body, headers, guard)
             except _Overdue:
-                raise PrometheusError(
-                    f"{where}: no complete answer within {deadline_name}"
-                    + (f" ({last})" if last else "")
-                    + f" ({guard.received} bytes received)",
-                    field="prometheus",
-                ) from None
+                late = f"no complete answer within {deadline_name}" + (f" ({last})" if last else "")
+                raise _fail(where, f"{late} ({guard.received} bytes received)") from None
             except _TooLarge:
-                raise PrometheusError(
-                    f"{where}: answer larger than the {self.max_answer_bytes} byte cap", field="prometheus"
-                ) from None
+                raise _fail(where, f"answer larger than the {self.max_answer_bytes} byte cap") from None
             except ssl.SSLError as e:
-                raise PrometheusError(f"{where}: TLS failed ({_clean(e, 120)})", field="prometheus") from None
+                raise _fail(where, f"TLS failed ({_clean(e, 120)})") from None
             except OSError as e:  # refused, reset, closed before answering, no route, no such host: try again
                 last = f"cannot reach Prometheus ({_clean(getattr(e, 'strerror', None) or e, 120)})"
                 continue
             except http.client.IncompleteRead as e:
-                raise PrometheusError(
-                    f"{where}: truncated or badly chunked body ({len(e.partial)} bytes read)",
-                    field="prometheus",
-                ) from None
+                raise _fail(where, f"truncated or badly chunked body ({len(e.partial)} bytes read)") from None
             except (http.client.HTTPException, ValueError) as e:
                 # a bad status line (HTTP/0.9, garbage), too many or too long headers, a bad chunk size
                 kind = type(e).__name__
-                raise PrometheusError(
-                    f"{where}: malformed HTTP answer ({kind}: {_clean(e, 120) or 'empty'})",
-                    field="prometheus",
-                ) from None
+                raise _fail(where, f"malformed HTTP answer ({kind}: {_clean(e, 120) or 'empty'})") from None
             with self._lock:
                 self.bytes_received += len(raw)
             if status >= 500 or status == 429:
@@ -387,7 +380,7 @@ class PrometheusClient:
                 detail = _api_error(raw) or f"HTTP {status} {_clean(reason, 60)}"
                 if 300 <= status < 400:
                     detail += " (redirects are not followed: give the final URL)"
-                err = PrometheusError(f"{where}: {detail}", field="prometheus")
+                err = _fail(where, detail)
                 err.http_status = status
                 raise err
             try:
@@ -397,11 +390,8 @@ class PrometheusClient:
                     del d  # freed before the collector resumes
                     return out
             except _Refused as e:
-                raise PrometheusError(f"{where}: {e}", field="prometheus") from None
-        raise PrometheusError(
-            f"{where}: {last or 'no answer'} after {tried} attempt(s) within {deadline_name}",
-            field="prometheus",
-        )
+                raise _fail(where, str(e)) from None
+        raise _fail(where, f"{last or 'no answer'} after {tried} attempt(s) within {deadline_name}")
 
     def _degrade(self, found: list[str]) -> list[str]:
         if found:
@@ -414,7 +404,7 @@ class PrometheusClient:
             with _no_gc():
                 return fn()
         except _Refused as e:
-            raise PrometheusError(f"{where}: {e}", field="prometheus") from None
+            raise _fail(where, str(e)) from None
 
     # ------------------------------------------------------------------------------------------ API
     def version(self) -> tuple[int, int]:
@@ -443,9 +433,9 @@ class PrometheusClient:
         )
         where = f"{self.display_url}{path} {what}"
         if not isinstance(d, list) or any(type(x) is not str for x in d):
-            raise PrometheusError(f"{where}: label values are not a list of strings", field="prometheus")
+            raise _fail(where, "label values are not a list of strings")
         if len(set(d)) != len(d):
-            raise PrometheusError(f"{where}: a label value is listed twice", field="prometheus")
+            raise _fail(where, "a label value is listed twice")
         self._degrade([f"{what}: server warning: {w}" for w in warn])
         return sorted(d)
 
