@@ -460,15 +460,9 @@ class PrometheusClient:
 
     def query_matrix(self, expr: str, at: float) -> SeriesList:
         """Instant query of a range selector (``x[5m]``): the raw samples of each series in the range."""
-        where = f"{self.display_url}/api/v1/query {_show(expr)}"
         rng = _range_of(expr)
         lo = at - rng - 1.0 if rng is not None else 0.0
-        cols, notes = self._request(
-            "/api/v1/query",
-            [("query", expr), ("time", _ts(at))],
-            _show(expr),
-            then=lambda d, warn: self._matrix(where, d, warn, lo, at + 1.0),
-        )
+        cols, notes = self._columns("/api/v1/query", [("query", expr), ("time", _ts(at))], expr, lo, at + 1.0)
         return SeriesList(cols.series(), notes)
 
     def query_range(self, expr: str, start: float, end: float, step_s: float) -> SeriesList:
@@ -487,13 +481,15 @@ class PrometheusClient:
                 f"{n} points per series exceed Prometheus's limit of {MAX_POINTS_PER_SERIES}: chunk the range",
                 field="step",
             )
-        where = f"{self.display_url}/api/v1/query_range {_show(expr)}"
-        return self._request(
-            "/api/v1/query_range",
-            [("query", expr), ("start", _ts(start)), ("end", _ts(end)), ("step", f"{step_s:g}")],
-            _show(expr),
-            then=lambda d, warn: self._matrix(where, d, warn, start - step_s, end + step_s),
-        )
+        params = [("query", expr), ("start", _ts(start)), ("end", _ts(end)), ("step", f"{step_s:g}")]
+        return self._columns("/api/v1/query_range", params, expr, start - step_s, end + step_s)
+
+    def _columns(
+        self, path: str, params: list[tuple[str, str]], expr: str, lo: float, hi: float
+    ) -> tuple[Columns, list[str]]:
+        """A matrix answer as columns, with its degradations (checked while the collector is paused)."""
+        where = f"{self.display_url}{path} {_show(expr)}"
+        return self._request(path, params, _show(expr), then=lambda d, w: self._matrix(where, d, w, lo, hi))
 
     def _matrix(self, where: str, d: Any, warn: list[str], lo: float, hi: float) -> tuple[Columns, list[str]]:
         cols, n_nan, n_series = self._checked(where, lambda: _matrix(d, lo, hi))
