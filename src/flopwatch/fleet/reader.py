@@ -203,20 +203,15 @@ class FleetReader:
     ) -> GpuJobs:
         """The GPU-jobs of one GPU chunk over the whole range."""
         q = self.queries(matchers)
+        if self.jobs is not None and self.jobs.metric:  # the job-info series' samples per job, GPU and window
+            by = ", ".join((self.jobs.job_label, *self.jobs.gpu_labels))
+            q[("info", "")] = f"sum by ({by}) (count_over_time({self.jobs.metric}[{self.window}]))"
         spans = self.chunking.time_chunks(self.plan)
         futs = {
             (name, i): pool.submit(self.client.query_columns, expr, t0, t1, self.plan.window_s)
             for name, expr in q.items()
             for i, (t0, t1) in enumerate(spans)
         }
-        if self.jobs is not None and self.jobs.metric:
-            sel = f"{self.jobs.metric}"
-            by = ", ".join((self.jobs.job_label, *self.jobs.gpu_labels))
-            expr = f"sum by ({by}) (count_over_time({sel}[{self.window}]))"
-            for i, (t0, t1) in enumerate(spans):
-                futs[(("info", ""), i)] = pool.submit(
-                    self.client.query_columns, expr, t0, t1, self.plan.window_s
-                )
         answers: dict[tuple[str, str], list[Columns]] = {}
         for (name, _i), f in futs.items():
             answers.setdefault(name, []).append(f.result())
