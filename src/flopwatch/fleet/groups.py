@@ -152,9 +152,8 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
             e.pipe[ix] = np.where(jobs.pipe_covered_s[ix] > 0, pipes, np.nan)
             e.pipe_no_clock[ix] = no_clock
     m = np.asarray(jobs.mig, bool)
-    if (
-        m.any()
-    ):  # MIG instances share their GPU's idle power: each its share of the GPU's instance time (not all)
+    # MIG instances share their GPU's idle power: each its share of the GPU's instance time (not all)
+    if m.any():
         gix = np.unique(jobs.gpu.astype(str), return_inverse=True)[1]
         t = np.where(m, jobs.duration_s, 0.0)
         top = np.zeros(gix.max() + 1)
