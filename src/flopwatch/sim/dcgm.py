@@ -160,28 +160,20 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
         if not isinstance(it, dict):
             raise InputError("each job must be a table/object", file=str(p), record=i)
         name = str(it.get("name", f"job-{i}"))
+        at = {"file": str(p), "record": name}  # where each error points
         try:
             start = float(it["start_s"]) if "start_s" in it else float(it.get("start_h", 0.0)) * 3600.0
             dur = float(it["duration_s"]) if "duration_s" in it else float(it["hours"]) * 3600.0
             gpus = int(it.get("gpus", 1))
         except (KeyError, TypeError, ValueError, OverflowError) as e:
-            raise InputError(
-                f"needs numeric start_s/start_h, duration_s/hours, gpus ({e})", file=str(p), record=name
-            ) from None
+            raise InputError(f"needs numeric start_s/start_h, duration_s/hours, gpus ({e})", **at) from None
         if not (math.isfinite(start) and math.isfinite(dur)) or gpus < 1 or dur <= 0 or start < 0:
-            raise InputError(
-                "finite numbers with gpus >= 1, duration > 0 and start >= 0 are required",
-                file=str(p),
-                record=name,
-            )
+            raise InputError("finite numbers with gpus >= 1, duration > 0 and start >= 0 are required", **at)
         w = it.get("workload", "llm-1b-bf16")
         if isinstance(w, str):
             if w not in CATALOG:
                 raise InputError(
-                    f"unknown workload {w!r}; catalog: {', '.join(CATALOG)}",
-                    file=str(p),
-                    record=name,
-                    field="workload",
+                    f"unknown workload {w!r}; catalog: {', '.join(CATALOG)}", **at, field="workload"
                 )
             wl: Any = CATALOG[w]
         elif isinstance(w, dict):
@@ -196,21 +188,16 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
                     num_layers=int(w.get("num_layers", 12)),
                 )
             except (KeyError, TypeError, ValueError, OverflowError) as e:
-                raise InputError(
-                    f"raw workload needs flops_per_step ({e})", file=str(p), record=name, field="workload"
-                ) from None
+                raise InputError(f"raw workload needs flops_per_step ({e})", **at, field="workload") from None
             nums = {k: getattr(wl, k) for k in ("flops_per_step", "bytes_per_step", "tokens_per_step")}
             if not all(math.isfinite(v) and v >= 0 for v in nums.values()) or wl.flops_per_step <= 0:
                 raise InputError(
                     f"needs finite flops_per_step > 0, bytes_per_step and tokens_per_step >= 0, got {nums}",
-                    file=str(p),
-                    record=name,
+                    **at,
                     field="workload",
                 )
         else:
-            raise InputError(
-                "workload must be a catalog name or a table", file=str(p), record=name, field="workload"
-            )
+            raise InputError("workload must be a catalog name or a table", **at, field="workload")
         out.append(FleetJob(name, str(it.get("namespace", "default")), gpus, start, dur, wl))
     return out
 
@@ -449,12 +436,8 @@ class SimulatedFleet:
                         # MIG: one series per instance; whole-GPU fields repeated (as dcgm-exporter does), the
                         # profiling fields split by the instance's share of the work (an assumption of this simulator)
                         for inst, share in enumerate(MIG_SHARES if self.mig else (1.0,)):
-                            li = (
-                                lab | {M.MIG_LABEL: str(inst), "GPU_I_PROFILE": "1g.10gb"}
-                                if self.mig
-                                else lab
-                            )
-                            lstr = label_text(li)
+                            mig = {M.MIG_LABEL: str(inst), "GPU_I_PROFILE": "1g.10gb"} if self.mig else {}
+                            lstr = label_text(lab | mig)
                             for name, fh in files.items():
                                 m = M.METRICS[name]
                                 v = vals[m.key][seg] * (share if m.profiling else 1.0)
