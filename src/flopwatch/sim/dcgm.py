@@ -15,6 +15,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -415,20 +416,17 @@ class SimulatedFleet:
         # Pieces in a scratch folder beside OUT (removed at the end, or by the next run if this one is killed),
         # the file itself through an atomic temporary: never written through a symlink, never left half-written.
         with scratch_dir(out) as tmpdir, atomic_path(out) as tmp_out:
-            files = {
-                f[0]: open(tmpdir / f"{i:02d}", "w", buffering=1 << 20) for i, f in enumerate(self.families)
-            }
-            info = open(tmpdir / "info", "w", buffering=1 << 20)
-            try:
+            with ExitStack() as pieces:  # every piece closed, however the loop ends
+                piece = lambda name: pieces.enter_context(open(tmpdir / name, "w", buffering=1 << 20))  # noqa: E731
+                files = {f[0]: piece(f"{i:02d}") for i, f in enumerate(self.families)}
+                info = piece("info")
                 todo = range(self.n_gpus) if gpus is None else gpus
                 for g in todo:
                     acc = self.accelerator(g)
                     t, vals, alloc = self.sample(g, acc)
                     self._truth(truth, g, acc)
                     ts = [f"{self.wall0 + x:.3f}" for x in t]
-                    bounds = np.flatnonzero(np.diff(alloc)) + 1
-                    segs = np.split(np.arange(t.size), bounds)
-                    for seg in segs:
+                    for seg in np.split(np.arange(t.size), np.flatnonzero(np.diff(alloc)) + 1):
                         if seg.size == 0:
                             continue
                         a = int(alloc[seg[0]])
@@ -442,20 +440,12 @@ class SimulatedFleet:
                                 m = M.METRICS[name]
                                 v = vals[m.key][seg] * (share if m.profiling else 1.0)
                                 prefix = f"{name}{{{lstr}}} "
-                                fh.write(
-                                    "".join(
-                                        f"{prefix}{x:.15g} {ts[i]}\n"
-                                        for x, i in zip(v.tolist(), seg.tolist(), strict=True)
-                                    )
-                                )
+                                pts = zip(v.tolist(), seg.tolist(), strict=True)
+                                fh.write("".join(f"{prefix}{x:.15g} {ts[i]}\n" for x, i in pts))
                     if self.label_style == "info":
                         self._write_info(info, g, t, alloc, ts)
                     if progress is not None:
                         progress(g + 1 - todo.start, len(todo))
-            finally:
-                for fh in files.values():
-                    fh.close()
-                info.close()
             with open(tmp_out, "w") as dst:
                 dst.write(
                     "# HELP flopwatch_simulated 1: every series in this file is SIMULATED by flopwatch (not measured).\n"
