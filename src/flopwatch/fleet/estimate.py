@@ -1,5 +1,5 @@
-"""``estimate_fleet``: a fleet's dcgm-exporter history → every group's FLOPs, bounds and verdict, by calling the
-stages in order (the package docstring, docs/fleet.md) and returning :class:`FleetResult` (the JSON contract).
+"""``estimate_fleet``: a fleet's dcgm-exporter history → every group's FLOPs, bounds and verdict. It calls the
+stages in order (the package docstring, docs/fleet.md) and returns :class:`FleetResult` (the JSON contract).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ estimate and its pipe estimate, as arrays. :func:`judge` builds each group's ``O
 :func:`flopwatch.estimate.verdict.assess`; the group's notes (:func:`notes`: everything the data says is wrong
 or unknown) are warnings, and any of them blocks "below" (:func:`~flopwatch.estimate.verdict.threshold_verdict`).
 
-Pipe activity (FLOPs ≈ Σ activity × peak(pipe, dtype) × f_SM / f_max × Δt) and its known errors: docs/fleet.md.
+Pipe activity (FLOPs ≈ Σ activity × peak(pipe, dtype) × f_SM / f_max × Δt), its known errors: docs/fleet.md.
 """
 
 from __future__ import annotations

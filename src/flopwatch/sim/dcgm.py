@@ -1,10 +1,10 @@
 """A simulated GPU fleet that speaks DCGM: dcgm-exporter metric names and labels, written as OpenMetrics text.
 
 Every GPU is a :class:`~flopwatch.sim.accelerator.SimulatedAccelerator` running its share of a job schedule; a
-scrape every ``interval_s`` (per-node phase offset, as real scrapes have) records what dcgm-exporter would export
-then (the families of :data:`flopwatch.telemetry.dcgm_metrics.TABLE`). What each field holds, the pipe-waste
-assumption and the label styles: docs/fleet.md, "Simulated fleets". Everything here is simulated: the file's
-header and the ground-truth sidecar say so.
+scrape every ``interval_s`` (per-node phase offset, as real scrapes have) records what dcgm-exporter would
+export then (the families of :data:`flopwatch.telemetry.dcgm_metrics.TABLE`). What each field holds, the
+pipe-waste assumption and the label styles: docs/fleet.md, "Simulated fleets". Everything here is simulated:
+the file's header and the ground-truth sidecar say so.
 """
 
 from __future__ import annotations

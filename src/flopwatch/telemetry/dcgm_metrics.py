@@ -5,7 +5,7 @@ metric (:class:`Metric`); the reader's queries (:func:`window_queries`), the sim
 ``flopwatch fleet metrics`` derive from it: adding a metric is a row here and its value in the simulator.
 
 Labels are dcgm-exporter's (``gpu``, ``UUID``, ``modelName``, ``Hostname``; ``pod``/``namespace`` or their
-``exported_`` renames, ``hpc_job``; MIG's ``GPU_I_ID``): where each comes from and which is preferred, docs/fleet.md.
+``exported_`` renames, ``hpc_job``; MIG's ``GPU_I_ID``): where each comes from and which wins, docs/fleet.md.
 """
 
 from __future__ import annotations

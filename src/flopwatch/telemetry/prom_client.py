@@ -2,10 +2,10 @@
 refuses hostile answers (standard library ``http.client`` and numpy).
 
 Every answer is read under a deadline per query (connect, retries, headers and body: each socket read waits at
-most the time left), an optional deadline per run and a size cap, then checked strictly against the API's shape;
-anything else raises :class:`PrometheusError`, one line naming the query and what was wrong (exit status 2).
-What is refused, what only degrades an answer (``"NaN"`` samples, server warnings), and when it retries:
-docs/fleet.md, "The Prometheus client".
+most the time left), an optional deadline per run and a size cap, then checked strictly against the API's
+shape; anything else raises :class:`PrometheusError`, one line naming the query and what was wrong (exit
+status 2). What is refused, what only degrades an answer (``"NaN"`` samples, server warnings), and when it
+retries: docs/fleet.md, "The Prometheus client".
 """
 
 from __future__ import annotations
