@@ -1,8 +1,8 @@
 """The checks of a Prometheus HTTP API answer, for :mod:`flopwatch.telemetry.prom_client` (what is checked and
 refused: docs/fleet.md, "The Prometheus client"). Anything wrong raises :class:`_Refused`; ``NaN`` values are
 left out and counted (Prometheus's spelling of "no sample"). Fleet answers hold thousands of series of a few
-points, so every check is a C-level pass (``map``, ``set``, numpy), a Python loop only names what is wrong, and
-the garbage collector is paused while an answer is decoded and checked (:func:`_no_gc`; benchmarks/RESULTS.md).
+points, so every check is a C-level pass (``map``, ``set``, numpy), a Python loop only names what is wrong,
+and the garbage collector is paused while an answer is decoded and checked (:func:`_no_gc`; see RESULTS.md).
 """
 
 from __future__ import annotations
