@@ -40,7 +40,6 @@ POWER_SLACK, CLOCK_SLACK = 1.15, 1.05
 #: Counter and power gauge must agree within this over the windows both cover (the counter is exact; the gauge
 #: is a 1 s mean per scrape, so it samples the load: a few % on steady training).
 COUNTER_TOLERANCE = 0.10
-MIN_COVERAGE = 0.95
 
 
 @functools.lru_cache(maxsize=256)
