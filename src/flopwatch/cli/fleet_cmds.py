@@ -255,6 +255,8 @@ def _print_table(d: dict[str, Any], width: int | None = None) -> None:
         )
     for g in [*d["groups"], d["fleet"]]:
         e, why = g["estimate_flops"], g.get("estimate_reason")
+        if e is not None and not e > 0 and not why:  # a row without the reason key (older JSON)
+            e, why = None, "model gives 0 at this power"
         est = fmt_flops(e) if e is not None and e > 0 else ("0" if e is not None else "—")
         est += f" ({why})" if why else ""
         con.print(f"{g['key']}: {g['verdict'] or '—'}")
