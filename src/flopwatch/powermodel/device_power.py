@@ -162,10 +162,12 @@ class PowerModel:
         template's power space for spec-based models), median and envelope at ± ``z`` residual SDs. A flat cell (power
         saturated at the board limit) or one whose clip the power reaches bounds MFU only by 100 %.
 
-        ``util`` (0–1, mean GPU utilisation; NaN: unknown) undoes the forward model's activity scaling first: a
-        host-bound job busy less of the time than the cell's runs draws ``util / util_min`` of the line's dynamic
-        power (:meth:`power_w`), so without it such a job's power sits under every compute-bound line and inverts
-        to 0 (the simulated fleet's small jobs did)."""
+        ``util`` (0–1, mean GPU utilisation; NaN: unknown) undoes the forward model's activity scaling: a
+        host-bound job busy less of the time than the cell's runs draws ``a = util / util_min`` of the line's
+        dynamic power (:meth:`power_w`), so without it such a job's power sits under every compute-bound line and
+        inverts to 0 (the simulated fleet's small jobs did). The power is scaled up by ``1/a`` to the line, and the
+        MFU read there scaled down by ``a``: a duty cycle. (:meth:`power_w` evaluates the line at the overall MFU
+        rather than ``MFU/a``; at the low MFUs of such jobs the lines are flat, so the two differ by ~1 % of power.)"""
         d = normalize_dtype(dtype)
         cd = self.cell_dtype(d)
         peak = self.mfu_peak_flops.get(d) or self.mfu_peak_flops[cd]
@@ -193,10 +195,12 @@ class PowerModel:
                 his.append(np.full_like(p, 100.0))
                 continue
             inv = lambda x, c=c, top=top: np.clip((x - c.intercept_w) / c.slope_w_per_pct, 0.0, top)  # noqa: E731
-            mids.append(inv(p))
-            los.append(inv(p - z * sd))
+            # the work scales like the power: busy util/util_min of the cell's duty, the GPU does that share of the
+            # cell's work (so a span mixing idle and busy time gives the busy part's FLOPs, whatever the mix)
+            mids.append(inv(p) * act)
+            los.append(inv(p - z * sd) * act)
             up = (p + z * sd - c.intercept_w) / c.slope_w_per_pct
-            his.append(np.where(up >= top, 100.0, np.maximum(up, 0.0)))
+            his.append(np.where(up >= top, 100.0, np.maximum(up, 0.0) * act))
         with np.errstate(invalid="ignore"):
             import warnings
 
