@@ -5,6 +5,8 @@ fleet's dcgm-exporter history as OpenMetrics text). Logic lives in :mod:`flopwat
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,19 @@ from flopwatch.cli._output import console, counted, echo_json, fmt_flops, new_ap
 fleet_app = new_app(
     "Fleet scale: estimate every job of a GPU cluster from the dcgm-exporter history in Prometheus."
 )
+
+
+@contextmanager
+def _as_options() -> Iterator[None]:
+    """An error about a value the command line gave names the option (``option '--step'``), not a field."""
+    from flopwatch.errors import InputError
+
+    try:
+        yield
+    except InputError as e:
+        if e.file is not None or e.record is not None or not e.field or e.field.startswith("-"):
+            raise
+        raise type(e)(e.detail, field="--" + e.field.replace("_", "-")) from None
 
 
 @fleet_app.command("estimate")
@@ -35,9 +50,7 @@ def fleet_estimate(
     profile_path: Path = typer.Option(
         None, "--profile", help="Calibration profile (else the built-in model)."
     ),
-    threshold: float = typer.Option(
-        None, "--threshold", help="FLOP threshold for the verdict, e.g. 1e25.", callback=options.positive()
-    ),
+    threshold: options.Threshold = None,
     confidence: options.OptConfidence = None,
     dtype: str = typer.Option(None, "--precision", help="Training dtype (default: inferred from the pipes)."),
     device: str = typer.Option(
@@ -101,42 +114,43 @@ def fleet_estimate(
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
     """Per-job FLOP estimates, sound bounds and verdicts (the project's assessment) for a whole fleet."""
+    from flopwatch.devices import normalize_dtype
+    from flopwatch.errors import InputError
+    from flopwatch.estimate import Profile
     from flopwatch.fleet.estimate import estimate_fleet
     from flopwatch.fleet.plan import ReadPlan
     from flopwatch.fleet.reader import JobMap
     from flopwatch.telemetry.prom_client import PrometheusClient
     from flopwatch.telemetry.timespec import parse_duration, parse_time, selector_matchers
 
-    plan = ReadPlan(
-        start=parse_time(start, field="start"),
-        end=parse_time(end, field="end"),
-        step_s=parse_duration(step, field="step"),
-        window_s=parse_duration(window, field="window"),
-        time_chunk_s=None if time_chunk is None else parse_duration(time_chunk, field="time-chunk"),
-        gpus_per_chunk=gpus_per_chunk,
-        matchers=selector_matchers(selector),
-    ).check()
+    with _as_options():
+        plan = ReadPlan(
+            start=parse_time(start, field="start"),
+            end=parse_time(end, field="end"),
+            step_s=parse_duration(step, field="step"),
+            window_s=parse_duration(window, field="window"),
+            time_chunk_s=None if time_chunk is None else parse_duration(time_chunk, field="time-chunk"),
+            gpus_per_chunk=gpus_per_chunk,
+            matchers=selector_matchers(selector),
+        ).check()
     jobs = None
     if job_info is not None or job_map is not None:
         gl = tuple(x.strip() for x in job_gpu_labels.split(",") if x.strip())
         if not 1 <= len(gl) <= 2:
-            from flopwatch.errors import InputError
-
             raise InputError("expected UUID or HOST_LABEL,INDEX_LABEL", field="--job-gpu-labels")
         allocs = load_job_map(job_map) if job_map is not None else ()
         jobs = JobMap(metric=job_info or "", job_label=job_label, gpu_labels=gl, allocations=allocs)
-    prof = None
-    if profile_path is not None:
-        from flopwatch.estimate import Profile
-
-        prof = Profile.load(profile_path)
-    if dtype is not None:
-        from flopwatch.devices import normalize_dtype
-
-        dtype = normalize_dtype(dtype)
+    prof = None if profile_path is None else Profile.load(profile_path)
+    dtype = None if dtype is None else normalize_dtype(dtype)
     client = PrometheusClient(prometheus, timeout_s=timeout_s, run_timeout_s=run_timeout_s, retries=retries)
     kw: dict[str, Any] = dict(
-        by=by, jobs=jobs, profile=prof, threshold=threshold, confidence=confidence, dtype=dtype, device=device
+        by=by,
+        jobs=jobs,
+        profile=prof,
+        threshold=None if threshold is None else float(threshold),
+        confidence=confidence,
+        dtype=dtype,
+        device=device,
     )
     kw.update(pipe_calibration=pipe_calibration, verifier_operated=verifier_operated)
     if not (as_json or no_progress) and sys.stderr.isatty():
@@ -240,14 +254,11 @@ def _print_table(d: dict[str, Any], width: int | None = None) -> None:
             "(give --verifier-operated when you run this Prometheus and its scrapes); 'above' and the estimates stand"
         )
     for g in [*d["groups"], d["fleet"]]:
-        e = g["estimate_flops"]
-        est = (
-            "— (no estimate)"
-            if e is None
-            else "— (model gives 0 at this power)"
-            if not e > 0
-            else fmt_flops(e)
-        )
+        e, why = g["estimate_flops"], g.get("estimate_reason")
+        if e is not None and not e > 0 and not why:  # a row without the reason key (older JSON)
+            e, why = None, "model gives 0 at this power"
+        est = fmt_flops(e) if e is not None and e > 0 else ("0" if e is not None else "—")
+        est += f" ({why})" if why else ""
         con.print(f"{g['key']}: {g['verdict'] or '—'}")
         lines = [
             f"{g['gpus']} GPUs, {g['gpu_hours']:.1f} GPU-h, coverage {g['coverage']:.0%}, energy "
@@ -270,17 +281,9 @@ def _print_table(d: dict[str, Any], width: int | None = None) -> None:
 
 def sim_openmetrics(
     out: Path = typer.Option(..., "-o", "--output", help="OpenMetrics file to write."),
-    gpus: int = typer.Option(
-        16,
-        "--gpus",
-        help="GPUs in the fleet.",
-        callback=options.count(ge=1),
-    ),
+    gpus: int = typer.Option(16, "--gpus", help="GPUs in the fleet.", callback=options.count(ge=1)),
     hours: float = typer.Option(
-        6.0,
-        "--hours",
-        help="Hours of history.",
-        callback=options.positive(unit="h"),
+        6.0, "--hours", help="Hours of history.", callback=options.positive(unit="h")
     ),
     schedule: str = typer.Option(
         "random",
@@ -290,10 +293,7 @@ def sim_openmetrics(
     device: str = typer.Option("h100", "--device", help="Simulated GPU model (a100, h100, h200, l40, l4)."),
     interval: str = typer.Option("15s", "--interval", help="Scrape interval."),
     gpus_per_node: int = typer.Option(
-        8,
-        "--gpus-per-node",
-        help="GPUs per node (one pod per node and job).",
-        callback=options.count(ge=1),
+        8, "--gpus-per-node", help="GPUs per node (one pod per node and job).", callback=options.count(ge=1)
     ),
     label_style: str = typer.Option(
         "pod",
@@ -310,10 +310,7 @@ def sim_openmetrics(
         callback=options.count(ge=0, le=options.MAX_COUNT),
     ),
     drop: float = typer.Option(
-        0.0,
-        "--drop",
-        help="Share of scrapes missing at random.",
-        callback=options.finite(ge=0.0, lt=1.0),
+        0.0, "--drop", help="Share of scrapes missing at random.", callback=options.finite(ge=0.0, lt=1.0)
     ),
     start: str = typer.Option("1700000000", "--start", help="Wall time of t = 0 (RFC 3339 or Unix seconds)."),
     seed: options.Seed = 0,
@@ -335,10 +332,8 @@ def sim_openmetrics(
     from flopwatch.telemetry.timespec import parse_duration, parse_time
 
     truth_path = truth or out.with_name(out.name + ".truth.json")
-    options.not_inputs(
-        [("--output", out), ("--truth", truth_path)], [None if schedule == "random" else schedule]
-    )
     sched_in = None if schedule == "random" else schedule
+    options.not_inputs([("--output", out), ("--truth", truth_path)], [sched_in])
     check_output(
         out, inputs=(sched_in, truth_path), overwrite=force, what="OpenMetrics history", create_parents=True
     )
@@ -350,8 +345,10 @@ def sim_openmetrics(
         option="--truth",
         create_parents=True,
     )
-    step = parse_duration(interval, field="interval")
-    check_fleet_size(gpus, hours, gpus_per_node, step)
+    with _as_options():
+        step = parse_duration(interval, field="interval")
+        check_fleet_size(gpus, hours, gpus_per_node, step)
+        wall0 = parse_time(start, field="start")
     # Disk arithmetic before any work: every GPU × scrape × family is one line, written once as a piece and
     # once into OUT (a 100 000-GPU, 6 h fleet needs ~1.3 TB, and used to fill the disk from a hidden folder).
     check_disk_space(out, openmetrics_bytes(gpus, hours, step), what="simulated history (pieces and file)")
@@ -367,7 +364,7 @@ def sim_openmetrics(
         device=device,
         gpus_per_node=gpus_per_node,
         interval_s=step,
-        wall0=(wall0 := parse_time(start, field="start")),
+        wall0=wall0,
         seed=seed,
         label_style=label_style,
         resets=resets,

@@ -7,12 +7,7 @@ estimate and its pipe estimate, as arrays. :func:`judge` builds each group's ``O
 :func:`flopwatch.estimate.verdict.assess`; the group's notes (:func:`notes`: everything the data says is wrong
 or unknown) are warnings, and any of them blocks "below" (:func:`~flopwatch.estimate.verdict.threshold_verdict`).
 
-**Pipe activity.** FLOPs ≈ Σ activity × peak(pipe, dtype) × f_SM / f_max × Δt: the DCGM profiling counters give the
-share of cycles a pipe issued instructions (DCGM field reference, ``DCGM_FI_PROF_PIPE_*``), and a pipe's peak
-scales with the SM clock. Known errors: issue cycles are not useful FLOPs (tile padding, wave quantisation and
-pipeline bubbles count as active: biased *up* against model FLOPs); 2:4 sparsity doubles FLOPs per active cycle
-and is invisible (the peaks are dense); TENSOR_ACTIVE mixes precisions, so the dtype chooses the peak; FP16/FP64
-vector pipes have no peak in ``devices.py`` and are reported, not counted.
+Pipe activity (FLOPs ≈ Σ activity × peak(pipe, dtype) × f_SM / f_max × Δt), its known errors: docs/fleet.md.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import chain
 from typing import Any
 
@@ -45,7 +40,6 @@ POWER_SLACK, CLOCK_SLACK = 1.15, 1.05
 #: Counter and power gauge must agree within this over the windows both cover (the counter is exact; the gauge
 #: is a 1 s mean per scrape, so it samples the load: a few % on steady training).
 COUNTER_TOLERANCE = 0.10
-MIN_COVERAGE = 0.95
 
 
 @functools.lru_cache(maxsize=256)
@@ -133,7 +127,9 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
             idle = spec.idle_w
             try:
                 pm = power_model_for(spec.key)
-                mid, lo, hi = pm.flop_rate(d, power)
+                with np.errstate(invalid="ignore", divide="ignore"):  # mean utilisation: the model's activity
+                    util = jobs.busy_s[ix] / jobs.busy_covered_s[ix]
+                mid, lo, hi = pm.flop_rate(d, power, util=util)
                 idle = pm.idle_w
             except (InputError, KeyError, ValueError):
                 mid = lo = hi = np.full(len(ix), np.nan)
@@ -157,9 +153,8 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
             e.pipe[ix] = np.where(jobs.pipe_covered_s[ix] > 0, pipes, np.nan)
             e.pipe_no_clock[ix] = no_clock
     m = np.asarray(jobs.mig, bool)
-    if (
-        m.any()
-    ):  # MIG instances share their GPU's idle power: each its share of the GPU's instance time (not all)
+    # MIG instances share their GPU's idle power: each its share of the GPU's instance time (not all)
+    if m.any():
         gix = np.unique(jobs.gpu.astype(str), return_inverse=True)[1]
         t = np.where(m, jobs.duration_s, 0.0)
         top = np.zeros(gix.max() + 1)
@@ -191,14 +186,11 @@ class GroupTable:
         return {k: c[g] for k, c in self._cols.items()}
 
 
-_SUMMED = (
-    "energy_j", "energy_from_power_j", "counter_j", "counter_power_j", "covered_s", "duration_s", "busy_s",
-    "busy_covered_s", "dram_s", "dram_covered_s", "tensor_s", "tensor_mhz_s", "fp32_s", "fp32_mhz_s",
-    "fp16_s", "fp64_s", "pipe_covered_s", "clock_mhz_s", "clock_covered_s", "resets", "out_of_range",
-    "prof_covered_s", "prof_gap_s", "prof_zero_load_s", "util_no_power_s", "ends_busy", "duplicate_s", "mig", "n_series",
-)  # fmt: skip
 _MIN = ("t_first", "clock_min_mhz", "power_limit_min_w", "min_power_w")
 _MAX = ("t_last", "clock_max_mhz", "power_limit_w", "peak_power_w")
+_IDS = ("gpu", "instance", "job", "model", "cohort")
+#: Every other column is summed (a new GpuJobs column is folded without touching this file).
+_SUMMED = tuple(f.name for f in fields(GpuJobs) if f.name not in {*_IDS, *_MIN, *_MAX})
 
 
 def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: Estimates,
@@ -490,7 +482,8 @@ def judge(
         )
     if obs.duration_s <= 0:
         no = "uncertain" if threshold else None
-        return _row(t, g, s, obs, [*notes, "no samples"], None, None, (None, None), pipe, no)
+        return {**_row(t, g, s, obs, [*notes, "no samples"], None, None, (None, None), pipe, no),
+                "estimate_reason": "no samples"}  # fmt: skip
     a = assess(profile, obs, device=spec, threshold_flops=threshold, confidence=confidence, label=label,
                extra_warnings=tuple(notes))  # fmt: skip
     if profile is not None:
@@ -505,6 +498,23 @@ def judge(
         point, interval = (builtin if math.isfinite(builtin) else None), (_fin(e_lo), _fin(e_hi))
     row = _row(t, g, s, obs, [*notes, *a.warnings, *a.notes], point, a, interval, pipe,
                a.verdict if threshold is not None else None)  # fmt: skip
+    row["estimate_reason"] = None
+    if profile is None and point is not None and not point > 0:
+        from flopwatch.powermodel.device_power import IDLE_UTIL
+
+        if (
+            obs.mean_util is not None and obs.mean_util <= IDLE_UTIL
+        ):  # an idle GPU does no work: 0 is the estimate
+            row["estimate_reason"] = f"idle: mean utilisation <= {IDLE_UTIL:.0%}"
+        else:  # under every compute-bound line the model makes no statement: say so, never a 0 that reads as one
+            row["estimate_flops"] = None
+            row["estimate_reason"] = (
+                "the built-in model gives 0 at this power (under every compute-bound line)"
+            )
+    elif row["estimate_flops"] is None:
+        row["estimate_reason"] = (
+            "no energy estimate for these devices" if profile is None else "no calibrated estimate"
+        )
     return row
 
 
