@@ -103,7 +103,7 @@ def test_every_help_summary_is_a_whole_sentence_at_80_columns() -> None:
 
 # ------------------------------------------------------------------ defect 6: ledger vocabulary
 def test_last_row_and_signed_tree_head_are_named_apart(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trace = write_trace(tmp_path / "t.parquet", t_total=60, busy=busy_fn([(5, 30)]))
     led = tmp_path / "l.db"
@@ -130,6 +130,11 @@ def test_last_row_and_signed_tree_head_are_named_apart(
     assert "signed tree head: size " in head and "Merkle root " in head and last.group(2) not in head
     assert main(["ledger", "head", str(led), "--json"]) == 0  # JSON keys unchanged
     assert {"size", "root", "time", "signature", "key_id"} <= set(json.loads(capsys.readouterr().out))
+    # the window verdict's table is whole at 80 columns ("outside-wo…" was cut)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["verdict", str(led), "--threshold", "1e15"]) == 0
+    out = capsys.readouterr().out
+    assert "outside workloads J" in out and "…" not in out
 
 
 def test_workload_table_has_no_unpadded_edge() -> None:
