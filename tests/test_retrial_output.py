@@ -50,6 +50,7 @@ def test_redteam_prints_its_summary_first_and_last(capsys: pytest.CaptureFixture
     assert main(["redteam", "--quick", "--family", "mixed-fp32-bf16"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("families: 1 (1 held); wrong below: 0 (0 at 0.8 × truth")
+    assert lines[1].startswith("before sound bounds: ") and "without a warning" in lines[1]
     honest = [i for i, ln in enumerate(lines) if ln.startswith("honest runs: ")]
     fam = [i for i, ln in enumerate(lines) if ln.startswith("families: ")]
     assert len(fam) == 2 and fam[1] > len(lines) // 2  # repeated after the tables, for `| tail`

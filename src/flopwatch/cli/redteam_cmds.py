@@ -41,8 +41,11 @@ def _summary(con: Any, d: dict[str, Any]) -> None:
         f"families: {d['n_families']} ({d['families_held']} held"
         + (f", BROKEN: {', '.join(d['families_broken'])}" if d["families_broken"] else "")
         + f"); wrong below: {d['wrong_below']} ({d['wrong_below_at_0_8']} at 0.8 × truth, "
-        f"{d['wrong_below_at_best_threshold']} at the evader's best threshold; before sound bounds: "
-        f"{d['wrong_below_before']}); runs whose truth exceeds the upper bound: {d['upper_bound_violations']}"
+        f"{d['wrong_below_at_best_threshold']} at the evader's best threshold)"
+    )
+    con.print(
+        f"before sound bounds: {d['wrong_below_before']} wrong below; runs whose truth exceeds the upper bound: "
+        f"{d['upper_bound_violations']} ({d['upper_bound_violations_unwarned']} without a warning)"
     )
     if d["honest"]:
         con.print(
