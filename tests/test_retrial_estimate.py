@@ -1,0 +1,110 @@
+"""The newcomer's retrial (issue 24), estimate/detect/calibrate part: out-of-regime runs marked in `estimate`'s
+table with the summary over in-regime runs beside the all-runs one (defect 2), a pointer to `flopwatch join`
+when records lack measured energy (defect 11), and `detect` on a file that is no trace saying so (defect 5)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from flopwatch.cli import main
+
+V2 = (
+    Path(os.environ.get("FLOPWATCH_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+    / "data/jetson_flop_estimator/eval_results_v2_records.json"
+)
+needs_v2 = pytest.mark.skipif(not V2.exists(), reason="the study's v2 records are not present")
+
+
+@pytest.fixture(scope="module")
+def v2_estimate(tmp_path_factory):
+    """The tour's profile: `calibrate` on the v2 records with the Orin Nano's datasheet."""
+    d = tmp_path_factory.mktemp("v2")
+    prof = d / "profile.json"
+    assert main(["calibrate", str(V2), "-o", str(prof), "--device", "orin-nano"]) == 0
+    return prof
+
+
+@needs_v2
+def test_estimate_marks_out_of_regime_runs_and_summarises_in_regime_runs_apart(
+    v2_estimate, capsys, monkeypatch
+):
+    prof = v2_estimate
+    args = ["estimate", "--profile", str(prof), str(V2), "--threshold", "1.2e14"]
+    capsys.readouterr()
+    assert main([*args, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    rows, s = d["records"], d["summary"]
+    out_rows = [x for x in rows if x["regime"] != "calibrated"]
+    in_rows = [x for x in rows if x["regime"] == "calibrated"]
+    # the five runs under the 80 % utilisation gate (SOURCE.md: 23 of 38 at ≥ 80 %, 21 of them fp32)
+    assert len(out_rows) == 5 and all(x["regime"] == "out-of-regime" for x in out_rows)
+    # existing keys keep their meaning (all runs); in_regime is added, computed over the in-regime rows only
+    assert s["n"] == 26 and s["in_regime"]["n"] == 21 == len(in_rows)
+    mae_in = sum(abs(x["rel_error_pct"]) for x in in_rows) / len(in_rows)
+    assert s["in_regime"]["mae_pct"] == pytest.approx(mae_in)
+    assert s["in_regime"]["mae_pct"] < s["mae_pct"]  # the out-of-regime runs are the −7 … −57 % ones
+    cov_in = sum(x["in_interval"] for x in in_rows) / len(in_rows)
+    assert s["in_regime"]["coverage"] == pytest.approx(cov_in)
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    blocks = {}  # label → its stacked block's lines (80 columns: one "column  value" block per row)
+    for block in text.split("\n\n"):
+        lines = [ln.strip() for ln in block.splitlines()]
+        label = next((ln.split(None, 1)[1] for ln in lines if ln.startswith("label ")), None)
+        if label:
+            blocks[label] = " ".join(" ".join(lines).split())
+    for x in out_rows:
+        assert "regime out: " in blocks[x["label"]] and "mean_util" in blocks[x["label"]]
+    for x in in_rows:
+        assert "regime in " in blocks[x["label"]] + " "
+    flat = " ".join(text.split())
+    assert f"in regime (21 of 26 runs): MAE {s['in_regime']['mae_pct']:.2f} %" in flat
+    assert f"all 26 runs, 5 out of regime included: MAE {s['mae_pct']:.2f} %" in flat
+
+
+def test_calibrate_on_unjoined_workload_records_points_to_join(tmp_path, capsys):
+    # what `workload run` writes: FLOPs and timestamps, no energy until a trace is joined
+    recs = tmp_path / "runs.jsonl"
+    rows = [
+        {
+            "schema": "flopwatch.record/1",
+            "label": f"w{i}",
+            "dtype": "fp32",
+            "total_flops": (1 + i) * 1e13,
+            "duration_s": 60.0 + i,
+            "net_energy_j": None,
+        }
+        for i in range(4)
+    ]
+    recs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    capsys.readouterr()
+    assert main(["calibrate", str(recs), "-o", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "field 'net_energy_j': is missing (null)" in err[0] and "flopwatch join" in err[0]
+    assert str(recs) in err[0] and "w0" in err[0]
+    assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        {"schema": "flopwatch.profile/1", "model": "default"},  # a profile, as the newcomer passed
+        [1, 2],
+    ],
+)
+def test_detect_on_a_file_that_is_no_trace_says_so(tmp_path, capsys, content):
+    f = tmp_path / "profile.json"
+    f.write_text(json.dumps(content))
+    capsys.readouterr()
+    assert main(["detect", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(f) in err[0]
+    assert "not a trace" in err[0] and "power_mw" in err[0]
+    assert "missing series" not in err[0]
