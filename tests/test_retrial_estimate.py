@@ -108,3 +108,32 @@ def test_detect_on_a_file_that_is_no_trace_says_so(tmp_path, capsys, content):
     assert len(err) == 1 and str(f) in err[0]
     assert "not a trace" in err[0] and "power_mw" in err[0]
     assert "missing series" not in err[0]
+
+
+def test_the_readme_run_quick_row_reproduces(tmp_path):
+    """Defect 1: the README promises exact reproduction; its `run --quick` row (also in benchmarks/RESULTS.md and
+    docs/simulator.md) must state what a fresh `flopwatch run --quick` gives (deterministic, seeded)."""
+    out = tmp_path / "out"
+    assert main(["run", "--quick", "-o", str(out)]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    h = s["headline"]
+    dec = h["verdicts"]["decisiveness"]
+    med, (lo, hi) = dec["median_decisive_at_truth"], dec["decisive_at_truth_range"]
+    at3 = next(x["below_rate"] for x in dec["by_truth_factor"] if x["factor"] == 3.0)
+    repo = Path(__file__).resolve().parents[1]
+    rows = {
+        name: next(
+            ln
+            for ln in (repo / name).read_text().splitlines()
+            if "run --quick" in ln and "19 workloads" in ln
+        )
+        for name in ("README.md", "benchmarks/RESULTS.md", "docs/simulator.md")
+    }
+    for name, row in rows.items():
+        assert f"{med:.2f} × " in row and f"{lo:.2f}–{hi:.2f}" in row, name
+        assert f"{at3:.1%}".replace("%", " %") in row, name
+        assert f"MAE {h['heldout']['mae_pct']:.2f} %" in row or f"MAE {s['heldout_mae_pct']:.2f} %" in row, (
+            name
+        )
+        assert f"{h['calibrated_interval']['coverage']:.1%}".replace("%", " %") in row, name
+        assert f"{dec['median_above_at_truth']:.3f} × truth" in row, name
