@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # prom_helpers: test infrastructure
+
 if TYPE_CHECKING:
     from flopwatch.telemetry.prom_client import Columns
 
@@ -64,8 +66,8 @@ def _cpu_s(pid: int) -> float:
 
 def build(tsdb: Path, gpus: int, hours: float, slice_gpus: int = 128) -> None:
     """Simulate ``gpus`` GPUs × ``hours`` and backfill them into ``tsdb`` in slices (disk: one slice at a time)."""
-    from flopwatch.fleet.localprom import backfill
     from flopwatch.sim.dcgm import SimulatedFleet, random_schedule
+    from prom_helpers import backfill
 
     done = tsdb / "flopwatch-bench.json"
     want = {"gpus": gpus, "hours": hours}
@@ -86,8 +88,8 @@ def build(tsdb: Path, gpus: int, hours: float, slice_gpus: int = 128) -> None:
 
 
 def run_prometheus(args: argparse.Namespace) -> list[dict]:
-    from flopwatch.fleet.localprom import LocalPrometheus
     from flopwatch.telemetry.prom_client import PrometheusClient
+    from prom_helpers import LocalPrometheus
 
     tsdb = Path(args.tsdb)
     tsdb.mkdir(parents=True, exist_ok=True)
@@ -200,9 +202,9 @@ class ReplayClient:
 def run_replicate(args: argparse.Namespace) -> list[dict]:
     import resource
 
-    from flopwatch.fleet.localprom import LocalPrometheus
     from flopwatch.fleet.plan import ReadPlan
     from flopwatch.telemetry.prom_client import PrometheusClient
+    from prom_helpers import LocalPrometheus
 
     t1 = WALL0 + args.hours * 3600
     plan = ReadPlan(WALL0, t1)

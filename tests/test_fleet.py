@@ -174,7 +174,7 @@ def test_simulated_fleet_openmetrics(tmp_path):
 
 def test_cli_unreachable_server_is_one_line_exit_2(capsys):
     from flopwatch.cli import main
-    from flopwatch.fleet.localprom import free_port
+    from prom_helpers import free_port
 
     port = free_port()  # nothing listens there
     rc = main(
@@ -232,7 +232,7 @@ def test_cli_sim_openmetrics_writes_truth_and_refuses_to_overwrite(tmp_path, cap
     assert 'hpc_job="' in out.read_text()
     assert "SIMULATED" in capsys.readouterr().out
     assert main(args) == 2 and "exists" in capsys.readouterr().err
-    from flopwatch.fleet.localprom import backfill, find_tool
+    from prom_helpers import backfill, find_tool
 
     if find_tool("promtool"):
         backfill(out, tmp_path / "tsdb")  # what the command promises: promtool accepts it
@@ -441,7 +441,7 @@ def test_openmetrics_label_values_are_escaped(tmp_path):
     sched.write_text(json.dumps([{"name": 'evil"job\\x', "gpus": 1, "start_s": 60, "duration_s": 600}]))
     f = SimulatedFleet(1, 0.25, load_fleet_schedule(sched), device="l4", gpus_per_node=1, seed=1)
     f.write_openmetrics(tmp_path / "f.om")
-    from flopwatch.fleet.localprom import backfill, find_tool
+    from prom_helpers import backfill, find_tool
 
     if find_tool("promtool") is None:
         pytest.skip("needs promtool")

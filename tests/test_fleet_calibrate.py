@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from flopwatch.fleet import calibrate as C
-from flopwatch.fleet.localprom import LocalPrometheus, backfill, find_tool
 from flopwatch.telemetry import dcgm_metrics as M
+from prom_helpers import LocalPrometheus, backfill, find_tool
 
 DAY = 86400.0
 WALL = (

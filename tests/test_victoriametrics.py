@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from flopwatch.fleet.localprom import LocalPrometheus, backfill, find_tool, free_port
+from prom_helpers import LocalPrometheus, backfill, find_tool, free_port
 
 VM = shutil.which("victoria-metrics")
 pytestmark = [

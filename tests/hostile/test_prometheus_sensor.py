@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from flopwatch.fleet.localprom import LocalPrometheus, backfill, find_tool
+from prom_helpers import LocalPrometheus, backfill, find_tool
 
 pytestmark = pytest.mark.skipif(
     find_tool("promtool") is None or find_tool("prometheus") is None,

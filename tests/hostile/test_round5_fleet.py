@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from flopwatch.fleet.localprom import LocalPrometheus, backfill, find_tool
 from flopwatch.telemetry import dcgm_metrics as M
+from prom_helpers import LocalPrometheus, backfill, find_tool
 
 pytestmark = pytest.mark.skipif(
     find_tool("promtool") is None or find_tool("prometheus") is None,

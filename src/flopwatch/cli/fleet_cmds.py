@@ -101,6 +101,9 @@ def fleet_estimate(
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
     """Per-job FLOP estimates, sound bounds and verdicts (the project's assessment) for a whole fleet."""
+    from flopwatch.devices import normalize_dtype
+    from flopwatch.errors import InputError
+    from flopwatch.estimate import Profile
     from flopwatch.fleet.estimate import estimate_fleet
     from flopwatch.fleet.plan import ReadPlan
     from flopwatch.fleet.reader import JobMap
@@ -120,20 +123,11 @@ def fleet_estimate(
     if job_info is not None or job_map is not None:
         gl = tuple(x.strip() for x in job_gpu_labels.split(",") if x.strip())
         if not 1 <= len(gl) <= 2:
-            from flopwatch.errors import InputError
-
             raise InputError("expected UUID or HOST_LABEL,INDEX_LABEL", field="--job-gpu-labels")
         allocs = load_job_map(job_map) if job_map is not None else ()
         jobs = JobMap(metric=job_info or "", job_label=job_label, gpu_labels=gl, allocations=allocs)
-    prof = None
-    if profile_path is not None:
-        from flopwatch.estimate import Profile
-
-        prof = Profile.load(profile_path)
-    if dtype is not None:
-        from flopwatch.devices import normalize_dtype
-
-        dtype = normalize_dtype(dtype)
+    prof = None if profile_path is None else Profile.load(profile_path)
+    dtype = None if dtype is None else normalize_dtype(dtype)
     client = PrometheusClient(prometheus, timeout_s=timeout_s, run_timeout_s=run_timeout_s, retries=retries)
     kw: dict[str, Any] = dict(
         by=by, jobs=jobs, profile=prof, threshold=threshold, confidence=confidence, dtype=dtype, device=device
@@ -241,13 +235,7 @@ def _print_table(d: dict[str, Any], width: int | None = None) -> None:
         )
     for g in [*d["groups"], d["fleet"]]:
         e = g["estimate_flops"]
-        est = (
-            "— (no estimate)"
-            if e is None
-            else "— (model gives 0 at this power)"
-            if not e > 0
-            else fmt_flops(e)
-        )
+        est = "— (no estimate)" if e is None else fmt_flops(e) if e > 0 else "— (model gives 0 at this power)"
         con.print(f"{g['key']}: {g['verdict'] or '—'}")
         lines = [
             f"{g['gpus']} GPUs, {g['gpu_hours']:.1f} GPU-h, coverage {g['coverage']:.0%}, energy "
@@ -270,17 +258,9 @@ def _print_table(d: dict[str, Any], width: int | None = None) -> None:
 
 def sim_openmetrics(
     out: Path = typer.Option(..., "-o", "--output", help="OpenMetrics file to write."),
-    gpus: int = typer.Option(
-        16,
-        "--gpus",
-        help="GPUs in the fleet.",
-        callback=options.count(ge=1),
-    ),
+    gpus: int = typer.Option(16, "--gpus", help="GPUs in the fleet.", callback=options.count(ge=1)),
     hours: float = typer.Option(
-        6.0,
-        "--hours",
-        help="Hours of history.",
-        callback=options.positive(unit="h"),
+        6.0, "--hours", help="Hours of history.", callback=options.positive(unit="h")
     ),
     schedule: str = typer.Option(
         "random",
@@ -290,10 +270,7 @@ def sim_openmetrics(
     device: str = typer.Option("h100", "--device", help="Simulated GPU model (a100, h100, h200, l40, l4)."),
     interval: str = typer.Option("15s", "--interval", help="Scrape interval."),
     gpus_per_node: int = typer.Option(
-        8,
-        "--gpus-per-node",
-        help="GPUs per node (one pod per node and job).",
-        callback=options.count(ge=1),
+        8, "--gpus-per-node", help="GPUs per node (one pod per node and job).", callback=options.count(ge=1)
     ),
     label_style: str = typer.Option(
         "pod",
@@ -310,10 +287,7 @@ def sim_openmetrics(
         callback=options.count(ge=0, le=options.MAX_COUNT),
     ),
     drop: float = typer.Option(
-        0.0,
-        "--drop",
-        help="Share of scrapes missing at random.",
-        callback=options.finite(ge=0.0, lt=1.0),
+        0.0, "--drop", help="Share of scrapes missing at random.", callback=options.finite(ge=0.0, lt=1.0)
     ),
     start: str = typer.Option("1700000000", "--start", help="Wall time of t = 0 (RFC 3339 or Unix seconds)."),
     seed: options.Seed = 0,
@@ -335,10 +309,8 @@ def sim_openmetrics(
     from flopwatch.telemetry.timespec import parse_duration, parse_time
 
     truth_path = truth or out.with_name(out.name + ".truth.json")
-    options.not_inputs(
-        [("--output", out), ("--truth", truth_path)], [None if schedule == "random" else schedule]
-    )
     sched_in = None if schedule == "random" else schedule
+    options.not_inputs([("--output", out), ("--truth", truth_path)], [sched_in])
     check_output(
         out, inputs=(sched_in, truth_path), overwrite=force, what="OpenMetrics history", create_parents=True
     )

@@ -144,9 +144,10 @@ class EvaluationResult:
         return int(self.train_idx.shape[0])
 
     def coverage(self, name: str) -> float:
+        """Share of held-out predictions whose calibrated interval holds the true FLOPs (not a threshold rule)."""
         m = self.models[name]
-        t = self.truth[self.test_idx]
-        return float(np.mean((m.lower_flops <= t) & (t <= m.upper_flops)))
+        truth = self.truth[self.test_idx]
+        return float(np.mean((m.lower_flops <= truth) & (truth <= m.upper_flops)))
 
     def per_workload(self, name: str) -> list[dict[str, Any]]:
         """Per-workload min/median/max of the held-out estimate over the splits where it was tested (Fig. 4)."""

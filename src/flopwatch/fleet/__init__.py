@@ -13,11 +13,7 @@ __all__ = ["FleetResult", "JobMap", "PrometheusClient", "ReadPlan", "estimate_fl
 
 
 def __getattr__(name: str) -> Any:
-    if name == "PrometheusClient":
-        from flopwatch.telemetry.prom_client import PrometheusClient
-
-        return PrometheusClient
-    if name in ("ReadPlan", "JobMap", "FleetResult", "estimate_fleet"):
+    if name in __all__:  # all of them importable from the orchestrator
         from flopwatch.fleet import estimate
 
         return getattr(estimate, name)

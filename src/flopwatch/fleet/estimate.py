@@ -1,9 +1,5 @@
-"""``estimate_fleet``: a fleet's dcgm-exporter history → every group's FLOPs, bounds and verdict.
-
-Stages, each its own module, called in order: :mod:`.plan` (chunks inside the engine's limits) →
-:mod:`.reader` (discovery, window queries, one :class:`~.reader.GpuJobs` table per GPU chunk) → :mod:`.groups`
-(devices and estimates on arrays, one fold per grouping, the project's assessment per group) →
-:class:`FleetResult` (the JSON contract).
+"""``estimate_fleet``: a fleet's dcgm-exporter history → every group's FLOPs, bounds and verdict. It calls the
+stages in order (the package docstring, docs/fleet.md) and returns :class:`FleetResult` (the JSON contract).
 """
 
 from __future__ import annotations

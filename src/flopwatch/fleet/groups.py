@@ -7,12 +7,7 @@ estimate and its pipe estimate, as arrays. :func:`judge` builds each group's ``O
 :func:`flopwatch.estimate.verdict.assess`; the group's notes (:func:`notes`: everything the data says is wrong
 or unknown) are warnings, and any of them blocks "below" (:func:`~flopwatch.estimate.verdict.threshold_verdict`).
 
-**Pipe activity.** FLOPs ≈ Σ activity × peak(pipe, dtype) × f_SM / f_max × Δt: the DCGM profiling counters give the
-share of cycles a pipe issued instructions (DCGM field reference, ``DCGM_FI_PROF_PIPE_*``), and a pipe's peak
-scales with the SM clock. Known errors: issue cycles are not useful FLOPs (tile padding, wave quantisation and
-pipeline bubbles count as active: biased *up* against model FLOPs); 2:4 sparsity doubles FLOPs per active cycle
-and is invisible (the peaks are dense); TENSOR_ACTIVE mixes precisions, so the dtype chooses the peak; FP16/FP64
-vector pipes have no peak in ``devices.py`` and are reported, not counted.
+Pipe activity (FLOPs ≈ Σ activity × peak(pipe, dtype) × f_SM / f_max × Δt), its known errors: docs/fleet.md.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import chain
 from typing import Any
 
@@ -45,7 +40,6 @@ POWER_SLACK, CLOCK_SLACK = 1.15, 1.05
 #: Counter and power gauge must agree within this over the windows both cover (the counter is exact; the gauge
 #: is a 1 s mean per scrape, so it samples the load: a few % on steady training).
 COUNTER_TOLERANCE = 0.10
-MIN_COVERAGE = 0.95
 
 
 @functools.lru_cache(maxsize=256)
@@ -157,9 +151,8 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
             e.pipe[ix] = np.where(jobs.pipe_covered_s[ix] > 0, pipes, np.nan)
             e.pipe_no_clock[ix] = no_clock
     m = np.asarray(jobs.mig, bool)
-    if (
-        m.any()
-    ):  # MIG instances share their GPU's idle power: each its share of the GPU's instance time (not all)
+    # MIG instances share their GPU's idle power: each its share of the GPU's instance time (not all)
+    if m.any():
         gix = np.unique(jobs.gpu.astype(str), return_inverse=True)[1]
         t = np.where(m, jobs.duration_s, 0.0)
         top = np.zeros(gix.max() + 1)
@@ -191,14 +184,11 @@ class GroupTable:
         return {k: c[g] for k, c in self._cols.items()}
 
 
-_SUMMED = (
-    "energy_j", "energy_from_power_j", "counter_j", "counter_power_j", "covered_s", "duration_s", "busy_s",
-    "busy_covered_s", "dram_s", "dram_covered_s", "tensor_s", "tensor_mhz_s", "fp32_s", "fp32_mhz_s",
-    "fp16_s", "fp64_s", "pipe_covered_s", "clock_mhz_s", "clock_covered_s", "resets", "out_of_range",
-    "prof_covered_s", "prof_gap_s", "prof_zero_load_s", "util_no_power_s", "ends_busy", "duplicate_s", "mig", "n_series",
-)  # fmt: skip
 _MIN = ("t_first", "clock_min_mhz", "power_limit_min_w", "min_power_w")
 _MAX = ("t_last", "clock_max_mhz", "power_limit_w", "peak_power_w")
+_IDS = ("gpu", "instance", "job", "model", "cohort")
+#: Every other column is summed (a new GpuJobs column is folded without touching this file).
+_SUMMED = tuple(f.name for f in fields(GpuJobs) if f.name not in {*_IDS, *_MIN, *_MAX})
 
 
 def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: Estimates,

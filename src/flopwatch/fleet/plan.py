@@ -18,6 +18,7 @@ counting a sample twice, ranges are ``window − 1 ms`` on 2.x (sample timestamp
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from flopwatch.errors import InputError
@@ -149,17 +150,13 @@ def range_str(seconds: float, closed: bool) -> str:
     return f"{ms - 1 if closed else ms}ms"
 
 
+#: RE2 metacharacters: each escaped with a backslash (itself escaped for the PromQL string).
+_RE_META = re.compile(r"([.^$*+?()\[\]{}|\\])")
+
+
 def re_escape(v: str) -> str:
     """``v`` as a literal inside a PromQL double-quoted regex (RE2 metacharacters and the quote escaped)."""
-    out = []
-    for ch in v:
-        if ch in ".^$*+?()[]{}|\\":
-            out.append("\\\\" + ch)
-        elif ch == '"':
-            out.append('\\"')
-        else:
-            out.append(ch)
-    return "".join(out)
+    return _RE_META.sub(r"\\\\\1", v).replace('"', '\\"')
 
 
 def gpu_matchers(plan: ReadPlan, label: str, keys: list[str]) -> str:

@@ -1,25 +1,10 @@
 """Read a fleet's dcgm-exporter history into one columnar table of GPU-jobs (:class:`GpuJobs`).
 
-For every window (default 1 h) and series, Prometheus evaluates the range functions of the metric table
-(:data:`flopwatch.telemetry.dcgm_metrics.TABLE`: at most two per metric, so each raw sample is read at most twice);
-only window aggregates cross the network. One GPU chunk at a time, every time chunk of it is assembled into
-(series × window) arrays, each (series, window) cell gets its energy, time and activity, and the cells are summed
-with ``np.bincount`` into GPU-job rows: (GPU, MIG instance, job). A job comes from the series' labels (``--by``),
-from a job-info series or a mapping file joined per window (:class:`JobMap`: no job label on DCGM series, so the
-series count stays proportional to GPUs however many jobs run), or is left empty for ``--by cohort``/fleet totals.
-
-Energy (``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, mJ since boot) is exact between two samples of one series: a
-cell's energy is ``last_k − last_prev`` (bridging missed scrapes and empty windows: the counter kept counting). A
-series' first cell gets ``last − min`` plus half a step of its mean power (the first scrape is on average half a
-step after the start), its last cell half a step more. A reset (driver reload: the window's minimum below the
-previous last value) makes that cell's energy come from the power gauge (mean power × the time the cell stands
-for) and is counted. Without the counter all energy comes from power. The time a cell stands for: a whole window
-when the series has samples on both sides and at least :data:`FULL_WINDOW` of the window's scrapes; an edge cell its
-samples over the series' share of scrapes that arrived, placed against its neighbour.
-
-MIG: dcgm-exporter repeats the whole GPU's power and energy on every instance. Per window the GPU's energy is
-taken once and apportioned to its instances by their share of graphics-engine activity (an apportionment, not a
-measurement: the group says so).
+Prometheus evaluates the metric table's range functions per window (each raw sample read at most twice). One
+GPU chunk at a time, the answers become (series × window) arrays, each cell gets energy, time and activity,
+and ``np.bincount`` sums the cells into rows of (GPU, MIG instance, job). Jobs come from labels (``--by``), a
+job-info series or mapping file joined per window (:class:`JobMap`), or none (``--by cohort``, fleet totals).
+How energy, the time a cell stands for and MIG apportionment are derived: docs/fleet.md, "How it reads".
 """
 
 from __future__ import annotations
@@ -94,9 +79,7 @@ class GpuJobs:
     prof_zero_load_s: np.ndarray  # time with every profiling counter at 0 while power shows load
     util_no_power_s: np.ndarray  # time with utilisation ≥ 0.5 at the claimed model's idle power
     ends_busy: np.ndarray  # series whose telemetry stops under load while the range goes on (lag, outage)
-    duplicate_s: (
-        np.ndarray
-    )  # time a GPU is reported twice (more samples than scrapes, two series or jobs at once)
+    duplicate_s: np.ndarray  # time a GPU is reported twice (more samples than scrapes; two series or jobs)
     mig: np.ndarray  # bool: energy apportioned among MIG instances
     n_series: np.ndarray
 
@@ -220,20 +203,15 @@ class FleetReader:
     ) -> GpuJobs:
         """The GPU-jobs of one GPU chunk over the whole range."""
         q = self.queries(matchers)
+        if self.jobs is not None and self.jobs.metric:  # the job-info series' samples per job, GPU and window
+            by = ", ".join((self.jobs.job_label, *self.jobs.gpu_labels))
+            q[("info", "")] = f"sum by ({by}) (count_over_time({self.jobs.metric}[{self.window}]))"
         spans = self.chunking.time_chunks(self.plan)
         futs = {
             (name, i): pool.submit(self.client.query_columns, expr, t0, t1, self.plan.window_s)
             for name, expr in q.items()
             for i, (t0, t1) in enumerate(spans)
         }
-        if self.jobs is not None and self.jobs.metric:
-            sel = f"{self.jobs.metric}"
-            by = ", ".join((self.jobs.job_label, *self.jobs.gpu_labels))
-            expr = f"sum by ({by}) (count_over_time({sel}[{self.window}]))"
-            for i, (t0, t1) in enumerate(spans):
-                futs[(("info", ""), i)] = pool.submit(
-                    self.client.query_columns, expr, t0, t1, self.plan.window_s
-                )
         answers: dict[tuple[str, str], list[Columns]] = {}
         for (name, _i), f in futs.items():
             answers.setdefault(name, []).append(f.result())
@@ -290,8 +268,7 @@ class FleetReader:
         nxt = np.zeros_like(P)
         nxt[:, :-1] = P[:, 1:]
         interior = P & prev & nxt & (N >= FULL_WINDOW * W / step)
-        gpu_n = np.zeros((G, K))
-        np.add.at(gpu_n, gi, N)
+        gpu_n = _per_gpu(N, gi, G)
         # a series without interior windows (a job shorter than two windows) borrows its GPU's scrape rate: the GPU
         # is scraped the whole time, whichever series (job) holds it (median over its interior windows)
         gp = gpu_n > 0
@@ -318,10 +295,9 @@ class FleetReader:
         last_seen = np.maximum.accumulate(np.where(gp, np.arange(K), -1), axis=1)
         before = np.full((G, K), -1)
         before[:, 1:] = last_seen[:, :-1]
-        c0, c1, span_g = np.full((G, K), np.inf), np.full((G, K), -np.inf), np.zeros((G, K))
-        np.minimum.at(c0, gi, np.where(P, c_start, np.inf))
-        np.maximum.at(c1, gi, np.where(P, c_end, -np.inf))
-        np.add.at(span_g, gi, span)
+        c0 = _per_gpu(np.where(P, c_start, np.inf), gi, G, np.minimum, np.inf)
+        c1 = _per_gpu(np.where(P, c_end, -np.inf), gi, G, np.maximum, -np.inf)
+        span_g = _per_gpu(span, gi, G)
         after_gap = gp & (before >= 0) & (before < np.arange(K) - 1)
         gap = np.where(after_gap, c0 - np.take_along_axis(c1, np.maximum(before, 0), axis=1), 0.0).clip(0.0)
         unseen = np.where(P, gap[gi] * span / np.where(span_g[gi] > 0, span_g[gi], 1.0), 0.0)
@@ -370,20 +346,14 @@ class FleetReader:
                 & (p_mean <= idle * (1 + C.UTIL_POWER_FLOOR_FRACTION))
             )
         # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
-        g_present = np.zeros((G, K), bool)
-        np.logical_or.at(g_present, gi, P)
         g_next = np.zeros((G, K), bool)
-        g_next[:, :-1] = g_present[:, 1:]
+        g_next[:, :-1] = _per_gpu(P, gi, G, np.logical_or, False)[:, 1:]
         last = P & ~next_any(P)
         stops = last & load & ~g_next[gi] & (np.arange(K)[None, :] < K - 1)
         inst = np.array([lab.get(M.MIG_LABEL, "") for lab in labels], dtype=object)
         # more samples than scrapes per GPU and MIG instance (each instance repeats the GPU's series: not twice)
-        ui = np.unique(
-            np.stack([gi, np.unique(inst, return_inverse=True)[1]], axis=1), axis=0, return_inverse=True
-        )[1]
-        unit_n = np.zeros((int(np.max(ui)) + 1, K))
-        np.add.at(unit_n, np.ravel(ui), N)
-        dup = (unit_n > 1.05 * W / step + 1)[np.ravel(ui)] & P
+        unit = _units(gi, inst)
+        dup = (_per_gpu(N, unit, int(unit.max()) + 1) > 1.05 * W / step + 1)[unit] & P
         # --- energy: per GPU and window (the counter is the GPU's), shared among the series present
         is_mig = inst != ""
         L = mat("energy", "last") if ("energy", "last") in answers else None
@@ -393,10 +363,9 @@ class FleetReader:
             # series each spanning the window's whole range with a quarter of its scrapes report one GPU twice
             # (interleaved exporters). Not checked: MIG, a reset (named as one), a counter restarted lately
             ok = P & np.isfinite(L) & np.isfinite(Mn) & ~is_mig[:, None]
-            lo, hi, pw = np.full((G, K), np.inf), np.full((G, K), -np.inf), np.zeros((G, K))
-            np.minimum.at(lo, gi, np.where(ok, Mn, np.inf))
-            np.maximum.at(hi, gi, np.where(ok, L, -np.inf))
-            np.maximum.at(pw, gi, np.where(ok & p_ok, np.maximum(p_mean, idle), idle))
+            lo = _per_gpu(np.where(ok, Mn, np.inf), gi, G, np.minimum, np.inf)
+            hi = _per_gpu(np.where(ok, L, -np.inf), gi, G, np.maximum, -np.inf)
+            pw = _per_gpu(np.where(ok & p_ok, np.maximum(p_mean, idle), idle), gi, G, np.maximum)
             near = 2.0 * step * pw[gi] + 1.0  # two scrapes' energy
             with np.errstate(invalid="ignore"):
                 whole = (
@@ -406,12 +375,11 @@ class FleetReader:
                     & (N >= 0.25 * W / step)
                     & (W >= 16 * step)
                 )
-                spanning = np.zeros((G, K))
-                np.add.at(spanning, gi, whole)
+                spanning = _per_gpu(whole, gi, G)
                 reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
                 dup |= ((spanning >= 2) & ~reset)[gi] & ok
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
-            P, span, p_mean, L, Mn, busy_a, gi, G, inst, step, idle
+            P, span, p_mean, L, Mn, busy_a, gi, G, inst, unit, step, idle
         )
         # --- jobs per cell (with their share of it), then cells summed into rows of (GPU, instance, job)
         src, names, wt, twice = self._cell_jobs(labels, gids, S, K, info, c_start, c_end)
@@ -421,18 +389,14 @@ class FleetReader:
         for g, lab in zip(gi.tolist(), labels, strict=True):
             claims.setdefault(g, set()).add(lab.get("modelName", ""))
         models = np.array([" | ".join(sorted(claims[g])) for g in range(G)], dtype=object)[gi]
-        g_busy = np.zeros((G, K), bool)
-        np.logical_or.at(g_busy, gi, _busy(busy_a, load, P))
+        g_busy = _per_gpu(_busy(busy_a, load, P), gi, G, np.logical_or, False)
         g_sig = np.array([_signature(g_busy[g], self.ends, W) for g in range(G)], dtype=object)
         jobs_u, jinv = np.unique(
             np.array(["\x00" if j is None else j for j in names], dtype=object), return_inverse=True
         )
-        unit = np.unique(
-            np.stack([gi, np.unique(inst, return_inverse=True)[1]], axis=1), axis=0, return_inverse=True
-        )[1]
         Pw = P[src] & (wt > 0)
         sel = Pw.ravel()
-        row_key = np.broadcast_to((np.asarray(unit).ravel()[src] * len(jobs_u) + jinv)[:, None], Pw.shape)
+        row_key = np.broadcast_to((unit[src] * len(jobs_u) + jinv)[:, None], Pw.shape)
         rk, rows_of = np.unique(row_key.ravel()[sel], return_inverse=True)
         R = len(rk)
         w_sel = wt.ravel()[sel]
@@ -593,6 +557,7 @@ def _gpu_energy(
     gi: np.ndarray,
     G: int,
     inst: np.ndarray,
+    unit: np.ndarray,
     step: float,
     idle: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -608,24 +573,15 @@ def _gpu_energy(
     S, K = P.shape
     p_ok = np.isfinite(p_mean)
     e_power = np.where(p_ok & P, p_mean * span, 0.0)
-    unit = np.unique(
-        np.stack([gi, np.unique(inst, return_inverse=True)[1]], axis=1), axis=0, return_inverse=True
-    )[1]
-    unit = np.asarray(unit).ravel()
     U = int(unit.max()) + 1
     g_of_unit = np.zeros(U, dtype=np.intp)
     g_of_unit[unit] = gi
 
     def per_gpu(x: np.ndarray) -> np.ndarray:  # Σ over one instance's series, the largest instance
-        per = np.zeros((U, K))
-        np.add.at(per, unit, x)
-        out = np.zeros((G, K))
-        np.maximum.at(out, g_of_unit, per)
-        return out
+        return _per_gpu(_per_gpu(x, unit, U), g_of_unit, G, np.maximum)
 
     Pg = per_gpu(e_power)
-    Gp = np.zeros((G, K), bool)
-    np.logical_or.at(Gp, gi, P)
+    Gp = _per_gpu(P, gi, G, np.logical_or, False)
     gprev = np.zeros_like(Gp)
     gprev[:, 1:] = Gp[:, :-1]
     Eg, from_g = Pg.copy(), Pg.copy()
@@ -634,12 +590,9 @@ def _gpu_energy(
     reset_g = np.zeros((G, K), bool)
     if L is not None and Mn is not None:
         e_ok = P & np.isfinite(L) & np.isfinite(Mn)
-        Lg = np.full((G, K), -np.inf)
-        np.maximum.at(Lg, gi, np.where(e_ok, L, -np.inf))
-        Mg = np.full((G, K), np.inf)
-        np.minimum.at(Mg, gi, np.where(e_ok, Mn, np.inf))
-        pg_mean = np.full((G, K), -np.inf)
-        np.maximum.at(pg_mean, gi, np.where(p_ok & P, p_mean, -np.inf))
+        Lg = _per_gpu(np.where(e_ok, L, -np.inf), gi, G, np.maximum, -np.inf)
+        Mg = _per_gpu(np.where(e_ok, Mn, np.inf), gi, G, np.minimum, np.inf)
+        pg_mean = _per_gpu(np.where(p_ok & P, p_mean, -np.inf), gi, G, np.maximum, -np.inf)
         half = np.where(np.isfinite(pg_mean), 0.5 * step * pg_mean, 0.0)
         eg_ok = np.isfinite(Lg)
         Lg = np.where(eg_ok, Lg, np.nan)
@@ -667,9 +620,7 @@ def _gpu_energy(
     span_p = np.where(P, span, 0.0)
 
     def gsum(x: np.ndarray) -> np.ndarray:
-        out = np.zeros((G, K))
-        np.add.at(out, gi, x)
-        return out
+        return _per_gpu(x, gi, G)
 
     span_g = gsum(span_p)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -692,6 +643,22 @@ def _gpu_energy(
         counter_g[gi] * share,
         cpower_g[gi] * share,
         reset_g[gi] * share,
+    )
+
+
+def _per_gpu(x: np.ndarray, gi: np.ndarray, G: int, uf: np.ufunc = np.add, init: float = 0.0) -> np.ndarray:
+    """The rows of ``x`` (series × window) reduced into their GPU's row (``gi``) with ``uf``, from ``init``."""
+    out = np.full((G, x.shape[1]), init, dtype=bool if uf is np.logical_or else float)
+    uf.at(out, gi, x)
+    return out
+
+
+def _units(gi: np.ndarray, inst: np.ndarray) -> np.ndarray:
+    """Each series' (GPU, MIG instance) unit index."""
+    return np.ravel(
+        np.unique(
+            np.stack([gi, np.unique(inst, return_inverse=True)[1]], axis=1), axis=0, return_inverse=True
+        )[1]
     )
 
 

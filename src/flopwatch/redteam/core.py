@@ -9,6 +9,7 @@ from typing import Any
 
 from flopwatch.errors import InputError
 from flopwatch.estimate.profile import Profile
+from flopwatch.estimate.verdict import threshold_verdict
 from flopwatch.units import finite
 
 
@@ -34,10 +35,9 @@ def legacy_verdict(
         )
     except InputError:
         return "none"
-    # the rule of that time, kept here as history (today's rule: estimate.verdict.threshold_verdict)
-    if est.lower_flops > threshold_flops:
-        return "above"
-    return "below" if est.upper_flops < threshold_flops else "uncertain"
+    # the rule of that time was today's one rule applied to the calibrated interval, without its warnings (a
+    # negative upper end read as 0: it was "below" then too)
+    return threshold_verdict(None, est.lower_flops, max(est.upper_flops, 0.0), threshold_flops)
 
 
 @dataclass(frozen=True)

@@ -2,25 +2,8 @@
 
 Every GPU is a :class:`~flopwatch.sim.accelerator.SimulatedAccelerator` running its share of a job schedule; a
 scrape every ``interval_s`` (per-node phase offset, as real scrapes have) records what dcgm-exporter would
-export at that moment (names and labels of NVIDIA/dcgm-exporter ``etc/dcp-metrics-included.csv``):
-
-* ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``: the exact integral of the twin's power since boot, in mJ (integer,
-  like NVML's counter), optionally with driver-reload resets;
-* ``DCGM_FI_DEV_POWER_USAGE``: mean power over the last second (W); ``DCGM_FI_DEV_GPU_UTIL``: busy share of
-  the last second (%); ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``: busy share since the previous scrape;
-* pipe activity from the roofline: while kernels run, the tensor (or FP32) pipe is active for
-  ``rate_busy / (peak · f/f_max) · (1 + waste)`` of the cycles, where ``rate_busy`` is the FLOP rate while busy
-  and ``waste = 0.05 + 0.10 · T½ / (T + T½)`` (T tokens per step, T½ the roofline's half-efficiency size) is the
-  share of issued tensor cycles that do no useful work (tile padding, more on skinny matmuls). The waste model is
-  an assumption of this simulator, chosen so that the pipe estimator's known upward bias is present; it is
-  not fitted to hardware;
-* ``DCGM_FI_PROF_DRAM_ACTIVE`` (the roofline's memory share), ``DCGM_FI_PROF_SM_ACTIVE`` (0.98 × busy, an
-  assumption), ``DCGM_FI_DEV_SM_CLOCK``, ``DCGM_FI_DEV_POWER_MGMT_LIMIT``, ``DCGM_FI_DEV_GPU_TEMP``.
-
-Labels: ``gpu``, ``UUID``, ``device``, ``modelName``, ``Hostname``, ``DCGM_FI_DRIVER_VERSION``, Prometheus's
-``instance`` and ``job``; while a pod holds the GPU, ``pod``/``namespace``/``container`` (``label_style="pod"``),
-or those renamed ``exported_*`` next to the exporter's own pod and namespace (``"exported"``, what a
-Kubernetes scrape without ``honor_labels`` stores), or ``hpc_job`` (``"hpc"``). Everything here is simulated:
+export then (the families of :data:`flopwatch.telemetry.dcgm_metrics.TABLE`). What each field holds, the
+pipe-waste assumption and the label styles: docs/fleet.md, "Simulated fleets". Everything here is simulated:
 the file's header and the ground-truth sidecar say so.
 """
 
@@ -32,6 +15,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,28 +161,20 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
         if not isinstance(it, dict):
             raise InputError("each job must be a table/object", file=str(p), record=i)
         name = str(it.get("name", f"job-{i}"))
+        at = {"file": str(p), "record": name}  # where each error points
         try:
             start = float(it["start_s"]) if "start_s" in it else float(it.get("start_h", 0.0)) * 3600.0
             dur = float(it["duration_s"]) if "duration_s" in it else float(it["hours"]) * 3600.0
             gpus = int(it.get("gpus", 1))
         except (KeyError, TypeError, ValueError, OverflowError) as e:
-            raise InputError(
-                f"needs numeric start_s/start_h, duration_s/hours, gpus ({e})", file=str(p), record=name
-            ) from None
+            raise InputError(f"needs numeric start_s/start_h, duration_s/hours, gpus ({e})", **at) from None
         if not (math.isfinite(start) and math.isfinite(dur)) or gpus < 1 or dur <= 0 or start < 0:
-            raise InputError(
-                "finite numbers with gpus >= 1, duration > 0 and start >= 0 are required",
-                file=str(p),
-                record=name,
-            )
+            raise InputError("finite numbers with gpus >= 1, duration > 0 and start >= 0 are required", **at)
         w = it.get("workload", "llm-1b-bf16")
         if isinstance(w, str):
             if w not in CATALOG:
                 raise InputError(
-                    f"unknown workload {w!r}; catalog: {', '.join(CATALOG)}",
-                    file=str(p),
-                    record=name,
-                    field="workload",
+                    f"unknown workload {w!r}; catalog: {', '.join(CATALOG)}", **at, field="workload"
                 )
             wl: Any = CATALOG[w]
         elif isinstance(w, dict):
@@ -213,21 +189,16 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
                     num_layers=int(w.get("num_layers", 12)),
                 )
             except (KeyError, TypeError, ValueError, OverflowError) as e:
-                raise InputError(
-                    f"raw workload needs flops_per_step ({e})", file=str(p), record=name, field="workload"
-                ) from None
+                raise InputError(f"raw workload needs flops_per_step ({e})", **at, field="workload") from None
             nums = {k: getattr(wl, k) for k in ("flops_per_step", "bytes_per_step", "tokens_per_step")}
             if not all(math.isfinite(v) and v >= 0 for v in nums.values()) or wl.flops_per_step <= 0:
                 raise InputError(
                     f"needs finite flops_per_step > 0, bytes_per_step and tokens_per_step >= 0, got {nums}",
-                    file=str(p),
-                    record=name,
+                    **at,
                     field="workload",
                 )
         else:
-            raise InputError(
-                "workload must be a catalog name or a table", file=str(p), record=name, field="workload"
-            )
+            raise InputError("workload must be a catalog name or a table", **at, field="workload")
         out.append(FleetJob(name, str(it.get("namespace", "default")), gpus, start, dur, wl))
     return out
 
@@ -347,7 +318,7 @@ class SimulatedFleet:
                 continue
             rate_busy = p.achieved_flops_per_s / p.util
             T, th = float(r.workload.tokens_per_step), acc.params.tokens_half
-            waste = 0.05 + 0.10 * th / (T + th)
+            waste = 0.05 + 0.10 * th / (T + th)  # an assumption of this simulator (docs/fleet.md)
             inten = rate_busy / (self.spec.peak(d) * p.sm_clock_mhz / fmax)
             if d == "fp32":
                 ifp[r.index] = inten  # fp32 without TF32 runs on the CUDA cores (issue ≈ useful FLOPs)
@@ -445,20 +416,17 @@ class SimulatedFleet:
         # Pieces in a scratch folder beside OUT (removed at the end, or by the next run if this one is killed),
         # the file itself through an atomic temporary: never written through a symlink, never left half-written.
         with scratch_dir(out) as tmpdir, atomic_path(out) as tmp_out:
-            files = {
-                f[0]: open(tmpdir / f"{i:02d}", "w", buffering=1 << 20) for i, f in enumerate(self.families)
-            }
-            info = open(tmpdir / "info", "w", buffering=1 << 20)
-            try:
+            with ExitStack() as pieces:  # every piece closed, however the loop ends
+                piece = lambda name: pieces.enter_context(open(tmpdir / name, "w", buffering=1 << 20))  # noqa: E731
+                files = {f[0]: piece(f"{i:02d}") for i, f in enumerate(self.families)}
+                info = piece("info")
                 todo = range(self.n_gpus) if gpus is None else gpus
                 for g in todo:
                     acc = self.accelerator(g)
                     t, vals, alloc = self.sample(g, acc)
                     self._truth(truth, g, acc)
                     ts = [f"{self.wall0 + x:.3f}" for x in t]
-                    bounds = np.flatnonzero(np.diff(alloc)) + 1
-                    segs = np.split(np.arange(t.size), bounds)
-                    for seg in segs:
+                    for seg in np.split(np.arange(t.size), np.flatnonzero(np.diff(alloc)) + 1):
                         if seg.size == 0:
                             continue
                         a = int(alloc[seg[0]])
@@ -466,30 +434,18 @@ class SimulatedFleet:
                         # MIG: one series per instance; whole-GPU fields repeated (as dcgm-exporter does), the
                         # profiling fields split by the instance's share of the work (an assumption of this simulator)
                         for inst, share in enumerate(MIG_SHARES if self.mig else (1.0,)):
-                            li = (
-                                lab | {M.MIG_LABEL: str(inst), "GPU_I_PROFILE": "1g.10gb"}
-                                if self.mig
-                                else lab
-                            )
-                            lstr = label_text(li)
+                            mig = {M.MIG_LABEL: str(inst), "GPU_I_PROFILE": "1g.10gb"} if self.mig else {}
+                            lstr = label_text(lab | mig)
                             for name, fh in files.items():
                                 m = M.METRICS[name]
                                 v = vals[m.key][seg] * (share if m.profiling else 1.0)
                                 prefix = f"{name}{{{lstr}}} "
-                                fh.write(
-                                    "".join(
-                                        f"{prefix}{x:.15g} {ts[i]}\n"
-                                        for x, i in zip(v.tolist(), seg.tolist(), strict=True)
-                                    )
-                                )
+                                pts = zip(v.tolist(), seg.tolist(), strict=True)
+                                fh.write("".join(f"{prefix}{x:.15g} {ts[i]}\n" for x, i in pts))
                     if self.label_style == "info":
                         self._write_info(info, g, t, alloc, ts)
                     if progress is not None:
                         progress(g + 1 - todo.start, len(todo))
-            finally:
-                for fh in files.values():
-                    fh.close()
-                info.close()
             with open(tmp_out, "w") as dst:
                 dst.write(
                     "# HELP flopwatch_simulated 1: every series in this file is SIMULATED by flopwatch (not measured).\n"

@@ -1,19 +1,11 @@
 """The one table of dcgm-exporter metrics flopwatch reads, and how their labels map to GPUs and jobs.
 
-Like dcgm-exporter's own ``etc/dcp-metrics-included.csv`` (NVIDIA/dcgm-exporter, one row per field: name, type,
-help), :data:`TABLE` has one row per metric: its key, DCGM field name, kind, the range functions a window
-aggregates it with, its OpenMetrics type and help text, its unit and the factor that converts it once to SI
-units or a 0–1 ratio. The fleet reader's queries (:func:`window_queries`), the simulated exporter's families
-(``sim/dcgm.py`` ``FAMILIES``) and ``flopwatch fleet metrics`` are derived from it: adding a metric is a row
-here and its value in the simulator.
+Like dcgm-exporter's own ``etc/dcp-metrics-included.csv`` (one row per field), :data:`TABLE` has one row per
+metric (:class:`Metric`); the reader's queries (:func:`window_queries`), the simulated exporter's families and
+``flopwatch fleet metrics`` derive from it: adding a metric is a row here and its value in the simulator.
 
-Labels are dcgm-exporter's (``pkg/dcgmexporter`` transformations): every series carries ``gpu`` (index on the
-node), ``UUID``, ``device``, ``modelName`` (the NVML name) and ``Hostname``; on Kubernetes the pod-resources
-transformation adds ``pod``/``namespace``/``container`` while a pod holds the GPU, and with
-``--hpc-job-mapping-dir`` the HPC transformation adds ``hpc_job``. Scraped through Kubernetes service discovery
-without ``honor_labels`` the exporter's ``pod``/``namespace`` are renamed ``exported_pod``/``exported_namespace``
-(Prometheus docs, ``scrape_config.honor_labels``), so the ``exported_`` one is preferred. MIG instances carry
-``GPU_I_ID`` and ``GPU_I_PROFILE``; dcgm-exporter repeats the whole GPU's power and energy on each of them.
+Labels are dcgm-exporter's (``gpu``, ``UUID``, ``modelName``, ``Hostname``; ``pod``/``namespace`` or their
+``exported_`` renames, ``hpc_job``; MIG's ``GPU_I_ID``): where each comes from and which wins, docs/fleet.md.
 """
 
 from __future__ import annotations
@@ -119,10 +111,8 @@ HOST_LABELS: tuple[str, ...] = ("Hostname", "instance")
 MIG_LABEL = "GPU_I_ID"
 
 
-#: Labels on every series that flopwatch never reads: dropped on the server (``<op> without (…)`` around each window
-#: query), since a fleet answer is mostly label maps (≈ 4 points per series; benchmarks/RESULTS.md "Fleet"). Kept
-#: when ``--by`` or a job map names one. Series that then collide (one GPU scraped by two jobs) are merged by
-#: :data:`MERGE`: their sample counts add, so the reader still sees more samples than scrapes.
+#: Labels flopwatch never reads, dropped on the server (a fleet answer is mostly label maps; docs/fleet.md "How it
+#: reads"); series that then collide are merged by :data:`MERGE` (sample counts add: a GPU reported twice shows).
 UNREAD_LABELS = ("DCGM_FI_DRIVER_VERSION", "device", "container", "job", "namespace", "pci_bus_id")
 MERGE: Mapping[str, str] = MappingProxyType(
     {"sum": "sum", "count": "sum", "avg": "avg", "max": "max", "min": "min", "last": "max"}

@@ -1,12 +1,8 @@
-"""The checks of a Prometheus HTTP API answer (https://prometheus.io/docs/prometheus/latest/querying/api/), for
-:mod:`flopwatch.telemetry.prom_client`: the envelope, the result type asked for, label maps of strings with no label
-set twice, sample values as finite decimal strings, timestamps finite, inside the range asked and increasing within
-a series. Anything else raises :class:`_Refused` (the client names the query and exits 2); ``NaN`` values are left
-out and counted (Prometheus's spelling of "no sample").
-
-Fleet answers hold thousands of series of a few points each, so every check is a C-level pass (``map``, ``set``,
-numpy) over the whole answer, with a Python loop only to name what is wrong, and the cyclic garbage collector is
-paused while an answer is decoded and checked (:func:`_no_gc`). Measured in benchmarks/RESULTS.md ("Fleet").
+"""The checks of a Prometheus HTTP API answer, for :mod:`flopwatch.telemetry.prom_client` (what is checked and
+refused: docs/fleet.md, "The Prometheus client"). Anything wrong raises :class:`_Refused`; ``NaN`` values are
+left out and counted (Prometheus's spelling of "no sample"). Fleet answers hold thousands of series of a few
+points, so every check is a C-level pass (``map``, ``set``, numpy), a Python loop only names what is wrong,
+and the garbage collector is paused while an answer is decoded and checked (:func:`_no_gc`; see RESULTS.md).
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """A Prometheus HTTP API client (``/api/v1/query_range``, ``/query``, ``/label``, ``/status/buildinfo``) that
-refuses hostile answers.
+refuses hostile answers (standard library ``http.client`` and numpy).
 
-Standard library only (``http.client``) and numpy. Every answer is read under three bounds, whatever the server
-does: a **deadline per query** (``timeout_s``, covering connect, every retry and back-off, headers and body; each
-socket read waits at most the time left, so a server that trickles bytes cannot stretch it), an optional **deadline
-per run** (``run_timeout_s``, from the first request), and a **size cap** (``max_answer_bytes``; the body is read
-in pieces and refused once over it, so memory stays bounded even for an endless body). The answer is then checked
-strictly against the API's shape (https://prometheus.io/docs/prometheus/latest/querying/api/): the result type
-asked for, label maps of strings, sample values as finite decimal strings, timestamps finite and inside the range
-asked (± one step), ordered within a series, and no label set twice. Anything else raises
-:class:`PrometheusError`: one line naming the query and what was wrong (the CLI prints it, exit status 2).
-
-What is refused versus degraded: a value ``"NaN"`` is how Prometheus spells a sample with no value (``0/0``, a
-stale marker), so such samples are dropped and named in the answer's ``degradations`` (and the client's, for the
-whole run) instead of becoming a silent number; the server's own ``warnings`` are passed on the same way. Every
-other lie — ``"+Inf"``, ``"-1e309"``, ``"abc"``, ``null``, a number where a string belongs, a vector asked and a
-matrix given — refuses the whole answer.
-
-Retries (exponential back-off, inside the query's deadline) are for a server that cannot be reached or answers
-5xx/429; a malformed answer is never retried. Prometheus's own errors (``{"status": "error", ...}``, HTTP 400/422)
-are passed on, since they name what is wrong (``exceeded maximum resolution of 11,000 points``).
+Every answer is read under a deadline per query (connect, retries, headers and body: each socket read waits at
+most the time left), an optional deadline per run and a size cap, then checked strictly against the API's
+shape; anything else raises :class:`PrometheusError`, one line naming the query and what was wrong (exit
+status 2). What is refused, what only degrades an answer (``"NaN"`` samples, server warnings), and when it
+retries: docs/fleet.md, "The Prometheus client".
 """
 
 from __future__ import annotations
@@ -87,6 +73,11 @@ class _Overdue(Exception):
 
 class _TooLarge(Exception):
     """The answer passed its byte budget."""
+
+
+def _fail(where: str, what: str) -> PrometheusError:
+    """The one-line refusal of the request ``where`` (its URL and query)."""
+    return PrometheusError(f"{where}: {what}", field="prometheus")
 
 
 def _show(expr: str) -> str:
@@ -365,33 +356,21 @@ class PrometheusClient:
             try:
                 status, reason, raw = self._exchange("GET" if get else "POST", target, body, headers, guard)
             except _Overdue:
-                raise PrometheusError(
-                    f"{where}: no complete answer within {deadline_name}"
-                    + (f" ({last})" if last else "")
-                    + f" ({guard.received} bytes received)",
-                    field="prometheus",
-                ) from None
+                late = f"no complete answer within {deadline_name}" + (f" ({last})" if last else "")
+                raise _fail(where, f"{late} ({guard.received} bytes received)") from None
             except _TooLarge:
-                raise PrometheusError(
-                    f"{where}: answer larger than the {self.max_answer_bytes} byte cap", field="prometheus"
-                ) from None
+                raise _fail(where, f"answer larger than the {self.max_answer_bytes} byte cap") from None
             except ssl.SSLError as e:
-                raise PrometheusError(f"{where}: TLS failed ({_clean(e, 120)})", field="prometheus") from None
+                raise _fail(where, f"TLS failed ({_clean(e, 120)})") from None
             except OSError as e:  # refused, reset, closed before answering, no route, no such host: try again
                 last = f"cannot reach Prometheus ({_clean(getattr(e, 'strerror', None) or e, 120)})"
                 continue
             except http.client.IncompleteRead as e:
-                raise PrometheusError(
-                    f"{where}: truncated or badly chunked body ({len(e.partial)} bytes read)",
-                    field="prometheus",
-                ) from None
+                raise _fail(where, f"truncated or badly chunked body ({len(e.partial)} bytes read)") from None
             except (http.client.HTTPException, ValueError) as e:
                 # a bad status line (HTTP/0.9, garbage), too many or too long headers, a bad chunk size
                 kind = type(e).__name__
-                raise PrometheusError(
-                    f"{where}: malformed HTTP answer ({kind}: {_clean(e, 120) or 'empty'})",
-                    field="prometheus",
-                ) from None
+                raise _fail(where, f"malformed HTTP answer ({kind}: {_clean(e, 120) or 'empty'})") from None
             with self._lock:
                 self.bytes_received += len(raw)
             if status >= 500 or status == 429:
@@ -401,7 +380,7 @@ class PrometheusClient:
                 detail = _api_error(raw) or f"HTTP {status} {_clean(reason, 60)}"
                 if 300 <= status < 400:
                     detail += " (redirects are not followed: give the final URL)"
-                err = PrometheusError(f"{where}: {detail}", field="prometheus")
+                err = _fail(where, detail)
                 err.http_status = status
                 raise err
             try:
@@ -411,11 +390,8 @@ class PrometheusClient:
                     del d  # freed before the collector resumes
                     return out
             except _Refused as e:
-                raise PrometheusError(f"{where}: {e}", field="prometheus") from None
-        raise PrometheusError(
-            f"{where}: {last or 'no answer'} after {tried} attempt(s) within {deadline_name}",
-            field="prometheus",
-        )
+                raise _fail(where, str(e)) from None
+        raise _fail(where, f"{last or 'no answer'} after {tried} attempt(s) within {deadline_name}")
 
     def _degrade(self, found: list[str]) -> list[str]:
         if found:
@@ -428,7 +404,7 @@ class PrometheusClient:
             with _no_gc():
                 return fn()
         except _Refused as e:
-            raise PrometheusError(f"{where}: {e}", field="prometheus") from None
+            raise _fail(where, str(e)) from None
 
     # ------------------------------------------------------------------------------------------ API
     def version(self) -> tuple[int, int]:
@@ -455,18 +431,16 @@ class PrometheusClient:
             what,
             get=True,
         )
+        where = f"{self.display_url}{path} {what}"
         if not isinstance(d, list) or any(type(x) is not str for x in d):
-            raise PrometheusError(
-                f"{self.display_url}{path} {what}: label values are not a list of strings", field="prometheus"
-            )
+            raise _fail(where, "label values are not a list of strings")
         if len(set(d)) != len(d):
-            raise PrometheusError(
-                f"{self.display_url}{path} {what}: a label value is listed twice", field="prometheus"
-            )
+            raise _fail(where, "a label value is listed twice")
         self._degrade([f"{what}: server warning: {w}" for w in warn])
         return sorted(d)
 
-    def _instant(self, expr: str, at: float | None) -> tuple[Any, list[str], str, float, float]:
+    def query(self, expr: str, at: float | None = None) -> SeriesList:
+        """Instant query: one point per series (series whose value is ``NaN`` left out, named in degradations)."""
         params = [("query", expr)]
         if at is not None:
             params.append(("time", _ts(at)))
@@ -474,11 +448,7 @@ class PrometheusClient:
         else:
             lo, hi = 0.0, self._wall() + 86400.0
         d, warn = self._request("/api/v1/query", params, _show(expr))
-        return d, warn, f"{self.display_url}/api/v1/query {_show(expr)}", lo, hi
-
-    def query(self, expr: str, at: float | None = None) -> SeriesList:
-        """Instant query: one point per series (series whose value is ``NaN`` left out, named in degradations)."""
-        d, warn, where, lo, hi = self._instant(expr, at)
+        where = f"{self.display_url}/api/v1/query {_show(expr)}"
         metas, t, v, bad = self._checked(where, lambda: _vector(d, lo, hi))
         notes = [f"{where}: server warning: {w}" for w in warn]
         if bad:
@@ -490,15 +460,9 @@ class PrometheusClient:
 
     def query_matrix(self, expr: str, at: float) -> SeriesList:
         """Instant query of a range selector (``x[5m]``): the raw samples of each series in the range."""
-        where = f"{self.display_url}/api/v1/query {_show(expr)}"
         rng = _range_of(expr)
         lo = at - rng - 1.0 if rng is not None else 0.0
-        cols, notes = self._request(
-            "/api/v1/query",
-            [("query", expr), ("time", _ts(at))],
-            _show(expr),
-            then=lambda d, warn: self._matrix(where, d, warn, lo, at + 1.0),
-        )
+        cols, notes = self._columns("/api/v1/query", [("query", expr), ("time", _ts(at))], expr, lo, at + 1.0)
         return SeriesList(cols.series(), notes)
 
     def query_range(self, expr: str, start: float, end: float, step_s: float) -> SeriesList:
@@ -517,13 +481,15 @@ class PrometheusClient:
                 f"{n} points per series exceed Prometheus's limit of {MAX_POINTS_PER_SERIES}: chunk the range",
                 field="step",
             )
-        where = f"{self.display_url}/api/v1/query_range {_show(expr)}"
-        return self._request(
-            "/api/v1/query_range",
-            [("query", expr), ("start", _ts(start)), ("end", _ts(end)), ("step", f"{step_s:g}")],
-            _show(expr),
-            then=lambda d, warn: self._matrix(where, d, warn, start - step_s, end + step_s),
-        )
+        params = [("query", expr), ("start", _ts(start)), ("end", _ts(end)), ("step", f"{step_s:g}")]
+        return self._columns("/api/v1/query_range", params, expr, start - step_s, end + step_s)
+
+    def _columns(
+        self, path: str, params: list[tuple[str, str]], expr: str, lo: float, hi: float
+    ) -> tuple[Columns, list[str]]:
+        """A matrix answer as columns, with its degradations (checked while the collector is paused)."""
+        where = f"{self.display_url}{path} {_show(expr)}"
+        return self._request(path, params, _show(expr), then=lambda d, w: self._matrix(where, d, w, lo, hi))
 
     def _matrix(self, where: str, d: Any, warn: list[str], lo: float, hi: float) -> tuple[Columns, list[str]]:
         cols, n_nan, n_series = self._checked(where, lambda: _matrix(d, lo, hi))

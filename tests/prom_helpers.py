@@ -1,4 +1,5 @@
-"""A throwaway Prometheus on loopback over backfilled blocks (tests, benchmarks, demos of simulated fleets).
+"""Test infrastructure (not part of the fleet wing): a throwaway Prometheus on loopback over backfilled blocks,
+for the tests and benchmarks of simulated fleets.
 
 ``backfill(openmetrics_file, tsdb_dir)`` runs ``promtool tsdb create-blocks-from openmetrics``;
 ``LocalPrometheus(tsdb_dir).start()`` serves it on 127.0.0.1 at a free port with a retention long enough for
