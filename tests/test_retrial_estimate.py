@@ -137,3 +137,14 @@ def test_the_readme_run_quick_row_reproduces(tmp_path):
         )
         assert f"{h['calibrated_interval']['coverage']:.1%}".replace("%", " %") in row, name
         assert f"{dec['median_above_at_truth']:.3f} × truth" in row, name
+
+
+def test_the_estimator_doc_opens_with_the_commands_not_the_api():
+    """Defect 8: docs/estimator.md opens with what calibrate/estimate/evaluate do and how to run them; the record
+    loader's API (`load_records(path, require=...)`) comes later."""
+    text = (Path(__file__).resolve().parents[1] / "docs/estimator.md").read_text()
+    first_section = text.split("\n## ", 1)[0]
+    for cmd in ("flopwatch evaluate", "flopwatch calibrate", "flopwatch estimate --profile"):
+        assert cmd in first_section
+    assert "**What holds**" in first_section and "load_records" not in first_section
+    assert "regime" in first_section
