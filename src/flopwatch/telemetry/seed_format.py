@@ -63,8 +63,8 @@ def read_seed_timeseries(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, di
     if not isinstance(data, dict) or not {"power_mw", "gpu_pct", "dram_bytes_s"} & data.keys():
         # a profile, records or summary passed where a trace belongs: say what was expected, not a field
         raise InputError(
-            "not a trace: expected a Parquet trace (flopwatch record) or the seed study's timeseries.json "
-            "(a JSON object with power_mw, gpu_pct, dram_bytes_s series)",
+            "not a trace: expected a JSON object with power_mw, gpu_pct, dram_bytes_s series (the seed study's "
+            "timeseries.json) or a Parquet trace (flopwatch record)",
             file=file,
         )
     power = _series(data, "power_mw", file, True)
