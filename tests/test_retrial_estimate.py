@@ -102,6 +102,16 @@ def test_calibrate_on_unjoined_workload_records_points_to_join(tmp_path, capsys)
 def test_detect_on_a_file_that_is_no_trace_says_so(tmp_path, capsys, content):
     f = tmp_path / "profile.json"
     f.write_text(json.dumps(content))
+    _assert_not_a_trace(f, capsys)
+
+
+def test_detect_on_records_json_lines_says_not_a_trace(tmp_path, capsys):
+    f = tmp_path / "runs.jsonl"
+    f.write_text('{"label": "a", "total_flops": 1e12}\n{"label": "b", "total_flops": 2e12}\n')
+    _assert_not_a_trace(f, capsys)
+
+
+def _assert_not_a_trace(f: Path, capsys) -> None:
     capsys.readouterr()
     assert main(["detect", str(f)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
