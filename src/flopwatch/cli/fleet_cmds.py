@@ -5,6 +5,8 @@ fleet's dcgm-exporter history as OpenMetrics text). Logic lives in :mod:`flopwat
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,19 @@ from flopwatch.cli._output import console, counted, echo_json, fmt_flops, new_ap
 fleet_app = new_app(
     "Fleet scale: estimate every job of a GPU cluster from the dcgm-exporter history in Prometheus."
 )
+
+
+@contextmanager
+def _as_options() -> Iterator[None]:
+    """An error about a value the command line gave names the option (``option '--step'``), not a field."""
+    from flopwatch.errors import InputError
+
+    try:
+        yield
+    except InputError as e:
+        if e.file is not None or e.record is not None or not e.field or e.field.startswith("-"):
+            raise
+        raise type(e)(e.detail, field="--" + e.field.replace("_", "-")) from None
 
 
 @fleet_app.command("estimate")
@@ -35,9 +50,7 @@ def fleet_estimate(
     profile_path: Path = typer.Option(
         None, "--profile", help="Calibration profile (else the built-in model)."
     ),
-    threshold: float = typer.Option(
-        None, "--threshold", help="FLOP threshold for the verdict, e.g. 1e25.", callback=options.positive()
-    ),
+    threshold: options.Threshold = None,
     confidence: options.OptConfidence = None,
     dtype: str = typer.Option(None, "--precision", help="Training dtype (default: inferred from the pipes)."),
     device: str = typer.Option(
@@ -110,15 +123,16 @@ def fleet_estimate(
     from flopwatch.telemetry.prom_client import PrometheusClient
     from flopwatch.telemetry.timespec import parse_duration, parse_time, selector_matchers
 
-    plan = ReadPlan(
-        start=parse_time(start, field="start"),
-        end=parse_time(end, field="end"),
-        step_s=parse_duration(step, field="step"),
-        window_s=parse_duration(window, field="window"),
-        time_chunk_s=None if time_chunk is None else parse_duration(time_chunk, field="time-chunk"),
-        gpus_per_chunk=gpus_per_chunk,
-        matchers=selector_matchers(selector),
-    ).check()
+    with _as_options():
+        plan = ReadPlan(
+            start=parse_time(start, field="start"),
+            end=parse_time(end, field="end"),
+            step_s=parse_duration(step, field="step"),
+            window_s=parse_duration(window, field="window"),
+            time_chunk_s=None if time_chunk is None else parse_duration(time_chunk, field="time-chunk"),
+            gpus_per_chunk=gpus_per_chunk,
+            matchers=selector_matchers(selector),
+        ).check()
     jobs = None
     if job_info is not None or job_map is not None:
         gl = tuple(x.strip() for x in job_gpu_labels.split(",") if x.strip())
@@ -130,7 +144,13 @@ def fleet_estimate(
     dtype = None if dtype is None else normalize_dtype(dtype)
     client = PrometheusClient(prometheus, timeout_s=timeout_s, run_timeout_s=run_timeout_s, retries=retries)
     kw: dict[str, Any] = dict(
-        by=by, jobs=jobs, profile=prof, threshold=threshold, confidence=confidence, dtype=dtype, device=device
+        by=by,
+        jobs=jobs,
+        profile=prof,
+        threshold=None if threshold is None else float(threshold),
+        confidence=confidence,
+        dtype=dtype,
+        device=device,
     )
     kw.update(pipe_calibration=pipe_calibration, verifier_operated=verifier_operated)
     if not (as_json or no_progress) and sys.stderr.isatty():
@@ -234,8 +254,11 @@ def _print_table(d: dict[str, Any], width: int | None = None) -> None:
             "(give --verifier-operated when you run this Prometheus and its scrapes); 'above' and the estimates stand"
         )
     for g in [*d["groups"], d["fleet"]]:
-        e = g["estimate_flops"]
-        est = "— (no estimate)" if e is None else fmt_flops(e) if e > 0 else "— (model gives 0 at this power)"
+        e, why = g["estimate_flops"], g.get("estimate_reason")
+        if e is not None and not e > 0 and not why:  # a row without the reason key (older JSON)
+            e, why = None, "model gives 0 at this power"
+        est = fmt_flops(e) if e is not None and e > 0 else ("0" if e is not None else "—")
+        est += f" ({why})" if why else ""
         con.print(f"{g['key']}: {g['verdict'] or '—'}")
         lines = [
             f"{g['gpus']} GPUs, {g['gpu_hours']:.1f} GPU-h, coverage {g['coverage']:.0%}, energy "
@@ -322,8 +345,10 @@ def sim_openmetrics(
         option="--truth",
         create_parents=True,
     )
-    step = parse_duration(interval, field="interval")
-    check_fleet_size(gpus, hours, gpus_per_node, step)
+    with _as_options():
+        step = parse_duration(interval, field="interval")
+        check_fleet_size(gpus, hours, gpus_per_node, step)
+        wall0 = parse_time(start, field="start")
     # Disk arithmetic before any work: every GPU × scrape × family is one line, written once as a piece and
     # once into OUT (a 100 000-GPU, 6 h fleet needs ~1.3 TB, and used to fill the disk from a hidden folder).
     check_disk_space(out, openmetrics_bytes(gpus, hours, step), what="simulated history (pieces and file)")
@@ -339,7 +364,7 @@ def sim_openmetrics(
         device=device,
         gpus_per_node=gpus_per_node,
         interval_s=step,
-        wall0=(wall0 := parse_time(start, field="start")),
+        wall0=wall0,
         seed=seed,
         label_style=label_style,
         resets=resets,

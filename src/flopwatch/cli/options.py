@@ -196,6 +196,31 @@ def in_range(lo: float, hi: float, *, unit: str = "") -> Callback:
     return finite(ge=lo, le=hi, unit=unit)
 
 
+def flop_count(value: str | None, name: str) -> float | None:
+    """A FLOP count given as text (``1e25``), None when absent: the one wording of every ``--threshold`` and
+    ``--declared`` (typer's float parsing would answer ``nan`` and ``1e1x`` in two other wordings)."""
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except ValueError:
+        raise InputError(f"must be a FLOP count such as 1e14, got {value!r}", field=name) from None
+    if not math.isfinite(v) or v <= 0:
+        raise InputError(f"must be a positive finite FLOP count, got {value!r}", field=name)
+    return v
+
+
+def flops() -> Callback:
+    """Callback of a FLOP-count option declared as ``str``: :func:`flop_count` while the line is parsed."""
+
+    def callback(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+        if ctx.resilient_parsing:
+            return value
+        return flop_count(value, max(param.opts, key=len))
+
+    return callback
+
+
 def count(*, ge: int = 1, le: float | None = None) -> Callback:
     """A whole number >= ``ge`` (splits, samples, repeats), optionally <= ``le``."""
     return finite(ge=ge, le=le, integer=True)
@@ -278,6 +303,10 @@ SEED_MAX = (
 )  # numpy's SeedSequence takes any non-negative int; 64 bits keeps it a SQLite/JSON integer
 
 Json = Annotated[bool, typer.Option("--json", help="Print JSON to stdout (nothing else goes there).")]
+Threshold = Annotated[
+    str | None,
+    typer.Option("--threshold", help="FLOP threshold for the verdict, e.g. 1e25.", callback=flops()),
+]  # a float by the time the command runs (str: so that 'nan' and '1e1x' get estimate's one wording)
 Seed = Annotated[
     int,
     typer.Option(

@@ -127,7 +127,9 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
             idle = spec.idle_w
             try:
                 pm = power_model_for(spec.key)
-                mid, lo, hi = pm.flop_rate(d, power)
+                with np.errstate(invalid="ignore", divide="ignore"):  # mean utilisation: the model's activity
+                    util = jobs.busy_s[ix] / jobs.busy_covered_s[ix]
+                mid, lo, hi = pm.flop_rate(d, power, util=util)
                 idle = pm.idle_w
             except (InputError, KeyError, ValueError):
                 mid = lo = hi = np.full(len(ix), np.nan)
@@ -480,7 +482,8 @@ def judge(
         )
     if obs.duration_s <= 0:
         no = "uncertain" if threshold else None
-        return _row(t, g, s, obs, [*notes, "no samples"], None, None, (None, None), pipe, no)
+        return {**_row(t, g, s, obs, [*notes, "no samples"], None, None, (None, None), pipe, no),
+                "estimate_reason": "no samples"}  # fmt: skip
     a = assess(profile, obs, device=spec, threshold_flops=threshold, confidence=confidence, label=label,
                extra_warnings=tuple(notes))  # fmt: skip
     if profile is not None:
@@ -495,6 +498,23 @@ def judge(
         point, interval = (builtin if math.isfinite(builtin) else None), (_fin(e_lo), _fin(e_hi))
     row = _row(t, g, s, obs, [*notes, *a.warnings, *a.notes], point, a, interval, pipe,
                a.verdict if threshold is not None else None)  # fmt: skip
+    row["estimate_reason"] = None
+    if profile is None and point is not None and not point > 0:
+        from flopwatch.powermodel.device_power import IDLE_UTIL
+
+        if (
+            obs.mean_util is not None and obs.mean_util <= IDLE_UTIL
+        ):  # an idle GPU does no work: 0 is the estimate
+            row["estimate_reason"] = f"idle: mean utilisation <= {IDLE_UTIL:.0%}"
+        else:  # under every compute-bound line the model makes no statement: say so, never a 0 that reads as one
+            row["estimate_flops"] = None
+            row["estimate_reason"] = (
+                "the built-in model gives 0 at this power (under every compute-bound line)"
+            )
+    elif row["estimate_flops"] is None:
+        row["estimate_reason"] = (
+            "no energy estimate for these devices" if profile is None else "no calibrated estimate"
+        )
     return row
 
 

@@ -712,4 +712,7 @@ def _signature(busy: np.ndarray, ends: np.ndarray, W: float) -> str:
     def iso(x: float) -> str:
         return _dt.datetime.fromtimestamp(x, tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
-    return " + ".join(f"{iso(ends[a] - W)}→{iso(ends[z - 1])}" for a, z in zip(starts, stops, strict=True))
+    # window edges, not sample times: the key says so (the group's start and end are its first and last sample)
+    w = f"{W / 3600:g} h" if W >= 3600 and W % 3600 == 0 else f"{W / 60:g} min" if W % 60 == 0 else f"{W:g} s"
+    spans = " + ".join(f"{iso(ends[a] - W)}→{iso(ends[z - 1])}" for a, z in zip(starts, stops, strict=True))
+    return f"busy {w} windows {spans}"

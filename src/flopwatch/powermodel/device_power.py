@@ -66,6 +66,8 @@ MIN_BATCH = 32
 #: z of a two-sided 95 % normal interval: near the board limit the cell lines are flat, so one residual SD of
 #: power moves the inverted MFU by several points.
 Z95 = 1.959963984540054
+#: Mean utilisation at or under which a GPU counts as idle (the Jetson study's detection gate: > 5 % is busy).
+IDLE_UTIL = 0.05
 CELLS_FILE = Path(__file__).with_name("data") / "mascots_cells.json"
 
 
@@ -154,21 +156,37 @@ class PowerModel:
         return (1 - w) * a.resid_sd_pct + w * b.resid_sd_pct
 
     def flop_rate(
-        self, dtype: str, power_w: np.ndarray, z: float = Z95
+        self, dtype: str, power_w: np.ndarray, z: float = Z95, util: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(FLOP/s, lower, upper) at mean board powers ``power_w``: each compute-bound cell's line inverted (in the
         template's power space for spec-based models), median and envelope at ± ``z`` residual SDs. A flat cell (power
-        saturated at the board limit) or one whose clip the power reaches bounds MFU only by 100 %."""
+        saturated at the board limit) or one whose clip the power reaches bounds MFU only by 100 %.
+
+        ``util`` (0–1, mean GPU utilisation; NaN: unknown) undoes the forward model's activity scaling: a
+        host-bound job busy less of the time than the cell's runs draws ``a = util / util_min`` of the line's
+        dynamic power (:meth:`power_w`), so without it such a job's power sits under every compute-bound line and
+        inverts to 0 (the simulated fleet's small jobs did). The power is scaled up by ``1/a`` to the line, and the
+        MFU read there scaled down by ``a``: a duty cycle. (:meth:`power_w` evaluates the line at the overall MFU
+        rather than ``MFU/a``; at the low MFUs of such jobs the lines are flat, so the two differ by ~1 % of power.)"""
         d = normalize_dtype(dtype)
         cd = self.cell_dtype(d)
         peak = self.mfu_peak_flops.get(d) or self.mfu_peak_flops[cd]
-        p = np.asarray(power_w, dtype=float)
-        if self.scale is not None:
-            t_idle, t_max = self.scale
-            p = t_idle + (p - self.idle_w) / (self.max_w - self.idle_w) * (t_max - t_idle)
+        p_dev = np.asarray(power_w, dtype=float)
+        u = np.full_like(p_dev, np.nan) if util is None else np.asarray(util, dtype=float)
+        # idle (utilisation at most the detection gate's 5 %, Fowler 2026) or unknown: no activity correction, as
+        # dividing an idle GPU's power noise by a near-zero activity would invent work
+        u = np.where(u > IDLE_UTIL, u, np.nan)
         cells = [c for c in self.cells[cd] if c.batch_size >= MIN_BATCH] or list(self.cells[cd])
         mids, los, his = [], [], []
         for c in cells:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                act = np.where(
+                    np.isfinite(u), np.minimum(1.0, u / c.util_min) if c.util_min > 0 else 1.0, 1.0
+                )
+            p = self.idle_w + (p_dev - self.idle_w) / act
+            if self.scale is not None:
+                t_idle, t_max = self.scale
+                p = t_idle + (p - self.idle_w) / (self.max_w - self.idle_w) * (t_max - t_idle)
             top = 1.5 * c.mfu_hi_pct
             sd = c.resid_sd_pct / 100.0 * p
             if c.slope_w_per_pct <= 1e-9:
@@ -177,10 +195,12 @@ class PowerModel:
                 his.append(np.full_like(p, 100.0))
                 continue
             inv = lambda x, c=c, top=top: np.clip((x - c.intercept_w) / c.slope_w_per_pct, 0.0, top)  # noqa: E731
-            mids.append(inv(p))
-            los.append(inv(p - z * sd))
+            # the work scales like the power: busy util/util_min of the cell's duty, the GPU does that share of the
+            # cell's work (so a span mixing idle and busy time gives the busy part's FLOPs, whatever the mix)
+            mids.append(inv(p) * act)
+            los.append(inv(p - z * sd) * act)
             up = (p + z * sd - c.intercept_w) / c.slope_w_per_pct
-            his.append(np.where(up >= top, 100.0, np.maximum(up, 0.0)))
+            his.append(np.where(up >= top, 100.0, np.maximum(up, 0.0) * act))
         with np.errstate(invalid="ignore"):
             import warnings
 
