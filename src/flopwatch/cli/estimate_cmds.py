@@ -59,6 +59,44 @@ def _filters_line(gd: dict[str, Any]) -> str:
     )
 
 
+def _regime_cell(row: dict[str, Any]) -> str:
+    """ "in" for a run inside the calibrated regime, else "out:" (or "unconfirmed:") and each observable beyond
+    its calibrated range, shortest form; the full reasons are in --json (``regime_deviations``)."""
+    if row["regime"] == "calibrated":
+        return "in"
+    parts = []
+    for d in row["regime_deviations"]:
+        if d["value"] is None:
+            parts.append(f"{d['observable']} not measured")
+        elif d["value"] < d["low"]:
+            parts.append(f"{d['observable']} {d['value']:.3g} < {d['low']:.3g}")
+        else:
+            parts.append(f"{d['observable']} {d['value']:.3g} > {d['high']:.3g}")
+    head = "out" if row["regime"] == "out-of-regime" else row["regime"]
+    return f"{head}: {', '.join(parts)}" if parts else head
+
+
+def _summary_line(summary: dict[str, Any]) -> str:
+    """The errors over the runs with ground truth in regime (what the calibration speaks for), then over all of
+    them, labelled."""
+
+    def part(s: dict[str, Any]) -> str:
+        held = s["verdict_bounds_hold"]
+        cov = "—" if s["coverage"] is None else f"{s['coverage']:.0%}"
+        return (
+            f"MAE {s['mae_pct']:.2f} %, max |error| {s['max_abs_pct']:.2f} %, mean signed "
+            f"{s['mean_signed_pct']:+.2f} %, calibrated-interval coverage {cov}"
+            + ("" if held is None else f", verdict bounds hold the truth in {held:.0%}")
+        )
+
+    n, inr = summary["n_with_ground_truth"], summary["in_regime"]
+    if inr["n_with_ground_truth"] == n:
+        return f"all {n} runs in regime: {part(summary)}"
+    head = f"in regime ({inr['n_with_ground_truth']} of {n} runs): "
+    head += "none" if inr["mae_pct"] is None else part(inr)
+    return f"{head}\nall {n} runs, {n - inr['n_with_ground_truth']} out of regime included: {part(summary)}"
+
+
 def _simulated_line(n_sim: int, n: int) -> Any:
     from rich.text import Text
 
@@ -205,6 +243,7 @@ def estimate_cmd(
         "error %",
     ):
         t.add_column(col, justify="left" if col == "label" else "right", no_wrap=col != "label")
+    t.add_column("regime")  # "in", or "out: …": the calibrated interval claims nothing out of regime
     if thr is not None:
         t.add_column(f"vs {fmt_flops(thr)}")
         t.add_column("decisive at")
@@ -224,6 +263,7 @@ def estimate_cmd(
             rng(x["lower_flops"], x["upper_flops"]),
             fmt_flops(x["ground_truth_flops"]),
             "—" if x["rel_error_pct"] is None else f"{x['rel_error_pct']:+.2f}",
+            _regime_cell(x),
         ]
         if thr is not None:
             v = x["threshold_verdict"]
@@ -252,12 +292,7 @@ def estimate_cmd(
     if n_sim:
         con.print(_simulated_line(n_sim, len(rows)))
     if summary["mae_pct"] is not None:
-        held = summary["verdict_bounds_hold"]
-        con.print(
-            f"MAE {summary['mae_pct']:.2f} %, max |error| {summary['max_abs_pct']:.2f} %, mean signed "
-            f"{summary['mean_signed_pct']:+.2f} %, calibrated-interval coverage {summary['coverage']:.0%}"
-            + ("" if held is None else f", verdict bounds hold the truth in {held:.0%}")
-        )
+        con.print(_summary_line(summary))
     for x in rows:
         for w in x["warnings"]:
             con.print(f"warning {x['label']}: {w}", style="yellow")
