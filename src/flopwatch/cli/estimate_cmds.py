@@ -5,7 +5,6 @@ Heavy imports (numpy/scipy models, matplotlib) happen inside the commands so ``f
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -37,18 +36,6 @@ def _check_confidence(confidence: float) -> float:
             f"must be strictly between 0 and 1 (e.g. 0.9), got {confidence:g}", field="--confidence"
         )
     return confidence
-
-
-def _flops_opt(value: str | None, name: str) -> float | None:
-    if value is None:
-        return None
-    try:
-        v = float(value)
-    except ValueError:
-        raise InputError(f"must be a FLOP count such as 1e14, got {value!r}", field=name) from None
-    if not math.isfinite(v) or v <= 0:
-        raise InputError(f"must be a positive finite FLOP count, got {value!r}", field=name)
-    return v
 
 
 def _filters_line(gd: dict[str, Any]) -> str:
@@ -204,8 +191,8 @@ def estimate_cmd(
     from flopwatch.evaluate.apply_profile import estimate_records
     from flopwatch.records import load_records
 
-    thr = _flops_opt(threshold, "--threshold")
-    decl = _flops_opt(declared, "--declared")
+    thr = options.flop_count(threshold, "--threshold")
+    decl = options.flop_count(declared, "--declared")
     if confidence is not None:
         _check_confidence(confidence)
     prof = Profile.load(profile)
