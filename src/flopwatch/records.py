@@ -71,6 +71,14 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
     "baseline_mw": (0.0, True, math.inf),
 }
 
+# Fields measured from telemetry, not by the training process: `workload run` leaves them null until a trace
+# is joined (flopwatch.join), so a null one most often means that step was skipped.
+_FROM_TRACE = frozenset({"net_energy_j", "energy_j", "mean_util", "tb_moved", "idle_power_w", "coverage"})
+_FROM_TRACE_HINT = (
+    " (it is measured from a power trace: join the records with the trace recorded during the runs, "
+    "`flopwatch join TRACE RECORDS -o JOINED`, or let `flopwatch run` do both)"
+)
+
 # Physical plausibility of a whole record (a unit mix-up or a corrupted number, not a real run).
 # No telemetry resolves a run shorter than 1 ms: NVML's power reading is refreshed every 20–100 ms (NVML API
 # reference, nvmlDeviceGetPowerUsage) and tegrastats at ≥ 1 ms intervals. A 1e-300 s duration otherwise
@@ -314,7 +322,8 @@ def _number(value: Any, *, file: str, record: str | int, name: str, required: bo
         # out of range or not finite: the checks below say how
     if value is None:
         if required:
-            raise InputError("is missing (null)", file=file, record=record, field=name)
+            hint = _FROM_TRACE_HINT if name in _FROM_TRACE else ""
+            raise InputError("is missing (null)" + hint, file=file, record=record, field=name)
         return None
     # bool is an int subclass; a JSON true/false in a numeric field is a typing mistake.
     if isinstance(value, bool) or not isinstance(value, (int, float)):

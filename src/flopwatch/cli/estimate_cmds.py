@@ -5,7 +5,6 @@ Heavy imports (numpy/scipy models, matplotlib) happen inside the commands so ``f
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -39,24 +38,50 @@ def _check_confidence(confidence: float) -> float:
     return confidence
 
 
-def _flops_opt(value: str | None, name: str) -> float | None:
-    if value is None:
-        return None
-    try:
-        v = float(value)
-    except ValueError:
-        raise InputError(f"must be a FLOP count such as 1e14, got {value!r}", field=name) from None
-    if not math.isfinite(v) or v <= 0:
-        raise InputError(f"must be a positive finite FLOP count, got {value!r}", field=name)
-    return v
-
-
 def _filters_line(gd: dict[str, Any]) -> str:
     counts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in gd["excluded_counts"].items()) or "none"
     return (
         f"filters: min util {gd['min_util']:.0%}, precision {gd['precision']} → kept {gd['n_kept']} of "
         f"{gd['n_input']} (excluded: {counts})"
     )
+
+
+def _regime_cell(row: dict[str, Any]) -> str:
+    """ "in" for a run inside the calibrated regime, else "out:" (or "unconfirmed:") and each observable beyond
+    its calibrated range, shortest form; the full reasons are in --json (``regime_deviations``)."""
+    if row["regime"] == "calibrated":
+        return "in"
+    parts = []
+    for d in row["regime_deviations"]:
+        if d["value"] is None:
+            parts.append(f"{d['observable']} not measured")
+        elif d["value"] < d["low"]:
+            parts.append(f"{d['observable']} {d['value']:.3g} < {d['low']:.3g}")
+        else:
+            parts.append(f"{d['observable']} {d['value']:.3g} > {d['high']:.3g}")
+    head = "out" if row["regime"] == "out-of-regime" else row["regime"]
+    return f"{head}: {', '.join(parts)}" if parts else head
+
+
+def _summary_line(summary: dict[str, Any]) -> str:
+    """The errors over the runs with ground truth in regime (what the calibration speaks for), then over all of
+    them, labelled."""
+
+    def part(s: dict[str, Any]) -> str:
+        held = s["verdict_bounds_hold"]
+        cov = "—" if s["coverage"] is None else f"{s['coverage']:.0%}"
+        return (
+            f"MAE {s['mae_pct']:.2f} %, max |error| {s['max_abs_pct']:.2f} %, mean signed "
+            f"{s['mean_signed_pct']:+.2f} %, calibrated-interval coverage {cov}"
+            + ("" if held is None else f", verdict bounds hold the truth in {held:.0%}")
+        )
+
+    n, inr = summary["n_with_ground_truth"], summary["in_regime"]
+    if inr["n_with_ground_truth"] == n:
+        return f"all {n} runs in regime: {part(summary)}"
+    head = f"in regime ({inr['n_with_ground_truth']} of {n} runs): "
+    head += "none" if inr["mae_pct"] is None else part(inr)
+    return f"{head}\nall {n} runs, {n - inr['n_with_ground_truth']} out of regime included: {part(summary)}"
 
 
 def _simulated_line(n_sim: int, n: int) -> Any:
@@ -166,8 +191,8 @@ def estimate_cmd(
     from flopwatch.evaluate.apply_profile import estimate_records
     from flopwatch.records import load_records
 
-    thr = _flops_opt(threshold, "--threshold")
-    decl = _flops_opt(declared, "--declared")
+    thr = options.flop_count(threshold, "--threshold")
+    decl = options.flop_count(declared, "--declared")
     if confidence is not None:
         _check_confidence(confidence)
     prof = Profile.load(profile)
@@ -205,6 +230,7 @@ def estimate_cmd(
         "error %",
     ):
         t.add_column(col, justify="left" if col == "label" else "right", no_wrap=col != "label")
+    t.add_column("regime")  # "in", or "out: …": the calibrated interval claims nothing out of regime
     if thr is not None:
         t.add_column(f"vs {fmt_flops(thr)}")
         t.add_column("decisive at")
@@ -224,6 +250,7 @@ def estimate_cmd(
             rng(x["lower_flops"], x["upper_flops"]),
             fmt_flops(x["ground_truth_flops"]),
             "—" if x["rel_error_pct"] is None else f"{x['rel_error_pct']:+.2f}",
+            _regime_cell(x),
         ]
         if thr is not None:
             v = x["threshold_verdict"]
@@ -252,12 +279,7 @@ def estimate_cmd(
     if n_sim:
         con.print(_simulated_line(n_sim, len(rows)))
     if summary["mae_pct"] is not None:
-        held = summary["verdict_bounds_hold"]
-        con.print(
-            f"MAE {summary['mae_pct']:.2f} %, max |error| {summary['max_abs_pct']:.2f} %, mean signed "
-            f"{summary['mean_signed_pct']:+.2f} %, calibrated-interval coverage {summary['coverage']:.0%}"
-            + ("" if held is None else f", verdict bounds hold the truth in {held:.0%}")
-        )
+        con.print(_summary_line(summary))
     for x in rows:
         for w in x["warnings"]:
             con.print(f"warning {x['label']}: {w}", style="yellow")

@@ -12,7 +12,6 @@ import typer
 
 from flopwatch.cli import options
 from flopwatch.cli._output import console, counted, echo_json, fmt_flops, print_fit, styled
-from flopwatch.cli.estimate_cmds import _flops_opt
 from flopwatch.cli.redteam_cmds import redteam_cmd
 from flopwatch.errors import InputError
 
@@ -72,7 +71,7 @@ def verdict_cmd(
     )
     from flopwatch.monitor.witness import read_log
 
-    thr = _flops_opt(threshold, "--threshold")
+    thr = options.flop_count(threshold, "--threshold")
     win = parse_window(window)
     pins = list(public_key or [])
     logs = list(witness or [])

@@ -59,9 +59,19 @@ def read_seed_timeseries(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, di
 
     p = Path(path)
     file = str(p)
-    data = read_json(p, kind="trace file", max_bytes=MAX_JSON_BYTES)
-    if not isinstance(data, dict):
-        raise InputError("expected a JSON object with power_mw, gpu_pct, dram_bytes_s", file=file)
+    not_a_trace = (
+        "not a trace: expected a JSON object with power_mw, gpu_pct, dram_bytes_s series (the seed study's "
+        "timeseries.json) or a Parquet trace (flopwatch record)"
+    )
+    try:
+        data = read_json(p, kind="trace file", max_bytes=MAX_JSON_BYTES)
+    except InputError:
+        if p.suffix.lower() in (".jsonl", ".ndjson"):  # records (JSON Lines) passed where a trace belongs
+            raise InputError(not_a_trace + "; this is JSON Lines (records?)", file=file) from None
+        raise
+    if not isinstance(data, dict) or not {"power_mw", "gpu_pct", "dram_bytes_s"} & data.keys():
+        # a profile, records or summary passed where a trace belongs: say what was expected, not a field
+        raise InputError(not_a_trace, file=file)
     power = _series(data, "power_mw", file, True)
     assert power is not None
     if power.shape[0] < 2:
