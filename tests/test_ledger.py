@@ -277,7 +277,7 @@ def test_cut_off_newest_rows_are_caught_with_a_recorded_head(
 ) -> None:
     """Deleting the newest rows leaves a valid shorter chain; a head recorded earlier off the node catches it."""
     assert main(["ledger", "verify", str(ledger_path)]) == 0
-    head = capsys.readouterr().out.split("head ")[1].split(";")[0]  # "9:<64 hex>", as printed
+    head = capsys.readouterr().out.split("last row ")[1].split(";")[0]  # "9:<64 hex>", as printed
     assert head.startswith("9:") and len(head) == 2 + 64
     bad = _copy(ledger_path, tmp_path / "c")
     _sql(bad, "DELETE FROM entries WHERE seq >= 8")

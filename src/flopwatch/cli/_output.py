@@ -138,12 +138,48 @@ def _console_class() -> type:
     return LiteralConsole
 
 
+class RstripLines:
+    """A text stream that drops the spaces at the end of each line before passing text on to ``stream``.
+
+    rich pads every rendered line to the table's or console's width, and has no option to stop it: in a terminal
+    the padding is invisible, in a pipe or a file it is noise (``grep ' $'``, diffs). Spaces at the end of a
+    write that does not end its line are held back until we know whether the line goes on.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._pending = ""  # spaces written at the end of an unfinished line
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        last = lines.pop()
+        body = last.rstrip(" ")
+        self._pending = last[len(body) :]
+        out = "".join(line.rstrip(" ") + "\n" for line in lines) + body
+        if out:
+            self._stream.write(out)
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:  # encoding, fileno, errors...: the stream's own
+        return getattr(self._stream, name)
+
+
 def console(*, stderr: bool = False, width: int | None = None) -> Any:
-    """The rich console every command prints through (markup off, control characters escaped)."""
+    """The rich console every command prints through (markup off, control characters escaped; piped, no
+    trailing spaces)."""
     stream = sys.stderr if stderr else sys.stdout
-    if width is None and not stream.isatty() and not os.environ.get("COLUMNS", "").strip().isdigit():
-        width = _NON_TTY_WIDTH  # piped: wide, unless COLUMNS asks for a width (rich reads it)
-    return _console_class()(stderr=stderr, markup=False, highlight=False, emoji=False, width=width)
+    file = None
+    if not stream.isatty():
+        file = RstripLines(stream)
+        if width is None and not os.environ.get("COLUMNS", "").strip().isdigit():
+            width = _NON_TTY_WIDTH  # piped: wide, unless COLUMNS asks for a width (rich reads it)
+    return _console_class()(stderr=stderr, file=file, markup=False, highlight=False, emoji=False, width=width)
 
 
 def styled(text: object, style: str) -> Any:

@@ -80,7 +80,7 @@ def bench_cmd(
     fit: bool = typer.Option(False, "--fit", help="Fit power ~ MFU on the measured rows afterwards."),
     json_out: options.Json = False,
 ) -> None:
-    """Measure MFU, utilisation and power per configuration with the MASCOTS protocol; write aggregate CSV rows."""
+    """Measure MFU, utilisation and power per configuration. The MASCOTS protocol; writes aggregate CSV rows."""
     options.not_inputs(
         [("--output", output)], options.sensor_files(sensor)
     )  # before any work: never overwrite an input

@@ -30,7 +30,7 @@ def join_cmd(
     idle_power: options.IdlePower = None,
     as_json: options.Json = False,
 ) -> None:
-    """Join workload records with the workloads detected in a trace, by time; write the joined records."""
+    """Join workload records with detected workloads, by time. Writes the joined records."""
     options.not_inputs([("--output", output)], [trace, records])  # before any work: never overwrite an input
     from rich.table import Table
 

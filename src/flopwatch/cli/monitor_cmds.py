@@ -68,7 +68,7 @@ def _workload_cells(workloads: list[dict]) -> list[list[tuple[str, str]]]:
         warns = g("warnings") or g("flags") or []
         n_warn = len(warns) if isinstance(warns, list) else 1
         cells = [
-            *((("seq", g("seq", "—")),) if seq else ()),
+            *((("row", g("seq", "—")),) if seq else ()),  # the ledger's row number (seq), as in the warnings
             ("device", g("device")),
             ("start (UTC)", _ts(g("start_wall"))),
             ("duration s", _fmt(g("duration_s"), "{:.1f}")),
@@ -96,8 +96,8 @@ def _workload_table(workloads: list[dict], title: str):  # noqa: ANN202
         title=styled(
             f"{title} (estimate and bounds in FLOP; cover: share of the time covered by readings)", ""
         ),
-        pad_edge=False,
-    )  # no edge padding: a typical row fits 160 columns
+        show_edge=False,
+    )  # no outer border (the first column starts the line): a typical row fits 160 columns
     rows = _workload_cells(workloads)
     for col, _ in rows[0] if rows else ():
         t.add_column(col, overflow="fold")  # user text is shown whole, never cut with an ellipsis
@@ -142,19 +142,19 @@ def ledger_verify(
     expect_head: str | None = typer.Option(
         None,
         "--expect-head",
-        help="SEQ or SEQ:HASH of a head recorded earlier off the node (a previous verify, the scraped "
-        "flopwatch_ledger_head_seq): detects the newest rows being cut off.",
+        help="SEQ or SEQ:HASH of the last row recorded earlier off the node (a previous verify's 'last row', "
+        "the scraped flopwatch_ledger_head_seq): detects the newest rows being cut off.",
     ),
     witness: Path | None = typer.Option(
         None,
         "--witness",
-        help="Witness log (HEADS.jsonl from `ledger witness`): every head in it must be a prefix of the "
-        "ledger (exit 1 naming the head otherwise).",
+        help="Witness log (HEADS.jsonl from `ledger witness`): every signed tree head in it must be a prefix "
+        "of the ledger (exit 1 naming the head otherwise).",
     ),
     json_out: options.Json = False,
 ) -> None:
-    """Check the schema, the pin, every row's hash, signature, sequence number and chain link, and the
-    history tree against the signed and the witnessed heads; exit 1 if anything was tampered with, 2 if the
+    """Check a ledger for tampering. The schema, the pin, every row's hash, signature, sequence number,
+    chain link, and the history tree against the signed and the witnessed heads; exit 1 if anything was tampered with, 2 if the
     file is not a ledger or the witness log does not parse."""
     from flopwatch.errors import InputError
     from flopwatch.monitor.ledger import parse_head, verify_ledger
@@ -180,7 +180,7 @@ def ledger_verify(
         n = len(res.problems)
         typer.echo(
             f"{literal(ledger)}: {status}: {counted(res.n_rows, 'row')}, {counted(n, 'problem')}; "
-            f"head {res.head_seq}:{literal(res.head_hash)}; key {literal(res.key_source)}"
+            f"last row {res.head_seq}:{literal(res.head_hash)}; key {literal(res.key_source)}"
             + (f" (sha256 {res.key_fingerprint[:16]}…)" if res.key_fingerprint else "")
             + (f"; genesis {literal(res.genesis_hash)[:16]}…" if res.genesis_hash else "")
             + (
@@ -199,7 +199,7 @@ def ledger_show(
     ledger: Path = typer.Argument(..., help="Ledger file (SQLite)."),
     json_out: options.Json = False,
 ) -> None:
-    """List the recorded workloads and the latest running totals per device (printed literally)."""
+    """List the recorded workloads and latest totals per device. Printed literally."""
     from flopwatch.monitor.ledger import summarize_ledger, verify_ledger
 
     doc = summarize_ledger(ledger)
@@ -259,7 +259,7 @@ def ledger_export_key(
         None, "-o", "--output", help="Write the pin here (default: stdout); never the ledger or its key."
     ),
 ) -> None:
-    """Print the ledger's pin — its public key (PEM) and chain genesis hash — for verifiers to keep off the node.
+    """Print the ledger's pin: public key and genesis hash. Verifiers keep it off the node.
 
     Read from the genesis row. `ledger verify --public-key PIN` then rejects another key and a wiped-and-
     restarted chain signed with the same key. The output is written atomically and never through a symlink.
@@ -310,7 +310,7 @@ def ledger_head(
     ledger: Path = typer.Argument(..., help="Ledger file (SQLite); opened read-only."),
     json_out: options.Json = False,
 ) -> None:
-    """Print the newest signed tree head of the ledger (what a witness keeps off the node); with --json:
+    """Print the ledger's newest signed tree head. A witness keeps it off the node; with --json:
     {"size", "root", "time", "signature", "key_id"} (hex; time in ms)."""
     from flopwatch.monitor.witness import FileSource
 
@@ -323,8 +323,8 @@ def ledger_head(
         echo_json(h.to_dict())
         return
     typer.echo(
-        f"{literal(ledger)}: head size {h.size} root {h.root} time {_ts(h.time_ms / 1000)} "
-        f"({h.time_ms} ms) key {h.key_id[:16]}… signature {h.signature}"
+        f"{literal(ledger)}: signed tree head: size {h.size} rows, Merkle root {h.root}, "
+        f"time {_ts(h.time_ms / 1000)} ({h.time_ms} ms), key {h.key_id[:16]}…, signature {h.signature}"
     )
 
 
@@ -342,8 +342,8 @@ def ledger_witness(
     ),
     json_out: options.Json = False,
 ) -> None:
-    """Fetch the newest signed head, check it against the pinned key and, by consistency proofs, against
-    every head already in the log, then append it with this machine's clock. Exit 1 naming the earlier head
+    """Fetch, check and log the newest signed tree head. Checked against the pinned key and, by consistency
+    proofs, against every head already in the log, then append it with this machine's clock. Exit 1 naming the earlier head
     when the new one is not consistent with it."""
     from flopwatch.errors import InputError
     from flopwatch.monitor.keys import default_public_key_path, load_pin
@@ -455,7 +455,7 @@ def monitor_command(
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Log warnings only (no per-workload lines)."),
 ) -> None:
-    """Run the verification daemon: detect workloads, estimate their FLOPs, sign them into the ledger, export metrics."""
+    """Run the verification daemon. Detect workloads, estimate their FLOPs, sign them into the ledger, export metrics."""
     import logging
 
     from flopwatch.monitor.config import MonitorConfig
@@ -537,7 +537,7 @@ def monitor_command(
         typer.echo(
             f"flopwatch monitor: {literal(res.end_reason)}; {len(res.workloads)} "
             f"workload{'' if len(res.workloads) == 1 else 's'} recorded in "
-            f"{literal(cfg.ledger)} (head {res.ledger_head[0]}:{res.ledger_head[1]})"
+            f"{literal(cfg.ledger)} (last row {res.ledger_head[0]}:{res.ledger_head[1]})"
         )
     if code:
         raise typer.Exit(code)

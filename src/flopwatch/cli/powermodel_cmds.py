@@ -14,7 +14,7 @@ from flopwatch.cli import options
 from flopwatch.cli._output import console, counted, echo_json, fmt_num, new_app, print_fit
 
 pm_app = new_app(
-    "MFU ⇄ power models after Enskat & Wiesner (MASCOTS 2026): reproduce, fit, predict, evaluate, inverse."
+    "MFU ⇄ power models after Enskat & Wiesner (MASCOTS 2026). Reproduce, fit, predict, evaluate, inverse."
 )
 
 
@@ -45,7 +45,7 @@ def reproduce_cmd(
     ),
     seed: options.Seed = 0,
 ) -> None:
-    """Tables II, III and IV of the MASCOTS study from the bundled data, next to the published values."""
+    """MASCOTS Tables II, III and IV from the bundled data. Next to the published values."""
     from rich.table import Table
 
     from flopwatch.powermodel import published
@@ -90,7 +90,7 @@ def reproduce_cmd(
             f"[{row['mape_lo']:.2f}, {row['mape_hi']:.2f}] (±{row['mape_pm']:.2f} vs ±{published.TABLE2[g]['mape_pm']})",
             cell("II", g, "util_r2", 2),
         )
-    con.print(t2)
+    print_fit(con, t2)
     t3 = Table(title="Table III — residual SD as % of mean power (ours / published (diff))")
     for h in ("GPU", "SD_GPU %", "SD_cell %", "noise floor %"):
         t3.add_column(h)
@@ -101,7 +101,7 @@ def reproduce_cmd(
             cell("III", g, "sd_cell_pct", 2),
             cell("III", g, "noise_pct", 2),
         )
-    con.print(t3)
+    print_fit(con, t3)
     t4 = Table(title="Table IV — batch 1 vs batch 128 (ours / published (diff))")
     for h in ("GPU", "MFU₁ %", "MFU₁₂₈ %", "P₁ W", "P₁₂₈ W", "P₁₂₈/P₁"):
         t4.add_column(h)
@@ -114,7 +114,7 @@ def reproduce_cmd(
             cell("IV", g, "power128_w", 0),
             f"{row['power_ratio']:.2f}",
         )
-    con.print(t4)
+    print_fit(con, t4)
     con.print(f"Published values: {published.CITATION}.", style="dim")
     for n in r.notes:
         con.print(f"note: {n}", style="dim")
@@ -214,7 +214,7 @@ def predict_cmd(
     level: options.Level = 0.95,
     json_out: options.Json = False,
 ) -> None:
-    """Predict mean power (and energy) of a planned run, with a prediction interval."""
+    """Predict mean power and energy of a planned run. With a prediction interval."""
     from flopwatch.powermodel.predict import predict_power
 
     out = predict_power(
@@ -283,7 +283,7 @@ def evaluate_cmd(
     level: options.Level = 0.95,
     json_out: options.Json = False,
 ) -> None:
-    """Out-of-sample accuracy of the power models and of the inverse (power → FLOP rate)."""
+    """Out-of-sample accuracy of the power models and inverse. The inverse maps power to a FLOP rate."""
     from rich.table import Table
 
     from flopwatch.errors import InputError
@@ -346,7 +346,7 @@ def evaluate_cmd(
             ),
             fmt_num(v["noise_pct"], 2),
         )
-    con.print(t)
+    print_fit(con, t)
     t = Table(
         title=f"Inverse: FLOP rate from power (batch ≥ {min_batch}), held-out MAPE % and {level:.0%} upper bound"
     )
@@ -378,7 +378,7 @@ def evaluate_cmd(
                 fmt_num(100 * r["bound_unknown_dtype"]["coverage"], 0) + " %",
                 "+" + fmt_num(r["bound_unknown_dtype"]["median_overestimate_pct"], 0) + " %",
             )
-    con.print(t)
+    print_fit(con, t)
     con.print(
         "cost = median (bound / true − 1). LOMO: leave one LLM out; k-fold: whole configurations held out.",
         style="dim",
@@ -415,7 +415,7 @@ def inverse_cmd(
     level: options.Level = 0.95,
     json_out: options.Json = False,
 ) -> None:
-    """Estimate the FLOP rate (and total FLOPs) from measured power, with a conservative upper bound."""
+    """Estimate the FLOP rate and FLOPs from measured power. With a conservative upper bound."""
     from flopwatch.powermodel.oos import InverseModel
 
     df = _load(data).df

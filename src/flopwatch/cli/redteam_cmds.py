@@ -34,6 +34,27 @@ def _counts(c: dict[str, int]) -> str:
     return " ".join(f"{k} {v}" for k, v in c.items() if v)
 
 
+def _summary(con: Any, d: dict[str, Any]) -> None:
+    """The lines a reader needs (families held, wrong below, wrongly accused, decided at): printed first and
+    repeated after the tables, so both ``| head`` and ``| tail`` show them."""
+    con.print(
+        f"families: {d['n_families']} ({d['families_held']} held"
+        + (f", BROKEN: {', '.join(d['families_broken'])}" if d["families_broken"] else "")
+        + f"); wrong below: {d['wrong_below']} ({d['wrong_below_at_0_8']} at 0.8 × truth, "
+        f"{d['wrong_below_at_best_threshold']} at the evader's best threshold)"
+    )
+    con.print(
+        f"before sound bounds: {d['wrong_below_before']} wrong below; runs whose truth exceeds the upper bound: "
+        f"{d['upper_bound_violations']} ({d['upper_bound_violations_unwarned']} without a warning)"
+    )
+    if d["honest"]:
+        con.print(
+            f"honest runs: {len(d['honest'])}; wrongly accused ('above' at T = truth): {d['false_above']}; "
+            f"decided correctly at 0.5 × truth {d['honest_decisive_pct_at_half']:.1f} %, "
+            f"at 2 × truth {d['honest_decisive_pct_at_double']:.1f} %"
+        )
+
+
 def redteam_cmd(
     quick: bool = typer.Option(False, "--quick", help="One configuration per family and device (CI)."),
     seed: int = typer.Option(
@@ -53,8 +74,8 @@ def redteam_cmd(
     ),
     as_json: options.Json = False,
 ) -> None:
-    """Run every attack family against the verifier (docs/redteam.md, docs/threat-model.md): each judged with
-    itself left out of calibration, at T = 0.8 × truth and at the evader's best threshold."""
+    """Run every attack family against the verifier. See docs/redteam.md and docs/threat-model.md; each is
+    judged with itself left out of calibration, at T = 0.8 × truth and at the evader's best threshold."""
     from flopwatch.redteam import run_suite
     from flopwatch.redteam.families import FAMILY_BY_KEY
 
@@ -72,6 +93,8 @@ def redteam_cmd(
     from rich.table import Table
 
     con = console()
+    _summary(con, d)
+    con.print()
     t = Table(
         title="red team: each family judged at T = 0.8 × truth and at the evader's best threshold "
         "(just above the upper bound); a cleared run above T is a 'wrong below'"
@@ -101,19 +124,8 @@ def redteam_cmd(
             f["defence"] if f["defence"] == "defended" else f"{f['defence']}: {f['needs']}",
         )
     print_fit(con, t)
-    con.print(
-        f"families: {d['n_families']} ({d['families_held']} held"
-        + (f", BROKEN: {', '.join(d['families_broken'])}" if d["families_broken"] else "")
-        + f"); wrong below: {d['wrong_below']} ({d['wrong_below_at_0_8']} at 0.8 × truth, "
-        f"{d['wrong_below_at_best_threshold']} at the evader's best threshold; before sound bounds: "
-        f"{d['wrong_below_before']}); runs whose truth exceeds the upper bound: {d['upper_bound_violations']}"
-    )
     n_h = len(d["honest"])
     if n_h:
-        con.print(
-            f"honest runs: {n_h}; wrongly accused ('above' at T = truth): {d['false_above']}; decided correctly at "
-            f"0.5 × truth {d['honest_decisive_pct_at_half']:.1f} %, at 2 × truth {d['honest_decisive_pct_at_double']:.1f} %"
-        )
         dt = Table(
             title="decisive at (median T ÷ truth at which an honest run is 'below'), per observable set"
         )
@@ -130,6 +142,8 @@ def redteam_cmd(
                 f"{r['decided_pct']:.0f} %",
             )
         print_fit(con, dt)
+    con.print()
+    _summary(con, d)
     con.print(
         "SIM: simulated digital twins (flopwatch.sim), not measurements; real: the Jetson Orin Nano v2 records "
         "(Fowler 2026). Statuses and what each defence rests on: docs/threat-model.md"

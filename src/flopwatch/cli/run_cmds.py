@@ -36,7 +36,7 @@ def run_cmd(
     as_json: options.Json = False,
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
-    """Run the study end to end: idle baseline, sweep, detection, calibration, held-out evaluation, report."""
+    """Run the study end to end. Idle baseline, sweep, detection, calibration, held-out evaluation, report."""
     from flopwatch.pipeline import RunOptions, run_pipeline
 
     err = console(stderr=True)

@@ -10,14 +10,16 @@ import typer
 from flopwatch.cli import options
 from flopwatch.cli._output import console, counted, echo_json, new_app
 
-sim_app = new_app("The simulated accelerator: its twins, their validation against MASCOTS, scripted traces.")
+sim_app = new_app(
+    "The simulated accelerator: twins, validation, traces. Validated against MASCOTS; scripted traces."
+)
 
 SIM_KEYS = ("a100", "h100", "h200", "l40", "l4", "orin-nano")
 
 
 @sim_app.command("specs")
 def specs_cmd(as_json: options.Json = False) -> None:
-    """The simulated devices: peaks, bandwidth, idle and maximum power, and where the power model comes from."""
+    """The simulated devices' peaks, bandwidth and power. Idle and maximum power, and where the power model comes from."""
     from rich.table import Table
 
     from flopwatch.sim.specs import describe_twins
@@ -51,7 +53,7 @@ def validate_cmd(
     seed: options.Seed = 0,
     as_json: options.Json = False,
 ) -> None:
-    """Replay the MASCOTS runs on the twins: per-cell MAPE of simulated vs published mean power, batch-1 floor."""
+    """Replay the MASCOTS runs on the twins. Per-cell MAPE of simulated vs published mean power, batch-1 floor."""
     from rich.table import Table
 
     from flopwatch.sim.validate import validate_twins
@@ -127,7 +129,7 @@ def trace_cmd(
     ),
     force: options.Force = False,
 ) -> None:
-    """Play a scripted schedule on a simulated device and record its (simulated) telemetry trace."""
+    """Play a scripted schedule on a simulated device. Records its (simulated) telemetry trace."""
     options.not_inputs(
         [("--output", out), ("--records", records)], [schedule]
     )  # before any work: never overwrite an input

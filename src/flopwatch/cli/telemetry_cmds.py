@@ -34,7 +34,7 @@ def sensors_cmd(
     jetson_root: str = typer.Option("/", "--jetson-root", help="sysfs root to probe for Jetson rails."),
     rapl_root: str = typer.Option("/", "--rapl-root", help="sysfs root to probe for RAPL zones."),
 ) -> None:
-    """List the sensors found on this machine, their capabilities, and why a backend is unavailable."""
+    """List the sensors found on this machine. Their capabilities, and why a backend is unavailable."""
     from flopwatch.backends import probe_all
 
     statuses = probe_all(jetson_root=jetson_root, rapl_root=rapl_root)
@@ -103,7 +103,7 @@ def record_cmd(
     ),
     as_json: options.Json = False,
 ) -> None:
-    """Record a trace at a fixed rate, streaming Parquet row groups to disk."""
+    """Record a trace at a fixed rate, streamed to Parquet. Row groups reach disk as they fill."""
     options.not_inputs(
         [("--output", output)], options.sensor_files(sensor)
     )  # before any work: never overwrite an input
@@ -246,7 +246,7 @@ def idle_cmd(
     strict: bool = typer.Option(False, "--strict", help="Refuse (exit 2) a baseline taken under load."),
     as_json: options.Json = False,
 ) -> None:
-    """Measure the idle power baseline: median over DURATION seconds, with its spread; flag one taken under load."""
+    """Measure the idle power baseline. Median over DURATION seconds, with its spread; flag one taken under load."""
     import numpy as np
 
     from flopwatch.telemetry.sampler import Sampler
@@ -376,7 +376,7 @@ def detect_cmd(
     idle_power: options.IdlePower = None,
     device: options.TraceDevice = None,
 ) -> None:
-    """Detect workloads in a trace with the study's utilisation hysteresis and integrate their energy."""
+    """Detect workloads in a trace and integrate their energy. The study's utilisation hysteresis."""
     from flopwatch.detect import HysteresisParams, detect_workloads
 
     params = HysteresisParams(

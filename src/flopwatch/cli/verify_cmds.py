@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from flopwatch.cli import options
-from flopwatch.cli._output import console, counted, echo_json, fmt_flops, styled
+from flopwatch.cli._output import console, counted, echo_json, fmt_flops, print_fit, styled
 from flopwatch.cli.redteam_cmds import redteam_cmd
 from flopwatch.errors import InputError
 
@@ -53,8 +53,8 @@ def verdict_cmd(
     ),
     as_json: options.Json = False,
 ) -> None:
-    """Judge everything one or several ledgers recorded over a window as a whole (chunks, bursts and the
-    nodes of one job included). Each ledger is verified first, as `ledger verify` does, against its own pin
+    """Judge a window of one or several ledgers as a whole. Chunks, bursts and the nodes of one job
+    included. Each ledger is verified first, as `ledger verify` does, against its own pin
     and witness log: a ledger that fails is judged, but never "below"."""
     import time
 
@@ -190,7 +190,7 @@ def verdict_cmd(
     t = Table(
         title=f"window verdicts vs {fmt_flops(thr)} FLOP over {scope}" + ("" if by == "all" else f", by {by}")
     )
-    for col in ("group", "workloads", "estimate", "lower", "upper", "outside-workload J", "verdict"):
+    for col in ("group", "workloads", "estimate", "lower", "upper", "outside workloads J", "verdict"):
         t.add_column(col, justify="left" if col in ("group", "verdict") else "right")
     for g in res["groups"] + ([res["total"]] if by != "all" else []):
         t.add_row(
@@ -202,7 +202,7 @@ def verdict_cmd(
             f"{g['unattributed_net_energy_j']:.4g}",
             g["verdict"],
         )
-    con.print(t)
+    print_fit(con, t)
     v = res["verification"]
     con.print(
         f"ledger verification: {'OK' if v['ok'] else 'FAILED'} ({counted(v['problems'], 'problem')}; key {v['key_source']})"

@@ -68,7 +68,7 @@ def flops_cmd(
     attention: str = typer.Option("fused", "--attention", help="fused (3.5x fwd, the study's) or math (3x)."),
     as_json: options.Json = False,
 ) -> None:
-    """Ground-truth FLOPs per training step (FlopCounterMode on the meta device; nothing is trained)."""
+    """Ground-truth FLOPs per training step. FlopCounterMode on the meta device; nothing is trained."""
     from flopwatch.workloads.select import select_config  # not on the help path
 
     cfg = select_config(
@@ -171,7 +171,7 @@ def run_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
     as_json: options.Json = False,
 ) -> None:
-    """Train a workload and append one record (timestamps, FLOPs, achieved FLOP/s, MFU, step times)."""
+    """Train a workload and append one record. Timestamps, FLOPs, achieved FLOP/s, MFU, step times."""
     options.not_inputs([("--records", records)], [])  # before training: a directory or FIFO is refused now
     from flopwatch.workloads.select import select_config  # not on the help path
 
@@ -236,7 +236,7 @@ def sweeps_cmd(
     ),
     as_json: options.Json = False,
 ) -> None:
-    """List the named sweeps, or the configurations of one (labels, sizes, counted FLOPs)."""
+    """List the named sweeps, or the configurations of one. Labels, sizes, counted FLOPs."""
     from flopwatch.pipeline.plan import FRONTIER_SWEEP, frontier_sweep
     from flopwatch.workloads.formulas import closed_form_flops_per_step
     from flopwatch.workloads.sweeps import SWEEP_DESCRIPTIONS, SWEEPS, get_sweep

@@ -176,7 +176,8 @@ class Monitor:
         payload = row.to_payload()
         with self._lock:
             e = self.ledger.append("workload", payload)
-            self.workloads.append(payload)
+            # the ledger's row number: the monitor's table and warnings name rows as `ledger show` and `verdict` do
+            self.workloads.append({**payload, "seq": e.seq})
             self.metrics.ledger_head.set(e.seq)
             self._update_window(row)
 

@@ -43,6 +43,37 @@ def sig3(x: Any, *, signed: bool = False, none: str = NONE, digits: int = 3) -> 
     return f"{sign}{rounded:.{digits - 1}e}"
 
 
+def within(x: Any, spread: Any, *, signed: bool = False, none: str = NONE) -> str:
+    """``x`` rounded to the decimal place of ``spread``'s leading digit (a mean beside its ±spread): a gain of
+    −0.0267 pp with a ±0.9 pp spread prints ``0.0``, not ``-0.0267``. Without a usable spread, :func:`sig3`."""
+    try:
+        sp = abs(float(spread))
+        v = float(x)
+    except (TypeError, ValueError):
+        return sig3(x, signed=signed, none=none)
+    if not (math.isfinite(sp) and sp > 0 and math.isfinite(v)):
+        return sig3(x, signed=signed, none=none)
+    decimals = -math.floor(math.log10(sp))
+    r = round(v, decimals)
+    if r == 0:
+        r = 0.0  # no "-0.0"
+    sign = "+" if signed and r > 0 else ""
+    return f"{sign}{r:.{max(0, decimals)}f}"
+
+
+def gain_pp(g: dict[str, Any]) -> tuple[str, str, str]:
+    """A paired gain (``mean_pp``, ``p025``, ``p975``) as signed texts rounded to what the 95 % range supports."""
+    half = (float(g["p975"]) - float(g["p025"])) / 2.0
+    return tuple(within(g[k], half, signed=True) for k in ("mean_pp", "p025", "p975"))  # type: ignore[return-value]
+
+
+def ratio(x: Any, *, none: str = NONE) -> str:
+    """A median ratio (T ÷ truth): :func:`sig3` without trailing zeros (``0.038``, ``2.8``, ``2.83``); a median
+    over a few dozen runs has no fourth digit to show."""
+    s = sig3(x, none=none)
+    return s if s == none else tick(float(s))
+
+
 def pct(x: Any, *, signed: bool = False, none: str = NONE) -> str:
     """A percentage (already in %) with three significant digits and the unit: ``4.40 %``."""
     s = sig3(x, signed=signed, none=none)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from flopwatch.evaluate.headline import PUBLISHED, PUBLISHED_SOURCE, headline_numbers, margin_row
-from flopwatch.report.fmt import pct, share, sig3
+from flopwatch.report.fmt import gain_pp, pct, ratio, share, sig3
 
 #: headline/2: ``thresholds`` (the calibrated interval as a decision) split into ``verdicts`` (the verifier's,
 #: from ``estimate.verdict.assess``) and ``calibrated_interval`` (the estimate's accuracy); ``wrong_clear`` is
@@ -29,15 +29,13 @@ HEADLINE_SCHEMA = "flopwatch.headline/2"
 
 
 def _gain_words(g: dict[str, float]) -> str:
-    rng = f"95 % of splits between {sig3(g['p025'], signed=True)} and {sig3(g['p975'], signed=True)} pp"
+    mean, lo, hi = gain_pp(g)  # rounded to what the spread over splits supports
+    rng = f"95 % of splits between {lo} and {hi} pp"
     if g["p025"] > 0:
-        return f"beats the yardstick by {sig3(g['mean_pp'], signed=True)} pp ({rng})"
+        return f"beats the yardstick by {mean} pp ({rng})"
     if g["p975"] < 0:
-        return f"is worse than the yardstick by {sig3(-g['mean_pp'])} pp ({rng})"
-    return (
-        f"differs from the yardstick by {sig3(g['mean_pp'], signed=True)} pp ({rng}): not distinguishable from "
-        "energy alone"
-    )
+        return f"is worse than the yardstick by {mean.lstrip('-')} pp ({rng})"
+    return f"differs from the yardstick by {mean} pp ({rng}): not distinguishable from energy alone"
 
 
 def _factor_row(d: dict[str, Any], f: float) -> dict[str, Any] | None:
@@ -72,10 +70,10 @@ def _verdict_words(num: dict[str, Any], conf: float) -> str:
         f"Verdict (sound bounds: physics, the datasheet and what the trace observed — what `flopwatch estimate` "
         f"says), {v['n']} held-out cases at {len(rows)} thresholds each: {wb} wrong below; a run 25 % "
         f"above a threshold is declared above in {share(at25a['correct_rate'])} (an accusation's lower bound must "
-        f"hold for any format and clock: median {sig3(acc)} × the true FLOPs) and a run 50 % below it is declared "
+        f"hold for any format and clock: median {ratio(acc)} × the true FLOPs) and a run 50 % below it is declared "
         f"below in {share(at50b['correct_rate'])}, since 'below' needs the sound upper bound under T: "
         + (
-            f"median {sig3(dec)} × the true FLOPs (at T = 2 × truth, {share(x2['below_rate'])} are below). "
+            f"median {ratio(dec)} × the true FLOPs (at T = 2 × truth, {share(x2['below_rate'])} are below). "
             if dec is not None and x2 is not None
             else "no held-out run could be below at any threshold (a warning blocked each). "
         )
@@ -92,12 +90,12 @@ def _certified_words(num: dict[str, Any]) -> str:
     d = v["decisiveness"]
     acc, dec = d["median_above_at_truth"], d["median_decisive_at_truth"]
     above = (
-        f"'above' only for thresholds under about {sig3(acc)} × a run's FLOPs (median)"
+        f"'above' only for thresholds under about {ratio(acc)} × a run's FLOPs (median)"
         if acc
         else "no 'above' at any threshold"
     )
     below = (
-        f"'below' only for thresholds over about {sig3(dec)} × its FLOPs"
+        f"'below' only for thresholds over about {ratio(dec)} × its FLOPs"
         if dec is not None
         else "no 'below' at any threshold (a warning blocked each)"
     )
@@ -109,9 +107,9 @@ def _brief(
 ) -> dict[str, str]:
     """The verdict paragraph in three short lines (the terminal's summary): accuracy, verdicts, interval."""
     if gain["p025"] > 0:
-        g = f"better by {sig3(gain['mean_pp'], signed=True)} pp"
+        g = f"better by {gain_pp(gain)[0]} pp"
     elif gain["p975"] < 0:
-        g = f"worse by {sig3(-gain['mean_pp'])} pp"
+        g = f"worse by {gain_pp(gain)[0].lstrip('-')} pp"
     else:
         g = "not distinguishable from energy alone"
     out = {
@@ -129,9 +127,11 @@ def _brief(
         d = v["decisiveness"]
         dec, acc = d["median_decisive_at_truth"], d["median_above_at_truth"]
         below = (
-            f"'below' only when T ≥ {sig3(dec)} × a run's FLOPs" if dec is not None else "no 'below' at any T"
+            f"'below' only when T ≥ {ratio(dec)} × a run's FLOPs"
+            if dec is not None
+            else "no 'below' at any T"
         )
-        above = f"'above' only when T ≤ {sig3(acc)} × them" if acc else "no 'above' at any T"
+        above = f"'above' only when T ≤ {ratio(acc)} × them" if acc else "no 'above' at any T"
         out["verdicts"] = f"{wb} wrong below in {v['n']} held-out cases; {below}, {above} (medians)"
     return {k: out[k] for k in ("accuracy", "verdicts", "interval")}
 

@@ -14,13 +14,14 @@ import datetime as _dt
 import html
 import json
 import os
+import re
 import struct
 from pathlib import Path
 from typing import Any
 
 from flopwatch.evaluate.headline import PUBLISHED, PUBLISHED_SOURCE
 from flopwatch.io import atomic_write
-from flopwatch.report.fmt import pct, share, sig3
+from flopwatch.report.fmt import gain_pp, pct, share, sig3
 from flopwatch.report.headline import study_models_mae_pct
 
 _CSS = """
@@ -50,7 +51,7 @@ ul.caveats li{margin:.3em 0}
 .verdict h2{margin-top:.4em}.hint{display:none}
 @media (max-width:700px){main{padding:.8em .8em 2em}.banner{padding:.7em .8em}
 .cards{grid-template-columns:repeat(2,minmax(0,1fr))}.card .v{font-size:1.2em}
-.hint{display:block;font-size:.8em;color:#555;margin:-.3em 0 .6em}figure.wide img{max-width:none;width:720px}}
+.hint{display:block;font-size:.8em;color:#555;margin:.6em 0 -.3em}figure.wide img{max-width:none;width:720px}}
 """
 
 
@@ -71,15 +72,37 @@ def _num(x: Any, signed: bool = False) -> str:
     return _e(sig3(x, signed=signed))
 
 
+_CELL = re.compile(r"<t([hd])((?:\s[^>]*)?)>(.*?)</t[hd]>", re.S)
+_NARROW_PX = 360  # a 390 px phone less the page's padding (.8em each side)
+
+
+def _min_width_px(head: str, rows: list[str]) -> float:
+    """The narrowest a table can be laid out, estimated from its cells: a cell that wraps (a header, a
+    left-aligned text cell) needs its longest word, a number cell (``white-space:nowrap``) its whole text;
+    ~7 px a character at the tables' .85em, 17 px of padding and border a column."""
+    widths: list[float] = []
+    for row in re.findall(r"<tr.*?</tr>", head + "".join(rows), re.S):
+        for i, (kind, attrs, inner) in enumerate(_CELL.findall(row)):
+            text = html.unescape(re.sub(r"<[^>]+>", "", inner))
+            wraps = kind == "h" or "'l'" in attrs or '"l"' in attrs
+            chars = max((len(w) for w in text.split()), default=0) if wraps else len(text)
+            w = chars * 7.0 + 17.0
+            if i < len(widths):
+                widths[i] = max(widths[i], w)
+            else:
+                widths.append(w)
+    return sum(widths)
+
+
 def _table(head: str, rows: list[str]) -> str:
     """A table in its own horizontally scrolling box: a wide table never widens the page. On a narrow screen a
-    hint under it says that it scrolls, if it has the columns to (five or more: four fit 390 px)."""
+    hint above it says that it scrolls, only where it is wider than a phone (estimated from its columns)."""
     hint = (
         "<p class='hint'>The table scrolls sideways: swipe for more columns →</p>"
-        if head.count("<th") >= 5
+        if _min_width_px(head, rows) > _NARROW_PX
         else ""
     )
-    return f"<div class='scroll'><table>{head}{''.join(rows)}</table></div>{hint}"
+    return f"{hint}<div class='scroll'><table>{head}{''.join(rows)}</table></div>"
 
 
 def _img(path: Path) -> str:
@@ -157,7 +180,7 @@ def _verdict(summary: dict[str, Any], tag: str) -> list[str]:
     cards = [
         (f"held-out MAE, {ho['model']}", pct(ho["mae_pct"])),
         ("no-model yardstick (median J/FLOP)", pct(ys["mae_pct"])),
-        ("gain over the yardstick", f"{sig3(g['mean_pp'], signed=True)} pp"),
+        ("gain over the yardstick", f"{gain_pp(g)[0]} pp"),  # rounded to what the spread supports
         ("splits with a run &gt; 10 % off", share(ho["frac_splits_any_over_10pct"])),
         ("frontier runs (calibration and test)", str(ho["n_frontier"])),
         (
@@ -201,8 +224,8 @@ def _verdict(summary: dict[str, Any], tag: str) -> list[str]:
         )
     )
     p.append(
-        f"<p class='note'>Gain over the yardstick, paired per split: {_e(sig3(g['mean_pp'], signed=True))} pp "
-        f"(95 % of splits between {_e(sig3(g['p025'], signed=True))} and {_e(sig3(g['p975'], signed=True))} pp; "
+        f"<p class='note'>Gain over the yardstick, paired per split: {_e(gain_pp(g)[0])} pp "
+        f"(95 % of splits between {_e(gain_pp(g)[1])} and {_e(gain_pp(g)[2])} pp; "
         f"better on {_e(share(g['frac_splits_better']))} of splits). Published: {_e(PUBLISHED_SOURCE)}; those "
         "numbers come from other hardware and are context, not a comparison on the same data.</p>"
     )
