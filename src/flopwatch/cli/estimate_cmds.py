@@ -110,7 +110,9 @@ def calibrate_cmd(
     device: options.DeviceModel = None,
     as_json: options.Json = False,
 ) -> None:
-    """Fit an estimator on records with ground truth and write a calibration profile."""
+    """Fit an estimator on records with ground truth.
+
+    Writes a calibration profile (JSON) for ``estimate``, ``monitor`` and ``fleet estimate --profile``."""
     options.not_inputs([("--output", output)], [records])  # before any work: never overwrite an input
     from flopwatch.estimate.calibrate import calibrate
     from flopwatch.records import load_records
@@ -186,7 +188,9 @@ def estimate_cmd(
     device: options.DeviceModel = None,
     as_json: options.Json = False,
 ) -> None:
-    """Estimate each record's FLOPs with a profile; report errors where ground truth is present."""
+    """Estimate each record's FLOPs with a profile.
+
+    Gives the sound verdict bounds beside the calibrated interval, and errors where ground truth is present."""
     from flopwatch.estimate.profile import Profile
     from flopwatch.evaluate.apply_profile import estimate_records
     from flopwatch.records import load_records
@@ -341,7 +345,9 @@ def evaluate_cmd(
     ),
     as_json: options.Json = False,
 ) -> None:
-    """The study's repeated-split evaluation of every model (held-out errors, coverage, thresholds)."""
+    """The study's repeated-split evaluation of every model.
+
+    Held-out errors, interval coverage and threshold rates over repeated random train/test splits."""
     options.not_inputs([("--figures", figures)], [records])  # before any work: never overwrite an input
     from flopwatch.evaluate.splits import evaluate_models
     from flopwatch.records import load_records

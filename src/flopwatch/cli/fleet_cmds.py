@@ -16,7 +16,7 @@ from flopwatch.cli import options
 from flopwatch.cli._output import console, counted, echo_json, fmt_flops, new_app, simulated_banner
 
 fleet_app = new_app(
-    "Fleet scale: estimate every job of a GPU cluster from the dcgm-exporter history in Prometheus."
+    "Fleet scale: estimate every job of a GPU cluster. From the dcgm-exporter history in Prometheus."
 )
 
 
@@ -113,7 +113,9 @@ def fleet_estimate(
     as_json: options.Json = False,
     no_progress: bool = typer.Option(False, "--no-progress", help="Hide the progress bar."),
 ) -> None:
-    """Per-job FLOP estimates, sound bounds and verdicts (the project's assessment) for a whole fleet."""
+    """Per-job FLOP estimates, sound bounds and verdicts.
+
+    The project's one assessment, for every group of a whole fleet and the fleet-wide total."""
     from flopwatch.devices import normalize_dtype
     from flopwatch.errors import InputError
     from flopwatch.estimate import Profile
@@ -210,7 +212,9 @@ def load_job_map(path: Path) -> tuple[tuple[str, str, float, float], ...]:
 
 @fleet_app.command("metrics")
 def fleet_metrics(as_json: options.Json = False) -> None:
-    """The dcgm-exporter metrics flopwatch reads (the one metric table) and what each contributes."""
+    """The dcgm-exporter metrics flopwatch reads.
+
+    The one metric table: each metric, how a window aggregates it, and what it contributes."""
     from flopwatch.telemetry.dcgm_metrics import TABLE
 
     rows = [
@@ -317,8 +321,10 @@ def sim_openmetrics(
     truth: Path = typer.Option(None, "--truth", help="Ground-truth JSON (default: OUT.truth.json)."),
     force: bool = typer.Option(False, "--force", help="Overwrite OUT."),
 ) -> None:
-    """Write a simulated fleet's dcgm-exporter history (OpenMetrics, for `promtool tsdb create-blocks-from
-    openmetrics`) and its ground truth. Everything in it is SIMULATED."""
+    """Write a simulated fleet's dcgm-exporter history.
+
+    OpenMetrics for `promtool tsdb create-blocks-from openmetrics`, and its ground truth. Everything in it is
+    SIMULATED."""
     import json
 
     from flopwatch.io import atomic_write, check_disk_space, check_output
