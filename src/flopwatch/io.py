@@ -315,7 +315,8 @@ def parse_json(
     except json.JSONDecodeError as e:
         if line is None:
             raise error(f"line {e.lineno}: invalid JSON ({e.msg})", file=file) from None
-        raise error(f"line {line}: invalid JSON ({e.msg} at column {e.colno})", file=file) from None
+        at = "" if e.msg.endswith(" at") else " at"  # "Unterminated string starting at": no second "at"
+        raise error(f"line {line}: invalid JSON ({e.msg}{at} column {e.colno})", file=file) from None
     except RecursionError:
         raise error(f"{where}JSON nested more than {max_nesting} levels deep", file=file) from None
     except (ValueError, OverflowError, MemoryError) as e:

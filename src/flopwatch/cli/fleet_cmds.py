@@ -20,15 +20,22 @@ fleet_app = new_app(
 )
 
 
+#: Fields the client names for the command line's own values (an unreachable --prometheus, an empty --selector).
+_CLIENT_FIELDS = frozenset({"prometheus", "selector"})
+
+
 @contextmanager
-def _as_options() -> Iterator[None]:
-    """An error about a value the command line gave names the option (``option '--step'``), not a field."""
+def _as_options(only: frozenset[str] | None = None) -> Iterator[None]:
+    """An error about a value the command line gave names the option (``option '--step'``), not a field
+    (``only``: just those fields, where other errors can pass through)."""
     from flopwatch.errors import InputError
 
     try:
         yield
     except InputError as e:
         if e.file is not None or e.record is not None or not e.field or e.field.startswith("-"):
+            raise
+        if only is not None and e.field not in only:
             raise
         raise type(e)(e.detail, field="--" + e.field.replace("_", "-")) from None
 
@@ -144,7 +151,10 @@ def fleet_estimate(
         jobs = JobMap(metric=job_info or "", job_label=job_label, gpu_labels=gl, allocations=allocs)
     prof = None if profile_path is None else Profile.load(profile_path)
     dtype = None if dtype is None else normalize_dtype(dtype)
-    client = PrometheusClient(prometheus, timeout_s=timeout_s, run_timeout_s=run_timeout_s, retries=retries)
+    with _as_options():
+        client = PrometheusClient(
+            prometheus, timeout_s=timeout_s, run_timeout_s=run_timeout_s, retries=retries
+        )
     kw: dict[str, Any] = dict(
         by=by,
         jobs=jobs,
@@ -158,20 +168,24 @@ def fleet_estimate(
     if not (as_json or no_progress) and sys.stderr.isatty():
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        with Progress(
-            TextColumn("querying Prometheus"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-            transient=True,
-            console=console(stderr=True),
-        ) as bar:
+        with (
+            _as_options(_CLIENT_FIELDS),
+            Progress(
+                TextColumn("querying Prometheus"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total}"),
+                TimeElapsedColumn(),
+                transient=True,
+                console=console(stderr=True),
+            ) as bar,
+        ):
             task = bar.add_task("q", total=None)
             res = estimate_fleet(
                 client, plan, progress=lambda d, n: bar.update(task, completed=d, total=n), **kw
             )
     else:
-        res = estimate_fleet(client, plan, **kw)
+        with _as_options(_CLIENT_FIELDS):
+            res = estimate_fleet(client, plan, **kw)
     if as_json:
         echo_json(res.to_dict())
         return
@@ -277,8 +291,8 @@ def _print_table(d: dict[str, Any], width: int | None = None) -> None:
     if d["metrics_missing"]:
         con.print(f"metrics not found (estimates degrade without them): {', '.join(d['metrics_missing'])}")
     con.print(
-        f"{d['gpu_hours']:.0f} GPU-hours in {d['elapsed_s']:.1f} s ({d['cpu_s']:.1f} CPU-s here; {d['queries']} "
-        f"queries, {d['bytes_received'] / 1e6:.1f} MB received; jobs from {d['jobs_from']}; "
+        f"{d['gpu_hours']:.0f} GPU-hours in {d['elapsed_s']:.2g} s ({d['cpu_s']:.2g} CPU-s here; {d['queries']} "
+        f"queries, {d['bytes_received'] / 1e6:.2g} MB received; jobs from {d['jobs_from']}; "
         f"{d['gpus_per_chunk']} GPUs × {d['windows_per_chunk']} windows per query)"
     )
 

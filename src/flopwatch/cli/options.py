@@ -152,7 +152,7 @@ def finite(
 ) -> Callback:
     """A typer callback accepting finite numbers within the given bounds (None passes: option not given).
 
-    ``percent_hint``: for a 0–1 ratio, a value in (1, 100] gets "did you mean 0.8?" (80 given as a percent).
+    ``percent_hint``: for a 0–1 ratio, a whole number in [2, 100] gets "did you mean 0.8?" (80 given as a percent).
     """
 
     def callback(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
@@ -162,7 +162,8 @@ def finite(
         for v in values:
             msg = _problem(v, gt=gt, ge=ge, lt=lt, le=le, integer=integer, unit=unit)
             if msg is not None:
-                if percent_hint and isinstance(v, (int, float)) and 1 < v <= 100:
+                # a whole number 2–100 reads as a percent (80 → 0.8); 1.5 is no percent anyone means
+                if percent_hint and isinstance(v, (int, float)) and 2 <= v <= 100 and float(v).is_integer():
                     msg += f" (a 0–1 ratio, not a percentage: did you mean {v / 100:g}?)"
                 raise typer.BadParameter(msg, ctx=ctx, param=param)
         return value
