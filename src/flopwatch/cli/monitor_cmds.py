@@ -424,7 +424,7 @@ def monitor_command(
     idle_power_w: float | None = typer.Option(
         None, "--idle-power-w", help="Idle power (default: the profile's)."
     ),
-    threshold_flops: float | None = typer.Option(None, "--threshold", help="Verdict threshold (FLOPs)."),
+    threshold_flops: options.Threshold = None,
     dtype: str | None = typer.Option(
         None,
         "--precision",
