@@ -23,9 +23,14 @@ GOOD = [{"UUID": f"GPU-{i}", "pod": "a" if i % 2 else "b"} for i in range(50)]
 def test_equal_label_list_is_taken_from_the_memo():
     memo = PA.LabelMemo()
     first, _, _ = PA._matrix(_doc(GOOD), T - 1, T + 1, memo)
-    assert memo.known(list(first.labels)) and not memo.known(first.labels[:-1])
+    assert memo.known(list(first.labels)) == GOOD and memo.known(first.labels[:-1]) is None
     again, _, _ = PA._matrix(_doc(GOOD), T - 1, T + 1, memo)  # a fresh decode: equal, not the same objects
     assert [dict(x) for x in again.labels] == GOOD and again.n.tolist() == [1] * 50
+    # the checked maps, shared (the reader's comparison meets the same objects), in a list of its own
+    assert (
+        all(a is b for a, b in zip(again.labels, first.labels, strict=True))
+        and again.labels is not first.labels
+    )
 
 
 @pytest.mark.parametrize(
@@ -59,4 +64,6 @@ def test_memo_keeps_the_last_few():
     a, b, c = [[{"x": str(i)}] for i in range(3)]
     for m in (a, b, c):
         memo.add(m)
-    assert not memo.known([{"x": "0"}]) and memo.known([{"x": "1"}]) and memo.known([{"x": "2"}])
+    assert (
+        memo.known([{"x": "0"}]) is None and memo.known([{"x": "1"}]) == b and memo.known([{"x": "2"}]) == c
+    )

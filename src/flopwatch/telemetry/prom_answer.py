@@ -180,8 +180,10 @@ class LabelMemo:
             list[Any], ...
         ] = ()  # replaced whole, never mutated: safe across the reader's threads
 
-    def known(self, metas: list[Any]) -> bool:
-        return any(len(m) == len(metas) and m == metas for m in self._lists)
+    def known(self, metas: list[Any]) -> list[Any] | None:
+        """A new list of the checked maps equal to ``metas``'s (shared maps: the fleet reader's comparison of two
+        queries' label lists then meets the same objects), or None."""
+        return next((list(m) for m in self._lists if len(m) == len(metas) and m == metas), None)
 
     def add(self, metas: list[Any]) -> None:
         self._lists = (metas, *self._lists)[: self._size]
@@ -204,8 +206,8 @@ def _labels(result: Any, key: str, memo: LabelMemo | None = None) -> list[Mappin
     if set(map(type, result)) - {dict} or not all(map(dict.__contains__, result, repeat(key))):
         raise _Refused(f"a series without '{key}'")
     metas: list[Any] = list(map(dict.get, result, repeat("metric")))
-    if memo is not None and memo.known(metas):
-        return metas
+    if memo is not None and (known := memo.known(metas)) is not None:
+        return known
     if (
         set(map(type, metas)) - {dict}
         or not _all_str(chain.from_iterable(metas))
