@@ -438,7 +438,8 @@ def evaluate_cmd(
         return "none wrongly accused" if x == 0 else f"wrongly accused up to {pct(x)}"
 
     con.print(
-        f"threshold sweep ({dm}, {ts['n_thresholds']} thresholds {fmt_flops(ts['min_threshold_flops'])}–"
+        f"threshold sweep of the calibrated interval taken as a decision, not the sound verdict ({dm}, "
+        f"{ts['n_thresholds']} thresholds {fmt_flops(ts['min_threshold_flops'])}–"
         f"{fmt_flops(ts['max_threshold_flops'])} FLOP): 'above' only when the {confidence:.0%} interval is "
         f"above → {fp(ts['max_fp_rate'])} (declared above, truly below), wrong below up to {pct(ts['max_wrong_below_rate'])} (declared below, "
         f"truly above), uncertain {pct(ts['mean_uncertain_rate'])} on average; deciding on the point estimate: "

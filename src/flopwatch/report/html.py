@@ -119,7 +119,7 @@ def _figure(path: Path, href: str, caption: str) -> str:
     if wide:
         img = f"<div class='scroll'>{img}</div>"
     cls = " class='wide'" if wide else ""
-    return f"<figure{cls}>{img}<figcaption>{_e(caption)} Tap the figure to open it full size.</figcaption></figure>"
+    return f"<figure{cls}>{img}<figcaption>{_e(caption)} Tap the figure to open it full size (figures/ beside this report).</figcaption></figure>"
 
 
 _CAPTIONS = {
