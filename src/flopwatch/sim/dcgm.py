@@ -1,10 +1,6 @@
-"""A simulated GPU fleet that speaks DCGM: dcgm-exporter metric names and labels, written as OpenMetrics text.
-
-Every GPU is a :class:`~flopwatch.sim.accelerator.SimulatedAccelerator` running its share of a job schedule; a
-scrape every ``interval_s`` (per-node phase offset, as real scrapes have) records what dcgm-exporter would
-export then (the families of :data:`flopwatch.telemetry.dcgm_metrics.TABLE`). What each field holds, the
-pipe-waste assumption and the label styles: docs/fleet.md, "Simulated fleets". Everything here is simulated:
-the file's header and the ground-truth sidecar say so.
+"""A SIMULATED GPU fleet that speaks DCGM: :class:`~flopwatch.sim.accelerator.SimulatedAccelerator` twins play a
+job schedule, scraped as dcgm-exporter would export them (:data:`flopwatch.telemetry.dcgm_metrics.TABLE`), as
+OpenMetrics text. What each field holds, the scrape phases and the label styles: docs/fleet.md, "Simulated fleets".
 """
 
 from __future__ import annotations
@@ -355,6 +351,8 @@ class SimulatedFleet:
     def labels(self, g: int, alloc: _Alloc | None) -> dict[str, str]:
         node = g // self.gpus_per_node
         host = f"node-{node:04d}"
+        # "exported": the job's labels renamed, beside the exporter's own pod and namespace
+        exporter = {"pod": f"nvidia-dcgm-exporter-{node:04d}", "namespace": "gpu-operator"}
         lab = {
             "gpu": str(g % self.gpus_per_node),
             "UUID": _uuid(self.seed, g),
@@ -366,21 +364,16 @@ class SimulatedFleet:
             "job": "dcgm-exporter",
         }
         if alloc is not None:
+            own = {"pod": alloc.pod, "namespace": alloc.job.namespace, "container": "trainer"}
             if self.label_style == "pod":
-                lab |= {"pod": alloc.pod, "namespace": alloc.job.namespace, "container": "trainer"}
+                lab |= own
             elif self.label_style == "exported":
-                lab |= {
-                    "exported_pod": alloc.pod,
-                    "exported_namespace": alloc.job.namespace,
-                    "exported_container": "trainer",
-                    "pod": f"nvidia-dcgm-exporter-{node:04d}",
-                    "namespace": "gpu-operator",
-                }
+                lab |= {f"exported_{k}": v for k, v in own.items()} | exporter
             elif self.label_style == "hpc":
                 lab["hpc_job"] = alloc.job.name
             # "info": no job label on DCGM series; the job is in the JOB_INFO series (write_openmetrics)
         elif self.label_style == "exported":
-            lab |= {"pod": f"nvidia-dcgm-exporter-{node:04d}", "namespace": "gpu-operator"}
+            lab |= exporter
         return lab
 
     # ------------------------------------------------------------------------------------------ output
@@ -495,20 +488,19 @@ class SimulatedFleet:
                         "gpus": 0,
                         "start": self.wall0 + a.start_s,
                         "end": self.wall0 + a.end_s,
-                        "energy_j": 0.0,
-                        "net_energy_j": 0.0,
-                        "flops": 0.0,
-                        "gpu_seconds": 0.0,
+                        **dict.fromkeys(_SUMS[1:], 0.0),
                         "simulated": True,
                     },
                 )
-                rec["gpus"] += 1
                 rec["start"] = min(rec["start"], self.wall0 + a.start_s)
                 rec["end"] = max(rec["end"], self.wall0 + a.end_s)
-                rec["energy_j"] += energy
-                rec["net_energy_j"] += energy - idle
-                rec["flops"] += a.run.total_flops
-                rec["gpu_seconds"] += a.end_s - a.start_s
+                adds = (1, energy, energy - idle, a.run.total_flops, a.end_s - a.start_s)
+                for k, v in zip(_SUMS, adds, strict=True):
+                    rec[k] += v
+
+
+#: What a pod's and a job's ground truth sum over their GPUs.
+_SUMS = ("gpus", "energy_j", "net_energy_j", "flops", "gpu_seconds")
 
 
 def label_text(labels: Mapping[str, str]) -> str:
