@@ -342,42 +342,30 @@ def sim_openmetrics(
     import json
 
     from flopwatch.io import atomic_write, check_disk_space, check_output
-    from flopwatch.sim.dcgm import (
-        SimulatedFleet,
-        check_fleet_size,
-        load_fleet_schedule,
-        openmetrics_bytes,
-        random_schedule,
-    )
+    from flopwatch.sim import dcgm as D
     from flopwatch.telemetry.timespec import parse_duration, parse_time
 
     truth_path = truth or out.with_name(out.name + ".truth.json")
     sched_in = None if schedule == "random" else schedule
     options.not_inputs([("--output", out), ("--truth", truth_path)], [sched_in])
-    check_output(
-        out, inputs=(sched_in, truth_path), overwrite=force, what="OpenMetrics history", create_parents=True
-    )
-    check_output(
-        truth_path,
-        inputs=(sched_in,),
-        overwrite=force,
-        what="ground truth",
-        option="--truth",
-        create_parents=True,
-    )
+    for path, what, opt, ins in (
+        (out, "OpenMetrics history", "-o", (sched_in, truth_path)),
+        (truth_path, "ground truth", "--truth", (sched_in,)),
+    ):
+        check_output(path, inputs=ins, overwrite=force, what=what, option=opt, create_parents=True)
     with _as_options():
         step = parse_duration(interval, field="interval")
-        check_fleet_size(gpus, hours, gpus_per_node, step)
+        D.check_fleet_size(gpus, hours, gpus_per_node, step)
         wall0 = parse_time(start, field="start")
     # Disk arithmetic before any work: every GPU × scrape × family is one line, written once as a piece and
     # once into OUT (a 100 000-GPU, 6 h fleet needs ~1.3 TB, and used to fill the disk from a hidden folder).
-    check_disk_space(out, openmetrics_bytes(gpus, hours, step), what="simulated history (pieces and file)")
+    check_disk_space(out, D.openmetrics_bytes(gpus, hours, step), what="simulated history (pieces and file)")
     jobs = (
-        random_schedule(gpus, hours, gpus_per_node=gpus_per_node, seed=seed)
+        D.random_schedule(gpus, hours, gpus_per_node=gpus_per_node, seed=seed)
         if schedule == "random"
-        else load_fleet_schedule(schedule)
+        else D.load_fleet_schedule(schedule)
     )
-    fleet = SimulatedFleet(
+    fleet = D.SimulatedFleet(
         gpus,
         hours,
         jobs,
