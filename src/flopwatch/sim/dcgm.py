@@ -131,11 +131,8 @@ def random_schedule(n_gpus: int, hours: float, *, gpus_per_node: int = 8, seed: 
             if dur < 300:
                 break
             wl = CATALOG[names[int(rng.integers(len(names)))]]
-            jobs.append(
-                FleetJob(
-                    f"job-{node:04d}-{len(jobs):05d}", NAMESPACES[int(rng.integers(3))], width, t, dur, wl
-                )
-            )
+            ns = NAMESPACES[int(rng.integers(3))]
+            jobs.append(FleetJob(f"job-{node:04d}-{len(jobs):05d}", ns, width, t, dur, wl))
             t += dur + float(rng.uniform(60.0, 1800.0))
     return jobs
 
@@ -303,11 +300,9 @@ class SimulatedFleet:
         busy_w = (acc.busy_time_s(t) - acc.busy_time_s(t - self.interval_s)) / self.interval_s
         busy_1s = acc.busy_time_s(t) - acc.busy_time_s(t - 1.0)
         st = acc.state(t)
-        runs = acc.runs
-        n_runs = len(runs)
-        it, ifp = np.zeros(n_runs + 1), np.zeros(n_runs + 1)
+        it, ifp = np.zeros(len(acc.runs) + 1), np.zeros(len(acc.runs) + 1)
         fmax = acc.dvfs.f_max_mhz
-        for r in runs:
+        for r in acc.runs:
             p = r.point
             d = normalize_dtype(r.workload.dtype)
             if p.util <= 0:
@@ -338,10 +333,9 @@ class SimulatedFleet:
         }
         vals["hmma"] = vals["tensor"]
         if self.n_resets:  # driver reloads: the counter restarts from 0 at a random scrape
-            for k in sorted(
-                rng.choice(np.arange(1, t.size), size=min(self.n_resets, t.size - 1), replace=False)
-            ):
-                en = vals["energy"]
+            en = vals["energy"]
+            at = rng.choice(np.arange(1, t.size), size=min(self.n_resets, t.size - 1), replace=False)
+            for k in sorted(at):
                 en[k:] = en[k:] - en[k] + np.rint((e[k] - e[k - 1]) * 1000.0 * 0.5)
         alloc = np.full(t.size, -1)
         for j, a in enumerate(self.allocs[g]):
