@@ -502,9 +502,8 @@ def judge(
     if profile is None and point is not None and not point > 0:
         from flopwatch.powermodel.device_power import IDLE_UTIL
 
-        if (
-            obs.mean_util is not None and obs.mean_util <= IDLE_UTIL
-        ):  # an idle GPU does no work: 0 is the estimate
+        # an idle GPU does no work: 0 is the estimate
+        if obs.mean_util is not None and obs.mean_util <= IDLE_UTIL:
             row["estimate_reason"] = f"idle: mean utilisation <= {IDLE_UTIL:.0%}"
         else:  # under every compute-bound line the model makes no statement: say so, never a 0 that reads as one
             row["estimate_flops"] = None
