@@ -1,10 +1,7 @@
-"""Read a fleet's dcgm-exporter history into one columnar table of GPU-jobs (:class:`GpuJobs`).
-
-Prometheus evaluates the metric table's range functions per window (each raw sample read at most twice). One
-GPU chunk at a time, the answers become (series × window) arrays, each cell gets energy, time and activity,
-and ``np.bincount`` sums the cells into rows of (GPU, MIG instance, job). Jobs come from labels (``--by``), a
-job-info series or mapping file joined per window (:class:`JobMap`), or none (``--by cohort``, fleet totals).
-How energy, the time a cell stands for and MIG apportionment are derived: docs/fleet.md, "How it reads".
+"""Read a fleet's dcgm-exporter history into one columnar table of GPU-jobs (:class:`GpuJobs`), one GPU chunk at
+a time: (series × window) cells, ``np.bincount`` into rows of (GPU, MIG instance, job). Jobs come from labels
+(``--by``), a job-info series or mapping file joined per window (:class:`JobMap`), or none (``--by cohort``).
+How each cell's energy, time and activity are derived, and what is read: docs/fleet.md, "How it reads".
 """
 
 from __future__ import annotations
