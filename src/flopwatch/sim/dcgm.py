@@ -456,13 +456,9 @@ class SimulatedFleet:
 
     def _write_info(self, fh: Any, g: int, t: np.ndarray, alloc: np.ndarray, ts: list[str]) -> None:
         """The job-info samples of GPU ``g``: one per scrape while a job holds it (labels: job, Hostname, gpu)."""
-        node = g // self.gpus_per_node
+        where = {"Hostname": f"node-{g // self.gpus_per_node:04d}", "gpu": str(g % self.gpus_per_node)}
         for j in np.unique(alloc[alloc >= 0]).tolist():
-            lab = {
-                "job": self.allocs[g][j].job.name,
-                "Hostname": f"node-{node:04d}",
-                "gpu": str(g % self.gpus_per_node),
-            }
+            lab = {"job": self.allocs[g][j].job.name} | where
             prefix = f"{JOB_INFO}{{{label_text(lab)}}} 1 "
             fh.write("".join(f"{prefix}{ts[i]}\n" for i in np.flatnonzero(alloc == j).tolist()))
 
