@@ -216,8 +216,7 @@ def load_job_map(path: Path) -> tuple[tuple[str, str, float, float], ...]:
         for k in ("job", "gpu", "start", "end"):
             if r.get(k) in (None, ""):
                 raise InputError("missing", file=str(path), record=i, field=k)
-        t0 = parse_time(str(r["start"]), field="start")
-        t1 = parse_time(str(r["end"]), field="end")
+        t0, t1 = (parse_time(str(r[k]), field=k) for k in ("start", "end"))
         if not t1 > t0:
             raise InputError("end must be after start", file=str(path), record=i, field="end")
         out.append((str(r["job"]), str(r["gpu"]), t0, t1))
