@@ -168,16 +168,10 @@ def fleet_estimate(
     if not (as_json or no_progress) and sys.stderr.isatty():
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+        cols = (TextColumn("querying Prometheus"), BarColumn(), TextColumn("{task.completed}/{task.total}"))
         with (
             _as_options(_CLIENT_FIELDS),
-            Progress(
-                TextColumn("querying Prometheus"),
-                BarColumn(),
-                TextColumn("{task.completed}/{task.total}"),
-                TimeElapsedColumn(),
-                transient=True,
-                console=console(stderr=True),
-            ) as bar,
+            Progress(*cols, TimeElapsedColumn(), transient=True, console=console(stderr=True)) as bar,
         ):
             task = bar.add_task("q", total=None)
             res = estimate_fleet(
