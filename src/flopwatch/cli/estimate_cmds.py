@@ -48,7 +48,8 @@ def _filters_line(gd: dict[str, Any]) -> str:
 
 def _regime_cell(row: dict[str, Any]) -> str:
     """ "in" for a run inside the calibrated regime, else "out:" (or "unconfirmed:") and each observable beyond
-    its calibrated range, shortest form; the full reasons are in --json (``regime_deviations``)."""
+    its calibrated range, shortest form (the first, and how many more); all of them are in --json
+    (``regime_deviations``)."""
     if row["regime"] == "calibrated":
         return "in"
     parts = []
@@ -59,8 +60,11 @@ def _regime_cell(row: dict[str, Any]) -> str:
             parts.append(f"{d['observable']} {d['value']:.3g} < {d['low']:.3g}")
         else:
             parts.append(f"{d['observable']} {d['value']:.3g} > {d['high']:.3g}")
+    parts.sort(key=lambda p: not p.startswith("mean_util"))  # the calibration's gate first (FrontierGate)
     head = "out" if row["regime"] == "out-of-regime" else row["regime"]
-    return f"{head}: {', '.join(parts)}" if parts else head
+    # the first reason only, so one wide cell does not push the whole table into blocks at 160 columns
+    more = f" (+{len(parts) - 1} more)" if len(parts) > 1 else ""
+    return f"{head}: {parts[0]}{more}" if parts else head
 
 
 def _summary_line(summary: dict[str, Any]) -> str:
@@ -434,7 +438,8 @@ def evaluate_cmd(
         return "none wrongly accused" if x == 0 else f"wrongly accused up to {pct(x)}"
 
     con.print(
-        f"threshold sweep ({dm}, {ts['n_thresholds']} thresholds {fmt_flops(ts['min_threshold_flops'])}–"
+        f"threshold sweep of the calibrated interval taken as a decision, not the sound verdict ({dm}, "
+        f"{ts['n_thresholds']} thresholds {fmt_flops(ts['min_threshold_flops'])}–"
         f"{fmt_flops(ts['max_threshold_flops'])} FLOP): 'above' only when the {confidence:.0%} interval is "
         f"above → {fp(ts['max_fp_rate'])} (declared above, truly below), wrong below up to {pct(ts['max_wrong_below_rate'])} (declared below, "
         f"truly above), uncertain {pct(ts['mean_uncertain_rate'])} on average; deciding on the point estimate: "

@@ -119,7 +119,7 @@ def _figure(path: Path, href: str, caption: str) -> str:
     if wide:
         img = f"<div class='scroll'>{img}</div>"
     cls = " class='wide'" if wide else ""
-    return f"<figure{cls}>{img}<figcaption>{_e(caption)} Tap the figure to open it full size.</figcaption></figure>"
+    return f"<figure{cls}>{img}<figcaption>{_e(caption)} Tap the figure to open it full size (figures/ beside this report).</figcaption></figure>"
 
 
 _CAPTIONS = {
@@ -143,7 +143,10 @@ _CAPTIONS = {
     "above). Threshold analysis over a grid of thresholds T, held-out runs: wrongly accused (solid: "
     "declared above, truly below) and wrong below (dashed: declared below, truly above). Left, the interval "
     "decision, whose third outcome, uncertain (dotted), is plotted on its own and counted as neither error; "
-    "right, a decision on the point estimate (no uncertain outcome).",
+    "right, a decision on the point estimate (no uncertain outcome). Each rate is a share of its class (runs "
+    "truly below T for wrongly accused, truly above T for wrong below): near the ends of the grid a class holds "
+    "few runs, so a spike there can be one or two runs whose calibrated interval missed; the sound verdicts "
+    "above never accuse on this interval.",
 }
 
 
