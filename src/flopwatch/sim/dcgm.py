@@ -138,8 +138,7 @@ def random_schedule(n_gpus: int, hours: float, *, gpus_per_node: int = 8, seed: 
 
 
 def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
-    """Jobs from JSON (a list or ``{"jobs": [...]}``) or TOML (``[[jobs]]``): name, namespace, gpus, start_s or
-    start_h, duration_s or hours, and a workload: a catalog name or a raw workload table."""
+    """Jobs from a JSON or TOML job list (its fields: docs/fleet.md, "Simulated fleets")."""
     from flopwatch.io import parse_json, parse_toml, read_text
 
     p = Path(path)
