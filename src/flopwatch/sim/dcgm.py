@@ -154,6 +154,7 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
             raise InputError("each job must be a table/object", file=str(p), record=i)
         name = str(it.get("name", f"job-{i}"))
         at = {"file": str(p), "record": name}  # where each error points
+        wat = {**at, "field": "workload"}
         try:
             start = float(it["start_s"]) if "start_s" in it else float(it.get("start_h", 0.0)) * 3600.0
             dur = float(it["duration_s"]) if "duration_s" in it else float(it["hours"]) * 3600.0
@@ -165,9 +166,7 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
         w = it.get("workload", "llm-1b-bf16")
         if isinstance(w, str):
             if w not in CATALOG:
-                raise InputError(
-                    f"unknown workload {w!r}; catalog: {', '.join(CATALOG)}", **at, field="workload"
-                )
+                raise InputError(f"unknown workload {w!r}; catalog: {', '.join(CATALOG)}", **wat)
             wl: Any = CATALOG[w]
         elif isinstance(w, dict):
             try:
@@ -181,16 +180,15 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
                     num_layers=int(w.get("num_layers", 12)),
                 )
             except (KeyError, TypeError, ValueError, OverflowError) as e:
-                raise InputError(f"raw workload needs flops_per_step ({e})", **at, field="workload") from None
+                raise InputError(f"raw workload needs flops_per_step ({e})", **wat) from None
             nums = {k: getattr(wl, k) for k in ("flops_per_step", "bytes_per_step", "tokens_per_step")}
             if not all(math.isfinite(v) and v >= 0 for v in nums.values()) or wl.flops_per_step <= 0:
                 raise InputError(
                     f"needs finite flops_per_step > 0, bytes_per_step and tokens_per_step >= 0, got {nums}",
-                    **at,
-                    field="workload",
+                    **wat,
                 )
         else:
-            raise InputError("workload must be a catalog name or a table", **at, field="workload")
+            raise InputError("workload must be a catalog name or a table", **wat)
         out.append(FleetJob(name, str(it.get("namespace", "default")), gpus, start, dur, wl))
     return out
 
@@ -440,15 +438,12 @@ class SimulatedFleet:
                 # every 5 min, so any range query over this history can tell it is simulated
                 for tm in np.arange(0.0, self.hours * 3600.0, 300.0):
                     dst.write(f"flopwatch_simulated 1 {self.wall0 + tm:.3f}\n")
-                for i, (name, typ, help_) in enumerate(self.families):
-                    dst.write(f"# HELP {name} {help_}\n# TYPE {name} {typ}\n")
-                    with open(tmpdir / f"{i:02d}") as src:
-                        shutil.copyfileobj(src, dst, 1 << 20)
+                parts = [(f"{i:02d}", *f) for i, f in enumerate(self.families)]
                 if self.label_style == "info":
-                    dst.write(
-                        f"# HELP {JOB_INFO} 1 while the job holds the GPU (simulated).\n# TYPE {JOB_INFO} gauge\n"
-                    )
-                    with open(tmpdir / "info") as src:
+                    parts.append(("info", JOB_INFO, "gauge", "1 while the job holds the GPU (simulated)."))
+                for part, name, typ, help_ in parts:
+                    dst.write(f"# HELP {name} {help_}\n# TYPE {name} {typ}\n")
+                    with open(tmpdir / part) as src:
                         shutil.copyfileobj(src, dst, 1 << 20)
                 dst.write("# EOF\n")
         return truth
