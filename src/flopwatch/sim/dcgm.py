@@ -234,8 +234,7 @@ class SimulatedFleet:
         self.n_resets = int(resets)
         self.drop = float(drop)
         self.mig = bool(mig)  # each GPU split into len(MIG_SHARES) instances
-        known = {f[0] for f in FAMILIES}
-        bad = [m for m in omit if m not in known]
+        bad = [m for m in omit if m not in M.METRICS]
         if bad:
             raise InputError(f"unknown metric(s) to omit: {', '.join(bad)}", field="omit")
         self.families = tuple(f for f in FAMILIES if f[0] not in set(omit))
