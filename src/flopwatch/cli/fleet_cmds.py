@@ -210,7 +210,10 @@ def load_job_map(path: Path) -> tuple[tuple[str, str, float, float], ...]:
         for k in ("job", "gpu", "start", "end"):
             if r.get(k) in (None, ""):
                 raise InputError("missing", file=str(path), record=i, field=k)
-        t0, t1 = (parse_time(str(r[k]), field=k) for k in ("start", "end"))
+        try:
+            t0, t1 = (parse_time(str(r[k]), field=k) for k in ("start", "end"))
+        except InputError as e:  # name the file and the row, not only the field
+            raise InputError(e.detail, file=str(path), record=i, field=e.field) from None
         if not t1 > t0:
             raise InputError("end must be after start", file=str(path), record=i, field="end")
         out.append((str(r["job"]), str(r["gpu"]), t0, t1))
