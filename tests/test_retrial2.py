@@ -31,3 +31,12 @@ def test_unreachable_prometheus_names_the_option(capsys) -> None:
                "--retries", "0", "--timeout", "2"])  # fmt: skip
     err = capsys.readouterr().err
     assert rc == 2 and "option '--prometheus'" in err and err.count("\n") == 1, err
+
+
+def test_job_map_bad_time_names_file_row_and_field(tmp_path, capsys) -> None:
+    m = tmp_path / "jobs.csv"
+    m.write_text("job,gpu,start,end\nj1,GPU-1,0,3600\nj2,GPU-2,yesterday,3600\n", encoding="utf-8")
+    rc = main(["fleet", "estimate", "--prometheus", "http://127.0.0.1:9", "--start", "0", "--end", "3600",
+               "--job-map", str(m), "--retries", "0", "--timeout", "2"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and str(m) in err and "start" in err and "1" in err and err.count("\n") == 1, err

@@ -168,16 +168,10 @@ def fleet_estimate(
     if not (as_json or no_progress) and sys.stderr.isatty():
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+        cols = (TextColumn("querying Prometheus"), BarColumn(), TextColumn("{task.completed}/{task.total}"))
         with (
             _as_options(_CLIENT_FIELDS),
-            Progress(
-                TextColumn("querying Prometheus"),
-                BarColumn(),
-                TextColumn("{task.completed}/{task.total}"),
-                TimeElapsedColumn(),
-                transient=True,
-                console=console(stderr=True),
-            ) as bar,
+            Progress(*cols, TimeElapsedColumn(), transient=True, console=console(stderr=True)) as bar,
         ):
             task = bar.add_task("q", total=None)
             res = estimate_fleet(
@@ -216,8 +210,10 @@ def load_job_map(path: Path) -> tuple[tuple[str, str, float, float], ...]:
         for k in ("job", "gpu", "start", "end"):
             if r.get(k) in (None, ""):
                 raise InputError("missing", file=str(path), record=i, field=k)
-        t0 = parse_time(str(r["start"]), field="start")
-        t1 = parse_time(str(r["end"]), field="end")
+        try:
+            t0, t1 = (parse_time(str(r[k]), field=k) for k in ("start", "end"))
+        except InputError as e:  # name the file and the row, not only the field
+            raise InputError(e.detail, file=str(path), record=i, field=e.field) from None
         if not t1 > t0:
             raise InputError("end must be after start", file=str(path), record=i, field="end")
         out.append((str(r["job"]), str(r["gpu"]), t0, t1))
@@ -342,42 +338,30 @@ def sim_openmetrics(
     import json
 
     from flopwatch.io import atomic_write, check_disk_space, check_output
-    from flopwatch.sim.dcgm import (
-        SimulatedFleet,
-        check_fleet_size,
-        load_fleet_schedule,
-        openmetrics_bytes,
-        random_schedule,
-    )
+    from flopwatch.sim import dcgm as D
     from flopwatch.telemetry.timespec import parse_duration, parse_time
 
     truth_path = truth or out.with_name(out.name + ".truth.json")
     sched_in = None if schedule == "random" else schedule
     options.not_inputs([("--output", out), ("--truth", truth_path)], [sched_in])
-    check_output(
-        out, inputs=(sched_in, truth_path), overwrite=force, what="OpenMetrics history", create_parents=True
-    )
-    check_output(
-        truth_path,
-        inputs=(sched_in,),
-        overwrite=force,
-        what="ground truth",
-        option="--truth",
-        create_parents=True,
-    )
+    for path, what, opt, ins in (
+        (out, "OpenMetrics history", "-o", (sched_in, truth_path)),
+        (truth_path, "ground truth", "--truth", (sched_in,)),
+    ):
+        check_output(path, inputs=ins, overwrite=force, what=what, option=opt, create_parents=True)
     with _as_options():
         step = parse_duration(interval, field="interval")
-        check_fleet_size(gpus, hours, gpus_per_node, step)
+        D.check_fleet_size(gpus, hours, gpus_per_node, step)
         wall0 = parse_time(start, field="start")
     # Disk arithmetic before any work: every GPU × scrape × family is one line, written once as a piece and
     # once into OUT (a 100 000-GPU, 6 h fleet needs ~1.3 TB, and used to fill the disk from a hidden folder).
-    check_disk_space(out, openmetrics_bytes(gpus, hours, step), what="simulated history (pieces and file)")
+    check_disk_space(out, D.openmetrics_bytes(gpus, hours, step), what="simulated history (pieces and file)")
     jobs = (
-        random_schedule(gpus, hours, gpus_per_node=gpus_per_node, seed=seed)
+        D.random_schedule(gpus, hours, gpus_per_node=gpus_per_node, seed=seed)
         if schedule == "random"
-        else load_fleet_schedule(schedule)
+        else D.load_fleet_schedule(schedule)
     )
-    fleet = SimulatedFleet(
+    fleet = D.SimulatedFleet(
         gpus,
         hours,
         jobs,

@@ -1,10 +1,5 @@
-"""Per device model, the FLOP per joule of the fleet's groups with pipe counters, applied to those without.
-
-Sources: groups with no note, one resolved device model, net energy > 0 and η = pipe FLOPs / net energy within
-the device's best; groups starting and ending in the same windows are one job (pods of one job). With
-:data:`MIN_JOBS` jobs, the median η (one vote per job) gives its groups without pipes η × net energy in
-net energy × [min η × 0.7, max η × 1.05] (:data:`~flopwatch.fleet.groups.PIPE_USEFUL_RANGE`): an apportionment
-within the fleet, not physics. The operator chooses which GPUs export counters: never in a verdict.
+"""Per device model, the FLOP per joule of the fleet's groups with pipe counters, applied to those without: an
+apportionment within the fleet, never in a verdict (docs/fleet.md, "Calibration from pipe counters").
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""GPU-jobs folded once into groups, and every group judged by the project's one assessment.
-
-:func:`fold` sums a :class:`~flopwatch.fleet.reader.GpuJobs` table per group key with ``np.bincount`` into a
-:class:`GroupTable` (a dataclass of arrays). Before the fold each GPU-job gets its device (:func:`devices_of`: the
-model it reports, never eased by ``--device`` or by readings the model cannot produce), its built-in energy
-estimate and its pipe estimate, as arrays. :func:`judge` builds each group's ``Observables`` and calls
-:func:`flopwatch.estimate.verdict.assess`; the group's notes (:func:`notes`: everything the data says is wrong
-or unknown) are warnings, and any of them blocks "below" (:func:`~flopwatch.estimate.verdict.threshold_verdict`).
-
-Pipe activity (FLOPs ≈ Σ activity × peak(pipe, dtype) × f_SM / f_max × Δt), its known errors: docs/fleet.md.
+"""GPU-jobs folded once into groups (:func:`fold`, :func:`merge`: ``np.bincount`` into a :class:`GroupTable`),
+each group judged by the project's one assessment (:func:`judge`; any of its :func:`notes` blocks "below").
+Each GPU-job's device, built-in energy and pipe estimates: :func:`devices_of`, :func:`estimates`; docs/fleet.md.
 """
 
 from __future__ import annotations
@@ -502,9 +495,8 @@ def judge(
     if profile is None and point is not None and not point > 0:
         from flopwatch.powermodel.device_power import IDLE_UTIL
 
-        if (
-            obs.mean_util is not None and obs.mean_util <= IDLE_UTIL
-        ):  # an idle GPU does no work: 0 is the estimate
+        # an idle GPU does no work: 0 is the estimate
+        if obs.mean_util is not None and obs.mean_util <= IDLE_UTIL:
             row["estimate_reason"] = f"idle: mean utilisation <= {IDLE_UTIL:.0%}"
         else:  # under every compute-bound line the model makes no statement: say so, never a 0 that reads as one
             row["estimate_flops"] = None

@@ -1,19 +1,5 @@
 """What to read and in which pieces: the time range, the window, and chunks that keep every query inside the
-engine's limits.
-
-Limits of the engines a fleet estimate talks to:
-
-* Prometheus refuses a query that holds more than ``--query.max-samples`` samples at once (default 5e7,
-  Prometheus docs, "Command-line flags"); a range query over a chunk of ``G`` GPUs and ``T`` seconds at scrape
-  interval ``s`` touches about ``G × series_per_gpu × T / s`` samples. 10,000 GPUs × 30 days at 15 s is 1.7e9
-  samples per metric, so the fleet is read in chunks of GPUs and of time.
-* VictoriaMetrics refuses a query string over 16 KB (``-search.maxQueryLen``, default 16384 bytes); a chunk's
-  GPU matcher is an alternation of UUIDs, about 45 bytes each.
-* A range query answers at most 11,000 points per series (Prometheus ``exceeded maximum resolution``).
-
-Range boundaries: Prometheus 2.x range selectors include both ends, 3.x only the right one. To tile time without
-counting a sample twice, ranges are ``window − 1 ms`` on 2.x (sample timestamps are whole milliseconds).
-"""
+engine's limits (the constants below; docs/fleet.md, "How it reads")."""
 
 from __future__ import annotations
 
@@ -23,11 +9,13 @@ from dataclasses import dataclass
 
 from flopwatch.errors import InputError
 
-#: Prometheus's default ``--query.max-samples``.
+#: Prometheus's default ``--query.max-samples`` (Prometheus docs, "Command-line flags"): a range query over ``G``
+#: GPUs and ``T`` s at scrape interval ``s`` touches about ``G × series_per_gpu × T / s`` samples (10,000 GPUs ×
+#: 30 days at 15 s: 1.7e9 per metric), so the fleet is read in chunks of GPUs and of time.
 PROM_MAX_SAMPLES = 50_000_000
-#: VictoriaMetrics' default ``-search.maxQueryLen`` (bytes).
+#: VictoriaMetrics' default ``-search.maxQueryLen`` (bytes); a chunk's GPU matcher is an alternation of UUIDs.
 MAX_QUERY_BYTES = 16_384
-#: Prometheus's limit of points per series in one range answer.
+#: Prometheus's limit of points per series in one range answer (``exceeded maximum resolution``).
 MAX_POINTS_PER_SERIES = 11_000
 #: Above this step a range subquery would fall outside Prometheus's default 5 min lookback, and job boundaries
 #: blur by more than the scrape intervals dcgm-exporter deployments use (15–60 s).
@@ -145,7 +133,8 @@ def chunking(plan: ReadPlan, n_gpus: int, key_bytes: int = 45) -> Chunking:
 
 
 def range_str(seconds: float, closed: bool) -> str:
-    """A PromQL range of ``seconds``, one millisecond shorter where ranges include both ends (Prometheus 2.x)."""
+    """A PromQL range of ``seconds``, one millisecond shorter where ranges include both ends (Prometheus 2.x; 3.x
+    only the right one), so that windows tile time without counting a sample twice (timestamps are whole ms)."""
     ms = int(round(seconds * 1000))
     return f"{ms - 1 if closed else ms}ms"
 

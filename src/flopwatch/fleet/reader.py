@@ -1,10 +1,7 @@
-"""Read a fleet's dcgm-exporter history into one columnar table of GPU-jobs (:class:`GpuJobs`).
-
-Prometheus evaluates the metric table's range functions per window (each raw sample read at most twice). One
-GPU chunk at a time, the answers become (series × window) arrays, each cell gets energy, time and activity,
-and ``np.bincount`` sums the cells into rows of (GPU, MIG instance, job). Jobs come from labels (``--by``), a
-job-info series or mapping file joined per window (:class:`JobMap`), or none (``--by cohort``, fleet totals).
-How energy, the time a cell stands for and MIG apportionment are derived: docs/fleet.md, "How it reads".
+"""Read a fleet's dcgm-exporter history into one columnar table of GPU-jobs (:class:`GpuJobs`), one GPU chunk at
+a time: (series × window) cells, ``np.bincount`` into rows of (GPU, MIG instance, job). Jobs come from labels
+(``--by``), a job-info series or mapping file joined per window (:class:`JobMap`), or none (``--by cohort``).
+How each cell's energy, time and activity are derived, and what is read: docs/fleet.md, "How it reads".
 """
 
 from __future__ import annotations
@@ -561,15 +558,8 @@ def _gpu_energy(
     step: float,
     idle: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(energy, of it from power, counter rise and power energy where both are exact, resets) per (series, window).
-
-    The energy counter belongs to the GPU, not to a series: a GPU's window energy is its counter's rise from the
-    last sample of its previous window with samples (any series: one series' counter also counts the other jobs'
-    energy while that series is absent); a GPU's first window ``last − min`` plus half a step of power at each
-    edge; a window with a reset (its minimum below the previous last) or without the counter, the power gauge's
-    energy. MIG instances repeat the whole GPU's power and counter: each instance's series are summed and the
-    largest sum is the GPU's. The GPU's window energy is then shared among the series present in the window by their
-    power energy (a job change inside a window), or by graphics activity × time for MIG instances."""
+    """(energy, of it from power, counter rise and power energy where both are exact, resets) per (series, window):
+    each GPU's counter (or power gauge) energy per window, shared among its series (docs/fleet.md, "How it reads")."""
     S, K = P.shape
     p_ok = np.isfinite(p_mean)
     e_power = np.where(p_ok & P, p_mean * span, 0.0)

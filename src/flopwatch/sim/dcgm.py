@@ -1,10 +1,6 @@
-"""A simulated GPU fleet that speaks DCGM: dcgm-exporter metric names and labels, written as OpenMetrics text.
-
-Every GPU is a :class:`~flopwatch.sim.accelerator.SimulatedAccelerator` running its share of a job schedule; a
-scrape every ``interval_s`` (per-node phase offset, as real scrapes have) records what dcgm-exporter would
-export then (the families of :data:`flopwatch.telemetry.dcgm_metrics.TABLE`). What each field holds, the
-pipe-waste assumption and the label styles: docs/fleet.md, "Simulated fleets". Everything here is simulated:
-the file's header and the ground-truth sidecar say so.
+"""A SIMULATED GPU fleet that speaks DCGM: :class:`~flopwatch.sim.accelerator.SimulatedAccelerator` twins play a
+job schedule, scraped as dcgm-exporter would export them (:data:`flopwatch.telemetry.dcgm_metrics.TABLE`), as
+OpenMetrics text. What each field holds, the scrape phases and the label styles: docs/fleet.md, "Simulated fleets".
 """
 
 from __future__ import annotations
@@ -135,18 +131,14 @@ def random_schedule(n_gpus: int, hours: float, *, gpus_per_node: int = 8, seed: 
             if dur < 300:
                 break
             wl = CATALOG[names[int(rng.integers(len(names)))]]
-            jobs.append(
-                FleetJob(
-                    f"job-{node:04d}-{len(jobs):05d}", NAMESPACES[int(rng.integers(3))], width, t, dur, wl
-                )
-            )
+            ns = NAMESPACES[int(rng.integers(3))]
+            jobs.append(FleetJob(f"job-{node:04d}-{len(jobs):05d}", ns, width, t, dur, wl))
             t += dur + float(rng.uniform(60.0, 1800.0))
     return jobs
 
 
 def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
-    """Jobs from JSON (a list or ``{"jobs": [...]}``) or TOML (``[[jobs]]``): name, namespace, gpus, start_s or
-    start_h, duration_s or hours, and a workload: a catalog name or a raw workload table."""
+    """Jobs from a JSON or TOML job list (its fields: docs/fleet.md, "Simulated fleets")."""
     from flopwatch.io import parse_json, parse_toml, read_text
 
     p = Path(path)
@@ -162,6 +154,7 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
             raise InputError("each job must be a table/object", file=str(p), record=i)
         name = str(it.get("name", f"job-{i}"))
         at = {"file": str(p), "record": name}  # where each error points
+        wat = {**at, "field": "workload"}
         try:
             start = float(it["start_s"]) if "start_s" in it else float(it.get("start_h", 0.0)) * 3600.0
             dur = float(it["duration_s"]) if "duration_s" in it else float(it["hours"]) * 3600.0
@@ -173,9 +166,7 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
         w = it.get("workload", "llm-1b-bf16")
         if isinstance(w, str):
             if w not in CATALOG:
-                raise InputError(
-                    f"unknown workload {w!r}; catalog: {', '.join(CATALOG)}", **at, field="workload"
-                )
+                raise InputError(f"unknown workload {w!r}; catalog: {', '.join(CATALOG)}", **wat)
             wl: Any = CATALOG[w]
         elif isinstance(w, dict):
             try:
@@ -189,16 +180,15 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
                     num_layers=int(w.get("num_layers", 12)),
                 )
             except (KeyError, TypeError, ValueError, OverflowError) as e:
-                raise InputError(f"raw workload needs flops_per_step ({e})", **at, field="workload") from None
+                raise InputError(f"raw workload needs flops_per_step ({e})", **wat) from None
             nums = {k: getattr(wl, k) for k in ("flops_per_step", "bytes_per_step", "tokens_per_step")}
             if not all(math.isfinite(v) and v >= 0 for v in nums.values()) or wl.flops_per_step <= 0:
                 raise InputError(
                     f"needs finite flops_per_step > 0, bytes_per_step and tokens_per_step >= 0, got {nums}",
-                    **at,
-                    field="workload",
+                    **wat,
                 )
         else:
-            raise InputError("workload must be a catalog name or a table", **at, field="workload")
+            raise InputError("workload must be a catalog name or a table", **wat)
         out.append(FleetJob(name, str(it.get("namespace", "default")), gpus, start, dur, wl))
     return out
 
@@ -244,8 +234,7 @@ class SimulatedFleet:
         self.n_resets = int(resets)
         self.drop = float(drop)
         self.mig = bool(mig)  # each GPU split into len(MIG_SHARES) instances
-        known = {f[0] for f in FAMILIES}
-        bad = [m for m in omit if m not in known]
+        bad = [m for m in omit if m not in M.METRICS]
         if bad:
             raise InputError(f"unknown metric(s) to omit: {', '.join(bad)}", field="omit")
         self.families = tuple(f for f in FAMILIES if f[0] not in set(omit))
@@ -307,11 +296,9 @@ class SimulatedFleet:
         busy_w = (acc.busy_time_s(t) - acc.busy_time_s(t - self.interval_s)) / self.interval_s
         busy_1s = acc.busy_time_s(t) - acc.busy_time_s(t - 1.0)
         st = acc.state(t)
-        runs = acc.runs
-        n_runs = len(runs)
-        it, ifp = np.zeros(n_runs + 1), np.zeros(n_runs + 1)
+        it, ifp = np.zeros(len(acc.runs) + 1), np.zeros(len(acc.runs) + 1)
         fmax = acc.dvfs.f_max_mhz
-        for r in runs:
+        for r in acc.runs:
             p = r.point
             d = normalize_dtype(r.workload.dtype)
             if p.util <= 0:
@@ -342,10 +329,9 @@ class SimulatedFleet:
         }
         vals["hmma"] = vals["tensor"]
         if self.n_resets:  # driver reloads: the counter restarts from 0 at a random scrape
-            for k in sorted(
-                rng.choice(np.arange(1, t.size), size=min(self.n_resets, t.size - 1), replace=False)
-            ):
-                en = vals["energy"]
+            en = vals["energy"]
+            at = rng.choice(np.arange(1, t.size), size=min(self.n_resets, t.size - 1), replace=False)
+            for k in sorted(at):
                 en[k:] = en[k:] - en[k] + np.rint((e[k] - e[k - 1]) * 1000.0 * 0.5)
         alloc = np.full(t.size, -1)
         for j, a in enumerate(self.allocs[g]):
@@ -355,6 +341,8 @@ class SimulatedFleet:
     def labels(self, g: int, alloc: _Alloc | None) -> dict[str, str]:
         node = g // self.gpus_per_node
         host = f"node-{node:04d}"
+        # "exported": the job's labels renamed, beside the exporter's own pod and namespace
+        exporter = {"pod": f"nvidia-dcgm-exporter-{node:04d}", "namespace": "gpu-operator"}
         lab = {
             "gpu": str(g % self.gpus_per_node),
             "UUID": _uuid(self.seed, g),
@@ -366,21 +354,16 @@ class SimulatedFleet:
             "job": "dcgm-exporter",
         }
         if alloc is not None:
+            own = {"pod": alloc.pod, "namespace": alloc.job.namespace, "container": "trainer"}
             if self.label_style == "pod":
-                lab |= {"pod": alloc.pod, "namespace": alloc.job.namespace, "container": "trainer"}
+                lab |= own
             elif self.label_style == "exported":
-                lab |= {
-                    "exported_pod": alloc.pod,
-                    "exported_namespace": alloc.job.namespace,
-                    "exported_container": "trainer",
-                    "pod": f"nvidia-dcgm-exporter-{node:04d}",
-                    "namespace": "gpu-operator",
-                }
+                lab |= {f"exported_{k}": v for k, v in own.items()} | exporter
             elif self.label_style == "hpc":
                 lab["hpc_job"] = alloc.job.name
             # "info": no job label on DCGM series; the job is in the JOB_INFO series (write_openmetrics)
         elif self.label_style == "exported":
-            lab |= {"pod": f"nvidia-dcgm-exporter-{node:04d}", "namespace": "gpu-operator"}
+            lab |= exporter
         return lab
 
     # ------------------------------------------------------------------------------------------ output
@@ -454,28 +437,21 @@ class SimulatedFleet:
                 # every 5 min, so any range query over this history can tell it is simulated
                 for tm in np.arange(0.0, self.hours * 3600.0, 300.0):
                     dst.write(f"flopwatch_simulated 1 {self.wall0 + tm:.3f}\n")
-                for i, (name, typ, help_) in enumerate(self.families):
-                    dst.write(f"# HELP {name} {help_}\n# TYPE {name} {typ}\n")
-                    with open(tmpdir / f"{i:02d}") as src:
-                        shutil.copyfileobj(src, dst, 1 << 20)
+                parts = [(f"{i:02d}", *f) for i, f in enumerate(self.families)]
                 if self.label_style == "info":
-                    dst.write(
-                        f"# HELP {JOB_INFO} 1 while the job holds the GPU (simulated).\n# TYPE {JOB_INFO} gauge\n"
-                    )
-                    with open(tmpdir / "info") as src:
+                    parts.append(("info", JOB_INFO, "gauge", "1 while the job holds the GPU (simulated)."))
+                for part, name, typ, help_ in parts:
+                    dst.write(f"# HELP {name} {help_}\n# TYPE {name} {typ}\n")
+                    with open(tmpdir / part) as src:
                         shutil.copyfileobj(src, dst, 1 << 20)
                 dst.write("# EOF\n")
         return truth
 
     def _write_info(self, fh: Any, g: int, t: np.ndarray, alloc: np.ndarray, ts: list[str]) -> None:
         """The job-info samples of GPU ``g``: one per scrape while a job holds it (labels: job, Hostname, gpu)."""
-        node = g // self.gpus_per_node
+        where = {"Hostname": f"node-{g // self.gpus_per_node:04d}", "gpu": str(g % self.gpus_per_node)}
         for j in np.unique(alloc[alloc >= 0]).tolist():
-            lab = {
-                "job": self.allocs[g][j].job.name,
-                "Hostname": f"node-{node:04d}",
-                "gpu": str(g % self.gpus_per_node),
-            }
+            lab = {"job": self.allocs[g][j].job.name} | where
             prefix = f"{JOB_INFO}{{{label_text(lab)}}} 1 "
             fh.write("".join(f"{prefix}{ts[i]}\n" for i in np.flatnonzero(alloc == j).tolist()))
 
@@ -495,20 +471,19 @@ class SimulatedFleet:
                         "gpus": 0,
                         "start": self.wall0 + a.start_s,
                         "end": self.wall0 + a.end_s,
-                        "energy_j": 0.0,
-                        "net_energy_j": 0.0,
-                        "flops": 0.0,
-                        "gpu_seconds": 0.0,
+                        **dict.fromkeys(_SUMS[1:], 0.0),
                         "simulated": True,
                     },
                 )
-                rec["gpus"] += 1
                 rec["start"] = min(rec["start"], self.wall0 + a.start_s)
                 rec["end"] = max(rec["end"], self.wall0 + a.end_s)
-                rec["energy_j"] += energy
-                rec["net_energy_j"] += energy - idle
-                rec["flops"] += a.run.total_flops
-                rec["gpu_seconds"] += a.end_s - a.start_s
+                adds = (1, energy, energy - idle, a.run.total_flops, a.end_s - a.start_s)
+                for k, v in zip(_SUMS, adds, strict=True):
+                    rec[k] += v
+
+
+#: What a pod's and a job's ground truth sum over their GPUs.
+_SUMS = ("gpus", "energy_j", "net_energy_j", "flops", "gpu_seconds")
 
 
 def label_text(labels: Mapping[str, str]) -> str:

@@ -1,11 +1,7 @@
-"""The one table of dcgm-exporter metrics flopwatch reads, and how their labels map to GPUs and jobs.
-
-Like dcgm-exporter's own ``etc/dcp-metrics-included.csv`` (one row per field), :data:`TABLE` has one row per
-metric (:class:`Metric`); the reader's queries (:func:`window_queries`), the simulated exporter's families and
-``flopwatch fleet metrics`` derive from it: adding a metric is a row here and its value in the simulator.
-
-Labels are dcgm-exporter's (``gpu``, ``UUID``, ``modelName``, ``Hostname``; ``pod``/``namespace`` or their
-``exported_`` renames, ``hpc_job``; MIG's ``GPU_I_ID``): where each comes from and which wins, docs/fleet.md.
+"""The one table of dcgm-exporter metrics flopwatch reads (:data:`TABLE`, a row per metric like dcgm-exporter's
+``etc/dcp-metrics-included.csv``), and how their labels map to GPUs and jobs (:data:`GROUP_LABELS`; docs/fleet.md).
+The reader's queries, the simulated exporter's families and ``flopwatch fleet metrics`` derive from the table:
+adding a metric is a row here and its value in the simulator.
 """
 
 from __future__ import annotations
