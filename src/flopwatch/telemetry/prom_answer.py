@@ -176,9 +176,8 @@ class LabelMemo:
 
     def __init__(self, size: int = 4) -> None:
         self._size = size
-        self._lists: tuple[
-            list[Any], ...
-        ] = ()  # replaced whole, never mutated: safe across the reader's threads
+        # replaced whole, never mutated: safe across the reader's threads
+        self._lists: tuple[list[Any], ...] = ()
 
     def known(self, metas: list[Any]) -> list[Any] | None:
         """A new list of the checked maps equal to ``metas``'s (shared maps: the fleet reader's comparison of two
@@ -187,15 +186,6 @@ class LabelMemo:
 
     def add(self, metas: list[Any]) -> None:
         self._lists = (metas, *self._lists)[: self._size]
-
-
-def _all_str(xs: Iterator[Any]) -> bool:
-    """Whether every item is a ``str`` (``str.join`` refuses anything else in one C-level pass)."""
-    try:
-        "".join(xs)
-    except TypeError:
-        return False
-    return True
 
 
 def _labels(result: Any, key: str, memo: LabelMemo | None = None) -> list[Mapping[str, str]]:
@@ -210,8 +200,8 @@ def _labels(result: Any, key: str, memo: LabelMemo | None = None) -> list[Mappin
         return known
     if (
         set(map(type, metas)) - {dict}
-        or not _all_str(chain.from_iterable(metas))
-        or not _all_str(chain.from_iterable(map(dict.values, metas)))
+        or set(map(type, chain.from_iterable(metas))) - {str}
+        or set(map(type, chain.from_iterable(map(dict.values, metas)))) - {str}
     ):
         m = next(
             m
@@ -235,12 +225,7 @@ def _has_duplicate(metas: list[dict[str, str]]) -> bool:
     names = list(map(tuple, metas))
     orders = set(names)
     if len(set(map(frozenset, orders))) == len(orders):
-        values = list(map(tuple, map(dict.values, metas)))
-        # two equal label sets have equal value tuples: all distinct (an honest answer) settles it without the
-        # (names, values) pairs, whose inner tuples are hashed again per series
-        if len(set(values)) == len(metas):
-            return False
-        return len(set(zip(names, values, strict=True))) != len(metas)
+        return len(set(zip(names, map(tuple, map(dict.values, metas)), strict=True))) != len(metas)
     return len(set(map(frozenset, map(dict.items, metas)))) != len(metas)
 
 
