@@ -153,6 +153,36 @@ def eta_max(spec: DeviceSpec, min_clock_mhz: float | None = None) -> float:
 def device_basis(spec: DeviceSpec, obs: Observables | None = None) -> DeviceBasis:
     """The verdict's device: ``spec``'s datasheet (an override may only raise peaks), or — when the observed
     power or clock is impossible for it — the most capable device consistent with what was seen."""
+    if _impossible(spec, obs):
+        return _device_basis(spec, obs)
+    # what was seen is possible: the basis is the spec's alone, built once per spec object (a fleet judges
+    # thousands of groups on a handful of specs)
+    got = _BASIS.get(id(spec))
+    if got is None or got[0] is not spec:
+        if len(_BASIS) >= 256:  # specs made on the fly (a test's, a profile's): the memo stays small
+            _BASIS.clear()
+        got = _BASIS[id(spec)] = (spec, _device_basis(spec, None))
+    return got[1]
+
+
+_BASIS: dict[int, tuple[DeviceSpec, DeviceBasis]] = {}
+
+
+def _impossible(spec: DeviceSpec, obs: Observables | None) -> bool:
+    """Whether the observed power or clock is impossible for ``spec`` (:func:`_device_basis`'s test)."""
+    seen_p = _least_peak_power(obs)
+    seen_f = obs.max_sm_clock_mhz if obs is not None else None
+    return bool(
+        (seen_p is not None and seen_p > IMPOSSIBLE_POWER_FACTOR * spec.tdp_w)
+        or (
+            seen_f is not None
+            and spec.max_sm_clock_mhz
+            and seen_f > IMPOSSIBLE_CLOCK_FACTOR * spec.max_sm_clock_mhz
+        )
+    )
+
+
+def _device_basis(spec: DeviceSpec, obs: Observables | None) -> DeviceBasis:
     warns: list[str] = []
     peaks = verdict_peaks(spec)
     if is_overridden(spec):

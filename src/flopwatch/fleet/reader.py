@@ -639,7 +639,13 @@ def _gpu_energy(
 def _per_gpu(x: np.ndarray, gi: np.ndarray, G: int, uf: np.ufunc = np.add, init: float = 0.0) -> np.ndarray:
     """The rows of ``x`` (series × window) reduced into their GPU's row (``gi``) with ``uf``, from ``init``."""
     out = np.full((G, x.shape[1]), init, dtype=bool if uf is np.logical_or else float)
-    uf.at(out, gi, x)
+    if uf is np.logical_or:
+        uf.at(out, gi, x)
+    else:  # on flat cells: numpy's fast 1-D ``ufunc.at`` (≈ 5 × faster than 2-D rows), same order in each cell
+        K = x.shape[1]
+        uf.at(
+            out.reshape(-1), (gi[:, None] * K + np.arange(K)).ravel(), x.astype(float, copy=False).reshape(-1)
+        )
     return out
 
 

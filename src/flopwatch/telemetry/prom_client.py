@@ -26,6 +26,7 @@ from typing import Any
 from flopwatch.errors import InputError
 from flopwatch.telemetry.prom_answer import (
     Columns,
+    LabelMemo,
     Series,
     _api_error,
     _clean,
@@ -240,6 +241,7 @@ class PrometheusClient:
         self.degradations: list[str] = []
         self._version: tuple[int, int] | None = None
         self._ssl: ssl.SSLContext | None = None
+        self._labels_seen = LabelMemo()  # the fleet's chunk queries answer the same series (prom_answer)
 
     # ------------------------------------------------------------------------------------------ transport
     def _deadline(self) -> tuple[float, str]:
@@ -492,7 +494,7 @@ class PrometheusClient:
         return self._request(path, params, _show(expr), then=lambda d, w: self._matrix(where, d, w, lo, hi))
 
     def _matrix(self, where: str, d: Any, warn: list[str], lo: float, hi: float) -> tuple[Columns, list[str]]:
-        cols, n_nan, n_series = self._checked(where, lambda: _matrix(d, lo, hi))
+        cols, n_nan, n_series = self._checked(where, lambda: _matrix(d, lo, hi, self._labels_seen))
         notes = [f"{where}: server warning: {w}" for w in warn]
         if n_nan:
             notes.append(
