@@ -176,7 +176,10 @@ class GroupTable:
         """Group ``g``'s sums as Python floats (the columns converted once, not per group and key)."""
         if not hasattr(self, "_cols"):
             self._cols = {k: v.tolist() for k, v in self.sums.items()}
-        return {k: c[g] for k, c in self._cols.items()}
+            self._last: tuple[int, dict[str, float]] = (-1, {})
+        if self._last[0] != g:  # notes, observables and judge read the same group in turn
+            self._last = (g, {k: c[g] for k, c in self._cols.items()})
+        return self._last[1]
 
 
 _MIN = ("t_first", "clock_min_mhz", "power_limit_min_w", "min_power_w")

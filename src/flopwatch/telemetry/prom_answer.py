@@ -2,7 +2,7 @@
 refused: docs/fleet.md, "The Prometheus client"). Anything wrong raises :class:`_Refused`; ``NaN`` values are
 left out and counted (Prometheus's spelling of "no sample"). Fleet answers hold thousands of series of a few
 points, so every check is a C-level pass (``map``, ``set``, numpy), a Python loop only names what is wrong,
-and the garbage collector is paused while an answer is decoded and checked (:func:`_no_gc`; see RESULTS.md).
+and the garbage collector is paused while an answer is decoded and checked (:func:`gc_paused`; see RESULTS.md).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ _gc_was_enabled = False
 
 
 @contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector paused while an answer is decoded and checked (the client threads share one
     count: the last to leave restores it). Decoding builds ~10 container objects per series, each of which can
     trigger a collection that walks every live object; on the fleet's answers that was ~60 % of the decode's CPU

@@ -32,9 +32,9 @@ from flopwatch.telemetry.prom_answer import (
     _clean,
     _envelope,
     _matrix,
-    _no_gc,
     _Refused,
     _vector,
+    gc_paused,
 )
 
 __all__ = ["Columns", "PrometheusClient", "PrometheusError", "Series", "SeriesList"]
@@ -386,7 +386,7 @@ class PrometheusClient:
                 err.http_status = status
                 raise err
             try:
-                with _no_gc():
+                with gc_paused():
                     d, warn = _envelope(raw)
                     out = (d, warn) if then is None else then(d, warn)
                     del d  # freed before the collector resumes
@@ -403,7 +403,7 @@ class PrometheusClient:
 
     def _checked(self, where: str, fn: Callable[[], Any]) -> Any:
         try:
-            with _no_gc():
+            with gc_paused():
                 return fn()
         except _Refused as e:
             raise _fail(where, str(e)) from None
