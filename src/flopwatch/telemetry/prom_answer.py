@@ -188,16 +188,23 @@ class LabelMemo:
         self._lists = (metas, *self._lists)[: self._size]
 
 
-def _labels(result: Any, key: str, memo: LabelMemo | None = None) -> list[Mapping[str, str]]:
-    """Each series' label map, checked with C-level ``map`` passes over the whole answer (a per-series Python loop
-    cost ≈ 4 µs a series; fleet answers hold thousands); the slow loop runs only to name what is wrong."""
+def _labels(
+    result: Any, key: str, memo: LabelMemo | None = None
+) -> tuple[list[Mapping[str, str]], list[Any]]:
+    """Each series' label map and its ``key`` entry, checked with C-level ``map`` passes over the whole answer (a
+    per-series Python loop cost ≈ 4 µs a series; fleet answers hold thousands); the slow loop runs only to name
+    what is wrong."""
     if not isinstance(result, list):
         raise _Refused("'result' is not a list")
-    if set(map(type, result)) - {dict} or not all(map(dict.__contains__, result, repeat(key))):
+    try:
+        got = list(map(dict.get, result, repeat(key)))  # TypeError: a series that is not a map
+    except TypeError:
+        raise _Refused(f"a series without '{key}'") from None
+    if None in got and not all(map(dict.__contains__, result, repeat(key))):
         raise _Refused(f"a series without '{key}'")
     metas: list[Any] = list(map(dict.get, result, repeat("metric")))
     if memo is not None and (known := memo.known(metas)) is not None:
-        return known
+        return known, got
     if (
         set(map(type, metas)) - {dict}
         or set(map(type, chain.from_iterable(metas))) - {str}
@@ -215,7 +222,7 @@ def _labels(result: Any, key: str, memo: LabelMemo | None = None) -> list[Mappin
         raise _Refused(f"label set {_clean(json.dumps(dup)[:120], 120)} appears twice")
     if memo is not None:
         memo.add(metas)
-    return metas
+    return metas, got
 
 
 def _has_duplicate(metas: list[dict[str, str]]) -> bool:
@@ -253,8 +260,7 @@ _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 def _vector(d: Any, lo: float, hi: float) -> tuple[list[Mapping[str, str]], np.ndarray, np.ndarray, set[int]]:
     """(labels, times, values, indices of NaN values) of a vector answer."""
     result = _result(d, "vector")
-    metas = _labels(result, "value")
-    pts = [r["value"] for r in result]
+    metas, pts = _labels(result, "value")
     t, v = _points(pts, lo, hi)
     return metas, t, v, set(np.flatnonzero(np.isnan(v)).tolist())
 
@@ -263,8 +269,7 @@ def _matrix(d: Any, lo: float, hi: float, memo: LabelMemo | None = None) -> tupl
     """The columns of a matrix answer (NaN samples left out; empty series dropped), the count of NaN samples and
     the count of series holding any. All points are converted in one numpy call, never per series."""
     result = _result(d, "matrix")
-    metas = _labels(result, "values", memo)
-    per = list(map(dict.get, result, repeat("values")))
+    metas, per = _labels(result, "values", memo)
     if set(map(type, per)) - {list}:
         raise _Refused("a series' 'values' is not a list")
     lens = np.fromiter(map(len, per), dtype=np.intp, count=len(per))
