@@ -186,6 +186,12 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
     pa = None
     if isinstance(pipes, Mapping) and all(finite(pipes.get(k)) is not None for k in PIPES):
         pa = {k: float(pipes[k]) for k in PIPES}
+    idle = r.idle_power_w
+    e, t = finite(r.energy_j), finite(r.duration_s)
+    if idle is None and e is not None and t is not None and t > 0 and finite(r.net_energy_j) is not None:
+        # a record that keeps its energy but not its baseline: the baseline is what the join subtracted
+        # (net = energy − idle × t), so the idle check still sees it (round 6, `idle-omitted`)
+        idle = (e - r.net_energy_j) / t
     return Observables(
         net_energy_j=r.net_energy_j,
         duration_s=r.duration_s,
@@ -193,7 +199,7 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
         mean_util=r.mean_util,
         sm_clock_mhz=clock,
         power_limit_w=finite(raw.get("power_limit_w")),
-        idle_power_w=r.idle_power_w,
+        idle_power_w=idle,
         coverage=finite(raw.get("coverage")),
         min_sm_clock_mhz=finite(raw.get("min_sm_clock_mhz")),
         max_sm_clock_mhz=finite(raw.get("max_sm_clock_mhz")),
@@ -290,6 +296,31 @@ def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> tuple[Dev
     if profile is not None and profile.device_key:
         return resolve_device(profile.device_key), None
     return None, None
+
+
+def device_claims(*names: object) -> tuple[DeviceSpec | str | None, str | None]:
+    """The device to judge a row by when it names its device more than once (``device_name``, ``device``,
+    ``device_spec``/``spec_key``), and a warning when those names resolve to different models (round 6,
+    `device-claims-conflict`: a record whose runner resolved ``h100`` but whose name says A100 was judged as the
+    A100). Every name is a claim, as a fleet GPU's model names are: a conflict is judged as the most capable
+    claim (fastest verdict peak, then η_max) and never makes a "below". Without a conflict: the first name given
+    (unresolved names are left to :func:`assess`, which warns about them)."""
+    given = [n for n in names if n]
+    first = given[0] if given else None
+    specs: dict[str, DeviceSpec] = {}
+    for n in given:
+        spec = resolve(n, str(n).removeprefix("sim:").split(":")[0])
+        if spec is not None:
+            specs.setdefault(spec.key, spec)
+    if len(specs) < 2:
+        return first, None  # type: ignore[return-value]
+    top = max(
+        specs.values(), key=lambda sp: (device_basis(sp).peak_fastest, device_basis(sp).eta_at_max_clock)
+    )
+    return top, (
+        f"the row names more than one device model ({', '.join(sorted(specs))}): judged as the most capable, "
+        f"{top.key}; what ran is not known, never 'below'"
+    )
 
 
 def _kinds(ctx: Mapping[str, Any]) -> list[str]:
@@ -462,12 +493,26 @@ def assess(
         warnings.append(name_warning)
     notes: list[str] = []
     warnings += context_warnings(context, verifier_context, device=spec)
-    if obs.unobserved_s is None:
-        # a rate but no explicit unobserved time: the sensor-timing table says how much of the run no reading
-        # reflects (the most any recorded sensor leaves unseen: the larger share only loosens the bound)
+    # The row's own unobserved time may only add to what the verifier knows no reading saw (round 6,
+    # `unobserved-understated`): the sensor-timing table's blind share of every recorded sensor (the most any
+    # leaves unseen) and the share of the run its coverage leaves out, whatever the row says (0, negative).
+    u_floor = 0.0
+    if context:
         fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
-        if fr and max(fr) > 0:
-            obs = dataclasses.replace(obs, unobserved_s=max(fr) * t)
+        u_floor = max(fr, default=0.0) * t
+    cov = finite(obs.coverage)
+    if cov is not None:
+        u_floor = max(u_floor, (1.0 - min(max(cov, 0.0), 1.0)) * t)
+    u_rec = finite(obs.unobserved_s)
+    if u_rec is None and obs.unobserved_s is not None:  # NaN or inf unobserved: none of the run was seen
+        obs = dataclasses.replace(obs, unobserved_s=t)
+    elif (u_rec is None and u_floor > 0) or (u_rec is not None and u_rec < u_floor):
+        obs = dataclasses.replace(obs, unobserved_s=u_floor)
+    if obs.idle_power_w is None:
+        warnings.append(
+            "idle baseline not recorded: the baseline the net energy was taken against cannot be checked (one "
+            "taken under load hides energy), never 'below'"
+        )
     if E < 0:
         warnings.append(
             f"negative net energy {E:.4g} J: the idle baseline is above the run's power (baseline taken under load?)"
@@ -515,8 +560,6 @@ def assess(
             f"telemetry covers only {obs.coverage:.0%} of the run (< {MIN_COVERAGE:.0%}): the time not covered is "
             "bounded at peak rate"
         )
-        if obs.unobserved_s is None:
-            obs_b = dataclasses.replace(obs, unobserved_s=(1.0 - max(0.0, obs.coverage)) * t)
 
     # ---- the sound upper bound (physics, datasheet, the verifier's counters)
     su: SoundUpper | None = None
@@ -711,10 +754,11 @@ def assess_record(
     assumption like ``extra_warnings``."""
     from flopwatch.records import telemetry_warnings
 
-    dev = (
-        device if device is not None else (record.raw.get("device_name") or record.raw.get("device") or None)
-    )
-    # an unknown name is passed on: judged as the profile's device, with a warning (never silently)
+    claim = None
+    if device is not None:
+        dev: DeviceSpec | str | None = device
+    else:  # every name the record gives is a claim; an unknown one is judged as the profile's device, warned
+        dev, claim = device_claims(record.device_name, record.device, record.device_spec)
     obs = observables_from_record(record)
     return assess(
         profile,
@@ -723,7 +767,7 @@ def assess_record(
         threshold_flops=threshold_flops,
         confidence=confidence,
         label=record.label,
-        extra_warnings=(*extra_warnings, *telemetry_warnings(record)),
+        extra_warnings=(*extra_warnings, *telemetry_warnings(record), *([claim] if claim else [])),
     )
 
 
@@ -758,6 +802,7 @@ __all__ = [
     "assess",
     "assess_record",
     "context_warnings",
+    "device_claims",
     "observables_from_record",
     "profile_envelope",
     "threshold_verdict",
