@@ -162,3 +162,48 @@ def test_a_record_naming_two_models_is_judged_as_the_more_capable(family, a100_p
     # one model under several names is no conflict; a name nothing answers to is left to assess's own warning
     assert device_claims("NVIDIA H100 80GB HBM3", "h100", "cuda:0") == ("NVIDIA H100 80GB HBM3", None)
     assert device_claims(None, "Н100", "") == ("Н100", None)
+
+
+# ------------------------------------------------------------------------------------------ windows of a row
+@pytest.mark.parametrize("short_s", [0.1, 5.0])
+def test_a_windows_energy_is_capped_at_what_the_device_can_draw(family, short_s):
+    """`windows-energy-piled`: an H100 fp8 run (455 W net for 60 s) whose row's windows put all of its net energy
+    into one window of 0.1 s or 5 s (5.4–270 kW) and none into the rest: the counter agreed with the windows' sum
+    and they covered the run, so nothing was flagged, and the bound summed per-window min(rate, energy): the
+    short window's rate and 0 for the rest, 0.01–0.49 × truth, "below" at 0.8 × truth (`assess` and `flopwatch
+    verdict --profile` re-assessing a ledger row). A window holds at most 1.2 × TDP × its length; the rest is
+    energy no window places, bounded at η_max."""
+    from flopwatch.estimate.observe import ObservedWindows
+    from flopwatch.evaluate.window import reassess_row
+
+    acc, run = _run("h100", family[0], dtype="fp8")
+    obs, truth = sim_obs(acc, run, clocks=True), float(run.total_flops)
+    t = obs.duration_s
+    w = ObservedWindows(dt_s=[t - short_s, short_s], net_energy_j=[0.0, obs.net_energy_j])
+    a = assess(None, dataclasses.replace(obs, windows=w), device="h100", threshold_flops=0.8 * truth)
+    _never_below(a, truth)
+    assert a.upper_flops >= truth
+    row = {"workload_id": "w1", "device": "gpu0", "device_name": "h100", "net_energy_j": obs.net_energy_j,
+           "duration_s": t, "idle_power_w": obs.idle_power_w, "mean_util": obs.mean_util,
+           "min_sm_clock_mhz": obs.min_sm_clock_mhz, "max_sm_clock_mhz": obs.max_sm_clock_mhz,
+           "windows": {"dt_s": [t - short_s, short_s], "net_energy_j": [0.0, obs.net_energy_j]}}  # fmt: skip
+    assert reassess_row(row, sim_profile("h100", family, "bf16"))["upper_flops"] >= truth
+
+
+def test_honest_windows_keep_their_bound(family):
+    """The cap's other side: an honest run's windows (its power spread over 60 one-second windows) are bounded
+    exactly as before (no window is over 1.2 × TDP, nothing moves)."""
+    import numpy as np
+
+    from flopwatch.devices import get_device
+    from flopwatch.estimate.observe import ObservedWindows
+    from flopwatch.estimate.sound import device_basis, sound_upper
+
+    acc, run = _run("h100", family[0], dtype="fp8")
+    obs = sim_obs(acc, run, clocks=True)
+    n = 60
+    w = ObservedWindows(dt_s=np.full(n, obs.duration_s / n), net_energy_j=np.full(n, obs.net_energy_j / n))
+    o = dataclasses.replace(obs, windows=w)
+    su = sound_upper(device_basis(get_device("h100")), o)
+    one = sound_upper(device_basis(get_device("h100")), obs)
+    assert su.flops == pytest.approx(one.flops, rel=1e-9) and su.flops >= run.total_flops
