@@ -501,8 +501,8 @@ def assess(
         fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
         u_floor = max(fr, default=0.0) * t
     cov = finite(obs.coverage)
-    if cov is not None:
-        u_floor = max(u_floor, (1.0 - min(max(cov, 0.0), 1.0)) * t)
+    if cov is not None and cov < 1.0 - 1e-9:  # (a sum's rounding is no gap: two engines' answers stay equal)
+        u_floor = max(u_floor, (1.0 - max(cov, 0.0)) * t)
     u_rec = finite(obs.unobserved_s)
     if u_rec is None and obs.unobserved_s is not None:  # NaN or inf unobserved: none of the run was seen
         obs = dataclasses.replace(obs, unobserved_s=t)
