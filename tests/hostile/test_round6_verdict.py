@@ -207,3 +207,35 @@ def test_honest_windows_keep_their_bound(family):
     su = sound_upper(device_basis(get_device("h100")), o)
     one = sound_upper(device_basis(get_device("h100")), obs)
     assert su.flops == pytest.approx(one.flops, rel=1e-9) and su.flops >= run.total_flops
+
+
+def test_a_window_device_named_two_models_is_bounded_as_the_more_capable():
+    """`window-name-conflict` (`flopwatch verdict`): the ledger's start row names gpu0 an H100, its workload rows
+    name it an A100; the energy outside workloads (1 MJ) was bounded by the last name's η_max, the A100's (a
+    third of the H100's): 0.28 × what the H100 can do with it, "below" at 1.5 × the A100's bound. Two names that
+    resolve to two models are two claims (as a record's, `device-claims-conflict`): the more capable, a blocker."""
+    from types import SimpleNamespace
+
+    from flopwatch.devices import get_device
+    from flopwatch.estimate.sound import device_basis
+    from flopwatch.evaluate.window import ledger_window_verdicts
+
+    def ent(kind: str, payload: dict) -> SimpleNamespace:
+        return SimpleNamespace(kind=kind, payload=payload)
+
+    w0 = 1.7e9
+    entries = [
+        ent("start", {"session_id": "s1", "sensors": [{"device": "gpu0", "name": "NVIDIA H100 80GB HBM3"}]}),
+        ent("checkpoint", {"wall": w0, "devices": {"gpu0": {"outside_net_energy_j": 0.0}}}),
+        ent("workload", {"workload_id": "w0", "device": "gpu0", "device_name": "NVIDIA A100-SXM4-80GB",
+                         "start_wall": w0 + 1, "end_wall": w0 + 10, "lower_flops": 0.0, "upper_flops": 1.0,
+                         "estimate_flops": 1.0, "regime": "calibrated", "warnings": []}),
+        ent("checkpoint", {"wall": w0 + 3600, "devices": {"gpu0": {"outside_net_energy_j": 1e6}}}),
+    ]  # fmt: skip
+    eta_h100 = device_basis(get_device("h100")).eta(None)
+    thr = 1.5 * 1e6 * device_basis(get_device("a100")).eta(None)
+    assert thr < 1e6 * eta_h100  # what an H100 can do with that energy is over the threshold
+    res = ledger_window_verdicts(entries, threshold_flops=thr, window_s=None)
+    assert res["total"]["verdict"] == "uncertain"
+    assert res["total"]["upper_flops"] >= 1e6 * eta_h100
+    assert any("names more than one device model (a100, h100)" in w for w in res["total"]["warnings"])

@@ -471,7 +471,7 @@ def ledger_window_verdicts(
     does not import the monitor, which imports evaluate). ``by``: "all", "device" or "job". ``blockers``: reasons
     from outside the entries that forbid "below" (the caller's ledger verification failed)."""
     from flopwatch.estimate.bounds import resolve_device
-    from flopwatch.estimate.verdict import profile_envelope
+    from flopwatch.estimate.verdict import device_claims, profile_envelope
 
     if by not in ("all", "device", "job"):
         raise InputError(f"must be device, job or all, got {by!r}", field="--by")
@@ -480,7 +480,9 @@ def ledger_window_verdicts(
     rows: list[dict[str, Any]] = []
     cps: list[tuple[float, dict[str, float]]] = []  # (wall, finite outside J per device)
     devs_seen: set[str] = set()
-    names: dict[str, str] = {}
+    names: dict[
+        str, dict[str, None]
+    ] = {}  # every name each device is given (start rows, workload rows), in order
     walls: list[float] = []
     seen: set[str] = set()
     blockers = list(blockers)
@@ -503,7 +505,7 @@ def ledger_window_verdicts(
             if w is not None:
                 walls.append(w)
             if p.get("device") and p.get("device_name"):
-                names[str(p["device"])] = str(p["device_name"])
+                names.setdefault(str(p["device"]), {})[str(p["device_name"])] = None
         elif ent.kind == "checkpoint":
             devs = p.get("devices")
             out = (
@@ -523,7 +525,7 @@ def ledger_window_verdicts(
         elif ent.kind == "start":
             for s in p.get("sensors") or []:
                 if isinstance(s, Mapping) and s.get("device") and s.get("name"):
-                    names.setdefault(str(s["device"]), str(s["name"]))
+                    names.setdefault(str(s["device"]), {})[str(s["name"])] = None
     cps.sort(key=lambda x: x[0])
     end = max(walls) if walls else None
     start = None if window_s is None or end is None else end - window_s
@@ -553,10 +555,14 @@ def ledger_window_verdicts(
     env: dict[str, float] = {}
     for d in devices:
         ua[d] = max(0.0, outside_at(cps, d, end) - (outside_at(cps, d, start) if start is not None else 0.0))
-        nm = names.get(d)
+        # two names of one device that resolve to two models are two claims: the most capable, and a blocker
+        # (round 6, `window-name-conflict`); else its last name (the rows' over the start row's)
+        nm, why = device_claims(*reversed(names.get(d, {})))
+        if why is not None:
+            blockers.append(f"device {d}: {why}")
         # a sensor name names its model before the colon (``jetson:VDD_CPU_GPU_CV``), as in estimate.verdict
         spec = resolve_device(
-            device, nm, d, *(str(x).removeprefix("sim:").split(":")[0] for x in (nm, d) if x)
+            device, nm, d, *(str(x).removeprefix("sim:").split(":")[0] for x in (nm, d) if isinstance(x, str))
         )
         if spec is None and device is None and profile is not None and profile.device_key:
             spec = resolve_device(profile.device_key)  # the device the profile was calibrated on
