@@ -239,3 +239,47 @@ def test_a_window_device_named_two_models_is_bounded_as_the_more_capable():
     assert res["total"]["verdict"] == "uncertain"
     assert res["total"]["upper_flops"] >= 1e6 * eta_h100
     assert any("names more than one device model (a100, h100)" in w for w in res["total"]["warnings"])
+
+
+@pytest.mark.parametrize("later_s", [3 * 86400.0, 1e12 - 1.7e9])
+def test_rows_long_after_the_last_checkpoint_are_time_nobody_observed(later_s):
+    """`rows-after-checkpoints` (`flopwatch verdict --window 1h`): a ledger whose heavy row (upper 1e20) lies
+    inside its checkpoints, then one tiny row stamped 3 days (or 30,000 years) after the last checkpoint, with no
+    checkpoint after it. The window ends at the latest row, so it held the tiny row only, and the time since the
+    last checkpoint (energy outside workloads unknown) was in no rule: "below" 1e15. The time after the last
+    checkpoint up to the latest row is a gap like one between checkpoints (over a day, or 10 × their spacing)."""
+    from types import SimpleNamespace
+
+    from flopwatch.evaluate.window import ledger_window_verdicts
+
+    def ent(kind: str, payload: dict) -> SimpleNamespace:
+        return SimpleNamespace(kind=kind, payload=payload)
+
+    def row(i: int, s: float, e: float, up: float) -> SimpleNamespace:
+        return ent("workload", {"workload_id": f"w{i}", "device": "gpu0", "device_name": "h100", "start_wall": s,
+                                "end_wall": e, "lower_flops": 0.0, "upper_flops": up, "estimate_flops": up / 2,
+                                "regime": "calibrated", "warnings": []})  # fmt: skip
+
+    w0 = 1.7e9
+
+    def ledger(last_s: float) -> list[SimpleNamespace]:
+        return [
+            ent(
+                "start",
+                {"session_id": "s1", "sensors": [{"device": "gpu0", "name": "NVIDIA H100 80GB HBM3"}]},
+            ),
+            ent("checkpoint", {"wall": w0, "devices": {"gpu0": {"outside_net_energy_j": 0.0}}}),
+            row(1, w0 + 10, w0 + 3000, 1e20),
+            ent("checkpoint", {"wall": w0 + 3600, "devices": {"gpu0": {"outside_net_energy_j": 0.0}}}),
+            row(2, w0 + last_s - 10, w0 + last_s, 1e10),
+        ]
+
+    res = ledger_window_verdicts(ledger(later_s), threshold_flops=1e15, window_s=3600.0)
+    assert res["total"]["verdict"] == "uncertain"
+    assert any("after the last checkpoint" in w for w in res["total"]["warnings"]), res["total"]["warnings"]
+    # the honest control: a row an hour after the last checkpoint (within a day, the few-checkpoints limit) may
+    # still make its own last hour "below"
+    assert (
+        ledger_window_verdicts(ledger(7200.0), threshold_flops=1e15, window_s=3600.0)["total"]["verdict"]
+        == "below"
+    )

@@ -334,17 +334,24 @@ class WindowRules:
         out = list(self.standing)
         if self._any_row and self._cp_wall is None:
             out.append("no checkpoint in the ledger: the energy outside workloads is unknown")
-        if self._gaps:
+        # the time after the last checkpoint up to the latest row is a gap too: no outside energy is known in it
+        # (round 6, `rows-after-checkpoints`: a row 3 days after the last checkpoint anchored the window there)
+        tail = [(self._cp_wall, self._last_wall)] if self._cp_wall is not None else []
+        if self._gaps or tail:
             # a gap much longer than the daemon's checkpoint spacing is time nobody observed (monitor stopped, or
             # the clock jumped forward); compute in it is invisible, so a window that overlaps it cannot be "below"
-            spans = sorted(b - a for a, b in self._gaps)
+            spans = sorted(b - a for a, b in self._gaps) or [0.0]
             med = spans[len(spans) // 2]
             limit = (
-                max(_GAP_FACTOR * med, _GAP_MIN_S) if len(spans) >= 3 else 86400.0
+                max(_GAP_FACTOR * med, _GAP_MIN_S) if len(self._gaps) >= 3 else 86400.0
             )  # few checkpoints: a day
-            for a, b in self._gaps:
+            for a, b in [*self._gaps, *tail]:
                 if b - a > limit and (cut is None or b > cut):
-                    out.append(f"{b - a:.0f} s between checkpoints at {a:.0f} and {b:.0f} were not observed")
+                    out.append(
+                        f"{b - a:.0f} s between checkpoints at {a:.0f} and {b:.0f} were not observed"
+                        if (a, b) not in tail
+                        else f"{b - a:.0f} s after the last checkpoint at {a:.0f}, up to a row at {b:.0f}, were not observed"
+                    )
                     break
         return tuple(out)
 
