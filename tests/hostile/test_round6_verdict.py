@@ -75,6 +75,33 @@ def test_a_rows_own_unobserved_time_does_not_erase_the_sensors_blind_share(famil
     assert a.upper_flops >= truth and a.upper.unobserved_flops > 0
 
 
+def test_a_records_own_sensor_and_unobserved_time_are_read_by_estimate(tmp_path, capsys, family):
+    """`unobserved-understated` in a record (`assess_record`, `flopwatch estimate`): the same attack as a record
+    that names its sensor (``sensor_kind: nvml``, 10 Hz) and says ``unobserved_s: 0``. The record's context was
+    never read, so its 0 stood: bound 0.12 × truth, "below" at 0.5 × truth without a profile (with the A100
+    profile only "the calibrated estimate exceeds the sound upper bound" kept it from "below"). A record's
+    recorded context is evidence like a monitor row's (it may only add warnings and blind time): the table's blind
+    share now bounds it, and a record naming a replay sensor is flagged."""
+    acc, run = _run("a100", family[0])
+    truth = float(run.total_flops)
+    d = to_record(acc, run).to_dict()
+    d.update(net_energy_j=0.01 * d["net_energy_j"], unobserved_s=0.0, sensor_kind="nvml", sample_rate_hz=10.0)
+    a = assess_record(None, WorkloadRecord.from_dict(d), threshold_flops=0.5 * truth)
+    _never_below(a, truth)
+    assert a.upper_flops >= truth
+    (tmp_path / "r.jsonl").write_text(
+        json.dumps(d) + "\n" + json.dumps({**d, "label": "b", "sensor_kind": "replay"})
+    )
+    sim_profile("a100", family, "bf16").save(tmp_path / "p.json")
+    rc = main(["estimate", "--profile", str(tmp_path / "p.json"), str(tmp_path / "r.jsonl"), "--threshold",
+               repr(0.5 * truth), "--json"])  # fmt: skip
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    a, b = out["records"] + out["skipped"]
+    assert a["threshold_verdict"] == "uncertain" and a["upper_flops"] >= truth
+    assert b["threshold_verdict"] == "uncertain" and any("replay or simulation" in w for w in b["warnings"])
+
+
 @pytest.mark.parametrize("coverage", [0.96, 0.999])
 def test_coverage_over_the_gate_still_bounds_the_time_it_leaves_out(family, coverage):
     """`coverage-over-gate`: an H100 fp8 burst hidden in a telemetry gap of a 60 s run whose samples cover the rest

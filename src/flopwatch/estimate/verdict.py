@@ -760,6 +760,10 @@ def assess_record(
     else:  # every name the record gives is a claim; an unknown one is judged as the profile's device, warned
         dev, claim = device_claims(record.device_name, record.device, record.device_spec)
     obs = observables_from_record(record)
+    # the context the record says it was made in (its sensor, rate, a peak override) is evidence like a monitor
+    # row's: it may only add warnings and blind time (round 6: a record naming NVML with `unobserved_s: 0`)
+    raw = record.raw
+    ctx = {k: raw[k] for k in CONTEXT_KEYS if raw.get(k) is not None} or None
     return assess(
         profile,
         obs if sampled is None else with_samples(obs, sampled),
@@ -768,6 +772,7 @@ def assess_record(
         confidence=confidence,
         label=record.label,
         extra_warnings=(*extra_warnings, *telemetry_warnings(record), *([claim] if claim else [])),
+        context=ctx,
     )
 
 
