@@ -310,3 +310,33 @@ def test_rows_long_after_the_last_checkpoint_are_time_nobody_observed(later_s):
         ledger_window_verdicts(ledger(7200.0), threshold_flops=1e15, window_s=3600.0)["total"]["verdict"]
         == "below"
     )
+
+
+@pytest.mark.parametrize("forged", ["run", "windows"])
+def test_two_views_of_the_pipe_counters_that_disagree(family, forged):
+    """`pipe-views-disagree`: an H100 fp8 row with the four pipe counters both as run totals (``pipe_active_s``)
+    and per window (60 windows), one of the two views set to 0 (a ledger row edited in one place). The bound took
+    the smaller: the whole-coverage pipe bound from the run totals of 0, or the windows' pipe terms of 0: 0.007 ×
+    truth, "below" at 0.8 × truth. Two views of one set of counters: the looser stands, and a warning."""
+    import numpy as np
+
+    from flopwatch.estimate.observe import ObservedWindows
+
+    acc, run = _run("h100", family[0], dtype="fp8")
+    obs, truth = sim_obs(acc, run, clocks=True, pipes=True), float(run.total_flops)
+    n, t = 60, obs.duration_s
+    pa = obs.pipe_active_s
+    tensor = np.zeros(n) if forged == "windows" else np.full(n, pa["tensor"] / t)
+    w = ObservedWindows(
+        dt_s=np.full(n, t / n), net_energy_j=np.full(n, obs.net_energy_j / n), sm_clock_mhz=np.full(n, 1980.0),
+        max_sm_clock_mhz=np.full(n, 1980.0), tensor_active=tensor, fp64_active=np.zeros(n),
+        fp32_active=np.zeros(n), fp16_active=np.zeros(n),
+    )  # fmt: skip
+    o = dataclasses.replace(obs, windows=w, pipe_active_s=dict.fromkeys(pa, 0.0) if forged == "run" else pa)
+    a = assess(None, o, device="h100", threshold_flops=0.8 * truth)
+    _never_below(a, truth, "pipe counters disagree with themselves")
+    assert a.upper_flops >= truth
+    # both views honest: no warning, and the pipe bound as tight as before (1.06 × truth here)
+    b = assess(None, dataclasses.replace(obs, windows=dataclasses.replace(w, tensor_active=np.full(n, pa["tensor"] / t))),
+               device="h100", threshold_flops=0.8 * truth)  # fmt: skip
+    assert b.warnings == () and truth <= b.upper_flops <= 1.1 * truth

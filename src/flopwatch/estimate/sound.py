@@ -561,6 +561,48 @@ def _covered_by_pipes(
     return PipeWhole(pipes, cov, rest, pipes + rest * dev.peak_fastest)
 
 
+def reconcile_pipes(obs: Observables) -> tuple[Observables, str | None]:
+    """The run's pipe seconds (``pipe_active_s``) and its windows' (Σ ratio × dt) are two views of one set of
+    counters; where they disagree beyond the counters' resolution, the looser of the two stands and the reason is
+    returned (round 6, `pipe-views-disagree`: run totals of 0 under honest windows made the whole-coverage pipe
+    bound 0.007 × the truth). The run's total may exceed its windows' by the windows the counters did not cover
+    (NaN); beyond that the windows under-report and lose their pipes; under the windows' sum the run's total does
+    and is raised to it. Without both views: ``obs`` unchanged."""
+    w, pa = obs.windows, obs.pipe_active_s
+    if w is None or len(w) == 0 or not w.has_pipes or not obs.has_pipes or pa is None:
+        return obs, None
+    tol = PIPE_RATIO_RESOLUTION * float(np.sum(w.dt_s)) + 1e-9
+    run_low, win_low, raised = [], [], dict(pa)
+    for p in PIPES:
+        a = w.pipe(p)
+        seen = float(np.nansum(np.clip(a, 0.0, None) * w.dt_s))  # type: ignore[arg-type]
+        blind = float(np.sum(w.dt_s[np.isnan(a)]))  # type: ignore[arg-type]
+        if pa[p] < seen - tol:
+            run_low.append(p)
+            raised[p] = seen
+        elif pa[p] > seen + blind + tol:
+            win_low.append(p)
+    if not run_low and not win_low:
+        return obs, None
+    nan = np.full(len(w), np.nan)
+    w2 = w if not win_low else dataclasses.replace(w, **{f"{p}_active": nan for p in PIPES})
+    why = "; ".join(
+        x
+        for x in (
+            f"the run's {', '.join(run_low)} pipe seconds are under its windows' (raised to them)"
+            if run_low
+            else "",
+            f"its windows' {', '.join(win_low)} pipe activity is under the run's total (windows' pipes dropped)"
+            if win_low
+            else "",
+        )
+        if x
+    )
+    return dataclasses.replace(obs, pipe_active_s=raised, windows=w2), (
+        f"pipe counters disagree with themselves: {why}; the looser view bounds the run"
+    )
+
+
 def floor_peaks(spec: DeviceSpec) -> dict[str, float]:
     """min(datasheet, override) per format: an override may not make an accusation easier either."""
     table = _table(spec)
@@ -621,6 +663,7 @@ __all__ = [
     "dvfs_allowance",
     "eta_max",
     "floor_peaks",
+    "reconcile_pipes",
     "slowest_format_ratio",
     "sound_upper",
     "unplaced_energy_j",

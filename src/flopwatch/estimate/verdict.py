@@ -58,6 +58,7 @@ from flopwatch.estimate.sound import (
     clock_ratio_factor,
     device_basis,
     floor_peaks,
+    reconcile_pipes,
     slowest_format_ratio,
     sound_upper,
     unplaced_energy_j,
@@ -554,7 +555,9 @@ def assess(
             f"the run's windows and unobserved time cover {t - missing:.4g} s of its {t:.4g} s: the other "
             f"{missing:.4g} s are bounded at peak rate"
         )
-    obs_b = obs
+    obs_b, pipes_why = reconcile_pipes(obs)
+    if pipes_why is not None:
+        warnings.append(pipes_why)
     if obs.coverage is not None and obs.coverage < MIN_COVERAGE:
         warnings.append(
             f"telemetry covers only {obs.coverage:.0%} of the run (< {MIN_COVERAGE:.0%}): the time not covered is "
