@@ -340,3 +340,24 @@ def test_two_views_of_the_pipe_counters_that_disagree(family, forged):
     b = assess(None, dataclasses.replace(obs, windows=dataclasses.replace(w, tensor_active=np.full(n, pa["tensor"] / t))),
                device="h100", threshold_flops=0.8 * truth)  # fmt: skip
     assert b.warnings == () and truth <= b.upper_flops <= 1.1 * truth
+
+
+def test_the_verifiers_device_option_does_not_ease_the_records_own_model(tmp_path, capsys, family):
+    """`device-option-eases`: the capped H100 fp8 record of `device-claims-conflict` (its own name the H100's)
+    through `flopwatch estimate --device a100` (the verifier's inventory says A100): the option replaced the
+    record's name silently, bound 0.97 × truth, "below" at 0.99 × truth. The option is a claim like the record's
+    (as a fleet's --device never eases a GPU's modelName): two models, the more capable, warned."""
+    acc, run = _run("h100", family[0], cap=400.0, dtype="fp8")
+    truth = float(run.total_flops)
+    d = to_record(acc, run).to_dict()
+    d.update(device_name="NVIDIA H100 80GB HBM3", dtype="bf16", idle_power_w=50.0,
+             net_energy_j=d["net_energy_j"] + (d["idle_power_w"] - 50.0) * d["duration_s"])  # fmt: skip
+    (tmp_path / "r.jsonl").write_text(json.dumps(d) + "\n")
+    sim_profile("a100", family, "bf16").save(tmp_path / "p.json")
+    rc = main(["estimate", "--profile", str(tmp_path / "p.json"), str(tmp_path / "r.jsonl"), "--device", "a100",
+               "--threshold", repr(0.99 * truth), "--json"])  # fmt: skip
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    (row,) = out["records"] + out["skipped"]
+    assert row["threshold_verdict"] == "uncertain" and row["upper_flops"] >= truth
+    assert any("names more than one device model (a100, h100)" in w for w in row["warnings"]), row["warnings"]

@@ -757,11 +757,10 @@ def assess_record(
     assumption like ``extra_warnings``."""
     from flopwatch.records import telemetry_warnings
 
-    claim = None
-    if device is not None:
-        dev: DeviceSpec | str | None = device
-    else:  # every name the record gives is a claim; an unknown one is judged as the profile's device, warned
-        dev, claim = device_claims(record.device_name, record.device, record.device_spec)
+    # every name the record gives is a claim, and so is the verifier's ``device`` (first: it stands unless the
+    # record names another model, as a fleet's --device never eases a GPU's own modelName); an unknown name is
+    # judged as the profile's device, warned (assess)
+    dev, claim = device_claims(device, record.device_name, record.device, record.device_spec)
     obs = observables_from_record(record)
     # the context the record says it was made in (its sensor, rate, a peak override) is evidence like a monitor
     # row's: it may only add warnings and blind time (round 6: a record naming NVML with `unobserved_s: 0`)
