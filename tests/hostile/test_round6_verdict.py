@@ -361,3 +361,18 @@ def test_the_verifiers_device_option_does_not_ease_the_records_own_model(tmp_pat
     (row,) = out["records"] + out["skipped"]
     assert row["threshold_verdict"] == "uncertain" and row["upper_flops"] >= truth
     assert any("names more than one device model (a100, h100)" in w for w in row["warnings"]), row["warnings"]
+
+
+def test_the_verifiers_device_option_does_not_ease_a_ledger_rows_model(family, a100_profile):
+    """`device-option-eases` in `flopwatch verdict --profile --device a100`: a ledger row of the capped H100 fp8
+    run naming its device `NVIDIA H100 80GB HBM3` was re-assessed as an A100 (bound 0.97 × truth), silently."""
+    from flopwatch.evaluate.window import reassess_row
+
+    acc, run = _run("h100", family[0], cap=400.0, dtype="fp8")
+    o, truth = sim_obs(acc, run), float(run.total_flops)
+    row = {"workload_id": "w1", "device": "gpu0", "device_name": "NVIDIA H100 80GB HBM3", "idle_power_w": 50.0,
+           "net_energy_j": o.net_energy_j + (o.idle_power_w - 50.0) * o.duration_s, "duration_s": o.duration_s,
+           "mean_util": o.mean_util, "tb_moved": o.tb_moved}  # fmt: skip
+    r = reassess_row(row, a100_profile, device="a100")
+    assert r["upper_flops"] >= truth
+    assert any("names more than one device model (a100, h100)" in w for w in r["warnings"]), r["warnings"]

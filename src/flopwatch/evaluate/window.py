@@ -383,7 +383,7 @@ def outside_bound(outside_j: Mapping[str, float], envelopes: Mapping[str, float]
 def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = None) -> dict[str, Any]:
     """A ledger row's sound bounds recomputed from its observables with ``profile``."""
     from flopwatch.estimate.observe import CONTEXT_KEYS, Observables
-    from flopwatch.estimate.verdict import assess
+    from flopwatch.estimate.verdict import assess, device_claims
 
     e, t = finite(row.get("net_energy_j")), finite(row.get("duration_s"))
     if e is None or t is None or t <= 0:
@@ -409,12 +409,15 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
     # the row is judged in the verifier's context: a row made under another profile (or none recorded), a
     # replay/simulated sensor, a peak override or too slow a rate is flagged and never "below" (issue 21 item 6)
     ctx = {k: row.get(k) for k in CONTEXT_KEYS if k in row}
+    # the verifier's --device and the row's names are claims: another model named is the more capable, warned
+    dev, claim = device_claims(device, row.get("device_name"), row.get("device"))
     a = assess(
         profile,
         obs,
-        device=device or row.get("device_name") or row.get("device"),
+        device=dev,
         context=ctx,
         verifier_context={"profile_sha256": profile.sha256()},
+        extra_warnings=() if claim is None else (claim,),
     )
     return {
         **row,
