@@ -376,3 +376,19 @@ def test_the_verifiers_device_option_does_not_ease_a_ledger_rows_model(family, a
     r = reassess_row(row, a100_profile, device="a100")
     assert r["upper_flops"] >= truth
     assert any("names more than one device model (a100, h100)" in w for w in r["warnings"]), r["warnings"]
+
+
+@pytest.mark.parametrize("kind", [5, True, 1.5, {"nvml": 1}])
+def test_a_records_sensor_kind_of_another_type_is_a_sensor_nothing_knows(tmp_path, capsys, family, kind):
+    """A record's ``sensor_kind`` that is not a string or a list (now that `estimate` reads a record's context):
+    one unknown sensor, warned (never "below"), never a traceback."""
+    acc, run = _run("a100", family[0])
+    d = {**to_record(acc, run).to_dict(), "sensor_kind": kind, "sample_rate_hz": 10.0}
+    (tmp_path / "r.jsonl").write_text(json.dumps(d) + "\n")
+    sim_profile("a100", family, "bf16").save(tmp_path / "p.json")
+    rc = main(["estimate", "--profile", str(tmp_path / "p.json"), str(tmp_path / "r.jsonl"), "--threshold", "1e30",
+               "--json"])  # fmt: skip
+    assert rc == 0
+    (row,) = (lambda o: o["records"] + o["skipped"])(json.loads(capsys.readouterr().out))
+    assert row["threshold_verdict"] == "uncertain"
+    assert any(w.startswith("sensor timing unknown") for w in row["warnings"]), row["warnings"]

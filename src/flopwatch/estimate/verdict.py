@@ -325,8 +325,12 @@ def device_claims(*names: object) -> tuple[DeviceSpec | str | None, str | None]:
 
 
 def _kinds(ctx: Mapping[str, Any]) -> list[str]:
-    kinds = ctx.get("sensor_kind") or ()
-    return [str(k).strip().lower() for k in ([kinds] if isinstance(kinds, str) else list(kinds))]
+    """The recorded sensor kinds: one, or the daemon's list of them (any other value is one kind, by its text: a
+    record's ``sensor_kind: 5`` is a sensor nothing knows, never a crash)."""
+    kinds = ctx.get("sensor_kind")
+    if kinds is None or kinds == "":
+        return []
+    return [str(k).strip().lower() for k in (kinds if isinstance(kinds, (list, tuple)) else [kinds])]
 
 
 def sampling_checks(
@@ -395,9 +399,7 @@ def context_warnings(
     ctx = dict(context or {})
     if ctx.get("peak_override"):
         out.append(f"peak override in force when the row was made ({ctx['peak_override']!s}): never 'below'")
-    kinds = ctx.get("sensor_kind") or ()
-    for kind in [kinds] if isinstance(kinds, str) else list(kinds):  # one kind, or the daemon's list of them
-        kind = str(kind).strip().lower()
+    for kind in _kinds(ctx):  # one kind, or the daemon's list of them
         if (w := operator_series_warning(kind)) is not None:
             out.append(w)
         if is_replay_kind(kind):
