@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from flopwatch.devices import DEVICES, DeviceSpec, get_device
+from flopwatch.devices import DEVICES, DeviceSpec, get_device, resolve
 from flopwatch.estimate.bounds import V_MIN_RATIO
 from flopwatch.estimate.observe import PIPES, Observables, ObservedWindows
 from flopwatch.estimate.session import SESSION_LOG_SD  # re-exported: the lower bound's session shift
@@ -167,6 +167,31 @@ def device_basis(spec: DeviceSpec, obs: Observables | None = None) -> DeviceBasi
 
 
 _BASIS: dict[int, tuple[DeviceSpec, DeviceBasis]] = {}
+
+
+def device_claims(*names: object) -> tuple[DeviceSpec | str | None, str | None]:
+    """The device to judge a row by when it names its device more than once (``device_name``, ``device``,
+    ``device_spec``/``spec_key``), and a warning when those names resolve to different models (round 6,
+    `device-claims-conflict`: a record whose runner resolved ``h100`` but whose name says A100 was judged as the
+    A100). Every name is a claim, as a fleet GPU's model names are: a conflict is judged as the most capable
+    claim (fastest verdict peak, then η_max) and never makes a "below". Without a conflict: the first name given
+    (unresolved names are left to :func:`assess`, which warns about them)."""
+    given = [n for n in names if n]
+    first = given[0] if given else None
+    specs: dict[str, DeviceSpec] = {}
+    for n in given:
+        spec = resolve(n, str(n).removeprefix("sim:").split(":")[0])
+        if spec is not None:
+            specs.setdefault(spec.key, spec)
+    if len(specs) < 2:
+        return first, None  # type: ignore[return-value]
+    top = max(
+        specs.values(), key=lambda sp: (device_basis(sp).peak_fastest, device_basis(sp).eta_at_max_clock)
+    )
+    return top, (
+        f"the row names more than one device model ({', '.join(sorted(specs))}): judged as the most capable, "
+        f"{top.key}; what ran is not known, never 'below'"
+    )
 
 
 def _impossible(spec: DeviceSpec, obs: Observables | None) -> bool:
@@ -660,6 +685,7 @@ __all__ = [
     "clock_floor",
     "clock_ratio_factor",
     "device_basis",
+    "device_claims",
     "dvfs_allowance",
     "eta_max",
     "floor_peaks",

@@ -57,6 +57,7 @@ from flopwatch.estimate.sound import (
     clock_contradiction,
     clock_ratio_factor,
     device_basis,
+    device_claims,
     floor_peaks,
     reconcile_pipes,
     slowest_format_ratio,
@@ -297,31 +298,6 @@ def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> tuple[Dev
     if profile is not None and profile.device_key:
         return resolve_device(profile.device_key), None
     return None, None
-
-
-def device_claims(*names: object) -> tuple[DeviceSpec | str | None, str | None]:
-    """The device to judge a row by when it names its device more than once (``device_name``, ``device``,
-    ``device_spec``/``spec_key``), and a warning when those names resolve to different models (round 6,
-    `device-claims-conflict`: a record whose runner resolved ``h100`` but whose name says A100 was judged as the
-    A100). Every name is a claim, as a fleet GPU's model names are: a conflict is judged as the most capable
-    claim (fastest verdict peak, then η_max) and never makes a "below". Without a conflict: the first name given
-    (unresolved names are left to :func:`assess`, which warns about them)."""
-    given = [n for n in names if n]
-    first = given[0] if given else None
-    specs: dict[str, DeviceSpec] = {}
-    for n in given:
-        spec = resolve(n, str(n).removeprefix("sim:").split(":")[0])
-        if spec is not None:
-            specs.setdefault(spec.key, spec)
-    if len(specs) < 2:
-        return first, None  # type: ignore[return-value]
-    top = max(
-        specs.values(), key=lambda sp: (device_basis(sp).peak_fastest, device_basis(sp).eta_at_max_clock)
-    )
-    return top, (
-        f"the row names more than one device model ({', '.join(sorted(specs))}): judged as the most capable, "
-        f"{top.key}; what ran is not known, never 'below'"
-    )
 
 
 def _kinds(ctx: Mapping[str, Any]) -> list[str]:
