@@ -231,7 +231,7 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
         devices=[sorted(d.values(), key=_capability, reverse=True) for d in devs],
         dtypes=[sorted(x) for x in dts],
         any_unknown_model=np.bincount(
-            gi, weights=(unknown & np.array([s is None for s in specs])).astype(float), minlength=G
+            gi, weights=unknown & ((jobs.model != "") | [s is None for s in specs]), minlength=G
         )
         > 0,
         impossible=[sorted(x) for x in imp],
@@ -286,7 +286,8 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
     if unlabelled is not None:
         out.append(f"missing labels: {unlabelled}")
     if t.any_unknown_model[g]:
-        out.append("device model unknown (no modelName, or one flopwatch does not know): use --device")
+        out.append("a modelName names no device in the verifier's table: judged as --device, never 'below'"
+                   if t.devices[g] else "device model unknown (no modelName, or one flopwatch does not know): use --device")  # fmt: skip
     for why in t.impossible[g]:
         out.append(
             f"readings impossible for the claimed model {why}: bounded as the most capable of the claim and the devices they fit"
