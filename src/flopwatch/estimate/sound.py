@@ -399,13 +399,13 @@ def sound_upper(
     pipe_total: float | None = None
     if use_pipes and w.has_pipes:
         # one array op over the pipes (rows summed in PIPES order, as a sum over them would); NaN → +inf
-        acts = np.vstack([w.pipe(p) for p in PIPES])
+        acts = np.array([w.pipe(p) for p in PIPES])  # rows of equal length: np.vstack's result
         acts = np.clip(np.where(np.isnan(acts), np.inf, acts), 0.0, np.inf) + PIPE_RATIO_RESOLUTION
         pipe = np.sum(acts * np.array([[dev.pipes.get(p)] for p in PIPES]), axis=0)
         pipe = np.where(np.isfinite(pipe), pipe * dt * clk, np.inf)  # NaN activity: that window unobserved
         terms.append(pipe)
         pipe_total = float(np.sum(pipe))
-    stack = np.vstack(terms)
+    stack = np.array(terms)
     idx = np.argmin(stack, axis=0)
     per_window = stack[idx, np.arange(n)]
     seen = float(np.sum(per_window))
@@ -414,7 +414,7 @@ def sound_upper(
     # the bound by at most its η_max × the largest DVFS allowance, and no window beyond its rate and pipe terms.
     unplaced = unplaced_energy_j(obs) + piled_j
     if unplaced > 0 and n > 0:
-        cap = np.min(np.vstack([t for i, t in enumerate(terms) if i != 1]), axis=0)
+        cap = np.min(np.array([t for i, t in enumerate(terms) if i != 1]), axis=0)
         room = float(np.sum(np.maximum(cap - per_window, 0.0)))
         seen += min(unplaced * dev.eta_at_max_clock * float(np.max(allow)), room)
     names = ("rate", "energy", "pipes")

@@ -424,9 +424,14 @@ _ETA: dict[int, tuple[DeviceSpec, float]] = {}
 def energy_blind_fraction(spec: Any) -> float:
     """Share of the covered time the fleet's energy counter does not see (the sensor-timing table's NVML energy
     entry for the device); a device the table does not know: all of it (bounded at peak, as the monitor does)."""
+    return 1.0 if spec is None else _blind_fraction(spec.key)
+
+
+@functools.lru_cache(maxsize=64)
+def _blind_fraction(key: str) -> float:  # once per device key (the timing table is fixed), not per group
     from flopwatch.sensor_timing import sensor_timing
 
-    t = sensor_timing(spec.key, "nvml-energy") if spec is not None else None
+    t = sensor_timing(key, "nvml-energy")
     return 1.0 if t is None else t.blind_fraction
 
 
