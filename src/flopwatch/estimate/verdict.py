@@ -73,6 +73,7 @@ from flopwatch.sensor_timing import (
     operator_series_warning,
     sensor_kind_of,
     sensor_timing,
+    unrecorded_sensor_floor,
 )
 from flopwatch.units import finite
 
@@ -475,10 +476,13 @@ def assess(
     # The row's own unobserved time may only add to what the verifier knows no reading saw (round 6,
     # `unobserved-understated`): the sensor-timing table's blind share of every recorded sensor (the most any
     # leaves unseen) and the share of the run its coverage leaves out, whatever the row says (0, negative).
-    u_floor = 0.0
-    if context:
+    u_floor, unrecorded = 0.0, None
+    if context and _kinds(context):
         fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
         u_floor = max(fr, default=0.0) * t
+    elif spec is not None:  # no sensor recorded: the device's least-observed sensor (round 7, one place)
+        frac, unrecorded = unrecorded_sensor_floor(spec.key)
+        u_floor = frac * t
     cov = finite(obs.coverage)
     if cov is not None and cov < 1.0 - 1e-9:  # (a sum's rounding is no gap: two engines' answers stay equal)
         u_floor = max(u_floor, (1.0 - max(cov, 0.0)) * t)
@@ -487,6 +491,7 @@ def assess(
         obs = dataclasses.replace(obs, unobserved_s=t)
     elif (u_rec is None and u_floor > 0) or (u_rec is not None and u_rec < u_floor):
         obs = dataclasses.replace(obs, unobserved_s=u_floor)
+        notes += [unrecorded] if unrecorded and u_floor > (u_rec or 0.0) + 1e-9 * t else []
     if obs.idle_power_w is None:
         warnings.append(
             "idle baseline not recorded: the baseline the net energy was taken against cannot be checked (one "
@@ -515,9 +520,7 @@ def assess(
         ic = check_idle_baseline(float(obs.idle_power_w), spec=spec, reference_idle_w=ref)
         warnings.extend(f"idle baseline suspicious: {r}" for r in ic.reasons)
         if ref is not None and spec is not None:
-            pc = check_idle_baseline(
-                ref, spec=spec
-            )  # the profile's own reference against the datasheet's idle
+            pc = check_idle_baseline(ref, spec=spec)  # the profile's own reference vs the datasheet's idle
             warnings.extend(f"the profile's idle reference is implausible: {r}" for r in pc.reasons)
 
     unplaced = unplaced_energy_j(obs)
