@@ -146,9 +146,11 @@ _TABLE: tuple[SensorTiming, ...] = (
         "NVIDIA DCGM user guide, 'Profiling Metrics' (DCGM_FI_PROF_*: ratios over the sample interval, from "
         "hardware performance counters that count every cycle); default update 1 s",
     ),
-    # Intel RAPL: a 32-bit energy counter updated about every 1 ms, integrating all the time.
+    # Intel RAPL: a 32-bit energy counter updated about every 1 ms, integrating all the time. It measures the CPU
+    # package only: a row claiming RAPL for a GPU names a sensor that does not see it (round 7: it was "*", so such
+    # a row was fully observed; now "sensor timing unknown" on a GPU model, the whole run unobserved).
     SensorTiming(
-        "*",
+        "cpu",
         "rapl",
         0.000976,
         0.000976,

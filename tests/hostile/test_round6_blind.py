@@ -163,3 +163,21 @@ def test_a_replayed_trace_joined_is_flagged(tmp_path, joined, capsys):
     # the twin's own kind is never passed off as the real sensor: it says simulated
     sim = trace_context({"kind": "sim", "rate_hz": 10.0, "fingerprint": {"sensor_model": "ina3221"}})
     assert sim["sensor_kind"] == "ina3221 (simulated)"
+
+
+def test_a_row_claiming_rapl_for_a_gpu_is_not_fully_observed(family):
+    """RAPL measures the CPU package: its table entry held for every device ("*"), so a row on an A100 naming
+    ``rapl`` at 10 Hz was read as a counter that sees all the time, and the nvml-blind attack was "below" (0.12 ×
+    truth). RAPL is now the CPU's sensor only: on a GPU it is a sensor the table does not know (the whole run
+    unobserved, "sensor timing unknown"); on the CPU it stays a full-time counter."""
+    d, truth = _record("a100", family[0])
+    d.update(net_energy_j=0.01 * d["net_energy_j"], sensor_kind="rapl", sample_rate_hz=10.0)
+    a = assess_record(None, WorkloadRecord.from_dict(d), threshold_flops=0.5 * truth)
+    assert a.verdict != "below" and a.upper_flops >= truth
+    assert any("sensor timing unknown" in w for w in a.warnings)
+    from flopwatch.sensor_timing import check_sampling
+
+    assert (
+        check_sampling("cpu", "rapl", 10.0).adequate
+        and check_sampling("cpu", "rapl", 10.0).unobserved_fraction == 0
+    )
