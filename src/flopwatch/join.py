@@ -288,6 +288,8 @@ class JoinFileResult:
     simulated: bool
     # (record label, warning): physically impossible telemetry in a joined record's segment
     telemetry_warnings: list[tuple[str, str]] = field(default_factory=list)
+    # the trace's recorded context each joined record carries (trace_context)
+    context: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -300,6 +302,7 @@ class JoinFileResult:
             "clock": self.clock,
             "mismatches": [m.to_dict() for m in self.mismatches],
             "simulated": self.simulated,
+            "context": dict(self.context),
         }
 
 
@@ -350,4 +353,5 @@ def join_trace_file(
         mismatches=res.mismatches,
         simulated=sim or any(r.simulated for r in res.records),
         telemetry_warnings=[(r.label, w) for r in res.records for w in telemetry_warnings(r)],
+        context=ctx,
     )

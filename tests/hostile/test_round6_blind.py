@@ -181,3 +181,25 @@ def test_a_row_claiming_rapl_for_a_gpu_is_not_fully_observed(family):
         check_sampling("cpu", "rapl", 10.0).adequate
         and check_sampling("cpu", "rapl", 10.0).unobserved_fraction == 0
     )
+
+
+def test_the_join_says_what_context_it_copied(tmp_path, capsys):
+    """``flopwatch join`` reports the context its records carry (``--json``: ``context``; text: one line), and a
+    trace of several devices gives each record its own device's sensor (``record --sensor a,b`` writes
+    ``devices``)."""
+    from flopwatch.join import trace_context
+
+    (tmp_path / "s.json").write_text(json.dumps(_SCHEDULE))
+    trace, records = tmp_path / "t.parquet", tmp_path / "r.jsonl"
+    assert main(["sim", "trace", "h100", "--schedule", str(tmp_path / "s.json"), "-o", str(trace), "--records",
+                 str(records), "--rate", "20"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["join", str(trace), str(records), "-o", str(tmp_path / "j.jsonl"), "--json"]) == 0
+    ctx = json.loads(capsys.readouterr().out)["context"]
+    assert ctx["sensor_kind"] == "nvml (simulated)" and ctx["sample_rate_hz"] == 20.0
+    assert main(["join", str(trace), str(records), "-o", str(tmp_path / "k.jsonl")]) == 0
+    assert "each joined record carries its sensor: nvml (simulated) at 20 Hz" in capsys.readouterr().out
+    md = {"kind": "nvml", "rate_hz": 10.0, "devices": [
+        {"device_id": "gpu0", "kind": "nvml"}, {"device_id": "cpu:rapl", "kind": "rapl"}]}  # fmt: skip
+    assert trace_context(md, "cpu:rapl")["sensor_kind"] == "rapl"
+    assert trace_context(md)["sensor_kind"] == ["nvml", "rapl"]  # no device named: every sensor of the trace
