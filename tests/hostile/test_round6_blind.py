@@ -139,7 +139,7 @@ def test_a_join_made_record_carries_its_sensor_and_is_judged_as_the_monitor_row(
 
 def test_an_honest_join_made_record_still_reaches_below_far_enough_above(joined):
     """Decisiveness kept: the honest bf16 run on the A100 twin, energy only (no pipe counters in this trace), is
-    bounded at ≈ 2.9 × its truth now that NVML's blind 75 % counts at peak rate: "below" at T = 4 × truth,
+    bounded at 2.96 × its truth now that NVML's blind 75 % counts at peak rate: "below" at T = 4 × truth,
     "uncertain" at 2 × (and never "below" at 0.8 ×)."""
     (r,) = load_records(joined)
     truth = float(r.total_flops)
