@@ -191,6 +191,10 @@ class FleetReader:
         keep = {*self.by_labels, *(self.jobs.gpu_labels if self.jobs else ())}
         drop = [x for x in (*M.UNREAD_LABELS, *host) if x not in keep]
         q = M.window_queries(self.found.present, matchers, self.window, self.skip, drop)
+        if "modelName" not in keep:  # the model is claimed by the power and energy series (_fold): the others
+            thin = [*drop, "modelName"]  # drop it on the server (a fifth of their bytes)
+            q |= {(k, fn): M.window_query(M.BY_KEY[k].name, fn, matchers, self.window, thin)
+                  for k, fn in q if k not in _MODEL_FROM}  # fmt: skip
         if ("power", "count") not in q:  # the sample count from the counter: its third read, without power
             q[("energy", "count")] = M.window_query(M.ENERGY, "count", matchers, self.window, drop)
         return q
@@ -224,15 +228,24 @@ class FleetReader:
         p = self.plan
         W, step, K = p.window_s, p.step_s, len(self.ends)
         index: dict[tuple[tuple[str, str], ...], int] = {}
+        base: dict[tuple[tuple[str, str], ...], int] = {}  # a row's labels without modelName → the row
         rows: dict[tuple[str, str], np.ndarray] = {}
         seen: list[tuple[list[Mapping[str, str]], np.ndarray]] = []
-        for name, cs in answers.items():
+        # power and energy first (the metric table's order): their series make the rows and claim the model
+        for name, cs in sorted(answers.items(), key=lambda a: a[0][0] not in _MODEL_FROM):
             labs = list(chain.from_iterable(c.labels for c in cs))
             # the queries of a chunk answer the same series in the same (sorted) order: reuse the rows when the
             # label sets are equal one by one (a comparison, not a key and a lookup per series)
             hit = next((r for ls, r in seen if len(ls) == len(labs) and ls == labs), None)
             if hit is None:
-                hit = np.array([index.setdefault(_key(lab), len(index)) for lab in labs], dtype=np.intp)
+                n = len(index)
+                if name[0] in _MODEL_FROM:
+                    hit = np.array([index.setdefault(_key(lab), len(index)) for lab in labs], dtype=np.intp)
+                else:  # without modelName: the row of the power or energy series with the same other labels
+                    hit = np.array([base.get(k) if (k := _key(lab)) in base else index.setdefault(k, len(index))
+                                    for lab in labs], dtype=np.intp)  # fmt: skip
+                for k in list(index)[n:]:  # new rows: findable without their modelName (the first one stands;
+                    base.setdefault(tuple(x for x in k if x[0] != "modelName"), index[k])  # two: impossible)
                 seen.append((labs, hit))
             rows[name] = hit
         labels = [dict(k) for k in index]
@@ -632,6 +645,10 @@ def _gpu_energy(
         cpower_g[gi] * share,
         reset_g[gi] * share,
     )
+
+
+#: Metrics whose series claim the GPU's model (their ``modelName``); the others are read without it.
+_MODEL_FROM = ("power", "energy")
 
 
 def _per_gpu(x: np.ndarray, gi: np.ndarray, G: int, uf: np.ufunc = np.add, init: float = 0.0) -> np.ndarray:
