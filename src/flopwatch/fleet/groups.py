@@ -279,86 +279,58 @@ def merge(parts: list[GroupTable]) -> GroupTable:
 def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None) -> list[str]:
     """Everything that makes group ``g``'s data suspect or incomplete; each blocks "below"."""
     s = t.row(g)
-    out = []
-    if unlabelled is not None:
-        out.append(f"missing labels: {unlabelled}")
+    out = [] if unlabelled is None else [f"missing labels: {unlabelled}"]
     if t.any_unknown_model[g]:
         out.append("device model unknown (no modelName, or one flopwatch does not know): use --device")
-    for why in t.impossible[g]:
-        out.append(
-            f"readings impossible for the claimed model {why}: bounded as the most capable of the claim and the devices they fit"
-        )
+    out += [f"readings impossible for the claimed model {why}: bounded as the most capable of the claim and "
+            "the devices they fit" for why in t.impossible[g]]  # fmt: skip
     if not t.devices[g]:
         return out
-    top = t.devices[g][0]
-    if "overridden by" in " ".join(top.sources):
-        out.append(f"device peaks overridden ({top.sources[-1]}): not the datasheet")
-    if s["resets"]:
-        out.append(
-            f"energy counter reset {max(1, round(s['resets']))} time(s) (driver reload): those windows' energy from power"
-        )
-    if s["counter_power_j"] > 0:
-        r = s["counter_j"] / s["counter_power_j"]
-        if abs(r - 1) > COUNTER_TOLERANCE:
-            out.append(
-                f"energy counter and power gauge disagree: counter {r:.0%} of the power's energy (flat or scaled counter?)"
-            )
-    if s["energy_from_power_j"] > 0.5 * max(s["energy_j"], 1e-9) and M.ENERGY in present:
-        out.append(
-            "energy counter missing for most of the time: energy from the power gauge (sampled, not exact)"
-        )
-    if M.ENERGY not in present:
-        out.append(f"{M.ENERGY} missing: energy from the power gauge (sampled, not exact)")
-    if s["out_of_range"]:
-        out.append(f"utilisation or activity outside [0, 1] in {int(s['out_of_range'])} window(s)")
-    mp = float(t.lo["min_power_w"][g])
-    if math.isfinite(mp) and mp < 0:
-        out.append(f"negative power ({mp:.3g} W)")
-    if s["busy_covered_s"] <= 0:
-        out.append("utilisation unknown (no GR_ENGINE_ACTIVE nor GPU_UTIL)")
-    if s["prof_covered_s"] <= 0:
-        out.append("profiling counters (DCGM_FI_PROF_*) missing: no pipe estimate, no independent check")
-    elif s["prof_gap_s"] > 0.01 * max(s["duration_s"], 1.0):
-        out.append(
-            f"profiling counters paused for {s['prof_gap_s'] / 3600:.2f} GPU-h while the other fields were exported"
-        )
-    if s["prof_zero_load_s"] > 0:
-        out.append(
-            f"profiling counters stuck at 0 for {s['prof_zero_load_s'] / 3600:.2f} GPU-h while power shows load"
-        )
-    if s["util_no_power_s"] > 0:
-        out.append(
-            f"utilisation without power for {s['util_no_power_s'] / 3600:.2f} GPU-h: kernels at least half the time "
-            "at the claimed model's idle power (impossible)"
-        )
-    if s["ends_busy"]:
-        out.append(
-            f"telemetry of {int(s['ends_busy'])} series stops under load before the range ends (exporter lag or outage)"
-        )
-    if s["duplicate_s"]:
-        out.append(
-            f"a GPU reported twice for {s['duplicate_s'] / 3600:.2f} GPU-h (more samples than scrapes, "
-            "two series of it or two jobs holding it at once)"
-        )
-    if s["mig"]:
-        out.append(
-            "MIG: whole-GPU energy apportioned to instances by activity share (an apportionment, not a measurement)"
-        )
-    plim_lo = float(t.lo["power_limit_min_w"][g])
-    if math.isfinite(plim_lo) and plim_lo < 0.95 * top.tdp_w:
-        out.append(
-            f"power limit {plim_lo:.0f} W below the TDP {top.tdp_w:.0f} W: more FLOP per joule than at nominal"
-        )
-    cmin = float(t.lo["clock_min_mhz"][g])
-    if top.max_sm_clock_mhz and math.isfinite(cmin) and cmin < 0.9 * top.max_sm_clock_mhz:
-        out.append(
-            f"SM clock down to {cmin:.0f} MHz under load (max {top.max_sm_clock_mhz:.0f}): more FLOP per joule than at nominal"
-        )
-    if s["pipe_no_clock"] > 0:
-        out.append(f"{M.SM_CLOCK} missing: pipe peaks at the maximum clock")
-    if len(t.devices[g]) > 1:
-        out.append(f"mixed devices ({', '.join(d.key for d in t.devices[g])}): bounded as the most capable")
-    return out
+    top, fin = t.devices[g][0], math.isfinite
+    mp, plim, cmin = (float(t.lo[c][g]) for c in ("min_power_w", "power_limit_min_w", "clock_min_mhz"))
+    r = s["counter_j"] / s["counter_power_j"] if s["counter_power_j"] > 0 else 1.0
+    fmax, prof = top.max_sm_clock_mhz, s["prof_covered_s"] > 0
+    # (whether it holds, its text), in the order printed: the text is formatted only where it holds
+    table = (
+        ("overridden by" in " ".join(top.sources),
+         lambda: f"device peaks overridden ({top.sources[-1]}): not the datasheet"),
+        (s["resets"], lambda: f"energy counter reset {max(1, round(s['resets']))} time(s) (driver reload): "
+         "those windows' energy from power"),
+        (abs(r - 1) > COUNTER_TOLERANCE, lambda: "energy counter and power gauge disagree: counter "
+         f"{r:.0%} of the power's energy (flat or scaled counter?)"),
+        (s["energy_from_power_j"] > 0.5 * max(s["energy_j"], 1e-9) and M.ENERGY in present,
+         lambda: "energy counter missing for most of the time: energy from the power gauge (sampled, not "
+         "exact)"),
+        (M.ENERGY not in present,
+         lambda: f"{M.ENERGY} missing: energy from the power gauge (sampled, not exact)"),
+        (s["out_of_range"],
+         lambda: f"utilisation or activity outside [0, 1] in {int(s['out_of_range'])} window(s)"),
+        (fin(mp) and mp < 0, lambda: f"negative power ({mp:.3g} W)"),
+        (s["busy_covered_s"] <= 0, lambda: "utilisation unknown (no GR_ENGINE_ACTIVE nor GPU_UTIL)"),
+        (not prof,
+         lambda: "profiling counters (DCGM_FI_PROF_*) missing: no pipe estimate, no independent check"),
+        (prof and s["prof_gap_s"] > 0.01 * max(s["duration_s"], 1.0),
+         lambda: f"profiling counters paused for {s['prof_gap_s'] / 3600:.2f} GPU-h while the other fields "
+         "were exported"),
+        (s["prof_zero_load_s"] > 0, lambda: f"profiling counters stuck at 0 for "
+         f"{s['prof_zero_load_s'] / 3600:.2f} GPU-h while power shows load"),
+        (s["util_no_power_s"] > 0, lambda: f"utilisation without power for {s['util_no_power_s'] / 3600:.2f} "
+         "GPU-h: kernels at least half the time at the claimed model's idle power (impossible)"),
+        (s["ends_busy"], lambda: f"telemetry of {int(s['ends_busy'])} series stops under load before the "
+         "range ends (exporter lag or outage)"),
+        (s["duplicate_s"], lambda: f"a GPU reported twice for {s['duplicate_s'] / 3600:.2f} GPU-h (more "
+         "samples than scrapes, two series of it or two jobs holding it at once)"),
+        (s["mig"], lambda: "MIG: whole-GPU energy apportioned to instances by activity share (an "
+         "apportionment, not a measurement)"),
+        (fin(plim) and plim < 0.95 * top.tdp_w, lambda: f"power limit {plim:.0f} W below the TDP "
+         f"{top.tdp_w:.0f} W: more FLOP per joule than at nominal"),
+        (fmax and fin(cmin) and cmin < 0.9 * fmax, lambda: f"SM clock down to {cmin:.0f} MHz under load "
+         f"(max {fmax:.0f}): more FLOP per joule than at nominal"),
+        (s["pipe_no_clock"] > 0, lambda: f"{M.SM_CLOCK} missing: pipe peaks at the maximum clock"),
+        (len(t.devices[g]) > 1,
+         lambda: f"mixed devices ({', '.join(d.key for d in t.devices[g])}): bounded as the most capable"),
+    )  # fmt: skip
+    return out + [text() for holds, text in table if holds]
 
 
 def observables(t: GroupTable, g: int, present: frozenset[str]) -> dict[str, Any]:
