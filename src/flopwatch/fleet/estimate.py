@@ -118,11 +118,9 @@ def estimate_fleet(
     extra = [f"Prometheus answers degraded ({len(degraded)}): " + "; ".join(degraded[:3])] if degraded else []
     if not verifier_operated:
         extra.append(G.OPERATOR_SERIES)
-    judged = dict(
-        present=found.present, profile=profile, threshold=threshold, confidence=confidence, extra=extra
-    )
-    groups = _judge_all(G.merge(parts), unlabelled=None if by == COHORT else no_job, **judged)
-    fleet = _judge_all(G.merge(whole), unlabelled=None, **judged)[0]
+    kw = dict(present=found.present, profile=profile, threshold=threshold, confidence=confidence)
+    groups = _judge_all(G.merge(parts), None if by == COHORT else no_job, extra, **kw)
+    fleet = _judge_all(G.merge(whole), None, extra, **kw)[0]
     cal = C.calibrate(groups, plan.window_s) if pipe_calibration else None
     if cal is not None:  # beside each verdict, never in it (fleet/calibrate.py)
         C.apply([*groups, fleet], cal)
@@ -161,23 +159,12 @@ def estimate_fleet(
     return FleetResult(groups, fleet, meta)
 
 
-def _judge_all(
-    t: G.GroupTable,
-    *,
-    present: frozenset[str],
-    profile: Any | None,
-    threshold: float | None,
-    confidence: float | None,
-    unlabelled: str | None,
-    extra: list[str],
-) -> list[dict[str, Any]]:
+def _judge_all(t: G.GroupTable, unlabelled: str | None, extra: list[str], **kw: Any) -> list[dict[str, Any]]:
+    """Each group of ``t`` through :func:`.groups.judge` (``kw``), the run's ``extra`` notes first."""
     out = []
     for g in range(len(t.key)):
         lab = None
         if unlabelled is not None and t.key[g] == unlabelled:
             lab = f"{int(t.gpus[g])} GPU(s) without a job in part of the range: their time is judged here"
-        notes = [*extra, *G.notes(t, g, present, lab)]
-        out.append(
-            G.judge(t, g, notes, present=present, profile=profile, threshold=threshold, confidence=confidence)
-        )
+        out.append(G.judge(t, g, [*extra, *G.notes(t, g, kw["present"], lab)], **kw))
     return out

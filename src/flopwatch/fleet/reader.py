@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from itertools import chain
+from typing import Any
 
 import numpy as np
 
@@ -260,19 +261,13 @@ class FleetReader:
         ug, gi = np.unique(np.asarray(gids, dtype=object), return_inverse=True)
         G = len(ug)
         # --- placement: the time each cell stands for, and where it starts and ends
-        prev = np.zeros_like(P)
-        prev[:, 1:] = P[:, :-1]
-        nxt = np.zeros_like(P)
-        nxt[:, :-1] = P[:, 1:]
+        prev, nxt = _shift(P, 1), _shift(P, -1)
         interior = P & prev & nxt & (N >= FULL_WINDOW * W / step)
         gpu_n = _per_gpu(N, gi, G)
         # a series without interior windows (a job shorter than two windows) borrows its GPU's scrape rate: the GPU
         # is scraped the whole time, whichever series (job) holds it (median over its interior windows)
         gp = gpu_n > 0
-        g_in = gp.copy()
-        g_in[:, 1:] &= gp[:, :-1]
-        g_in[:, :-1] &= gp[:, 1:]
-        g_in[:, [0, -1]] = False
+        g_in = gp & _shift(gp, 1) & _shift(gp, -1)
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             gpu_kept = np.nanmedian(np.where(g_in, gpu_n, np.nan), axis=1) * step / W
@@ -290,8 +285,7 @@ class FleetReader:
         # a GPU missing for whole windows between two windows with samples (an outage, a vanished series): that time
         # happened and nothing saw it (unobserved, bounded at peak rate), put on the series present after the gap
         last_seen = np.maximum.accumulate(np.where(gp, np.arange(K), -1), axis=1)
-        before = np.full((G, K), -1)
-        before[:, 1:] = last_seen[:, :-1]
+        before = _shift(last_seen, 1, -1)
         c0 = _per_gpu(np.where(P, c_start, np.inf), gi, G, np.minimum, np.inf)
         c1 = _per_gpu(np.where(P, c_end, -np.inf), gi, G, np.maximum, -np.inf)
         span_g = _per_gpu(span, gi, G)
@@ -343,8 +337,7 @@ class FleetReader:
                 & (p_mean <= idle * (1 + C.UTIL_POWER_FLOOR_FRACTION))
             )
         # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
-        g_next = np.zeros((G, K), bool)
-        g_next[:, :-1] = _per_gpu(P, gi, G, np.logical_or, False)[:, 1:]
+        g_next = _shift(_per_gpu(P, gi, G, np.logical_or, False), -1)
         last = P & ~next_any(P)
         stops = last & load & ~g_next[gi] & (np.arange(K)[None, :] < K - 1)
         inst = np.array([lab.get(M.MIG_LABEL, "") for lab in labels], dtype=object)
@@ -572,8 +565,7 @@ def _gpu_energy(
 
     Pg = per_gpu(e_power)
     Gp = _per_gpu(P, gi, G, np.logical_or, False)
-    gprev = np.zeros_like(Gp)
-    gprev[:, 1:] = Gp[:, :-1]
+    gprev = _shift(Gp, 1)
     Eg, from_g = Pg.copy(), Pg.copy()
     counter_g = np.zeros((G, K))
     cpower_g = np.zeros((G, K))
@@ -651,28 +643,25 @@ def _per_gpu(x: np.ndarray, gi: np.ndarray, G: int, uf: np.ufunc = np.add, init:
 
 def _units(gi: np.ndarray, inst: np.ndarray) -> np.ndarray:
     """Each series' (GPU, MIG instance) unit index."""
-    return np.ravel(
-        np.unique(
-            np.stack([gi, np.unique(inst, return_inverse=True)[1]], axis=1), axis=0, return_inverse=True
-        )[1]
-    )
+    pairs = np.stack([gi, np.unique(inst, return_inverse=True)[1]], axis=1)
+    return np.ravel(np.unique(pairs, axis=0, return_inverse=True)[1])
+
+
+def _shift(a: np.ndarray, k: int, fill: Any = False) -> np.ndarray:
+    """The cell before each cell in its row (``k`` = 1; −1: after it), ``fill`` at the row's edge."""
+    out = np.full_like(a, fill)
+    if k > 0:
+        out[:, 1:] = a[:, :-1]
+    else:
+        out[:, :-1] = a[:, 1:]
+    return out
 
 
 def _ffill_prev(a: np.ndarray) -> np.ndarray:
     """For each cell, the last finite value strictly before it in its row (NaN if none)."""
-    S, K = a.shape
-    prev = np.full((S, K), np.nan)
-    if K < 2:
-        return prev
-    ok = np.isfinite(a)
-    idx = np.where(ok, np.arange(K)[None, :], -1)
-    np.maximum.accumulate(idx, axis=1, out=idx)
-    src = np.empty_like(idx)
-    src[:, 0] = -1
-    src[:, 1:] = idx[:, :-1]
-    got = src >= 0
-    prev[got] = a[np.nonzero(got)[0], src[got]]
-    return prev
+    last = np.maximum.accumulate(np.where(np.isfinite(a), np.arange(a.shape[1]), -1), axis=1)
+    src = _shift(last, 1, -1)
+    return np.where(src >= 0, np.take_along_axis(a, np.maximum(src, 0), axis=1), np.nan)
 
 
 def next_any(P: np.ndarray) -> np.ndarray:
