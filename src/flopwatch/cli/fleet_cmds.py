@@ -250,8 +250,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_table(d: dict[str, Any], width: int | None = None) -> None:
-    """One block per group, readable at 80 columns and piped: the group name whole on its own line with the
-    verdict, then its numbers and its notes (why), wrapped, never cut."""
+    """One block per group, wrapped, never cut (docs/fleet.md, "The Prometheus client", last paragraph)."""
     from rich.padding import Padding
 
     con = console(width=width)

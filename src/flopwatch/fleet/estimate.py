@@ -68,11 +68,8 @@ def estimate_fleet(
     verifier_operated: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> FleetResult:
-    """Estimate every group's FLOPs over ``plan``'s range, and the fleet-wide total (docs/fleet.md).
-
-    ``verifier_operated``: the verifier runs this Prometheus and its scrapes of the nodes' exporters, so the stored
-    series are its own observations. Without it every group carries :data:`flopwatch.fleet.groups.OPERATOR_SERIES`, which blocks "below"
-    (docs/threat-model.md, "Fleet": series the operator can rewrite consistently are no certificate)."""
+    """Every group's FLOPs over ``plan``'s range, and the fleet-wide total (docs/fleet.md). Without
+    ``verifier_operated`` every group carries :data:`.groups.OPERATOR_SERIES` ("Whose series")."""
     t0, c0 = time.perf_counter(), time.process_time()
     plan = plan.check()
     found = discover(client, plan)

@@ -46,11 +46,8 @@ def _capability(s: DeviceSpec) -> float:
 
 
 def devices_of(jobs: GpuJobs, override: str | None) -> tuple[list[DeviceSpec | None], np.ndarray, np.ndarray]:
-    """Each GPU-job's device, and whether its model was unknown or its readings impossible for its claim.
-
-    The model the GPU reports stands unless it is unknown (then ``--device``), or ``--device`` is more capable;
-    readings impossible for the device (mean power above its TDP, a clock above its maximum) replace it by the most
-    capable device consistent with them, so an upper bound never rests on a claim the readings contradict."""
+    """Each GPU-job's device, and whether its model was unknown or its readings impossible for its claim
+    (docs/fleet.md, "readings impossible"), so that a bound never rests on a claim the readings contradict."""
     forced = _spec(override) if override else None
     if override and forced is None:
         raise InputError(f"unknown device {override!r}; known: {', '.join(DEVICES)}", field="device")

@@ -95,12 +95,8 @@ class GpuJobs:
 
 @dataclass(frozen=True)
 class JobMap:
-    """Jobs joined to GPUs at query time instead of labels on DCGM series.
-
-    ``metric``: an info series (Slurm-style ``slurm_job_info{job="…", Hostname="…", gpu="0"} 1`` while the job
-    holds the GPU, or one carrying ``UUID``): its ``job_label`` names the job, ``gpu_labels`` the GPU (``UUID``,
-    or host and index). ``allocations``: (job, GPU id as :func:`~flopwatch.telemetry.dcgm_metrics.gpu_id` spells
-    it, start, end) from a mapping file. A (GPU, window) belongs to the job that holds it longest in the window."""
+    """Jobs joined to GPUs at query time from an info series (``metric``) or a mapping file (``allocations``:
+    job, GPU id as :func:`~flopwatch.telemetry.dcgm_metrics.gpu_id` spells it, start, end); docs/fleet.md."""
 
     metric: str = ""
     job_label: str = "job"
@@ -170,7 +166,7 @@ class FleetReader:
         jobs: JobMap | None = None,
         skip: frozenset[str] = frozenset(),
     ) -> None:
-        """``skip``: metric keys not to read (DRAM activity without a profile: only a profile's TB term uses it)."""
+        # skip: metric keys not to read (DRAM activity without a profile: only a profile's TB term uses it)
         self.client, self.plan, self.found, self.chunking = client, plan, found, chunks
         self.by_labels = by_labels
         self.jobs = jobs
@@ -372,7 +368,7 @@ class FleetReader:
             P, span, p_mean, L, Mn, busy_a, gi, G, inst, unit, step, idle
         )
         # --- jobs per cell (with their share of it), then cells summed into rows of (GPU, instance, job)
-        src, names, wt, twice = self._cell_jobs(labels, gids, S, K, info, c_start, c_end)
+        src, names, wt, twice = self._cell_jobs(labels, gids, info, c_start, c_end)
         dup |= twice & P
         # a GPU (one UUID) has one model: every modelName its series report is its claim (two: " | ", impossible)
         claims: dict[int, set[str]] = {}
@@ -457,16 +453,13 @@ class FleetReader:
         self,
         labels: list[dict[str, str]],
         gids: list[str],
-        S: int,
-        K: int,
         info: list[Columns] | None,
         c_start: np.ndarray,
         c_end: np.ndarray,
     ) -> tuple[np.ndarray, list[str | None], np.ndarray, np.ndarray]:
-        """(series index, job, share of each cell) triples: one per series from its labels, or one per job that
-        :attr:`jobs` says held the series' GPU, with its share of each (series, window) (overlap with the time the
-        cell stands for; for an info series its samples' share), the rest to no job; and the cells whose GPU two
-        jobs held at once (mapping-file spans or info-series samples overlapping: impossible for one GPU)."""
+        """(series index, job, share of each cell) triples, and the cells whose GPU two jobs held at once: the
+        join of docs/fleet.md, "Groups" (from labels, or per window from :attr:`jobs`)."""
+        S, K = c_start.shape
         if self.jobs is None:
             names = [M.group_key(lab, self.by_labels) if self.by_labels else None for lab in labels]
             return np.arange(S), names, np.ones((S, K)), np.zeros((S, K), bool)

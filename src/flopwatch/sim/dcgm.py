@@ -110,8 +110,7 @@ OPENMETRICS_LINE_BYTES = 400
 
 
 def openmetrics_bytes(n_gpus: int, hours: float, interval_s: float = 15.0) -> float:
-    """Disk that :meth:`SimulatedFleet.write_openmetrics` needs at most: each line once in its family's piece,
-    once in the file."""
+    """Disk :meth:`SimulatedFleet.write_openmetrics` needs at most (each line in a piece, then the file)."""
     return 2.0 * n_gpus * (hours * 3600.0 / interval_s) * len(FAMILIES) * OPENMETRICS_LINE_BYTES
 
 
@@ -374,13 +373,8 @@ class SimulatedFleet:
         progress: Callable[[int, int], None] | None = None,
         gpus: range | None = None,
     ) -> FleetTruth:
-        """Write the fleet's history as OpenMetrics text (``# EOF``-terminated) and return its ground truth.
-
-        ``gpus`` writes only those GPUs (a large fleet in several files, each backfilled into the same TSDB).
-
-        Families must be contiguous in OpenMetrics, so each family goes to its own temporary file while the GPUs
-        are simulated one at a time (memory: one GPU's history), and the files are concatenated at the end.
-        """
+        """Write the fleet's history as OpenMetrics text and return its ground truth; ``gpus``: only those
+        GPUs (why in pieces: docs/fleet.md, "Simulated fleets")."""
         out = Path(path)
         truth = FleetTruth(
             meta={
