@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -155,31 +155,19 @@ def fleet_estimate(
         client = PrometheusClient(
             prometheus, timeout_s=timeout_s, run_timeout_s=run_timeout_s, retries=retries
         )
-    kw: dict[str, Any] = dict(
-        by=by,
-        jobs=jobs,
-        profile=prof,
-        threshold=None if threshold is None else float(threshold),
-        confidence=confidence,
-        dtype=dtype,
-        device=device,
-    )
-    kw.update(pipe_calibration=pipe_calibration, verifier_operated=verifier_operated)
-    if not (as_json or no_progress) and sys.stderr.isatty():
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    kw: dict[str, Any] = dict(by=by, jobs=jobs, profile=prof, confidence=confidence, dtype=dtype)
+    kw.update(device=device, pipe_calibration=pipe_calibration, verifier_operated=verifier_operated)
+    kw["threshold"] = None if threshold is None else float(threshold)
+    with _as_options(_CLIENT_FIELDS), ExitStack() as stack:
+        if not (as_json or no_progress) and sys.stderr.isatty():
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        cols = (TextColumn("querying Prometheus"), BarColumn(), TextColumn("{task.completed}/{task.total}"))
-        with (
-            _as_options(_CLIENT_FIELDS),
-            Progress(*cols, TimeElapsedColumn(), transient=True, console=console(stderr=True)) as bar,
-        ):
+            text = TextColumn("{task.completed}/{task.total}")
+            cols = (TextColumn("querying Prometheus"), BarColumn(), text, TimeElapsedColumn())
+            bar = stack.enter_context(Progress(*cols, transient=True, console=console(stderr=True)))
             task = bar.add_task("q", total=None)
-            res = estimate_fleet(
-                client, plan, progress=lambda d, n: bar.update(task, completed=d, total=n), **kw
-            )
-    else:
-        with _as_options(_CLIENT_FIELDS):
-            res = estimate_fleet(client, plan, **kw)
+            kw["progress"] = lambda d, n: bar.update(task, completed=d, total=n)
+        res = estimate_fleet(client, plan, **kw)
     if as_json:
         echo_json(res.to_dict())
         return

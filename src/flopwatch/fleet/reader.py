@@ -400,8 +400,7 @@ class FleetReader:
         one = np.zeros(R, dtype=np.intp)
         one[rows_of] = series_of  # a series of each row (they share GPU and instance)
         pairs = np.unique(np.stack([rows_of, series_of], axis=1), axis=0)
-        clock_max = mat("clock", "max") if clock is not None else np.full((S, K), np.nan)
-        plimit = mat("plimit", "max") if ("plimit", "max") in answers else np.full((S, K), np.nan)
+        clock_max, plimit = mat("clock", "max"), mat("plimit", "max")  # all NaN where not exported
         fin = lambda a, fill: np.where(np.isfinite(a) & P, a, fill)  # noqa: E731
         pipe_cov = np.maximum(covered(tensor), covered(avg.get("fp32")))
         return GpuJobs(
@@ -473,12 +472,8 @@ class FleetReader:
             job = s.labels.get(self.jobs.job_label)
             if not job:
                 continue
-            gl = self.jobs.gpu_labels
-            key = (
-                s.labels.get("UUID", "")
-                if gl == ("UUID",)
-                else f"{s.labels.get(gl[0], '?')}/gpu{s.labels.get(gl[-1], '?')}"
-            )
+            x, gl = s.labels, self.jobs.gpu_labels
+            key = x.get("UUID", "") if gl == ("UUID",) else f"{x.get(gl[0], '?')}/gpu{x.get(gl[-1], '?')}"
             a = owner.setdefault(key, {}).setdefault(job, np.zeros(K))
             j = np.rint((s.t - self.ends[0]) / W).astype(np.intp)
             ok = (j >= 0) & (j < K) & np.isfinite(s.v)
