@@ -224,9 +224,7 @@ def fleet_metrics(as_json: options.Json = False) -> None:
         return
     from rich.table import Table
 
-    t = Table(title="dcgm-exporter metrics used by flopwatch fleet")
-    for c in ("metric", "unit", "window", "role"):
-        t.add_column(c)
+    t = Table("metric", "unit", "window", "role", title="dcgm-exporter metrics used by flopwatch fleet")
     for r in rows:
         t.add_row(r["metric"], r["unit"], ", ".join(r["window"]) or "—", r["role"])
     console().print(t)

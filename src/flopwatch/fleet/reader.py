@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from itertools import chain
@@ -85,12 +85,8 @@ class GpuJobs:
         return len(self.gpu)
 
     @staticmethod
-    def concat(parts: Sequence[GpuJobs]) -> GpuJobs:
-        if not parts:
-            return GpuJobs(**{f.name: np.empty(0) for f in fields(GpuJobs)})
-        return GpuJobs(
-            **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(GpuJobs)}
-        )
+    def empty() -> GpuJobs:
+        return GpuJobs(**{f.name: np.empty(0) for f in fields(GpuJobs)})
 
 
 @dataclass(frozen=True)
@@ -235,7 +231,7 @@ class FleetReader:
         labels = [dict(k) for k in index]
         S = len(labels)
         if S == 0:
-            return GpuJobs.concat([])
+            return GpuJobs.empty()
 
         def mat(key: str, fn: str) -> np.ndarray:
             a = np.full((S, K), np.nan)
@@ -555,9 +551,7 @@ def _gpu_energy(
     Gp = _per_gpu(P, gi, G, np.logical_or, False)
     gprev = _shift(Gp, 1)
     Eg, from_g = Pg.copy(), Pg.copy()
-    counter_g = np.zeros((G, K))
-    cpower_g = np.zeros((G, K))
-    reset_g = np.zeros((G, K), bool)
+    counter_g, cpower_g, reset_g = np.zeros((G, K)), np.zeros((G, K)), np.zeros((G, K), bool)
     if L is not None and Mn is not None:
         e_ok = P & np.isfinite(L) & np.isfinite(Mn)
         Lg = _per_gpu(np.where(e_ok, L, -np.inf), gi, G, np.maximum, -np.inf)
@@ -588,22 +582,18 @@ def _gpu_energy(
     is_mig = (inst != "")[:, None]
     a = np.zeros((S, K)) if busy is None else np.where(np.isfinite(busy), np.maximum(busy, 0.0), 0.0)
     span_p = np.where(P, span, 0.0)
-
-    def gsum(x: np.ndarray) -> np.ndarray:
-        return _per_gpu(x, gi, G)
-
-    span_g = gsum(span_p)
+    span_g = _per_gpu(span_p, gi, G)
     with np.errstate(invalid="ignore", divide="ignore"):
         by_time = np.where(span_g[gi] > 0, span_p / span_g[gi], 0.0)
         w = np.where(P, np.where(p_ok, e_power, span), 0.0)
-        wg = gsum(w)
+        wg = _per_gpu(w, gi, G)
         share = np.where(wg[gi] > 0, w / wg[gi], by_time)
         if is_mig.any():
             idle_w = np.zeros(G)
             np.maximum.at(idle_w, gi, idle.ravel())
             base = np.minimum(idle_w[:, None] * per_gpu(span_p), Eg)
             wa = np.where(P, a * span, 0.0)
-            wag = gsum(wa)
+            wag = _per_gpu(wa, gi, G)
             dyn = np.where(wag[gi] > 0, wa / wag[gi], by_time)
             mig = (base[gi] * by_time + (Eg - base)[gi] * dyn) / np.where(Eg[gi] > 0, Eg[gi], 1.0)
             share = np.where(is_mig, np.where(Eg[gi] > 0, mig, by_time), share)

@@ -26,6 +26,7 @@ from flopwatch.sim.sensor import RawWorkload
 from flopwatch.telemetry import dcgm_metrics as M
 
 DRIVER_VERSION = "550.54.15"
+TRUTH_SCHEMA = "flopwatch.sim.fleet_truth/1"
 LABEL_STYLES = ("pod", "exported", "hpc", "info")
 
 #: dcgm-exporter families written (name, OpenMetrics type, help): derived from the one metric table.
@@ -77,13 +78,7 @@ class FleetTruth:
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": "flopwatch.sim.fleet_truth/1",
-            "simulated": True,
-            **self.meta,
-            "pods": self.pods,
-            "jobs": self.jobs,
-        }
+        return {"schema": TRUTH_SCHEMA, "simulated": True, **self.meta, "pods": self.pods, "jobs": self.jobs}
 
 
 def check_fleet_size(n_gpus: int, hours: float, gpus_per_node: int = 8, interval_s: float = 15.0) -> None:
@@ -223,16 +218,11 @@ class SimulatedFleet:
             raise InputError("drop must be in [0, 1)", field="drop")
         if not 0 <= resets <= 1000:  # a reset per scrape is no longer a counter
             raise InputError(f"must be between 0 and 1000, got {resets}", field="resets")
-        self.spec = get_device(device)
-        self.n_gpus, self.hours = int(n_gpus), float(hours)
-        self.gpus_per_node = int(gpus_per_node)
-        self.interval_s = float(interval_s)
-        self.wall0 = float(wall0)
-        self.seed = int(seed)
-        self.label_style = label_style
-        self.n_resets = int(resets)
-        self.drop = float(drop)
-        self.mig = bool(mig)  # each GPU split into len(MIG_SHARES) instances
+        # mig: each GPU split into len(MIG_SHARES) instances
+        self.spec, self.mig = get_device(device), bool(mig)
+        self.n_gpus, self.hours, self.gpus_per_node = int(n_gpus), float(hours), int(gpus_per_node)
+        self.interval_s, self.wall0, self.seed = float(interval_s), float(wall0), int(seed)
+        self.label_style, self.n_resets, self.drop = label_style, int(resets), float(drop)
         bad = [m for m in omit if m not in M.METRICS]
         if bad:
             raise InputError(f"unknown metric(s) to omit: {', '.join(bad)}", field="omit")
@@ -381,11 +371,7 @@ class SimulatedFleet:
                 "device": self.spec.key,
                 "device_name": self.spec.name,
                 "gpus": self.n_gpus,
-                "hours": self.hours,
-                "interval_s": self.interval_s,
-                "wall0": self.wall0,
-                "seed": self.seed,
-                "label_style": self.label_style,
+                **{k: getattr(self, k) for k in ("hours", "interval_s", "wall0", "seed", "label_style")},
                 "mig_instances": len(MIG_SHARES) if self.mig else 0,
                 "families": [f[0] for f in self.families],
             }
