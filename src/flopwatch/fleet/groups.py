@@ -98,6 +98,7 @@ class Estimates:
     dtype: np.ndarray  # object: bf16 where the tensor pipe did the work, fp32 where the FP32 pipe did
 
 
+@np.errstate(invalid="ignore", divide="ignore")
 def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) -> Estimates:
     """Both estimators on arrays, one pass per (device, dtype)."""
     from flopwatch.powermodel.device_power import power_model_for
@@ -112,13 +113,11 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
             ix = np.flatnonzero((keys == key) & (e.dtype == d))
             spec = next(s for s in specs if s is not None and s.key == key)
             t = jobs.duration_s[ix]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                power = np.where(t > 0, jobs.energy_j[ix] / np.where(t > 0, t, 1.0), np.nan)
+            power = np.where(t > 0, jobs.energy_j[ix] / np.where(t > 0, t, 1.0), np.nan)
             idle = spec.idle_w
             try:
                 pm = power_model_for(spec.key)
-                with np.errstate(invalid="ignore", divide="ignore"):  # mean utilisation: the model's activity
-                    util = jobs.busy_s[ix] / jobs.busy_covered_s[ix]
+                util = jobs.busy_s[ix] / jobs.busy_covered_s[ix]  # mean utilisation: the model's activity
                 mid, lo, hi = pm.flop_rate(d, power, util=util)
                 idle = pm.idle_w
             except (InputError, KeyError, ValueError):

@@ -212,6 +212,7 @@ class FleetReader:
         return self._fold(answers, info)
 
     # ---------------------------------------------------------------------------------------------- fold
+    @np.errstate(invalid="ignore", divide="ignore")
     def _fold(self, answers: Mapping[tuple[str, str], list[Columns]], info: list[Columns] | None) -> GpuJobs:
         """The GPU-jobs of one chunk's answers (per query, one :class:`Columns` per time chunk)."""
         p = self.plan
@@ -260,15 +261,14 @@ class FleetReader:
         # is scraped the whole time, whichever series (job) holds it (median over its interior windows)
         gp = gpu_n > 0
         g_in = gp & _shift(gp, 1) & _shift(gp, -1)
-        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             gpu_kept = np.nanmedian(np.where(g_in, gpu_n, np.nan), axis=1) * step / W
         gpu_kept = np.where(np.isfinite(gpu_kept), gpu_kept, 1.0)
         iw = interior.sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            kept = np.where(
-                iw > 0, np.where(interior, N, 0).sum(axis=1) * step / (np.maximum(iw, 1) * W), gpu_kept[gi]
-            )
+        kept = np.where(
+            iw > 0, np.where(interior, N, 0).sum(axis=1) * step / (np.maximum(iw, 1) * W), gpu_kept[gi]
+        )
         kept = np.clip(kept, 0.5, 1.0)[:, None]
         span = np.where(interior, W, np.where(P, np.minimum(W, N * step / kept), 0.0))
         t = self.ends[None, :]
@@ -285,8 +285,7 @@ class FleetReader:
         gap = np.where(after_gap, c0 - np.take_along_axis(c1, np.maximum(before, 0), axis=1), 0.0).clip(0.0)
         unseen = np.where(P, gap[gi] * span / np.where(span_g[gi] > 0, span_g[gi], 1.0), 0.0)
         cov = N * step
-        with np.errstate(invalid="ignore", divide="ignore"):
-            p_mean = mat("power", "sum") / np.where(P, N, np.nan) if has_power else np.full((S, K), np.nan)
+        p_mean = mat("power", "sum") / np.where(P, N, np.nan)  # all NaN without the power gauge
         p_ok = np.isfinite(p_mean)
         # --- activities
         avg: dict[str, np.ndarray] = {}
@@ -313,21 +312,19 @@ class FleetReader:
         for k, a in avg.items():
             fin = np.isfinite(a)
             if k != "clock":
-                with np.errstate(invalid="ignore"):
-                    bad += fin & ((a < 0) | (a > 1 + 1e-6))
+                bad += fin & ((a < 0) | (a > 1 + 1e-6))
             if M.BY_KEY[k].profiling:
                 prof_any |= fin
                 prof_zero &= fin & (a == 0)
         idle = np.array([_idle_w(lab.get("modelName", "")) for lab in labels])[:, None]
-        with np.errstate(invalid="ignore"):
-            load = p_ok & (p_mean > np.maximum(idle * LOAD_FACTOR, idle + 30.0))
-            # kernels at least half the time at idle power: impossible (telemetry.consistency, the one rule set)
-            dark = (
-                P
-                & p_ok
-                & ((zero if busy_a is None else busy_a) >= C.LOADED_UTIL)
-                & (p_mean <= idle * (1 + C.UTIL_POWER_FLOOR_FRACTION))
-            )
+        load = p_ok & (p_mean > np.maximum(idle * LOAD_FACTOR, idle + 30.0))
+        # kernels at least half the time at idle power: impossible (telemetry.consistency, the one rule set)
+        dark = (
+            P
+            & p_ok
+            & ((zero if busy_a is None else busy_a) >= C.LOADED_UTIL)
+            & (p_mean <= idle * (1 + C.UTIL_POWER_FLOOR_FRACTION))
+        )
         # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
         g_next = _shift(_per_gpu(P, gi, G, np.logical_or, False), -1)
         last = P & ~next_any(P)
@@ -349,17 +346,12 @@ class FleetReader:
             hi = _per_gpu(np.where(ok, L, -np.inf), gi, G, np.maximum, -np.inf)
             pw = _per_gpu(np.where(ok & p_ok, np.maximum(p_mean, idle), idle), gi, G, np.maximum)
             near = 2.0 * step * pw[gi] + 1.0  # two scrapes' energy
-            with np.errstate(invalid="ignore"):
-                whole = (
-                    ok
-                    & (Mn - lo[gi] <= near)
-                    & (hi[gi] - L <= near)
-                    & (N >= 0.25 * W / step)
-                    & (W >= 16 * step)
-                )
-                spanning = _per_gpu(whole, gi, G)
-                reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
-                dup |= ((spanning >= 2) & ~reset)[gi] & ok
+            whole = (
+                ok & (Mn - lo[gi] <= near) & (hi[gi] - L <= near) & (N >= 0.25 * W / step) & (W >= 16 * step)
+            )
+            spanning = _per_gpu(whole, gi, G)
+            reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
+            dup |= ((spanning >= 2) & ~reset)[gi] & ok
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
             P, span, p_mean, L, Mn, busy_a, gi, G, inst, unit, step, idle
         )
@@ -521,6 +513,7 @@ class FleetReader:
         return out
 
 
+@np.errstate(invalid="ignore", divide="ignore")
 def _gpu_energy(
     P: np.ndarray,
     span: np.ndarray,
@@ -563,10 +556,9 @@ def _gpu_energy(
         prev_l = _ffill_prev(Lg)
         has_prev = np.isfinite(prev_l)
         first = eg_ok & ~has_prev
-        with np.errstate(invalid="ignore"):
-            # a first window has no previous value: a range over twice the power gauge's energy spans a reset
-            # (its series' counters before and after a driver reload), like a later window's minimum under the last
-            reset_g = eg_ok & ((has_prev & (Mg < prev_l)) | (first & (Pg > 0) & (Lg - Mg > 2.0 * Pg + 1e4)))
+        # a first window has no previous value: a range over twice the power gauge's energy spans a reset (its
+        # series' counters before and after a driver reload), like a later window's minimum under the last
+        reset_g = eg_ok & ((has_prev & (Mg < prev_l)) | (first & (Pg > 0) & (Lg - Mg > 2.0 * Pg + 1e4)))
         d = np.where(eg_ok & has_prev & ~reset_g, Lg - np.where(has_prev, prev_l, 0.0), 0.0)
         lastg = eg_ok & ~next_any(eg_ok)
         c = d + np.where(first | reset_g, Lg - np.where(eg_ok, Mg, 0.0), 0.0)
@@ -583,20 +575,19 @@ def _gpu_energy(
     a = np.zeros((S, K)) if busy is None else np.where(np.isfinite(busy), np.maximum(busy, 0.0), 0.0)
     span_p = np.where(P, span, 0.0)
     span_g = _per_gpu(span_p, gi, G)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        by_time = np.where(span_g[gi] > 0, span_p / span_g[gi], 0.0)
-        w = np.where(P, np.where(p_ok, e_power, span), 0.0)
-        wg = _per_gpu(w, gi, G)
-        share = np.where(wg[gi] > 0, w / wg[gi], by_time)
-        if is_mig.any():
-            idle_w = np.zeros(G)
-            np.maximum.at(idle_w, gi, idle.ravel())
-            base = np.minimum(idle_w[:, None] * per_gpu(span_p), Eg)
-            wa = np.where(P, a * span, 0.0)
-            wag = _per_gpu(wa, gi, G)
-            dyn = np.where(wag[gi] > 0, wa / wag[gi], by_time)
-            mig = (base[gi] * by_time + (Eg - base)[gi] * dyn) / np.where(Eg[gi] > 0, Eg[gi], 1.0)
-            share = np.where(is_mig, np.where(Eg[gi] > 0, mig, by_time), share)
+    by_time = np.where(span_g[gi] > 0, span_p / span_g[gi], 0.0)
+    w = np.where(P, np.where(p_ok, e_power, span), 0.0)
+    wg = _per_gpu(w, gi, G)
+    share = np.where(wg[gi] > 0, w / wg[gi], by_time)
+    if is_mig.any():
+        idle_w = np.zeros(G)
+        np.maximum.at(idle_w, gi, idle.ravel())
+        base = np.minimum(idle_w[:, None] * per_gpu(span_p), Eg)
+        wa = np.where(P, a * span, 0.0)
+        wag = _per_gpu(wa, gi, G)
+        dyn = np.where(wag[gi] > 0, wa / wag[gi], by_time)
+        mig = (base[gi] * by_time + (Eg - base)[gi] * dyn) / np.where(Eg[gi] > 0, Eg[gi], 1.0)
+        share = np.where(is_mig, np.where(Eg[gi] > 0, mig, by_time), share)
     return (
         Eg[gi] * share,
         from_g[gi] * share,
