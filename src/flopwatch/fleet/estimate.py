@@ -4,6 +4,7 @@ stages in order (the package docstring, docs/fleet.md) and returns :class:`Fleet
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -81,13 +82,8 @@ def estimate_fleet(
     per_chunk = len(reader.queries("x")) * len(cut.time_chunks(plan)) + (
         len(cut.time_chunks(plan)) if jobs and jobs.metric else 0
     )
-    total, done = len(chunks) * per_chunk, [0]
-
-    def tick() -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(done[0], total)
-
+    total, done = len(chunks) * per_chunk, itertools.count(1)
+    tick = None if progress is None else lambda: progress(next(done), total)
     # each GPU chunk is folded into partial group tables as it arrives and dropped: memory stays flat as the
     # fleet grows (chunks share no GPU)
     what = "job" if jobs is not None else ("/".join(by_labels) or by)

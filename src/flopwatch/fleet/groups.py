@@ -129,12 +129,10 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
             tensor_peak = (
                 spec.peak(td) if td != "fp32" and spec.supports(td) else spec.peak_flops.get("tf32", 0.0)
             )
-            fp32_peak = spec.peak_flops.get("fp32", 0.0)
-            pipes = np.zeros(len(ix))
-            no_clock = np.zeros(len(ix))
+            pipes, no_clock = np.zeros(len(ix)), np.zeros(len(ix))
             for a, af, peak in (
                 (jobs.tensor_s[ix], jobs.tensor_mhz_s[ix], tensor_peak),
-                (jobs.fp32_s[ix], jobs.fp32_mhz_s[ix], fp32_peak),
+                (jobs.fp32_s[ix], jobs.fp32_mhz_s[ix], spec.peak_flops.get("fp32", 0.0)),
             ):
                 clocked = (af > 0) & math.isfinite(fmax)
                 pipes += np.where(clocked, peak * af / fmax, peak * a)

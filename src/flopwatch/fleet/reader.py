@@ -164,12 +164,8 @@ class FleetReader:
     ) -> None:
         # skip: metric keys not to read (DRAM activity without a profile: only a profile's TB term uses it)
         self.client, self.plan, self.found, self.chunking = client, plan, found, chunks
-        self.by_labels = by_labels
-        self.jobs = jobs
-        self.skip = skip
-        self.n_queries = 0
-        closed = client.version() < (3, 0)
-        self.window = range_str(plan.window_s, closed)
+        self.by_labels, self.jobs, self.skip, self.n_queries = by_labels, jobs, skip, 0
+        self.window = range_str(plan.window_s, client.version() < (3, 0))  # closed ranges before 3.0
         self.ends = np.asarray(plan.window_ends())
 
     def matchers(self) -> list[str]:
@@ -288,10 +284,7 @@ class FleetReader:
         p_mean = mat("power", "sum") / np.where(P, N, np.nan)  # all NaN without the power gauge
         p_ok = np.isfinite(p_mean)
         # --- activities
-        avg: dict[str, np.ndarray] = {}
-        for m in M.TABLE:
-            if "avg" in m.window and (m.key, "avg") in answers:
-                avg[m.key] = mat(m.key, "avg")
+        avg = {m.key: mat(m.key, "avg") for m in M.TABLE if (m.key, "avg") in answers}
         tensor = avg.get("hmma", avg.get("tensor"))
         zero = np.zeros((S, K))
 
@@ -479,16 +472,9 @@ class FleetReader:
                 continue
             held = owner[key]
             if key in by_time:  # seconds of overlap with the time the cell stands for
-                shares = {
-                    j: np.clip(
-                        np.minimum(c_end[i], np.minimum(t1s, t1))
-                        - np.maximum(c_start[i], np.maximum(t0s, t0)),
-                        0.0,
-                        None,
-                    )
-                    / cell[i]
-                    for j, (t0, t1) in self._spans(key).items()
-                }
+                lo, hi, w = np.maximum(c_start[i], t0s), np.minimum(c_end[i], t1s), cell[i]
+                sp = self._spans(key).items()
+                shares = {j: (np.minimum(hi, t1) - np.maximum(lo, t0)).clip(0.0) / w for j, (t0, t1) in sp}
             else:  # samples of the info series: the GPU's full window is its busiest window's count
                 total = np.sum(list(held.values()), axis=0)
                 full = max(float(total.max()), 1.0) * cell[i] / W
@@ -527,7 +513,7 @@ def _gpu_energy(
     unit: np.ndarray,
     step: float,
     idle: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, ...]:
     """(energy, of it from power, counter rise and power energy where both are exact, resets) per (series, window):
     each GPU's counter (or power gauge) energy per window, shared among its series (docs/fleet.md, "How it reads")."""
     S, K = P.shape
@@ -588,13 +574,7 @@ def _gpu_energy(
         dyn = np.where(wag[gi] > 0, wa / wag[gi], by_time)
         mig = (base[gi] * by_time + (Eg - base)[gi] * dyn) / np.where(Eg[gi] > 0, Eg[gi], 1.0)
         share = np.where(is_mig, np.where(Eg[gi] > 0, mig, by_time), share)
-    return (
-        Eg[gi] * share,
-        from_g[gi] * share,
-        counter_g[gi] * share,
-        cpower_g[gi] * share,
-        reset_g[gi] * share,
-    )
+    return tuple(x[gi] * share for x in (Eg, from_g, counter_g, cpower_g, reset_g))
 
 
 def _per_gpu(x: np.ndarray, gi: np.ndarray, G: int, uf: np.ufunc = np.add, init: float = 0.0) -> np.ndarray:

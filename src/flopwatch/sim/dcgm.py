@@ -269,8 +269,7 @@ class SimulatedFleet:
         node = g // self.gpus_per_node
         h = int.from_bytes(hashlib.sha256(f"node|{self.seed}|{node}".encode()).digest()[:4], "little")
         phase = (h % 10_000) / 10_000 * self.interval_s
-        t = np.arange(phase, self.hours * 3600.0, self.interval_s)
-        return np.round(t, 3)
+        return np.round(np.arange(phase, self.hours * 3600.0, self.interval_s), 3)
 
     def sample(
         self, g: int, acc: SimulatedAccelerator
