@@ -259,14 +259,13 @@ def _print_table(d: dict[str, Any], width: int | None = None) -> None:
         est = fmt_flops(e) if e is not None and e > 0 else ("0" if e is not None else "—")
         est += f" ({why})" if why else ""
         con.print(f"{g['key']}: {g['verdict'] or '—'}")
-        lines = [
+        for line in (
             f"{g['gpus']} GPUs, {g['gpu_hours']:.1f} GPU-h, coverage {g['coverage']:.0%}, energy "
             f"{g['energy_j'] / 1e6:.2f} MJ (net {g['net_energy_j'] / 1e6:.2f} MJ)",
             f"sound bounds [{fmt_flops(g['lower_flops'])}, {fmt_flops(g['upper_flops'])}] FLOP; estimate {est}; "
             f"pipes {fmt_flops(g['pipe_estimate_flops'])}",
             "notes: " + ("; ".join(g["notes"]) or "—"),
-        ]
-        for line in lines:
+        ):
             con.print(Padding(line, (0, 0, 0, 2)))
     con.print(f"energy model: {d['energy_model']}")
     if d["metrics_missing"]:

@@ -17,7 +17,7 @@ from flopwatch.errors import InputError
 from flopwatch.fleet import calibrate as C
 from flopwatch.fleet import groups as G
 from flopwatch.fleet.plan import ReadPlan, chunking
-from flopwatch.fleet.reader import FleetReader, JobMap, discover
+from flopwatch.fleet.reader import Discovery, FleetReader, JobMap, discover, first_label
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_client import PrometheusClient
 
@@ -38,20 +38,12 @@ class FleetResult:
         return {"schema": FLEET_SCHEMA, "groups": self.groups, "fleet": self.fleet, **self.meta}
 
 
-def _resolve_by(
-    client: PrometheusClient, by: str, plan: ReadPlan, present: frozenset[str]
-) -> tuple[str, ...]:
+def _resolve_by(client: PrometheusClient, by: str, plan: ReadPlan, found: Discovery) -> tuple[str, ...]:
     """The group label in use: the first candidate with values in the range (with ``exported_pod`` present, the
     plain ``pod`` is the exporter's own pod and must not become a group)."""
-    cands = M.group_labels(by)
-    if len(cands) == 1:
-        return cands
-    ref = M.POWER if M.POWER in present else M.ENERGY
-    match = f"{ref}{{{plan.matchers}}}" if plan.matchers else ref
-    for c in cands:
-        if client.label_values(c, match, plan.start, plan.end):
-            return (c,)
-    return cands
+    cands = M.GROUP_LABELS.get(by, (by,))  # a known key, or any label name
+    label = first_label(client, plan, found.ref_match, *cands)[0] if len(cands) > 1 else ""
+    return (label,) if label else cands
 
 
 def estimate_fleet(
@@ -75,13 +67,11 @@ def estimate_fleet(
     plan = plan.check()
     found = discover(client, plan)
     cut = chunking(plan, len(found.keys), max((len(k) for k in found.keys), default=1) + 4)
-    by_labels = () if by == COHORT or jobs is not None else _resolve_by(client, by, plan, found.present)
+    by_labels = () if by == COHORT or jobs is not None else _resolve_by(client, by, plan, found)
     skip = frozenset() if profile is not None else frozenset({"dram"})
     reader = FleetReader(client, plan, found, cut, by_labels=by_labels, jobs=jobs, skip=skip)
     chunks = reader.matchers()
-    per_chunk = len(reader.queries("x")) * len(cut.time_chunks(plan)) + (
-        len(cut.time_chunks(plan)) if jobs and jobs.metric else 0
-    )
+    per_chunk = len(reader.queries("x")) * len(cut.time_chunks(plan))  # the job-info query among them
     total, done = len(chunks) * per_chunk, itertools.count(1)
     tick = None if progress is None else lambda: progress(next(done), total)
     # each GPU chunk is folded into partial group tables as it arrives and dropped: memory stays flat as the

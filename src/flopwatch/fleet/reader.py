@@ -106,6 +106,7 @@ class Discovery:
     keys: list[str]  # GPU chunk keys
     key_label: str
     simulated: bool
+    ref_match: str = ""  # the series that list the GPUs: power, else the energy counter
 
 
 def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
@@ -128,14 +129,17 @@ def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
         )
     ref = M.POWER if M.POWER in present else M.ENERGY
     ref_match = f"{ref}{{{m}}}" if m else ref
-    keys, key_label = [""], ""
-    for label in ("UUID", "Hostname", "instance"):
-        vals = client.label_values(label, ref_match, plan.start, plan.end)
-        if vals:
-            keys, key_label = vals, label
-            break
+    key_label, keys = first_label(client, plan, ref_match, "UUID", "Hostname", "instance")
     simulated = bool(client.label_values("__name__", SIMULATED, plan.start, plan.end))
-    return Discovery(present, keys, key_label, simulated)
+    return Discovery(present, keys or [""], key_label, simulated, ref_match)
+
+
+def first_label(client: PrometheusClient, plan: ReadPlan, match: str, *labels: str) -> tuple[str, list[str]]:
+    """The first of ``labels`` with values on the series ``match`` in the range, and its values."""
+    for label in labels:
+        if vals := client.label_values(label, match, plan.start, plan.end):
+            return label, vals
+    return "", []
 
 
 def _key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -182,6 +186,9 @@ class FleetReader:
         q = M.window_queries(self.found.present, matchers, self.window, self.skip, drop)
         if ("power", "count") not in q:  # the sample count from the counter: its third read, without power
             q[("energy", "count")] = M.window_query(M.ENERGY, "count", matchers, self.window, drop)
+        if self.jobs is not None and self.jobs.metric:  # the job-info series' samples per job, GPU and window
+            by = ", ".join((self.jobs.job_label, *self.jobs.gpu_labels))
+            q[("info", "")] = f"sum by ({by}) (count_over_time({self.jobs.metric}[{self.window}]))"
         return q
 
     def read(
@@ -189,9 +196,6 @@ class FleetReader:
     ) -> GpuJobs:
         """The GPU-jobs of one GPU chunk over the whole range."""
         q = self.queries(matchers)
-        if self.jobs is not None and self.jobs.metric:  # the job-info series' samples per job, GPU and window
-            by = ", ".join((self.jobs.job_label, *self.jobs.gpu_labels))
-            q[("info", "")] = f"sum by ({by}) (count_over_time({self.jobs.metric}[{self.window}]))"
         spans = self.chunking.time_chunks(self.plan)
         futs = {
             (name, i): pool.submit(self.client.query_columns, expr, t0, t1, self.plan.window_s)
@@ -312,12 +316,8 @@ class FleetReader:
         idle = np.array([_idle_w(lab.get("modelName", "")) for lab in labels])[:, None]
         load = p_ok & (p_mean > np.maximum(idle * LOAD_FACTOR, idle + 30.0))
         # kernels at least half the time at idle power: impossible (telemetry.consistency, the one rule set)
-        dark = (
-            P
-            & p_ok
-            & ((zero if busy_a is None else busy_a) >= C.LOADED_UTIL)
-            & (p_mean <= idle * (1 + C.UTIL_POWER_FLOOR_FRACTION))
-        )
+        util = zero if busy_a is None else busy_a
+        dark = P & p_ok & (util >= C.LOADED_UTIL) & (p_mean <= idle * (1 + C.UTIL_POWER_FLOOR_FRACTION))
         # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
         g_next = _shift(_per_gpu(P, gi, G, np.logical_or, False), -1)
         last = P & ~next_any(P)
