@@ -81,12 +81,15 @@ ENERGY = BY_KEY["energy"].name
 POWER = BY_KEY["power"].name
 GPU_UTIL = BY_KEY["gpu_util"].name
 GR_ACTIVE = BY_KEY["gr"].name
+SM_ACTIVE = BY_KEY["sm"].name
 TENSOR = BY_KEY["tensor"].name
 HMMA = BY_KEY["hmma"].name
 FP16 = BY_KEY["fp16"].name
 FP32 = BY_KEY["fp32"].name
 FP64 = BY_KEY["fp64"].name
+DRAM = BY_KEY["dram"].name
 SM_CLOCK = BY_KEY["clock"].name
+POWER_LIMIT = BY_KEY["plimit"].name
 GPU_TEMP = BY_KEY["temp"].name
 
 #: Job-level keys of ``--by`` and the labels that carry them, most specific first. ``job`` is the HPC job label:
