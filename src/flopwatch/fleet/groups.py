@@ -201,18 +201,16 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
     devs: list[dict[str, DeviceSpec]] = [{} for _ in range(G)]
     dts: list[set[str]] = [set() for _ in range(G)]
     imp: list[set[str]] = [set() for _ in range(G)]
+    pw, clk = jobs.peak_power_w, jobs.clock_max_mhz
     for i, g in enumerate(gi.tolist()):
         s = specs[i]
         if s is not None:
             devs[g][s.key] = s
         dts[g].add(str(est.dtype[i]))
         if impossible[i]:
-            imp[g].add(
-                f"{jobs.model[i]!s} (power {jobs.peak_power_w[i]:.0f} W, clock {jobs.clock_max_mhz[i]:.0f} MHz)"
-            )
-    no_est = np.bincount(
-        gi, weights=(~np.isfinite(est.energy) & (jobs.duration_s > 0)).astype(float), minlength=G
-    )
+            imp[g].add(f"{jobs.model[i]!s} (power {pw[i]:.0f} W, clock {clk[i]:.0f} MHz)")
+    no_est = (~np.isfinite(est.energy) & (jobs.duration_s > 0)).astype(float)
+    unk = (unknown & np.array([s is None for s in specs])).astype(float)
     return GroupTable(
         key=uk.astype(object),
         gpus=np.bincount(pairs[:, 0], minlength=G),
@@ -221,12 +219,9 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
         hi={c: reduce(c, np.maximum, -np.inf) for c in _MAX},
         devices=[sorted(d.values(), key=_capability, reverse=True) for d in devs],
         dtypes=[sorted(x) for x in dts],
-        any_unknown_model=np.bincount(
-            gi, weights=(unknown & np.array([s is None for s in specs])).astype(float), minlength=G
-        )
-        > 0,
+        any_unknown_model=np.bincount(gi, weights=unk, minlength=G) > 0,
         impossible=[sorted(x) for x in imp],
-        no_energy_estimate=no_est,
+        no_energy_estimate=np.bincount(gi, weights=no_est, minlength=G),
     )
 
 
@@ -248,11 +243,8 @@ def merge(parts: list[GroupTable]) -> GroupTable:
     devs: list[dict[str, DeviceSpec]] = [{} for _ in range(G)]
     dts: list[set[str]] = [set() for _ in range(G)]
     imp: list[set[str]] = [set() for _ in range(G)]
-    cat = {
-        a: list(chain.from_iterable(getattr(p, a) for p in parts))
-        for a in ("devices", "dtypes", "impossible")
-    }
-    for g, d, dt, im in zip(gi.tolist(), cat["devices"], cat["dtypes"], cat["impossible"], strict=True):
+    cat = (chain.from_iterable(getattr(p, a) for p in parts) for a in ("devices", "dtypes", "impossible"))
+    for g, d, dt, im in zip(gi.tolist(), *cat, strict=True):
         devs[g].update((x.key, x) for x in d)
         dts[g].update(dt)
         imp[g].update(im)

@@ -36,6 +36,7 @@ JOB_INFO = "slurm_job_info"
 HOPPER = ("h100", "h200")
 #: Share of a MIG-partitioned GPU's work done by each of its instances (``mig=True``; simulated).
 MIG_SHARES = (0.5, 0.3, 0.2)
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})  # label values (:func:`label_text`)
 
 #: Workloads of the random schedule: per-GPU steps of data-parallel training (FLOPs = 6·N·tokens, Kaplan et al.
 #: 2020 §2.1; bytes: weights, gradients and optimizer state streamed once per step plus activations).
@@ -468,7 +469,4 @@ _SUMS = ("gpus", "energy_j", "net_energy_j", "flops", "gpu_seconds")
 def label_text(labels: Mapping[str, str]) -> str:
     """OpenMetrics label set body: values escaped as the exposition format requires (backslash, double quote and
     line feed; prometheus/client_python ``openmetrics/exposition.py``), so any job or pod name backfills."""
-    return ",".join(
-        f'{k}="{str(v).replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34)).replace(chr(10), chr(92) + "n")}"'
-        for k, v in labels.items()
-    )
+    return ",".join(f'{k}="{str(v).translate(_ESCAPES)}"' for k, v in labels.items())
