@@ -9,7 +9,6 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -243,7 +242,7 @@ def merge(parts: list[GroupTable]) -> GroupTable:
     devs: list[dict[str, DeviceSpec]] = [{} for _ in range(G)]
     dts: list[set[str]] = [set() for _ in range(G)]
     imp: list[set[str]] = [set() for _ in range(G)]
-    cat = (chain.from_iterable(getattr(p, a) for p in parts) for a in ("devices", "dtypes", "impossible"))
+    cat = [[x for p in parts for x in getattr(p, a)] for a in ("devices", "dtypes", "impossible")]
     for g, d, dt, im in zip(gi.tolist(), *cat, strict=True):
         devs[g].update((x.key, x) for x in d)
         dts[g].update(dt)
