@@ -126,10 +126,7 @@ def fleet_estimate(
     from flopwatch.devices import normalize_dtype
     from flopwatch.errors import InputError
     from flopwatch.estimate import Profile
-    from flopwatch.fleet.estimate import estimate_fleet
-    from flopwatch.fleet.plan import ReadPlan
-    from flopwatch.fleet.reader import JobMap
-    from flopwatch.telemetry.prom_client import PrometheusClient
+    from flopwatch.fleet import JobMap, PrometheusClient, ReadPlan, estimate_fleet
     from flopwatch.telemetry.timespec import parse_duration, parse_time, selector_matchers
 
     with _as_options():

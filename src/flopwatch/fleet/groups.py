@@ -190,12 +190,6 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
         sums[c] = np.bincount(gi, weights=np.where(np.isfinite(x), x, 0.0), minlength=G)
         sums[c + "_n"] = np.bincount(gi, weights=np.isfinite(x).astype(float), minlength=G)
 
-    def reduce(c: str, uf: np.ufunc, init: float) -> np.ndarray:
-        out = np.full(G, init)
-        x = np.asarray(getattr(jobs, c), float)
-        uf.at(out, gi, np.where(np.isfinite(x), x, init))
-        return np.where(np.isfinite(out), out, np.nan)
-
     pairs = np.unique(np.stack([gi, np.unique(jobs.gpu.astype(str), return_inverse=True)[1]], axis=1), axis=0)
     devs: list[dict[str, DeviceSpec]] = [{} for _ in range(G)]
     dts: list[set[str]] = [set() for _ in range(G)]
@@ -214,14 +208,21 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
         key=uk.astype(object),
         gpus=np.bincount(pairs[:, 0], minlength=G),
         sums=sums,
-        lo={c: reduce(c, np.minimum, np.inf) for c in _MIN},
-        hi={c: reduce(c, np.maximum, -np.inf) for c in _MAX},
+        lo={c: _reduce(np.asarray(getattr(jobs, c), float), gi, G, np.minimum, np.inf) for c in _MIN},
+        hi={c: _reduce(np.asarray(getattr(jobs, c), float), gi, G, np.maximum, -np.inf) for c in _MAX},
         devices=[sorted(d.values(), key=_capability, reverse=True) for d in devs],
         dtypes=[sorted(x) for x in dts],
         any_unknown_model=np.bincount(gi, weights=unk, minlength=G) > 0,
         impossible=[sorted(x) for x in imp],
         no_energy_estimate=np.bincount(gi, weights=no_est, minlength=G),
     )
+
+
+def _reduce(x: np.ndarray, gi: np.ndarray, G: int, uf: np.ufunc, init: float) -> np.ndarray:
+    """``uf`` of ``x`` per group (``gi``) from ``init``: NaN for a group without a finite value."""
+    out = np.full(G, init)
+    uf.at(out, gi, np.where(np.isfinite(x), x, init))
+    return np.where(np.isfinite(out), out, np.nan)
 
 
 def merge(parts: list[GroupTable]) -> GroupTable:
@@ -233,11 +234,6 @@ def merge(parts: list[GroupTable]) -> GroupTable:
 
     def add(col: Callable[[GroupTable], np.ndarray]) -> np.ndarray:
         return np.bincount(gi, weights=np.concatenate([col(p) for p in parts]).astype(float), minlength=G)
-
-    def red(col: Callable[[GroupTable], np.ndarray], uf: np.ufunc, init: float) -> np.ndarray:
-        out, x = np.full(G, init), np.concatenate([col(p) for p in parts])
-        uf.at(out, gi, np.where(np.isnan(x), init, x))
-        return np.where(np.isfinite(out), out, np.nan)
 
     devs: list[dict[str, DeviceSpec]] = [{} for _ in range(G)]
     dts: list[set[str]] = [set() for _ in range(G)]
@@ -251,8 +247,8 @@ def merge(parts: list[GroupTable]) -> GroupTable:
         key=uk.astype(object),
         gpus=add(lambda p: p.gpus).astype(int),
         sums={c: add(lambda p, c=c: p.sums[c]) for c in parts[0].sums},
-        lo={c: red(lambda p, c=c: p.lo[c], np.minimum, np.inf) for c in _MIN},
-        hi={c: red(lambda p, c=c: p.hi[c], np.maximum, -np.inf) for c in _MAX},
+        lo={c: _reduce(np.concatenate([p.lo[c] for p in parts]), gi, G, np.minimum, np.inf) for c in _MIN},
+        hi={c: _reduce(np.concatenate([p.hi[c] for p in parts]), gi, G, np.maximum, -np.inf) for c in _MAX},
         devices=[sorted(d.values(), key=_capability, reverse=True) for d in devs],
         dtypes=[sorted(x) for x in dts],
         any_unknown_model=add(lambda p: p.any_unknown_model) > 0,
