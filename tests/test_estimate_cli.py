@@ -152,7 +152,15 @@ def test_estimate_declared_and_threshold_verdicts(capsys, tmp_path, v2_records_p
     capsys.readouterr()
     runs = tmp_path / "one.jsonl"
     # the observables that place the run in the calibrated fp32 regime (7.6 W net, 65 MB/J, 95 % busy)
-    obs = {"net_energy_j": 1300.0, "duration_s": 170.0, "mean_util": 0.95, "tb_moved": 0.0845}
+    # (and the idle baseline the net energy was taken against, the profile's own: without it, never "below")
+    idle = json.loads(prof.read_text())["idle_power_w"]
+    obs = {
+        "net_energy_j": 1300.0,
+        "duration_s": 170.0,
+        "mean_util": 0.95,
+        "tb_moved": 0.0845,
+        "idle_power_w": idle,
+    }
     runs.write_text(json.dumps({"label": "r", **obs}) + "\n")
     assert main(["estimate", "-p", str(prof), str(runs), "--json"]) == 0
     r = _json(capsys)["records"][0]
@@ -179,9 +187,20 @@ def test_estimate_declared_and_threshold_verdicts(capsys, tmp_path, v2_records_p
         d = _json(capsys)
         assert d["records"][0][key] == want, (flags, d["records"][0])
     assert d["threshold_flops"] == pytest.approx((lo + hi) / 2, rel=1e-6)
+    # the same run without its idle baseline (round 6, `idle-omitted`): the baseline cannot be checked
+    runs.write_text(
+        json.dumps({"label": "r", **{k: v for k, v in obs.items() if k != "idle_power_w"}}) + "\n"
+    )
+    assert main(["estimate", "-p", str(prof), str(runs), "--json", "--threshold", f"{hi * 1.01:.6e}",
+                 "--declared", f"{(lo + hi) / 2:.6e}"]) == 0  # fmt: skip
+    r = _json(capsys)["records"][0]
+    assert r["threshold_verdict"] == "uncertain" and r["declaration_verdict"] == "unverified"
+    assert any("idle baseline not recorded" in w for w in r["warnings"])
     # without utilisation and DRAM traffic the calibrated regime cannot be confirmed (an assumption of the
     # estimate, said); eq. 2 needs neither, so the sound verdict stands
-    runs.write_text(json.dumps({"label": "r", "net_energy_j": 1300.0, "duration_s": 170.0}) + "\n")
+    runs.write_text(
+        json.dumps({"label": "r", "net_energy_j": 1300.0, "duration_s": 170.0, "idle_power_w": idle}) + "\n"
+    )
     assert main(["estimate", "-p", str(prof), str(runs), "--json", "--threshold", f"{hi * 1.01:.6e}"]) == 0
     r = _json(capsys)["records"][0]
     assert r["threshold_verdict"] == "below" and r["regime"] == "unconfirmed"

@@ -147,5 +147,9 @@ def test_a_rate_without_an_explicit_unobserved_time_feeds_it_from_the_table():
     a = assess(None, o, device="h100", context=ctx)
     assert a.upper.unobserved_flops == pytest.approx(frac * o.duration_s * H100_FP8)
     explicit = assess(None, dataclasses.replace(o, unobserved_s=1.0), device="h100", context=ctx)
-    assert explicit.upper.unobserved_flops == pytest.approx(1.0 * H100_FP8)  # the caller's value wins
+    # the row's own value only adds to the table's blind share (round 6, `unobserved-understated`): 1 s under it
+    # is the table's share, the whole run over it is the row's
+    assert explicit.upper.unobserved_flops == pytest.approx(frac * o.duration_s * H100_FP8)
+    whole = assess(None, dataclasses.replace(o, unobserved_s=o.duration_s), device="h100", context=ctx)
+    assert whole.upper.unobserved_flops == pytest.approx(o.duration_s * H100_FP8)
     assert assess(None, o, device="h100").upper.unobserved_flops == 0.0  # no rate recorded: nothing assumed

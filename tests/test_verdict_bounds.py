@@ -221,5 +221,8 @@ def test_caller_warnings_block_below_and_unmeasured_observables_are_assumptions(
     assert assess(prof, obs, threshold_flops=big).verdict == "below"
     b = assess(prof, obs, threshold_flops=big, extra_warnings=("sensor errors: 3",))
     assert b.verdict == "uncertain" and b.warnings == ("sensor errors: 3",) and b.decisive_at is None
-    c = assess(prof, Observables(1141.0, 146.7, tb_moved=0.0763), threshold_flops=big)
+    c = assess(prof, Observables(1141.0, 146.7, tb_moved=0.0763, idle_power_w=0.642), threshold_flops=big)
     assert c.regime == "unconfirmed" and "not measured" in c.assumptions and c.verdict == "below"
+    # the idle baseline is not an assumption of the estimate but of the net energy: unrecorded, never "below"
+    d = assess(prof, Observables(1141.0, 146.7, tb_moved=0.0763), threshold_flops=big)
+    assert d.verdict == "uncertain" and any("idle baseline not recorded" in w for w in d.warnings)

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from flopwatch.devices import DEVICES, DeviceSpec, get_device
+from flopwatch.devices import DEVICES, DeviceSpec, get_device, resolve
 from flopwatch.estimate.bounds import V_MIN_RATIO
 from flopwatch.estimate.observe import PIPES, Observables, ObservedWindows
 from flopwatch.estimate.session import SESSION_LOG_SD  # re-exported: the lower bound's session shift
@@ -140,6 +140,7 @@ class DeviceBasis:
     max_clock_mhz: float | None
     pipes: PipePeaks
     warnings: tuple[str, ...] = ()
+    tdp_w: float = math.inf  # the largest TDP of the candidates: a window's energy is capped at its power
 
     def eta(self, min_clock_mhz: float | None) -> float:
         return self.eta_at_max_clock * dvfs_allowance(min_clock_mhz, self.max_clock_mhz)
@@ -166,6 +167,31 @@ def device_basis(spec: DeviceSpec, obs: Observables | None = None) -> DeviceBasi
 
 
 _BASIS: dict[int, tuple[DeviceSpec, DeviceBasis]] = {}
+
+
+def device_claims(*names: object) -> tuple[DeviceSpec | str | None, str | None]:
+    """The device to judge a row by when it names its device more than once (``device_name``, ``device``,
+    ``device_spec``/``spec_key``), and a warning when those names resolve to different models (round 6,
+    `device-claims-conflict`: a record whose runner resolved ``h100`` but whose name says A100 was judged as the
+    A100). Every name is a claim, as a fleet GPU's model names are: a conflict is judged as the most capable
+    claim (fastest verdict peak, then η_max) and never makes a "below". Without a conflict: the first name given
+    (unresolved names are left to :func:`assess`, which warns about them)."""
+    given = [n for n in names if n]
+    first = given[0] if given else None
+    specs: dict[str, DeviceSpec] = {}
+    for n in given:
+        spec = resolve(n, str(n).removeprefix("sim:").split(":")[0])
+        if spec is not None:
+            specs.setdefault(spec.key, spec)
+    if len(specs) < 2:
+        return first, None  # type: ignore[return-value]
+    top = max(
+        specs.values(), key=lambda sp: (device_basis(sp).peak_fastest, device_basis(sp).eta_at_max_clock)
+    )
+    return top, (
+        f"the row names more than one device model ({', '.join(sorted(specs))}): judged as the most capable, "
+        f"{top.key}; what ran is not known, never 'below'"
+    )
 
 
 def _impossible(spec: DeviceSpec, obs: Observables | None) -> bool:
@@ -245,6 +271,7 @@ def _device_basis(spec: DeviceSpec, obs: Observables | None) -> DeviceBasis:
         max_clock_mhz=fmax,
         pipes=pipes,
         warnings=tuple(warns),
+        tdp_w=max(s.tdp_w for s, _ in cands),
     )
 
 
@@ -331,6 +358,7 @@ def sound_upper(
     if missing > 0:  # run time neither a window nor the unobserved time holds: unobserved (at peak)
         obs = dataclasses.replace(obs, unobserved_s=float(obs.unobserved_s or 0.0) + missing)
     w = obs.windows
+    piled_j = 0.0
     if w is None or len(w) == 0:
         w = run_windows(obs, idle_excess_w * max(0.0, float(obs.duration_s) - float(obs.unobserved_s or 0.0)))
         e = w.net_energy_j
@@ -339,6 +367,14 @@ def sound_upper(
         )  # the run's energy spans all of it
     else:
         e = np.maximum(w.net_energy_j, 0.0) + idle_excess_w * w.dt_s
+        # A window holds at most the net energy the device can draw in it (IMPOSSIBLE_POWER_FACTOR × TDP × dt);
+        # the rest was spent in some window nobody can name (round 6, `windows-energy-piled`: a run's energy
+        # piled into one 0.1 s window was bounded by that window's rate, 0.01 × the truth): it joins the
+        # unplaced energy below. No warning: a counter read twice in one update period shows such a window.
+        over_w = e - IMPOSSIBLE_POWER_FACTOR * dev.tdp_w * w.dt_s
+        if np.any(over_w > 0):
+            piled_j = float(np.sum(np.maximum(over_w, 0.0)))
+            e = e - np.maximum(over_w, 0.0)
         power_dt = w.dt_s
     dt = w.dt_s
     fmax = dev.max_clock_mhz
@@ -376,7 +412,7 @@ def sound_upper(
     # Net energy the run's total shows beyond what its windows hold (an energy counter above the power samples'
     # trapezoids, or windows that left some out: round 5) was spent in some window nobody can name: it raises
     # the bound by at most its η_max × the largest DVFS allowance, and no window beyond its rate and pipe terms.
-    unplaced = unplaced_energy_j(obs)
+    unplaced = unplaced_energy_j(obs) + piled_j
     if unplaced > 0 and n > 0:
         cap = np.min(np.vstack([t for i, t in enumerate(terms) if i != 1]), axis=0)
         room = float(np.sum(np.maximum(cap - per_window, 0.0)))
@@ -550,6 +586,48 @@ def _covered_by_pipes(
     return PipeWhole(pipes, cov, rest, pipes + rest * dev.peak_fastest)
 
 
+def reconcile_pipes(obs: Observables) -> tuple[Observables, str | None]:
+    """The run's pipe seconds (``pipe_active_s``) and its windows' (Σ ratio × dt) are two views of one set of
+    counters; where they disagree beyond the counters' resolution, the looser of the two stands and the reason is
+    returned (round 6, `pipe-views-disagree`: run totals of 0 under honest windows made the whole-coverage pipe
+    bound 0.007 × the truth). The run's total may exceed its windows' by the windows the counters did not cover
+    (NaN); beyond that the windows under-report and lose their pipes; under the windows' sum the run's total does
+    and is raised to it. Without both views: ``obs`` unchanged."""
+    w, pa = obs.windows, obs.pipe_active_s
+    if w is None or len(w) == 0 or not w.has_pipes or not obs.has_pipes or pa is None:
+        return obs, None
+    tol = PIPE_RATIO_RESOLUTION * float(np.sum(w.dt_s)) + 1e-9
+    run_low, win_low, raised = [], [], dict(pa)
+    for p in PIPES:
+        a = w.pipe(p)
+        seen = float(np.nansum(np.clip(a, 0.0, None) * w.dt_s))  # type: ignore[arg-type]
+        blind = float(np.sum(w.dt_s[np.isnan(a)]))  # type: ignore[arg-type]
+        if pa[p] < seen - tol:
+            run_low.append(p)
+            raised[p] = seen
+        elif pa[p] > seen + blind + tol:
+            win_low.append(p)
+    if not run_low and not win_low:
+        return obs, None
+    nan = np.full(len(w), np.nan)
+    w2 = w if not win_low else dataclasses.replace(w, **{f"{p}_active": nan for p in PIPES})
+    why = "; ".join(
+        x
+        for x in (
+            f"the run's {', '.join(run_low)} pipe seconds are under its windows' (raised to them)"
+            if run_low
+            else "",
+            f"its windows' {', '.join(win_low)} pipe activity is under the run's total (windows' pipes dropped)"
+            if win_low
+            else "",
+        )
+        if x
+    )
+    return dataclasses.replace(obs, pipe_active_s=raised, windows=w2), (
+        f"pipe counters disagree with themselves: {why}; the looser view bounds the run"
+    )
+
+
 def floor_peaks(spec: DeviceSpec) -> dict[str, float]:
     """min(datasheet, override) per format: an override may not make an accusation easier either."""
     table = _table(spec)
@@ -607,9 +685,11 @@ __all__ = [
     "clock_floor",
     "clock_ratio_factor",
     "device_basis",
+    "device_claims",
     "dvfs_allowance",
     "eta_max",
     "floor_peaks",
+    "reconcile_pipes",
     "slowest_format_ratio",
     "sound_upper",
     "unplaced_energy_j",

@@ -57,7 +57,9 @@ from flopwatch.estimate.sound import (
     clock_contradiction,
     clock_ratio_factor,
     device_basis,
+    device_claims,
     floor_peaks,
+    reconcile_pipes,
     slowest_format_ratio,
     sound_upper,
     unplaced_energy_j,
@@ -186,6 +188,12 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
     pa = None
     if isinstance(pipes, Mapping) and all(finite(pipes.get(k)) is not None for k in PIPES):
         pa = {k: float(pipes[k]) for k in PIPES}
+    idle = r.idle_power_w
+    e, t = finite(r.energy_j), finite(r.duration_s)
+    if idle is None and e is not None and t is not None and t > 0 and finite(r.net_energy_j) is not None:
+        # a record that keeps its energy but not its baseline: the baseline is what the join subtracted
+        # (net = energy − idle × t), so the idle check still sees it (round 6, `idle-omitted`)
+        idle = (e - r.net_energy_j) / t
     return Observables(
         net_energy_j=r.net_energy_j,
         duration_s=r.duration_s,
@@ -193,7 +201,7 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
         mean_util=r.mean_util,
         sm_clock_mhz=clock,
         power_limit_w=finite(raw.get("power_limit_w")),
-        idle_power_w=r.idle_power_w,
+        idle_power_w=idle,
         coverage=finite(raw.get("coverage")),
         min_sm_clock_mhz=finite(raw.get("min_sm_clock_mhz")),
         max_sm_clock_mhz=finite(raw.get("max_sm_clock_mhz")),
@@ -293,8 +301,12 @@ def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> tuple[Dev
 
 
 def _kinds(ctx: Mapping[str, Any]) -> list[str]:
-    kinds = ctx.get("sensor_kind") or ()
-    return [str(k).strip().lower() for k in ([kinds] if isinstance(kinds, str) else list(kinds))]
+    """The recorded sensor kinds: one, or the daemon's list of them (any other value is one kind, by its text: a
+    record's ``sensor_kind: 5`` is a sensor nothing knows, never a crash)."""
+    kinds = ctx.get("sensor_kind")
+    if kinds is None or kinds == "":
+        return []
+    return [str(k).strip().lower() for k in (kinds if isinstance(kinds, (list, tuple)) else [kinds])]
 
 
 def sampling_checks(
@@ -363,9 +375,7 @@ def context_warnings(
     ctx = dict(context or {})
     if ctx.get("peak_override"):
         out.append(f"peak override in force when the row was made ({ctx['peak_override']!s}): never 'below'")
-    kinds = ctx.get("sensor_kind") or ()
-    for kind in [kinds] if isinstance(kinds, str) else list(kinds):  # one kind, or the daemon's list of them
-        kind = str(kind).strip().lower()
+    for kind in _kinds(ctx):  # one kind, or the daemon's list of them
         if (w := operator_series_warning(kind)) is not None:
             out.append(w)
         if is_replay_kind(kind):
@@ -462,12 +472,26 @@ def assess(
         warnings.append(name_warning)
     notes: list[str] = []
     warnings += context_warnings(context, verifier_context, device=spec)
-    if obs.unobserved_s is None:
-        # a rate but no explicit unobserved time: the sensor-timing table says how much of the run no reading
-        # reflects (the most any recorded sensor leaves unseen: the larger share only loosens the bound)
+    # The row's own unobserved time may only add to what the verifier knows no reading saw (round 6,
+    # `unobserved-understated`): the sensor-timing table's blind share of every recorded sensor (the most any
+    # leaves unseen) and the share of the run its coverage leaves out, whatever the row says (0, negative).
+    u_floor = 0.0
+    if context:
         fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
-        if fr and max(fr) > 0:
-            obs = dataclasses.replace(obs, unobserved_s=max(fr) * t)
+        u_floor = max(fr, default=0.0) * t
+    cov = finite(obs.coverage)
+    if cov is not None and cov < 1.0 - 1e-9:  # (a sum's rounding is no gap: two engines' answers stay equal)
+        u_floor = max(u_floor, (1.0 - max(cov, 0.0)) * t)
+    u_rec = finite(obs.unobserved_s)
+    if u_rec is None and obs.unobserved_s is not None:  # NaN or inf unobserved: none of the run was seen
+        obs = dataclasses.replace(obs, unobserved_s=t)
+    elif (u_rec is None and u_floor > 0) or (u_rec is not None and u_rec < u_floor):
+        obs = dataclasses.replace(obs, unobserved_s=u_floor)
+    if obs.idle_power_w is None:
+        warnings.append(
+            "idle baseline not recorded: the baseline the net energy was taken against cannot be checked (one "
+            "taken under load hides energy), never 'below'"
+        )
     if E < 0:
         warnings.append(
             f"negative net energy {E:.4g} J: the idle baseline is above the run's power (baseline taken under load?)"
@@ -509,14 +533,14 @@ def assess(
             f"the run's windows and unobserved time cover {t - missing:.4g} s of its {t:.4g} s: the other "
             f"{missing:.4g} s are bounded at peak rate"
         )
-    obs_b = obs
+    obs_b, pipes_why = reconcile_pipes(obs)
+    if pipes_why is not None:
+        warnings.append(pipes_why)
     if obs.coverage is not None and obs.coverage < MIN_COVERAGE:
         warnings.append(
             f"telemetry covers only {obs.coverage:.0%} of the run (< {MIN_COVERAGE:.0%}): the time not covered is "
             "bounded at peak rate"
         )
-        if obs.unobserved_s is None:
-            obs_b = dataclasses.replace(obs, unobserved_s=(1.0 - max(0.0, obs.coverage)) * t)
 
     # ---- the sound upper bound (physics, datasheet, the verifier's counters)
     su: SoundUpper | None = None
@@ -711,11 +735,15 @@ def assess_record(
     assumption like ``extra_warnings``."""
     from flopwatch.records import telemetry_warnings
 
-    dev = (
-        device if device is not None else (record.raw.get("device_name") or record.raw.get("device") or None)
-    )
-    # an unknown name is passed on: judged as the profile's device, with a warning (never silently)
+    # every name the record gives is a claim, and so is the verifier's ``device`` (first: it stands unless the
+    # record names another model, as a fleet's --device never eases a GPU's own modelName); an unknown name is
+    # judged as the profile's device, warned (assess)
+    dev, claim = device_claims(device, record.device_name, record.device, record.device_spec)
     obs = observables_from_record(record)
+    # the context the record says it was made in (its sensor, rate, a peak override) is evidence like a monitor
+    # row's: it may only add warnings and blind time (round 6: a record naming NVML with `unobserved_s: 0`)
+    raw = record.raw
+    ctx = {k: raw[k] for k in CONTEXT_KEYS if raw.get(k) is not None} or None
     return assess(
         profile,
         obs if sampled is None else with_samples(obs, sampled),
@@ -723,7 +751,8 @@ def assess_record(
         threshold_flops=threshold_flops,
         confidence=confidence,
         label=record.label,
-        extra_warnings=(*extra_warnings, *telemetry_warnings(record)),
+        extra_warnings=(*extra_warnings, *telemetry_warnings(record), *([claim] if claim else [])),
+        context=ctx,
     )
 
 
@@ -758,6 +787,7 @@ __all__ = [
     "assess",
     "assess_record",
     "context_warnings",
+    "device_claims",
     "observables_from_record",
     "profile_envelope",
     "threshold_verdict",

@@ -334,17 +334,24 @@ class WindowRules:
         out = list(self.standing)
         if self._any_row and self._cp_wall is None:
             out.append("no checkpoint in the ledger: the energy outside workloads is unknown")
-        if self._gaps:
+        # the time after the last checkpoint up to the latest row is a gap too: no outside energy is known in it
+        # (round 6, `rows-after-checkpoints`: a row 3 days after the last checkpoint anchored the window there)
+        tail = [(self._cp_wall, self._last_wall)] if self._cp_wall is not None else []
+        if self._gaps or tail:
             # a gap much longer than the daemon's checkpoint spacing is time nobody observed (monitor stopped, or
             # the clock jumped forward); compute in it is invisible, so a window that overlaps it cannot be "below"
-            spans = sorted(b - a for a, b in self._gaps)
+            spans = sorted(b - a for a, b in self._gaps) or [0.0]
             med = spans[len(spans) // 2]
             limit = (
-                max(_GAP_FACTOR * med, _GAP_MIN_S) if len(spans) >= 3 else 86400.0
+                max(_GAP_FACTOR * med, _GAP_MIN_S) if len(self._gaps) >= 3 else 86400.0
             )  # few checkpoints: a day
-            for a, b in self._gaps:
+            for a, b in [*self._gaps, *tail]:
                 if b - a > limit and (cut is None or b > cut):
-                    out.append(f"{b - a:.0f} s between checkpoints at {a:.0f} and {b:.0f} were not observed")
+                    out.append(
+                        f"{b - a:.0f} s between checkpoints at {a:.0f} and {b:.0f} were not observed"
+                        if (a, b) not in tail
+                        else f"{b - a:.0f} s after the last checkpoint at {a:.0f}, up to a row at {b:.0f}, were not observed"
+                    )
                     break
         return tuple(out)
 
@@ -376,7 +383,7 @@ def outside_bound(outside_j: Mapping[str, float], envelopes: Mapping[str, float]
 def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = None) -> dict[str, Any]:
     """A ledger row's sound bounds recomputed from its observables with ``profile``."""
     from flopwatch.estimate.observe import CONTEXT_KEYS, Observables
-    from flopwatch.estimate.verdict import assess
+    from flopwatch.estimate.verdict import assess, device_claims
 
     e, t = finite(row.get("net_energy_j")), finite(row.get("duration_s"))
     if e is None or t is None or t <= 0:
@@ -402,12 +409,15 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
     # the row is judged in the verifier's context: a row made under another profile (or none recorded), a
     # replay/simulated sensor, a peak override or too slow a rate is flagged and never "below" (issue 21 item 6)
     ctx = {k: row.get(k) for k in CONTEXT_KEYS if k in row}
+    # the verifier's --device and the row's names are claims: another model named is the more capable, warned
+    dev, claim = device_claims(device, row.get("device_name"), row.get("device"))
     a = assess(
         profile,
         obs,
-        device=device or row.get("device_name") or row.get("device"),
+        device=dev,
         context=ctx,
         verifier_context={"profile_sha256": profile.sha256()},
+        extra_warnings=() if claim is None else (claim,),
     )
     return {
         **row,
@@ -471,7 +481,7 @@ def ledger_window_verdicts(
     does not import the monitor, which imports evaluate). ``by``: "all", "device" or "job". ``blockers``: reasons
     from outside the entries that forbid "below" (the caller's ledger verification failed)."""
     from flopwatch.estimate.bounds import resolve_device
-    from flopwatch.estimate.verdict import profile_envelope
+    from flopwatch.estimate.verdict import device_claims, profile_envelope
 
     if by not in ("all", "device", "job"):
         raise InputError(f"must be device, job or all, got {by!r}", field="--by")
@@ -480,7 +490,9 @@ def ledger_window_verdicts(
     rows: list[dict[str, Any]] = []
     cps: list[tuple[float, dict[str, float]]] = []  # (wall, finite outside J per device)
     devs_seen: set[str] = set()
-    names: dict[str, str] = {}
+    names: dict[
+        str, dict[str, None]
+    ] = {}  # every name each device is given (start rows, workload rows), in order
     walls: list[float] = []
     seen: set[str] = set()
     blockers = list(blockers)
@@ -503,7 +515,7 @@ def ledger_window_verdicts(
             if w is not None:
                 walls.append(w)
             if p.get("device") and p.get("device_name"):
-                names[str(p["device"])] = str(p["device_name"])
+                names.setdefault(str(p["device"]), {})[str(p["device_name"])] = None
         elif ent.kind == "checkpoint":
             devs = p.get("devices")
             out = (
@@ -523,7 +535,7 @@ def ledger_window_verdicts(
         elif ent.kind == "start":
             for s in p.get("sensors") or []:
                 if isinstance(s, Mapping) and s.get("device") and s.get("name"):
-                    names.setdefault(str(s["device"]), str(s["name"]))
+                    names.setdefault(str(s["device"]), {})[str(s["name"])] = None
     cps.sort(key=lambda x: x[0])
     end = max(walls) if walls else None
     start = None if window_s is None or end is None else end - window_s
@@ -553,10 +565,14 @@ def ledger_window_verdicts(
     env: dict[str, float] = {}
     for d in devices:
         ua[d] = max(0.0, outside_at(cps, d, end) - (outside_at(cps, d, start) if start is not None else 0.0))
-        nm = names.get(d)
+        # two names of one device that resolve to two models are two claims: the most capable, and a blocker
+        # (round 6, `window-name-conflict`); else its last name (the rows' over the start row's)
+        nm, why = device_claims(*reversed(names.get(d, {})))
+        if why is not None:
+            blockers.append(f"device {d}: {why}")
         # a sensor name names its model before the colon (``jetson:VDD_CPU_GPU_CV``), as in estimate.verdict
         spec = resolve_device(
-            device, nm, d, *(str(x).removeprefix("sim:").split(":")[0] for x in (nm, d) if x)
+            device, nm, d, *(str(x).removeprefix("sim:").split(":")[0] for x in (nm, d) if isinstance(x, str))
         )
         if spec is None and device is None and profile is not None and profile.device_key:
             spec = resolve_device(profile.device_key)  # the device the profile was calibrated on

@@ -203,7 +203,7 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
         if impossible[i]:
             imp[g].add(f"{jobs.model[i]!s} (power {pw[i]:.0f} W, clock {clk[i]:.0f} MHz)")
     no_est = (~np.isfinite(est.energy) & (jobs.duration_s > 0)).astype(float)
-    unk = (unknown & np.array([s is None for s in specs])).astype(float)
+    unk = (unknown & ((jobs.model != "") | np.array([s is None for s in specs]))).astype(float)
     return GroupTable(
         key=uk.astype(object),
         gpus=np.bincount(pairs[:, 0], minlength=G),
@@ -262,7 +262,8 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
     s = t.row(g)
     out = [] if unlabelled is None else [f"missing labels: {unlabelled}"]
     if t.any_unknown_model[g]:
-        out.append("device model unknown (no modelName, or one flopwatch does not know): use --device")
+        out.append("a modelName names no device in the verifier's table: judged as --device, never 'below'"
+                   if t.devices[g] else "device model unknown (no modelName, or one flopwatch does not know): use --device")  # fmt: skip
     out += [f"readings impossible for the claimed model {why}: bounded as the most capable of the claim and "
             "the devices they fit" for why in t.impossible[g]]  # fmt: skip
     if not t.devices[g]:

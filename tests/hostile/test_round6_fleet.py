@@ -1,0 +1,60 @@
+"""Round 6, fleet: hostile dcgm-exporter series nobody listed, found by principle (a claim the other side makes may
+widen a bound or block "below", never ease it), against ``fleet estimate --verifier-operated``.
+
+The harness of round 5 (``test_round5_fleet.py``): hand-written (SIMULATED) histories of one H100 for 2 h at 15 s,
+backfilled with promtool into a real Prometheus on loopback, each family on its own day. The truth is one honest
+job the whole time; the threshold sits between the lie's bound and the truth.
+"""
+
+from __future__ import annotations
+
+import pytest
+import test_round5_fleet as r5  # the round-5 harness (a module attribute: its tests are not collected twice)
+
+from flopwatch.telemetry import dcgm_metrics as M
+from prom_helpers import LocalPrometheus, backfill, find_tool
+
+pytestmark = pytest.mark.skipif(
+    find_tool("promtool") is None or find_tool("prometheus") is None,
+    reason="needs promtool and prometheus (Debian package 'prometheus')",
+)
+
+# an H100 under a 450 W cap, its clock reported at 1430 MHz: readings an A100 can produce (≤ 1.15 × 400 W,
+# ≤ 1.02 × 1410 MHz), so only the model name says what ran
+CAPPED = {**r5.BUSY, M.POWER: 450.0, M.SM_CLOCK: 1430.0}
+LOOKALIKE = "NVIDIA \u041d100 80GB HBM3"  # Cyrillic Н: no device of the table answers to it
+
+
+def _families():
+    return {
+        "honest-capped": [r5._series(0, r5._lab("L0"), lambda k: CAPPED)],
+        "model-lookalike": [r5._series(0, r5._lab("L1", model=LOOKALIKE), lambda k: CAPPED)],
+    }
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    d = tmp_path_factory.mktemp("round6")
+    fams = _families()
+    shifted = [
+        (r5.W0 + i * r5.DAY + t0, lab, rows) for i, ss in enumerate(fams.values()) for t0, lab, rows in ss
+    ]
+    (d / "f.om").write_text(r5._om(shifted))
+    backfill(d / "f.om", d / "tsdb")
+    with LocalPrometheus(d / "tsdb") as p:
+        yield p.url, {name: r5.W0 + i * r5.DAY for i, name in enumerate(fams)}
+
+
+def test_a_model_name_no_device_answers_to_is_not_judged_as_the_verifiers_device(prom, capsys):
+    """`model-lookalike`: the H100 above reports its modelName with a Cyrillic Н; the verifier passes ``--device
+    a100`` (its fallback for GPUs that report no model). The unknown name took the fallback silently (the note
+    "device model unknown" only when no --device was given): bound 1.26e18 from the A100's pipe peaks, "below"
+    2e18 with no note, though the job's tensor work at the H100's peak is 2.8e18. As in a run's record (round 5,
+    `device-lookalike`): a name given that no device answers to is judged as the fallback *with a note*; a GPU
+    that gives no name at all stays the verifier's choice."""
+    _, rows = r5._fleet(capsys, prom, "model-lookalike", "--device", "a100", threshold="2e18")
+    r5._blocked(rows, "names no device in the verifier's table")
+    # the honest control: the H100's own name, the same readings, the H100's bound and no such note
+    _, rows = r5._fleet(capsys, prom, "honest-capped", "--device", "a100", threshold="2e18")
+    assert all(g["devices"] == ["h100"] and g["upper_flops"] > 2e18 for g in rows)
+    assert not any("names no device" in n for g in rows for n in g["notes"])
