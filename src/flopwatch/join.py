@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -71,6 +71,50 @@ class JoinResult:
         return sum(1 for r in self.records if (r.join or {}).get("status") == "ok")
 
 
+#: The seed's ``timeseries.json`` (Fowler 2026) holds the Orin Nano's VDD_CPU_GPU_CV rail, an INA3221 channel.
+_SEED_SENSOR = "ina3221"
+
+
+def trace_context(metadata: Mapping[str, Any], device: str | None = None) -> dict[str, Any]:
+    """The recorded context (:data:`~flopwatch.estimate.observe.CONTEXT_KEYS`) a record made from a trace carries:
+    the sensor kind(s) that made it (of ``device`` where the trace lists its devices), its sampling rate and spec,
+    and the peak override in force in this process, as a monitor row records them. ``estimate.verdict.assess``
+    then applies the sensor-timing table's blind share to the record as to the row (round 7: a record that does
+    not say how it was observed is judged at its device's least-observed sensor). The digital twin's read-out is
+    recorded as the sensor it emulates, labelled simulated (``sensor_timing.simulated_kind``)."""
+    from flopwatch.devices import PEAK_OVERRIDE_ENV
+    from flopwatch.sensor_timing import simulated_kind
+
+    devs = [d for d in metadata.get("devices") or [] if isinstance(d, Mapping)]
+    mine = [d for d in devs if device is not None and d.get("device_id") == device] or devs
+    sensors = [(d.get("kind"), d.get("fingerprint")) for d in mine] or [
+        (metadata.get("kind"), metadata.get("fingerprint"))
+    ]
+    kinds: list[str] = []
+    for kind, fp in sensors:
+        k = str(kind or "").strip()
+        if k.lower() == "sim":
+            k = simulated_kind((fp or {}).get("sensor_model") if isinstance(fp, Mapping) else None)
+        elif k.lower() == "seed-timeseries":
+            k = _SEED_SENSOR
+        if k and k not in kinds:
+            kinds.append(k)
+    ctx: dict[str, Any] = {
+        "sensor_kind": (kinds[0] if len(kinds) == 1 else kinds) or None,
+        "sensor_spec": metadata.get("sensor_spec") or metadata.get("source"),
+        "sample_rate_hz": metadata.get("rate_hz"),
+        "jitter_seed": metadata.get("jitter_seed"),
+        "peak_override": os.environ.get(PEAK_OVERRIDE_ENV, "").strip() or None,
+    }
+    return {k: v for k, v in ctx.items() if v is not None}
+
+
+def with_context(record: WorkloadRecord, context: Mapping[str, Any] | None) -> WorkloadRecord:
+    """``record`` with ``context`` among its keys: the trace's context replaces what the record said of its own
+    (the runner that wrote the record did not observe the device; the trace did)."""
+    return replace(record, extra={**record.extra, **context}) if context else record
+
+
 def _times(rec: WorkloadRecord, clock: Clock) -> tuple[float, float]:
     a, b = (
         (rec.start_monotonic_s, rec.end_monotonic_s)
@@ -94,13 +138,15 @@ def join_records(
     t0_s: float,
     device: str | None = None,
     clock: Clock = "monotonic",
+    context: Mapping[str, Any] | None = None,
 ) -> JoinResult:
     """Match each record to the detected segment it overlaps most (one-to-one); see the module docstring.
 
     ``detection`` is a :class:`flopwatch.detect.Detection` (segments with ``start_s``/``end_s`` relative to the trace
     start). ``t0_s`` is the trace start on ``clock``: the trace's ``t0_monotonic_s`` for records' monotonic
     timestamps, or its first wall time for ``clock="wall"``. Segments of ``device`` are used (all segments when
-    none match it). Every record gets the detection's idle power.
+    none match it). Every record gets the detection's idle power; each joined one (status ``ok``) also
+    ``context``, the trace's recorded context (:func:`trace_context`).
     """
     segs = [s for s in detection.segments if device is None or s.device == device] or list(detection.segments)
     # Pass 1: each record's best segment and its own status; pass 2 needs every record to see merges.
@@ -166,7 +212,8 @@ def join_records(
             # physically impossible telemetry in the record's segment: carried on the record, so every
             # later verdict (`estimate`, `evaluate`) is at most "uncertain"
             measured["extra"] = {**rec.extra, TELEMETRY_WARNINGS: seg_warnings}
-        out.append(replace(rec, idle_power_w=detection.idle_power_w, join=info, **measured))
+        joined = replace(rec, idle_power_w=detection.idle_power_w, join=info, **measured)
+        out.append(with_context(joined, context) if status == "ok" else joined)
     for i, s in enumerate(segs):
         if i not in claimed and i not in split_pieces:
             problems.append(
@@ -241,6 +288,8 @@ class JoinFileResult:
     simulated: bool
     # (record label, warning): physically impossible telemetry in a joined record's segment
     telemetry_warnings: list[tuple[str, str]] = field(default_factory=list)
+    # the trace's recorded context each joined record carries (trace_context)
+    context: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -253,6 +302,7 @@ class JoinFileResult:
             "clock": self.clock,
             "mismatches": [m.to_dict() for m in self.mismatches],
             "simulated": self.simulated,
+            "context": dict(self.context),
         }
 
 
@@ -285,7 +335,8 @@ def join_trace_file(
     except InputError as e:
         raise InputError(e.detail, file=str(trace_path), field=e.field) from None
     try:
-        res = join_records(list(rs), det, t0_s=t0, device=device, clock=which)
+        ctx = trace_context(src.metadata, device)
+        res = join_records(list(rs), det, t0_s=t0, device=device, clock=which, context=ctx)
     except InputError as e:
         raise InputError(e.detail, file=str(records_path), record=e.record, field=e.field) from None
     sim = bool(src.metadata.get("simulated", False))
@@ -302,4 +353,5 @@ def join_trace_file(
         mismatches=res.mismatches,
         simulated=sim or any(r.simulated for r in res.records),
         telemetry_warnings=[(r.label, w) for r in res.records for w in telemetry_warnings(r)],
+        context=ctx,
     )

@@ -146,9 +146,11 @@ _TABLE: tuple[SensorTiming, ...] = (
         "NVIDIA DCGM user guide, 'Profiling Metrics' (DCGM_FI_PROF_*: ratios over the sample interval, from "
         "hardware performance counters that count every cycle); default update 1 s",
     ),
-    # Intel RAPL: a 32-bit energy counter updated about every 1 ms, integrating all the time.
+    # Intel RAPL: a 32-bit energy counter updated about every 1 ms, integrating all the time. It measures the CPU
+    # package only: a row claiming RAPL for a GPU names a sensor that does not see it (round 7: it was "*", so such
+    # a row was fully observed; now "sensor timing unknown" on a GPU model, the whole run unobserved).
     SensorTiming(
-        "*",
+        "cpu",
         "rapl",
         0.000976,
         0.000976,
@@ -191,6 +193,45 @@ def sensor_timing(device: str, sensor: str) -> SensorTiming | None:
     """The timing of ``sensor`` on ``device`` (a device key, alias or ``sim:KEY``), or None when unknown."""
     key = _device_key(device)
     return TABLE.get((key, sensor)) or TABLE.get(("*", sensor))
+
+
+#: Table entries that are not a power/energy sensor of a real device: the twin's read-out, the profiling counters.
+_NOT_ENERGY_SENSORS = ("sim", "dcgm-prof")
+
+
+def least_observed(device: str) -> SensorTiming | None:
+    """The device's power/energy sensor in the table that leaves the most time blind (the simulator's read-out and
+    the profiling counters excluded), or None when the table has none for the device's model."""
+    key = _device_key(device)
+    cands = [s for s in _TABLE if s.device == key and s.sensor not in _NOT_ENERGY_SENSORS]
+    return max(cands, key=lambda s: s.blind_fraction, default=None)
+
+
+def unrecorded_sensor_floor(device: str) -> tuple[float, str]:
+    """The share of a run taken as unobserved when its row records no sensor kind on ``device`` (round 7), and the
+    note that says so: the device's :func:`least_observed` sensor's blind share — a row that does not say how it
+    was observed is judged as if by the sensor that sees least, as the monitor judges a sensor it does not know
+    (the bound stays sound, only looser); a model the table has no sensor for: the whole run (at peak rate, or
+    the pipe counters' bound where the row has them), since nothing says what any of its time was seen by."""
+    t = least_observed(device)
+    if t is None:
+        return 1.0, (
+            f"no sensor recorded, and the sensor-timing table has no power/energy sensor for {device!r}: the whole "
+            "run is taken as unobserved (bounded at peak rate, or by pipe counters); record the sensor kind and rate"
+        )
+    return t.blind_fraction, (
+        f"no sensor recorded: judged as the device's least-observed sensor in the timing table ({t.sensor}: "
+        f"{t.blind_fraction:.1%} of the time blind, bounded at peak rate or by pipe counters); record the sensor "
+        "kind and rate"
+    )
+
+
+def simulated_kind(model: str | None) -> str:
+    """The sensor kind a record of the digital twin carries: the real sensor its read-out emulates, labelled
+    simulated (``nvml (simulated)``), so that the timing table judges it as that sensor (the twin stands in for
+    the hardware, as in ``redteam``) and no reader takes it for a measurement; ``sim`` when the model is unknown."""
+    m = str(model or "").strip().lower()
+    return f"{m} (simulated)" if m and not is_replay_kind(m) else "sim"
 
 
 @dataclass(frozen=True)

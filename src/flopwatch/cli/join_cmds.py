@@ -51,6 +51,17 @@ def join_cmd(
         f"wrote {res.n_records} record(s) to {output}: {res.n_ok} joined with telemetry, "
         f"{len(res.mismatches)} mismatch(es); {res.n_segments} workload(s) detected, idle {res.idle_power_w:.3f} W"
     )
+    ctx = res.context
+    if res.n_ok:
+        con.print(
+            f"each joined record carries its sensor: {ctx.get('sensor_kind') or 'none recorded in the trace'}"
+            + (
+                f" at {ctx['sample_rate_hz']:g} Hz"
+                if isinstance(ctx.get("sample_rate_hz"), (int, float))
+                else ""
+            )
+            + " (the verdict applies that sensor's blind share, as to a monitor row)"
+        )
     for label, w in res.telemetry_warnings:
         con.print(f"warning: {label}: {w}", style="yellow")
     if res.mismatches:

@@ -73,6 +73,7 @@ from flopwatch.sensor_timing import (
     operator_series_warning,
     sensor_kind_of,
     sensor_timing,
+    unrecorded_sensor_floor,
 )
 from flopwatch.units import finite
 
@@ -455,8 +456,8 @@ def assess(
 
     ``extra_warnings``: violated assumptions named by the caller (fleet group notes, the accounting's
     warnings); each blocks "below". ``context``/``verifier_context``: the row's recorded context and the
-    verifier's (keys :data:`~flopwatch.estimate.observe.CONTEXT_KEYS`); see :func:`context_warnings`.
-    """
+    verifier's (keys :data:`~flopwatch.estimate.observe.CONTEXT_KEYS`); see :func:`context_warnings`. A context
+    naming no sensor (``{}``) is judged at the device's least-observed one (``unrecorded_sensor_floor``)."""
     spec, name_warning = _spec(device, profile)
     E, t = float(obs.net_energy_j), float(obs.duration_s)
     if not (math.isfinite(t) and t > 0):
@@ -475,10 +476,13 @@ def assess(
     # The row's own unobserved time may only add to what the verifier knows no reading saw (round 6,
     # `unobserved-understated`): the sensor-timing table's blind share of every recorded sensor (the most any
     # leaves unseen) and the share of the run its coverage leaves out, whatever the row says (0, negative).
-    u_floor = 0.0
-    if context:
+    u_floor, unrecorded = 0.0, None
+    if context and _kinds(context):
         fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
         u_floor = max(fr, default=0.0) * t
+    elif context is not None and spec is not None:  # a row naming no sensor: the least-observed one (round 7)
+        frac, unrecorded = unrecorded_sensor_floor(spec.key)
+        u_floor = frac * t
     cov = finite(obs.coverage)
     if cov is not None and cov < 1.0 - 1e-9:  # (a sum's rounding is no gap: two engines' answers stay equal)
         u_floor = max(u_floor, (1.0 - max(cov, 0.0)) * t)
@@ -487,11 +491,10 @@ def assess(
         obs = dataclasses.replace(obs, unobserved_s=t)
     elif (u_rec is None and u_floor > 0) or (u_rec is not None and u_rec < u_floor):
         obs = dataclasses.replace(obs, unobserved_s=u_floor)
+        notes += [unrecorded] if unrecorded and u_floor > (u_rec or 0.0) + 1e-9 * t else []
     if obs.idle_power_w is None:
-        warnings.append(
-            "idle baseline not recorded: the baseline the net energy was taken against cannot be checked (one "
-            "taken under load hides energy), never 'below'"
-        )
+        warnings.append("idle baseline not recorded: the baseline the net energy was taken against cannot be "
+                        "checked (one taken under load hides energy), never 'below'")  # fmt: skip
     if E < 0:
         warnings.append(
             f"negative net energy {E:.4g} J: the idle baseline is above the run's power (baseline taken under load?)"
@@ -515,9 +518,7 @@ def assess(
         ic = check_idle_baseline(float(obs.idle_power_w), spec=spec, reference_idle_w=ref)
         warnings.extend(f"idle baseline suspicious: {r}" for r in ic.reasons)
         if ref is not None and spec is not None:
-            pc = check_idle_baseline(
-                ref, spec=spec
-            )  # the profile's own reference against the datasheet's idle
+            pc = check_idle_baseline(ref, spec=spec)  # the profile's own reference vs the datasheet's idle
             warnings.extend(f"the profile's idle reference is implausible: {r}" for r in pc.reasons)
 
     unplaced = unplaced_energy_j(obs)
@@ -714,7 +715,8 @@ def _tighten(
     if obs.unobserved_s:
         su = sound_upper(dev, dataclasses.replace(obs, unobserved_s=0.0), idle_excess_w=idle_excess)
         out.append(
-            f"with the {obs.unobserved_s:.3g} s unobserved covered by a cumulative counter: ×{a:.3g} → ≥ ×{su.flops / est:.3g}"
+            # (no seconds in the hint: a sweep's records share one line in `estimate`; the basis has them)
+            f"with the unobserved time covered by a cumulative counter, at best: ×{a:.3g} → ×{su.flops / est:.3g}"
         )
     return out
 
@@ -743,7 +745,7 @@ def assess_record(
     # the context the record says it was made in (its sensor, rate, a peak override) is evidence like a monitor
     # row's: it may only add warnings and blind time (round 6: a record naming NVML with `unobserved_s: 0`)
     raw = record.raw
-    ctx = {k: raw[k] for k in CONTEXT_KEYS if raw.get(k) is not None} or None
+    ctx = {k: raw[k] for k in CONTEXT_KEYS if raw.get(k) is not None}  # empty: a record that names no sensor
     return assess(
         profile,
         obs if sampled is None else with_samples(obs, sampled),

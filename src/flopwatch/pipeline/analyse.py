@@ -29,7 +29,7 @@ from flopwatch.estimate.observe import SampledRun, windows_from_trace
 from flopwatch.estimate.verdict import assess_record
 from flopwatch.evaluate.splits import EvaluationResult, evaluate_models
 from flopwatch.evaluate.threshold import HeldoutAssessments, heldout_assessments
-from flopwatch.join import JoinResult, Mismatch, join_records
+from flopwatch.join import JoinResult, Mismatch, join_records, trace_context, with_context
 from flopwatch.pipeline.device import DeviceChoice
 from flopwatch.pipeline.execute import Execution
 from flopwatch.pipeline.layout import EVALUATION_FILE, FIGURES_DIR, PROFILE_FILE, RECORDS_FILE, write_json
@@ -266,7 +266,16 @@ def analyse(
         ex.records, det, t0_s=src.metadata.get("t0_monotonic_s") or 0.0, device=ex.sensor_info.device_id
     )
     mismatches = list(jr.mismatches) + [Mismatch(f["label"], "failed", f["error"]) for f in ex.failures]
-    joined = [replace(r, simulated=bool(choice.simulated)) for r in jr.records]
+    # each joined record carries the trace's sensor, rate and spec (the twin's: labelled simulated), so the verdict
+    # applies the sensor-timing table's blind share to it as to a monitor row (join.trace_context)
+    ctx = trace_context(src.metadata, ex.sensor_info.device_id)
+    joined = [
+        replace(
+            with_context(r, ctx) if (r.join or {}).get("status") == "ok" else r,
+            simulated=bool(choice.simulated),
+        )
+        for r in jr.records
+    ]
     for r in joined:
         append_record(rec_path, r)
     prog.advance(ANALYSIS_S["detect"])
