@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -126,10 +126,7 @@ def fleet_estimate(
     from flopwatch.devices import normalize_dtype
     from flopwatch.errors import InputError
     from flopwatch.estimate import Profile
-    from flopwatch.fleet.estimate import estimate_fleet
-    from flopwatch.fleet.plan import ReadPlan
-    from flopwatch.fleet.reader import JobMap
-    from flopwatch.telemetry.prom_client import PrometheusClient
+    from flopwatch.fleet import JobMap, PrometheusClient, ReadPlan, estimate_fleet
     from flopwatch.telemetry.timespec import parse_duration, parse_time, selector_matchers
 
     with _as_options():
@@ -155,31 +152,19 @@ def fleet_estimate(
         client = PrometheusClient(
             prometheus, timeout_s=timeout_s, run_timeout_s=run_timeout_s, retries=retries
         )
-    kw: dict[str, Any] = dict(
-        by=by,
-        jobs=jobs,
-        profile=prof,
-        threshold=None if threshold is None else float(threshold),
-        confidence=confidence,
-        dtype=dtype,
-        device=device,
-    )
-    kw.update(pipe_calibration=pipe_calibration, verifier_operated=verifier_operated)
-    if not (as_json or no_progress) and sys.stderr.isatty():
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    kw: dict[str, Any] = dict(by=by, jobs=jobs, profile=prof, confidence=confidence, dtype=dtype)
+    kw.update(device=device, pipe_calibration=pipe_calibration, verifier_operated=verifier_operated)
+    kw["threshold"] = None if threshold is None else float(threshold)
+    with _as_options(_CLIENT_FIELDS), ExitStack() as stack:
+        if not (as_json or no_progress) and sys.stderr.isatty():
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        cols = (TextColumn("querying Prometheus"), BarColumn(), TextColumn("{task.completed}/{task.total}"))
-        with (
-            _as_options(_CLIENT_FIELDS),
-            Progress(*cols, TimeElapsedColumn(), transient=True, console=console(stderr=True)) as bar,
-        ):
+            text = TextColumn("{task.completed}/{task.total}")
+            cols = (TextColumn("querying Prometheus"), BarColumn(), text, TimeElapsedColumn())
+            bar = stack.enter_context(Progress(*cols, transient=True, console=console(stderr=True)))
             task = bar.add_task("q", total=None)
-            res = estimate_fleet(
-                client, plan, progress=lambda d, n: bar.update(task, completed=d, total=n), **kw
-            )
-    else:
-        with _as_options(_CLIENT_FIELDS):
-            res = estimate_fleet(client, plan, **kw)
+            kw["progress"] = lambda d, n: bar.update(task, completed=d, total=n)
+        res = estimate_fleet(client, plan, **kw)
     if as_json:
         echo_json(res.to_dict())
         return
@@ -236,9 +221,7 @@ def fleet_metrics(as_json: options.Json = False) -> None:
         return
     from rich.table import Table
 
-    t = Table(title="dcgm-exporter metrics used by flopwatch fleet")
-    for c in ("metric", "unit", "window", "role"):
-        t.add_column(c)
+    t = Table("metric", "unit", "window", "role", title="dcgm-exporter metrics used by flopwatch fleet")
     for r in rows:
         t.add_row(r["metric"], r["unit"], ", ".join(r["window"]) or "—", r["role"])
     console().print(t)
@@ -250,8 +233,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_table(d: dict[str, Any], width: int | None = None) -> None:
-    """One block per group, readable at 80 columns and piped: the group name whole on its own line with the
-    verdict, then its numbers and its notes (why), wrapped, never cut."""
+    """One block per group, wrapped, never cut (docs/fleet.md, "The Prometheus client", last paragraph)."""
     from rich.padding import Padding
 
     con = console(width=width)
@@ -274,14 +256,13 @@ def _print_table(d: dict[str, Any], width: int | None = None) -> None:
         est = fmt_flops(e) if e is not None and e > 0 else ("0" if e is not None else "—")
         est += f" ({why})" if why else ""
         con.print(f"{g['key']}: {g['verdict'] or '—'}")
-        lines = [
+        for line in (
             f"{g['gpus']} GPUs, {g['gpu_hours']:.1f} GPU-h, coverage {g['coverage']:.0%}, energy "
             f"{g['energy_j'] / 1e6:.2f} MJ (net {g['net_energy_j'] / 1e6:.2f} MJ)",
             f"sound bounds [{fmt_flops(g['lower_flops'])}, {fmt_flops(g['upper_flops'])}] FLOP; estimate {est}; "
             f"pipes {fmt_flops(g['pipe_estimate_flops'])}",
             "notes: " + ("; ".join(g["notes"]) or "—"),
-        ]
-        for line in lines:
+        ):
             con.print(Padding(line, (0, 0, 0, 2)))
     con.print(f"energy model: {d['energy_model']}")
     if d["metrics_missing"]:

@@ -4,6 +4,7 @@ stages in order (the package docstring, docs/fleet.md) and returns :class:`Fleet
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +17,7 @@ from flopwatch.errors import InputError
 from flopwatch.fleet import calibrate as C
 from flopwatch.fleet import groups as G
 from flopwatch.fleet.plan import ReadPlan, chunking
-from flopwatch.fleet.reader import FleetReader, JobMap, discover
+from flopwatch.fleet.reader import Discovery, FleetReader, JobMap, discover, first_label
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_answer import gc_paused
 from flopwatch.telemetry.prom_client import PrometheusClient
@@ -38,20 +39,12 @@ class FleetResult:
         return {"schema": FLEET_SCHEMA, "groups": self.groups, "fleet": self.fleet, **self.meta}
 
 
-def _resolve_by(
-    client: PrometheusClient, by: str, plan: ReadPlan, present: frozenset[str]
-) -> tuple[str, ...]:
+def _resolve_by(client: PrometheusClient, by: str, plan: ReadPlan, found: Discovery) -> tuple[str, ...]:
     """The group label in use: the first candidate with values in the range (with ``exported_pod`` present, the
     plain ``pod`` is the exporter's own pod and must not become a group)."""
-    cands = M.group_labels(by)
-    if len(cands) == 1:
-        return cands
-    ref = M.POWER if M.POWER in present else M.ENERGY
-    match = f"{ref}{{{plan.matchers}}}" if plan.matchers else ref
-    for c in cands:
-        if client.label_values(c, match, plan.start, plan.end):
-            return (c,)
-    return cands
+    cands = M.GROUP_LABELS.get(by, (by,))  # a known key, or any label name
+    label = first_label(client, plan, found.ref_match, *cands)[0] if len(cands) > 1 else ""
+    return (label,) if label else cands
 
 
 def estimate_fleet(
@@ -69,29 +62,19 @@ def estimate_fleet(
     verifier_operated: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> FleetResult:
-    """Estimate every group's FLOPs over ``plan``'s range, and the fleet-wide total (docs/fleet.md).
-
-    ``verifier_operated``: the verifier runs this Prometheus and its scrapes of the nodes' exporters, so the stored
-    series are its own observations. Without it every group carries :data:`flopwatch.fleet.groups.OPERATOR_SERIES`, which blocks "below"
-    (docs/threat-model.md, "Fleet": series the operator can rewrite consistently are no certificate)."""
+    """Every group's FLOPs over ``plan``'s range, and the fleet-wide total (docs/fleet.md). Without
+    ``verifier_operated`` every group carries :data:`.groups.OPERATOR_SERIES` ("Whose series")."""
     t0, c0 = time.perf_counter(), time.process_time()
     plan = plan.check()
     found = discover(client, plan)
     cut = chunking(plan, len(found.keys), max((len(k) for k in found.keys), default=1) + 4)
-    by_labels = () if by == COHORT or jobs is not None else _resolve_by(client, by, plan, found.present)
+    by_labels = () if by == COHORT or jobs is not None else _resolve_by(client, by, plan, found)
     skip = frozenset() if profile is not None else frozenset({"dram"})
     reader = FleetReader(client, plan, found, cut, by_labels=by_labels, jobs=jobs, skip=skip)
     chunks = reader.matchers()
-    per_chunk = len(reader.queries("x")) * len(cut.time_chunks(plan)) + (
-        len(cut.time_chunks(plan)) if jobs and jobs.metric else 0
-    )
-    total, done = len(chunks) * per_chunk, [0]
-
-    def tick() -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(done[0], total)
-
+    per_chunk = len(reader.queries("x")) * len(cut.time_chunks(plan))  # the job-info query among them
+    total, done = len(chunks) * per_chunk, itertools.count(1)
+    tick = None if progress is None else lambda: progress(next(done), total)
     # each GPU chunk is folded into partial group tables as it arrives and dropped: memory stays flat as the
     # fleet grows (chunks share no GPU)
     what = "job" if jobs is not None else ("/".join(by_labels) or by)
@@ -121,12 +104,10 @@ def estimate_fleet(
     extra = [f"Prometheus answers degraded ({len(degraded)}): " + "; ".join(degraded[:3])] if degraded else []
     if not verifier_operated:
         extra.append(G.OPERATOR_SERIES)
-    judged = dict(
-        present=found.present, profile=profile, threshold=threshold, confidence=confidence, extra=extra
-    )
+    kw = dict(present=found.present, profile=profile, threshold=threshold, confidence=confidence)
     with gc_paused():
-        groups = _judge_all(G.merge(parts), unlabelled=None if by == COHORT else no_job, **judged)
-        fleet = _judge_all(G.merge(whole), unlabelled=None, **judged)[0]
+        groups = _judge_all(G.merge(parts), None if by == COHORT else no_job, extra, **kw)
+        fleet = _judge_all(G.merge(whole), None, extra, **kw)[0]
     cal = C.calibrate(groups, plan.window_s) if pipe_calibration else None
     if cal is not None:  # beside each verdict, never in it (fleet/calibrate.py)
         C.apply([*groups, fleet], cal)
@@ -165,23 +146,12 @@ def estimate_fleet(
     return FleetResult(groups, fleet, meta)
 
 
-def _judge_all(
-    t: G.GroupTable,
-    *,
-    present: frozenset[str],
-    profile: Any | None,
-    threshold: float | None,
-    confidence: float | None,
-    unlabelled: str | None,
-    extra: list[str],
-) -> list[dict[str, Any]]:
+def _judge_all(t: G.GroupTable, unlabelled: str | None, extra: list[str], **kw: Any) -> list[dict[str, Any]]:
+    """Each group of ``t`` through :func:`.groups.judge` (``kw``), the run's ``extra`` notes first."""
     out = []
     for g in range(len(t.key)):
         lab = None
         if unlabelled is not None and t.key[g] == unlabelled:
             lab = f"{int(t.gpus[g])} GPU(s) without a job in part of the range: their time is judged here"
-        notes = [*extra, *G.notes(t, g, present, lab)]
-        out.append(
-            G.judge(t, g, notes, present=present, profile=profile, threshold=threshold, confidence=confidence)
-        )
+        out.append(G.judge(t, g, [*extra, *G.notes(t, g, kw["present"], lab)], **kw))
     return out

@@ -9,7 +9,6 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -46,11 +45,8 @@ def _capability(s: DeviceSpec) -> float:
 
 
 def devices_of(jobs: GpuJobs, override: str | None) -> tuple[list[DeviceSpec | None], np.ndarray, np.ndarray]:
-    """Each GPU-job's device, and whether its model was unknown or its readings impossible for its claim.
-
-    The model the GPU reports stands unless it is unknown (then ``--device``), or ``--device`` is more capable;
-    readings impossible for the device (mean power above its TDP, a clock above its maximum) replace it by the most
-    capable device consistent with them, so an upper bound never rests on a claim the readings contradict."""
+    """Each GPU-job's device, and whether its model was unknown or its readings impossible for its claim
+    (docs/fleet.md, "readings impossible"), so that a bound never rests on a claim the readings contradict."""
     forced = _spec(override) if override else None
     if override and forced is None:
         raise InputError(f"unknown device {override!r}; known: {', '.join(DEVICES)}", field="device")
@@ -101,6 +97,7 @@ class Estimates:
     dtype: np.ndarray  # object: bf16 where the tensor pipe did the work, fp32 where the FP32 pipe did
 
 
+@np.errstate(invalid="ignore", divide="ignore")
 def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) -> Estimates:
     """Both estimators on arrays, one pass per (device, dtype)."""
     from flopwatch.powermodel.device_power import power_model_for
@@ -115,13 +112,11 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
             ix = np.flatnonzero((keys == key) & (e.dtype == d))
             spec = next(s for s in specs if s is not None and s.key == key)
             t = jobs.duration_s[ix]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                power = np.where(t > 0, jobs.energy_j[ix] / np.where(t > 0, t, 1.0), np.nan)
+            power = np.where(t > 0, jobs.energy_j[ix] / np.where(t > 0, t, 1.0), np.nan)
             idle = spec.idle_w
             try:
                 pm = power_model_for(spec.key)
-                with np.errstate(invalid="ignore", divide="ignore"):  # mean utilisation: the model's activity
-                    util = jobs.busy_s[ix] / jobs.busy_covered_s[ix]
+                util = jobs.busy_s[ix] / jobs.busy_covered_s[ix]  # mean utilisation: the model's activity
                 mid, lo, hi = pm.flop_rate(d, power, util=util)
                 idle = pm.idle_w
             except (InputError, KeyError, ValueError):
@@ -133,12 +128,10 @@ def estimates(jobs: GpuJobs, specs: list[DeviceSpec | None], dtype: str | None) 
             tensor_peak = (
                 spec.peak(td) if td != "fp32" and spec.supports(td) else spec.peak_flops.get("tf32", 0.0)
             )
-            fp32_peak = spec.peak_flops.get("fp32", 0.0)
-            pipes = np.zeros(len(ix))
-            no_clock = np.zeros(len(ix))
+            pipes, no_clock = np.zeros(len(ix)), np.zeros(len(ix))
             for a, af, peak in (
                 (jobs.tensor_s[ix], jobs.tensor_mhz_s[ix], tensor_peak),
-                (jobs.fp32_s[ix], jobs.fp32_mhz_s[ix], fp32_peak),
+                (jobs.fp32_s[ix], jobs.fp32_mhz_s[ix], spec.peak_flops.get("fp32", 0.0)),
             ):
                 clocked = (af > 0) & math.isfinite(fmax)
                 pipes += np.where(clocked, peak * af / fmax, peak * a)
@@ -200,43 +193,39 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
         sums[c] = np.bincount(gi, weights=np.where(np.isfinite(x), x, 0.0), minlength=G)
         sums[c + "_n"] = np.bincount(gi, weights=np.isfinite(x).astype(float), minlength=G)
 
-    def reduce(c: str, uf: np.ufunc, init: float) -> np.ndarray:
-        out = np.full(G, init)
-        x = np.asarray(getattr(jobs, c), float)
-        uf.at(out, gi, np.where(np.isfinite(x), x, init))
-        return np.where(np.isfinite(out), out, np.nan)
-
     pairs = np.unique(np.stack([gi, np.unique(jobs.gpu.astype(str), return_inverse=True)[1]], axis=1), axis=0)
     devs: list[dict[str, DeviceSpec]] = [{} for _ in range(G)]
     dts: list[set[str]] = [set() for _ in range(G)]
     imp: list[set[str]] = [set() for _ in range(G)]
+    pw, clk = jobs.peak_power_w, jobs.clock_max_mhz
     for i, g in enumerate(gi.tolist()):
         s = specs[i]
         if s is not None:
             devs[g][s.key] = s
         dts[g].add(str(est.dtype[i]))
         if impossible[i]:
-            imp[g].add(
-                f"{jobs.model[i]!s} (power {jobs.peak_power_w[i]:.0f} W, clock {jobs.clock_max_mhz[i]:.0f} MHz)"
-            )
-    no_est = np.bincount(
-        gi, weights=(~np.isfinite(est.energy) & (jobs.duration_s > 0)).astype(float), minlength=G
-    )
+            imp[g].add(f"{jobs.model[i]!s} (power {pw[i]:.0f} W, clock {clk[i]:.0f} MHz)")
+    no_est = (~np.isfinite(est.energy) & (jobs.duration_s > 0)).astype(float)
+    unk = (unknown & ((jobs.model != "") | np.array([s is None for s in specs]))).astype(float)
     return GroupTable(
         key=uk.astype(object),
         gpus=np.bincount(pairs[:, 0], minlength=G),
         sums=sums,
-        lo={c: reduce(c, np.minimum, np.inf) for c in _MIN},
-        hi={c: reduce(c, np.maximum, -np.inf) for c in _MAX},
+        lo={c: _reduce(np.asarray(getattr(jobs, c), float), gi, G, np.minimum, np.inf) for c in _MIN},
+        hi={c: _reduce(np.asarray(getattr(jobs, c), float), gi, G, np.maximum, -np.inf) for c in _MAX},
         devices=[sorted(d.values(), key=_capability, reverse=True) for d in devs],
         dtypes=[sorted(x) for x in dts],
-        any_unknown_model=np.bincount(
-            gi, weights=unknown & ((jobs.model != "") | [s is None for s in specs]), minlength=G
-        )
-        > 0,
+        any_unknown_model=np.bincount(gi, weights=unk, minlength=G) > 0,
         impossible=[sorted(x) for x in imp],
-        no_energy_estimate=no_est,
+        no_energy_estimate=np.bincount(gi, weights=no_est, minlength=G),
     )
+
+
+def _reduce(x: np.ndarray, gi: np.ndarray, G: int, uf: np.ufunc, init: float) -> np.ndarray:
+    """``uf`` of ``x`` per group (``gi``) from ``init``: NaN for a group without a finite value."""
+    out = np.full(G, init)
+    uf.at(out, gi, np.where(np.isfinite(x), x, init))
+    return np.where(np.isfinite(out), out, np.nan)
 
 
 def merge(parts: list[GroupTable]) -> GroupTable:
@@ -249,19 +238,11 @@ def merge(parts: list[GroupTable]) -> GroupTable:
     def add(col: Callable[[GroupTable], np.ndarray]) -> np.ndarray:
         return np.bincount(gi, weights=np.concatenate([col(p) for p in parts]).astype(float), minlength=G)
 
-    def red(col: Callable[[GroupTable], np.ndarray], uf: np.ufunc, init: float) -> np.ndarray:
-        out, x = np.full(G, init), np.concatenate([col(p) for p in parts])
-        uf.at(out, gi, np.where(np.isnan(x), init, x))
-        return np.where(np.isfinite(out), out, np.nan)
-
     devs: list[dict[str, DeviceSpec]] = [{} for _ in range(G)]
     dts: list[set[str]] = [set() for _ in range(G)]
     imp: list[set[str]] = [set() for _ in range(G)]
-    cat = {
-        a: list(chain.from_iterable(getattr(p, a) for p in parts))
-        for a in ("devices", "dtypes", "impossible")
-    }
-    for g, d, dt, im in zip(gi.tolist(), cat["devices"], cat["dtypes"], cat["impossible"], strict=True):
+    cat = [[x for p in parts for x in getattr(p, a)] for a in ("devices", "dtypes", "impossible")]
+    for g, d, dt, im in zip(gi.tolist(), *cat, strict=True):
         devs[g].update((x.key, x) for x in d)
         dts[g].update(dt)
         imp[g].update(im)
@@ -269,8 +250,8 @@ def merge(parts: list[GroupTable]) -> GroupTable:
         key=uk.astype(object),
         gpus=add(lambda p: p.gpus).astype(int),
         sums={c: add(lambda p, c=c: p.sums[c]) for c in parts[0].sums},
-        lo={c: red(lambda p, c=c: p.lo[c], np.minimum, np.inf) for c in _MIN},
-        hi={c: red(lambda p, c=c: p.hi[c], np.maximum, -np.inf) for c in _MAX},
+        lo={c: _reduce(np.concatenate([p.lo[c] for p in parts]), gi, G, np.minimum, np.inf) for c in _MIN},
+        hi={c: _reduce(np.concatenate([p.hi[c] for p in parts]), gi, G, np.maximum, -np.inf) for c in _MAX},
         devices=[sorted(d.values(), key=_capability, reverse=True) for d in devs],
         dtypes=[sorted(x) for x in dts],
         any_unknown_model=add(lambda p: p.any_unknown_model) > 0,
@@ -282,87 +263,59 @@ def merge(parts: list[GroupTable]) -> GroupTable:
 def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None) -> list[str]:
     """Everything that makes group ``g``'s data suspect or incomplete; each blocks "below"."""
     s = t.row(g)
-    out = []
-    if unlabelled is not None:
-        out.append(f"missing labels: {unlabelled}")
+    out = [] if unlabelled is None else [f"missing labels: {unlabelled}"]
     if t.any_unknown_model[g]:
         out.append("a modelName names no device in the verifier's table: judged as --device, never 'below'"
                    if t.devices[g] else "device model unknown (no modelName, or one flopwatch does not know): use --device")  # fmt: skip
-    for why in t.impossible[g]:
-        out.append(
-            f"readings impossible for the claimed model {why}: bounded as the most capable of the claim and the devices they fit"
-        )
+    out += [f"readings impossible for the claimed model {why}: bounded as the most capable of the claim and "
+            "the devices they fit" for why in t.impossible[g]]  # fmt: skip
     if not t.devices[g]:
         return out
-    top = t.devices[g][0]
-    if "overridden by" in " ".join(top.sources):
-        out.append(f"device peaks overridden ({top.sources[-1]}): not the datasheet")
-    if s["resets"]:
-        out.append(
-            f"energy counter reset {max(1, round(s['resets']))} time(s) (driver reload): those windows' energy from power"
-        )
-    if s["counter_power_j"] > 0:
-        r = s["counter_j"] / s["counter_power_j"]
-        if abs(r - 1) > COUNTER_TOLERANCE:
-            out.append(
-                f"energy counter and power gauge disagree: counter {r:.0%} of the power's energy (flat or scaled counter?)"
-            )
-    if s["energy_from_power_j"] > 0.5 * max(s["energy_j"], 1e-9) and M.ENERGY in present:
-        out.append(
-            "energy counter missing for most of the time: energy from the power gauge (sampled, not exact)"
-        )
-    if M.ENERGY not in present:
-        out.append(f"{M.ENERGY} missing: energy from the power gauge (sampled, not exact)")
-    if s["out_of_range"]:
-        out.append(f"utilisation or activity outside [0, 1] in {int(s['out_of_range'])} window(s)")
-    mp = float(t.lo["min_power_w"][g])
-    if math.isfinite(mp) and mp < 0:
-        out.append(f"negative power ({mp:.3g} W)")
-    if s["busy_covered_s"] <= 0:
-        out.append("utilisation unknown (no GR_ENGINE_ACTIVE nor GPU_UTIL)")
-    if s["prof_covered_s"] <= 0:
-        out.append("profiling counters (DCGM_FI_PROF_*) missing: no pipe estimate, no independent check")
-    elif s["prof_gap_s"] > 0.01 * max(s["duration_s"], 1.0):
-        out.append(
-            f"profiling counters paused for {s['prof_gap_s'] / 3600:.2f} GPU-h while the other fields were exported"
-        )
-    if s["prof_zero_load_s"] > 0:
-        out.append(
-            f"profiling counters stuck at 0 for {s['prof_zero_load_s'] / 3600:.2f} GPU-h while power shows load"
-        )
-    if s["util_no_power_s"] > 0:
-        out.append(
-            f"utilisation without power for {s['util_no_power_s'] / 3600:.2f} GPU-h: kernels at least half the time "
-            "at the claimed model's idle power (impossible)"
-        )
-    if s["ends_busy"]:
-        out.append(
-            f"telemetry of {int(s['ends_busy'])} series stops under load before the range ends (exporter lag or outage)"
-        )
-    if s["duplicate_s"]:
-        out.append(
-            f"a GPU reported twice for {s['duplicate_s'] / 3600:.2f} GPU-h (more samples than scrapes, "
-            "two series of it or two jobs holding it at once)"
-        )
-    if s["mig"]:
-        out.append(
-            "MIG: whole-GPU energy apportioned to instances by activity share (an apportionment, not a measurement)"
-        )
-    plim_lo = float(t.lo["power_limit_min_w"][g])
-    if math.isfinite(plim_lo) and plim_lo < 0.95 * top.tdp_w:
-        out.append(
-            f"power limit {plim_lo:.0f} W below the TDP {top.tdp_w:.0f} W: more FLOP per joule than at nominal"
-        )
-    cmin = float(t.lo["clock_min_mhz"][g])
-    if top.max_sm_clock_mhz and math.isfinite(cmin) and cmin < 0.9 * top.max_sm_clock_mhz:
-        out.append(
-            f"SM clock down to {cmin:.0f} MHz under load (max {top.max_sm_clock_mhz:.0f}): more FLOP per joule than at nominal"
-        )
-    if s["pipe_no_clock"] > 0:
-        out.append(f"{M.SM_CLOCK} missing: pipe peaks at the maximum clock")
-    if len(t.devices[g]) > 1:
-        out.append(f"mixed devices ({', '.join(d.key for d in t.devices[g])}): bounded as the most capable")
-    return out
+    top, fin = t.devices[g][0], math.isfinite
+    mp, plim, cmin = (float(t.lo[c][g]) for c in ("min_power_w", "power_limit_min_w", "clock_min_mhz"))
+    r = s["counter_j"] / s["counter_power_j"] if s["counter_power_j"] > 0 else 1.0
+    fmax, prof = top.max_sm_clock_mhz, s["prof_covered_s"] > 0
+    # (whether it holds, its text), in the order printed: the text is formatted only where it holds
+    table = (
+        ("overridden by" in " ".join(top.sources),
+         lambda: f"device peaks overridden ({top.sources[-1]}): not the datasheet"),
+        (s["resets"], lambda: f"energy counter reset {max(1, round(s['resets']))} time(s) (driver reload): "
+         "those windows' energy from power"),
+        (abs(r - 1) > COUNTER_TOLERANCE, lambda: "energy counter and power gauge disagree: counter "
+         f"{r:.0%} of the power's energy (flat or scaled counter?)"),
+        (s["energy_from_power_j"] > 0.5 * max(s["energy_j"], 1e-9) and M.ENERGY in present,
+         lambda: "energy counter missing for most of the time: energy from the power gauge (sampled, not "
+         "exact)"),
+        (M.ENERGY not in present,
+         lambda: f"{M.ENERGY} missing: energy from the power gauge (sampled, not exact)"),
+        (s["out_of_range"],
+         lambda: f"utilisation or activity outside [0, 1] in {int(s['out_of_range'])} window(s)"),
+        (fin(mp) and mp < 0, lambda: f"negative power ({mp:.3g} W)"),
+        (s["busy_covered_s"] <= 0, lambda: "utilisation unknown (no GR_ENGINE_ACTIVE nor GPU_UTIL)"),
+        (not prof,
+         lambda: "profiling counters (DCGM_FI_PROF_*) missing: no pipe estimate, no independent check"),
+        (prof and s["prof_gap_s"] > 0.01 * max(s["duration_s"], 1.0),
+         lambda: f"profiling counters paused for {s['prof_gap_s'] / 3600:.2f} GPU-h while the other fields "
+         "were exported"),
+        (s["prof_zero_load_s"] > 0, lambda: f"profiling counters stuck at 0 for "
+         f"{s['prof_zero_load_s'] / 3600:.2f} GPU-h while power shows load"),
+        (s["util_no_power_s"] > 0, lambda: f"utilisation without power for {s['util_no_power_s'] / 3600:.2f} "
+         "GPU-h: kernels at least half the time at the claimed model's idle power (impossible)"),
+        (s["ends_busy"], lambda: f"telemetry of {int(s['ends_busy'])} series stops under load before the "
+         "range ends (exporter lag or outage)"),
+        (s["duplicate_s"], lambda: f"a GPU reported twice for {s['duplicate_s'] / 3600:.2f} GPU-h (more "
+         "samples than scrapes, two series of it or two jobs holding it at once)"),
+        (s["mig"], lambda: "MIG: whole-GPU energy apportioned to instances by activity share (an "
+         "apportionment, not a measurement)"),
+        (fin(plim) and plim < 0.95 * top.tdp_w, lambda: f"power limit {plim:.0f} W below the TDP "
+         f"{top.tdp_w:.0f} W: more FLOP per joule than at nominal"),
+        (fmax and fin(cmin) and cmin < 0.9 * fmax, lambda: f"SM clock down to {cmin:.0f} MHz under load "
+         f"(max {fmax:.0f}): more FLOP per joule than at nominal"),
+        (s["pipe_no_clock"] > 0, lambda: f"{M.SM_CLOCK} missing: pipe peaks at the maximum clock"),
+        (len(t.devices[g]) > 1,
+         lambda: f"mixed devices ({', '.join(d.key for d in t.devices[g])}): bounded as the most capable"),
+    )  # fmt: skip
+    return out + [text() for holds, text in table if holds]
 
 
 def observables(t: GroupTable, g: int, present: frozenset[str]) -> dict[str, Any]:

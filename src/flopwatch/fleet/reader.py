@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from itertools import chain, count
+from typing import Any
 
 import numpy as np
 
@@ -84,22 +85,14 @@ class GpuJobs:
         return len(self.gpu)
 
     @staticmethod
-    def concat(parts: Sequence[GpuJobs]) -> GpuJobs:
-        if not parts:
-            return GpuJobs(**{f.name: np.empty(0) for f in fields(GpuJobs)})
-        return GpuJobs(
-            **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(GpuJobs)}
-        )
+    def empty() -> GpuJobs:
+        return GpuJobs(**{f.name: np.empty(0) for f in fields(GpuJobs)})
 
 
 @dataclass(frozen=True)
 class JobMap:
-    """Jobs joined to GPUs at query time instead of labels on DCGM series.
-
-    ``metric``: an info series (Slurm-style ``slurm_job_info{job="…", Hostname="…", gpu="0"} 1`` while the job
-    holds the GPU, or one carrying ``UUID``): its ``job_label`` names the job, ``gpu_labels`` the GPU (``UUID``,
-    or host and index). ``allocations``: (job, GPU id as :func:`~flopwatch.telemetry.dcgm_metrics.gpu_id` spells
-    it, start, end) from a mapping file. A (GPU, window) belongs to the job that holds it longest in the window."""
+    """Jobs joined to GPUs at query time from an info series (``metric``) or a mapping file (``allocations``:
+    job, GPU id as :func:`~flopwatch.telemetry.dcgm_metrics.gpu_id` spells it, start, end); docs/fleet.md."""
 
     metric: str = ""
     job_label: str = "job"
@@ -113,6 +106,7 @@ class Discovery:
     keys: list[str]  # GPU chunk keys
     key_label: str
     simulated: bool
+    ref_match: str = ""  # the series that list the GPUs: power, else the energy counter
 
 
 def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
@@ -135,14 +129,17 @@ def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
         )
     ref = M.POWER if M.POWER in present else M.ENERGY
     ref_match = f"{ref}{{{m}}}" if m else ref
-    keys, key_label = [""], ""
-    for label in ("UUID", "Hostname", "instance"):
-        vals = client.label_values(label, ref_match, plan.start, plan.end)
-        if vals:
-            keys, key_label = vals, label
-            break
+    key_label, keys = first_label(client, plan, ref_match, "UUID", "Hostname", "instance")
     simulated = bool(client.label_values("__name__", SIMULATED, plan.start, plan.end))
-    return Discovery(present, keys, key_label, simulated)
+    return Discovery(present, keys or [""], key_label, simulated, ref_match)
+
+
+def first_label(client: PrometheusClient, plan: ReadPlan, match: str, *labels: str) -> tuple[str, list[str]]:
+    """The first of ``labels`` with values on the series ``match`` in the range, and its values."""
+    for label in labels:
+        if vals := client.label_values(label, match, plan.start, plan.end):
+            return label, vals
+    return "", []
 
 
 def _key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -169,14 +166,10 @@ class FleetReader:
         jobs: JobMap | None = None,
         skip: frozenset[str] = frozenset(),
     ) -> None:
-        """``skip``: metric keys not to read (DRAM activity without a profile: only a profile's TB term uses it)."""
+        # skip: metric keys not to read (DRAM activity without a profile: only a profile's TB term uses it)
         self.client, self.plan, self.found, self.chunking = client, plan, found, chunks
-        self.by_labels = by_labels
-        self.jobs = jobs
-        self.skip = skip
-        self.n_queries = 0
-        closed = client.version() < (3, 0)
-        self.window = range_str(plan.window_s, closed)
+        self.by_labels, self.jobs, self.skip, self.n_queries = by_labels, jobs, skip, 0
+        self.window = range_str(plan.window_s, client.version() < (3, 0))  # closed ranges before 3.0
         self.ends = np.asarray(plan.window_ends())
 
     def matchers(self) -> list[str]:
@@ -197,6 +190,9 @@ class FleetReader:
                   for k, fn in q if k not in _MODEL_FROM}  # fmt: skip
         if ("power", "count") not in q:  # the sample count from the counter: its third read, without power
             q[("energy", "count")] = M.window_query(M.ENERGY, "count", matchers, self.window, drop)
+        if self.jobs is not None and self.jobs.metric:  # the job-info series' samples per job, GPU and window
+            by = ", ".join((self.jobs.job_label, *self.jobs.gpu_labels))
+            q[("info", "")] = f"sum by ({by}) (count_over_time({self.jobs.metric}[{self.window}]))"
         return q
 
     def read(
@@ -204,9 +200,6 @@ class FleetReader:
     ) -> GpuJobs:
         """The GPU-jobs of one GPU chunk over the whole range."""
         q = self.queries(matchers)
-        if self.jobs is not None and self.jobs.metric:  # the job-info series' samples per job, GPU and window
-            by = ", ".join((self.jobs.job_label, *self.jobs.gpu_labels))
-            q[("info", "")] = f"sum by ({by}) (count_over_time({self.jobs.metric}[{self.window}]))"
         spans = self.chunking.time_chunks(self.plan)
         futs = {
             (name, i): pool.submit(self.client.query_columns, expr, t0, t1, self.plan.window_s)
@@ -223,6 +216,7 @@ class FleetReader:
         return self._fold(answers, info)
 
     # ---------------------------------------------------------------------------------------------- fold
+    @np.errstate(invalid="ignore", divide="ignore")
     def _fold(self, answers: Mapping[tuple[str, str], list[Columns]], info: list[Columns] | None) -> GpuJobs:
         """The GPU-jobs of one chunk's answers (per query, one :class:`Columns` per time chunk)."""
         p = self.plan
@@ -251,7 +245,7 @@ class FleetReader:
         labels = [dict(k) for k in index]
         S = len(labels)
         if S == 0:
-            return GpuJobs.concat([])
+            return GpuJobs.empty()
 
         def mat(key: str, fn: str) -> np.ndarray:
             a = np.full((S, K), np.nan)
@@ -273,28 +267,21 @@ class FleetReader:
         ug, gi = _factorize(gids)
         G = len(ug)
         # --- placement: the time each cell stands for, and where it starts and ends
-        prev = np.zeros_like(P)
-        prev[:, 1:] = P[:, :-1]
-        nxt = np.zeros_like(P)
-        nxt[:, :-1] = P[:, 1:]
+        prev, nxt = _shift(P, 1), _shift(P, -1)
         interior = P & prev & nxt & (N >= FULL_WINDOW * W / step)
         gpu_n = _per_gpu(N, gi, G)
         # a series without interior windows (a job shorter than two windows) borrows its GPU's scrape rate: the GPU
         # is scraped the whole time, whichever series (job) holds it (median over its interior windows)
         gp = gpu_n > 0
-        g_in = gp.copy()
-        g_in[:, 1:] &= gp[:, :-1]
-        g_in[:, :-1] &= gp[:, 1:]
-        g_in[:, [0, -1]] = False
-        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        g_in = gp & _shift(gp, 1) & _shift(gp, -1)
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             gpu_kept = np.nanmedian(np.where(g_in, gpu_n, np.nan), axis=1) * step / W
         gpu_kept = np.where(np.isfinite(gpu_kept), gpu_kept, 1.0)
         iw = interior.sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            kept = np.where(
-                iw > 0, np.where(interior, N, 0).sum(axis=1) * step / (np.maximum(iw, 1) * W), gpu_kept[gi]
-            )
+        kept = np.where(
+            iw > 0, np.where(interior, N, 0).sum(axis=1) * step / (np.maximum(iw, 1) * W), gpu_kept[gi]
+        )
         kept = np.clip(kept, 0.5, 1.0)[:, None]
         span = np.where(interior, W, np.where(P, np.minimum(W, N * step / kept), 0.0))
         t = self.ends[None, :]
@@ -303,8 +290,7 @@ class FleetReader:
         # a GPU missing for whole windows between two windows with samples (an outage, a vanished series): that time
         # happened and nothing saw it (unobserved, bounded at peak rate), put on the series present after the gap
         last_seen = np.maximum.accumulate(np.where(gp, np.arange(K), -1), axis=1)
-        before = np.full((G, K), -1)
-        before[:, 1:] = last_seen[:, :-1]
+        before = _shift(last_seen, 1, -1)
         c0 = _per_gpu(np.where(P, c_start, np.inf), gi, G, np.minimum, np.inf)
         c1 = _per_gpu(np.where(P, c_end, -np.inf), gi, G, np.maximum, -np.inf)
         span_g = _per_gpu(span, gi, G)
@@ -312,14 +298,10 @@ class FleetReader:
         gap = np.where(after_gap, c0 - np.take_along_axis(c1, np.maximum(before, 0), axis=1), 0.0).clip(0.0)
         unseen = np.where(P, gap[gi] * span / np.where(span_g[gi] > 0, span_g[gi], 1.0), 0.0)
         cov = N * step
-        with np.errstate(invalid="ignore", divide="ignore"):
-            p_mean = mat("power", "sum") / np.where(P, N, np.nan) if has_power else np.full((S, K), np.nan)
+        p_mean = mat("power", "sum") / np.where(P, N, np.nan)  # all NaN without the power gauge
         p_ok = np.isfinite(p_mean)
         # --- activities
-        avg: dict[str, np.ndarray] = {}
-        for m in M.TABLE:
-            if "avg" in m.window and (m.key, "avg") in answers:
-                avg[m.key] = mat(m.key, "avg")
+        avg = {m.key: mat(m.key, "avg") for m in M.TABLE if (m.key, "avg") in answers}
         tensor = avg.get("hmma", avg.get("tensor"))
         zero = np.zeros((S, K))
 
@@ -340,24 +322,17 @@ class FleetReader:
         for k, a in avg.items():
             fin = np.isfinite(a)
             if k != "clock":
-                with np.errstate(invalid="ignore"):
-                    bad += fin & ((a < 0) | (a > 1 + 1e-6))
+                bad += fin & ((a < 0) | (a > 1 + 1e-6))
             if M.BY_KEY[k].profiling:
                 prof_any |= fin
                 prof_zero &= fin & (a == 0)
         idle = np.array([_idle_w(lab.get("modelName", "")) for lab in labels])[:, None]
-        with np.errstate(invalid="ignore"):
-            load = p_ok & (p_mean > np.maximum(idle * LOAD_FACTOR, idle + 30.0))
-            # kernels at least half the time at idle power: impossible (telemetry.consistency, the one rule set)
-            dark = (
-                P
-                & p_ok
-                & ((zero if busy_a is None else busy_a) >= C.LOADED_UTIL)
-                & (p_mean <= idle * (1 + C.UTIL_POWER_FLOOR_FRACTION))
-            )
+        load = p_ok & (p_mean > np.maximum(idle * LOAD_FACTOR, idle + 30.0))
+        # kernels at least half the time at idle power: impossible (telemetry.consistency, the one rule set)
+        util = zero if busy_a is None else busy_a
+        dark = P & p_ok & (util >= C.LOADED_UTIL) & (p_mean <= idle * (1 + C.UTIL_POWER_FLOOR_FRACTION))
         # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
-        g_next = np.zeros((G, K), bool)
-        g_next[:, :-1] = _per_gpu(P, gi, G, np.logical_or, False)[:, 1:]
+        g_next = _shift(_per_gpu(P, gi, G, np.logical_or, False), -1)
         last = P & ~next_any(P)
         stops = last & load & ~g_next[gi] & (np.arange(K)[None, :] < K - 1)
         inst = np.array([lab.get(M.MIG_LABEL, "") for lab in labels], dtype=object)
@@ -377,22 +352,17 @@ class FleetReader:
             hi = _per_gpu(np.where(ok, L, -np.inf), gi, G, np.maximum, -np.inf)
             pw = _per_gpu(np.where(ok & p_ok, np.maximum(p_mean, idle), idle), gi, G, np.maximum)
             near = 2.0 * step * pw[gi] + 1.0  # two scrapes' energy
-            with np.errstate(invalid="ignore"):
-                whole = (
-                    ok
-                    & (Mn - lo[gi] <= near)
-                    & (hi[gi] - L <= near)
-                    & (N >= 0.25 * W / step)
-                    & (W >= 16 * step)
-                )
-                spanning = _per_gpu(whole, gi, G)
-                reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
-                dup |= ((spanning >= 2) & ~reset)[gi] & ok
+            whole = (
+                ok & (Mn - lo[gi] <= near) & (hi[gi] - L <= near) & (N >= 0.25 * W / step) & (W >= 16 * step)
+            )
+            spanning = _per_gpu(whole, gi, G)
+            reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
+            dup |= ((spanning >= 2) & ~reset)[gi] & ok
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
             P, span, p_mean, L, Mn, busy_a, gi, G, inst, unit, step, idle
         )
         # --- jobs per cell (with their share of it), then cells summed into rows of (GPU, instance, job)
-        src, names, wt, twice = self._cell_jobs(labels, gids, S, K, info, c_start, c_end)
+        src, names, wt, twice = self._cell_jobs(labels, gids, info, c_start, c_end)
         dup |= twice & P
         # a GPU (one UUID) has one model: every modelName its series report is its claim (two: " | ", impossible)
         claims: dict[int, set[str]] = {}
@@ -422,8 +392,7 @@ class FleetReader:
         one = np.zeros(R, dtype=np.intp)
         one[rows_of] = series_of  # a series of each row (they share GPU and instance)
         pairs = np.unique(rows_of.astype(np.int64) * S + series_of) // S  # the (row, series) pairs' rows
-        clock_max = mat("clock", "max") if clock is not None else np.full((S, K), np.nan)
-        plimit = mat("plimit", "max") if ("plimit", "max") in answers else np.full((S, K), np.nan)
+        clock_max, plimit = mat("clock", "max"), mat("plimit", "max")  # all NaN where not exported
         fin = lambda a, fill: np.where(np.isfinite(a) & P, a, fill)  # noqa: E731
         pipe_cov = np.maximum(covered(tensor), covered(avg.get("fp32")))
         return GpuJobs(
@@ -475,16 +444,13 @@ class FleetReader:
         self,
         labels: list[dict[str, str]],
         gids: list[str],
-        S: int,
-        K: int,
         info: list[Columns] | None,
         c_start: np.ndarray,
         c_end: np.ndarray,
     ) -> tuple[np.ndarray, list[str | None], np.ndarray, np.ndarray]:
-        """(series index, job, share of each cell) triples: one per series from its labels, or one per job that
-        :attr:`jobs` says held the series' GPU, with its share of each (series, window) (overlap with the time the
-        cell stands for; for an info series its samples' share), the rest to no job; and the cells whose GPU two
-        jobs held at once (mapping-file spans or info-series samples overlapping: impossible for one GPU)."""
+        """(series index, job, share of each cell) triples, and the cells whose GPU two jobs held at once: the
+        join of docs/fleet.md, "Groups" (from labels, or per window from :attr:`jobs`)."""
+        S, K = c_start.shape
         if self.jobs is None:
             names = [M.group_key(lab, self.by_labels) if self.by_labels else None for lab in labels]
             return np.arange(S), names, np.ones((S, K)), np.zeros((S, K), bool)
@@ -498,12 +464,8 @@ class FleetReader:
             job = s.labels.get(self.jobs.job_label)
             if not job:
                 continue
-            gl = self.jobs.gpu_labels
-            key = (
-                s.labels.get("UUID", "")
-                if gl == ("UUID",)
-                else f"{s.labels.get(gl[0], '?')}/gpu{s.labels.get(gl[-1], '?')}"
-            )
+            x, gl = s.labels, self.jobs.gpu_labels
+            key = x.get("UUID", "") if gl == ("UUID",) else f"{x.get(gl[0], '?')}/gpu{x.get(gl[-1], '?')}"
             a = owner.setdefault(key, {}).setdefault(job, np.zeros(K))
             j = np.rint((s.t - self.ends[0]) / W).astype(np.intp)
             ok = (j >= 0) & (j < K) & np.isfinite(s.v)
@@ -521,16 +483,9 @@ class FleetReader:
                 continue
             held = owner[key]
             if key in by_time:  # seconds of overlap with the time the cell stands for
-                shares = {
-                    j: np.clip(
-                        np.minimum(c_end[i], np.minimum(t1s, t1))
-                        - np.maximum(c_start[i], np.maximum(t0s, t0)),
-                        0.0,
-                        None,
-                    )
-                    / cell[i]
-                    for j, (t0, t1) in self._spans(key).items()
-                }
+                lo, hi, w = np.maximum(c_start[i], t0s), np.minimum(c_end[i], t1s), cell[i]
+                sp = self._spans(key).items()
+                shares = {j: (np.minimum(hi, t1) - np.maximum(lo, t0)).clip(0.0) / w for j, (t0, t1) in sp}
             else:  # samples of the info series: the GPU's full window is its busiest window's count
                 total = np.sum(list(held.values()), axis=0)
                 full = max(float(total.max()), 1.0) * cell[i] / W
@@ -555,6 +510,7 @@ class FleetReader:
         return out
 
 
+@np.errstate(invalid="ignore", divide="ignore")
 def _gpu_energy(
     P: np.ndarray,
     span: np.ndarray,
@@ -568,7 +524,7 @@ def _gpu_energy(
     unit: np.ndarray,
     step: float,
     idle: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, ...]:
     """(energy, of it from power, counter rise and power energy where both are exact, resets) per (series, window):
     each GPU's counter (or power gauge) energy per window, shared among its series (docs/fleet.md, "How it reads")."""
     S, K = P.shape
@@ -583,12 +539,9 @@ def _gpu_energy(
 
     Pg = per_gpu(e_power)
     Gp = _per_gpu(P, gi, G, np.logical_or, False)
-    gprev = np.zeros_like(Gp)
-    gprev[:, 1:] = Gp[:, :-1]
+    gprev = _shift(Gp, 1)
     Eg, from_g = Pg.copy(), Pg.copy()
-    counter_g = np.zeros((G, K))
-    cpower_g = np.zeros((G, K))
-    reset_g = np.zeros((G, K), bool)
+    counter_g, cpower_g, reset_g = np.zeros((G, K)), np.zeros((G, K)), np.zeros((G, K), bool)
     if L is not None and Mn is not None:
         e_ok = P & np.isfinite(L) & np.isfinite(Mn)
         Lg = _per_gpu(np.where(e_ok, L, -np.inf), gi, G, np.maximum, -np.inf)
@@ -600,10 +553,9 @@ def _gpu_energy(
         prev_l = _ffill_prev(Lg)
         has_prev = np.isfinite(prev_l)
         first = eg_ok & ~has_prev
-        with np.errstate(invalid="ignore"):
-            # a first window has no previous value: a range over twice the power gauge's energy spans a reset
-            # (its series' counters before and after a driver reload), like a later window's minimum under the last
-            reset_g = eg_ok & ((has_prev & (Mg < prev_l)) | (first & (Pg > 0) & (Lg - Mg > 2.0 * Pg + 1e4)))
+        # a first window has no previous value: a range over twice the power gauge's energy spans a reset (its
+        # series' counters before and after a driver reload), like a later window's minimum under the last
+        reset_g = eg_ok & ((has_prev & (Mg < prev_l)) | (first & (Pg > 0) & (Lg - Mg > 2.0 * Pg + 1e4)))
         d = np.where(eg_ok & has_prev & ~reset_g, Lg - np.where(has_prev, prev_l, 0.0), 0.0)
         lastg = eg_ok & ~next_any(eg_ok)
         c = d + np.where(first | reset_g, Lg - np.where(eg_ok, Mg, 0.0), 0.0)
@@ -619,32 +571,21 @@ def _gpu_energy(
     is_mig = (inst != "")[:, None]
     a = np.zeros((S, K)) if busy is None else np.where(np.isfinite(busy), np.maximum(busy, 0.0), 0.0)
     span_p = np.where(P, span, 0.0)
-
-    def gsum(x: np.ndarray) -> np.ndarray:
-        return _per_gpu(x, gi, G)
-
-    span_g = gsum(span_p)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        by_time = np.where(span_g[gi] > 0, span_p / span_g[gi], 0.0)
-        w = np.where(P, np.where(p_ok, e_power, span), 0.0)
-        wg = gsum(w)
-        share = np.where(wg[gi] > 0, w / wg[gi], by_time)
-        if is_mig.any():
-            idle_w = np.zeros(G)
-            np.maximum.at(idle_w, gi, idle.ravel())
-            base = np.minimum(idle_w[:, None] * per_gpu(span_p), Eg)
-            wa = np.where(P, a * span, 0.0)
-            wag = gsum(wa)
-            dyn = np.where(wag[gi] > 0, wa / wag[gi], by_time)
-            mig = (base[gi] * by_time + (Eg - base)[gi] * dyn) / np.where(Eg[gi] > 0, Eg[gi], 1.0)
-            share = np.where(is_mig, np.where(Eg[gi] > 0, mig, by_time), share)
-    return (
-        Eg[gi] * share,
-        from_g[gi] * share,
-        counter_g[gi] * share,
-        cpower_g[gi] * share,
-        reset_g[gi] * share,
-    )
+    span_g = _per_gpu(span_p, gi, G)
+    by_time = np.where(span_g[gi] > 0, span_p / span_g[gi], 0.0)
+    w = np.where(P, np.where(p_ok, e_power, span), 0.0)
+    wg = _per_gpu(w, gi, G)
+    share = np.where(wg[gi] > 0, w / wg[gi], by_time)
+    if is_mig.any():
+        idle_w = np.zeros(G)
+        np.maximum.at(idle_w, gi, idle.ravel())
+        base = np.minimum(idle_w[:, None] * per_gpu(span_p), Eg)
+        wa = np.where(P, a * span, 0.0)
+        wag = _per_gpu(wa, gi, G)
+        dyn = np.where(wag[gi] > 0, wa / wag[gi], by_time)
+        mig = (base[gi] * by_time + (Eg - base)[gi] * dyn) / np.where(Eg[gi] > 0, Eg[gi], 1.0)
+        share = np.where(is_mig, np.where(Eg[gi] > 0, mig, by_time), share)
+    return tuple(x[gi] * share for x in (Eg, from_g, counter_g, cpower_g, reset_g))
 
 
 #: Metrics whose series claim the GPU's model (their ``modelName``); the others are read without it.
@@ -681,21 +622,21 @@ def _factorize(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.array(uniq, dtype=object), rank[pos]
 
 
+def _shift(a: np.ndarray, k: int, fill: Any = False) -> np.ndarray:
+    """The cell before each cell in its row (``k`` = 1; −1: after it), ``fill`` at the row's edge."""
+    out = np.full_like(a, fill)
+    if k > 0:
+        out[:, 1:] = a[:, :-1]
+    else:
+        out[:, :-1] = a[:, 1:]
+    return out
+
+
 def _ffill_prev(a: np.ndarray) -> np.ndarray:
     """For each cell, the last finite value strictly before it in its row (NaN if none)."""
-    S, K = a.shape
-    prev = np.full((S, K), np.nan)
-    if K < 2:
-        return prev
-    ok = np.isfinite(a)
-    idx = np.where(ok, np.arange(K)[None, :], -1)
-    np.maximum.accumulate(idx, axis=1, out=idx)
-    src = np.empty_like(idx)
-    src[:, 0] = -1
-    src[:, 1:] = idx[:, :-1]
-    got = src >= 0
-    prev[got] = a[np.nonzero(got)[0], src[got]]
-    return prev
+    last = np.maximum.accumulate(np.where(np.isfinite(a), np.arange(a.shape[1]), -1), axis=1)
+    src = _shift(last, 1, -1)
+    return np.where(src >= 0, np.take_along_axis(a, np.maximum(src, 0), axis=1), np.nan)
 
 
 def next_any(P: np.ndarray) -> np.ndarray:

@@ -26,6 +26,7 @@ from flopwatch.sim.sensor import RawWorkload
 from flopwatch.telemetry import dcgm_metrics as M
 
 DRIVER_VERSION = "550.54.15"
+TRUTH_SCHEMA = "flopwatch.sim.fleet_truth/1"
 LABEL_STYLES = ("pod", "exported", "hpc", "info")
 
 #: dcgm-exporter families written (name, OpenMetrics type, help): derived from the one metric table.
@@ -35,6 +36,7 @@ JOB_INFO = "slurm_job_info"
 HOPPER = ("h100", "h200")
 #: Share of a MIG-partitioned GPU's work done by each of its instances (``mig=True``; simulated).
 MIG_SHARES = (0.5, 0.3, 0.2)
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})  # label values (:func:`label_text`)
 
 #: Workloads of the random schedule: per-GPU steps of data-parallel training (FLOPs = 6·N·tokens, Kaplan et al.
 #: 2020 §2.1; bytes: weights, gradients and optimizer state streamed once per step plus activations).
@@ -77,13 +79,7 @@ class FleetTruth:
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": "flopwatch.sim.fleet_truth/1",
-            "simulated": True,
-            **self.meta,
-            "pods": self.pods,
-            "jobs": self.jobs,
-        }
+        return {"schema": TRUTH_SCHEMA, "simulated": True, **self.meta, "pods": self.pods, "jobs": self.jobs}
 
 
 def check_fleet_size(n_gpus: int, hours: float, gpus_per_node: int = 8, interval_s: float = 15.0) -> None:
@@ -110,8 +106,7 @@ OPENMETRICS_LINE_BYTES = 400
 
 
 def openmetrics_bytes(n_gpus: int, hours: float, interval_s: float = 15.0) -> float:
-    """Disk that :meth:`SimulatedFleet.write_openmetrics` needs at most: each line once in its family's piece,
-    once in the file."""
+    """Disk :meth:`SimulatedFleet.write_openmetrics` needs at most (each line in a piece, then the file)."""
     return 2.0 * n_gpus * (hours * 3600.0 / interval_s) * len(FAMILIES) * OPENMETRICS_LINE_BYTES
 
 
@@ -224,16 +219,11 @@ class SimulatedFleet:
             raise InputError("drop must be in [0, 1)", field="drop")
         if not 0 <= resets <= 1000:  # a reset per scrape is no longer a counter
             raise InputError(f"must be between 0 and 1000, got {resets}", field="resets")
-        self.spec = get_device(device)
-        self.n_gpus, self.hours = int(n_gpus), float(hours)
-        self.gpus_per_node = int(gpus_per_node)
-        self.interval_s = float(interval_s)
-        self.wall0 = float(wall0)
-        self.seed = int(seed)
-        self.label_style = label_style
-        self.n_resets = int(resets)
-        self.drop = float(drop)
-        self.mig = bool(mig)  # each GPU split into len(MIG_SHARES) instances
+        # mig: each GPU split into len(MIG_SHARES) instances
+        self.spec, self.mig = get_device(device), bool(mig)
+        self.n_gpus, self.hours, self.gpus_per_node = int(n_gpus), float(hours), int(gpus_per_node)
+        self.interval_s, self.wall0, self.seed = float(interval_s), float(wall0), int(seed)
+        self.label_style, self.n_resets, self.drop = label_style, int(resets), float(drop)
         bad = [m for m in omit if m not in M.METRICS]
         if bad:
             raise InputError(f"unknown metric(s) to omit: {', '.join(bad)}", field="omit")
@@ -280,8 +270,7 @@ class SimulatedFleet:
         node = g // self.gpus_per_node
         h = int.from_bytes(hashlib.sha256(f"node|{self.seed}|{node}".encode()).digest()[:4], "little")
         phase = (h % 10_000) / 10_000 * self.interval_s
-        t = np.arange(phase, self.hours * 3600.0, self.interval_s)
-        return np.round(t, 3)
+        return np.round(np.arange(phase, self.hours * 3600.0, self.interval_s), 3)
 
     def sample(
         self, g: int, acc: SimulatedAccelerator
@@ -374,24 +363,15 @@ class SimulatedFleet:
         progress: Callable[[int, int], None] | None = None,
         gpus: range | None = None,
     ) -> FleetTruth:
-        """Write the fleet's history as OpenMetrics text (``# EOF``-terminated) and return its ground truth.
-
-        ``gpus`` writes only those GPUs (a large fleet in several files, each backfilled into the same TSDB).
-
-        Families must be contiguous in OpenMetrics, so each family goes to its own temporary file while the GPUs
-        are simulated one at a time (memory: one GPU's history), and the files are concatenated at the end.
-        """
+        """Write the fleet's history as OpenMetrics text and return its ground truth; ``gpus``: only those
+        GPUs (why in pieces: docs/fleet.md, "Simulated fleets")."""
         out = Path(path)
         truth = FleetTruth(
             meta={
                 "device": self.spec.key,
                 "device_name": self.spec.name,
                 "gpus": self.n_gpus,
-                "hours": self.hours,
-                "interval_s": self.interval_s,
-                "wall0": self.wall0,
-                "seed": self.seed,
-                "label_style": self.label_style,
+                **{k: getattr(self, k) for k in ("hours", "interval_s", "wall0", "seed", "label_style")},
                 "mig_instances": len(MIG_SHARES) if self.mig else 0,
                 "families": [f[0] for f in self.families],
             }
@@ -489,7 +469,4 @@ _SUMS = ("gpus", "energy_j", "net_energy_j", "flops", "gpu_seconds")
 def label_text(labels: Mapping[str, str]) -> str:
     """OpenMetrics label set body: values escaped as the exposition format requires (backslash, double quote and
     line feed; prometheus/client_python ``openmetrics/exposition.py``), so any job or pod name backfills."""
-    return ",".join(
-        f'{k}="{str(v).replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34)).replace(chr(10), chr(92) + "n")}"'
-        for k, v in labels.items()
-    )
+    return ",".join(f'{k}="{str(v).translate(_ESCAPES)}"' for k, v in labels.items())

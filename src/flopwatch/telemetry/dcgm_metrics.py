@@ -141,18 +141,9 @@ def window_queries(
     return out
 
 
-def group_labels(by: str) -> tuple[str, ...]:
-    """The labels whose value is the group key for ``--by`` (a known key, or any label name)."""
-    return GROUP_LABELS.get(by, (by,))
-
-
 def group_key(labels: Mapping[str, str], candidates: Sequence[str]) -> str | None:
     """The first non-empty candidate label (dcgm-exporter sets ``pod=""`` on unallocated GPUs)."""
-    for c in candidates:
-        v = labels.get(c)
-        if v:
-            return v
-    return None
+    return next((v for c in candidates if (v := labels.get(c))), None)
 
 
 def gpu_id(labels: Mapping[str, str]) -> str:
