@@ -92,9 +92,9 @@ def gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
-def _envelope(raw: bytes) -> tuple[Any, list[str]]:
+def _envelope(raw: bytes | bytearray) -> tuple[Any, list[str]]:
     """(data, warnings) of a successful answer."""
-    if not raw.strip():
+    if not raw or raw.isspace():  # as ``not raw.strip()``, without a copy of the answer
         raise _Refused("empty answer")
     try:
         doc = json.loads(raw, parse_constant=_bare_constant)
@@ -294,7 +294,7 @@ def _matrix(d: Any, lo: float, hi: float, memo: LabelMemo | None = None) -> tupl
     return Columns(metas, lens, t, v), n_nan, n_series
 
 
-def _api_error(raw: bytes) -> str | None:
+def _api_error(raw: bytes | bytearray) -> str | None:
     try:
         d = json.loads(raw[:65536], parse_constant=float)
     except (ValueError, RecursionError):
