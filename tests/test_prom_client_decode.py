@@ -94,7 +94,7 @@ def test_gc_pause_is_shared_by_threads_and_restored():
     seen = []
 
     def work():
-        with PC._no_gc():
+        with PC.gc_paused():
             barrier.wait()
             seen.append(gc.isenabled())
             barrier.wait()
@@ -107,11 +107,11 @@ def test_gc_pause_is_shared_by_threads_and_restored():
     assert seen == [False] * 4 and gc.isenabled()
     gc.disable()  # a caller that had paused it: left paused
     try:
-        with PC._no_gc():
+        with PC.gc_paused():
             pass
         assert not gc.isenabled()
     finally:
         gc.enable()
-    with pytest.raises(ValueError), PC._no_gc():
+    with pytest.raises(ValueError), PC.gc_paused():
         raise ValueError  # an error inside still restores it
     assert gc.isenabled()

@@ -286,6 +286,8 @@ def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> tuple[Dev
     A name given that no device of the verifier's table answers to (a look-alike letter, a zero-width space, a
     model the table lacks) is judged as the profile's device *with a warning*: the verifier does not know what
     ran, so the profile's device — maybe a weaker one — may not make a "below" (round 5)."""
+    if isinstance(device, DeviceSpec):  # resolve() returns a spec as it is (no repr of it per call)
+        return device, None
     if device:
         spec = resolve(device, str(device).removeprefix("sim:").split(":")[0])
         if spec is not None:

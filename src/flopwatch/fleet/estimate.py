@@ -19,6 +19,7 @@ from flopwatch.fleet import groups as G
 from flopwatch.fleet.plan import ReadPlan, chunking
 from flopwatch.fleet.reader import Discovery, FleetReader, JobMap, discover, first_label
 from flopwatch.telemetry import dcgm_metrics as M
+from flopwatch.telemetry.prom_answer import gc_paused
 from flopwatch.telemetry.prom_client import PrometheusClient
 
 FLEET_SCHEMA = "flopwatch.fleet/2"
@@ -81,7 +82,9 @@ def estimate_fleet(
     parts: list[G.GroupTable] = []
     whole: list[G.GroupTable] = []
     n_unlab = 0
-    with ThreadPoolExecutor(max_workers=max(1, plan.concurrency)) as pool:
+    # the collector paused while chunks are folded and groups judged: both build many acyclic containers, each able
+    # to trigger a collection that walks every live object (gc_paused; reference counting frees them)
+    with ThreadPoolExecutor(max_workers=max(1, plan.concurrency)) as pool, gc_paused():
         for m in chunks:
             table = reader.read(m, pool, tick)
             if not len(table):
@@ -102,8 +105,9 @@ def estimate_fleet(
     if not verifier_operated:
         extra.append(G.OPERATOR_SERIES)
     kw = dict(present=found.present, profile=profile, threshold=threshold, confidence=confidence)
-    groups = _judge_all(G.merge(parts), None if by == COHORT else no_job, extra, **kw)
-    fleet = _judge_all(G.merge(whole), None, extra, **kw)[0]
+    with gc_paused():
+        groups = _judge_all(G.merge(parts), None if by == COHORT else no_job, extra, **kw)
+        fleet = _judge_all(G.merge(whole), None, extra, **kw)[0]
     cal = C.calibrate(groups, plan.window_s) if pipe_calibration else None
     if cal is not None:  # beside each verdict, never in it (fleet/calibrate.py)
         C.apply([*groups, fleet], cal)

@@ -53,17 +53,17 @@ def devices_of(jobs: GpuJobs, override: str | None) -> tuple[list[DeviceSpec | N
     out: list[DeviceSpec | None] = []
     unknown = np.zeros(len(jobs), bool)
     impossible = np.zeros(len(jobs), bool)
-    for i, name in enumerate(jobs.model.tolist()):
-        # one GPU reporting two models (reader: "A | B") is impossible: the most capable claim stands
-        claimed = [_spec(n) for n in name.split(" | ")]
-        impossible[i] = len(claimed) > 1
-        s = None if None in claimed else max(claimed, key=_capability)  # type: ignore[arg-type]
-        if s is None:
-            unknown[i] = True
-            s = forced
-        elif forced is not None and _capability(forced) > _capability(s):
-            s = forced
-        p, c = float(jobs.peak_power_w[i]), float(jobs.clock_max_mhz[i])
+    claims: dict[str, tuple[DeviceSpec | None, bool, bool]] = {}  # per model name: a fleet has a handful
+    rows = zip(jobs.model.tolist(), jobs.peak_power_w.tolist(), jobs.clock_max_mhz.tolist(), strict=True)
+    for i, (name, p, c) in enumerate(rows):
+        if name not in claims:
+            # one GPU reporting two models (reader: "A | B") is impossible: the most capable claim stands
+            claimed = [_spec(n) for n in name.split(" | ")]
+            s = None if None in claimed else max(claimed, key=_capability)  # type: ignore[arg-type]
+            if s is None or (forced is not None and _capability(forced) > _capability(s)):
+                s = forced
+            claims[name] = (s, None in claimed, len(claimed) > 1)
+        s, unknown[i], impossible[i] = claims[name]
         if s is not None and not _consistent(s, p, c):
             impossible[i] = True  # readings never ease the claim: the more capable of it and what they fit
             s = max(s, _most_capable(p, c), key=_capability)
@@ -169,7 +169,10 @@ class GroupTable:
         """Group ``g``'s sums as Python floats (the columns converted once, not per group and key)."""
         if not hasattr(self, "_cols"):
             self._cols = {k: v.tolist() for k, v in self.sums.items()}
-        return {k: c[g] for k, c in self._cols.items()}
+            self._last: tuple[int, dict[str, float]] = (-1, {})
+        if self._last[0] != g:  # notes, observables and judge read the same group in turn
+            self._last = (g, {k: c[g] for k, c in self._cols.items()})
+        return self._last[1]
 
 
 _MIN = ("t_first", "clock_min_mhz", "power_limit_min_w", "min_power_w")
@@ -190,7 +193,9 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
         sums[c] = np.bincount(gi, weights=np.where(np.isfinite(x), x, 0.0), minlength=G)
         sums[c + "_n"] = np.bincount(gi, weights=np.isfinite(x).astype(float), minlength=G)
 
-    pairs = np.unique(np.stack([gi, np.unique(jobs.gpu.astype(str), return_inverse=True)[1]], axis=1), axis=0)
+    gpu = np.unique(jobs.gpu.astype(str), return_inverse=True)[1]
+    n_gpu = int(gpu.max(initial=0)) + 1
+    pairs = np.unique(gi.astype(np.int64) * n_gpu + gpu) // n_gpu  # the group of each (group, GPU) pair
     devs: list[dict[str, DeviceSpec]] = [{} for _ in range(G)]
     dts: list[set[str]] = [set() for _ in range(G)]
     imp: list[set[str]] = [set() for _ in range(G)]
@@ -206,7 +211,7 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
     unk = (unknown & ((jobs.model != "") | np.array([s is None for s in specs]))).astype(float)
     return GroupTable(
         key=uk.astype(object),
-        gpus=np.bincount(pairs[:, 0], minlength=G),
+        gpus=np.bincount(pairs, minlength=G),
         sums=sums,
         lo={c: _reduce(np.asarray(getattr(jobs, c), float), gi, G, np.minimum, np.inf) for c in _MIN},
         hi={c: _reduce(np.asarray(getattr(jobs, c), float), gi, G, np.maximum, -np.inf) for c in _MAX},
@@ -374,9 +379,14 @@ _ETA: dict[int, tuple[DeviceSpec, float]] = {}
 def energy_blind_fraction(spec: Any) -> float:
     """Share of the covered time the fleet's energy counter does not see (the sensor-timing table's NVML energy
     entry for the device); a device the table does not know: all of it (bounded at peak, as the monitor does)."""
+    return 1.0 if spec is None else _blind_fraction(spec.key)
+
+
+@functools.lru_cache(maxsize=64)
+def _blind_fraction(key: str) -> float:  # once per device key (the timing table is fixed), not per group
     from flopwatch.sensor_timing import sensor_timing
 
-    t = sensor_timing(spec.key, "nvml-energy") if spec is not None else None
+    t = sensor_timing(key, "nvml-energy")
     return 1.0 if t is None else t.blind_fraction
 
 

@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
-from itertools import chain
+from itertools import chain, count
 from typing import Any
 
 import numpy as np
@@ -184,6 +184,10 @@ class FleetReader:
         keep = {*self.by_labels, *(self.jobs.gpu_labels if self.jobs else ())}
         drop = [x for x in (*M.UNREAD_LABELS, *host) if x not in keep]
         q = M.window_queries(self.found.present, matchers, self.window, self.skip, drop)
+        if "modelName" not in keep:  # the model is claimed by the power and energy series (_fold): the others
+            thin = [*drop, "modelName"]  # drop it on the server (a fifth of their bytes)
+            q |= {(k, fn): M.window_query(M.BY_KEY[k].name, fn, matchers, self.window, thin)
+                  for k, fn in q if k not in _MODEL_FROM}  # fmt: skip
         if ("power", "count") not in q:  # the sample count from the counter: its third read, without power
             q[("energy", "count")] = M.window_query(M.ENERGY, "count", matchers, self.window, drop)
         if self.jobs is not None and self.jobs.metric:  # the job-info series' samples per job, GPU and window
@@ -218,15 +222,24 @@ class FleetReader:
         p = self.plan
         W, step, K = p.window_s, p.step_s, len(self.ends)
         index: dict[tuple[tuple[str, str], ...], int] = {}
+        base: dict[tuple[tuple[str, str], ...], int] = {}  # a row's labels without modelName → the row
         rows: dict[tuple[str, str], np.ndarray] = {}
         seen: list[tuple[list[Mapping[str, str]], np.ndarray]] = []
-        for name, cs in answers.items():
+        # power and energy first (the metric table's order): their series make the rows and claim the model
+        for name, cs in sorted(answers.items(), key=lambda a: a[0][0] not in _MODEL_FROM):
             labs = list(chain.from_iterable(c.labels for c in cs))
             # the queries of a chunk answer the same series in the same (sorted) order: reuse the rows when the
             # label sets are equal one by one (a comparison, not a key and a lookup per series)
             hit = next((r for ls, r in seen if len(ls) == len(labs) and ls == labs), None)
             if hit is None:
-                hit = np.array([index.setdefault(_key(lab), len(index)) for lab in labs], dtype=np.intp)
+                n = len(index)
+                if name[0] in _MODEL_FROM:
+                    hit = np.array([index.setdefault(_key(lab), len(index)) for lab in labs], dtype=np.intp)
+                else:  # without modelName: the row of the power or energy series with the same other labels
+                    hit = np.array([base.get(k) if (k := _key(lab)) in base else index.setdefault(k, len(index))
+                                    for lab in labs], dtype=np.intp)  # fmt: skip
+                for k in list(index)[n:]:  # new rows: findable without their modelName (the first one stands;
+                    base.setdefault(tuple(x for x in k if x[0] != "modelName"), index[k])  # two: impossible)
                 seen.append((labs, hit))
             rows[name] = hit
         labels = [dict(k) for k in index]
@@ -251,7 +264,7 @@ class FleetReader:
         N = np.where(np.isfinite(N) & (N > 0), N, 0.0)
         P = N > 0
         gids = [M.gpu_id(lab) for lab in labels]
-        ug, gi = np.unique(np.asarray(gids, dtype=object), return_inverse=True)
+        ug, gi = _factorize(gids)
         G = len(ug)
         # --- placement: the time each cell stands for, and where it starts and ends
         prev, nxt = _shift(P, 1), _shift(P, -1)
@@ -357,10 +370,8 @@ class FleetReader:
             claims.setdefault(g, set()).add(lab.get("modelName", ""))
         models = np.array([" | ".join(sorted(claims[g])) for g in range(G)], dtype=object)[gi]
         g_busy = _per_gpu(_busy(busy_a, load, P), gi, G, np.logical_or, False)
-        g_sig = np.array([_signature(g_busy[g], self.ends, W) for g in range(G)], dtype=object)
-        jobs_u, jinv = np.unique(
-            np.array(["\x00" if j is None else j for j in names], dtype=object), return_inverse=True
-        )
+        g_sig = np.array(_signatures(g_busy, self.ends, W), dtype=object)
+        jobs_u, jinv = _factorize(["\x00" if j is None else j for j in names])
         Pw = P[src] & (wt > 0)
         sel = Pw.ravel()
         row_key = np.broadcast_to((unit[src] * len(jobs_u) + jinv)[:, None], Pw.shape)
@@ -380,7 +391,7 @@ class FleetReader:
         series_of = np.broadcast_to(src[:, None], Pw.shape).ravel()[sel]
         one = np.zeros(R, dtype=np.intp)
         one[rows_of] = series_of  # a series of each row (they share GPU and instance)
-        pairs = np.unique(np.stack([rows_of, series_of], axis=1), axis=0)
+        pairs = np.unique(rows_of.astype(np.int64) * S + series_of) // S  # the (row, series) pairs' rows
         clock_max, plimit = mat("clock", "max"), mat("plimit", "max")  # all NaN where not exported
         fin = lambda a, fill: np.where(np.isfinite(a) & P, a, fill)  # noqa: E731
         pipe_cov = np.maximum(covered(tensor), covered(avg.get("fp32")))
@@ -426,7 +437,7 @@ class FleetReader:
             ends_busy=tot(stops, weighted=False),
             duplicate_s=tot(np.where(dup, span, 0.0)),
             mig=is_mig[one],
-            n_series=np.bincount(pairs[:, 0], minlength=R).astype(float),
+            n_series=np.bincount(pairs, minlength=R).astype(float),
         )
 
     def _cell_jobs(
@@ -577,23 +588,38 @@ def _gpu_energy(
     return tuple(x[gi] * share for x in (Eg, from_g, counter_g, cpower_g, reset_g))
 
 
+#: Metrics whose series claim the GPU's model (their ``modelName``); the others are read without it.
+_MODEL_FROM = ("power", "energy")
+
+
 def _per_gpu(x: np.ndarray, gi: np.ndarray, G: int, uf: np.ufunc = np.add, init: float = 0.0) -> np.ndarray:
     """The rows of ``x`` (series × window) reduced into their GPU's row (``gi``) with ``uf``, from ``init``."""
-    out = np.full((G, x.shape[1]), init, dtype=bool if uf is np.logical_or else float)
-    if uf is np.logical_or:
-        uf.at(out, gi, x)
-    else:  # on flat cells: numpy's fast 1-D ``ufunc.at`` (≈ 5 × faster than 2-D rows), same order in each cell
-        K = x.shape[1]
-        uf.at(
-            out.reshape(-1), (gi[:, None] * K + np.arange(K)).ravel(), x.astype(float, copy=False).reshape(-1)
-        )
-    return out
+    K = x.shape[1]
+    cells = (
+        gi[:, None] * K + np.arange(K)
+    ).ravel()  # flat cells: numpy's fast 1-D ``ufunc.at``, series order
+    if uf is np.logical_or:  # a count of true cells (logical_or.at has no fast path: ≈ 2 × slower)
+        return (np.bincount(cells[x.astype(bool, copy=False).ravel()], minlength=G * K) > 0).reshape(G, K)
+    out = np.full(G * K, init)
+    uf.at(out, cells, x.astype(float, copy=False).reshape(-1))
+    return out.reshape(G, K)
 
 
 def _units(gi: np.ndarray, inst: np.ndarray) -> np.ndarray:
-    """Each series' (GPU, MIG instance) unit index."""
-    pairs = np.stack([gi, np.unique(inst, return_inverse=True)[1]], axis=1)
-    return np.ravel(np.unique(pairs, axis=0, return_inverse=True)[1])
+    """Each series' (GPU, MIG instance) unit index, in (GPU, instance) order."""
+    names, code = _factorize(inst.tolist())
+    return np.unique(gi.astype(np.int64) * len(names) + code, return_inverse=True)[1].ravel()
+
+
+def _factorize(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for strings, through a dict: sorting an object array compares
+    Python objects pairwise (≈ 10 × slower on a chunk's thousands of series)."""
+    first: dict[str, int] = {}  # each value → the position of its first occurrence
+    pos = np.fromiter(map(first.setdefault, values, count()), dtype=np.intp, count=len(values))
+    uniq = sorted(first)
+    rank = np.empty(len(values), dtype=np.intp)
+    rank[[first[u] for u in uniq]] = np.arange(len(uniq))
+    return np.array(uniq, dtype=object), rank[pos]
 
 
 def _shift(a: np.ndarray, k: int, fill: Any = False) -> np.ndarray:
@@ -634,19 +660,23 @@ def _busy(util: np.ndarray | None, load: np.ndarray, P: np.ndarray) -> np.ndarra
         return P & np.where(np.isfinite(util), util > 0.05, load)
 
 
-def _signature(busy: np.ndarray, ends: np.ndarray, W: float) -> str:
-    """The busy intervals of a GPU as text (window starts and ends, UTC): GPUs with the same one form a cohort."""
-    if not busy.any():
-        return "idle"
-    b = np.concatenate([[False], busy, [False]]).astype(np.int8)
-    d = np.diff(b)
-    starts, stops = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+def _signatures(busy: np.ndarray, ends: np.ndarray, W: float) -> list[str]:
+    """Each GPU's busy intervals as text (window starts and ends, UTC): GPUs with the same one form a cohort."""
     import datetime as _dt
 
     def iso(x: float) -> str:
         return _dt.datetime.fromtimestamp(x, tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
-    # window edges, not sample times: the key says so (the group's start and end are its first and last sample)
+    b = np.zeros((busy.shape[0], busy.shape[1] + 2), dtype=np.int8)
+    b[:, 1:-1] = busy
+    d = np.diff(b, axis=1)
+    # row-major: each row's starts, and its stops, in order; a row has as many of each
+    rows, starts = np.nonzero(d == 1)
+    stops = np.nonzero(d == -1)[1]
+    first = [iso(e - W) for e in ends.tolist()]  # window edges, not sample times: the key says so
+    last = [iso(e) for e in ends.tolist()]
+    spans: list[list[str]] = [[] for _ in range(busy.shape[0])]
+    for g, a, z in zip(rows.tolist(), starts.tolist(), stops.tolist(), strict=True):
+        spans[g].append(f"{first[a]}→{last[z - 1]}")
     w = f"{W / 3600:g} h" if W >= 3600 and W % 3600 == 0 else f"{W / 60:g} min" if W % 60 == 0 else f"{W:g} s"
-    spans = " + ".join(f"{iso(ends[a] - W)}→{iso(ends[z - 1])}" for a, z in zip(starts, stops, strict=True))
-    return f"busy {w} windows {spans}"
+    return [f"busy {w} windows {' + '.join(sp)}" if sp else "idle" for sp in spans]

@@ -2,7 +2,7 @@
 refused: docs/fleet.md, "The Prometheus client"). Anything wrong raises :class:`_Refused`; ``NaN`` values are
 left out and counted (Prometheus's spelling of "no sample"). Fleet answers hold thousands of series of a few
 points, so every check is a C-level pass (``map``, ``set``, numpy), a Python loop only names what is wrong,
-and the garbage collector is paused while an answer is decoded and checked (:func:`_no_gc`; see RESULTS.md).
+and the garbage collector is paused while an answer is decoded and checked (:func:`gc_paused`; see RESULTS.md).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ _gc_was_enabled = False
 
 
 @contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector paused while an answer is decoded and checked (the client threads share one
     count: the last to leave restores it). Decoding builds ~10 container objects per series, each of which can
     trigger a collection that walks every live object; on the fleet's answers that was ~60 % of the decode's CPU
@@ -92,9 +92,9 @@ def _no_gc() -> Iterator[None]:
                 gc.enable()
 
 
-def _envelope(raw: bytes) -> tuple[Any, list[str]]:
+def _envelope(raw: bytes | bytearray) -> tuple[Any, list[str]]:
     """(data, warnings) of a successful answer."""
-    if not raw.strip():
+    if not raw or raw.isspace():  # as ``not raw.strip()``, without a copy of the answer
         raise _Refused("empty answer")
     try:
         doc = json.loads(raw, parse_constant=_bare_constant)
@@ -188,16 +188,23 @@ class LabelMemo:
         self._lists = (metas, *self._lists)[: self._size]
 
 
-def _labels(result: Any, key: str, memo: LabelMemo | None = None) -> list[Mapping[str, str]]:
-    """Each series' label map, checked with C-level ``map`` passes over the whole answer (a per-series Python loop
-    cost ≈ 4 µs a series; fleet answers hold thousands); the slow loop runs only to name what is wrong."""
+def _labels(
+    result: Any, key: str, memo: LabelMemo | None = None
+) -> tuple[list[Mapping[str, str]], list[Any]]:
+    """Each series' label map and its ``key`` entry, checked with C-level ``map`` passes over the whole answer (a
+    per-series Python loop cost ≈ 4 µs a series; fleet answers hold thousands); the slow loop runs only to name
+    what is wrong."""
     if not isinstance(result, list):
         raise _Refused("'result' is not a list")
-    if set(map(type, result)) - {dict} or not all(map(dict.__contains__, result, repeat(key))):
+    try:
+        got = list(map(dict.get, result, repeat(key)))  # TypeError: a series that is not a map
+    except TypeError:
+        raise _Refused(f"a series without '{key}'") from None
+    if None in got and not all(map(dict.__contains__, result, repeat(key))):
         raise _Refused(f"a series without '{key}'")
     metas: list[Any] = list(map(dict.get, result, repeat("metric")))
     if memo is not None and (known := memo.known(metas)) is not None:
-        return known
+        return known, got
     if (
         set(map(type, metas)) - {dict}
         or set(map(type, chain.from_iterable(metas))) - {str}
@@ -215,7 +222,7 @@ def _labels(result: Any, key: str, memo: LabelMemo | None = None) -> list[Mappin
         raise _Refused(f"label set {_clean(json.dumps(dup)[:120], 120)} appears twice")
     if memo is not None:
         memo.add(metas)
-    return metas
+    return metas, got
 
 
 def _has_duplicate(metas: list[dict[str, str]]) -> bool:
@@ -253,8 +260,7 @@ _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 def _vector(d: Any, lo: float, hi: float) -> tuple[list[Mapping[str, str]], np.ndarray, np.ndarray, set[int]]:
     """(labels, times, values, indices of NaN values) of a vector answer."""
     result = _result(d, "vector")
-    metas = _labels(result, "value")
-    pts = [r["value"] for r in result]
+    metas, pts = _labels(result, "value")
     t, v = _points(pts, lo, hi)
     return metas, t, v, set(np.flatnonzero(np.isnan(v)).tolist())
 
@@ -263,8 +269,7 @@ def _matrix(d: Any, lo: float, hi: float, memo: LabelMemo | None = None) -> tupl
     """The columns of a matrix answer (NaN samples left out; empty series dropped), the count of NaN samples and
     the count of series holding any. All points are converted in one numpy call, never per series."""
     result = _result(d, "matrix")
-    metas = _labels(result, "values", memo)
-    per = list(map(dict.get, result, repeat("values")))
+    metas, per = _labels(result, "values", memo)
     if set(map(type, per)) - {list}:
         raise _Refused("a series' 'values' is not a list")
     lens = np.fromiter(map(len, per), dtype=np.intp, count=len(per))
@@ -289,7 +294,7 @@ def _matrix(d: Any, lo: float, hi: float, memo: LabelMemo | None = None) -> tupl
     return Columns(metas, lens, t, v), n_nan, n_series
 
 
-def _api_error(raw: bytes) -> str | None:
+def _api_error(raw: bytes | bytearray) -> str | None:
     try:
         d = json.loads(raw[:65536], parse_constant=float)
     except (ValueError, RecursionError):

@@ -32,9 +32,9 @@ from flopwatch.telemetry.prom_answer import (
     _clean,
     _envelope,
     _matrix,
-    _no_gc,
     _Refused,
     _vector,
+    gc_paused,
 )
 
 __all__ = ["Columns", "PrometheusClient", "PrometheusError", "Series", "SeriesList"]
@@ -258,7 +258,7 @@ class PrometheusClient:
 
     def _exchange(
         self, method: str, target: str, body: bytes | None, headers: Mapping[str, str], guard: _Guard
-    ) -> tuple[int, str, bytes]:
+    ) -> tuple[int, str, bytes | bytearray]:
         """One HTTP exchange under ``guard``: (status, reason, body)."""
         if self._opener is not None:
             return self._exchange_opener(method, target, body, headers, guard)
@@ -291,7 +291,7 @@ class PrometheusClient:
 
     def _exchange_opener(
         self, method: str, target: str, body: bytes | None, headers: Mapping[str, str], guard: _Guard
-    ) -> tuple[int, str, bytes]:
+    ) -> tuple[int, str, bytes | bytearray]:
         import urllib.error
         import urllib.request
 
@@ -306,12 +306,13 @@ class PrometheusClient:
         except urllib.error.URLError as e:
             raise ConnectionError(str(getattr(e, "reason", e))) from None
 
-    def _read_body(self, read: Callable[[int], bytes]) -> bytes:
+    def _read_body(self, read: Callable[[int], bytes]) -> bytearray:
+        """The body, up to the size cap (a bytearray: ``json.loads`` reads it without a copy of the answer)."""
         buf = bytearray()
         while True:
             piece = read(min(_READ_PIECE, self.max_answer_bytes + 1 - len(buf)))
             if not piece:
-                return bytes(buf)
+                return buf
             buf += piece
             if len(buf) > self.max_answer_bytes:
                 raise _TooLarge
@@ -386,7 +387,7 @@ class PrometheusClient:
                 err.http_status = status
                 raise err
             try:
-                with _no_gc():
+                with gc_paused():
                     d, warn = _envelope(raw)
                     out = (d, warn) if then is None else then(d, warn)
                     del d  # freed before the collector resumes
@@ -403,7 +404,7 @@ class PrometheusClient:
 
     def _checked(self, where: str, fn: Callable[[], Any]) -> Any:
         try:
-            with _no_gc():
+            with gc_paused():
                 return fn()
         except _Refused as e:
             raise _fail(where, str(e)) from None
