@@ -24,26 +24,11 @@ from flopwatch.cli import main
 from flopwatch.estimate.observe import Observables, ObservedWindows, windows_from_samples
 from flopwatch.estimate.verdict import assess, context_warnings, with_samples
 from flopwatch.evaluate.window import reassess_row
-from flopwatch.redteam.simulated import datacenter_family, sim_profile, to_record
+from flopwatch.redteam.simulated import sim_profile, to_record
 from flopwatch.sim.accelerator import SimulatedAccelerator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared simulated observables
 from sound_helpers import sim_obs  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def family():
-    return datacenter_family("bf16", quick=True)
-
-
-@pytest.fixture(scope="module")
-def a100_profile(family):
-    return sim_profile("a100", family, "bf16")  # SIMULATED calibration session
-
-
-@pytest.fixture(scope="module")
-def h100_profile(family):
-    return sim_profile("h100", family, "bf16")
 
 
 def _run(key: str, workload, *, cap: float | None = None, dtype: str | None = None):  # noqa: ANN001, ANN202

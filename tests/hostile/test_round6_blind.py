@@ -25,16 +25,11 @@ from flopwatch.devices import get_device
 from flopwatch.estimate.verdict import assess, assess_record, observables_from_record
 from flopwatch.evaluate.window import reassess_row
 from flopwatch.records import WorkloadRecord, load_records
-from flopwatch.redteam.simulated import datacenter_family, sim_profile, to_record
+from flopwatch.redteam.simulated import sim_profile, to_record
 from flopwatch.sensor_timing import least_observed, unrecorded_sensor_floor
 from flopwatch.sim.accelerator import SimulatedAccelerator
 
 NOTE = "no sensor recorded"
-
-
-@pytest.fixture(scope="module")
-def family():
-    return datacenter_family("bf16", quick=True)
 
 
 def _record(key: str, workload, s: float = 60.0) -> tuple[dict, float]:  # noqa: ANN001

@@ -24,21 +24,11 @@ from flopwatch.cli import main
 from flopwatch.estimate.verdict import assess, assess_record, device_claims
 from flopwatch.records import WorkloadRecord
 from flopwatch.redteam.observe import exact_values
-from flopwatch.redteam.simulated import datacenter_family, sim_profile, to_record
+from flopwatch.redteam.simulated import sim_profile, to_record
 from flopwatch.sim.accelerator import SimulatedAccelerator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared simulated observables
 from sound_helpers import sim_obs  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def family():
-    return datacenter_family("bf16", quick=True)
-
-
-@pytest.fixture(scope="module")
-def a100_profile(family):
-    return sim_profile("a100", family, "bf16")  # SIMULATED calibration session
 
 
 def _run(key: str, workload, *, cap: float | None = None, dtype: str | None = None, s: float = 60.0):  # noqa: ANN001, ANN202
