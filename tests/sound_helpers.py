@@ -58,3 +58,20 @@ def sim_obs(acc: Any, run: Any, *, pipes: bool = False, clocks: bool = False) ->
     if pipes:
         kw["pipe_active_s"] = pipe_active_s(acc, run)
     return dataclasses.replace(o, **kw)
+
+
+def sim_run(
+    key: str, workload: Any, *, cap: float | None = None, dtype: str | None = None, s: float = 60.0
+) -> Any:
+    """(accelerator, run) of ``workload`` on a SIMULATED ``key`` (seed 2, 10 s idle first), optionally power-capped
+    and in another precision: the red-team rounds' honest heavy run."""
+    from flopwatch.sim.accelerator import SimulatedAccelerator
+
+    acc = SimulatedAccelerator(key, seed=2, power_cap_w=cap)
+    acc.idle(10.0)
+    w = (
+        workload
+        if dtype is None
+        else dataclasses.replace(workload, dtype=dtype, label=f"{workload.label}-{dtype}")
+    )
+    return acc, acc.run(w, duration_s=s)

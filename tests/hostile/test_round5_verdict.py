@@ -28,31 +28,20 @@ from flopwatch.redteam.simulated import sim_profile, to_record
 from flopwatch.sim.accelerator import SimulatedAccelerator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared simulated observables
-from sound_helpers import sim_obs  # noqa: E402
-
-
-def _run(key: str, workload, *, cap: float | None = None, dtype: str | None = None):  # noqa: ANN001, ANN202
-    acc = SimulatedAccelerator(key, seed=2, power_cap_w=cap)
-    acc.idle(10.0)
-    w = (
-        workload
-        if dtype is None
-        else dataclasses.replace(workload, dtype=dtype, label=f"{workload.label}-{dtype}")
-    )
-    return acc, acc.run(w, duration_s=60.0)
+from sound_helpers import sim_obs, sim_run  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def h100_fp8(family):
     """An H100 fp8 run at full power, with no clock, peak power or limit recorded (SIMULATED)."""
-    acc, run = _run("h100", family[0], dtype="fp8")
+    acc, run = sim_run("h100", family[0], dtype="fp8")
     obs = dataclasses.replace(sim_obs(acc, run), sm_clock_mhz=None, power_limit_w=None)
     return obs, float(run.total_flops)
 
 
 @pytest.fixture(scope="module")
 def a100_bf16(family):
-    acc, run = _run("a100", family[0])
+    acc, run = sim_run("a100", family[0])
     return sim_obs(acc, run), float(run.total_flops)
 
 
@@ -71,7 +60,7 @@ def test_device_name_lookalike_is_not_judged_as_the_profiles_weaker_device(
     """`device-lookalike`: an H100 fp8 run under a 400 W cap (mean power inside an A100's envelope) whose record
     names its device with a Cyrillic Н / Greek Η, a zero-width space or O for 0. No device answers to the name, so
     the verifier's A100 profile's device was used silently: bound 0.97 × truth, "below" at 0.99 × truth."""
-    acc, run = _run("h100", family[0], cap=400.0, dtype="fp8")
+    acc, run = sim_run("h100", family[0], cap=400.0, dtype="fp8")
     truth = float(run.total_flops)
     d = to_record(acc, run).to_dict()
     d.update(device_name=name, dtype="bf16")  # the label the operator gives it; never read by the bound
@@ -97,7 +86,7 @@ def test_low_declaration_under_a_warning_is_unverified_not_consistent(
     """`declared-under-warning`: the look-alike H100 fp8 run above, with a declared count of 0.5 × truth: inside
     the (untrustworthy) A100 bounds, it was "consistent". A warning forbids trusting the upper bound, so it is
     "unverified"; a declaration under the lower bound stays "inconsistent"."""
-    acc, run = _run("h100", family[0], cap=400.0, dtype="fp8")
+    acc, run = sim_run("h100", family[0], cap=400.0, dtype="fp8")
     truth = float(run.total_flops)
     d = to_record(acc, run).to_dict()
     d.update(device_name=name, dtype="bf16")
@@ -141,7 +130,7 @@ def test_device_relabelled_with_peak_power_left_out_is_caught_by_its_mean_power(
 def test_window_row_with_a_lookalike_device_name(h100_profile, a100_profile, family):
     """`device-lookalike` in `flopwatch verdict --profile`: a ledger row re-assessed from its observables with
     a device name no device answers to was judged as the profile's device without a word."""
-    acc, run = _run("h100", family[0], cap=400.0, dtype="fp8")
+    acc, run = sim_run("h100", family[0], cap=400.0, dtype="fp8")
     o = sim_obs(acc, run)
     row = {"workload_id": "w1", "device": "gpu0", "device_name": "NVIDIA Н100", "net_energy_j": o.net_energy_j,
            "duration_s": o.duration_s, "mean_util": o.mean_util, "tb_moved": o.tb_moved}  # fmt: skip

@@ -28,18 +28,7 @@ from flopwatch.redteam.simulated import sim_profile, to_record
 from flopwatch.sim.accelerator import SimulatedAccelerator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared simulated observables
-from sound_helpers import sim_obs  # noqa: E402
-
-
-def _run(key: str, workload, *, cap: float | None = None, dtype: str | None = None, s: float = 60.0):  # noqa: ANN001, ANN202
-    acc = SimulatedAccelerator(key, seed=2, power_cap_w=cap)
-    acc.idle(10.0)
-    w = (
-        workload
-        if dtype is None
-        else dataclasses.replace(workload, dtype=dtype, label=f"{workload.label}-{dtype}")
-    )
-    return acc, acc.run(w, duration_s=s)
+from sound_helpers import sim_obs, sim_run  # noqa: E402
 
 
 def _never_below(a, truth: float, *words: str) -> None:  # noqa: ANN001
@@ -56,7 +45,7 @@ def test_a_rows_own_unobserved_time_does_not_erase_the_sensors_blind_share(famil
     counter sees 1 % of the energy) on a row that records its sensor (``nvml`` at 10 Hz) *and* an explicit
     ``unobserved_s`` of 0 or less. The timing table's blind share applied only when the row gave none, so the
     row's 0 erased it: bound 0.12 × truth, "below" at 0.5 × truth."""
-    acc, run = _run("a100", family[0])
+    acc, run = sim_run("a100", family[0])
     obs, truth = sim_obs(acc, run), float(run.total_flops)
     seen = dataclasses.replace(obs, net_energy_j=0.01 * obs.net_energy_j, unobserved_s=unobserved_s)
     a = assess(None, seen, device="a100", threshold_flops=0.5 * truth,
@@ -72,7 +61,7 @@ def test_a_records_own_sensor_and_unobserved_time_are_read_by_estimate(tmp_path,
     profile only "the calibrated estimate exceeds the sound upper bound" kept it from "below"). A record's
     recorded context is evidence like a monitor row's (it may only add warnings and blind time): the table's blind
     share now bounds it, and a record naming a replay sensor is flagged."""
-    acc, run = _run("a100", family[0])
+    acc, run = sim_run("a100", family[0])
     truth = float(run.total_flops)
     d = to_record(acc, run).to_dict()
     d.update(net_energy_j=0.01 * d["net_energy_j"], unobserved_s=0.0, sensor_kind="nvml", sample_rate_hz=10.0)
@@ -117,9 +106,9 @@ def test_coverage_over_the_gate_still_bounds_the_time_it_leaves_out(family, cove
     assert a.upper_flops >= truth
 
 
-def test_non_finite_unobserved_time_is_the_whole_run(family):
+def test_non_finite_unobserved_time_is_the_wholesim_run(family):
     """A NaN ``unobserved_s`` (not a number: not "none") is the whole run unobserved, never a NaN bound."""
-    acc, run = _run("a100", family[0])
+    acc, run = sim_run("a100", family[0])
     obs, truth = sim_obs(acc, run), float(run.total_flops)
     a = assess(
         None, dataclasses.replace(obs, unobserved_s=math.nan), device="a100", threshold_flops=0.5 * truth
@@ -146,7 +135,7 @@ def test_a_baseline_left_out_of_the_record_is_not_trusted(tmp_path, capsys, fami
     the baseline left out of the record: the give-back and the idle check both needed it, so the 1 % left was
     trusted: bound 0.10 × truth, "below" at 0.8 × truth (H100 fp8, no profile and with one). Now a missing
     baseline is a warning; with the record's gross ``energy_j`` the baseline is recovered and checked."""
-    acc, run = _run("h100", family[0], dtype="fp8")
+    acc, run = sim_run("h100", family[0], dtype="fp8")
     truth = float(run.total_flops)
     (tmp_path / "r.jsonl").write_text(
         json.dumps(_record_under_load(acc, run, keep_energy=keep_energy)) + "\n"
@@ -168,7 +157,7 @@ def test_a_record_naming_two_models_is_judged_as_the_more_capable(family, a100_p
     its ``device_name`` edited to the A100's NVML name and its baseline recorded at 50 W (inside the A100's idle
     drift; the net energy over it): the verdict read ``device_name`` alone, an A100, bound 0.97 × truth, "below"
     at 0.99 × truth. Every name a row gives is a claim: two models are judged as the more capable, warned."""
-    acc, run = _run("h100", family[0], cap=400.0, dtype="fp8")
+    acc, run = sim_run("h100", family[0], cap=400.0, dtype="fp8")
     truth = float(run.total_flops)
     d = to_record(acc, run).to_dict()
     d.update(device_name="NVIDIA A100-SXM4-80GB", device_spec="h100", device="cuda:0", dtype="bf16",
@@ -193,7 +182,7 @@ def test_a_windows_energy_is_capped_at_what_the_device_can_draw(family, short_s)
     from flopwatch.estimate.observe import ObservedWindows
     from flopwatch.evaluate.window import reassess_row
 
-    acc, run = _run("h100", family[0], dtype="fp8")
+    acc, run = sim_run("h100", family[0], dtype="fp8")
     obs, truth = sim_obs(acc, run, clocks=True), float(run.total_flops)
     t = obs.duration_s
     w = ObservedWindows(dt_s=[t - short_s, short_s], net_energy_j=[0.0, obs.net_energy_j])
@@ -216,7 +205,7 @@ def test_honest_windows_keep_their_bound(family):
     from flopwatch.estimate.observe import ObservedWindows
     from flopwatch.estimate.sound import device_basis, sound_upper
 
-    acc, run = _run("h100", family[0], dtype="fp8")
+    acc, run = sim_run("h100", family[0], dtype="fp8")
     obs = sim_obs(acc, run, clocks=True)
     n = 60
     w = ObservedWindows(dt_s=np.full(n, obs.duration_s / n), net_energy_j=np.full(n, obs.net_energy_j / n))
@@ -312,7 +301,7 @@ def test_two_views_of_the_pipe_counters_that_disagree(family, forged):
 
     from flopwatch.estimate.observe import ObservedWindows
 
-    acc, run = _run("h100", family[0], dtype="fp8")
+    acc, run = sim_run("h100", family[0], dtype="fp8")
     obs, truth = sim_obs(acc, run, clocks=True, pipes=True), float(run.total_flops)
     n, t = 60, obs.duration_s
     pa = obs.pipe_active_s
@@ -337,7 +326,7 @@ def test_the_verifiers_device_option_does_not_ease_the_records_own_model(tmp_pat
     through `flopwatch estimate --device a100` (the verifier's inventory says A100): the option replaced the
     record's name silently, bound 0.97 × truth, "below" at 0.99 × truth. The option is a claim like the record's
     (as a fleet's --device never eases a GPU's modelName): two models, the more capable, warned."""
-    acc, run = _run("h100", family[0], cap=400.0, dtype="fp8")
+    acc, run = sim_run("h100", family[0], cap=400.0, dtype="fp8")
     truth = float(run.total_flops)
     d = to_record(acc, run).to_dict()
     d.update(device_name="NVIDIA H100 80GB HBM3", dtype="bf16", idle_power_w=50.0,
@@ -358,7 +347,7 @@ def test_the_verifiers_device_option_does_not_ease_a_ledger_rows_model(family, a
     run naming its device `NVIDIA H100 80GB HBM3` was re-assessed as an A100 (bound 0.97 × truth), silently."""
     from flopwatch.evaluate.window import reassess_row
 
-    acc, run = _run("h100", family[0], cap=400.0, dtype="fp8")
+    acc, run = sim_run("h100", family[0], cap=400.0, dtype="fp8")
     o, truth = sim_obs(acc, run), float(run.total_flops)
     row = {"workload_id": "w1", "device": "gpu0", "device_name": "NVIDIA H100 80GB HBM3", "idle_power_w": 50.0,
            "net_energy_j": o.net_energy_j + (o.idle_power_w - 50.0) * o.duration_s, "duration_s": o.duration_s,
@@ -372,7 +361,7 @@ def test_the_verifiers_device_option_does_not_ease_a_ledger_rows_model(family, a
 def test_a_records_sensor_kind_of_another_type_is_a_sensor_nothing_knows(tmp_path, capsys, family, kind):
     """A record's ``sensor_kind`` that is not a string or a list (now that `estimate` reads a record's context):
     one unknown sensor, warned (never "below"), never a traceback."""
-    acc, run = _run("a100", family[0])
+    acc, run = sim_run("a100", family[0])
     d = {**to_record(acc, run).to_dict(), "sensor_kind": kind, "sample_rate_hz": 10.0}
     (tmp_path / "r.jsonl").write_text(json.dumps(d) + "\n")
     sim_profile("a100", family, "bf16").save(tmp_path / "p.json")

@@ -350,12 +350,8 @@ def _rateless_point_sensors(ctx: Mapping[str, Any], device: DeviceSpec | str | N
     spec = device if isinstance(device, DeviceSpec) else resolve(str(device))
     if spec is None:
         return []
-    out = []
-    for k in _kinds(ctx):
-        t = sensor_timing(spec.key, sensor_kind_of(k))
-        if t is None or not t.cumulative:
-            out.append(k)
-    return out
+    kinds = ((k, sensor_timing(spec.key, sensor_kind_of(k))) for k in _kinds(ctx))
+    return [k for k, t in kinds if t is None or not t.cumulative]
 
 
 def context_warnings(
