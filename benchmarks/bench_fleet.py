@@ -178,6 +178,18 @@ def _medians(rows: list[dict]) -> None:
             f"energy {rs[0]['fleet_energy_j']:.6e} J, load {med['load1']:.1f}",
             flush=True,
         )
+    # the machine's speed drifts (the same tree measured 1.0–2.1 CPU-s within minutes): each variant's CPU over the
+    # first variant's in the same repeat, run back to back, is what compares two versions
+    first = rows[0]["variant"]
+    for key in sorted({(r["gpus"], r["variant"]) for r in rows if r["variant"] != first}):
+        base = [r for r in rows if (r["gpus"], r["variant"]) == (key[0], first)]
+        mine = [r for r in rows if (r["gpus"], r["variant"]) == key]
+        ratios = sorted(b["cpu_s"] / a["cpu_s"] for a, b in zip(base, mine, strict=False))
+        print(
+            f"  {key[0]:>6} GPUs {key[1]:>8} ÷ {first}, flopwatch CPU per repeat: median {statistics.median(ratios):.2f} "
+            f"({', '.join(f'{x:.2f}' for x in ratios)})",
+            flush=True,
+        )
 
 
 class ReplayClient:
