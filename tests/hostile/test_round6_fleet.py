@@ -29,7 +29,22 @@ def _families():
     return {
         "honest-capped": [r5._series(0, r5._lab("L0"), lambda k: CAPPED)],
         "model-lookalike": [r5._series(0, r5._lab("L1", model=LOOKALIKE), lambda k: CAPPED)],
+        "honest-busy": [r5._series(0, r5._lab("L2"), lambda k: r5.BUSY)],
+        # the same readings, the activity and clock series labelled as another model (no power or energy in them)
+        "activity-other-model": [
+            r5._series(0, r5._lab("L3"), lambda k: {M.POWER: r5.BUSY[M.POWER]}),
+            _without_energy(r5._series(0, r5._lab("L3", model=r5.L40), lambda k: _activity())),
+        ],
     }
+
+
+def _activity() -> dict[str, float]:
+    return {m: v for m, v in r5.BUSY.items() if m != M.POWER}
+
+
+def _without_energy(series):  # noqa: ANN001, ANN202
+    t0, labels, rows = series
+    return t0, labels, [None if r is None else {m: v for m, v in r.items() if m != M.ENERGY} for r in rows]
 
 
 @pytest.fixture(scope="module")
@@ -58,3 +73,20 @@ def test_a_model_name_no_device_answers_to_is_not_judged_as_the_verifiers_device
     _, rows = r5._fleet(capsys, prom, "honest-capped", "--device", "a100", threshold="2e18")
     assert all(g["devices"] == ["h100"] and g["upper_flops"] > 2e18 for g in rows)
     assert not any("names no device" in n for g in rows for n in g["notes"])
+
+
+def test_the_model_is_claimed_by_power_and_energy_series_and_activity_joins_their_row(prom, capsys):
+    """The fleet reads the GPU's model from its power and energy series; the activity and clock queries drop
+    ``modelName`` on the server (a fifth of their bytes) and join the row with the same other labels. Activity
+    series labelled as another model therefore claim nothing: the GPU is judged as its power series say, with
+    the same bound, pipe estimate and notes as when every series names the H100."""
+    _, split = r5._fleet(capsys, prom, "activity-other-model")
+    _, whole = r5._fleet(capsys, prom, "honest-busy")
+    assert [g["key"] for g in split] == [g["key"] for g in whole] == ["train", "(all GPUs)"]
+    for a, b in zip(split, whole, strict=True):
+        assert a["devices"] == b["devices"] == ["h100"]
+        assert (
+            a["pipe_estimate_flops"] == pytest.approx(b["pipe_estimate_flops"]) and a["pipe_estimate_flops"]
+        )
+        assert a["upper_flops"] == pytest.approx(b["upper_flops"]) and a["verdict"] == b["verdict"]
+        assert a["notes"] == b["notes"]
