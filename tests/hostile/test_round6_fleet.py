@@ -35,7 +35,23 @@ def _families():
             r5._series(0, r5._lab("L3"), lambda k: {M.POWER: r5.BUSY[M.POWER]}),
             _without_energy(r5._series(0, r5._lab("L3", model=r5.L40), lambda k: _activity())),
         ],
+        # the honest series, plus idle copies of its activity and clock differing only in labels flopwatch drops on
+        # the server (another container; another modelName): an average over the merged series halved the pipes
+        "idle-copies": [
+            r5._series(0, r5._lab("L4"), lambda k: r5.BUSY),
+            *(
+                _without_energy(r5._series(0, r5._lab("L4", **kw), lambda k: {**_activity(), **IDLE_PIPES}))
+                for kw in (
+                    {"container": "shadow"},
+                    {"model": r5.L40},
+                    {"container": "shadow", "model": r5.L40},
+                )
+            ),
+        ],
     }
+
+
+IDLE_PIPES = {M.GR_ACTIVE: 0.0, M.TENSOR: 0.0, M.FP32: 0.0, M.FP16: 0.0, M.FP64: 0.0}
 
 
 def _activity() -> dict[str, float]:
@@ -90,3 +106,15 @@ def test_the_model_is_claimed_by_power_and_energy_series_and_activity_joins_thei
         )
         assert a["upper_flops"] == pytest.approx(b["upper_flops"]) and a["verdict"] == b["verdict"]
         assert a["notes"] == b["notes"]
+
+
+def test_idle_copies_of_the_activity_series_do_not_dilute_it(prom, capsys):
+    """`idle-copies` (round 6): three copies of an H100's activity series reporting idle pipes, differing only in a
+    label the fleet drops on the server (``container``; ``modelName`` on the activity queries), were averaged into
+    the honest series: the pipes ÷ 4, the bound 2.0e18 under the job's 3.9e18 tensor work, "below" 2.5e18 with no
+    note. The merged series take the highest activity, so the copies change nothing."""
+    _, rows = r5._fleet(capsys, prom, "idle-copies", threshold="2.5e18")
+    _, honest = r5._fleet(capsys, prom, "honest-busy", threshold="2.5e18")
+    for a, b in zip(rows, honest, strict=True):
+        assert a["verdict"] != "below" and a["upper_flops"] == pytest.approx(b["upper_flops"])
+        assert a["pipe_estimate_flops"] == pytest.approx(b["pipe_estimate_flops"])

@@ -108,10 +108,11 @@ MIG_LABEL = "GPU_I_ID"
 
 
 #: Labels flopwatch never reads, dropped on the server (a fleet answer is mostly label maps; docs/fleet.md "How it
-#: reads"); series that then collide are merged by :data:`MERGE` (sample counts add: a GPU reported twice shows).
+#: reads"); series that then collide are merged by :data:`MERGE`: sample counts add (a GPU reported twice shows),
+#: and activities and clocks take the highest (an average would let an idle copy of a series halve them: round 6).
 UNREAD_LABELS = ("DCGM_FI_DRIVER_VERSION", "device", "container", "job", "namespace", "pci_bus_id")
 MERGE: Mapping[str, str] = MappingProxyType(
-    {"sum": "sum", "count": "sum", "avg": "avg", "max": "max", "min": "min", "last": "max"}
+    {"sum": "sum", "count": "sum", "avg": "max", "max": "max", "min": "min", "last": "max"}
 )
 
 
