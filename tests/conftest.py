@@ -114,3 +114,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+
+
+# One SIMULATED bf16 workload family and calibration sessions on it, shared by the verdict tests and the red-team
+# rounds (imported lazily: the conftest loads before --without-torch hides torch).
+@pytest.fixture(scope="module")
+def family():
+    from flopwatch.redteam.simulated import datacenter_family
+
+    return datacenter_family("bf16", quick=True)
+
+
+@pytest.fixture(scope="module")
+def a100_profile(family):
+    from flopwatch.redteam.simulated import sim_profile
+
+    return sim_profile("a100", family, "bf16")  # SIMULATED calibration session
+
+
+@pytest.fixture(scope="module")
+def h100_profile(family):
+    from flopwatch.redteam.simulated import sim_profile
+
+    return sim_profile("h100", family, "bf16")  # SIMULATED calibration session

@@ -27,7 +27,7 @@ from flopwatch.estimate.sound import (
 )
 from flopwatch.estimate.verdict import assess, context_warnings, observables_from_record
 from flopwatch.records import load_records
-from flopwatch.redteam.simulated import datacenter_family, sim_profile
+from flopwatch.redteam.simulated import sim_profile
 from flopwatch.sim.accelerator import SimulatedAccelerator
 from sound_helpers import pipe_active_s, sim_obs
 
@@ -44,16 +44,6 @@ MASCOTS_KEYS = {
 @pytest.fixture(scope="module")
 def v2(v2_records_path):
     return load_records(v2_records_path)
-
-
-@pytest.fixture(scope="module")
-def bf16_family():
-    return datacenter_family("bf16", quick=True)
-
-
-@pytest.fixture(scope="module")
-def h100_bf16_profile(bf16_family):
-    return sim_profile("h100", bf16_family, "bf16")  # SIMULATED calibration session
 
 
 def _runs(key: str, workloads, *, seed: int = 2, cap=None, clock=None):  # noqa: ANN001, ANN202
@@ -126,33 +116,33 @@ def test_a_profiles_efficiency_never_lowers_the_bound(v2):
 
 
 # ------------------------------------------------------------------------------------------ accusations
-def test_an_honest_tf32_h100_run_under_a_bf16_profile_is_not_accused(h100_bf16_profile, bf16_family):
+def test_an_honest_tf32_h100_run_under_a_bf16_profile_is_not_accused(h100_profile, family):
     """The issue's false "above" (SIMULATED H100): honest tf32 runs judged by a bf16 profile got a lower bound of
     up to 2.01 × truth. The lower bound now allows the least efficient format the counters do not rule out."""
-    acc, runs = _runs("h100", _as(bf16_family, "tf32"))
+    acc, runs = _runs("h100", _as(family, "tf32"))
     for run in runs:
         for pipes in (False, True):
-            a = assess(h100_bf16_profile, sim_obs(acc, run, pipes=pipes, clocks=pipes), device="h100",
+            a = assess(h100_profile, sim_obs(acc, run, pipes=pipes, clocks=pipes), device="h100",
                        threshold_flops=run.total_flops)  # fmt: skip
             assert a.lower_flops <= run.total_flops <= a.upper_flops, (run.label, pipes)
             assert a.verdict != "above"
     assert (
         assess(
-            h100_bf16_profile, sim_obs(acc, runs[0]), device="h100", threshold_flops=2 * runs[0].total_flops
+            h100_profile, sim_obs(acc, runs[0]), device="h100", threshold_flops=2 * runs[0].total_flops
         ).verdict
         != "above"
     )
 
 
 @pytest.mark.parametrize("key", ["a100", "h100", "h200", "orin-nano"])
-def test_honest_runs_of_every_precision_clock_and_power_limit_are_never_accused(key, bf16_family):
+def test_honest_runs_of_every_precision_clock_and_power_limit_are_never_accused(key, family):
     """SIMULATED: every precision the device supports × default/middle/lowest power limit (where the device has
     one) × free/locked-low clock, judged by profiles of two precisions, with and without pipe counters (the Orin
     has none): lower ≤ truth ≤ upper, 0 false "above"."""
     from flopwatch.redteam.simulated import orin_family
 
     spec = get_device(key)
-    base = orin_family(quick=True)[:6] if key == "orin-nano" else bf16_family[:6]
+    base = orin_family(quick=True)[:6] if key == "orin-nano" else family[:6]
     fam = base[:3]
     profiles = [sim_profile(key, _as(base, "fp32"), "fp32")]
     if (
@@ -188,13 +178,13 @@ def _never_wrong_below(a, truth: float) -> None:  # noqa: ANN001
     assert a.verdict != "below" and a.upper_flops >= truth, (a.verdict, a.upper_flops / truth, a.warnings)
 
 
-def test_fp32_then_bf16_mix_is_bounded_by_the_sum_of_its_phases(h100_bf16_profile, bf16_family, v2):
+def test_fp32_then_bf16_mix_is_bounded_by_the_sum_of_its_phases(h100_profile, family, v2):
     """One workload, an fp32 phase then a bf16 one, no idle between: windows bound each phase (SIMULATED H100),
     and the real v2 runs put back to back (fp32 then bf16) stay under the run-level bound too."""
     acc = SimulatedAccelerator("h100", seed=2)
     acc.idle(10.0)
-    r1 = acc.run(_as(bf16_family[:1], "fp32")[0], duration_s=60.0)
-    r2 = acc.run(bf16_family[1], duration_s=60.0)
+    r1 = acc.run(_as(family[:1], "fp32")[0], duration_s=60.0)
+    r2 = acc.run(family[1], duration_s=60.0)
     truth = r1.total_flops + r2.total_flops
     o1, o2 = sim_obs(acc, r1, clocks=True), sim_obs(acc, r2, clocks=True)
     win = ObservedWindows(
@@ -205,7 +195,7 @@ def test_fp32_then_bf16_mix_is_bounded_by_the_sum_of_its_phases(h100_bf16_profil
     )
     whole = Observables(o1.net_energy_j + o2.net_energy_j, o1.duration_s + o2.duration_s, windows=win,
                         idle_power_w=o1.idle_power_w, mean_util=o2.mean_util)  # fmt: skip
-    a = assess(h100_bf16_profile, whole, device="h100", threshold_flops=0.8 * truth)
+    a = assess(h100_profile, whole, device="h100", threshold_flops=0.8 * truth)
     _never_wrong_below(a, truth)
     assert a.upper.windows == 2
     # real Jetson data: the cheapest fp32 run followed by the most efficient bf16 run, as one workload
@@ -218,9 +208,9 @@ def test_fp32_then_bf16_mix_is_bounded_by_the_sum_of_its_phases(h100_bf16_profil
 
 
 @pytest.mark.parametrize("case", ["fp8 full power", "underclocked", "power padding", "200 W cap"])
-def test_the_issues_physical_evasions_never_give_a_wrong_below(case, h100_bf16_profile, bf16_family):
+def test_the_issues_physical_evasions_never_give_a_wrong_below(case, h100_profile, family):
     """SIMULATED H100 under a bf16 profile, T = 0.8 × truth, with and without clock/pipe counters."""
-    fam = bf16_family[:4]
+    fam = family[:4]
     if case == "fp8 full power":
         acc, runs = _runs("h100", _as(fam, "fp8"))
     elif case == "underclocked":
@@ -234,7 +224,7 @@ def test_the_issues_physical_evasions_never_give_a_wrong_below(case, h100_bf16_p
             obs = sim_obs(acc, run, pipes=pipes, clocks=pipes)
             if case == "power padding":  # a burner kernel adds 40 % energy without FLOPs
                 obs = dataclasses.replace(obs, net_energy_j=1.4 * obs.net_energy_j)
-            a = assess(h100_bf16_profile, obs, device="h100", threshold_flops=0.8 * run.total_flops)
+            a = assess(h100_profile, obs, device="h100", threshold_flops=0.8 * run.total_flops)
             _never_wrong_below(a, run.total_flops)
 
 
@@ -257,10 +247,10 @@ def test_the_operators_own_profile_cannot_move_the_bound(v2):
     assert a.verdict == "uncertain" and any("profile_sha256" in w for w in a.warnings)
 
 
-def test_a_tiny_peak_override_only_raises_the_bound(monkeypatch, bf16_family, h100_bf16_profile):
+def test_a_tiny_peak_override_only_raises_the_bound(monkeypatch, family, h100_profile):
     """FLOPWATCH_PEAK_FLOPS=h100:fp8=5e-324,bf16=5e-324 in the daemon's environment: the verdict takes
     max(datasheet, override) and names the override; a huge override raises the bound."""
-    acc, runs = _runs("h100", _as(bf16_family[:2], "fp8"))
+    acc, runs = _runs("h100", _as(family[:2], "fp8"))
     run = runs[0]
     monkeypatch.setenv(
         "FLOPWATCH_PEAK_FLOPS", "h100:fp8=5e-324,bf16=5e-324,fp16=5e-324,tf32=5e-324,fp32=5e-324"
@@ -268,20 +258,20 @@ def test_a_tiny_peak_override_only_raises_the_bound(monkeypatch, bf16_family, h1
     spec = get_device("h100")
     assert max(spec.peak_flops.values()) < 1e-300
     obs = sim_obs(acc, run, pipes=True, clocks=True)
-    a = assess(h100_bf16_profile, obs, device=spec, threshold_flops=0.8 * run.total_flops)
+    a = assess(h100_profile, obs, device=spec, threshold_flops=0.8 * run.total_flops)
     _never_wrong_below(a, run.total_flops)
     assert any("peak override" in w for w in a.warnings)
     monkeypatch.setenv("FLOPWATCH_PEAK_FLOPS", "h100:fp8=1e17")
-    big = assess(h100_bf16_profile, obs, device=get_device("h100"))
+    big = assess(h100_profile, obs, device=get_device("h100"))
     monkeypatch.delenv("FLOPWATCH_PEAK_FLOPS")
-    assert big.upper_flops > assess(h100_bf16_profile, obs, device="h100").upper_flops
+    assert big.upper_flops > assess(h100_profile, obs, device="h100").upper_flops
 
 
-def test_replayed_or_simulated_sensors_and_other_contexts_are_never_below(h100_bf16_profile, bf16_family):
-    acc, (run, *_) = _runs("h100", bf16_family[:1])
+def test_replayed_or_simulated_sensors_and_other_contexts_are_never_below(h100_profile, family):
+    acc, (run, *_) = _runs("h100", family[:1])
     obs = sim_obs(acc, run, pipes=True, clocks=True)
-    t = 10.0 * assess(h100_bf16_profile, obs, device="h100").upper_flops
-    assert assess(h100_bf16_profile, obs, device="h100", threshold_flops=t).verdict == "below"
+    t = 10.0 * assess(h100_profile, obs, device="h100").upper_flops
+    assert assess(h100_profile, obs, device="h100", threshold_flops=t).verdict == "below"
     mine = {"profile_sha256": "a" * 64, "sensor_kind": "nvml", "sample_rate_hz": 10.0, "peak_override": None}
     for ctx, why in (
         ({**mine, "sensor_kind": "replay"}, "replay or simulation"),
@@ -292,20 +282,16 @@ def test_replayed_or_simulated_sensors_and_other_contexts_are_never_below(h100_b
         ({**mine, "sample_rate_hz": 0.2}, "sampling rate"),
         (None, "no context"),
     ):
-        a = assess(
-            h100_bf16_profile, obs, device="h100", threshold_flops=t, context=ctx, verifier_context=mine
-        )
+        a = assess(h100_profile, obs, device="h100", threshold_flops=t, context=ctx, verifier_context=mine)
         assert a.verdict == "uncertain" and any(why in w for w in a.warnings), (ctx, a.warnings)
     assert context_warnings(mine, mine) == []
 
 
-def test_pipe_counters_tighten_without_ever_giving_a_wrong_below(h100_bf16_profile, bf16_family):
-    acc, runs = _runs("h100", bf16_family[:4])
+def test_pipe_counters_tighten_without_ever_giving_a_wrong_below(h100_profile, family):
+    acc, runs = _runs("h100", family[:4])
     for run in runs:
-        plain = assess(
-            h100_bf16_profile, sim_obs(acc, run), device="h100", threshold_flops=0.8 * run.total_flops
-        )
-        piped = assess(h100_bf16_profile, sim_obs(acc, run, pipes=True, clocks=True), device="h100",
+        plain = assess(h100_profile, sim_obs(acc, run), device="h100", threshold_flops=0.8 * run.total_flops)
+        piped = assess(h100_profile, sim_obs(acc, run, pipes=True, clocks=True), device="h100",
                        threshold_flops=0.8 * run.total_flops)  # fmt: skip
         _never_wrong_below(plain, run.total_flops)
         _never_wrong_below(piped, run.total_flops)
@@ -313,9 +299,9 @@ def test_pipe_counters_tighten_without_ever_giving_a_wrong_below(h100_bf16_profi
         assert any("pipe-activity counters" in h for h in plain.tighten)
 
 
-def test_an_impossible_device_is_bounded_as_the_most_capable_consistent_one(bf16_family):
+def test_an_impossible_device_is_bounded_as_the_most_capable_consistent_one(family):
     """An "A100" drawing 650 W: bounded as a device that can draw it (H100/H200 class) and flagged."""
-    acc, (run, *_) = _runs("h100", _as(bf16_family[:1], "fp8"))
+    acc, (run, *_) = _runs("h100", _as(family[:1], "fp8"))
     obs = sim_obs(acc, run, clocks=True)
     obs = dataclasses.replace(obs, peak_power_w=650.0, min_sm_clock_mhz=None, max_sm_clock_mhz=None)
     a = assess(None, obs, device="a100", threshold_flops=0.8 * run.total_flops)
@@ -348,15 +334,15 @@ def test_windows_from_samples_split_phases_and_gaps():
 
 
 # ------------------------------------------------------------------------------------------ decisiveness
-def test_decisiveness_on_simulated_h100_h200_with_pipe_counters(bf16_family):
+def test_decisiveness_on_simulated_h100_h200_with_pipe_counters(family):
     """Issue 21 target: honest bf16/fp16 runs on SIMULATED H100/H200 with pipe counters are decided "below" at
     T ≤ 2.5 × truth for ≥ 90 %. Energy only with clock and power limit observed: the fp8 peak rate bounds an
     honest bf16 run at ~6.7 × its truth on the H100 twin (30 % MFU) — over the issue's 5 ×, as physics says."""
     ratios, energy_only = [], []
     for key in ("h100", "h200"):
-        prof = sim_profile(key, bf16_family, "bf16")
+        prof = sim_profile(key, family, "bf16")
         for dtype in ("bf16", "fp16"):
-            acc, runs = _runs(key, _as(bf16_family[:4], dtype))
+            acc, runs = _runs(key, _as(family[:4], dtype))
             for run in runs:
                 a = assess(prof, sim_obs(acc, run, pipes=True, clocks=True), device=key)
                 assert a.decisive_at is not None and math.isfinite(a.decisive_at)
@@ -370,9 +356,9 @@ def test_decisiveness_on_simulated_h100_h200_with_pipe_counters(bf16_family):
     assert 5.0 < np.median(energy_only) < 8.0  # reported: over the 5 × target (see docstring)
 
 
-def test_every_verdict_says_what_would_tighten_it(h100_bf16_profile, bf16_family):
-    acc, (run, *_) = _runs("h100", bf16_family[:1])
-    a = assess(h100_bf16_profile, sim_obs(acc, run), device="h100", threshold_flops=run.total_flops)
+def test_every_verdict_says_what_would_tighten_it(h100_profile, family):
+    acc, (run, *_) = _runs("h100", family[:1])
+    a = assess(h100_profile, sim_obs(acc, run), device="h100", threshold_flops=run.total_flops)
     assert a.decisive_at == pytest.approx(a.upper_flops / a.estimate_flops)
     hints = " ".join(a.tighten)
     assert (
@@ -418,26 +404,26 @@ def test_a_trace_segment_gives_windowed_bounds_for_a_record(tmp_path):
     )  # no sensor named: NVML's 75 %
 
 
-def test_a_peak_override_never_makes_an_accusation_easier(h100_bf16_profile, bf16_family):
+def test_a_peak_override_never_makes_an_accusation_easier(h100_profile, family):
     """An override raising the slow formats' peaks (or lowering the profile's) must not raise the lower bound."""
-    acc, (run, *_) = _runs("h100", bf16_family[:1])
+    acc, (run, *_) = _runs("h100", family[:1])
     obs = sim_obs(acc, run)
-    base = assess(h100_bf16_profile, obs, device="h100")
+    base = assess(h100_profile, obs, device="h100")
     assert base.lower_flops > 0
     for over in ({"fp32": 1e18, "tf32": 1e18}, {"bf16": 1e12}):
-        a = assess(h100_bf16_profile, obs, device=get_device("h100", peak_overrides=over))
+        a = assess(h100_profile, obs, device=get_device("h100", peak_overrides=over))
         assert a.lower_flops <= base.lower_flops * (1 + 1e-12) and any(
             "peak override" in w for w in a.warnings
         )
 
 
-def test_unobserved_time_stays_at_peak_with_pipe_counters(h100_bf16_profile, bf16_family):
+def test_unobserved_time_stays_at_peak_with_pipe_counters(h100_profile, family):
     """``unobserved_s`` is time no counter covered — the pipe counters included (a caller whose pipe counters
     did cover the energy sensor's blind time does not count it as unobserved). SIMULATED H100."""
-    acc, (run, *_) = _runs("h100", bf16_family[:1])
+    acc, (run, *_) = _runs("h100", family[:1])
     obs = dataclasses.replace(sim_obs(acc, run, clocks=True), pipe_active_s=pipe_active_s(acc, run))
-    a = assess(h100_bf16_profile, dataclasses.replace(obs, unobserved_s=10.0), device="h100")
-    b = assess(h100_bf16_profile, obs, device="h100")
+    a = assess(h100_profile, dataclasses.replace(obs, unobserved_s=10.0), device="h100")
+    b = assess(h100_profile, obs, device="h100")
     assert a.upper.unobserved_flops == pytest.approx(10.0 * 1978.9e12)
     assert a.upper_flops > b.upper_flops and run.total_flops <= b.upper_flops <= 2.5 * run.total_flops
 
@@ -467,20 +453,20 @@ def test_records_carry_the_new_observables_and_caller_warnings_rejudge():
     assert a.with_warnings([], threshold_flops=0.4).verdict == "above"
 
 
-def test_pipe_counters_that_covered_the_energy_sensors_blind_time_bound_it(h100_bf16_profile, bf16_family):
+def test_pipe_counters_that_covered_the_energy_sensors_blind_time_bound_it(h100_profile, family):
     """NVML's power reading sees 25 ms of every 100 ms on an H100 (Yang, Adamek & Armour, SC 2024): that blind 75 %
     is unobserved by the energy sensor and bounded at peak — unless the pipe counters, which count every cycle,
     covered it (``pipe_observed_s``). Paused counters (covering less) leave the rest at peak. SIMULATED H100."""
-    acc, (run, *_) = _runs("h100", bf16_family[:1])
+    acc, (run, *_) = _runs("h100", family[:1])
     obs = dataclasses.replace(sim_obs(acc, run, clocks=True), pipe_active_s=pipe_active_s(acc, run))
     t = obs.duration_s
     blind = dataclasses.replace(obs, unobserved_s=0.75 * t)
-    a = assess(h100_bf16_profile, blind, device="h100", threshold_flops=0.8 * run.total_flops)
+    a = assess(h100_profile, blind, device="h100", threshold_flops=0.8 * run.total_flops)
     assert a.upper_flops >= 0.75 * t * 1978.9e12 and a.verdict != "below"
     covered = dataclasses.replace(blind, pipe_observed_s=t)
-    b = assess(h100_bf16_profile, covered, device="h100", threshold_flops=0.8 * run.total_flops)
+    b = assess(h100_profile, covered, device="h100", threshold_flops=0.8 * run.total_flops)
     assert run.total_flops <= b.upper_flops <= 2.5 * run.total_flops and b.verdict != "below"
     assert "the counters covered" in b.bound
     paused = dataclasses.replace(blind, pipe_observed_s=0.5 * t)
-    c = assess(h100_bf16_profile, paused, device="h100")
+    c = assess(h100_profile, paused, device="h100")
     assert c.upper_flops >= 0.5 * t * 1978.9e12

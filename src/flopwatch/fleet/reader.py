@@ -30,6 +30,8 @@ SIMULATED = "flopwatch_simulated"
 FULL_WINDOW = 0.8
 #: Mean power above idle × this (or idle + 30 W, whichever is more) counts as load for the consistency checks.
 LOAD_FACTOR = 1.5
+#: Metrics whose series claim the GPU's model (their ``modelName``); the others are read without it.
+_MODEL_FROM = ("power", "energy")
 
 
 @dataclass
@@ -586,10 +588,6 @@ def _gpu_energy(
         mig = (base[gi] * by_time + (Eg - base)[gi] * dyn) / np.where(Eg[gi] > 0, Eg[gi], 1.0)
         share = np.where(is_mig, np.where(Eg[gi] > 0, mig, by_time), share)
     return tuple(x[gi] * share for x in (Eg, from_g, counter_g, cpower_g, reset_g))
-
-
-#: Metrics whose series claim the GPU's model (their ``modelName``); the others are read without it.
-_MODEL_FROM = ("power", "energy")
 
 
 def _per_gpu(x: np.ndarray, gi: np.ndarray, G: int, uf: np.ufunc = np.add, init: float = 0.0) -> np.ndarray:
