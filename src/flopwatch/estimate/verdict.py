@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,7 @@ from flopwatch.estimate.regime import Deviation, check_regime
 from flopwatch.estimate.session import widen
 from flopwatch.estimate.sound import (
     SESSION_LOG_SD,
+    DeviceBasis,
     SoundUpper,
     clock_contradiction,
     clock_ratio_factor,
@@ -62,6 +63,7 @@ from flopwatch.estimate.sound import (
     reconcile_pipes,
     slowest_format_ratio,
     sound_upper,
+    sound_uppers,
     unplaced_energy_j,
     verdict_peaks,
     window_deficit_s,
@@ -456,6 +458,62 @@ def assess(
     warnings); each blocks "below". ``context``/``verifier_context``: the row's recorded context and the
     verifier's (keys :data:`~flopwatch.estimate.observe.CONTEXT_KEYS`); see :func:`context_warnings`. A context
     naming no sensor (``{}``) is judged at the device's least-observed one (``unrecorded_sensor_floor``)."""
+    kw = dict(device=device, threshold_flops=threshold_flops, confidence=confidence, label=label,
+              extra_warnings=extra_warnings, context=context, verifier_context=verifier_context)  # fmt: skip
+    return assess_many(profile, [(obs, kw)])[0]
+
+
+def assess_many(
+    profile: Profile | None, items: Sequence[tuple[Observables, Mapping[str, Any]]]
+) -> list[Assessment]:
+    """:func:`assess` of many workloads, each ``(obs, keyword arguments of assess)``, with their sound upper
+    bounds computed together (:func:`~flopwatch.estimate.sound.sound_uppers`: one array pass over every
+    window of every workload; a fleet judges ~1,300 groups). The same rule as :func:`assess`, which is this for
+    one workload."""
+    return drive([_assess(profile, obs, **kw) for obs, kw in items], sound_uppers)
+
+
+def drive(
+    steps: Sequence[Generator[Any, Any, Any]], serve: Callable[[list[Any]], Sequence[Any]]
+) -> list[Any]:
+    """Run generators that each yield requests until they return: every round, the pending requests of all of
+    them are answered together by ``serve`` (a list of requests → their answers, in order) and each answer sent
+    back. Returns what each generator returned. One workload's rule is written once, as one generator; only the
+    batching is here."""
+    out: list[Any] = [None] * len(steps)
+    pending: dict[int, Any] = {}
+
+    def step(i: int, answer: Any) -> None:
+        try:
+            pending[i] = steps[i].send(answer)
+        except StopIteration as done:
+            pending.pop(i, None)
+            out[i] = done.value
+
+    for i in range(len(steps)):
+        step(i, None)
+    while pending:
+        idx = list(pending)
+        for i, answer in zip(idx, serve([pending[i] for i in idx]), strict=True):
+            step(i, answer)
+    return out
+
+
+def _assess(
+    profile: Profile | None,
+    obs: Observables,
+    *,
+    device: DeviceSpec | str | None = None,
+    threshold_flops: float | None = None,
+    confidence: float | None = None,
+    label: str | None = None,
+    extra_warnings: Sequence[str] = (),
+    context: Mapping[str, Any] | None = None,
+    verifier_context: Mapping[str, Any] | None = None,
+) -> Generator[tuple[DeviceBasis, Observables, float], SoundUpper, Assessment]:
+    """:func:`assess` of one workload, as a generator: it yields the sound upper bound it needs
+    (``(device basis, observables, idle excess W)``, :func:`~flopwatch.estimate.sound.sound_uppers`' input),
+    is sent it, and returns the assessment (:func:`drive`)."""
     spec, name_warning = _spec(device, profile)
     E, t = float(obs.net_energy_j), float(obs.duration_s)
     if not (math.isfinite(t) and t > 0):
@@ -553,7 +611,7 @@ def assess(
         lie = clock_contradiction(spec, obs_b)
         if lie is not None:
             warnings.append(lie)
-        su = sound_upper(dev, obs_b, idle_excess_w=idle_excess)
+        su = yield (dev, obs_b, idle_excess)
         upper, basis = su.flops, su.basis
 
     # ---- the calibrated estimate (rests on the workload resembling the calibration)
@@ -785,9 +843,11 @@ __all__ = [
     "ObservedWindows",
     "SampledRun",
     "assess",
+    "assess_many",
     "assess_record",
     "context_warnings",
     "device_claims",
+    "drive",
     "observables_from_record",
     "profile_envelope",
     "threshold_verdict",
