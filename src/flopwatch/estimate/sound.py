@@ -377,7 +377,9 @@ def sound_uppers(
             cmax_.append(_nan(obs.max_sm_clock_mhz))
             pa = obs.pipe_active_s if has_p else None
             for p in PIPES:
-                col[p].append(math.nan if pa is None else pa[p] / t_obs if t_obs > 0 else 0.0)
+                col[p].append(
+                    0.0 if pa is None else pa[p] / t_obs if t_obs > 0 else 0.0
+                )  # 0: no term (below)
             n_w.append(1)
             walled.append(False)
         else:
@@ -390,7 +392,7 @@ def sound_uppers(
             cmax_ += w.max_sm_clock_mhz.tolist() if w.max_sm_clock_mhz is not None else [math.nan] * n
             for p in PIPES:
                 a = w.pipe(p)
-                col[p] += a.tolist() if has_p and a is not None else [math.nan] * n
+                col[p] += a.tolist() if has_p and a is not None else [0.0] * n
             n_w.append(n)
             walled.append(True)
         piped.append(has_p)
