@@ -17,7 +17,9 @@ and the recorded context a row is judged in.
   ``pipe_observed_s`` — the time those counters covered, when it is more than the energy sensor's (they count
   every cycle, so they also see NVML's blind 75 ms of every 100 ms): the pipe seconds then bound that time, and
   only the rest stays at peak rate. None: the pipe counters covered what the energy sensor did, no more;
-* ``windows`` — the same per window of the telemetry, for bounds summed over phases.
+* ``windows`` — the same per window of the telemetry, for bounds summed over phases;
+* ``span_s`` — the run's length as its own timestamps give it (:func:`timestamp_span_s`): a ``duration_s`` under
+  it is widened to it, the difference unobserved (round 8, `duration-under-timestamps`).
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ class Observables:
     pipe_active_s: Mapping[str, float] | None = None
     windows: ObservedWindows | None = None
     pipe_observed_s: float | None = None
+    span_s: float | None = None
 
     def values(self) -> dict[str, float | None]:
         """The regime observables (derived ones computed; None where unknown or undefined)."""
@@ -144,6 +147,36 @@ class Observables:
 
 def _pos(x: Any) -> bool:
     return (finite(x) is not None) and x > 0
+
+
+#: Pairs of (start, end) timestamps a record or a ledger row may give, on one clock each: a monitor row's sensor
+#: time, a runner's monotonic clock, the join's detected segment (in ``join``), then wall time (used only when no
+#: monotonic pair is given: a wall clock may be stepped during a run).
+_MONOTONIC_SPANS: tuple[tuple[str, str], ...] = (
+    ("start_t_s", "end_t_s"),
+    ("start_monotonic_s", "end_monotonic_s"),
+)
+
+
+def timestamp_span_s(row: Mapping[str, Any]) -> float | None:
+    """The longest span a record's or a ledger row's own timestamps give the run (None: none given).
+
+    Every pair of timestamps is a claim like ``duration_s``, and the run took at least as long as the longest one
+    says: a duration edited under them may not shorten the time the bound covers (round 8)."""
+
+    def span(d: Mapping[str, Any], a: str, b: str) -> float | None:
+        x, y = finite(d.get(a)), finite(d.get(b))
+        return None if x is None or y is None or y < x else y - x
+
+    join = row.get("join")
+    spans = [span(row, a, b) for a, b in _MONOTONIC_SPANS]
+    if isinstance(join, Mapping):
+        spans.append(span(join, "segment_start_s", "segment_end_s"))
+    got = [x for x in spans if x is not None]
+    if not got:
+        w = span(row, "start_wall", "end_wall")
+        got = [] if w is None else [w]
+    return max(got, default=None)
 
 
 @dataclass(frozen=True)
@@ -286,6 +319,7 @@ __all__ = [
     "ObservedWindows",
     "Observables",
     "SampledRun",
+    "timestamp_span_s",
     "windows_from_samples",
     "windows_from_trace",
 ]
