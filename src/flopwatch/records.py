@@ -75,23 +75,12 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
 # Fields measured from telemetry, not by the training process: `workload run` leaves them null until a trace
 # is joined (flopwatch.join), so a null one most often means that step was skipped.
 _FROM_TRACE = frozenset({"net_energy_j", "energy_j", "mean_util", "tb_moved", "idle_power_w", "coverage"})
-#: Keys of a record only a sensor the verifier reads can have measured, besides ``_FROM_TRACE``: the sound bound's
-#: observables (``estimate.verdict.observables_from_record``) and the sensor context a record is judged in
-#: (``join.trace_context``). A runner that writes them into its own record says what it did not observe: the
-#: join drops them and takes the trace's (round 8, `join-keeps-runner-counters`: a runner's ``pipe_active_s`` of
-#: 0.01 s survived ``flopwatch join`` and bounded an H100 run at 0.014 × the truth, "below").
-SENSOR_KEYS: tuple[str, ...] = (
-    "unobserved_s",
-    "pipe_active_s",
-    "pipe_observed_s",
-    "min_sm_clock_mhz",
-    "max_sm_clock_mhz",
-    "peak_power_w",
-    "windows",
-    "sensor_kind",
-    "sensor_spec",
-    "sample_rate_hz",
-    "jitter_seed",
+#: Keys only a sensor can measure, besides ``_FROM_TRACE``: the sound bound's observables and the sensor context
+#: (``join.trace_context``). A runner's own say nothing observed: the join drops them (round 8,
+#: `join-keeps-runner-counters`: a runner's ``pipe_active_s`` passed the join, bound 0.014 × the truth, "below").
+SENSOR_KEYS: tuple[str, ...] = tuple(
+    "unobserved_s pipe_active_s pipe_observed_s min_sm_clock_mhz max_sm_clock_mhz peak_power_w windows sensor_kind "
+    "sensor_spec sample_rate_hz jitter_seed".split()
 )
 _FROM_TRACE_HINT = (
     " (it is measured from a power trace: join the records with the trace recorded during the runs, "
@@ -123,12 +112,7 @@ def unmeasured(record: WorkloadRecord) -> WorkloadRecord:
     """``record`` less everything only telemetry measures (``_FROM_TRACE``, :data:`SENSOR_KEYS`): what a runner may
     say of its own run — what ran, when, its ground truth. The join starts every record from this, so a record the
     trace did not measure gets no energy (not the runner's) and a joined one only the trace's observables."""
-    kept = (
-        "energy_j",
-        "mean_util",
-        "tb_moved",
-        "coverage",
-    )  # _FROM_TRACE but energy and idle (set by the join)
+    kept = ("energy_j", "mean_util", "tb_moved", "coverage")  # _FROM_TRACE less energy and idle (the join's)
     if (
         math.isnan(record.net_energy_j)
         and all(getattr(record, k) is None for k in kept)

@@ -46,7 +46,9 @@ from flopwatch.estimate.observe import (
     Observables,
     ObservedWindows,
     SampledRun,
+    recorded_kinds,
     timestamp_span_s,
+    widened_to_span,
     windows_from_samples,
     windows_from_trace,
 )
@@ -68,7 +70,6 @@ from flopwatch.estimate.sound import (
     window_deficit_s,
 )
 from flopwatch.sensor_timing import (
-    DETECTOR_POLL_S,
     SamplingCheck,
     check_sampling,
     is_replay_kind,
@@ -102,12 +103,6 @@ ENERGY_DISAGREEMENT = 0.10
 #: Share of a run its windows and unobserved time may leave out before it is a warning (they add up to the
 #: duration when built from samples, :func:`~flopwatch.estimate.observe.windows_from_samples`; rounding only).
 WINDOW_DEFICIT_FRACTION = 0.01
-#: How far a run's own timestamps may span beyond its ``duration_s`` before that is a warning (round 8): a joined
-#: record's duration is its detected segment, which may start up to the detector's two busy polls after the
-#: runner's timed region (Fowler 2026: 2 × 1.5 s) — plus 5 % for a sampled segment's edges. Any excess, however
-#: small, is unobserved time.
-SPAN_SLACK_S = 2 * DETECTOR_POLL_S
-SPAN_SLACK_FRACTION = 0.05
 VERDICTS = ("above", "below", "uncertain", "n/a")
 
 
@@ -312,15 +307,6 @@ def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> tuple[Dev
     return None, None
 
 
-def _kinds(ctx: Mapping[str, Any]) -> list[str]:
-    """The recorded sensor kinds: one, or the daemon's list of them (any other value is one kind, by its text: a
-    record's ``sensor_kind: 5`` is a sensor nothing knows, never a crash)."""
-    kinds = ctx.get("sensor_kind")
-    if kinds is None or kinds == "":
-        return []
-    return [str(k).strip().lower() for k in (kinds if isinstance(kinds, (list, tuple)) else [kinds])]
-
-
 def sampling_checks(
     context: Mapping[str, Any] | None, device: DeviceSpec | str | None
 ) -> list[SamplingCheck]:
@@ -338,7 +324,7 @@ def sampling_checks(
         return []
     known_device = isinstance(device, DeviceSpec) or resolve(str(key)) is not None
     out = []
-    for kind in _kinds(ctx):
+    for kind in recorded_kinds(ctx):
         sensor = sensor_kind_of(kind)
         if rate is None:
             timing = sensor_timing(str(key), sensor)
@@ -359,7 +345,7 @@ def _rateless_point_sensors(ctx: Mapping[str, Any], device: DeviceSpec | str | N
     spec = device if isinstance(device, DeviceSpec) else resolve(str(device))
     if spec is None:
         return []
-    kinds = ((k, sensor_timing(spec.key, sensor_kind_of(k))) for k in _kinds(ctx))
+    kinds = ((k, sensor_timing(spec.key, sensor_kind_of(k))) for k in recorded_kinds(ctx))
     return [k for k, t in kinds if t is None or not t.cumulative]
 
 
@@ -383,7 +369,7 @@ def context_warnings(
     ctx = dict(context or {})
     if ctx.get("peak_override"):
         out.append(f"peak override in force when the row was made ({ctx['peak_override']!s}): never 'below'")
-    for kind in _kinds(ctx):  # one kind, or the daemon's list of them
+    for kind in recorded_kinds(ctx):  # one kind, or the daemon's list of them
         if (w := operator_series_warning(kind)) is not None:
             out.append(w)
         if is_replay_kind(kind):
@@ -478,31 +464,16 @@ def assess(
     warnings: list[str] = [str(w) for w in extra_warnings]
     if name_warning is not None:
         warnings.append(name_warning)
-    span = finite(obs.span_s)
-    if span is not None and span > t * (1.0 + 1e-9):
-        # the run's own timestamps say it took longer than its duration: the time the duration leaves out is
-        # unobserved (at peak rate), whatever the row's numbers (round 8, `duration-under-timestamps`: a duration
-        # edited to a tenth of its timestamps bounded an A100 run at 0.29 × the truth, "below")
-        if span - t > SPAN_SLACK_S + SPAN_SLACK_FRACTION * t:
-            warnings.append(
-                f"the run's timestamps span {span:.4g} s but its duration says {t:.4g} s: the other {span - t:.4g} s "
-                "are bounded at peak rate"
-            )
-        u0 = finite(obs.unobserved_s)
-        u = (
-            obs.unobserved_s
-            if obs.unobserved_s is not None and u0 is None
-            else max(u0 or 0.0, 0.0) + span - t
-        )
-        obs = dataclasses.replace(obs, duration_s=span, unobserved_s=u)  # (a NaN unobserved time stays: all)
-        t = span
+    obs, span_why = widened_to_span(obs)  # a duration under the run's own timestamps (round 8)
+    warnings += [span_why] if span_why else []
+    t = float(obs.duration_s)
     notes: list[str] = []
     warnings += context_warnings(context, verifier_context, device=spec)
     # The row's own unobserved time may only add to what the verifier knows no reading saw (round 6,
     # `unobserved-understated`): the sensor-timing table's blind share of every recorded sensor (the most any
     # leaves unseen) and the share of the run its coverage leaves out, whatever the row says (0, negative).
     u_floor, unrecorded = 0.0, None
-    if context and _kinds(context):
+    if context and recorded_kinds(context):
         fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
         u_floor = max(fr, default=0.0) * t
     elif context is not None and spec is not None:  # a row naming no sensor: the least-observed one (round 7)
