@@ -213,3 +213,39 @@ def test_the_registry_runs_the_duration_family(capsys):
     assert out["n_families"] == 1 and len(out["attacks"]) == 3
     assert out["wrong_below"] == 0 and out["upper_bound_violations"] == 0
     assert all(a["verdict"] != "below" and a["upper_over_truth"] >= 1.0 for a in out["attacks"])
+
+
+def test_a_rows_timestamps_that_run_backwards_block_below(family, a100_profile):
+    """`timestamps-backwards`: the row of the duration attack above with no sensor time and its wall times
+    swapped (``end_wall`` before ``start_wall``): a pair that runs backwards was ignored, so the tenth duration
+    stood with no word: 0.29 × truth, "below" at 0.5 × truth. How long the run took is then not known: a warning."""
+    acc, run = sim_run("a100", family[0])
+    truth = float(run.total_flops)
+    d = _short_record(acc, run, 10.0)
+    del d["start_monotonic_s"], d["end_monotonic_s"]
+    w0 = 1.7e9
+    row = {
+        **d,
+        "start_wall": w0 + (run.end_s - run.start_s),
+        "end_wall": w0,
+        "profile_sha256": a100_profile.sha256(),
+    }
+    r = reassess_row(row, a100_profile)
+    assert any("end before they start" in w for w in r["warnings"]), r["warnings"]
+    # the wall pair in order (and no sensor time): the span is the wall's, widened as above
+    ok = reassess_row({**row, "start_wall": w0, "end_wall": w0 + (run.end_s - run.start_s)}, a100_profile)
+    assert ok["upper_flops"] >= truth and any("timestamps span" in w for w in ok["warnings"])
+
+
+@pytest.mark.parametrize("rate", [0.0, -1.0])
+def test_a_rate_of_zero_keeps_the_sensors_blind_share(family, rate):
+    """`rate-zero`: the nvml-blind record (NVML, the counter sees 1 % of the energy, ``unobserved_s: 0``) with
+    ``sample_rate_hz`` 0 or −1. A rate ≤ 0 dropped every sampling check and with it NVML's 75 % blind share:
+    bound 0.12 × truth, kept from "below" only by the flat-rate warning. The rate is now "none recorded" (the
+    counter judged at its own need, its blind share at peak) and still named: bound ≥ truth, never "below"."""
+    acc, run = sim_run("a100", family[0])
+    truth = float(run.total_flops)
+    d = {**_short_record(acc, run, 1.0), "sample_rate_hz": rate, "unobserved_s": 0.0}
+    a = assess_record(None, WorkloadRecord.from_dict(d), threshold_flops=0.5 * truth)
+    _never_below(a, truth, "sampling rate")
+    assert a.upper_flops >= truth

@@ -24,6 +24,7 @@ and the recorded context a row is judged in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -169,14 +170,15 @@ _MONOTONIC_SPANS: tuple[tuple[str, str], ...] = (
 
 
 def timestamp_span_s(row: Mapping[str, Any]) -> float | None:
-    """The longest span a record's or a ledger row's own timestamps give the run (None: none given).
+    """The longest span a record's or a ledger row's own timestamps give the run (None: none given; NaN: a pair
+    that ends before it starts, so how long the run took is not known).
 
     Every pair of timestamps is a claim like ``duration_s``, and the run took at least as long as the longest one
     says: a duration edited under them may not shorten the time the bound covers (round 8)."""
 
     def span(d: Mapping[str, Any], a: str, b: str) -> float | None:
         x, y = finite(d.get(a)), finite(d.get(b))
-        return None if x is None or y is None or y < x else y - x
+        return None if x is None or y is None else y - x if y >= x else math.nan
 
     join = row.get("join")
     spans = [span(row, a, b) for a, b in _MONOTONIC_SPANS]
@@ -186,7 +188,7 @@ def timestamp_span_s(row: Mapping[str, Any]) -> float | None:
     if not got:
         w = span(row, "start_wall", "end_wall")
         got = [] if w is None else [w]
-    return max(got, default=None)
+    return math.nan if any(math.isnan(x) for x in got) else max(got, default=None)
 
 
 #: How far a run's own timestamps may span beyond its ``duration_s`` before that is a warning (round 8): a joined
@@ -203,6 +205,9 @@ def widened_to_span(obs: Observables) -> tuple[Observables, str | None]:
     :data:`SPAN_SLACK_FRACTION` × the duration (round 8, `duration-under-timestamps`: a duration edited to a tenth
     of its timestamps bounded an A100 run at 0.29 × the truth, "below"). ``obs`` unchanged without a longer span."""
     span, t = finite(obs.span_s), float(obs.duration_s)
+    if span is None and obs.span_s is not None and math.isnan(obs.span_s):
+        # (a far-future end is a finite span: widened; only a pair that runs backwards says nothing of the length)
+        return obs, "the run's timestamps end before they start: how long it ran is not known, never 'below'"
     if span is None or not span > t * (1.0 + 1e-9):
         return obs, None
     why = None

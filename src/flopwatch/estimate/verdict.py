@@ -318,9 +318,9 @@ def sampling_checks(
     recorded rate only cumulative counters are checked (their blind share does not depend on the rate: read at
     their own need); :func:`context_warnings` names the others."""
     ctx = dict(context or {})
-    rate = finite(ctx.get("sample_rate_hz"))
+    rate = _rate(ctx)
     key = device.key if isinstance(device, DeviceSpec) else device
-    if not key or (rate is not None and rate <= 0):
+    if not key:
         return []
     known_device = isinstance(device, DeviceSpec) or resolve(str(key)) is not None
     out = []
@@ -337,10 +337,15 @@ def sampling_checks(
     return out
 
 
+def _rate(ctx: Mapping[str, Any]) -> float | None:
+    """The recorded sampling rate, None when absent or ≤ 0 (a rate of 0 dropped the blind share, round 8)."""
+    return r if (r := finite(ctx.get("sample_rate_hz"))) is not None and r > 0 else None
+
+
 def _rateless_point_sensors(ctx: Mapping[str, Any], device: DeviceSpec | str | None) -> list[str]:
     """Sensor kinds a row records without a sampling rate whose coverage depends on it (a point sensor, or one
     the timing table does not know), on a device model the verifier knows."""
-    if finite(ctx.get("sample_rate_hz")) is not None or device is None:
+    if _rate(ctx) is not None or device is None:
         return []
     spec = device if isinstance(device, DeviceSpec) else resolve(str(device))
     if spec is None:
@@ -392,7 +397,7 @@ def context_warnings(
             if not c.adequate
             for w in c.warnings[:1]
         )
-    elif rate is not None and rate < min_rate_hz:
+    if rate is not None and (rate <= 0 or (not checks and rate < min_rate_hz)):
         out.append(f"sampling rate {rate:.3g} Hz is below the {min_rate_hz:g} Hz this verdict needs")
     rateless = _rateless_point_sensors(ctx, device)
     if rateless:
