@@ -249,3 +249,24 @@ def test_a_rate_of_zero_keeps_the_sensors_blind_share(family, rate):
     a = assess_record(None, WorkloadRecord.from_dict(d), threshold_flops=0.5 * truth)
     _never_below(a, truth, "sampling rate")
     assert a.upper_flops >= truth
+
+
+@pytest.mark.parametrize("rate", [None, 0.0])
+def test_a_point_sensor_without_a_rate_leaves_the_whole_run_unobserved(family, rate):
+    """`point-sensor-rateless`: the Orin's INA3221 (point readings, no counter) recorded without a usable rate, the
+    record's energy 1 % of the run's, ``unobserved_s: 0``. Named ("recorded without a sampling rate"), but no share
+    of the run was taken as unobserved: a blocked bound of 0.057 × truth. What a point sensor saw without a rate is
+    unknown: the whole run is now unobserved (bounded at peak), 3.5 × truth; with its rate (200 Hz) as before."""
+    acc, run = sim_run("orin-nano", family[0])
+    truth = float(run.total_flops)
+    d = to_record(acc, run).to_dict()
+    d.update(
+        net_energy_j=0.01 * d["net_energy_j"], unobserved_s=0.0, sensor_kind="jetson", sample_rate_hz=rate
+    )
+    a = assess_record(None, WorkloadRecord.from_dict(d), threshold_flops=0.5 * truth)
+    _never_below(a, truth, "recorded without a sampling rate")
+    assert a.upper_flops >= truth
+    ok = assess_record(
+        None, WorkloadRecord.from_dict({**d, "sample_rate_hz": 200.0}), threshold_flops=0.5 * truth
+    )
+    assert ok.warnings == () and ok.upper_flops >= truth

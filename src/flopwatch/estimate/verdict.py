@@ -480,7 +480,7 @@ def assess(
     u_floor, unrecorded = 0.0, None
     if context and recorded_kinds(context):
         fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
-        u_floor = max(fr, default=0.0) * t
+        u_floor = max(fr + [1.0] * bool(_rateless_point_sensors(context, spec)), default=0.0) * t  # round 8
     elif context is not None and spec is not None:  # a row naming no sensor: the least-observed one (round 7)
         frac, unrecorded = unrecorded_sensor_floor(spec.key)
         u_floor = frac * t
