@@ -6,6 +6,9 @@ upper bound: the largest T the verifier could still clear). A run above the thre
 **wrong below**. Honest runs of every precision, clock and power limit are judged at T = truth (an "above"
 there is a **wrongly accused** run, ``false_above`` in the JSON), at 0.5 × and 2 × truth, and their ``decisive_at``
 (the smallest T ÷ truth at which the verdict is "below") is reported per set of observables (energy only; + clock and power limit; + pipes).
+Each honest run is judged with the sensor context it was observed in (``real.v2_context``: the v2 records' INA3221
+rail at 2 Hz; ``simulated.twin_context``: the sensor a twin's read-out emulates), as every other caller of the one
+rule judges its rows.
 """
 
 from __future__ import annotations
