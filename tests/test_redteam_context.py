@@ -57,6 +57,19 @@ def test_real_honest_runs_are_judged_with_their_sensor_and_never_read_a_wrong_ve
         )  # below a threshold: undetermined
         assert h.verdict_half != "below"  # above a threshold: never "below"
         assert not h.false_above
+        assert RATE_WARNING in h.blocked_by and h.to_dict()["blocked_by"] == h.blocked_by  # why "never", said
+
+
+def test_redteam_says_why_the_orin_is_never_below(v2, capsys, monkeypatch):
+    from flopwatch.cli.redteam_cmds import _never_lines
+
+    monkeypatch.setenv("COLUMNS", "400")
+    honest = [h.to_dict() for h in real_honest_results(v2)]
+    (line,) = _never_lines(honest)  # one line for the device, whatever each run's own rate
+    assert line.startswith("never on orin-nano (real, v2) (38 of 38 runs): " + RATE_WARNING)
+    assert main(["redteam", "--quick", "--family", "own-profile-real"]) == 0
+    out = capsys.readouterr().out
+    assert "never on orin-nano (real, v2) (38 of 38 runs)" in out and "never on sim:orin-nano" in out
 
 
 def test_the_same_real_record_is_decisive_without_its_sensor_and_not_with_it(v2):

@@ -284,8 +284,11 @@ def judge_honest(
     for s in sets:
         j = v(truth, keep_set(values, s))
         dec[s] = None if j.decisive_at_flops is None else j.decisive_at_flops / truth
+    at = v(truth)
+    why = at.warnings[0] if at.decisive_at_flops is None and at.warnings else ""
     return HonestResult(
-        device, label, dtype, truth, v(0.5 * truth).verdict, v(2.0 * truth).verdict, v(truth).verdict, simulated, dec, note
+        device, label, dtype, truth, v(0.5 * truth).verdict, v(2.0 * truth).verdict, at.verdict, simulated, dec, note,
+        why,
     )  # fmt: skip
 
 
