@@ -116,7 +116,7 @@ def main() -> None:
             f"{r['within_2_5x_pct']:5.0f}% {r['within_5x_pct']:5.0f}%"
         )
     for k, v in targets.items():
-        print(f"{k}: {'n/a' if v is None else f'{v:.1f}'}")
+        print(f"{k}: {'n/a' if v is None else 'never' if math.isinf(v) else f'{v:.1f}'}")
     print(
         "sim:* rows are SIMULATED (flopwatch.sim twins); orin-nano (real, v2) rows are the published records"
     )
