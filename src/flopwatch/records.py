@@ -76,7 +76,7 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
 # is joined (flopwatch.join), so a null one most often means that step was skipped.
 _FROM_TRACE = frozenset({"net_energy_j", "energy_j", "mean_util", "tb_moved", "idle_power_w", "coverage"})
 #: Keys only a sensor can measure, besides ``_FROM_TRACE``: the sound bound's observables and the sensor context
-#: (``join.trace_context``). A runner's own say nothing observed: the join drops them (round 8,
+#: (``join.trace_context``). A runner's record that has them did not observe them: the join drops them (round 8,
 #: `join-keeps-runner-counters`: a runner's ``pipe_active_s`` passed the join, bound 0.014 × the truth, "below").
 SENSOR_KEYS: tuple[str, ...] = tuple(
     "unobserved_s pipe_active_s pipe_observed_s min_sm_clock_mhz max_sm_clock_mhz peak_power_w windows sensor_kind "
