@@ -382,7 +382,7 @@ def outside_bound(outside_j: Mapping[str, float], envelopes: Mapping[str, float]
 # --------------------------------------------------------------------------------------------- ledger
 def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = None) -> dict[str, Any]:
     """A ledger row's sound bounds recomputed from its observables with ``profile``."""
-    from flopwatch.estimate.observe import CONTEXT_KEYS, Observables
+    from flopwatch.estimate.observe import CONTEXT_KEYS, Observables, timestamp_span_s
     from flopwatch.estimate.verdict import assess, device_claims
 
     e, t = finite(row.get("net_energy_j")), finite(row.get("duration_s"))
@@ -405,6 +405,7 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
         pipe_active_s=_pipes(row.get("pipe_active_s")),
         pipe_observed_s=finite(row.get("pipe_observed_s")),
         windows=_windows(row.get("windows")),
+        span_s=timestamp_span_s(row),  # a duration under the row's own timestamps is widened (round 8)
     )
     # the row is judged in the verifier's context: a row made under another profile (or none recorded), a
     # replay/simulated sensor, a peak override or too slow a rate is flagged and never "below" (issue 21 item 6)
@@ -427,6 +428,7 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
         "regime": a.regime,
         # what the monitor measured (sensor errors, idle floor, coverage) still holds: keep it
         "warnings": list(dict.fromkeys([*_strings(row.get("warnings")), *a.warnings])),
+        "notes": list(a.notes),  # how the bound was taken (a row naming no sensor: its least-observed one)
     }
 
 
@@ -622,6 +624,10 @@ def ledger_window_verdicts(
             )
         groups.append(group([], "(outside workloads)", [], devices))
     total = group(in_win, "all", inside, devices)
+    notes: dict[str, int] = {}  # each distinct note of the reassessed rows once, with how many rows it is on
+    for r in rows:
+        for n in dict.fromkeys(_strings(r.get("notes"))):
+            notes[n] = notes.get(n, 0) + 1
     return {
         "ledger": source,
         "threshold_flops": threshold_flops,
@@ -632,4 +638,5 @@ def ledger_window_verdicts(
         "groups": [g.to_dict() for g in groups] if by != "all" else [total.to_dict()],
         "total": total.to_dict(),
         "warnings": warnings,
+        "notes": [f"{k} of {len(rows)} row(s): {n}" for n, k in notes.items()],
     }
