@@ -39,6 +39,7 @@ from flopwatch.estimate.bounds import (
     check_idle_baseline,
     resolve_device,
 )
+from flopwatch.estimate.context import context_warnings, rateless_point_sensors, sampling_checks
 from flopwatch.estimate.intervals import log_halfwidth
 from flopwatch.estimate.observe import (
     CONTEXT_KEYS,
@@ -71,15 +72,7 @@ from flopwatch.estimate.sound import (
     verdict_peaks,
     window_deficit_s,
 )
-from flopwatch.sensor_timing import (
-    SamplingCheck,
-    check_sampling,
-    is_replay_kind,
-    operator_series_warning,
-    sensor_kind_of,
-    sensor_timing,
-    unrecorded_sensor_floor,
-)
+from flopwatch.sensor_timing import unrecorded_sensor_floor
 from flopwatch.units import finite
 
 if TYPE_CHECKING:
@@ -95,9 +88,6 @@ SESSION_JPT_SD = SESSION_LOG_SD
 #: regime is accused at most 0.1 % of the time under the fitted error model (Student-t in log space: the
 #: conformal rank does not exist below 499 calibration runs; intervals.py).
 ACCUSATION_CONFIDENCE = 0.998
-#: Slowest sampling a row may rest on: the Jetson study sampled at 2 Hz and its detector polls every 1.5 s
-#: (Fowler 2026); under 1 Hz a workload shorter than the detector's two-poll start leaves no sample.
-MIN_SAMPLE_RATE_HZ = 1.0
 #: Share of a run's net energy its windows may leave unplaced before the two disagree (round 5): an energy
 #: counter integrates what the power samples' trapezoids interpolate, so honest runs differ by the sampling
 #: error of a trapezoid (a few % at the monitor's rates); more is power samples that do not show the energy.
@@ -309,118 +299,6 @@ def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> tuple[Dev
     return None, None
 
 
-def sampling_checks(
-    context: Mapping[str, Any] | None, device: DeviceSpec | str | None
-) -> list[SamplingCheck]:
-    """:func:`flopwatch.sensor_timing.check_sampling` of each sensor kind the row records, at its recorded
-    ``sample_rate_hz``, on ``device`` (empty without a device). A sensor the timing table does not know on a
-    device model it knows is kept: its check is not adequate and leaves the whole run unobserved (round 5: a kind
-    spelled so that the table misses it, or a model the table has no entry for, must not read as "fully
-    observed"); on a device id that names no model (``gpu0``) it is left out (the flat rule applies). Without a
-    recorded rate only cumulative counters are checked (their blind share does not depend on the rate: read at
-    their own need); :func:`context_warnings` names the others."""
-    ctx = dict(context or {})
-    rate = _rate(ctx)
-    key = device.key if isinstance(device, DeviceSpec) else device
-    if not key:
-        return []
-    known_device = isinstance(device, DeviceSpec) or resolve(str(key)) is not None
-    out = []
-    for kind in recorded_kinds(ctx):
-        sensor = sensor_kind_of(kind)
-        if rate is None:
-            timing = sensor_timing(str(key), sensor)
-            if timing is not None and timing.cumulative:
-                out.append(check_sampling(str(key), sensor, timing.min_rate_hz))
-            continue
-        chk = check_sampling(str(key), sensor, rate)
-        if chk.timing is not None or known_device:  # a device id that names no model ("gpu0"): the flat rule
-            out.append(chk)
-    return out
-
-
-def _rate(ctx: Mapping[str, Any]) -> float | None:
-    """The recorded sampling rate, None when absent or ≤ 0 (a rate of 0 dropped the blind share, round 8)."""
-    return r if (r := finite(ctx.get("sample_rate_hz"))) is not None and r > 0 else None
-
-
-def _rateless_point_sensors(ctx: Mapping[str, Any], device: DeviceSpec | str | None) -> list[str]:
-    """Sensor kinds a row records without a sampling rate whose coverage depends on it (a point sensor, or one
-    the timing table does not know), on a device model the verifier knows."""
-    if _rate(ctx) is not None or device is None:
-        return []
-    spec = device if isinstance(device, DeviceSpec) else resolve(str(device))
-    if spec is None:
-        return []
-    kinds = ((k, sensor_timing(spec.key, sensor_kind_of(k))) for k in recorded_kinds(ctx))
-    return [k for k, t in kinds if t is None or not t.cumulative]
-
-
-def context_warnings(
-    context: Mapping[str, Any] | None,
-    verifier_context: Mapping[str, Any] | None,
-    *,
-    min_rate_hz: float = MIN_SAMPLE_RATE_HZ,
-    device: DeviceSpec | str | None = None,
-) -> list[str]:
-    """Named warnings for a row's recorded context: a peak override, a replay/simulated sensor, too slow a rate,
-    and every key of :data:`~flopwatch.estimate.observe.CONTEXT_KEYS` the verifier set that the row records
-    differently (a key the verifier leaves None is not compared).
-
-    "Too slow" is per device and sensor where the sensor-timing table knows the pair (``device`` given and
-    ``sensor_kind`` recorded: below the rate that reads every update of a point sensor, or the detector's
-    poll of a counter); a recorded sensor the table does not know for the device, or a sensor kind recorded
-    without its sampling rate, is a warning (its blind time is unknown); without a sensor kind, the flat
-    ``min_rate_hz``."""
-    out: list[str] = []
-    ctx = dict(context or {})
-    if ctx.get("peak_override"):
-        out.append(f"peak override in force when the row was made ({ctx['peak_override']!s}): never 'below'")
-    for kind in recorded_kinds(ctx):  # one kind, or the daemon's list of them
-        if (w := operator_series_warning(kind)) is not None:
-            out.append(w)
-        if is_replay_kind(kind):
-            out.append(
-                f"sensor kind {kind!r} is a replay or simulation, not a measurement of the device judged"
-            )
-            break
-    rate = finite(ctx.get("sample_rate_hz"))
-    checks = sampling_checks(ctx, device)
-    if checks:
-        out.extend(
-            (
-                f"sampling rate below the device's need: {w}"
-                if c.timing is not None
-                else w
-                if is_replay_kind(c.sensor)
-                else f"sensor timing unknown: {w}; its blind time cannot be bounded, never 'below'"
-            )
-            for c in checks
-            if not c.adequate
-            for w in c.warnings[:1]
-        )
-    if rate is not None and (rate <= 0 or (not checks and rate < min_rate_hz)):
-        out.append(f"sampling rate {rate:.3g} Hz is below the {min_rate_hz:g} Hz this verdict needs")
-    rateless = _rateless_point_sensors(ctx, device)
-    if rateless:
-        out.append(
-            f"sensor kind {', '.join(rateless)} recorded without a sampling rate: the share of the run a point "
-            "sensor (or one the timing table does not know) saw is unknown, never 'below'"
-        )
-    if verifier_context is not None:
-        if context is None:
-            out.append("the row records no context (profile hash, peaks, sensor): it cannot be checked")
-        else:
-            for k in CONTEXT_KEYS:
-                want = verifier_context.get(k)
-                if want is None:
-                    continue
-                got = ctx.get(k)
-                if got != want:
-                    out.append(f"context {k}: the row's {got!r} differs from the verifier's {want!r}")
-    return out
-
-
 def profile_envelope(
     profile: Profile | None, spec: DeviceSpec | None, obs: Observables | None = None
 ) -> Envelope:
@@ -538,7 +416,7 @@ def _assess(
     u_floor, unrecorded = 0.0, None
     if context and recorded_kinds(context):
         fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
-        u_floor = max(fr + [1.0] * bool(_rateless_point_sensors(context, spec)), default=0.0) * t  # round 8
+        u_floor = max(fr + [1.0] * bool(rateless_point_sensors(context, spec)), default=0.0) * t  # round 8
     elif context is not None and spec is not None:  # a row naming no sensor: the least-observed one (round 7)
         frac, unrecorded = unrecorded_sensor_floor(spec.key)
         u_floor = frac * t
