@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ from flopwatch.estimate.bounds import (
     check_idle_baseline,
     resolve_device,
 )
+from flopwatch.estimate.context import context_warnings, rateless_point_sensors, sampling_checks
 from flopwatch.estimate.intervals import log_halfwidth
 from flopwatch.estimate.observe import (
     CONTEXT_KEYS,
@@ -56,6 +57,7 @@ from flopwatch.estimate.regime import Deviation, check_regime
 from flopwatch.estimate.session import widen
 from flopwatch.estimate.sound import (
     SESSION_LOG_SD,
+    DeviceBasis,
     SoundUpper,
     clock_contradiction,
     clock_ratio_factor,
@@ -65,19 +67,12 @@ from flopwatch.estimate.sound import (
     reconcile_pipes,
     slowest_format_ratio,
     sound_upper,
+    sound_uppers,
     unplaced_energy_j,
     verdict_peaks,
     window_deficit_s,
 )
-from flopwatch.sensor_timing import (
-    SamplingCheck,
-    check_sampling,
-    is_replay_kind,
-    operator_series_warning,
-    sensor_kind_of,
-    sensor_timing,
-    unrecorded_sensor_floor,
-)
+from flopwatch.sensor_timing import unrecorded_sensor_floor
 from flopwatch.units import finite
 
 if TYPE_CHECKING:
@@ -93,9 +88,6 @@ SESSION_JPT_SD = SESSION_LOG_SD
 #: regime is accused at most 0.1 % of the time under the fitted error model (Student-t in log space: the
 #: conformal rank does not exist below 499 calibration runs; intervals.py).
 ACCUSATION_CONFIDENCE = 0.998
-#: Slowest sampling a row may rest on: the Jetson study sampled at 2 Hz and its detector polls every 1.5 s
-#: (Fowler 2026); under 1 Hz a workload shorter than the detector's two-poll start leaves no sample.
-MIN_SAMPLE_RATE_HZ = 1.0
 #: Share of a run's net energy its windows may leave unplaced before the two disagree (round 5): an energy
 #: counter integrates what the power samples' trapezoids interpolate, so honest runs differ by the sampling
 #: error of a trapezoid (a few % at the monitor's rates); more is power samples that do not show the energy.
@@ -307,118 +299,6 @@ def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> tuple[Dev
     return None, None
 
 
-def sampling_checks(
-    context: Mapping[str, Any] | None, device: DeviceSpec | str | None
-) -> list[SamplingCheck]:
-    """:func:`flopwatch.sensor_timing.check_sampling` of each sensor kind the row records, at its recorded
-    ``sample_rate_hz``, on ``device`` (empty without a device). A sensor the timing table does not know on a
-    device model it knows is kept: its check is not adequate and leaves the whole run unobserved (round 5: a kind
-    spelled so that the table misses it, or a model the table has no entry for, must not read as "fully
-    observed"); on a device id that names no model (``gpu0``) it is left out (the flat rule applies). Without a
-    recorded rate only cumulative counters are checked (their blind share does not depend on the rate: read at
-    their own need); :func:`context_warnings` names the others."""
-    ctx = dict(context or {})
-    rate = _rate(ctx)
-    key = device.key if isinstance(device, DeviceSpec) else device
-    if not key:
-        return []
-    known_device = isinstance(device, DeviceSpec) or resolve(str(key)) is not None
-    out = []
-    for kind in recorded_kinds(ctx):
-        sensor = sensor_kind_of(kind)
-        if rate is None:
-            timing = sensor_timing(str(key), sensor)
-            if timing is not None and timing.cumulative:
-                out.append(check_sampling(str(key), sensor, timing.min_rate_hz))
-            continue
-        chk = check_sampling(str(key), sensor, rate)
-        if chk.timing is not None or known_device:  # a device id that names no model ("gpu0"): the flat rule
-            out.append(chk)
-    return out
-
-
-def _rate(ctx: Mapping[str, Any]) -> float | None:
-    """The recorded sampling rate, None when absent or ≤ 0 (a rate of 0 dropped the blind share, round 8)."""
-    return r if (r := finite(ctx.get("sample_rate_hz"))) is not None and r > 0 else None
-
-
-def _rateless_point_sensors(ctx: Mapping[str, Any], device: DeviceSpec | str | None) -> list[str]:
-    """Sensor kinds a row records without a sampling rate whose coverage depends on it (a point sensor, or one
-    the timing table does not know), on a device model the verifier knows."""
-    if _rate(ctx) is not None or device is None:
-        return []
-    spec = device if isinstance(device, DeviceSpec) else resolve(str(device))
-    if spec is None:
-        return []
-    kinds = ((k, sensor_timing(spec.key, sensor_kind_of(k))) for k in recorded_kinds(ctx))
-    return [k for k, t in kinds if t is None or not t.cumulative]
-
-
-def context_warnings(
-    context: Mapping[str, Any] | None,
-    verifier_context: Mapping[str, Any] | None,
-    *,
-    min_rate_hz: float = MIN_SAMPLE_RATE_HZ,
-    device: DeviceSpec | str | None = None,
-) -> list[str]:
-    """Named warnings for a row's recorded context: a peak override, a replay/simulated sensor, too slow a rate,
-    and every key of :data:`~flopwatch.estimate.observe.CONTEXT_KEYS` the verifier set that the row records
-    differently (a key the verifier leaves None is not compared).
-
-    "Too slow" is per device and sensor where the sensor-timing table knows the pair (``device`` given and
-    ``sensor_kind`` recorded: below the rate that reads every update of a point sensor, or the detector's
-    poll of a counter); a recorded sensor the table does not know for the device, or a sensor kind recorded
-    without its sampling rate, is a warning (its blind time is unknown); without a sensor kind, the flat
-    ``min_rate_hz``."""
-    out: list[str] = []
-    ctx = dict(context or {})
-    if ctx.get("peak_override"):
-        out.append(f"peak override in force when the row was made ({ctx['peak_override']!s}): never 'below'")
-    for kind in recorded_kinds(ctx):  # one kind, or the daemon's list of them
-        if (w := operator_series_warning(kind)) is not None:
-            out.append(w)
-        if is_replay_kind(kind):
-            out.append(
-                f"sensor kind {kind!r} is a replay or simulation, not a measurement of the device judged"
-            )
-            break
-    rate = finite(ctx.get("sample_rate_hz"))
-    checks = sampling_checks(ctx, device)
-    if checks:
-        out.extend(
-            (
-                f"sampling rate below the device's need: {w}"
-                if c.timing is not None
-                else w
-                if is_replay_kind(c.sensor)
-                else f"sensor timing unknown: {w}; its blind time cannot be bounded, never 'below'"
-            )
-            for c in checks
-            if not c.adequate
-            for w in c.warnings[:1]
-        )
-    if rate is not None and (rate <= 0 or (not checks and rate < min_rate_hz)):
-        out.append(f"sampling rate {rate:.3g} Hz is below the {min_rate_hz:g} Hz this verdict needs")
-    rateless = _rateless_point_sensors(ctx, device)
-    if rateless:
-        out.append(
-            f"sensor kind {', '.join(rateless)} recorded without a sampling rate: the share of the run a point "
-            "sensor (or one the timing table does not know) saw is unknown, never 'below'"
-        )
-    if verifier_context is not None:
-        if context is None:
-            out.append("the row records no context (profile hash, peaks, sensor): it cannot be checked")
-        else:
-            for k in CONTEXT_KEYS:
-                want = verifier_context.get(k)
-                if want is None:
-                    continue
-                got = ctx.get(k)
-                if got != want:
-                    out.append(f"context {k}: the row's {got!r} differs from the verifier's {want!r}")
-    return out
-
-
 def profile_envelope(
     profile: Profile | None, spec: DeviceSpec | None, obs: Observables | None = None
 ) -> Envelope:
@@ -456,6 +336,62 @@ def assess(
     warnings); each blocks "below". ``context``/``verifier_context``: the row's recorded context and the
     verifier's (keys :data:`~flopwatch.estimate.observe.CONTEXT_KEYS`); see :func:`context_warnings`. A context
     naming no sensor (``{}``) is judged at the device's least-observed one (``unrecorded_sensor_floor``)."""
+    kw = dict(device=device, threshold_flops=threshold_flops, confidence=confidence, label=label,
+              extra_warnings=extra_warnings, context=context, verifier_context=verifier_context)  # fmt: skip
+    return assess_many(profile, [(obs, kw)])[0]
+
+
+def assess_many(
+    profile: Profile | None, items: Sequence[tuple[Observables, Mapping[str, Any]]]
+) -> list[Assessment]:
+    """:func:`assess` of many workloads, each ``(obs, keyword arguments of assess)``, with their sound upper
+    bounds computed together (:func:`~flopwatch.estimate.sound.sound_uppers`: one array pass over every
+    window of every workload; a fleet judges ~1,300 groups). The same rule as :func:`assess`, which is this for
+    one workload."""
+    return drive([_assess(profile, obs, **kw) for obs, kw in items], sound_uppers)
+
+
+def drive(
+    steps: Sequence[Generator[Any, Any, Any]], serve: Callable[[list[Any]], Sequence[Any]]
+) -> list[Any]:
+    """Run generators that each yield requests until they return: every round, the pending requests of all of
+    them are answered together by ``serve`` (a list of requests → their answers, in order) and each answer sent
+    back. Returns what each generator returned. One workload's rule is written once, as one generator; only the
+    batching is here."""
+    out: list[Any] = [None] * len(steps)
+    pending: dict[int, Any] = {}
+
+    def step(i: int, answer: Any) -> None:
+        try:
+            pending[i] = steps[i].send(answer)
+        except StopIteration as done:
+            pending.pop(i, None)
+            out[i] = done.value
+
+    for i in range(len(steps)):
+        step(i, None)
+    while pending:
+        idx = list(pending)
+        for i, answer in zip(idx, serve([pending[i] for i in idx]), strict=True):
+            step(i, answer)
+    return out
+
+
+def _assess(
+    profile: Profile | None,
+    obs: Observables,
+    *,
+    device: DeviceSpec | str | None = None,
+    threshold_flops: float | None = None,
+    confidence: float | None = None,
+    label: str | None = None,
+    extra_warnings: Sequence[str] = (),
+    context: Mapping[str, Any] | None = None,
+    verifier_context: Mapping[str, Any] | None = None,
+) -> Generator[tuple[DeviceBasis, Observables, float], SoundUpper, Assessment]:
+    """:func:`assess` of one workload, as a generator: it yields the sound upper bound it needs
+    (``(device basis, observables, idle excess W)``, :func:`~flopwatch.estimate.sound.sound_uppers`' input),
+    is sent it, and returns the assessment (:func:`drive`)."""
     spec, name_warning = _spec(device, profile)
     E, t = float(obs.net_energy_j), float(obs.duration_s)
     if not (math.isfinite(t) and t > 0):
@@ -480,7 +416,7 @@ def assess(
     u_floor, unrecorded = 0.0, None
     if context and recorded_kinds(context):
         fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
-        u_floor = max(fr + [1.0] * bool(_rateless_point_sensors(context, spec)), default=0.0) * t  # round 8
+        u_floor = max(fr + [1.0] * bool(rateless_point_sensors(context, spec)), default=0.0) * t  # round 8
     elif context is not None and spec is not None:  # a row naming no sensor: the least-observed one (round 7)
         frac, unrecorded = unrecorded_sensor_floor(spec.key)
         u_floor = frac * t
@@ -556,7 +492,7 @@ def assess(
         lie = clock_contradiction(spec, obs_b)
         if lie is not None:
             warnings.append(lie)
-        su = sound_upper(dev, obs_b, idle_excess_w=idle_excess)
+        su = yield (dev, obs_b, idle_excess)
         upper, basis = su.flops, su.basis
 
     # ---- the calibrated estimate (rests on the workload resembling the calibration)
@@ -788,9 +724,11 @@ __all__ = [
     "ObservedWindows",
     "SampledRun",
     "assess",
+    "assess_many",
     "assess_record",
     "context_warnings",
     "device_claims",
+    "drive",
     "observables_from_record",
     "profile_envelope",
     "threshold_verdict",

@@ -147,11 +147,14 @@ def estimate_fleet(
 
 
 def _judge_all(t: G.GroupTable, unlabelled: str | None, extra: list[str], **kw: Any) -> list[dict[str, Any]]:
-    """Each group of ``t`` through :func:`.groups.judge` (``kw``), the run's ``extra`` notes first."""
-    out = []
-    for g in range(len(t.key)):
-        lab = None
-        if unlabelled is not None and t.key[g] == unlabelled:
-            lab = f"{int(t.gpus[g])} GPU(s) without a job in part of the range: their time is judged here"
-        out.append(G.judge(t, g, [*extra, *G.notes(t, g, kw["present"], lab)], **kw))
-    return out
+    """Each group of ``t`` through :func:`.groups.judge` (``kw``), the run's ``extra`` notes first, the groups'
+    assessments made together (:func:`~flopwatch.estimate.verdict.assess_many`)."""
+    from flopwatch.estimate.verdict import assess_many, drive
+
+    def lab(g: int) -> str | None:
+        if unlabelled is None or t.key[g] != unlabelled:
+            return None
+        return f"{int(t.gpus[g])} GPU(s) without a job in part of the range: their time is judged here"
+
+    steps = [G.judge(t, g, [*extra, *G.notes(t, g, kw["present"], lab(g))], **kw) for g in range(len(t.key))]
+    return drive(steps, lambda asks: assess_many(kw["profile"], asks))

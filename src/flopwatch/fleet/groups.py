@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -407,11 +407,11 @@ def judge(
     profile: Any | None,
     threshold: float | None,
     confidence: float | None,
-) -> dict[str, Any]:
+) -> Generator[tuple[Any, dict[str, Any]], Any, dict[str, Any]]:
     """Group ``g`` through :func:`~flopwatch.estimate.verdict.assess` (its notes as ``extra_warnings``: each blocks
-    "below"); the JSON row. The built-in energy estimate is reported beside the verdict, labelled, never in it."""
+    "below"); the JSON row. A generator: it yields its assessment's (observables, keyword arguments) and is sent
+    the assessment (:func:`~flopwatch.estimate.verdict.drive`: all groups' bounds in one pass). The built-in energy estimate is reported beside the verdict, labelled, never in it."""
     from flopwatch.estimate.observe import Observables
-    from flopwatch.estimate.verdict import assess
 
     s = t.row(g)
     obs = Observables(**observables(t, g, present))
@@ -441,16 +441,18 @@ def judge(
         no = "uncertain" if threshold else None
         return {**_row(t, g, s, obs, [*notes, "no samples"], None, None, (None, None), pipe, no),
                 "estimate_reason": "no samples"}  # fmt: skip
-    a = assess(profile, obs, device=spec, threshold_flops=threshold, confidence=confidence, label=label,
-               extra_warnings=tuple(notes))  # fmt: skip
+    kw = dict(device=spec, threshold_flops=threshold, confidence=confidence, label=label)
+    a = yield (
+        obs,
+        {**kw, "extra_warnings": tuple(notes)},
+    )  # assessed with the other groups (fleet/estimate.py)
     if profile is not None:
         point, interval = a.estimate_flops, (a.calibrated_lower_flops, a.calibrated_upper_flops)
         c = a.calibrated_lower_flops, a.calibrated_upper_flops
         if math.isfinite(pipe) and None not in c and (p_hi < c[0] or p_lo > c[1]):  # type: ignore[operator]
             notes.append("calibrated energy and pipe estimates disagree beyond their intervals")
             # a note like any other: it blocks "below" (the pipe counters may not bound what the energy contradicts)
-            a = assess(profile, obs, device=spec, threshold_flops=threshold, confidence=confidence, label=label,
-                       extra_warnings=tuple(notes))  # fmt: skip
+            a = yield obs, {**kw, "extra_warnings": tuple(notes)}
     else:
         point, interval = (builtin if math.isfinite(builtin) else None), (_fin(e_lo), _fin(e_hi))
     row = _row(t, g, s, obs, [*notes, *a.warnings, *a.notes], point, a, interval, pipe,
