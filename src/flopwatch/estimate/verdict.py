@@ -303,6 +303,10 @@ def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> tuple[Dev
     return None, None
 
 
+#: The words that open the warning for a point sensor read slower than it updates (``context_warnings``).
+RATE_WARNING = "sampling rate below the device's need"
+
+
 def _kinds(ctx: Mapping[str, Any]) -> list[str]:
     """The recorded sensor kinds: one, or the daemon's list of them (any other value is one kind, by its text: a
     record's ``sensor_kind: 5`` is a sensor nothing knows, never a crash)."""
@@ -387,7 +391,7 @@ def context_warnings(
     if checks:
         out.extend(
             (
-                f"sampling rate below the device's need: {w}"
+                f"{RATE_WARNING}: {w}"
                 if c.timing is not None
                 else w
                 if is_replay_kind(c.sensor)
@@ -474,17 +478,21 @@ def assess(
     # The row's own unobserved time may only add to what the verifier knows no reading saw (round 6,
     # `unobserved-understated`): the sensor-timing table's blind share of every recorded sensor (the most any
     # leaves unseen) and the share of the run its coverage leaves out, whatever the row says (0, negative).
-    u_floor, unrecorded = 0.0, None
+    u_floor, unrecorded, fast = 0.0, None, None
     if context and _kinds(context):
-        fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
-        u_floor = max(fr, default=0.0) * t
+        checks = [c for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
+        u_floor = max((c.unobserved_fraction for c in checks), default=0.0) * t
+        if any(not c.adequate for c in checks):  # the blind share were each sensor read at its need (tighten)
+            fast = max(c.timing.blind_fraction if c.timing else 1.0 for c in checks) * t
     elif context is not None and spec is not None:  # a row naming no sensor: the least-observed one (round 7)
         frac, unrecorded = unrecorded_sensor_floor(spec.key)
         u_floor = frac * t
     cov = finite(obs.coverage)
     if cov is not None and cov < 1.0 - 1e-9:  # (a sum's rounding is no gap: two engines' answers stay equal)
         u_floor = max(u_floor, (1.0 - max(cov, 0.0)) * t)
+        fast = None if fast is None else max(fast, (1.0 - max(cov, 0.0)) * t)
     u_rec = finite(obs.unobserved_s)
+    fast = None if fast is None or u_rec is None and obs.unobserved_s is not None else max(fast, u_rec or 0.0)
     if u_rec is None and obs.unobserved_s is not None:  # NaN or inf unobserved: none of the run was seen
         obs = dataclasses.replace(obs, unobserved_s=t)
     elif (u_rec is None and u_floor > 0) or (u_rec is not None and u_rec < u_floor):
@@ -650,7 +658,7 @@ def assess(
     warnings = list(dict.fromkeys(warnings))
     v = threshold_verdict(est_flops, lower, upper, threshold_flops, warnings)
     decisive = upper / est_flops if ok and math.isfinite(upper) and not warnings else None  # type: ignore[operator]
-    tighten = _tighten(dev, obs_b, idle_excess, upper, est_flops if ok else None, dtype, spec, warnings)
+    tighten = _tighten(dev, obs_b, idle_excess, upper, est_flops if ok else None, dtype, spec, warnings, fast)
     return Assessment(
         verdict=v,
         verdict_lower_flops=float(lower),
@@ -683,14 +691,26 @@ def _tighten(
     dtype: str | None,
     spec: DeviceSpec | None,
     warnings: Sequence[str],
+    fast_unobserved_s: float | None = None,
 ) -> list[str]:
-    """ "with X observed: ×a → ×b" for each observation that would lower the verdict's factor."""
+    """ "with X observed: ×a → ×b" for each observation that would lower the verdict's factor; "×never → ×b"
+    where the only warnings are too slow a sampling rate, which a faster sampler or a cumulative counter lifts
+    (``fast_unobserved_s``: the run's unobserved time were every sensor read at its need)."""
     out: list[str] = []
-    if warnings:
+    rate_only = bool(warnings) and all(w.startswith(RATE_WARNING) for w in warnings)
+    if warnings and not (rate_only and fast_unobserved_s is not None):
         out.append(f"resolve the {len(warnings)} warning(s): each blocks 'below' whatever the bound")
     if dev is None or est is None or not math.isfinite(upper):
         return out
     a = upper / est
+    now = "never" if rate_only else f"{a:.3g}"  # what the run is decisive at until the hint is taken
+    if rate_only and fast_unobserved_s is not None:
+        su = sound_upper(
+            dev, dataclasses.replace(obs, unobserved_s=fast_unobserved_s), idle_excess_w=idle_excess
+        )
+        out.append(
+            f"with the power sensor read as fast as it updates (a faster sampler): ×never → ×{su.flops / est:.3g}"
+        )
     w = obs.windows
     clock_seen = obs.min_sm_clock_mhz is not None or (w is not None and w.sm_clock_mhz is not None)
     if not clock_seen and dev.max_clock_mhz:
@@ -714,7 +734,7 @@ def _tighten(
         su = sound_upper(dev, dataclasses.replace(obs, unobserved_s=0.0), idle_excess_w=idle_excess)
         out.append(
             # (no seconds in the hint: a sweep's records share one line in `estimate`; the basis has them)
-            f"with the unobserved time covered by a cumulative counter, at best: ×{a:.3g} → ×{su.flops / est:.3g}"
+            f"with the unobserved time covered by a cumulative counter, at best: ×{now} → ×{su.flops / est:.3g}"
         )
     return out
 
