@@ -5,7 +5,8 @@ Two on-disk formats are read:
 * our JSON Lines (``schema="flopwatch.record/1"``, one run per line, see ARCHITECTURE.md), written with
   :func:`append_record`;
 * the Jetson study's ``eval_results_*_records.json`` (Fowler 2026, williamfowler/verification-games): one JSON
-  object with ``records`` (``ground_truth_tf`` TFLOP, ``avg_gpu_pct`` in %, ``idle_baseline_mw`` in mW).
+  object with ``records`` (``ground_truth_tf`` TFLOP, ``avg_gpu_pct`` in %, ``idle_baseline_mw`` in mW); each
+  record gets the sensor the study read it with (:func:`seed_context`).
 
 Every field the estimator needs is validated when read: a missing field, a non-number, NaN/inf, negative
 energy or a non-positive duration is an :class:`~flopwatch.errors.InputError` naming the file, the record
@@ -563,7 +564,7 @@ _SEED_NAMES = {
 #: How the Jetson study's records were observed (data/jetson_flop_estimator/SOURCE.md, "Formats"; Fowler 2026):
 #: the Orin Nano's VDD_CPU_GPU_CV rail, an INA3221 channel (telemetry/sensors/jetson.py), read at 2 Hz —
 #: ``n_power_samples`` ÷ ``duration_s`` is 1.993–2.001 Hz over the 38 v2 records. A record loaded from that format
-#: carries this context (:func:`seed_context`), so ``estimate``, ``verdict`` and ``redteam`` judge it as that
+#: carries this context (:func:`seed_context`), so ``estimate``, ``redteam`` and the benches judge it as that
 #: sensor through the sensor-timing table (a 1.1 ms point reading, no energy counter), never as "no sensor recorded".
 SEED_SENSOR_KIND = "ina3221"
 SEED_SENSOR_SPEC = "jetson:VDD_CPU_GPU_CV"

@@ -328,9 +328,8 @@ def _warning_lines(rows: list[dict[str, Any]]) -> list[str]:
         if len(hits) == 1:
             lines.append(f"warning {hits[0][0]}: {hits[0][1]}")
             continue
-        parts = _NUMBER.split(
-            hits[0][1]
-        )  # the words between the numbers, the same in every record of the group
+        # the words between the numbers are the same in every record of the group (its key)
+        parts = _NUMBER.split(hits[0][1])
         cols = zip(*(_NUMBER.findall(w) for _, w in hits), strict=True)
         text = parts[0] + "".join(_span(c) + p for c, p in zip(cols, parts[1:], strict=True))
         lines.append(f"warning ({len(hits)} of {counted(len(rows), 'record')}): {text}")

@@ -35,7 +35,7 @@ V2_RELPATH = Path("jetson_flop_estimator") / "eval_results_v2_records.json"
 DEVICE = "orin-nano"
 # How the v2 records were observed — the INA3221 rail VDD_CPU_GPU_CV at the record's own ~2 Hz — is the
 # loader's to say (records.seed_context, SOURCE.md): every record load_records reads from the study's format
-# carries it, so `estimate`, `verdict` and this suite judge the same run with the same sensor.
+# carries it, so `estimate`, the benches and this suite judge the same run with the same sensor.
 V2_SENSOR_KIND = SEED_SENSOR_KIND
 V2_SENSOR_SPEC = SEED_SENSOR_SPEC
 V2_RATE_HZ = SEED_RATE_HZ
