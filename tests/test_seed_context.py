@@ -16,7 +16,8 @@ import pytest
 from flopwatch.cli import main
 from flopwatch.errors import InputError
 from flopwatch.estimate.calibration import calibrate
-from flopwatch.estimate.verdict import RATE_WARNING, assess_record
+from flopwatch.estimate.tighten import RATE_WARNING
+from flopwatch.estimate.verdict import assess_record
 from flopwatch.records import SEED_RATE_HZ, SEED_SENSOR_KIND, SEED_SENSOR_SPEC, load_records, seed_context
 from flopwatch.redteam import real
 from flopwatch.redteam.judge import judge
