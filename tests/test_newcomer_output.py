@@ -122,7 +122,7 @@ def test_decisive_at_is_said_in_words_and_the_table_fits_80_columns(
     capsys.readouterr()
     assert main(["estimate", "--profile", str(prof), str(v2_records_path), "--threshold", "1.2e14"]) == 0
     out = capsys.readouterr().out
-    # the records carry their sensor (the INA3221 rail at the records' own ~2 Hz, records.seed_context): no run is
+    # the records carry their sensor (the INA3221 rail at the records' own ~2 Hz, published.seed_context): no run is
     # decisive, and the reason is said once for the sweep, with what would make it decidable (the tighten hints)
     assert "≥ ×" not in out and "never (a warning)" in out and "T ≥ 27.3 × estimate" not in out
     flat = " ".join(out.split())

@@ -1,6 +1,6 @@
 """The Jetson study's records are judged with the sensor they were recorded with, wherever they are read.
 
-The seed-format loader (``records.load_records``) attaches the context the data had (``records.seed_context``:
+The seed-format loader (``records.load_records``) attaches the context the data had (``published.seed_context``:
 the INA3221 rail VDD_CPU_GPU_CV read at the record's own ``n_power_samples`` ÷ ``duration_s`` ≈ 2 Hz,
 data/jetson_flop_estimator/SOURCE.md), so ``estimate`` gives the answer the red team and the benches give
 (``redteam.real.v2_context`` is the same function): never "below", because of the sensor's rate — not
@@ -18,7 +18,8 @@ from flopwatch.errors import InputError
 from flopwatch.estimate.calibration import calibrate
 from flopwatch.estimate.tighten import RATE_WARNING
 from flopwatch.estimate.verdict import assess_record
-from flopwatch.records import SEED_RATE_HZ, SEED_SENSOR_KIND, SEED_SENSOR_SPEC, load_records, seed_context
+from flopwatch.published import SEED_RATE_HZ, SEED_SENSOR_KIND, SEED_SENSOR_SPEC, seed_context
+from flopwatch.records import load_records
 from flopwatch.redteam import real
 from flopwatch.redteam.judge import judge
 

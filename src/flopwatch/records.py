@@ -5,8 +5,7 @@ Two on-disk formats are read:
 * our JSON Lines (``schema="flopwatch.record/1"``, one run per line, see ARCHITECTURE.md), written with
   :func:`append_record`;
 * the Jetson study's ``eval_results_*_records.json`` (Fowler 2026, williamfowler/verification-games): one JSON
-  object with ``records`` (``ground_truth_tf`` TFLOP, ``avg_gpu_pct`` in %, ``idle_baseline_mw`` in mW); each
-  record gets the sensor the study read it with (:func:`seed_context`).
+  object with ``records`` (``ground_truth_tf`` TFLOP, ``avg_gpu_pct`` in %, ``idle_baseline_mw`` in mW).
 
 Every field the estimator needs is validated when read: a missing field, a non-number, NaN/inf, negative
 energy or a non-positive duration is an :class:`~flopwatch.errors.InputError` naming the file, the record
@@ -28,7 +27,8 @@ from typing import Any, overload
 from flopwatch.devices import normalize_dtype, resolve
 from flopwatch.errors import InputError
 from flopwatch.io import check_output_file, is_out_of_range, jsonable, parse_json, read_text, refuse_link
-from flopwatch.units import MW_PER_W, TERA, finite
+from flopwatch.published import seed_context
+from flopwatch.units import MW_PER_W, TERA
 
 RECORD_SCHEMA = "flopwatch.record/1"
 
@@ -584,26 +584,6 @@ _SEED_NAMES = {
 }
 
 
-#: How the Jetson study's records were observed (data/jetson_flop_estimator/SOURCE.md, "Formats"; Fowler 2026):
-#: the Orin Nano's VDD_CPU_GPU_CV rail, an INA3221 channel (telemetry/sensors/jetson.py), read at 2 Hz —
-#: ``n_power_samples`` ÷ ``duration_s`` is 1.993–2.001 Hz over the 38 v2 records. A record loaded from that format
-#: carries this context (:func:`seed_context`), so ``estimate``, ``redteam`` and the benches judge it as that
-#: sensor through the sensor-timing table (a 1.1 ms point reading, no energy counter), never as "no sensor recorded".
-SEED_SENSOR_KIND = "ina3221"
-SEED_SENSOR_SPEC = "jetson:VDD_CPU_GPU_CV"
-SEED_RATE_HZ = 2.0
-
-
-def seed_context(record: WorkloadRecord | Mapping[str, Any]) -> dict[str, Any]:
-    """The recorded context (``estimate.observe.CONTEXT_KEYS``) of one Jetson-study record: its sensor and the
-    rate it was read at (the record's own ``n_power_samples`` over its ``duration_s``; :data:`SEED_RATE_HZ`, the
-    rate SOURCE.md documents, where it has no positive count)."""
-    get = record.get
-    n, t = finite(get("n_power_samples")), finite(get("duration_s"))
-    rate = n / t if n is not None and n > 0 and t is not None and t > 0 else SEED_RATE_HZ
-    return {"sensor_kind": SEED_SENSOR_KIND, "sensor_spec": SEED_SENSOR_SPEC, "sample_rate_hz": rate}
-
-
 def _from_seed(rec: Mapping[str, Any], *, file: str, index: int) -> dict[str, Any]:
     """Map one Jetson-study record to our field names (units converted here, once)."""
     where: str | int = rec.get("label") if isinstance(rec.get("label"), str) else index
@@ -632,11 +612,8 @@ def _from_seed(rec: Mapping[str, Any], *, file: str, index: int) -> dict[str, An
     out["config"] = dict(cfg)
     # The study marks non-fp32 runs with config.precision; absent means fp32 (README of the study).
     out["dtype"] = cfg.get("precision") or "fp32"
-    # the sensor the study read (seed_context): derived from the record's own sample count, it replaces any
-    # context key the file states (a seed record cannot claim another sensor or rate than its samples show)
-    if rec.get("n_power_samples") is not None:
-        _number(rec["n_power_samples"], file=file, record=where, name="n_power_samples", required=True)
-    out.update(seed_context(rec))
+    _number(rec.get("n_power_samples"), file=file, record=where, name="n_power_samples", required=False)
+    out.update(seed_context(rec))  # the sensor the study read, over what the file claims (published.py)
     for k, v in rec.items():  # keep every original key (raw), ours take precedence
         out.setdefault(k, v)
     return out

@@ -19,22 +19,15 @@ from flopwatch.estimate.calibration import calibrate
 from flopwatch.estimate.features import FrontierGate
 from flopwatch.estimate.profile import Profile
 from flopwatch.estimate.verdict import observables_from_record
-from flopwatch.records import (
-    SEED_RATE_HZ,
-    SEED_SENSOR_KIND,
-    SEED_SENSOR_SPEC,
-    RecordSet,
-    WorkloadRecord,
-    load_records,
-    seed_context,
-)
+from flopwatch.published import SEED_RATE_HZ, SEED_SENSOR_KIND, SEED_SENSOR_SPEC, seed_context
+from flopwatch.records import RecordSet, WorkloadRecord, load_records
 from flopwatch.redteam.case import Case, profile_hash, shape
 from flopwatch.redteam.families import Family
 
 V2_RELPATH = Path("jetson_flop_estimator") / "eval_results_v2_records.json"
 DEVICE = "orin-nano"
 # How the v2 records were observed — the INA3221 rail VDD_CPU_GPU_CV at the record's own ~2 Hz — is the
-# loader's to say (records.seed_context, SOURCE.md): every record load_records reads from the study's format
+# loader's to say (published.seed_context, SOURCE.md): every record load_records reads from the study's format
 # carries it, so `estimate`, the benches and this suite judge the same run with the same sensor.
 V2_SENSOR_KIND = SEED_SENSOR_KIND
 V2_SENSOR_SPEC = SEED_SENSOR_SPEC
