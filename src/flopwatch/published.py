@@ -2,7 +2,8 @@
 
 Tests that reproduce published numbers and ``flopwatch redteam`` read the data in ``shared/data`` (or the
 package's bundled MASCOTS copies); a copy whose ground truth was edited would make them report on something
-else. :func:`published_data_problem` says when a file is not the published data (issue 25).
+else. :func:`published_data_problem` says when a file is not the published data (issue 25). :func:`seed_context`
+says how the Jetson study's records were observed (its sensor and rate), which the records loader attaches.
 """
 
 from __future__ import annotations
@@ -11,10 +12,23 @@ import contextlib
 import hashlib
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from flopwatch.errors import InputError
 from flopwatch.io import read_bytes, read_text
+from flopwatch.units import finite
+
+#: How the Jetson study's records were observed (data/jetson_flop_estimator/SOURCE.md, "Formats"; Fowler 2026):
+#: the Orin Nano's VDD_CPU_GPU_CV rail, an INA3221 channel (telemetry/sensors/jetson.py), read at 2 Hz —
+#: ``n_power_samples`` ÷ ``duration_s`` is 1.993–2.001 Hz over the 38 v2 records. ``records.load_records`` gives
+#: every record of that format this context (:func:`seed_context`), so ``estimate``, ``redteam`` and the benches
+#: judge it as that sensor through the sensor-timing table (a 1.1 ms point reading, no energy counter), never as
+#: "no sensor recorded"; what the file itself claims of its sensor or rate is replaced.
+SEED_SENSOR_KIND = "ina3221"
+SEED_SENSOR_SPEC = "jetson:VDD_CPU_GPU_CV"
+SEED_RATE_HZ = 2.0
 
 #: sha256 of the published study data as copied to ``shared/data`` (taken 2026-12-01 from the copies, and equal
 #: to the hashes their ``SOURCE.md`` records): keyed by the path under the data root. A copy whose hash differs
@@ -86,3 +100,12 @@ def published_data_problem(path: str | os.PathLike[str]) -> str | None:
 
 
 __all__ = ["PUBLISHED_SHA256", "published_data_problem"]
+
+
+def seed_context(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The recorded context (``estimate.observe.CONTEXT_KEYS``) of one Jetson-study record (the file's mapping or
+    a ``WorkloadRecord``): its sensor and the rate it was read at (the record's own ``n_power_samples`` over its
+    ``duration_s``; :data:`SEED_RATE_HZ`, the rate SOURCE.md documents, where it has no positive count)."""
+    n, t = finite(record.get("n_power_samples")), finite(record.get("duration_s"))
+    rate = n / t if n is not None and n > 0 and t is not None and t > 0 else SEED_RATE_HZ
+    return {"sensor_kind": SEED_SENSOR_KIND, "sensor_spec": SEED_SENSOR_SPEC, "sample_rate_hz": rate}

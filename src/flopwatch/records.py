@@ -27,6 +27,7 @@ from typing import Any, overload
 from flopwatch.devices import normalize_dtype, resolve
 from flopwatch.errors import InputError
 from flopwatch.io import check_output_file, is_out_of_range, jsonable, parse_json, read_text, refuse_link
+from flopwatch.published import seed_context
 from flopwatch.units import MW_PER_W, TERA
 
 RECORD_SCHEMA = "flopwatch.record/1"
@@ -70,6 +71,7 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
     "avg_gpu_pct": (0.0, True, 100.0),
     "idle_baseline_mw": (0.0, True, math.inf),
     "baseline_mw": (0.0, True, math.inf),
+    "n_power_samples": (0.0, True, math.inf),
 }
 
 # Fields measured from telemetry, not by the training process: `workload run` leaves them null until a trace
@@ -610,6 +612,8 @@ def _from_seed(rec: Mapping[str, Any], *, file: str, index: int) -> dict[str, An
     out["config"] = dict(cfg)
     # The study marks non-fp32 runs with config.precision; absent means fp32 (README of the study).
     out["dtype"] = cfg.get("precision") or "fp32"
+    _number(rec.get("n_power_samples"), file=file, record=where, name="n_power_samples", required=False)
+    out.update(seed_context(rec))  # the sensor the study read, over what the file claims (published.py)
     for k, v in rec.items():  # keep every original key (raw), ours take precedence
         out.setdefault(k, v)
     return out

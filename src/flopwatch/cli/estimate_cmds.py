@@ -267,7 +267,11 @@ def estimate_cmd(
             ):  # never an unexplained "uncertain" next to an upper under T
                 v = f"uncertain ({len(x['warnings'])} warning{'s' if len(x['warnings']) > 1 else ''}: {x['warnings'][0]})"
             cells.append(v)
-            cells.append("—" if x["decisive_at"] is None else f"T ≥ {x['decisive_at']:.3g} × estimate")
+            cells.append(
+                ("never (a warning)" if x["warnings"] else "—")
+                if x["decisive_at"] is None
+                else f"T ≥ {x['decisive_at']:.3g} × estimate"
+            )
         if decl is not None:
             cells.append(x["declaration_verdict"])
         t.add_row(*cells)
@@ -288,9 +292,8 @@ def estimate_cmd(
         con.print(_simulated_line(n_sim, len(rows)))
     if summary["mae_pct"] is not None:
         con.print(_summary_line(summary))
-    for x in rows:
-        for w in x["warnings"]:
-            con.print(f"warning {x['label']}: {w}", style="yellow")
+    for line in _warning_lines(rows):  # why a run is never "below": one line per warning, not per record
+        con.print(line, style="yellow", markup=False)
     for line in _note_lines(rows):  # how the bound was taken (no sensor recorded …): not only in --json
         con.print(line, markup=False)
     if thr is not None:
@@ -310,33 +313,71 @@ def _note_lines(rows: list[dict[str, Any]]) -> list[str]:
     return [f"note ({k} of {counted(len(rows), 'record')}): {n}" for n, k in counts.items()]
 
 
-_TIGHTEN = re.compile(r"^(?P<what>.*): ×(?P<now>[0-9.e+-]+) → ×(?P<then>[0-9.e+-]+)$")
+_NUMBER = re.compile(r"[0-9][0-9.e+-]*")
+
+
+def _warning_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Each warning once, with how many records it applies to: the same warning on every record of a sweep
+    (too slow a sampling rate) differs only in its numbers, each printed as its span over the records."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for x in rows:
+        for w in dict.fromkeys(x["warnings"]):
+            groups.setdefault(_NUMBER.sub("#", w), []).append((x["label"], w))
+    lines = []
+    for hits in groups.values():
+        if len(hits) == 1:
+            lines.append(f"warning {hits[0][0]}: {hits[0][1]}")
+            continue
+        # the words between the numbers are the same in every record of the group (its key)
+        parts = _NUMBER.split(hits[0][1])
+        cols = zip(*(_NUMBER.findall(w) for _, w in hits), strict=True)
+        text = parts[0] + "".join(_span(c) + p for c, p in zip(cols, parts[1:], strict=True))
+        lines.append(f"warning ({len(hits)} of {counted(len(rows), 'record')}): {text}")
+    return lines
+
+
+def _span(values: tuple[str, ...]) -> str:
+    """``lo–hi`` of numbers printed in text (one of them where they agree or do not parse)."""
+    if len(set(values)) == 1:
+        return values[0]
+    try:
+        return f"{min(values, key=float)}–{max(values, key=float)}"
+    except ValueError:
+        return values[0]
+
+
+_TIGHTEN = re.compile(r"^(?P<what>.*): ×(?P<now>never|[0-9.e+-]+) → ×(?P<then>[0-9.e+-]+)$")
 
 
 def _tighten_lines(rows: list[dict[str, Any]]) -> list[str]:
     """The ``tighten`` hints, one line per observation that would help: the same hint on every record of a
     sweep would otherwise repeat once per record. Each record's own figures stay in ``--json``."""
-    groups: dict[str, list[tuple[float, float]]] = {}
-    lines: list[str] = []
+    groups: dict[str, list[tuple[str, float]]] = {}
+    same: dict[str, list[str]] = {}  # hints without figures: the records each is given for
     for x in rows:
         for h in x["tighten"]:
             m = _TIGHTEN.match(h)
             try:
-                groups.setdefault(m["what"], []).append((float(m["now"]), float(m["then"])))  # type: ignore[index]
+                groups.setdefault(m["what"], []).append((m["now"], float(m["then"])))  # type: ignore[index]
             except (TypeError, ValueError):  # a hint of another shape: printed as it is
-                lines.append(f"tighten {x['label']}: {h}")
+                same.setdefault(h, []).append(x["label"])
+    lines = [
+        f"tighten {ls[0]}: {h}" if len(ls) == 1 else f"tighten ({len(ls)} of {len(rows)} record(s)): {h}"
+        for h, ls in same.items()
+    ]
     for what, pairs in groups.items():
-        now, then = [p[0] for p in pairs], [p[1] for p in pairs]
-
-        def span(v: list[float]) -> str:
-            lo, hi = min(v), max(v)
-            return f"{lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"{lo:.3g}–{hi:.3g}"
-
+        nows = [p[0] for p in pairs]
+        now = "never" if "never" in nows else f"T ≥ {_fmt_span([float(v) for v in nows])} × estimate"
         lines.append(
-            f"tighten ({len(pairs)} of {len(rows)} record(s)): {what}: 'decisive at' T ≥ {span(now)} × estimate "
-            f"→ T ≥ {span(then)} × estimate (each record's in --json, under 'tighten')"
+            f"tighten ({len(pairs)} of {len(rows)} record(s)): {what}: 'decisive at' {now} "
+            f"→ T ≥ {_fmt_span([p[1] for p in pairs])} × estimate (each record's in --json, under 'tighten')"
         )
     return lines
+
+
+def _fmt_span(v: list[float]) -> str:
+    lo, hi = min(v), max(v)
+    return f"{lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"{lo:.3g}–{hi:.3g}"
 
 
 def evaluate_cmd(

@@ -9,6 +9,7 @@ from typing import Any
 
 from flopwatch.devices import DeviceSpec, resolve
 from flopwatch.estimate.observe import CONTEXT_KEYS, recorded_kinds
+from flopwatch.estimate.tighten import RATE_WARNING
 from flopwatch.sensor_timing import (
     SamplingCheck,
     check_sampling,
@@ -104,7 +105,7 @@ def context_warnings(
     if checks:
         out.extend(
             (
-                f"sampling rate below the device's need: {w}"
+                f"{RATE_WARNING}: {w}"
                 if c.timing is not None
                 else w
                 if is_replay_kind(c.sensor)

@@ -66,12 +66,12 @@ from flopwatch.estimate.sound import (
     floor_peaks,
     reconcile_pipes,
     slowest_format_ratio,
-    sound_upper,
     sound_uppers,
     unplaced_energy_j,
     verdict_peaks,
     window_deficit_s,
 )
+from flopwatch.estimate.tighten import tighten as _tighten
 from flopwatch.sensor_timing import unrecorded_sensor_floor
 from flopwatch.units import finite
 
@@ -413,17 +413,22 @@ def _assess(
     # The row's own unobserved time may only add to what the verifier knows no reading saw (round 6,
     # `unobserved-understated`): the sensor-timing table's blind share of every recorded sensor (the most any
     # leaves unseen) and the share of the run its coverage leaves out, whatever the row says (0, negative).
-    u_floor, unrecorded = 0.0, None
+    u_floor, unrecorded, fast = 0.0, None, None
     if context and recorded_kinds(context):
-        fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
+        checks = [c for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
+        fr = [c.unobserved_fraction for c in checks]
         u_floor = max(fr + [1.0] * bool(rateless_point_sensors(context, spec)), default=0.0) * t  # round 8
+        if any(not c.adequate for c in checks):  # the blind share were each sensor read at its need (tighten)
+            fast = max(c.timing.blind_fraction if c.timing else 1.0 for c in checks) * t
     elif context is not None and spec is not None:  # a row naming no sensor: the least-observed one (round 7)
         frac, unrecorded = unrecorded_sensor_floor(spec.key)
         u_floor = frac * t
     cov = finite(obs.coverage)
     if cov is not None and cov < 1.0 - 1e-9:  # (a sum's rounding is no gap: two engines' answers stay equal)
         u_floor = max(u_floor, (1.0 - max(cov, 0.0)) * t)
+        fast = None if fast is None else max(fast, (1.0 - max(cov, 0.0)) * t)
     u_rec = finite(obs.unobserved_s)
+    fast = None if fast is None or u_rec is None and obs.unobserved_s is not None else max(fast, u_rec or 0.0)
     if u_rec is None and obs.unobserved_s is not None:  # NaN or inf unobserved: none of the run was seen
         obs = dataclasses.replace(obs, unobserved_s=t)
     elif (u_rec is None and u_floor > 0) or (u_rec is not None and u_rec < u_floor):
@@ -589,7 +594,7 @@ def _assess(
     warnings = list(dict.fromkeys(warnings))
     v = threshold_verdict(est_flops, lower, upper, threshold_flops, warnings)
     decisive = upper / est_flops if ok and math.isfinite(upper) and not warnings else None  # type: ignore[operator]
-    tighten = _tighten(dev, obs_b, idle_excess, upper, est_flops if ok else None, dtype, spec, warnings)
+    tighten = _tighten(dev, obs_b, idle_excess, upper, est_flops if ok else None, dtype, spec, warnings, fast)
     return Assessment(
         verdict=v,
         verdict_lower_flops=float(lower),
@@ -611,51 +616,6 @@ def _assess(
         deviations=tuple(deviations),
         upper=su,
     )
-
-
-def _tighten(
-    dev: Any,
-    obs: Observables,
-    idle_excess: float,
-    upper: float,
-    est: float | None,
-    dtype: str | None,
-    spec: DeviceSpec | None,
-    warnings: Sequence[str],
-) -> list[str]:
-    """ "with X observed: ×a → ×b" for each observation that would lower the verdict's factor."""
-    out: list[str] = []
-    if warnings:
-        out.append(f"resolve the {len(warnings)} warning(s): each blocks 'below' whatever the bound")
-    if dev is None or est is None or not math.isfinite(upper):
-        return out
-    a = upper / est
-    w = obs.windows
-    clock_seen = obs.min_sm_clock_mhz is not None or (w is not None and w.sm_clock_mhz is not None)
-    if not clock_seen and dev.max_clock_mhz:
-        b = sound_upper(dev, obs, idle_excess_w=idle_excess, assume_clock_mhz=dev.max_clock_mhz).flops / est
-        if b < a * 0.999:
-            out.append(f"with the SM clock range observed (at the maximum clock): ×{a:.3g} → ×{b:.3g}")
-    pipes_seen = obs.has_pipes or (w is not None and w.has_pipes)
-    if not pipes_seen and spec is not None and dtype in spec.peak_flops and dtype != "fp32":
-        # the counters count every cycle: they would cover the whole run, the energy sensor's blind time too
-        tensor_s = min(obs.duration_s, est / spec.peak_flops[dtype])
-        hyp = dataclasses.replace(
-            obs,
-            windows=None,
-            pipe_active_s={"tensor": tensor_s, "fp64": 0.0, "fp32": 0.0, "fp16": 0.0},
-            pipe_observed_s=obs.duration_s,
-        )
-        b = sound_upper(dev, hyp, idle_excess_w=idle_excess).flops / est
-        if b < a * 0.999:
-            out.append(f"with the pipe-activity counters observed (a {dtype} run): ×{a:.3g} → ×{b:.3g}")
-    if obs.unobserved_s:
-        su = sound_upper(dev, dataclasses.replace(obs, unobserved_s=0.0), idle_excess_w=idle_excess)
-        out.append(
-            # (no seconds in the hint: a sweep's records share one line in `estimate`; the basis has them)
-            f"with the unobserved time covered by a cumulative counter, at best: ×{a:.3g} → ×{su.flops / est:.3g}"
-        )
-    return out
 
 
 def assess_record(

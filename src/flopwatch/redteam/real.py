@@ -19,20 +19,20 @@ from flopwatch.estimate.calibration import calibrate
 from flopwatch.estimate.features import FrontierGate
 from flopwatch.estimate.profile import Profile
 from flopwatch.estimate.verdict import observables_from_record
+from flopwatch.published import SEED_RATE_HZ, SEED_SENSOR_KIND, SEED_SENSOR_SPEC, seed_context
 from flopwatch.records import RecordSet, WorkloadRecord, load_records
 from flopwatch.redteam.case import Case, profile_hash, shape
 from flopwatch.redteam.families import Family
-from flopwatch.units import finite
 
 V2_RELPATH = Path("jetson_flop_estimator") / "eval_results_v2_records.json"
 DEVICE = "orin-nano"
-#: How the v2 records were observed (data/jetson_flop_estimator/SOURCE.md; Fowler 2026): the VDD_CPU_GPU_CV rail,
-#: an INA3221 channel (telemetry/sensors/jetson.py), read at 2 Hz — ``n_power_samples`` ÷ ``duration_s`` is
-#: 1.993–2.001 Hz over the 38 records. Judged as that sensor by the sensor-timing table (a 1.1 ms point reading,
-#: no energy counter), as a monitor row naming it would be: never as if fully observed.
-V2_SENSOR_KIND = "ina3221"
-V2_SENSOR_SPEC = "jetson:VDD_CPU_GPU_CV"
-V2_RATE_HZ = 2.0
+# How the v2 records were observed — the INA3221 rail VDD_CPU_GPU_CV at the record's own ~2 Hz — is the
+# loader's to say (published.seed_context, SOURCE.md): every record load_records reads from the study's format
+# carries it, so `estimate`, the benches and this suite judge the same run with the same sensor.
+V2_SENSOR_KIND = SEED_SENSOR_KIND
+V2_SENSOR_SPEC = SEED_SENSOR_SPEC
+V2_RATE_HZ = SEED_RATE_HZ
+v2_context = seed_context
 
 
 def find_v2(data_root: str | Path | None = None) -> Path | None:
@@ -72,14 +72,6 @@ class _LOO:
         if k not in self._cache:
             self._cache[k] = calibrate(self.rs.subset(self.kept(*labels)), device=DEVICE)
         return self._cache[k]
-
-
-def v2_context(r: WorkloadRecord) -> dict[str, Any]:
-    """The recorded context (:data:`~flopwatch.estimate.observe.CONTEXT_KEYS`) of one v2 record: its sensor and
-    the rate it was read at (the record's own sample count over its duration; 2 Hz where it has none)."""
-    n, t = finite(r.extra.get("n_power_samples")), finite(r.duration_s)
-    rate = n / t if n is not None and n > 0 and t is not None and t > 0 else V2_RATE_HZ
-    return {"sensor_kind": V2_SENSOR_KIND, "sensor_spec": V2_SENSOR_SPEC, "sample_rate_hz": rate}
 
 
 def _values(r: WorkloadRecord) -> dict[str, Any]:
