@@ -318,15 +318,16 @@ class FleetReader:
         clock = avg.get("clock")
         clock_w = np.where(np.isfinite(clock), clock, 0.0) if clock is not None else zero
         prof = [a for k, a in avg.items() if M.BY_KEY[k].profiling]
-        prof_any = np.zeros((S, K), bool)
-        prof_zero = np.ones((S, K), bool) if prof else np.zeros((S, K), bool)
+        # a cell is profiled only where every profiling field read has a value (DCGM collects them together): one
+        # missing while the others go on is paused, not 0 (round 8, `pipe-field-gap`: read as 0, it tightened the pipes)
+        prof_all, prof_zero = (np.full((S, K), bool(prof)) for _ in range(2))
         bad = np.zeros((S, K))
         for k, a in avg.items():
             fin = np.isfinite(a)
             if k != "clock":
                 bad += fin & ((a < 0) | (a > 1 + 1e-6))
             if M.BY_KEY[k].profiling:
-                prof_any |= fin
+                prof_all &= fin
                 prof_zero &= fin & (a == 0)
         idle = np.array([_idle_w(lab.get("modelName", "")) for lab in labels])[:, None]
         load = p_ok & (p_mean > np.maximum(idle * LOAD_FACTOR, idle + 30.0))
@@ -354,12 +355,17 @@ class FleetReader:
             hi = _per_gpu(np.where(ok, L, -np.inf), gi, G, np.maximum, -np.inf)
             pw = _per_gpu(np.where(ok & p_ok, np.maximum(p_mean, idle), idle), gi, G, np.maximum)
             near = 2.0 * step * pw[gi] + 1.0  # two scrapes' energy
-            whole = (
-                ok & (Mn - lo[gi] <= near) & (hi[gi] - L <= near) & (N >= 0.25 * W / step) & (W >= 16 * step)
-            )
+            whole = ok & (Mn - lo[gi] <= near) & (hi[gi] - L <= near) & (N >= 0.25 * W / step)
             spanning = _per_gpu(whole, gi, G)
             reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
-            dup |= ((spanning >= 2) & ~reset)[gi] & ok
+            two = (spanning >= 2) & ~reset
+            if (
+                W < 16 * step
+            ):  # a job change spans a short window twice, but one window: twins span the next too
+                two &= _shift(two, 1) | _shift(
+                    two, -1
+                )  # (round 8, `short-window-twins`: --window 2m hid them)
+            dup |= two[gi] & ok
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
             P, span, p_mean, L, Mn, busy_a, gi, G, inst, unit, step, idle
         )
@@ -432,8 +438,8 @@ class FleetReader:
             min_power_w=red(fin(p_mean, np.inf), np.minimum, np.inf),
             resets=tot(resets, weighted=False),
             out_of_range=tot(bad > 0, weighted=False),
-            prof_covered_s=tot(np.where(prof_any & P, cov, 0.0)),
-            prof_gap_s=tot(np.where(~prof_any & P, span, 0.0)) if prof else np.zeros(R),
+            prof_covered_s=tot(np.where(prof_all & P, cov, 0.0)),
+            prof_gap_s=tot(np.where(~prof_all & P, span, 0.0)) if prof else np.zeros(R),
             prof_zero_load_s=tot(np.where(prof_zero & load, span, 0.0)),
             util_no_power_s=tot(np.where(dark, span, 0.0)),
             ends_busy=tot(stops, weighted=False),
