@@ -63,10 +63,9 @@ class ReadPlan:
                 "samples per series)",
                 field="step",
             )
-        if self.window_s < 2 * self.step_s:  # one scrape per window: two series of a GPU on alternate scrapes
-            raise InputError(
-                "window must hold at least two scrapes (2 × step)", field="window"
-            )  # look like job changes
+        # one scrape per window: twin series of one GPU on alternate scrapes would look like job changes (round 8)
+        if self.window_s < 2 * self.step_s:
+            raise InputError("window must hold at least two scrapes (2 × step)", field="window")
         if (self.end - self.start) / self.window_s > MAX_WINDOWS:  # the reader folds (series × window) arrays
             raise InputError(
                 f"{(self.end - self.start) / self.window_s:.3g} windows of {self.window_s:g} s between start and end, "

@@ -359,12 +359,10 @@ class FleetReader:
             spanning = _per_gpu(whole, gi, G)
             reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
             two = (spanning >= 2) & ~reset
-            if (
-                W < 16 * step
-            ):  # a job change spans a short window twice, but one window: twins span the next too
-                two &= _shift(two, 1) | _shift(
-                    two, -1
-                )  # (round 8, `short-window-twins`: --window 2m hid them)
+            # a job change spans a short window twice, but in one window: twins span the next one too (round 8,
+            # `short-window-twins`: under 16 scrapes a window went unchecked, so --window 2m hid them)
+            if W < 16 * step:
+                two &= _shift(two, 1) | _shift(two, -1)
             dup |= two[gi] & ok
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
             P, span, p_mean, L, Mn, busy_a, gi, G, inst, unit, step, idle
