@@ -344,6 +344,14 @@ class FleetReader:
         dup = (_per_gpu(N, unit, int(unit.max()) + 1) > 1.05 * W / step + 1)[unit] & P
         # --- energy: per GPU and window (the counter is the GPU's), shared among the series present
         is_mig = inst != ""
+        if (
+            is_mig.any() and not is_mig.all()
+        ):  # a whole-GPU series beside MIG instances of it, window after window:
+            m = [_per_gpu(P & (is_mig == x)[:, None], gi, G, np.logical_or, False) for x in (True, False)]
+            both = (
+                m[0] & m[1]
+            )  # one GPU twice (round 8, `mig-beside-whole`: the whole GPU lost its energy share)
+            dup |= (both & (_shift(both, 1) | _shift(both, -1)))[gi] & P
         L = mat("energy", "last") if ("energy", "last") in answers else None
         Mn = mat("energy", "min") if L is not None else None
         if L is not None and Mn is not None:
