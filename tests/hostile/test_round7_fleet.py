@@ -1,0 +1,129 @@
+"""Round 7 red team on the fleet wing (the threat model's "Round 8 (fleet)"): families nobody listed, found by the
+principle that what the other side controls may widen a bound, block "below" or be refused, never tighten a bound.
+
+The harness of round 5 (``test_round5_fleet.py``): hand-written (SIMULATED) histories of one H100 for 2 h at 15 s,
+backfilled with promtool into a real Prometheus on loopback, each family on its own day, judged with
+``--verifier-operated`` (so the data checks themselves are what is tested). The honest job runs its tensor pipe
+55 % of the cycles at the maximum clock: in fp8 that is 0.55 × 1979 TFLOP/s × 7200 s = 7.8e18 issued FLOPs, at
+least 7e18 useful ones, so a threshold of 6.5e18 sits under the truth and every "below" there is wrong.
+"""
+
+from __future__ import annotations
+
+import pytest
+import test_round5_fleet as r5  # the round-5 harness (a module attribute: its tests are not collected twice)
+
+from flopwatch.telemetry import dcgm_metrics as M
+from prom_helpers import LocalPrometheus, backfill, find_tool
+
+pytestmark = pytest.mark.skipif(
+    find_tool("promtool") is None or find_tool("prometheus") is None,
+    reason="needs promtool and prometheus (Debian package 'prometheus')",
+)
+
+#: Under the fp8 truth (≥ 7e18), over what the lies below bounded the job at before this round (5.9e18).
+UNDER_TRUTH = "6.5e18"
+K, HALF = r5.K, r5.K // 2
+
+
+def _hmma(d: dict[str, float]) -> dict[str, float]:
+    """The same readings as a Hopper exporter with the HMMA field configured reports them."""
+    d = dict(d)
+    d[M.HMMA] = d.pop(M.TENSOR)
+    return d
+
+
+def _without(d: dict[str, float], metric: str) -> dict[str, float]:
+    return {m: v for m, v in d.items() if m != metric}
+
+
+def _families():
+    busy = lambda k: r5.BUSY[M.POWER]  # noqa: E731
+    idle_pipes = {**r5.BUSY, M.GR_ACTIVE: 0.0, M.TENSOR: 0.0, M.FP32: 0.0}
+    return {
+        "honest": [r5._series(0, r5._lab("R0"), lambda k: r5.BUSY)],
+        # the tensor field stops for the last 40 % of the scrapes while the other profiling fields go on
+        "pipe-field-gap": [
+            r5._series(0, r5._lab("R1"), lambda k: r5.BUSY if k < 0.6 * K else _without(r5.BUSY, M.TENSOR))
+        ],
+        # an honest exporter upgrade half way: TENSOR_ACTIVE before, TENSOR_HMMA_ACTIVE after (HMMA then stood in
+        # for TENSOR on every GPU and window, so the first half's tensor work read as 0)
+        "hmma-upgrade": [r5._series(0, r5._lab("R2"), lambda k: r5.BUSY if k < HALF else _hmma(r5.BUSY))],
+        # two exporters report the GPU on alternate scrapes (round 5's two-exporters), read with --window 2m
+        "short-window-twins": r5._families()["two-exporters"],
+        # an honest pod change at scrape 244: inside a 2 min window (8 scrapes), so both pods' series are in it
+        "handover": [
+            r5._series(0, r5._lab("R4"), lambda k: r5.BUSY if k < 244 else None, busy),
+            r5._series(0, r5._lab("R4", "next"), lambda k: r5.BUSY if k >= 244 else None, busy, e0=5e9 + 650e3 * 15 * 244),
+        ],
+        # a MIG-labelled idle "instance" beside the whole GPU's series, repeating its power and counter as MIG
+        # instances do: the whole GPU's series kept a third of the energy, silently
+        "mig-beside-whole": [
+            r5._series(0, r5._lab("R5"), lambda k: r5.BUSY),
+            *(r5._series(0, r5._lab("R5", f"decoy{i}", GPU_I_ID=str(i)), lambda k: idle_pipes, busy) for i in (1, 2)),
+        ],
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    d = tmp_path_factory.mktemp("round7")
+    fams = _families()
+    shifted = [
+        (r5.W0 + i * r5.DAY + t0, lab, rows) for i, ss in enumerate(fams.values()) for t0, lab, rows in ss
+    ]
+    (d / "f.om").write_text(r5._om(shifted))
+    backfill(d / "f.om", d / "tsdb")
+    with LocalPrometheus(d / "tsdb") as p:
+        yield p.url, {name: r5.W0 + i * r5.DAY for i, name in enumerate(fams)}
+
+
+def test_honest_control_is_over_the_threshold_with_no_note(prom, capsys):
+    _, rows = r5._fleet(capsys, prom, "honest", threshold=UNDER_TRUTH)
+    for g in rows:
+        assert g["verdict"] == "uncertain" and g["upper_flops"] > 7e18
+        assert [n for n in g["notes"] if not n.startswith("no calibration")] == [], g["notes"]
+
+
+@pytest.mark.parametrize("family", ["pipe-field-gap", "hmma-upgrade"])
+def test_a_pipe_field_missing_while_the_others_go_on_is_unobserved_not_zero(prom, capsys, family):
+    """`pipe-field-gap`, `hmma-upgrade`: a cell counted as profiled when *any* profiling field had a value, so a
+    tensor field missing there read as 0 tensor activity. Before: bound 5.9e18 under the fp8 truth (≥ 7e18), "below"
+    6.5e18 with no note. Now a cell is profiled only where every profiling field read has a value: the rest is
+    named ("profiling counters paused") and bounded at peak rate."""
+    _, honest = r5._fleet(capsys, prom, "honest", threshold=UNDER_TRUTH)
+    _, rows = r5._fleet(capsys, prom, family, threshold=UNDER_TRUTH)
+    r5._blocked(rows, "profiling counters paused")
+    for a, b in zip(rows, honest, strict=True):
+        assert a["upper_flops"] >= b["upper_flops"]
+
+
+def test_twin_series_of_one_gpu_are_named_at_short_windows(prom, capsys):
+    """`short-window-twins`: the interleaved-exporter check ran only on windows of 16 scrapes or more, so with
+    ``--window 2m`` the decoy pod kept half the GPU (3.9e18) with no note: "below" 5e18. Twins span the window's
+    counter range window after window (a job change: in one window only), and are named at any window."""
+    for window in ("2m", "3m"):
+        _, rows = r5._fleet(capsys, prom, "short-window-twins", "--window", window, threshold="5e18")
+        r5._blocked(rows, "a GPU reported twice")
+
+
+def test_an_honest_handover_inside_a_short_window_is_not_a_gpu_reported_twice(prom, capsys):
+    doc, rows = r5._fleet(capsys, prom, "handover", "--window", "2m", threshold=UNDER_TRUTH)
+    assert sorted(g["key"] for g in doc["groups"]) == ["next", "train"]
+    assert not any("reported twice" in n for g in rows for n in g["notes"]), [g["notes"] for g in rows]
+    assert doc["fleet"]["upper_flops"] > 7e18
+
+
+def test_a_window_of_one_scrape_is_refused(prom, capsys):
+    """One scrape per window cannot tell twin series on alternate scrapes from job changes: one line, exit 2."""
+    err, _ = r5._fleet(capsys, prom, "honest", "--window", "15s", rc=2)
+    assert "--window" in err and "two scrapes" in err
+
+
+def test_a_whole_gpu_series_beside_mig_instances_of_it_is_named(prom, capsys):
+    """`mig-beside-whole`: one GPU cannot be whole and MIG-partitioned at once. Before: the idle MIG "instances"
+    repeating its power and counter took two thirds of its energy; the "train" group read 1.6 MJ of 4.7 MJ with
+    no note (the pipes kept its bound; the built-in estimate fell to 0, where it makes no statement). Now the GPU
+    is reported twice wherever both kinds of series hold on, on every group."""
+    _, rows = r5._fleet(capsys, prom, "mig-beside-whole", threshold=UNDER_TRUTH)
+    r5._blocked(rows, "a GPU reported twice")
