@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(
 #: Under the fp8 truth (≥ 7e18), over what the lies below bounded the job at before this round (5.9e18).
 UNDER_TRUTH = "6.5e18"
 K, HALF = r5.K, r5.K // 2
+INFO = {"job": "train", "Hostname": "h0", "gpu": "0"}  # a Slurm job-info series of the GPU (host and index)
 
 
 def _hmma(d: dict[str, float]) -> dict[str, float]:
@@ -61,6 +62,18 @@ def _families():
         "mig-beside-whole": [
             r5._series(0, r5._lab("R5"), lambda k: r5.BUSY),
             *(r5._series(0, r5._lab("R5", f"decoy{i}", GPU_I_ID=str(i)), lambda k: idle_pipes, busy) for i in (1, 2)),
+        ],
+        # no job label on the DCGM series; the job's info series, plus a copy of it (another instance label) for
+        # the first window only
+        "info-burst": [
+            r5._series(0, r5._lab("R6", pod=None), lambda k: r5.BUSY),
+            r5._info(0, INFO, lambda k: True),
+            r5._info(0, {**INFO, "instance": "b:9100"}, lambda k: k < 120),
+        ],
+        # an info exporter scraped every 30 s, but every 15 s in the first window (a scrape-interval change)
+        "info-interval-change": [
+            r5._series(0, r5._lab("R7", pod=None), lambda k: r5.BUSY),
+            r5._info(0, INFO, lambda k: k % 2 == 0 or k < 120),
         ],
     }  # fmt: skip
 
@@ -127,3 +140,25 @@ def test_a_whole_gpu_series_beside_mig_instances_of_it_is_named(prom, capsys):
     is reported twice wherever both kinds of series hold on, on every group."""
     _, rows = r5._fleet(capsys, prom, "mig-beside-whole", threshold=UNDER_TRUTH)
     r5._blocked(rows, "a GPU reported twice")
+
+
+def test_a_burst_of_job_info_samples_does_not_shrink_the_jobs_other_windows(prom, capsys):
+    """`info-burst`: with ``--job-info`` a GPU's whole window was its busiest window's count of info samples, so a
+    copy of the job's info series in one window made every other window half the job's: "train" kept 63 % of the
+    GPU (bound 4.9e18), "below" 6.5e18 with no note on it (only the "(no job)" group named its part). Now a window
+    the job holds between two it holds is the job's whole, the norm of a window is the median of the inner ones,
+    and the window with twice the samples is a GPU reported twice."""
+    doc, rows = r5._fleet(capsys, prom, "info-burst", "--job-info", "slurm_job_info", threshold=UNDER_TRUTH)
+    r5._blocked(rows, "a GPU reported twice")
+    assert [g["key"] for g in doc["groups"]] == ["train"] and doc["groups"][0]["upper_flops"] > 7e18
+
+
+def test_a_job_info_scrape_interval_change_keeps_the_job_whole(prom, capsys):
+    """`info-interval-change` (honest): 15 s info samples in the first window, 30 s after. Before: every 30 s window
+    read as half the job's, "train" "below" 6.5e18 (bound 4.9e18), no note. Now the job keeps the GPU."""
+    doc, _ = r5._fleet(
+        capsys, prom, "info-interval-change", "--job-info", "slurm_job_info", threshold=UNDER_TRUTH
+    )
+    train = next(g for g in doc["groups"] if g["key"] == "train")
+    assert train["verdict"] == "uncertain" and train["upper_flops"] > 7e18
+    assert train["energy_j"] == pytest.approx(650.0 * K * 15.0, rel=0.01)

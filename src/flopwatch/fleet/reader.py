@@ -500,12 +500,20 @@ class FleetReader:
                 lo, hi, w = np.maximum(c_start[i], t0s), np.minimum(c_end[i], t1s), cell[i]
                 sp = self._spans(key).items()
                 shares = {j: (np.minimum(hi, t1) - np.maximum(lo, t0)).clip(0.0) / w for j, (t0, t1) in sp}
-            else:  # samples of the info series: the GPU's full window is its busiest window's count
+            else:  # samples of the info series: a window a job holds between two it holds is whole; its edges
+                # by their samples over a whole window's (the median of the GPU's inner windows: round 8, `info-burst`:
+                # a copy of the info series in one window made that window the norm and halved the others, silently)
                 total = np.sum(list(held.values()), axis=0)
-                full = max(float(total.max()), 1.0) * cell[i] / W
-                shares = {j: c / np.maximum(total, full) for j, c in held.items()}
-                one = max(max(float(c.max()) for c in held.values()), W / self.plan.step_s)
-                twice[i] = total > 1.05 * one  # more than one job's full count of samples: jobs overlap
+                inner = {
+                    j: (c > 0) & np.r_[False, c[:-1] > 0] & np.r_[c[1:] > 0, False] for j, c in held.items()
+                }
+                mid = total[np.any(list(inner.values()), axis=0)]
+                whole = float(np.median(mid)) if mid.size else float(total.max())
+                full = max(whole, 1.0) * cell[i] / W
+                shares = {j: np.where(inner[j], 1.0, c / np.maximum(total, full)) for j, c in held.items()}
+                twice[i] = total > 1.05 * max(
+                    whole, W / self.plan.step_s
+                )  # more samples than one job's: overlap
             tot = np.sum(list(shares.values()), axis=0)
             twice[i] |= tot > 1.0 + 1e-6
             scale = np.where(tot > 1.0, 1.0 / np.maximum(tot, 1e-12), 1.0)
