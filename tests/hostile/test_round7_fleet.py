@@ -75,6 +75,11 @@ def _families():
             r5._series(0, r5._lab("R7", pod=None), lambda k: r5.BUSY),
             r5._info(0, INFO, lambda k: k % 2 == 0 or k < 120),
         ],
+        # an idle GPU with its UUID, and a busy one whose exporter drops the UUID label (host and index only)
+        "no-uuid": [
+            r5._series(0, r5._lab("R8", pod="idle"), lambda k: r5.IDLE),
+            r5._series(0, {k: v for k, v in r5._lab("-", Hostname="h1").items() if k != "UUID"}, lambda k: r5.BUSY),
+        ],
     }  # fmt: skip
 
 
@@ -162,3 +167,19 @@ def test_a_job_info_scrape_interval_change_keeps_the_job_whole(prom, capsys):
     train = next(g for g in doc["groups"] if g["key"] == "train")
     assert train["verdict"] == "uncertain" and train["upper_flops"] > 7e18
     assert train["energy_j"] == pytest.approx(650.0 * K * 15.0, rel=0.01)
+
+
+@pytest.mark.parametrize("by", ["pod", "node", "cohort"])
+def test_a_gpu_without_the_chunk_label_is_read(prom, capsys, by):
+    """`no-uuid`: the fleet is cut into chunks by UUID when any GPU has one; series without a UUID matched no
+    chunk and were never read. Before: the busy GPU (7.8e18 of fp8 tensor work) was in no group and not in the
+    fleet-wide total, which read "below" 6.5e18 (bound 1.7e16, the idle GPU's) with no note. Now series without
+    the label are matched by its empty value and judged like any other (host and index name the GPU)."""
+    doc, rows = r5._fleet(capsys, prom, "no-uuid", "--by", by, threshold=UNDER_TRUTH)
+    assert (
+        doc["fleet"]["gpus"] == 2
+        and doc["fleet"]["verdict"] != "below"
+        and doc["fleet"]["upper_flops"] > 7e18
+    )
+    busy = [g for g in doc["groups"] if g["upper_flops"] > 7e18]
+    assert len(busy) == 1 and busy[0]["verdict"] == "uncertain" and busy[0]["gpus"] == 1

@@ -132,6 +132,10 @@ def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
     ref = M.POWER if M.POWER in present else M.ENERGY
     ref_match = f"{ref}{{{m}}}" if m else ref
     key_label, keys = first_label(client, plan, ref_match, "UUID", "Hostname", "instance")
+    # series without that label are matched by its empty value (round 8, `no-uuid`: they were never read, silently)
+    bare = f'{ref}{{{m + "," if m else ""}{key_label}=""}}'
+    if key_label and client.label_values("__name__", bare, plan.start, plan.end):
+        keys.append("")
     simulated = bool(client.label_values("__name__", SIMULATED, plan.start, plan.end))
     return Discovery(present, keys or [""], key_label, simulated, ref_match)
 
@@ -182,7 +186,8 @@ class FleetReader:
     def queries(self, matchers: str) -> dict[tuple[str, str], str]:
         # chunks matched by UUID: every series has one, so it alone names the GPU and host labels go too
         # (unless a job map joins on them)
-        host = ("Hostname", "instance", "gpu") if self.found.key_label == "UUID" and self.jobs is None else ()
+        uuid = self.found.key_label == "UUID" and "" not in self.found.keys
+        host = ("Hostname", "instance", "gpu") if uuid and self.jobs is None else ()
         keep = {*self.by_labels, *(self.jobs.gpu_labels if self.jobs else ())}
         drop = [x for x in (*M.UNREAD_LABELS, *host) if x not in keep]
         q = M.window_queries(self.found.present, matchers, self.window, self.skip, drop)
