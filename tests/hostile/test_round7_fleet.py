@@ -183,3 +183,22 @@ def test_a_gpu_without_the_chunk_label_is_read(prom, capsys, by):
     )
     busy = [g for g in doc["groups"] if g["upper_flops"] > 7e18]
     assert len(busy) == 1 and busy[0]["verdict"] == "uncertain" and busy[0]["gpus"] == 1
+
+
+def test_a_lone_surrogate_in_a_label_value_or_an_option_is_one_line(prom, capsys):
+    """`lone-surrogate`: JSON can spell a lone UTF-16 surrogate (``"GPU-\\ud800"``) that no UTF-8 text holds, and
+    Python decodes an undecodable byte of argv to one. Before: a UUID so spelled (the label-values answer) or a
+    ``--selector`` with a byte 0xFF reached the query's URL encoding and ended in a UnicodeEncodeError traceback.
+    Now: one line naming the query, exit 2."""
+    from hostile_http import HostileServer, proxy
+
+    def spoil(path, doc):
+        if path.endswith("/label/UUID/values"):
+            doc["data"] = [v + "\ud800" for v in doc["data"]]
+        return doc
+
+    with HostileServer(proxy(prom[0], spoil)) as srv:
+        err, _ = r5._fleet(capsys, prom, "honest", url=srv.url, rc=2)
+    assert "not text" in err and "query_range" in err
+    err, _ = r5._fleet(capsys, prom, "honest", "--selector", '{pod="\udcff"}', rc=2)
+    assert "not text" in err and "\\udcff" in err
