@@ -45,7 +45,7 @@ def main() -> None:
         compare(args)
         return
 
-    from flopwatch.estimate.calibrate import calibrate
+    from flopwatch.estimate.calibration import calibrate
     from flopwatch.monitor.config import MonitorConfig
     from flopwatch.monitor.daemon import Monitor
     from flopwatch.records import load_records
@@ -101,7 +101,7 @@ def main() -> None:
 _TIMED = """
 import json, sys, tempfile, time
 from pathlib import Path
-from flopwatch.estimate.calibrate import calibrate
+from flopwatch.estimate.calibration import calibrate
 from flopwatch.monitor.config import MonitorConfig
 from flopwatch.monitor.daemon import Monitor
 from flopwatch.records import load_records

@@ -50,7 +50,7 @@ def test_heldout_verdict_table_counts_only_the_belows_assess_gives(v2_records_pa
     """The report's verdict table (issue 21 item 1): every held-out case's verdict, at every threshold, is exactly
     what ``estimate.verdict.assess`` gives that run with the profile of its split, so the table never counts a
     'below' (or an 'above') that assess would not give; the calibrated interval's own decision is another table."""
-    from flopwatch.estimate.calibrate import calibrate
+    from flopwatch.estimate.calibration import calibrate
     from flopwatch.estimate.features import FrontierGate
     from flopwatch.estimate.verdict import assess_record
     from flopwatch.evaluate.headline import decisions, verdict_decisions
@@ -117,7 +117,7 @@ def test_heldout_verdicts_never_below_without_an_estimate():
 
 def test_heldout_assessments_leave_out_a_split_whose_calibration_fails(v2_records_path):
     from flopwatch.errors import InputError
-    from flopwatch.estimate.calibrate import calibrate
+    from flopwatch.estimate.calibration import calibrate
     from flopwatch.estimate.features import FrontierGate
     from flopwatch.evaluate.splits import evaluate_models
     from flopwatch.evaluate.threshold import heldout_assessments

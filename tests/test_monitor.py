@@ -41,7 +41,7 @@ def _cfg(tmp_path: Path, **kw) -> MonitorConfig:
 
 @pytest.fixture(scope="module")
 def v2_profile(v2_records_path: Path):
-    from flopwatch.estimate.calibrate import calibrate
+    from flopwatch.estimate.calibration import calibrate
     from flopwatch.records import load_records
 
     return calibrate(

@@ -22,7 +22,7 @@ OTHER_LOOKUPS = {
     "devices.py",  # resolve itself
     "powermodel/bench.py",  # the first name whose spec supports the dtype, not the first known name
     "sim/sensor.py",  # parses sim:KEYxN; an unknown device there is the user's error, raised
-    "estimate/calibrate.py",  # pending (estimate/ was another engineer's package on 2026-12-01)
+    "estimate/calibration.py",  # pending (estimate/ was another engineer's package on 2026-12-01)
     "estimate/sound.py",  # pending, as above
     "fleet/groups.py",  # pending (fleet/ was being rewritten on 2026-12-01)
     "fleet/reader.py",  # pending, as above

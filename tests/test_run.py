@@ -473,7 +473,7 @@ def test_report_verdict_table_is_assess_over_the_trace_windows(quick_run):
     trace's windows. Its counts equal summary.json's, and every case's verdict is what ``assess_record`` gives that
     run with its split's profile and windows, so no 'below' is counted that assess would not give."""
     from flopwatch.detect import detect_workloads
-    from flopwatch.estimate.calibrate import calibrate
+    from flopwatch.estimate.calibration import calibrate
     from flopwatch.estimate.features import FrontierGate
     from flopwatch.estimate.verdict import assess_record
     from flopwatch.evaluate.headline import MARGINS_PCT, verdict_decisions

@@ -118,7 +118,7 @@ def calibrate_cmd(
 
     Writes a calibration profile (JSON) for ``estimate``, ``monitor`` and ``fleet estimate --profile``."""
     options.not_inputs([("--output", output)], [records])  # before any work: never overwrite an input
-    from flopwatch.estimate.calibrate import calibrate
+    from flopwatch.estimate.calibration import calibrate
     from flopwatch.records import load_records
 
     _check_confidence(confidence)

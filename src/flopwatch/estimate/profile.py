@@ -58,7 +58,7 @@ def _show(x: Any) -> str:
 
 
 class Profile:
-    """A calibrated estimator. Build with :func:`flopwatch.estimate.calibrate.calibrate` or :meth:`load`."""
+    """A calibrated estimator. Build with :func:`flopwatch.estimate.calibration.calibrate` or :meth:`load`."""
 
     def __init__(self, data: Mapping[str, Any], *, source: str | None = None) -> None:
         if not isinstance(data, Mapping):

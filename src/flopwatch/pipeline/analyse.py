@@ -2,7 +2,7 @@
 
 detect (:func:`flopwatch.detect.detect_workloads`) → join (:func:`flopwatch.join.join_records`) → features and the
 frontier gate (:class:`flopwatch.estimate.features.FrontierGate`) → calibrate
-(:func:`flopwatch.estimate.calibrate.calibrate`) → evaluate (:func:`flopwatch.evaluate.splits.evaluate_models`) →
+(:func:`flopwatch.estimate.calibration.calibrate`) → evaluate (:func:`flopwatch.evaluate.splits.evaluate_models`) →
 verdict (:func:`flopwatch.evaluate.apply_profile.estimate_records` at a threshold) → figures (:mod:`flopwatch.report`).
 
 :func:`analyse` runs them on an :class:`~flopwatch.pipeline.execute.Execution` and writes each stage's output file as
@@ -23,7 +23,7 @@ import numpy as np
 
 from flopwatch.detect import Detection, detect_workloads
 from flopwatch.errors import InputError
-from flopwatch.estimate.calibrate import calibrate
+from flopwatch.estimate.calibration import calibrate
 from flopwatch.estimate.features import DEFAULT_MIN_UTIL, FrontierGate, GateResult
 from flopwatch.estimate.observe import SampledRun, windows_from_trace
 from flopwatch.estimate.verdict import assess_record

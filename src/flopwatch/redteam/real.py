@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from flopwatch.estimate.calibrate import calibrate
+from flopwatch.estimate.calibration import calibrate
 from flopwatch.estimate.features import FrontierGate
 from flopwatch.estimate.profile import Profile
 from flopwatch.estimate.verdict import observables_from_record

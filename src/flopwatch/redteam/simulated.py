@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from flopwatch.estimate.calibrate import calibrate
+from flopwatch.estimate.calibration import calibrate
 from flopwatch.estimate.features import FrontierGate
 from flopwatch.estimate.profile import Profile
 from flopwatch.records import RecordSet, WorkloadRecord

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import operator
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -200,7 +199,8 @@ def _labels(
         got = list(map(dict.get, result, repeat(key)))  # TypeError: a series that is not a map
     except TypeError:
         raise _Refused(f"a series without '{key}'") from None
-    if None in got and not all(map(dict.__contains__, result, repeat(key))):
+    # `all` tests only truth (a list's is its length); `None in` compared each entry with None (≈ 3 × slower)
+    if not all(got) and None in got and not all(map(dict.__contains__, result, repeat(key))):
         raise _Refused(f"a series without '{key}'")
     metas: list[Any] = list(map(dict.get, result, repeat("metric")))
     if memo is not None and (known := memo.known(metas)) is not None:
@@ -248,13 +248,12 @@ def _result(d: Any, want: str) -> Any:
 
 
 def _points(pts: list[Any], lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
-    """(times, values) of [time, value] pairs (checked with C-level ``map``: ~1 M samples per fleet answer)."""
+    """(times, values) of [time, value] pairs (checked with C-level ``map``: ~1 M samples per fleet answer). The
+    pairs are flattened once and split by slicing (two ``itemgetter`` passes cost twice that)."""
     if set(map(type, pts)) - {list} or set(map(len, pts)) - {2}:
         raise _Refused("a sample is not a [time, value] pair")
-    return _times(list(map(_FIRST, pts)), lo, hi), _values(list(map(_SECOND, pts)))
-
-
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+    flat = list(chain.from_iterable(pts))
+    return _times(flat[0::2], lo, hi), _values(flat[1::2])
 
 
 def _vector(d: Any, lo: float, hi: float) -> tuple[list[Mapping[str, str]], np.ndarray, np.ndarray, set[int]]:
