@@ -291,6 +291,14 @@ class FleetReader:
         )
         kept = np.clip(kept, 0.5, 1.0)[:, None]
         span = np.where(interior, W, np.where(P, np.minimum(W, N * step / kept), 0.0))
+        p_mean = mat("power", "sum") / np.where(P, N, np.nan)  # all NaN without the power gauge
+        L = mat("energy", "last") if ("energy", "last") in answers else None
+        Mn = mat("energy", "min") if L is not None else None
+        # an edge cell alone on its GPU stands for at least the time its counter rose at its mean power (round 8,
+        # `sparse-edge`: scrapes missed in an edge window were no time at all)
+        if L is not None:
+            rise = np.where(_per_gpu(P, gi, G)[gi] == 1, (L - Mn) / p_mean, 0.0)
+            span = np.where(P & ~interior & (rise > span), np.minimum(W, rise), span)
         t = self.ends[None, :]
         c_start = np.where(prev, t - W, np.where(nxt, t - span, t - W / 2 - span / 2))
         c_end = np.where(nxt, t, np.where(prev, t - W + span, t - W / 2 + span / 2))
@@ -305,7 +313,6 @@ class FleetReader:
         gap = np.where(after_gap, c0 - np.take_along_axis(c1, np.maximum(before, 0), axis=1), 0.0).clip(0.0)
         unseen = np.where(P, gap[gi] * span / np.where(span_g[gi] > 0, span_g[gi], 1.0), 0.0)
         cov = N * step
-        p_mean = mat("power", "sum") / np.where(P, N, np.nan)  # all NaN without the power gauge
         p_ok = np.isfinite(p_mean)
         # --- activities
         avg = {m.key: mat(m.key, "avg") for m in M.TABLE if (m.key, "avg") in answers}
@@ -357,8 +364,6 @@ class FleetReader:
                 m[0] & m[1]
             )  # one GPU twice (round 8, `mig-beside-whole`: the whole GPU lost its energy share)
             dup |= (both & (_shift(both, 1) | _shift(both, -1)))[gi] & P
-        L = mat("energy", "last") if ("energy", "last") in answers else None
-        Mn = mat("energy", "min") if L is not None else None
         if L is not None and Mn is not None:
             # one GPU, one counter: its series in a window hold stretches of one range that follow each other. Two
             # series each spanning the window's whole range with a quarter of its scrapes report one GPU twice
