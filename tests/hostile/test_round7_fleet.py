@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(
 #: Under the fp8 truth (≥ 7e18), over what the lies below bounded the job at before this round (5.9e18).
 UNDER_TRUTH = "6.5e18"
 K, HALF = r5.K, r5.K // 2
+END_W = lambda k: 650.0 if k < 400 else 75.0  # noqa: E731  (the counter of the job that ends at scrape 400)
 INFO = {"job": "train", "Hostname": "h0", "gpu": "0"}  # a Slurm job-info series of the GPU (host and index)
 
 
@@ -83,6 +84,13 @@ def _families():
         # the exporter misses 3 of 4 scrapes in the first 30 min (the GPU busy throughout; its counter counts on)
         "sparse-edge": [
             r5._series(0, r5._lab("R9"), lambda k: None if k < 120 and k % 4 else r5.BUSY, lambda k: 650.0)
+        ],
+        # the exporter stops 27.5 min before the range ends (inside the last 30 min window), the GPU working on
+        "lag-end": [r5._series(0, r5._lab("R10"), lambda k: r5.BUSY if k < 370 else None, lambda k: 650.0)],
+        # honest: the job ends 20 min before the range ends; the GPU stays exported, idle and without a pod
+        "job-ends": [
+            r5._series(0, r5._lab("R11"), lambda k: r5.BUSY if k < 400 else None, END_W),
+            r5._series(0, r5._lab("R11", pod=None), lambda k: r5.IDLE if k >= 400 else None, END_W),
         ],
     }  # fmt: skip
 
@@ -220,3 +228,16 @@ def test_scrapes_missed_in_an_edge_window_are_unobserved_time(prom, capsys, wind
     r5._blocked(rows, "telemetry covers only 82%")
     assert doc["fleet"]["energy_j"] == pytest.approx(650.0 * K * 15.0, rel=0.01)
     assert not any("reset" in n for g in rows for n in g["notes"])
+
+
+@pytest.mark.parametrize("window", ["30m", "2h"])
+def test_telemetry_that_stops_under_load_in_the_last_window_is_named(prom, capsys, window):
+    """`lag-end`: "telemetry stops under load" was never checked in the range's last window, so an exporter that
+    stopped (or lagged) 27.5 min before the end of a 2 h range left that time out of the job's duration: bound
+    6.0e18, "below" 6.5e18 with no note at ``--window 2h`` (one window) or with a stop inside the last 30 min
+    window. Now the last window is checked too, where the GPU's time in it falls short of the range's end."""
+    _, rows = r5._fleet(capsys, prom, "lag-end", "--window", window, threshold=UNDER_TRUTH)
+    r5._blocked(rows, "stops under load before the range ends")
+    # the honest control: the job ends, the GPU stays exported (idle, no pod) to the end: no such note
+    _, rows = r5._fleet(capsys, prom, "job-ends", "--window", window, threshold=UNDER_TRUTH)
+    assert not any("stops under load" in n for g in rows for n in g["notes"]), [g["notes"] for g in rows]

@@ -330,8 +330,7 @@ class FleetReader:
         clock = avg.get("clock")
         clock_w = np.where(np.isfinite(clock), clock, 0.0) if clock is not None else zero
         prof = [a for k, a in avg.items() if M.BY_KEY[k].profiling]
-        # a cell is profiled only where every profiling field read has a value (DCGM collects them together): one
-        # missing while the others go on is paused, not 0 (round 8, `pipe-field-gap`: read as 0, it tightened the pipes)
+        # profiled only where every profiling field read has a value: one missing is paused, not 0 (r. 8, `pipe-field-gap`)
         prof_all, prof_zero = (np.full((S, K), bool(prof)) for _ in range(2))
         bad = np.zeros((S, K))
         for k, a in avg.items():
@@ -349,7 +348,9 @@ class FleetReader:
         # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
         g_next = _shift(_per_gpu(P, gi, G, np.logical_or, False), -1)
         last = P & ~next_any(P)
-        stops = last & load & ~g_next[gi] & (np.arange(K)[None, :] < K - 1)
+        # the last window too, where its GPU falls short of the range's end (round 8, `lag-end`)
+        tail = min(W, p.end - self.ends[-1] + W) - 2 * step
+        stops = last & load & ~g_next[gi] & ((np.arange(K)[None, :] < K - 1) | (span_g[gi] < tail))
         inst = np.array([lab.get(M.MIG_LABEL, "") for lab in labels], dtype=object)
         # more samples than scrapes per GPU and MIG instance (each instance repeats the GPU's series: not twice)
         unit = _units(gi, inst)
@@ -377,8 +378,7 @@ class FleetReader:
             spanning = _per_gpu(whole, gi, G)
             reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
             two = (spanning >= 2) & ~reset
-            # a job change spans a short window twice, but in one window: twins span the next one too (round 8,
-            # `short-window-twins`: under 16 scrapes a window went unchecked, so --window 2m hid them)
+            # a job change spans a short window twice in one window; twins, the next one too (r. 8, `short-window-twins`)
             if W < 16 * step:
                 two &= _shift(two, 1) | _shift(two, -1)
             dup |= two[gi] & ok
@@ -510,9 +510,8 @@ class FleetReader:
                 lo, hi, w = np.maximum(c_start[i], t0s), np.minimum(c_end[i], t1s), cell[i]
                 sp = self._spans(key).items()
                 shares = {j: (np.minimum(hi, t1) - np.maximum(lo, t0)).clip(0.0) / w for j, (t0, t1) in sp}
-            else:  # samples of the info series: a window a job holds between two it holds is whole; its edges
-                # by their samples over a whole window's (the median of the GPU's inner windows: round 8, `info-burst`:
-                # a copy of the info series in one window made that window the norm and halved the others, silently)
+            else:  # info samples: a window a job holds between two it holds is whole; its edges by their samples
+                # over a whole window's, the median of the GPU's inner windows (round 8, `info-burst`)
                 total = np.sum(list(held.values()), axis=0)
                 inner = {
                     j: (c > 0) & np.r_[False, c[:-1] > 0] & np.r_[c[1:] > 0, False] for j, c in held.items()
