@@ -7,7 +7,10 @@ run is judged by a profile calibrated without its configuration. Observable sets
 duration, utilisation, DRAM bytes, idle), ``+clock+pl`` (the SM clock range and power limit too), ``+pipes``
 (per-pipe activity counters too). The Jetson v2 records carry energy observables only; the simulated twins
 (A100/H100/H200, SIMULATED) carry all three, with the NVML sensor's blind 75 % as ``unobserved_s`` and, in
-``+pipes``, the pipe counters' coverage (the whole run: they count every cycle) as ``pipe_observed_s``.
+``+pipes``, the pipe counters' coverage (the whole run: they count every cycle) as ``pipe_observed_s``. Every run is
+judged with the sensor context it was observed in: the v2 records the INA3221 rail VDD_CPU_GPU_CV at 2 Hz
+(``redteam.real.v2_context``), a twin's the sensor its read-out emulates at the verifier's rate
+(``redteam.simulated.twin_context``); an Orin's INA3221 read below its 152 Hz need is "never".
 
 Run:  python benchmarks/bench_decisive.py [--quick] [--json]
 
@@ -113,7 +116,7 @@ def main() -> None:
             f"{r['within_2_5x_pct']:5.0f}% {r['within_5x_pct']:5.0f}%"
         )
     for k, v in targets.items():
-        print(f"{k}: {'n/a' if v is None else f'{v:.1f}'}")
+        print(f"{k}: {'n/a' if v is None else 'never' if math.isinf(v) else f'{v:.1f}'}")
     print(
         "sim:* rows are SIMULATED (flopwatch.sim twins); orin-nano (real, v2) rows are the published records"
     )

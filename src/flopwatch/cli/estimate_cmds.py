@@ -291,11 +291,23 @@ def estimate_cmd(
     for x in rows:
         for w in x["warnings"]:
             con.print(f"warning {x['label']}: {w}", style="yellow")
+    for line in _note_lines(rows):  # how the bound was taken (no sensor recorded …): not only in --json
+        con.print(line, markup=False)
     if thr is not None:
         for line in _tighten_lines(rows):
             con.print(line)
     if skipped:
         con.print(f"skipped {len(skipped)} record(s) of another precision (use --strict to fail instead)")
+
+
+def _note_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Each distinct note on the records' bounds once, with how many records it applies to (a sweep recorded
+    without its sensor would otherwise print the same line per record)."""
+    counts: dict[str, int] = {}
+    for x in rows:
+        for n in dict.fromkeys(x.get("notes") or ()):
+            counts[n] = counts.get(n, 0) + 1
+    return [f"note ({k} of {counted(len(rows), 'record')}): {n}" for n, k in counts.items()]
 
 
 _TIGHTEN = re.compile(r"^(?P<what>.*): ×(?P<now>[0-9.e+-]+) → ×(?P<then>[0-9.e+-]+)$")

@@ -8,6 +8,7 @@ honest run judged "above" is **wrongly accused** (the JSON key stays ``false_abo
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,8 @@ def redteam_cmd(
                 f"{r['decided_pct']:.0f} %",
             )
         print_fit(con, dt)
+        for line in _never_lines(d["honest"]):  # why "never": the warning that blocks "below" at any T
+            con.print(line, markup=False)
     con.print()
     _summary(con, d)
     con.print(
@@ -151,6 +154,18 @@ def redteam_cmd(
     for s in d["skipped"]:
         con.print(f"skipped: {s}")
     con.print(f"took {d['timing_s']:.1f} s")
+
+
+def _never_lines(honest: list[dict[str, Any]]) -> list[str]:
+    """One line per device and blocking warning of the honest runs that are never "below" (the numbers in a
+    warning, a sampling rate, vary per run: the device's first run's words stand for the group)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for h in honest:
+        if h.get("blocked_by"):
+            key = (h["device"], re.sub(r"[0-9][0-9.e+-]*", "#", h["blocked_by"]))
+            groups.setdefault(key, []).append(h["blocked_by"])
+    n_dev = {d: sum(h["device"] == d for h in honest) for d, _ in groups}
+    return [f"never on {d} ({len(ws)} of {n_dev[d]} runs): {ws[0]}" for (d, _), ws in groups.items()]
 
 
 def register(app: typer.Typer) -> None:

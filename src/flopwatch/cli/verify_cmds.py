@@ -216,6 +216,8 @@ def verdict_cmd(
             )
     for w in v["warnings"] + res["warnings"] + res["total"]["warnings"]:
         con.print(styled("warning: ", "yellow"), w, sep="")
+    for n in res["notes"]:  # how the bounds were taken (rows naming no sensor …): not only in --json
+        con.print(f"note: {n}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -427,6 +427,7 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
         "regime": a.regime,
         # what the monitor measured (sensor errors, idle floor, coverage) still holds: keep it
         "warnings": list(dict.fromkeys([*_strings(row.get("warnings")), *a.warnings])),
+        "notes": list(a.notes),  # how the bound was taken (a row naming no sensor: its least-observed one)
     }
 
 
@@ -622,6 +623,10 @@ def ledger_window_verdicts(
             )
         groups.append(group([], "(outside workloads)", [], devices))
     total = group(in_win, "all", inside, devices)
+    notes: dict[str, int] = {}  # each distinct note of the reassessed rows once, with how many rows it is on
+    for r in rows:
+        for n in dict.fromkeys(_strings(r.get("notes"))):
+            notes[n] = notes.get(n, 0) + 1
     return {
         "ledger": source,
         "threshold_flops": threshold_flops,
@@ -632,4 +637,5 @@ def ledger_window_verdicts(
         "groups": [g.to_dict() for g in groups] if by != "all" else [total.to_dict()],
         "total": total.to_dict(),
         "warnings": warnings,
+        "notes": [f"{k} of {len(rows)} row(s): {n}" for n, k in notes.items()],
     }

@@ -148,6 +148,7 @@ class HonestResult:
     simulated: bool
     decisive_at: Mapping[str, float | None]  # observable set → T ÷ truth (None: never "below")
     note: str = ""
+    blocked_by: str = ""  # the first warning that keeps it from "below" at any T with every observable it has
 
     @property
     def false_above(self) -> bool:
@@ -166,4 +167,5 @@ class HonestResult:
             "decisive_at": dict(self.decisive_at),
             "simulated": self.simulated,
             "note": self.note,
+            "blocked_by": self.blocked_by,
         }

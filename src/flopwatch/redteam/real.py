@@ -22,9 +22,17 @@ from flopwatch.estimate.verdict import observables_from_record
 from flopwatch.records import RecordSet, WorkloadRecord, load_records
 from flopwatch.redteam.case import Case, profile_hash, shape
 from flopwatch.redteam.families import Family
+from flopwatch.units import finite
 
 V2_RELPATH = Path("jetson_flop_estimator") / "eval_results_v2_records.json"
 DEVICE = "orin-nano"
+#: How the v2 records were observed (data/jetson_flop_estimator/SOURCE.md; Fowler 2026): the VDD_CPU_GPU_CV rail,
+#: an INA3221 channel (telemetry/sensors/jetson.py), read at 2 Hz — ``n_power_samples`` ÷ ``duration_s`` is
+#: 1.993–2.001 Hz over the 38 records. Judged as that sensor by the sensor-timing table (a 1.1 ms point reading,
+#: no energy counter), as a monitor row naming it would be: never as if fully observed.
+V2_SENSOR_KIND = "ina3221"
+V2_SENSOR_SPEC = "jetson:VDD_CPU_GPU_CV"
+V2_RATE_HZ = 2.0
 
 
 def find_v2(data_root: str | Path | None = None) -> Path | None:
@@ -64,6 +72,14 @@ class _LOO:
         if k not in self._cache:
             self._cache[k] = calibrate(self.rs.subset(self.kept(*labels)), device=DEVICE)
         return self._cache[k]
+
+
+def v2_context(r: WorkloadRecord) -> dict[str, Any]:
+    """The recorded context (:data:`~flopwatch.estimate.observe.CONTEXT_KEYS`) of one v2 record: its sensor and
+    the rate it was read at (the record's own sample count over its duration; 2 Hz where it has none)."""
+    n, t = finite(r.extra.get("n_power_samples")), finite(r.duration_s)
+    rate = n / t if n is not None and n > 0 and t is not None and t > 0 else V2_RATE_HZ
+    return {"sensor_kind": V2_SENSOR_KIND, "sensor_spec": V2_SENSOR_SPEC, "sample_rate_hz": rate}
 
 
 def _values(r: WorkloadRecord) -> dict[str, Any]:
@@ -112,6 +128,7 @@ def real_cases(path: Path, fam: Family) -> Iterator[Case]:
         """``rec[0]`` judged on the attacked observables ``v`` by the profile calibrated without any of ``rec``."""
         labels = [x.label for x in rec]
         cal = [x.label for x in loo.kept(*labels)]
+        kw["context"] = {**v2_context(rec[0]), **kw.get("context", {})}  # what the family's node claims wins
         return _case(fam, loo.without(*labels), rec[0], v, note, labels, cal, **kw)
 
     if op == "strip":
@@ -192,7 +209,8 @@ def real_cases(path: Path, fam: Family) -> Iterator[Case]:
 
 
 def real_honest(path: Path) -> Iterator[tuple[WorkloadRecord, Profile, dict[str, Any]]]:
-    """Every real run with ground truth (any precision and utilisation), with the profile calibrated without it."""
+    """Every real run with ground truth (any precision and utilisation), with the profile calibrated without it
+    (its sensor context: :func:`v2_context`)."""
     rs = load_records(path)
     loo = _LOO(rs)
     for r in rs:

@@ -15,8 +15,10 @@ from flopwatch.estimate.features import FrontierGate
 from flopwatch.estimate.profile import Profile
 from flopwatch.records import RecordSet, WorkloadRecord
 from flopwatch.redteam.case import shape
-from flopwatch.redteam.observe import exact_values
+from flopwatch.redteam.observe import exact_values, verifier_sensor
+from flopwatch.sensor_timing import simulated_kind
 from flopwatch.sim.accelerator import SimulatedAccelerator, SimulatedRun, sim_params
+from flopwatch.sim.artefacts import SensorModel
 from flopwatch.workloads.config import GPTConfig
 from flopwatch.workloads.formulas import WorkloadDescription, describe
 from flopwatch.workloads.sweeps import get_sweep
@@ -94,9 +96,20 @@ def honest_run(
     return acc, r, exact_values(acc, r.start_s, r.end_s, [r])
 
 
+def twin_context(acc: SimulatedAccelerator) -> dict[str, Any]:
+    """The recorded context of a run on the twin ``acc``, as ``flopwatch run`` records it (``join.trace_context``):
+    the sensor its read-out emulates, labelled simulated (``nvml (simulated)``, ``ina3221 (simulated)``), so the
+    sensor-timing table judges it as that sensor, at the rate the verifier samples the twin
+    (:func:`~flopwatch.redteam.observe.verifier_sensor`: the read-out's smallest adequate rate)."""
+    kind = simulated_kind(SensorModel.for_device(acc.spec.key).kind)
+    return {"sensor_kind": kind, "sample_rate_hz": verifier_sensor(acc)[1]}
+
+
 def to_record(acc: SimulatedAccelerator, run: SimulatedRun) -> WorkloadRecord:
+    """The record of one twin run (SIMULATED): its exact observables and the sensor context it was observed in
+    (:func:`twin_context`)."""
     v = exact_values(acc, run.start_s, run.end_s, [run])
-    extra: dict[str, Any] = {"mean_sm_clock_mhz": v["sm_clock_mhz"]}
+    extra: dict[str, Any] = {"mean_sm_clock_mhz": v["sm_clock_mhz"], **twin_context(acc)}
     if v["power_limit_w"] is not None:
         extra["power_limit_w"] = v["power_limit_w"]
     return WorkloadRecord(

@@ -6,6 +6,9 @@ upper bound: the largest T the verifier could still clear). A run above the thre
 **wrong below**. Honest runs of every precision, clock and power limit are judged at T = truth (an "above"
 there is a **wrongly accused** run, ``false_above`` in the JSON), at 0.5 × and 2 × truth, and their ``decisive_at``
 (the smallest T ÷ truth at which the verdict is "below") is reported per set of observables (energy only; + clock and power limit; + pipes).
+Each honest run is judged with the sensor context it was observed in (``real.v2_context``: the v2 records' INA3221
+rail at 2 Hz; ``simulated.twin_context``: the sensor a twin's read-out emulates), as every other caller of the one
+rule judges its rows.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import math
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,8 +33,8 @@ from flopwatch.redteam.engine import KINDS, World, variants
 from flopwatch.redteam.families import FAMILIES, Family
 from flopwatch.redteam.judge import BEST_T_FACTOR, judge
 from flopwatch.redteam.observe import SET_ORDER, keep_set
-from flopwatch.redteam.real import real_cases, real_honest
-from flopwatch.redteam.simulated import honest_run, locked_clock, make_acc, with_dtype
+from flopwatch.redteam.real import real_cases, real_honest, v2_context
+from flopwatch.redteam.simulated import honest_run, locked_clock, make_acc, twin_context, with_dtype
 
 log = logging.getLogger("flopwatch.redteam")
 
@@ -266,18 +269,26 @@ def judge_attack(c: Case, attack_name: str) -> AttackResult:
 
 def judge_honest(
     profile: Any, values: dict[str, Any], *, spec: str, truth: float, device: str, label: str, dtype: str,
-    simulated: bool, sets: Sequence[str] = SET_ORDER, note: str = "",
+    simulated: bool, context: Mapping[str, Any] | None, sets: Sequence[str] = SET_ORDER, note: str = "",
 ) -> HonestResult:  # fmt: skip
+    """One honest run judged at T = truth, 0.5 × and 2 × truth, and its ``decisive_at`` per observable set.
+    ``context``: the sensor and rate the run was observed with (``real.v2_context``, ``simulated.twin_context``),
+    required so that no caller judges a run as fully observed by leaving it out (None: the caller's own
+    ``unobserved_s`` is all there is)."""
+
     def v(T: float, vals: dict[str, Any] | None = None):  # noqa: ANN202
         vals = vals if vals is not None else keep_set(values, sets[-1])  # all the observables it has
-        return judge(profile, vals, device=spec, threshold_flops=T, label=label)
+        return judge(profile, vals, device=spec, threshold_flops=T, label=label, context=context)
 
     dec: dict[str, float | None] = {}
     for s in sets:
         j = v(truth, keep_set(values, s))
         dec[s] = None if j.decisive_at_flops is None else j.decisive_at_flops / truth
+    at = v(truth)
+    why = at.warnings[0] if at.decisive_at_flops is None and at.warnings else ""
     return HonestResult(
-        device, label, dtype, truth, v(0.5 * truth).verdict, v(2.0 * truth).verdict, v(truth).verdict, simulated, dec, note
+        device, label, dtype, truth, v(0.5 * truth).verdict, v(2.0 * truth).verdict, at.verdict, simulated, dec, note,
+        why,
     )  # fmt: skip
 
 
@@ -298,21 +309,21 @@ def sim_honest(world: World) -> Iterable[HonestResult]:
                 cap = None if cap_frac is None else cap_frac * probe.power_limit_w
                 clock = locked_clock(probe, clk_frac)
                 wd = with_dtype(w, dtype) if dtype != w.dtype else w
-                _, r, vals = honest_run(key, wd, world.attack_seed + 31 * i, cap=cap, clock=clock)
+                acc, r, vals = honest_run(key, wd, world.attack_seed + 31 * i, cap=cap, clock=clock)
                 prof, _ = world.profile(key, [w.label])
                 note = (
                     dtype + (f", cap {cap:g} W" if cap else "") + (f", clock {clock:g} MHz" if clock else "")
                 )
                 yield judge_honest(
-                    prof, vals, spec=key, truth=r.total_flops,
-                    device=f"sim:{key}", label=wd.label, dtype=dtype, simulated=True, note=note,
+                    prof, vals, spec=key, truth=r.total_flops, device=f"sim:{key}", label=wd.label, dtype=dtype,
+                    simulated=True, context=twin_context(acc), note=note,
                 )  # fmt: skip
     for w in world.family("orin-nano")[: (4 if world.quick else 10)]:
-        _, r, vals = honest_run("orin-nano", w, world.attack_seed)
+        acc, r, vals = honest_run("orin-nano", w, world.attack_seed)
         prof, _ = world.profile("orin-nano", [w.label])
         yield judge_honest(
-            prof, vals, spec="orin-nano", truth=r.total_flops,
-            device="sim:orin-nano", label=w.label, dtype=w.dtype, simulated=True, sets=("energy", "+clock+pl"),
+            prof, vals, spec="orin-nano", truth=r.total_flops, device="sim:orin-nano", label=w.label,
+            dtype=w.dtype, simulated=True, context=twin_context(acc), sets=("energy", "+clock+pl"),
             note="fp32",  # the Orin reports its GPU clock, no power limit: +clock+pl is the clock alone
         )  # fmt: skip
 
@@ -375,7 +386,8 @@ def _util_note(r: Any) -> str:
 
 def real_honest_results(v2: Path, note: Callable[[Any], str] = _util_note) -> Iterator[HonestResult]:
     """The real v2 records judged as honest runs on the Orin Nano (energy and time only: the Jetson has no clock
-    or pipe counter in the records); ``note(record)`` labels each."""
+    or pipe counter in the records), each with the sensor context it was measured in (``real.v2_context``: the
+    INA3221 rail at 2 Hz); ``note(record)`` labels each."""
     for r, prof, vals in real_honest(v2):
         yield judge_honest(
             prof,
@@ -386,6 +398,7 @@ def real_honest_results(v2: Path, note: Callable[[Any], str] = _util_note) -> It
             label=r.label,
             dtype=r.dtype or "?",
             simulated=False,
+            context=v2_context(r),
             sets=("energy",),
             note=note(r),
         )
