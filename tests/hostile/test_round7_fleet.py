@@ -10,6 +10,8 @@ least 7e18 useful ones, so a threshold of 6.5e18 sits under the truth and every 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import test_round5_fleet as r5  # the round-5 harness (a module attribute: its tests are not collected twice)
 
@@ -241,3 +243,22 @@ def test_telemetry_that_stops_under_load_in_the_last_window_is_named(prom, capsy
     # the honest control: the job ends, the GPU stays exported (idle, no pod) to the end: no such note
     _, rows = r5._fleet(capsys, prom, "job-ends", "--window", window, threshold=UNDER_TRUTH)
     assert not any("stops under load" in n for g in rows for n in g["notes"]), [g["notes"] for g in rows]
+
+
+def test_a_range_that_is_not_a_whole_number_of_windows_is_refused(prom, capsys):
+    """`range-past-end`: windows end at start + k × window, so with ``--end`` inside the last window that window
+    reached past it. Before: ``--end`` 1.25 h after the start with ``--window 1h`` reported 2 h of the job (4.7 MJ
+    for the range's 2.9 MJ; the group's ``end`` 45 min after ``--end``): work after the range in its estimate and
+    bound, and in an "above". Now one line, exit 2; a whole number of windows reads exactly the range."""
+    from flopwatch.cli import main
+
+    day = prom[1]["honest"]
+    args = ["fleet", "estimate", "--prometheus", prom[0], "--start", f"{day:.0f}", "--retries", "0",
+            "--no-progress", "--json", "--verifier-operated"]  # fmt: skip
+    assert main([*args, "--end", f"{day + 4500:.0f}", "--window", "1h"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "--window" in err and "whole number" in err, err
+    assert main([*args, "--end", f"{day + 4500:.0f}", "--window", "15m"]) == 0
+    doc = json.loads(capsys.readouterr()[0])
+    assert doc["fleet"]["energy_j"] == pytest.approx(650.0 * 4500, rel=0.01)
+    assert doc["fleet"]["end"] <= doc["end"]
