@@ -330,7 +330,7 @@ class FleetReader:
         clock = avg.get("clock")
         clock_w = np.where(np.isfinite(clock), clock, 0.0) if clock is not None else zero
         prof = [a for k, a in avg.items() if M.BY_KEY[k].profiling]
-        # profiled only where every profiling field read has a value: one missing is paused, not 0 (r. 8, `pipe-field-gap`)
+        # profiled where every profiling field read has a value: one missing is paused, not 0 (r. 8, pipe-field-gap)
         prof_all, prof_zero = (np.full((S, K), bool(prof)) for _ in range(2))
         bad = np.zeros((S, K))
         for k, a in avg.items():
@@ -357,13 +357,10 @@ class FleetReader:
         dup = (_per_gpu(N, unit, int(unit.max()) + 1) > 1.05 * W / step + 1)[unit] & P
         # --- energy: per GPU and window (the counter is the GPU's), shared among the series present
         is_mig = inst != ""
-        if (
-            is_mig.any() and not is_mig.all()
-        ):  # a whole-GPU series beside MIG instances of it, window after window:
+        # a whole-GPU series beside MIG instances of it, window after window: one GPU twice (r. 8, mig-beside-whole)
+        if is_mig.any() and not is_mig.all():
             m = [_per_gpu(P & (is_mig == x)[:, None], gi, G, np.logical_or, False) for x in (True, False)]
-            both = (
-                m[0] & m[1]
-            )  # one GPU twice (round 8, `mig-beside-whole`: the whole GPU lost its energy share)
+            both = m[0] & m[1]
             dup |= (both & (_shift(both, 1) | _shift(both, -1)))[gi] & P
         if L is not None and Mn is not None:
             # one GPU, one counter: its series in a window hold stretches of one range that follow each other. Two
@@ -378,7 +375,7 @@ class FleetReader:
             spanning = _per_gpu(whole, gi, G)
             reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
             two = (spanning >= 2) & ~reset
-            # a job change spans a short window twice in one window; twins, the next one too (r. 8, `short-window-twins`)
+            # a job change spans a short window twice in one window; twins, the next too (r. 8, short-window-twins)
             if W < 16 * step:
                 two &= _shift(two, 1) | _shift(two, -1)
             dup |= two[gi] & ok
@@ -520,9 +517,7 @@ class FleetReader:
                 whole = float(np.median(mid)) if mid.size else float(total.max())
                 full = max(whole, 1.0) * cell[i] / W
                 shares = {j: np.where(inner[j], 1.0, c / np.maximum(total, full)) for j, c in held.items()}
-                twice[i] = total > 1.05 * max(
-                    whole, W / self.plan.step_s
-                )  # more samples than one job's: overlap
+                twice[i] = total > 1.05 * max(whole, W / self.plan.step_s)  # more than one job's: overlap
             tot = np.sum(list(shares.values()), axis=0)
             twice[i] |= tot > 1.0 + 1e-6
             scale = np.where(tot > 1.0, 1.0 / np.maximum(tot, 1e-12), 1.0)
