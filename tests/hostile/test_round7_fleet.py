@@ -94,6 +94,8 @@ def _families():
             r5._series(0, r5._lab("R11"), lambda k: r5.BUSY if k < 400 else None, END_W),
             r5._series(0, r5._lab("R11", pod=None), lambda k: r5.IDLE if k >= 400 else None, END_W),
         ],
+        # honest: DRAM activity (read only with --profile) exported for the first hour only
+        "dram-partial": [r5._series(0, r5._lab("R12"), lambda k: {**r5.BUSY, **({M.DRAM: 0.3} if k < HALF else {})})],
     }  # fmt: skip
 
 
@@ -262,3 +264,16 @@ def test_a_range_that_is_not_a_whole_number_of_windows_is_refused(prom, capsys):
     doc = json.loads(capsys.readouterr()[0])
     assert doc["fleet"]["energy_j"] == pytest.approx(650.0 * 4500, rel=0.01)
     assert doc["fleet"]["end"] <= doc["end"]
+
+
+def test_a_field_outside_the_pipe_bound_missing_is_not_a_pause(prom, capsys, tmp_path):
+    """The rule of `pipe-field-gap` is about the pipe bound: DRAM activity (a profile's TB term) missing for an hour
+    while the pipes go on is no pause of the pipe counters (no note, the honest bound)."""
+    from test_fleet_prometheus import _sim_profile
+
+    prof = str(_sim_profile(tmp_path / "h100.json"))
+    _, rows = r5._fleet(capsys, prom, "dram-partial", "--profile", prof, threshold=UNDER_TRUTH)
+    _, honest = r5._fleet(capsys, prom, "honest", "--profile", prof, threshold=UNDER_TRUTH)
+    for a, b in zip(rows, honest, strict=True):
+        assert not any("paused" in n or "missing" in n for n in a["notes"]), a["notes"]
+        assert a["upper_flops"] == pytest.approx(b["upper_flops"], rel=1e-6)

@@ -330,15 +330,16 @@ class FleetReader:
         clock = avg.get("clock")
         clock_w = np.where(np.isfinite(clock), clock, 0.0) if clock is not None else zero
         prof = [a for k, a in avg.items() if M.BY_KEY[k].profiling]
-        # profiled where every profiling field read has a value: one missing is paused, not 0 (r. 8, pipe-field-gap)
-        prof_all, prof_zero = (np.full((S, K), bool(prof)) for _ in range(2))
+        pipes = [k for k in avg if M.BY_KEY[k].name.startswith("DCGM_FI_PROF_PIPE_")]
+        # pipe-covered where every pipe field read has a value: one missing is unobserved, not 0 (r. 8, pipe-field-gap)
+        prof_all, prof_zero = np.full((S, K), bool(pipes)), np.full((S, K), bool(prof))
         bad = np.zeros((S, K))
         for k, a in avg.items():
             fin = np.isfinite(a)
             if k != "clock":
                 bad += fin & ((a < 0) | (a > 1 + 1e-6))
             if M.BY_KEY[k].profiling:
-                prof_all &= fin
+                prof_all &= fin | (k not in pipes)
                 prof_zero &= fin & (a == 0)
         idle = np.array([_idle_w(lab.get("modelName", "")) for lab in labels])[:, None]
         load = p_ok & (p_mean > np.maximum(idle * LOAD_FACTOR, idle + 30.0))
