@@ -28,11 +28,13 @@ from flopwatch.detect import detect_workloads
 from flopwatch.errors import InputError
 from flopwatch.io import atomic_path
 from flopwatch.records import (
+    SENSOR_KEYS,
     TELEMETRY_WARNINGS,
     WorkloadRecord,
     append_record,
     load_records,
     telemetry_warnings,
+    unmeasured,
 )
 from flopwatch.telemetry.source import TraceSource, open_source
 
@@ -111,8 +113,10 @@ def trace_context(metadata: Mapping[str, Any], device: str | None = None) -> dic
 
 def with_context(record: WorkloadRecord, context: Mapping[str, Any] | None) -> WorkloadRecord:
     """``record`` with ``context`` among its keys: the trace's context replaces what the record said of its own
-    (the runner that wrote the record did not observe the device; the trace did)."""
-    return replace(record, extra={**record.extra, **context}) if context else record
+    (the runner that wrote the record did not observe the device; the trace did), and what the record said of its
+    own sensor and the trace does not say is dropped (:data:`~flopwatch.records.SENSOR_KEYS`)."""
+    extra = {k: v for k, v in record.extra.items() if k not in SENSOR_KEYS}
+    return replace(record, extra={**extra, **(context or {})}) if context or extra != record.extra else record
 
 
 def _times(rec: WorkloadRecord, clock: Clock) -> tuple[float, float]:
@@ -173,7 +177,8 @@ def join_records(
 
     out: list[WorkloadRecord] = []
     problems: list[Mismatch] = []
-    for rec, a, b, i, status, cover, n_overlaps in plans:
+    for rec0, a, b, i, status, cover, n_overlaps in plans:
+        rec = unmeasured(rec0)  # the runner's own numbers of what only telemetry measures never pass the join
         if i is None:
             problems.append(Mismatch(rec.label, "not detected", "no segment overlaps its run"))
             out.append(replace(rec, idle_power_w=detection.idle_power_w, join={"status": "not detected"}))

@@ -15,6 +15,7 @@ gate, precision) is a separate, explicit and reported step (:mod:`flopwatch.esti
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -74,6 +75,13 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
 # Fields measured from telemetry, not by the training process: `workload run` leaves them null until a trace
 # is joined (flopwatch.join), so a null one most often means that step was skipped.
 _FROM_TRACE = frozenset({"net_energy_j", "energy_j", "mean_util", "tb_moved", "idle_power_w", "coverage"})
+#: Keys only a sensor can measure, besides ``_FROM_TRACE``: the sound bound's observables and the sensor context
+#: (``join.trace_context``). A runner's record that has them did not observe them: the join drops them (round 8,
+#: `join-keeps-runner-counters`: a runner's ``pipe_active_s`` passed the join, bound 0.014 × the truth, "below").
+SENSOR_KEYS: tuple[str, ...] = tuple(
+    "unobserved_s pipe_active_s pipe_observed_s min_sm_clock_mhz max_sm_clock_mhz peak_power_w windows sensor_kind "
+    "sensor_spec sample_rate_hz jitter_seed".split()
+)
 _FROM_TRACE_HINT = (
     " (it is measured from a power trace: join the records with the trace recorded during the runs, "
     "`flopwatch join TRACE RECORDS -o JOINED`, or let `flopwatch run` do both)"
@@ -98,6 +106,21 @@ TELEMETRY_WARNINGS = "telemetry_warnings"
 
 
 _LINE_BREAKS = re.compile(r"\r\n|[\n\r\v\f\x1c-\x1e]")
+
+
+def unmeasured(record: WorkloadRecord) -> WorkloadRecord:
+    """``record`` less everything only telemetry measures (``_FROM_TRACE``, :data:`SENSOR_KEYS`): what a runner may
+    say of its own run — what ran, when, its ground truth. The join starts every record from this, so a record the
+    trace did not measure gets no energy (not the runner's) and a joined one only the trace's observables."""
+    kept = ("energy_j", "mean_util", "tb_moved", "coverage")  # _FROM_TRACE less energy and idle (the join's)
+    if (
+        math.isnan(record.net_energy_j)
+        and all(getattr(record, k) is None for k in kept)
+        and not any(k in record.extra for k in SENSOR_KEYS)
+    ):
+        return record  # the common case (a runner's record): nothing to drop
+    extra = {k: v for k, v in record.extra.items() if k not in SENSOR_KEYS}
+    return dataclasses.replace(record, net_energy_j=math.nan, **dict.fromkeys(kept), extra=extra)
 
 
 def telemetry_warnings(record: WorkloadRecord) -> tuple[str, ...]:

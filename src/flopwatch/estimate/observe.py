@@ -17,17 +17,21 @@ and the recorded context a row is judged in.
   ``pipe_observed_s`` — the time those counters covered, when it is more than the energy sensor's (they count
   every cycle, so they also see NVML's blind 75 ms of every 100 ms): the pipe seconds then bound that time, and
   only the rest stays at peak rate. None: the pipe counters covered what the energy sensor did, no more;
-* ``windows`` — the same per window of the telemetry, for bounds summed over phases.
+* ``windows`` — the same per window of the telemetry, for bounds summed over phases;
+* ``span_s`` — the run's length as its own timestamps give it (:func:`timestamp_span_s`): a ``duration_s`` under
+  it is widened to it, the difference unobserved (round 8, `duration-under-timestamps`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 
+from flopwatch.sensor_timing import DETECTOR_POLL_S
 from flopwatch.units import finite
 
 #: Pipe names of ``pipe_active_s`` (DCGM PIPE_TENSOR/FP64/FP32/FP16_ACTIVE; NVML GPM the same four).
@@ -45,6 +49,15 @@ CONTEXT_KEYS: tuple[str, ...] = (
     "jitter_seed",
     "flopwatch_version",
 )
+
+
+def recorded_kinds(ctx: Mapping[str, Any]) -> list[str]:
+    """The recorded sensor kinds: one, or the daemon's list of them (any other value is one kind, by its text: a
+    record's ``sensor_kind: 5`` is a sensor nothing knows, never a crash)."""
+    kinds = ctx.get("sensor_kind")
+    if kinds is None or kinds == "":
+        return []
+    return [str(k).strip().lower() for k in (kinds if isinstance(kinds, (list, tuple)) else [kinds])]
 
 
 def _arr(x: Any, n: int | None, name: str) -> np.ndarray | None:
@@ -120,6 +133,7 @@ class Observables:
     pipe_active_s: Mapping[str, float] | None = None
     windows: ObservedWindows | None = None
     pipe_observed_s: float | None = None
+    span_s: float | None = None
 
     def values(self) -> dict[str, float | None]:
         """The regime observables (derived ones computed; None where unknown or undefined)."""
@@ -144,6 +158,68 @@ class Observables:
 
 def _pos(x: Any) -> bool:
     return (finite(x) is not None) and x > 0
+
+
+#: Pairs of (start, end) timestamps a record or a ledger row may give, on one clock each: a monitor row's sensor
+#: time, a runner's monotonic clock, the join's detected segment (in ``join``), then wall time (used only when no
+#: monotonic pair is given: a wall clock may be stepped during a run).
+_MONOTONIC_SPANS: tuple[tuple[str, str], ...] = (
+    ("start_t_s", "end_t_s"),
+    ("start_monotonic_s", "end_monotonic_s"),
+)
+
+
+def timestamp_span_s(row: Mapping[str, Any]) -> float | None:
+    """The longest span a record's or a ledger row's own timestamps give the run (None: none given; NaN: a pair
+    that ends before it starts, so how long the run took is not known).
+
+    Every pair of timestamps is a claim like ``duration_s``, and the run took at least as long as the longest one
+    says: a duration edited under them may not shorten the time the bound covers (round 8)."""
+
+    def span(d: Mapping[str, Any], a: str, b: str) -> float | None:
+        x, y = finite(d.get(a)), finite(d.get(b))
+        return None if x is None or y is None else y - x if y >= x else math.nan
+
+    join = row.get("join")
+    spans = [span(row, a, b) for a, b in _MONOTONIC_SPANS]
+    if isinstance(join, Mapping):
+        spans.append(span(join, "segment_start_s", "segment_end_s"))
+    got = [x for x in spans if x is not None]
+    if not got:
+        w = span(row, "start_wall", "end_wall")
+        got = [] if w is None else [w]
+    return math.nan if any(math.isnan(x) for x in got) else max(got, default=None)
+
+
+#: How far a run's own timestamps may span beyond its ``duration_s`` before that is a warning (round 8): a joined
+#: record's duration is its detected segment, which may start up to the detector's two busy polls after the
+#: runner's timed region (Fowler 2026: 2 × 1.5 s) — plus 5 % for a sampled segment's edges. Any excess, however
+#: small, is unobserved time.
+SPAN_SLACK_S = 2 * DETECTOR_POLL_S
+SPAN_SLACK_FRACTION = 0.05
+
+
+def widened_to_span(obs: Observables) -> tuple[Observables, str | None]:
+    """``obs`` with its duration widened to ``span_s`` where its own timestamps say the run took longer, the time
+    the duration leaves out unobserved (bounded at peak rate), and a warning beyond :data:`SPAN_SLACK_S` +
+    :data:`SPAN_SLACK_FRACTION` × the duration (round 8, `duration-under-timestamps`: a duration edited to a tenth
+    of its timestamps bounded an A100 run at 0.29 × the truth, "below"). ``obs`` unchanged without a longer span."""
+    span, t = finite(obs.span_s), float(obs.duration_s)
+    if span is None and obs.span_s is not None and math.isnan(obs.span_s):
+        # (a far-future end is a finite span: widened; only a pair that runs backwards says nothing of the length)
+        return obs, "the run's timestamps end before they start: how long it ran is not known, never 'below'"
+    if span is None or not span > t * (1.0 + 1e-9):
+        return obs, None
+    why = None
+    if span - t > SPAN_SLACK_S + SPAN_SLACK_FRACTION * t:
+        why = (
+            f"the run's timestamps span {span:.4g} s but its duration says {t:.4g} s: the other {span - t:.4g} s "
+            "are bounded at peak rate"
+        )
+    u0 = finite(obs.unobserved_s)
+    # a NaN unobserved time stays (the whole run); a negative one is no credit
+    u = obs.unobserved_s if obs.unobserved_s is not None and u0 is None else max(u0 or 0.0, 0.0) + span - t
+    return replace(obs, duration_s=span, unobserved_s=u), why
 
 
 @dataclass(frozen=True)
@@ -286,6 +362,9 @@ __all__ = [
     "ObservedWindows",
     "Observables",
     "SampledRun",
+    "recorded_kinds",
+    "timestamp_span_s",
+    "widened_to_span",
     "windows_from_samples",
     "windows_from_trace",
 ]

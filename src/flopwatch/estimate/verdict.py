@@ -46,6 +46,9 @@ from flopwatch.estimate.observe import (
     Observables,
     ObservedWindows,
     SampledRun,
+    recorded_kinds,
+    timestamp_span_s,
+    widened_to_span,
     windows_from_samples,
     windows_from_trace,
 )
@@ -210,6 +213,7 @@ def observables_from_record(r: WorkloadRecord) -> Observables:
         unobserved_s=finite(raw.get("unobserved_s")),
         pipe_active_s=pa,
         pipe_observed_s=finite(raw.get("pipe_observed_s")),
+        span_s=timestamp_span_s(raw),
     )
 
 
@@ -303,15 +307,6 @@ def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> tuple[Dev
     return None, None
 
 
-def _kinds(ctx: Mapping[str, Any]) -> list[str]:
-    """The recorded sensor kinds: one, or the daemon's list of them (any other value is one kind, by its text: a
-    record's ``sensor_kind: 5`` is a sensor nothing knows, never a crash)."""
-    kinds = ctx.get("sensor_kind")
-    if kinds is None or kinds == "":
-        return []
-    return [str(k).strip().lower() for k in (kinds if isinstance(kinds, (list, tuple)) else [kinds])]
-
-
 def sampling_checks(
     context: Mapping[str, Any] | None, device: DeviceSpec | str | None
 ) -> list[SamplingCheck]:
@@ -323,13 +318,13 @@ def sampling_checks(
     recorded rate only cumulative counters are checked (their blind share does not depend on the rate: read at
     their own need); :func:`context_warnings` names the others."""
     ctx = dict(context or {})
-    rate = finite(ctx.get("sample_rate_hz"))
+    rate = _rate(ctx)
     key = device.key if isinstance(device, DeviceSpec) else device
-    if not key or (rate is not None and rate <= 0):
+    if not key:
         return []
     known_device = isinstance(device, DeviceSpec) or resolve(str(key)) is not None
     out = []
-    for kind in _kinds(ctx):
+    for kind in recorded_kinds(ctx):
         sensor = sensor_kind_of(kind)
         if rate is None:
             timing = sensor_timing(str(key), sensor)
@@ -342,15 +337,20 @@ def sampling_checks(
     return out
 
 
+def _rate(ctx: Mapping[str, Any]) -> float | None:
+    """The recorded sampling rate, None when absent or ≤ 0 (a rate of 0 dropped the blind share, round 8)."""
+    return r if (r := finite(ctx.get("sample_rate_hz"))) is not None and r > 0 else None
+
+
 def _rateless_point_sensors(ctx: Mapping[str, Any], device: DeviceSpec | str | None) -> list[str]:
     """Sensor kinds a row records without a sampling rate whose coverage depends on it (a point sensor, or one
     the timing table does not know), on a device model the verifier knows."""
-    if finite(ctx.get("sample_rate_hz")) is not None or device is None:
+    if _rate(ctx) is not None or device is None:
         return []
     spec = device if isinstance(device, DeviceSpec) else resolve(str(device))
     if spec is None:
         return []
-    kinds = ((k, sensor_timing(spec.key, sensor_kind_of(k))) for k in _kinds(ctx))
+    kinds = ((k, sensor_timing(spec.key, sensor_kind_of(k))) for k in recorded_kinds(ctx))
     return [k for k, t in kinds if t is None or not t.cumulative]
 
 
@@ -374,7 +374,7 @@ def context_warnings(
     ctx = dict(context or {})
     if ctx.get("peak_override"):
         out.append(f"peak override in force when the row was made ({ctx['peak_override']!s}): never 'below'")
-    for kind in _kinds(ctx):  # one kind, or the daemon's list of them
+    for kind in recorded_kinds(ctx):  # one kind, or the daemon's list of them
         if (w := operator_series_warning(kind)) is not None:
             out.append(w)
         if is_replay_kind(kind):
@@ -397,7 +397,7 @@ def context_warnings(
             if not c.adequate
             for w in c.warnings[:1]
         )
-    elif rate is not None and rate < min_rate_hz:
+    if rate is not None and (rate <= 0 or (not checks and rate < min_rate_hz)):
         out.append(f"sampling rate {rate:.3g} Hz is below the {min_rate_hz:g} Hz this verdict needs")
     rateless = _rateless_point_sensors(ctx, device)
     if rateless:
@@ -469,15 +469,18 @@ def assess(
     warnings: list[str] = [str(w) for w in extra_warnings]
     if name_warning is not None:
         warnings.append(name_warning)
+    obs, span_why = widened_to_span(obs)  # a duration under the run's own timestamps (round 8)
+    warnings += [span_why] if span_why else []
+    t = float(obs.duration_s)
     notes: list[str] = []
     warnings += context_warnings(context, verifier_context, device=spec)
     # The row's own unobserved time may only add to what the verifier knows no reading saw (round 6,
     # `unobserved-understated`): the sensor-timing table's blind share of every recorded sensor (the most any
     # leaves unseen) and the share of the run its coverage leaves out, whatever the row says (0, negative).
     u_floor, unrecorded = 0.0, None
-    if context and _kinds(context):
+    if context and recorded_kinds(context):
         fr = [c.unobserved_fraction for c in sampling_checks(context, spec) if c.sensor != "dcgm-prof"]
-        u_floor = max(fr, default=0.0) * t
+        u_floor = max(fr + [1.0] * bool(_rateless_point_sensors(context, spec)), default=0.0) * t  # round 8
     elif context is not None and spec is not None:  # a row naming no sensor: the least-observed one (round 7)
         frac, unrecorded = unrecorded_sensor_floor(spec.key)
         u_floor = frac * t

@@ -382,7 +382,7 @@ def outside_bound(outside_j: Mapping[str, float], envelopes: Mapping[str, float]
 # --------------------------------------------------------------------------------------------- ledger
 def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = None) -> dict[str, Any]:
     """A ledger row's sound bounds recomputed from its observables with ``profile``."""
-    from flopwatch.estimate.observe import CONTEXT_KEYS, Observables
+    from flopwatch.estimate.observe import CONTEXT_KEYS, Observables, timestamp_span_s
     from flopwatch.estimate.verdict import assess, device_claims
 
     e, t = finite(row.get("net_energy_j")), finite(row.get("duration_s"))
@@ -405,6 +405,7 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
         pipe_active_s=_pipes(row.get("pipe_active_s")),
         pipe_observed_s=finite(row.get("pipe_observed_s")),
         windows=_windows(row.get("windows")),
+        span_s=timestamp_span_s(row),  # a duration under the row's own timestamps is widened (round 8)
     )
     # the row is judged in the verifier's context: a row made under another profile (or none recorded), a
     # replay/simulated sensor, a peak override or too slow a rate is flagged and never "below" (issue 21 item 6)

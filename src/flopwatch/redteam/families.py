@@ -486,6 +486,16 @@ FAMILIES: tuple[Family, ...] = (
         op="util",
     ),
     _f(
+        "duration-under-timestamps",
+        "a tenth of the run's duration and energy reported, its timestamps spanning all of it",
+        "tamper",
+        DC,
+        "round 8",
+        "defended",
+        "the run's own timestamps (a shorter duration is widened to them, the rest unobserved at peak)",
+        op="duration",
+    ),
+    _f(
         "rate-lowered",
         "sampling rate lowered to 0.2 Hz",
         "timing",

@@ -40,7 +40,7 @@ TENSOR_DTYPES = ("tf32", "fp16", "bf16", "fp8")
 
 def keep_set(values: Mapping[str, Any], upto: str) -> dict[str, Any]:
     """``values`` restricted to the observables of ``upto`` and the sets before it (plus ``unobserved_s``)."""
-    keys: set[str] = {"unobserved_s", "windows"}
+    keys: set[str] = {"unobserved_s", "windows", "span_s"}  # (span_s: the run's own timestamps, always kept)
     for name in SET_ORDER[: SET_ORDER.index(upto) + 1]:
         keys.update(OBSERVABLE_SETS[name])
     out = {k: v for k, v in values.items() if k in keys}
