@@ -63,12 +63,14 @@ class ReadPlan:
                 "samples per series)",
                 field="step",
             )
-        if self.window_s < self.step_s:
-            raise InputError("window must be at least one step", field="window")
-        if (self.end - self.start) / self.window_s > MAX_WINDOWS:  # the reader folds (series × window) arrays
+        # one scrape per window: twin series of one GPU on alternate scrapes would look like job changes (round 8)
+        if self.window_s < 2 * self.step_s:
+            raise InputError("window must hold at least two scrapes (2 × step)", field="window")
+        # the reader folds (series × window) arrays; a last window past the end counts what ran after it (round 8)
+        if (n := (self.end - self.start) / self.window_s) > MAX_WINDOWS or abs(n - round(n)) > 1e-9 * n:
             raise InputError(
-                f"{(self.end - self.start) / self.window_s:.3g} windows of {self.window_s:g} s between start and end, "
-                f"over {MAX_WINDOWS}: use a longer --window or a shorter range",
+                f"{n:.6g} windows of {self.window_s:g} s between start and end: must be a whole number, at most "
+                f"{MAX_WINDOWS}: use a longer --window (one that divides the range) or a shorter range",
                 field="window",
             )
         if self.gpus_per_chunk is not None and self.gpus_per_chunk < 1:

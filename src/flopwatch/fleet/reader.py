@@ -132,6 +132,10 @@ def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
     ref = M.POWER if M.POWER in present else M.ENERGY
     ref_match = f"{ref}{{{m}}}" if m else ref
     key_label, keys = first_label(client, plan, ref_match, "UUID", "Hostname", "instance")
+    # series without that label are matched by its empty value (round 8, `no-uuid`: they were never read, silently)
+    bare = f'{ref}{{{m + "," if m else ""}{key_label}=""}}'
+    if key_label and client.label_values("__name__", bare, plan.start, plan.end):
+        keys.append("")
     simulated = bool(client.label_values("__name__", SIMULATED, plan.start, plan.end))
     return Discovery(present, keys or [""], key_label, simulated, ref_match)
 
@@ -182,7 +186,8 @@ class FleetReader:
     def queries(self, matchers: str) -> dict[tuple[str, str], str]:
         # chunks matched by UUID: every series has one, so it alone names the GPU and host labels go too
         # (unless a job map joins on them)
-        host = ("Hostname", "instance", "gpu") if self.found.key_label == "UUID" and self.jobs is None else ()
+        uuid = self.found.key_label == "UUID" and "" not in self.found.keys
+        host = ("Hostname", "instance", "gpu") if uuid and self.jobs is None else ()
         keep = {*self.by_labels, *(self.jobs.gpu_labels if self.jobs else ())}
         drop = [x for x in (*M.UNREAD_LABELS, *host) if x not in keep]
         q = M.window_queries(self.found.present, matchers, self.window, self.skip, drop)
@@ -286,6 +291,14 @@ class FleetReader:
         )
         kept = np.clip(kept, 0.5, 1.0)[:, None]
         span = np.where(interior, W, np.where(P, np.minimum(W, N * step / kept), 0.0))
+        p_mean = mat("power", "sum") / np.where(P, N, np.nan)  # all NaN without the power gauge
+        L = mat("energy", "last") if ("energy", "last") in answers else None
+        Mn = mat("energy", "min") if L is not None else None
+        # an edge cell alone on its GPU stands for at least the time its counter rose at its mean power (round 8,
+        # `sparse-edge`: scrapes missed in an edge window were no time at all)
+        if L is not None:
+            rise = np.where(_per_gpu(P, gi, G)[gi] == 1, (L - Mn) / p_mean, 0.0)
+            span = np.where(P & ~interior & (rise > span), np.minimum(W, rise), span)
         t = self.ends[None, :]
         c_start = np.where(prev, t - W, np.where(nxt, t - span, t - W / 2 - span / 2))
         c_end = np.where(nxt, t, np.where(prev, t - W + span, t - W / 2 + span / 2))
@@ -300,7 +313,6 @@ class FleetReader:
         gap = np.where(after_gap, c0 - np.take_along_axis(c1, np.maximum(before, 0), axis=1), 0.0).clip(0.0)
         unseen = np.where(P, gap[gi] * span / np.where(span_g[gi] > 0, span_g[gi], 1.0), 0.0)
         cov = N * step
-        p_mean = mat("power", "sum") / np.where(P, N, np.nan)  # all NaN without the power gauge
         p_ok = np.isfinite(p_mean)
         # --- activities
         avg = {m.key: mat(m.key, "avg") for m in M.TABLE if (m.key, "avg") in answers}
@@ -318,15 +330,16 @@ class FleetReader:
         clock = avg.get("clock")
         clock_w = np.where(np.isfinite(clock), clock, 0.0) if clock is not None else zero
         prof = [a for k, a in avg.items() if M.BY_KEY[k].profiling]
-        prof_any = np.zeros((S, K), bool)
-        prof_zero = np.ones((S, K), bool) if prof else np.zeros((S, K), bool)
+        pipes = [k for k in avg if M.BY_KEY[k].name.startswith("DCGM_FI_PROF_PIPE_")]
+        # pipe-covered where every pipe field read has a value: one missing is unobserved, not 0 (r. 8, pipe-field-gap)
+        prof_all, prof_zero = np.full((S, K), bool(pipes)), np.full((S, K), bool(prof))
         bad = np.zeros((S, K))
         for k, a in avg.items():
             fin = np.isfinite(a)
             if k != "clock":
                 bad += fin & ((a < 0) | (a > 1 + 1e-6))
             if M.BY_KEY[k].profiling:
-                prof_any |= fin
+                prof_all &= fin | (k not in pipes)
                 prof_zero &= fin & (a == 0)
         idle = np.array([_idle_w(lab.get("modelName", "")) for lab in labels])[:, None]
         load = p_ok & (p_mean > np.maximum(idle * LOAD_FACTOR, idle + 30.0))
@@ -336,15 +349,20 @@ class FleetReader:
         # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
         g_next = _shift(_per_gpu(P, gi, G, np.logical_or, False), -1)
         last = P & ~next_any(P)
-        stops = last & load & ~g_next[gi] & (np.arange(K)[None, :] < K - 1)
+        # the last window too, where its GPU falls short of the range's end (round 8, `lag-end`)
+        tail = min(W, p.end - self.ends[-1] + W) - 2 * step
+        stops = last & load & ~g_next[gi] & ((np.arange(K)[None, :] < K - 1) | (span_g[gi] < tail))
         inst = np.array([lab.get(M.MIG_LABEL, "") for lab in labels], dtype=object)
         # more samples than scrapes per GPU and MIG instance (each instance repeats the GPU's series: not twice)
         unit = _units(gi, inst)
         dup = (_per_gpu(N, unit, int(unit.max()) + 1) > 1.05 * W / step + 1)[unit] & P
         # --- energy: per GPU and window (the counter is the GPU's), shared among the series present
         is_mig = inst != ""
-        L = mat("energy", "last") if ("energy", "last") in answers else None
-        Mn = mat("energy", "min") if L is not None else None
+        # a whole-GPU series beside MIG instances of it, window after window: one GPU twice (r. 8, mig-beside-whole)
+        if is_mig.any() and not is_mig.all():
+            m = [_per_gpu(P & (is_mig == x)[:, None], gi, G, np.logical_or, False) for x in (True, False)]
+            both = m[0] & m[1]
+            dup |= (both & (_shift(both, 1) | _shift(both, -1)))[gi] & P
         if L is not None and Mn is not None:
             # one GPU, one counter: its series in a window hold stretches of one range that follow each other. Two
             # series each spanning the window's whole range with a quarter of its scrapes report one GPU twice
@@ -354,12 +372,14 @@ class FleetReader:
             hi = _per_gpu(np.where(ok, L, -np.inf), gi, G, np.maximum, -np.inf)
             pw = _per_gpu(np.where(ok & p_ok, np.maximum(p_mean, idle), idle), gi, G, np.maximum)
             near = 2.0 * step * pw[gi] + 1.0  # two scrapes' energy
-            whole = (
-                ok & (Mn - lo[gi] <= near) & (hi[gi] - L <= near) & (N >= 0.25 * W / step) & (W >= 16 * step)
-            )
+            whole = ok & (Mn - lo[gi] <= near) & (hi[gi] - L <= near) & (N >= 0.25 * W / step)
             spanning = _per_gpu(whole, gi, G)
             reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
-            dup |= ((spanning >= 2) & ~reset)[gi] & ok
+            two = (spanning >= 2) & ~reset
+            # a job change spans a short window twice in one window; twins, the next too (r. 8, short-window-twins)
+            if W < 16 * step:
+                two &= _shift(two, 1) | _shift(two, -1)
+            dup |= two[gi] & ok
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
             P, span, p_mean, L, Mn, busy_a, gi, G, inst, unit, step, idle
         )
@@ -432,8 +452,8 @@ class FleetReader:
             min_power_w=red(fin(p_mean, np.inf), np.minimum, np.inf),
             resets=tot(resets, weighted=False),
             out_of_range=tot(bad > 0, weighted=False),
-            prof_covered_s=tot(np.where(prof_any & P, cov, 0.0)),
-            prof_gap_s=tot(np.where(~prof_any & P, span, 0.0)) if prof else np.zeros(R),
+            prof_covered_s=tot(np.where(prof_all & P, cov, 0.0)),
+            prof_gap_s=tot(np.where(~prof_all & P, span, 0.0)) if prof else np.zeros(R),
             prof_zero_load_s=tot(np.where(prof_zero & load, span, 0.0)),
             util_no_power_s=tot(np.where(dark, span, 0.0)),
             ends_busy=tot(stops, weighted=False),
@@ -488,12 +508,17 @@ class FleetReader:
                 lo, hi, w = np.maximum(c_start[i], t0s), np.minimum(c_end[i], t1s), cell[i]
                 sp = self._spans(key).items()
                 shares = {j: (np.minimum(hi, t1) - np.maximum(lo, t0)).clip(0.0) / w for j, (t0, t1) in sp}
-            else:  # samples of the info series: the GPU's full window is its busiest window's count
+            else:  # info samples: a window a job holds between two it holds is whole; its edges by their samples
+                # over a whole window's, the median of the GPU's inner windows (round 8, `info-burst`)
                 total = np.sum(list(held.values()), axis=0)
-                full = max(float(total.max()), 1.0) * cell[i] / W
-                shares = {j: c / np.maximum(total, full) for j, c in held.items()}
-                one = max(max(float(c.max()) for c in held.values()), W / self.plan.step_s)
-                twice[i] = total > 1.05 * one  # more than one job's full count of samples: jobs overlap
+                inner = {
+                    j: (c > 0) & np.r_[False, c[:-1] > 0] & np.r_[c[1:] > 0, False] for j, c in held.items()
+                }
+                mid = total[np.any(list(inner.values()), axis=0)]
+                whole = float(np.median(mid)) if mid.size else float(total.max())
+                full = max(whole, 1.0) * cell[i] / W
+                shares = {j: np.where(inner[j], 1.0, c / np.maximum(total, full)) for j, c in held.items()}
+                twice[i] = total > 1.05 * max(whole, W / self.plan.step_s)  # more than one job's: overlap
             tot = np.sum(list(shares.values()), axis=0)
             twice[i] |= tot > 1.0 + 1e-6
             scale = np.where(tot > 1.0, 1.0 / np.maximum(tot, 1e-12), 1.0)

@@ -334,7 +334,10 @@ class PrometheusClient:
         document per answer)."""
         where = f"{self.display_url}{path} {what}"
         deadline, deadline_name = self._deadline()
-        form = urllib.parse.urlencode(list(params))
+        try:  # a lone surrogate is not text (JSON can spell one in a label value, argv an undecodable byte): round 8
+            form = urllib.parse.urlencode(list(params))
+        except UnicodeEncodeError as e:
+            raise _fail(where, f"the query holds {e.object[e.start : e.end]!r}: not text") from None
         if get:  # the label endpoints take GET only
             target, body, headers = (
                 (f"{self._path}{path}?{form}" if form else f"{self._path}{path}"),
