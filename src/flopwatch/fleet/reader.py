@@ -78,6 +78,7 @@ class GpuJobs:
     prof_gap_s: np.ndarray  # time with samples but no profiling counter, where the fleet exports them
     prof_zero_load_s: np.ndarray  # time with every profiling counter at 0 while power shows load
     util_no_power_s: np.ndarray  # time with utilisation ≥ 0.5 at the claimed model's idle power
+    no_power_s: np.ndarray  # time with samples but no power gauge (the checks of load not made)
     ends_busy: np.ndarray  # series whose telemetry stops under load while the range goes on (lag, outage)
     duplicate_s: np.ndarray  # time a GPU is reported twice (more samples than scrapes; two series or jobs)
     mig: np.ndarray  # bool: energy apportioned among MIG instances
@@ -108,7 +109,10 @@ class Discovery:
     keys: list[str]  # GPU chunk keys
     key_label: str
     simulated: bool
-    ref_match: str = ""  # the series that list the GPUs: power, else the energy counter
+    ref_match: str = ""  # the series that list the GPUs: power and the energy counter
+    unpowered: bool = (
+        False  # some GPUs have an energy counter but no power gauge: samples counted on the counter
+    )
 
 
 def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
@@ -129,15 +133,25 @@ def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
             f"(found: {', '.join(sorted(names)[:8])}{' …' if len(names) > 8 else ''})",
             field="metrics",
         )
-    ref = M.POWER if M.POWER in present else M.ENERGY
-    ref_match = f"{ref}{{{m}}}" if m else ref
+    # GPUs from either series: one without a power gauge was in no chunk, silently (round 9, `no-power-gauge`)
+    both = M.POWER in present and M.ENERGY in present
+    ref_match = (
+        f'{{__name__=~"{"|".join(x for x in (M.POWER, M.ENERGY) if x in present)}"{"," + m if m else ""}}}'
+    )
     key_label, keys = first_label(client, plan, ref_match, "UUID", "Hostname", "instance")
+    power = f"{M.POWER}{{{m}}}" if m else M.POWER
+    unpowered = (
+        both
+        and bool(key_label)
+        and set(keys) != set(client.label_values(key_label, power, plan.start, plan.end))
+    )
     # series without that label are matched by its empty value (round 8, `no-uuid`: they were never read, silently)
-    bare = f'{ref}{{{m + "," if m else ""}{key_label}=""}}'
-    if key_label and client.label_values("__name__", bare, plan.start, plan.end):
+    if key_label and client.label_values(
+        "__name__", ref_match[:-1] + f',{key_label}=""}}', plan.start, plan.end
+    ):
         keys.append("")
     simulated = bool(client.label_values("__name__", SIMULATED, plan.start, plan.end))
-    return Discovery(present, keys or [""], key_label, simulated, ref_match)
+    return Discovery(present, keys or [""], key_label, simulated, ref_match, unpowered)
 
 
 def first_label(client: PrometheusClient, plan: ReadPlan, match: str, *labels: str) -> tuple[str, list[str]]:
@@ -195,7 +209,10 @@ class FleetReader:
             thin = [*drop, "modelName"]  # drop it on the server (a fifth of their bytes)
             q |= {(k, fn): M.window_query(M.BY_KEY[k].name, fn, matchers, self.window, thin)
                   for k, fn in q if k not in _MODEL_FROM}  # fmt: skip
-        if ("power", "count") not in q:  # the sample count from the counter: its third read, without power
+        if (
+            "power",
+            "count",
+        ) not in q or self.found.unpowered:  # samples counted on the counter: its third read
             q[("energy", "count")] = M.window_query(M.ENERGY, "count", matchers, self.window, drop)
         if self.jobs is not None and self.jobs.metric:  # the job-info series' samples per job, GPU and window
             by = ", ".join((self.jobs.job_label, *self.jobs.gpu_labels))
@@ -264,15 +281,20 @@ class FleetReader:
                 ok = (j >= 0) & (j < K)
                 a[r[ok], j[ok]] = np.concatenate([c.v for c in cs])[ok]
             m = M.BY_KEY[key]
-            return a * m.scale if m.scale != 1.0 else a
+            return a * m.scale if m.scale != 1.0 and fn != "count" else a  # counts are samples, not mJ
 
-        has_power = (("power", "count")) in answers
-        N = mat("power", "count") if has_power else mat("energy", "count")
+        N = np.fmax(
+            mat("power", "count"), mat("energy", "count")
+        )  # the counter's: GPUs without a power gauge
         N = np.where(np.isfinite(N) & (N > 0), N, 0.0)
         P = N > 0
         gids = [M.gpu_id(lab) for lab in labels]
         ug, gi = _factorize(gids)
         G = len(ug)
+        inst = np.array([lab.get(M.MIG_LABEL, "") for lab in labels], dtype=object)
+        unit = _units(gi, inst)  # (GPU, MIG instance): each instance repeats its GPU's timeline
+        U, g_of_unit = int(unit.max()) + 1, np.zeros(int(unit.max()) + 1, dtype=np.intp)
+        g_of_unit[unit] = gi
         # --- placement: the time each cell stands for, and where it starts and ends
         prev, nxt = _shift(P, 1), _shift(P, -1)
         interior = P & prev & nxt & (N >= FULL_WINDOW * W / step)
@@ -294,10 +316,10 @@ class FleetReader:
         p_mean = mat("power", "sum") / np.where(P, N, np.nan)  # all NaN without the power gauge
         L = mat("energy", "last") if ("energy", "last") in answers else None
         Mn = mat("energy", "min") if L is not None else None
-        # an edge cell alone on its GPU stands for at least the time its counter rose at its mean power (round 8,
-        # `sparse-edge`: scrapes missed in an edge window were no time at all)
+        # an edge cell alone on its GPU (MIG: instance) stands for at least the time its counter rose at its mean
+        # power (round 8, `sparse-edge`: scrapes missed in an edge window were no time at all; round 9: MIG)
         if L is not None:
-            rise = np.where(_per_gpu(P, gi, G)[gi] == 1, (L - Mn) / p_mean, 0.0)
+            rise = np.where(_per_gpu(P, unit, U)[unit] == 1, (L - Mn) / p_mean, 0.0)
             span = np.where(P & ~interior & (rise > span), np.minimum(W, rise), span)
         t = self.ends[None, :]
         c_start = np.where(prev, t - W, np.where(nxt, t - span, t - W / 2 - span / 2))
@@ -316,7 +338,11 @@ class FleetReader:
         p_ok = np.isfinite(p_mean)
         # --- activities
         avg = {m.key: mat(m.key, "avg") for m in M.TABLE if (m.key, "avg") in answers}
-        tensor = avg.get("hmma", avg.get("tensor"))
+        if (
+            "hmma" in avg
+        ):  # two views of one tensor pipe: the larger where both exist (round 9, hmma-under-tensor)
+            avg["tensor"] = np.fmax(avg.pop("hmma"), avg.get("tensor", np.nan))
+        tensor = avg.get("tensor")
         zero = np.zeros((S, K))
 
         def integral(a: np.ndarray | None) -> np.ndarray:
@@ -349,13 +375,12 @@ class FleetReader:
         # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
         g_next = _shift(_per_gpu(P, gi, G, np.logical_or, False), -1)
         last = P & ~next_any(P)
-        # the last window too, where its GPU falls short of the range's end (round 8, `lag-end`)
-        tail = min(W, p.end - self.ends[-1] + W) - 2 * step
-        stops = last & load & ~g_next[gi] & ((np.arange(K)[None, :] < K - 1) | (span_g[gi] < tail))
-        inst = np.array([lab.get(M.MIG_LABEL, "") for lab in labels], dtype=object)
+        # the last window too, where its GPU's longest MIG instance (or whole) falls short of the range's end
+        # (round 8, `lag-end`; round 9, `mig-lag-end`: instances' times were summed)
+        tail = _per_gpu(_per_gpu(span, unit, U), g_of_unit, G, np.maximum)[gi] < W - 2 * step
+        stops = last & load & ~g_next[gi] & ((np.arange(K)[None, :] < K - 1) | tail)
         # more samples than scrapes per GPU and MIG instance (each instance repeats the GPU's series: not twice)
-        unit = _units(gi, inst)
-        dup = (_per_gpu(N, unit, int(unit.max()) + 1) > 1.05 * W / step + 1)[unit] & P
+        dup = (_per_gpu(N, unit, U) > 1.05 * W / step + 1)[unit] & P
         # --- energy: per GPU and window (the counter is the GPU's), shared among the series present
         is_mig = inst != ""
         # a whole-GPU series beside MIG instances of it, window after window: one GPU twice (r. 8, mig-beside-whole)
@@ -381,7 +406,7 @@ class FleetReader:
                 two &= _shift(two, 1) | _shift(two, -1)
             dup |= two[gi] & ok
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
-            P, span, p_mean, L, Mn, busy_a, gi, G, inst, unit, step, idle
+            P, span, p_mean, L, Mn, busy_a, gi, G, inst, unit, g_of_unit, step, idle
         )
         # --- jobs per cell (with their share of it), then cells summed into rows of (GPU, instance, job)
         src, names, wt, twice = self._cell_jobs(labels, gids, info, c_start, c_end)
@@ -456,6 +481,7 @@ class FleetReader:
             prof_gap_s=tot(np.where(~prof_all & P, span, 0.0)) if prof else np.zeros(R),
             prof_zero_load_s=tot(np.where(prof_zero & load, span, 0.0)),
             util_no_power_s=tot(np.where(dark, span, 0.0)),
+            no_power_s=tot(np.where(P & ~p_ok, span, 0.0)),
             ends_busy=tot(stops, weighted=False),
             duplicate_s=tot(np.where(dup, span, 0.0)),
             mig=is_mig[one],
@@ -549,6 +575,7 @@ def _gpu_energy(
     G: int,
     inst: np.ndarray,
     unit: np.ndarray,
+    g_of_unit: np.ndarray,
     step: float,
     idle: np.ndarray,
 ) -> tuple[np.ndarray, ...]:
@@ -557,12 +584,9 @@ def _gpu_energy(
     S, K = P.shape
     p_ok = np.isfinite(p_mean)
     e_power = np.where(p_ok & P, p_mean * span, 0.0)
-    U = int(unit.max()) + 1
-    g_of_unit = np.zeros(U, dtype=np.intp)
-    g_of_unit[unit] = gi
 
     def per_gpu(x: np.ndarray) -> np.ndarray:  # Σ over one instance's series, the largest instance
-        return _per_gpu(_per_gpu(x, unit, U), g_of_unit, G, np.maximum)
+        return _per_gpu(_per_gpu(x, unit, len(g_of_unit)), g_of_unit, G, np.maximum)
 
     Pg = per_gpu(e_power)
     Gp = _per_gpu(P, gi, G, np.logical_or, False)
@@ -600,7 +624,9 @@ def _gpu_energy(
     span_p = np.where(P, span, 0.0)
     span_g = _per_gpu(span_p, gi, G)
     by_time = np.where(span_g[gi] > 0, span_p / span_g[gi], 0.0)
-    w = np.where(P, np.where(p_ok, e_power, span), 0.0)
+    w = np.where(
+        P & ~is_mig, np.where(p_ok, e_power, span), 0.0
+    )  # whole-GPU series apart (r. 9, mig-beside-whole)
     wg = _per_gpu(w, gi, G)
     share = np.where(wg[gi] > 0, w / wg[gi], by_time)
     if is_mig.any():

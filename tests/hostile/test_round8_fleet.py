@@ -1,0 +1,164 @@
+"""Round 8 red team on the fleet wing (the threat model's "Round 9 (fleet)"): what the other side controls may widen
+a bound, block "below" or be refused with one line, never tighten a bound.
+
+The harness of round 5 (``test_round5_fleet.py``): hand-written (SIMULATED) histories of H100s for 2 h at 15 s,
+backfilled with promtool into a real Prometheus on loopback, each family on its own day, judged with
+``--verifier-operated``. The honest job runs its tensor pipe 55 % of the cycles at the maximum clock: in fp8
+7.8e18 issued FLOPs (at least 7e18 useful), so a threshold of 6.5e18 is under the truth and every "below" is wrong.
+"""
+
+from __future__ import annotations
+
+import pytest
+import test_round5_fleet as r5  # the round-5 harness (a module attribute: its tests are not collected twice)
+
+from flopwatch.telemetry import dcgm_metrics as M
+from prom_helpers import LocalPrometheus, backfill, find_tool
+
+pytestmark = pytest.mark.skipif(
+    find_tool("promtool") is None or find_tool("prometheus") is None,
+    reason="needs promtool and prometheus (Debian package 'prometheus')",
+)
+
+UNDER_TRUTH = "6.5e18"
+K = r5.K
+BUSY, IDLE = r5.BUSY, r5.IDLE
+MIG_IDLE = {**BUSY, M.GR_ACTIVE: 0.0, M.TENSOR: 0.0, M.FP32: 0.0}  # an idle instance of a busy GPU
+
+
+def _hmma(d: dict[str, float], hmma: float | None = None) -> dict[str, float]:
+    """The readings of a Hopper exporter configured for HMMA only (``hmma``: its value; default TENSOR's)."""
+    d = dict(d)
+    v = d.pop(M.TENSOR)
+    d[M.HMMA] = v if hmma is None else hmma
+    return d
+
+
+def _without(d: dict[str, float], metric: str) -> dict[str, float]:
+    return {m: v for m, v in d.items() if m != metric}
+
+
+def _families():
+    busy = lambda k: BUSY[M.POWER]  # noqa: E731
+    return {
+        "honest": [r5._series(0, r5._lab("S0"), lambda k: BUSY)],
+        # honest mixed fleet: one GPU's exporter reports TENSOR only, another's HMMA only (both busy)
+        "hmma-mixed": [
+            r5._series(0, r5._lab("S1a"), lambda k: BUSY),
+            r5._series(0, r5._lab("S1b", Hostname="h1"), lambda k: _hmma(BUSY)),
+        ],
+        # both fields exported; the job's tensor work is in TENSOR, HMMA (one precision class of it) reads 0.05
+        "hmma-under-tensor": [r5._series(0, r5._lab("S2"), lambda k: {**BUSY, M.HMMA: 0.05})],
+        # a busy GPU whose exporter has no power gauge (its counter counts), beside an idle GPU with one
+        "no-power-gauge": [
+            r5._series(0, r5._lab("S3a", pod="idle"), lambda k: IDLE),
+            r5._series(0, r5._lab("S3b", Hostname="h1"), lambda k: _without(BUSY, M.POWER), busy),
+        ],
+        # three MIG instances of one busy GPU (each repeating its power and counter); the exporter stops 12.5 min
+        # before the range ends while the GPU works on
+        "mig-lag-end": [
+            r5._series(0, r5._lab("S4", f"p{i}", GPU_I_ID=str(i)), lambda k, i=i: (BUSY if i == 1 else MIG_IDLE)
+                       if k < K - 50 else None, busy) for i in (1, 2, 3)
+        ],
+        # MIG instances whose exporter misses 3 of 4 scrapes in the first 30 min (the GPU busy throughout)
+        "mig-sparse-edge": [
+            r5._series(0, r5._lab("S5", f"p{i}", GPU_I_ID=str(i)), lambda k, i=i: None if k < 120 and k % 4
+                       else (BUSY if i == 1 else MIG_IDLE), busy) for i in (1, 2)
+        ],
+        # round 7's mig-beside-whole: idle MIG "instances" repeating the whole GPU's power and counter
+        "mig-beside-whole": [
+            r5._series(0, r5._lab("S6"), lambda k: BUSY),
+            *(r5._series(0, r5._lab("S6", f"decoy{i}", GPU_I_ID=str(i)), lambda k: MIG_IDLE, busy) for i in (1, 2)),
+        ],
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    d = tmp_path_factory.mktemp("round8")
+    fams = _families()
+    shifted = [
+        (r5.W0 + i * r5.DAY + t0, lab, rows) for i, ss in enumerate(fams.values()) for t0, lab, rows in ss
+    ]
+    (d / "f.om").write_text(r5._om(shifted))
+    backfill(d / "f.om", d / "tsdb")
+    with LocalPrometheus(d / "tsdb") as p:
+        yield p.url, {name: r5.W0 + i * r5.DAY for i, name in enumerate(fams)}
+
+
+def _clean(rows):
+    return [[n for n in g["notes"] if not n.startswith("no calibration")] for g in rows]
+
+
+def test_honest_control_is_over_the_threshold_with_no_note(prom, capsys):
+    _, rows = r5._fleet(capsys, prom, "honest", threshold=UNDER_TRUTH)
+    assert all(g["verdict"] == "uncertain" and g["upper_flops"] > 7e18 for g in rows)
+    assert _clean(rows) == [[]] * len(rows)
+
+
+@pytest.mark.parametrize("chunk", ["256", "1"])
+def test_an_honest_fleet_mixing_tensor_and_hmma_exporters_keeps_every_pipe_bound(prom, capsys, chunk):
+    """`hmma-mixed` (honest): HMMA stood in for TENSOR fleet-wide wherever any GPU reported it, so the GPU whose
+    exporter reports TENSOR only lost its pipe bound ("profiling counters missing", at peak). Both are read per
+    window, the larger where both exist (each a view of the one tensor pipe): no note, each GPU's honest bound."""
+    doc, rows = r5._fleet(capsys, prom, "hmma-mixed", "--gpus-per-chunk", chunk, threshold=UNDER_TRUTH)
+    _, honest = r5._fleet(capsys, prom, "honest", threshold=UNDER_TRUTH)
+    assert _clean(rows) == [[]] * len(rows)
+    for g in rows:  # one pod of two GPUs: twice the honest GPU's bound
+        assert g["verdict"] == "uncertain"
+        assert g["upper_flops"] == pytest.approx(2 * honest[0]["upper_flops"], rel=1e-3)
+
+
+def test_tensor_work_outside_hmma_is_not_lost(prom, capsys):
+    """`hmma-under-tensor`: where both fields exist only HMMA was read, and HMMA counts one class of the tensor
+    pipe's work (FP16/BF16/TF32), TENSOR all of it. A job whose tensor work HMMA does not count (0.05 of the cycles
+    for TENSOR's 0.55): before, bound 7.4e17 (a tenth of the truth), kept from "below" 6.5e18 only by the built-in
+    energy estimate's disagreement (no note where that model makes no statement). Now the larger of the two."""
+    _, rows = r5._fleet(capsys, prom, "hmma-under-tensor", threshold=UNDER_TRUTH)
+    _, honest = r5._fleet(capsys, prom, "honest", threshold=UNDER_TRUTH)
+    for a, b in zip(rows, honest, strict=True):
+        assert a["verdict"] == "uncertain" and a["upper_flops"] == pytest.approx(b["upper_flops"], rel=1e-6)
+
+
+@pytest.mark.parametrize("by", ["pod", "node", "cohort"])
+def test_a_gpu_without_a_power_gauge_is_read(prom, capsys, by):
+    """`no-power-gauge`: the GPUs were listed from the power gauge's series (the energy counter's only where no GPU
+    had a power gauge), and a GPU's samples were counted on the power gauge: a busy GPU whose exporter reports the
+    counter and the activities but no power was in no chunk, no group and not in the fleet-wide total. Before: the
+    fleet "below" 6.5e18 (bound 1.7e16, the idle GPU's) with no note (and a fleet with no power gauge at all had its
+    sample counts scaled as mJ, 1e-3). Now GPUs are listed from both series and samples counted on the counter
+    where the gauge is missing; without the gauge the checks of load cannot be made, so that is named."""
+    doc, rows = r5._fleet(capsys, prom, "no-power-gauge", "--by", by, threshold=UNDER_TRUTH)
+    fleet = doc["fleet"]
+    assert fleet["gpus"] == 2 and fleet["verdict"] == "uncertain" and fleet["upper_flops"] > 7e18
+    assert fleet["energy_j"] == pytest.approx((650.0 + 75.0) * K * r5.STEP, rel=0.01)
+    busy = [g for g in doc["groups"] if g["upper_flops"] > 7e18]
+    assert len(busy) == 1 and busy[0]["verdict"] == "uncertain" and busy[0]["gpus"] == 1
+    r5._blocked([busy[0], fleet], f"{M.POWER} missing for 2.00 GPU-h")
+
+
+@pytest.mark.parametrize("window", ["30m", "2h"])
+def test_mig_telemetry_that_stops_under_load_in_the_last_window_is_named(prom, capsys, window):
+    """`mig-lag-end`: the last window's check compared the GPU's time in it, summed over its series, with the
+    range's end: three MIG instances of a GPU whose exporter stopped 12.5 min early summed to more than the window.
+    Now the longest instance's time is compared (MIG instances repeat one GPU's timeline)."""
+    _, rows = r5._fleet(capsys, prom, "mig-lag-end", "--window", window, threshold=UNDER_TRUTH)
+    r5._blocked(rows, "stops under load before the range ends")
+
+
+def test_mig_scrapes_missed_in_an_edge_window_are_unobserved_time(prom, capsys):
+    """`mig-sparse-edge`: an edge window with missed scrapes stands for the time its counter rose at its mean power
+    only where the GPU had one series in it: MIG instances (one series each, the same counter) kept their samples
+    × the step (22 min of work in no duration). Now the rule holds per MIG instance."""
+    _, rows = r5._fleet(capsys, prom, "mig-sparse-edge", "--window", "1h", threshold=UNDER_TRUTH)
+    r5._blocked(rows, "telemetry covers only 82%")
+
+
+def test_a_whole_gpu_series_beside_mig_decoys_keeps_its_energy(prom, capsys):
+    """`mig-beside-whole` (round 7: named as a GPU reported twice): the idle MIG decoys still took two thirds of the
+    whole GPU's energy from its job. Now the whole GPU's series share its energy among themselves only (the
+    instances are apportioned apart: counted twice in the total, a wider bound, named)."""
+    doc, rows = r5._fleet(capsys, prom, "mig-beside-whole", threshold=UNDER_TRUTH)
+    r5._blocked(rows, "a GPU reported twice")
+    train = next(g for g in doc["groups"] if g["key"] == "train")
+    assert train["energy_j"] == pytest.approx(650.0 * K * r5.STEP, rel=0.01)
