@@ -110,9 +110,7 @@ class Discovery:
     key_label: str
     simulated: bool
     ref_match: str = ""  # the series that list the GPUs: power and the energy counter
-    unpowered: bool = (
-        False  # some GPUs have an energy counter but no power gauge: samples counted on the counter
-    )
+    unpowered: bool = False  # some GPUs without a power gauge: samples counted on the energy counter
 
 
 def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
@@ -134,21 +132,14 @@ def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
             field="metrics",
         )
     # GPUs from either series: one without a power gauge was in no chunk, silently (round 9, `no-power-gauge`)
-    both = M.POWER in present and M.ENERGY in present
-    ref_match = (
-        f'{{__name__=~"{"|".join(x for x in (M.POWER, M.ENERGY) if x in present)}"{"," + m if m else ""}}}'
-    )
+    ref = "|".join(x for x in (M.POWER, M.ENERGY) if x in present)
+    ref_match = f'{{__name__=~"{ref}"{"," + m if m else ""}}}'
     key_label, keys = first_label(client, plan, ref_match, "UUID", "Hostname", "instance")
-    power = f"{M.POWER}{{{m}}}" if m else M.POWER
-    unpowered = (
-        both
-        and bool(key_label)
-        and set(keys) != set(client.label_values(key_label, power, plan.start, plan.end))
-    )
+    powered = client.label_values(key_label, f"{M.POWER}{{{m}}}", plan.start, plan.end) if key_label else keys
+    unpowered = "|" in ref and set(powered) != set(keys)
+    bare = ref_match[:-1] + f',{key_label}=""}}'
     # series without that label are matched by its empty value (round 8, `no-uuid`: they were never read, silently)
-    if key_label and client.label_values(
-        "__name__", ref_match[:-1] + f',{key_label}=""}}', plan.start, plan.end
-    ):
+    if key_label and client.label_values("__name__", bare, plan.start, plan.end):
         keys.append("")
     simulated = bool(client.label_values("__name__", SIMULATED, plan.start, plan.end))
     return Discovery(present, keys or [""], key_label, simulated, ref_match, unpowered)
@@ -209,10 +200,7 @@ class FleetReader:
             thin = [*drop, "modelName"]  # drop it on the server (a fifth of their bytes)
             q |= {(k, fn): M.window_query(M.BY_KEY[k].name, fn, matchers, self.window, thin)
                   for k, fn in q if k not in _MODEL_FROM}  # fmt: skip
-        if (
-            "power",
-            "count",
-        ) not in q or self.found.unpowered:  # samples counted on the counter: its third read
+        if ("power", "count") not in q or self.found.unpowered:  # counted on the counter: its third read
             q[("energy", "count")] = M.window_query(M.ENERGY, "count", matchers, self.window, drop)
         if self.jobs is not None and self.jobs.metric:  # the job-info series' samples per job, GPU and window
             by = ", ".join((self.jobs.job_label, *self.jobs.gpu_labels))
@@ -283,9 +271,7 @@ class FleetReader:
             m = M.BY_KEY[key]
             return a * m.scale if m.scale != 1.0 and fn != "count" else a  # counts are samples, not mJ
 
-        N = np.fmax(
-            mat("power", "count"), mat("energy", "count")
-        )  # the counter's: GPUs without a power gauge
+        N = np.fmax(mat("power", "count"), mat("energy", "count"))  # the counter's where no power gauge
         N = np.where(np.isfinite(N) & (N > 0), N, 0.0)
         P = N > 0
         gids = [M.gpu_id(lab) for lab in labels]
@@ -340,7 +326,7 @@ class FleetReader:
         avg = {m.key: mat(m.key, "avg") for m in M.TABLE if (m.key, "avg") in answers}
         if (
             "hmma" in avg
-        ):  # two views of one tensor pipe: the larger where both exist (round 9, hmma-under-tensor)
+        ):  # two views of one tensor pipe: the larger where both exist (r. 9, hmma-under-tensor)
             avg["tensor"] = np.fmax(avg.pop("hmma"), avg.get("tensor", np.nan))
         tensor = avg.get("tensor")
         zero = np.zeros((S, K))
