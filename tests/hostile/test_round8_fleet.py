@@ -162,3 +162,18 @@ def test_a_whole_gpu_series_beside_mig_decoys_keeps_its_energy(prom, capsys):
     r5._blocked(rows, "a GPU reported twice")
     train = next(g for g in doc["groups"] if g["key"] == "train")
     assert train["energy_j"] == pytest.approx(650.0 * K * r5.STEP, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("hmma", "tensor", "want"), [(0.05, 0.55, 0.55), (0.4, 0.3, 0.4), (None, 0.55, 0.55)]
+)
+def test_the_prometheus_sensor_reads_the_larger_of_tensor_and_hmma(hmma, tensor, want):
+    """`hmma-under-tensor` in the ``prometheus:`` sensor of ``monitor``/``record``: HMMA was preferred wherever it had
+    a sample, so tensor work it does not count read as idle (0.05 for TENSOR's 0.55). Now the larger of the two."""
+    from flopwatch.telemetry.sensors.base import VirtualClock
+    from flopwatch.telemetry.sensors.prometheus import PrometheusSensor
+
+    vals = {M.POWER: 650.0, M.TENSOR: tensor, **({M.HMMA: hmma} if hmma is not None else {})}
+    history = {name: ([100.0, 115.0], [v, v]) for name, v in vals.items()}
+    s = PrometheusSensor(None, "S7", clock=VirtualClock(t0=110.0), history=history, end=115.0)
+    assert s.read().extra["tensor_util"] == want

@@ -165,7 +165,8 @@ class PrometheusSensor:
         extra = {
             k: x
             for k, x in (
-                ("tensor_util", g(M.HMMA) if g(M.HMMA) is not None else g(M.TENSOR)),
+                # two views of one tensor pipe (HMMA: one precision class of it): the larger (round 9)
+                ("tensor_util", max((x for x in (g(M.HMMA), g(M.TENSOR)) if x is not None), default=None)),
                 ("fp32_util", g(M.FP32)),
                 ("sm_active", g(M.SM_ACTIVE)),
                 ("dram_active", dram),
