@@ -70,6 +70,17 @@ def _families():
             r5._series(0, r5._lab("S6"), lambda k: BUSY),
             *(r5._series(0, r5._lab("S6", f"decoy{i}", GPU_I_ID=str(i)), lambda k: MIG_IDLE, busy) for i in (1, 2)),
         ],
+        # the power gauge stops at an idle moment 30 min in; the counter and the activities go on, the GPU busy
+        "power-stops-idle": [
+            r5._series(0, r5._lab("S7"), lambda k: IDLE if k < 120 else _without(BUSY, M.POWER),
+                       lambda k: 75.0 if k < 120 else 650.0)
+        ],
+        # the same with the counter's series relabelled (no pod) once the gauge stops
+        "power-stops-relabel": [
+            r5._series(0, r5._lab("S8"), lambda k: IDLE if k < 120 else None, lambda k: 75.0 if k < 120 else 650.0),
+            r5._series(0, r5._lab("S8", pod=None), lambda k: None if k < 120 else _without(BUSY, M.POWER),
+                       lambda k: 75.0 if k < 120 else 650.0),
+        ],
     }  # fmt: skip
 
 
@@ -135,6 +146,19 @@ def test_a_gpu_without_a_power_gauge_is_read(prom, capsys, by):
     busy = [g for g in doc["groups"] if g["upper_flops"] > 7e18]
     assert len(busy) == 1 and busy[0]["verdict"] == "uncertain" and busy[0]["gpus"] == 1
     r5._blocked([busy[0], fleet], f"{M.POWER} missing for 2.00 GPU-h")
+
+
+@pytest.mark.parametrize("family", ["power-stops-idle", "power-stops-relabel"])
+def test_counter_windows_without_power_samples_are_read_and_named(prom, capsys, family):
+    """`power-stops-idle`: a series was there only where the power gauge counted samples, so when the gauge stopped
+    at an idle moment (30 min in) the counter's and the activities' next 90 min of work were dropped: "below" 6.5e18
+    (bound 5e16), no note; the same where the counter's series loses its pod label then (bound 4e15). Now a window
+    where the counter has a sample is there, its energy the counter's, named as without the power gauge."""
+    doc, rows = r5._fleet(capsys, prom, family, threshold="5e18")
+    r5._blocked([doc["fleet"]], f"{M.POWER} missing for")
+    assert doc["fleet"]["upper_flops"] > 5.8e18  # 90 min at 55 % of the fp8 tensor peak: 5.9e18 issued
+    assert doc["fleet"]["energy_j"] == pytest.approx((75.0 * 120 + 650.0 * (K - 120)) * r5.STEP, rel=0.01)
+    assert all(g["verdict"] != "below" for g in rows if g["upper_flops"] > 5e18)
 
 
 @pytest.mark.parametrize("window", ["30m", "2h"])

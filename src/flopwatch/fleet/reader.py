@@ -272,7 +272,13 @@ class FleetReader:
             return a * m.scale if m.scale != 1.0 and fn != "count" else a  # counts are samples, not mJ
 
         N = np.fmax(mat("power", "count"), mat("energy", "count"))  # the counter's where no power gauge
-        N = np.where(np.isfinite(N) & (N > 0), N, 0.0)
+        L = mat("energy", "last") if ("energy", "last") in answers else None
+        Mn = mat("energy", "min") if L is not None else None
+        # a counter sample where the gauge counted none is there too (named: no_power_s), as a whole window's
+        # scrapes (round 9, `power-stops-idle`: the counter's windows after the gauge stopped were dropped)
+        N = np.where(
+            np.isfinite(N) & (N > 0), N, 0.0 if L is None else np.where(np.isfinite(L), W / step, 0.0)
+        )
         P = N > 0
         gids = [M.gpu_id(lab) for lab in labels]
         ug, gi = _factorize(gids)
@@ -300,8 +306,6 @@ class FleetReader:
         kept = np.clip(kept, 0.5, 1.0)[:, None]
         span = np.where(interior, W, np.where(P, np.minimum(W, N * step / kept), 0.0))
         p_mean = mat("power", "sum") / np.where(P, N, np.nan)  # all NaN without the power gauge
-        L = mat("energy", "last") if ("energy", "last") in answers else None
-        Mn = mat("energy", "min") if L is not None else None
         # an edge cell alone on its GPU (MIG: instance) stands for at least the time its counter rose at its mean
         # power (round 8, `sparse-edge`: scrapes missed in an edge window were no time at all; round 9: MIG)
         if L is not None:
