@@ -495,7 +495,12 @@ class FleetReader:
         owner: dict[str, dict[str, np.ndarray]] = {}  # GPU key → job → samples or seconds per window
         W = self.plan.window_s
         t0s, t1s = self.ends - W, self.ends
-        for job, gpu, _t0, _t1 in self.jobs.allocations:
+        spans: dict[
+            str, dict[str, tuple[float, float]]
+        ] = {}  # the mapping file's: GPU → job → (start, end) hull
+        for job, gpu, t0, t1 in self.jobs.allocations:
+            a, b = spans.setdefault(gpu, {}).get(job, (t0, t1))
+            spans[gpu][job] = (min(a, t0), max(b, t1))
             owner.setdefault(gpu, {}).setdefault(job, np.zeros(K))
         by_time = set(owner)
         for s in chain.from_iterable(c.series() for c in info or ()):
@@ -522,7 +527,7 @@ class FleetReader:
             held = owner[key]
             if key in by_time:  # seconds of overlap with the time the cell stands for
                 lo, hi, w = np.maximum(c_start[i], t0s), np.minimum(c_end[i], t1s), cell[i]
-                sp = self._spans(key).items()
+                sp = spans[key].items()
                 shares = {j: (np.minimum(hi, t1) - np.maximum(lo, t0)).clip(0.0) / w for j, (t0, t1) in sp}
             else:  # info samples: a window a job holds between two it holds is whole; its edges by their samples
                 # over a whole window's, the median of the GPU's inner windows (round 8, `info-burst`)
@@ -543,32 +548,11 @@ class FleetReader:
             src.append(i), names.append(None), rows.append(np.clip(1.0 - tot * scale, 0.0, 1.0))
         return np.asarray(src, dtype=np.intp), names, np.asarray(rows), twice
 
-    def _spans(self, gpu: str) -> dict[str, tuple[float, float]]:
-        """The mapping file's (start, end) of each job on ``gpu`` (several allocations: their hull)."""
-        out: dict[str, tuple[float, float]] = {}
-        for job, g, t0, t1 in self.jobs.allocations if self.jobs is not None else ():
-            if g == gpu:
-                a, b = out.get(job, (t0, t1))
-                out[job] = (min(a, t0), max(b, t1))
-        return out
-
 
 @np.errstate(invalid="ignore", divide="ignore")
-def _gpu_energy(
-    P: np.ndarray,
-    span: np.ndarray,
-    p_mean: np.ndarray,
-    L: np.ndarray | None,
-    Mn: np.ndarray | None,
-    busy: np.ndarray | None,
-    gi: np.ndarray,
-    G: int,
-    inst: np.ndarray,
-    unit: np.ndarray,
-    g_of_unit: np.ndarray,
-    step: float,
-    idle: np.ndarray,
-) -> tuple[np.ndarray, ...]:
+def _gpu_energy(P: np.ndarray, span: np.ndarray, p_mean: np.ndarray, L: np.ndarray | None, Mn: np.ndarray | None,
+                busy: np.ndarray | None, gi: np.ndarray, G: int, inst: np.ndarray, unit: np.ndarray,
+                g_of_unit: np.ndarray, step: float, idle: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
     """(energy, of it from power, counter rise and power energy where both are exact, resets) per (series, window):
     each GPU's counter (or power gauge) energy per window, shared among its series (docs/fleet.md, "How it reads")."""
     S, K = P.shape
