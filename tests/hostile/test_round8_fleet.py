@@ -230,32 +230,3 @@ def test_the_prometheus_sensor_refuses_two_exporters_of_one_gpu(prom, capsys, tm
         return
     assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert "two exporters of one GPU" in err and (M.POWER in err or M.ENERGY in err)
-
-
-@pytest.mark.parametrize("decoy_w", [60.0, 650.0])
-def test_the_live_prometheus_sensor_names_two_disagreeing_power_series(decoy_w):
-    """`sensor-twins`, live: an instant answer with two power series of one GPU kept whichever came last (60 W for
-    the GPU's 650 W), silently. Now a reading whose power or counter series disagree is a sensor error (a gap the
-    sampler records and names); equal repeats (MIG instances) pass."""
-    import numpy as np
-
-    from flopwatch.errors import SensorError
-    from flopwatch.telemetry.prom_answer import Series
-    from flopwatch.telemetry.sensors.prometheus import PrometheusSensor
-
-    class Stub:
-        display_url = "stub"
-
-        def query(self, expr, at=None):
-            lab = {"__name__": M.POWER, "UUID": "S10"}
-            return [
-                Series({**lab, "instance": i}, np.zeros(1), np.array([w]))
-                for i, w in (("a", 650.0), ("b", decoy_w))
-            ]
-
-    s = PrometheusSensor(Stub(), "S10")
-    if decoy_w == 650.0:
-        assert s.read().power_w == 650.0
-        return
-    with pytest.raises(SensorError, match="two series of DCGM_FI_DEV_POWER_USAGE"):
-        s.read()

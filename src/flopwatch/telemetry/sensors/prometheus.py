@@ -144,13 +144,7 @@ class PrometheusSensor:
             res = self.client.query(f'{{__name__=~"{names}",{self.matchers}}}')
         except InputError as e:
             raise SensorError(str(e)) from None
-        out: dict[str, float] = {}
-        for s in res:
-            name, x = s.labels.get("__name__", ""), float(s.v[0])
-            # the whole GPU's power and counter: two series that disagree are two exporters of one GPU (round 9)
-            if name in (M.POWER, M.ENERGY) and out.get(name, x) != x:
-                raise SensorError(f"two series of {name} for {self.uuid} disagree ({out[name]:g}, {x:g})")
-            out[name] = x
+        out = {s.labels.get("__name__", ""): float(s.v[0]) for s in res}
         if not out:
             raise SensorError(f"no current dcgm-exporter sample for {self.uuid}")
         return out, time.time()
