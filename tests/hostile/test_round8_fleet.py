@@ -87,6 +87,12 @@ def _families():
             r5._series(0, r5._lab("S9", instance="b:9400"), lambda k: {**MIG_IDLE, M.POWER: 60.0} if k % 2
                        else None, lambda k: 60.0, e0=1e9),
         ],
+        # round 5's two exporters, the decoy pod on 1 of 5 (or 10) scrapes claiming 700 W, idle activity
+        **{f"twin-{n}": [
+            r5._series(0, r5._lab(f"S1{n}", instance="a"), lambda k, n=n: None if k % n == 0 else BUSY, busy),
+            r5._series(0, r5._lab(f"S1{n}", "decoy", instance="b"), lambda k, n=n: {**MIG_IDLE, M.POWER: 700.0}
+                       if k % n == 0 else None, busy),
+        ] for n in (5, 10)},
     }  # fmt: skip
 
 
@@ -165,6 +171,18 @@ def test_counter_windows_without_power_samples_are_read_and_named(prom, capsys, 
     assert doc["fleet"]["upper_flops"] > 5.8e18  # 90 min at 55 % of the fp8 tensor peak: 5.9e18 issued
     assert doc["fleet"]["energy_j"] == pytest.approx((75.0 * 120 + 650.0 * (K - 120)) * r5.STEP, rel=0.01)
     assert all(g["verdict"] != "below" for g in rows if g["upper_flops"] > 5e18)
+
+
+@pytest.mark.parametrize("window", ["30m", "1h", "2h"])
+@pytest.mark.parametrize("family", ["twin-5", "twin-10"])
+def test_a_decoy_exporter_on_a_few_scrapes_is_a_gpu_reported_twice(prom, capsys, family, window):
+    """`twin-20`: two exporters of one GPU were named only where each had a quarter of a window's scrapes and spanned
+    its counter range. A decoy pod on 1 of 5 scrapes claiming 700 W took a fifth of the GPU's time and energy: at
+    ``--window 1h`` "train" read "below" 6.5e18 (bound 6.29e18) with no note. Now a series whose counter rose over
+    more than its own time with no other series' stretch inside it (an honest A, B, A nests B in A) is one GPU
+    reported twice, whatever its share of the scrapes."""
+    _, rows = r5._fleet(capsys, prom, family, "--window", window, threshold=UNDER_TRUTH)
+    r5._blocked(rows, "a GPU reported twice")
 
 
 @pytest.mark.parametrize("window", ["30m", "2h"])

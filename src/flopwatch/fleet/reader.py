@@ -28,6 +28,9 @@ SIMULATED = "flopwatch_simulated"
 #: A window with samples on both sides stands for the whole window only if at least this share of its scrapes
 #: arrived; otherwise the series may have left and come back inside it.
 FULL_WINDOW = 0.8
+#: A series' counter may rise over this share more than its own time at its mean power (sampled power vs the
+#: counter, as ``groups.COUNTER_TOLERANCE``), plus two scrapes, before another series is inside its stretch.
+STAND_TOLERANCE = 0.10
 #: Mean power above idle × this (or idle + 30 W, whichever is more) counts as load for the consistency checks.
 LOAD_FACTOR = 1.5
 #: Metrics whose series claim the GPU's model (their ``modelName``); the others are read without it.
@@ -309,8 +312,9 @@ class FleetReader:
         # an edge cell alone on its GPU (MIG: instance) stands for at least the time its counter rose at its mean
         # power (round 8, `sparse-edge`: scrapes missed in an edge window were no time at all; round 9: MIG)
         if L is not None:
-            rise = np.where(_per_gpu(P, unit, U)[unit] == 1, (L - Mn) / p_mean, 0.0)
-            span = np.where(P & ~interior & (rise > span), np.minimum(W, rise), span)
+            rise = np.where(P & (p_mean > 0), (L - Mn) / p_mean, np.nan)
+            alone = _per_gpu(P, unit, U)[unit] == 1
+            span = np.where(P & ~interior & alone & (rise > span), np.minimum(W, rise), span)
         t = self.ends[None, :]
         c_start = np.where(prev, t - W, np.where(nxt, t - span, t - W / 2 - span / 2))
         c_end = np.where(nxt, t, np.where(prev, t - W + span, t - W / 2 + span / 2))
@@ -378,23 +382,17 @@ class FleetReader:
             m = [_per_gpu(P & (is_mig == x)[:, None], gi, G, np.logical_or, False) for x in (True, False)]
             both = m[0] & m[1]
             dup |= (both & (_shift(both, 1) | _shift(both, -1)))[gi] & P
-        if L is not None and Mn is not None:
-            # one GPU, one counter: its series in a window hold stretches of one range that follow each other. Two
-            # series each spanning the window's whole range with a quarter of its scrapes report one GPU twice
-            # (interleaved exporters). Not checked: MIG, a reset (named as one), a counter restarted lately
-            ok = P & np.isfinite(L) & np.isfinite(Mn) & ~is_mig[:, None]
-            lo = _per_gpu(np.where(ok, Mn, np.inf), gi, G, np.minimum, np.inf)
-            hi = _per_gpu(np.where(ok, L, -np.inf), gi, G, np.maximum, -np.inf)
-            pw = _per_gpu(np.where(ok & p_ok, np.maximum(p_mean, idle), idle), gi, G, np.maximum)
-            near = 2.0 * step * pw[gi] + 1.0  # two scrapes' energy
-            whole = ok & (Mn - lo[gi] <= near) & (hi[gi] - L <= near) & (N >= 0.25 * W / step)
-            spanning = _per_gpu(whole, gi, G)
-            reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
-            two = (spanning >= 2) & ~reset
-            # a job change spans a short window twice in one window; twins, the next too (r. 8, short-window-twins)
-            if W < 16 * step:
-                two &= _shift(two, 1) | _shift(two, -1)
-            dup |= two[gi] & ok
+        if L is not None:
+            # one counter per GPU (MIG: instance): its series in a window hold stretches of it that follow each
+            # other (A, B) or nest (A, B, A: the outer one's counter also counts the inner one's energy). A series
+            # whose counter rose over more than its own time with no other series' stretch inside it reports one GPU
+            # twice, whatever share of the scrapes each copy has (round 9, `twin-20`). Rare when honest: one by one
+            far = P & (rise > (1 + STAND_TOLERANCE) * span + 2 * step)
+            mates = np.split(np.argsort(unit, kind="stable"), np.cumsum(np.bincount(unit, minlength=U))[:-1])
+            for i, k in zip(*np.nonzero(far & (_per_gpu(P, unit, U)[unit] > 1)), strict=True):
+                m = mates[unit[i]]
+                o = m[(m != i) & P[m, k]]
+                dup[m, k] |= ~np.any((Mn[o, k] >= Mn[i, k]) & (L[o, k] <= L[i, k])) & P[m, k]
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
             P, span, p_mean, L, Mn, busy_a, gi, G, inst, unit, g_of_unit, step, idle
         )
