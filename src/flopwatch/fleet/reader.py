@@ -28,9 +28,8 @@ SIMULATED = "flopwatch_simulated"
 #: A window with samples on both sides stands for the whole window only if at least this share of its scrapes
 #: arrived; otherwise the series may have left and come back inside it.
 FULL_WINDOW = 0.8
-#: A series' counter may rise over this share more than its own time at its mean power (sampled power vs the
-#: counter, as ``groups.COUNTER_TOLERANCE``), plus two scrapes, before another series is inside its stretch.
-STAND_TOLERANCE = 0.10
+#: A series' counter may rise this share over its own time at its mean power (as ``groups.COUNTER_TOLERANCE``).
+TOL = 0.10
 #: Mean power above idle × this (or idle + 30 W, whichever is more) counts as load for the consistency checks.
 LOAD_FACTOR = 1.5
 #: Metrics whose series claim the GPU's model (their ``modelName``); the others are read without it.
@@ -385,14 +384,18 @@ class FleetReader:
         if L is not None:
             # one counter per GPU (MIG: instance): its series in a window hold stretches of it that follow each
             # other (A, B) or nest (A, B, A: the outer one's counter also counts the inner one's energy). A series
-            # whose counter rose over more than its own time with no other series' stretch inside it reports one GPU
-            # twice, whatever share of the scrapes each copy has (round 9, `twin-20`). Rare when honest: one by one
-            far = P & (rise > (1 + STAND_TOLERANCE) * span + 2 * step)
+            # whose counter rose over more than its own time, beyond the stretches of the series inside it, reports
+            # one GPU twice, whatever share of the scrapes each copy has (round 9, `twin-20`). Rare honestly: one by one
+            far = P & (rise > (1 + TOL) * span + 2 * step)
             mates = np.split(np.argsort(unit, kind="stable"), np.cumsum(np.bincount(unit, minlength=U))[:-1])
             for i, k in zip(*np.nonzero(far & (_per_gpu(P, unit, U)[unit] > 1)), strict=True):
                 m = mates[unit[i]]
-                o = m[(m != i) & P[m, k]]
-                dup[m, k] |= ~np.any((Mn[o, k] >= Mn[i, k]) & (L[o, k] <= L[i, k])) & P[m, k]
+                # its counter's rise less the stretches inside it, against its own time at its power, and two
+                # scrapes around each stretch at the most power in the window
+                o = m[(m != i) & P[m, k] & (Mn[m, k] >= Mn[i, k]) & (L[m, k] <= L[i, k])]
+                own, pw = L[i, k] - Mn[i, k] - np.sum(L[o, k] - Mn[o, k]), np.nanmax(p_mean[m, k])
+                lim = (1 + TOL) * span[i, k] * p_mean[i, k] + 2 * step * (len(o) + 1) * pw
+                dup[m, k] |= (own > lim) & P[m, k]
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
             P, span, p_mean, L, Mn, busy_a, gi, G, inst, unit, g_of_unit, step, idle
         )
