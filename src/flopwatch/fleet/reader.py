@@ -331,9 +331,7 @@ class FleetReader:
         p_ok = np.isfinite(p_mean)
         # --- activities
         avg = {m.key: mat(m.key, "avg") for m in M.TABLE if (m.key, "avg") in answers}
-        if (
-            "hmma" in avg
-        ):  # two views of one tensor pipe: the larger where both exist (r. 9, hmma-under-tensor)
+        if "hmma" in avg:  # one tensor pipe, two views: per window the larger (r. 9, hmma-under-tensor)
             avg["tensor"] = np.fmax(avg.pop("hmma"), avg.get("tensor", np.nan))
         tensor = avg.get("tensor")
         zero = np.zeros((S, K))
