@@ -380,14 +380,35 @@ def outside_bound(outside_j: Mapping[str, float], envelopes: Mapping[str, float]
 
 
 # --------------------------------------------------------------------------------------------- ledger
-def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = None) -> dict[str, Any]:
-    """A ledger row's sound bounds recomputed from its observables with ``profile``."""
-    from flopwatch.estimate.observe import CONTEXT_KEYS, Observables, timestamp_span_s
-    from flopwatch.estimate.verdict import assess, device_claims
+#: Relative slack between a row's signed upper bound and the one recomputed from its observables (rounding).
+_SIGNED_SLACK = 1e-6
 
+
+def reassess_row(
+    row: Mapping[str, Any], profile: Profile | None = None, device: str | None = None
+) -> dict[str, Any]:
+    """A ledger row judged by the verifier's rule, not the signer's (round 9, `signed-bound-understated`): its sound
+    bounds recomputed from its observables and context (with ``profile``: also its estimate, lower bound and
+    regime; without: the sound upper bound alone). The larger of the recomputed and the signed upper bound stands,
+    with the union of the warnings; a signed bound under the recomputed one is named, and so is a row whose
+    observables are missing (it cannot be recomputed). Each of these blocks "below"."""
+    from flopwatch.estimate.observe import CONTEXT_KEYS, Observables, timestamp_span_s
+    from flopwatch.estimate.verdict import assess, device_claims, unnamed_device
+
+    wid = row.get("workload_id", "?")
+    old = _strings(row.get("warnings"))
     e, t = finite(row.get("net_energy_j")), finite(row.get("duration_s"))
     if e is None or t is None or t <= 0:
-        return {**row, "lower_flops": 0.0, "upper_flops": None, "estimate_flops": None}
+        why = (
+            f"workload {wid}: its net energy and duration are not recorded, so its signed bound cannot be "
+            "recomputed from observables: never 'below'"
+        )
+        out = {**row, "warnings": list(dict.fromkeys([*old, why]))}
+        return (
+            out
+            if profile is None
+            else {**out, "lower_flops": 0.0, "upper_flops": None, "estimate_flops": None}
+        )
     obs = Observables(
         net_energy_j=e,
         duration_s=t,
@@ -410,25 +431,56 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
     # the row is judged in the verifier's context: a row made under another profile (or none recorded), a
     # replay/simulated sensor, a peak override or too slow a rate is flagged and never "below" (issue 21 item 6)
     ctx = {k: row.get(k) for k in CONTEXT_KEYS if k in row}
-    # the verifier's --device and the row's names are claims: another model named is the more capable, warned
+    # the verifier's --device and the row's names are claims: another model named is the more capable, warned;
+    # a row naming none is judged as the profile's device, warned (round 9)
     dev, claim = device_claims(device, row.get("device_name"), row.get("device"))
+    claim = claim or unnamed_device(profile, device, row.get("device_name"), row.get("device"))
     a = assess(
         profile,
         obs,
         device=dev,
         context=ctx,
-        verifier_context={"profile_sha256": profile.sha256()},
+        verifier_context=None if profile is None else {"profile_sha256": profile.sha256()},
         extra_warnings=() if claim is None else (claim,),
     )
+    # what the monitor measured (sensor errors, idle floor, coverage) still holds: keep it
+    warns = [*old, *a.warnings]
+    signed = finite(row.get("upper_flops"))
+    if row.get("regime") is not None and (signed is None or signed < 0):
+        up: float | None = None  # the signer called it unbounded: it may widen, and does
+    elif signed is not None and row.get("regime") is not None and signed >= a.upper_flops:
+        up = signed
+    else:
+        up = finite(a.upper_flops)
+        if (
+            signed is not None
+            and row.get("regime") is not None
+            and signed < a.upper_flops * (1 - _SIGNED_SLACK)
+        ):
+            warns.append(
+                f"workload {wid}: its signed upper bound {signed:.4g} is under {a.upper_flops:.4g}, recomputed "
+                "from its observables (signed under another rule, or edited): the larger stands, never 'below'"
+            )
+    status = row.get("status")
+    if status is not None and status != "complete":
+        warns.append(
+            f"workload {wid} has status {status!r}: the run may be longer than its row, never 'below'"
+        )
+    common = {
+        "upper_flops": up,
+        "warnings": list(dict.fromkeys(warns)),
+        # how the bound was taken (a row naming no sensor: its least-observed one)
+        "notes": [n for n in a.notes if profile is not None or not n.startswith("no calibration profile")],
+    }
+    if profile is None:  # the signed estimate and lower bound stand (they never make a "below")
+        lo = finite(row.get("lower_flops"))
+        return {**row, **common, "lower_flops": None if lo is None else min(lo, up if up is not None else lo)}
     return {
         **row,
+        **common,
         "estimate_flops": a.estimate_flops,
         "lower_flops": a.lower_flops,
-        "upper_flops": a.upper_flops,
         "regime": a.regime,
-        # what the monitor measured (sensor errors, idle floor, coverage) still holds: keep it
-        "warnings": list(dict.fromkeys([*_strings(row.get("warnings")), *a.warnings])),
-        "notes": list(a.notes),  # how the bound was taken (a row naming no sensor: its least-observed one)
     }
 
 
@@ -543,9 +595,9 @@ def ledger_window_verdicts(
     start = None if window_s is None or end is None else end - window_s
     warnings: list[str] = []
     blockers.extend(rules.blockers(start))
-    if profile is not None:
-        rows = [reassess_row(r, profile, device) for r in rows]
-    elif any(r.get("regime") is None for r in rows):
+    # every row judged by the verifier's rule from its observables, with or without a profile (round 9)
+    rows = [reassess_row(r, profile, device) for r in rows]
+    if profile is None and any(r.get("regime") is None for r in rows):
         warnings.append(
             "rows without a regime assessment carry the calibrated interval only, which no verdict may trust "
             "outside the calibrated regime; pass --profile to recompute sound bounds from their observables"
