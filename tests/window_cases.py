@@ -10,7 +10,7 @@ from typing import Any
 T = 1e15
 
 
-def _observed(s: float | None, e: float | None) -> dict[str, Any]:
+def light_observables(s: float | None, e: float | None) -> dict[str, Any]:
     """Observables of a light run (10 J over its span, NVML at 10 Hz, pipe counters over all of it) whose sound
     bound, recomputed by `flopwatch verdict` from them (round 9), stays under the rows' signed bounds."""
     dur = e - s if isinstance(s, (int, float)) and isinstance(e, (int, float)) and e - s > 0 else 10.0
@@ -26,17 +26,21 @@ def _observed(s: float | None, e: float | None) -> dict[str, Any]:
 
 
 def _row(wid: str, s: float | None, e: float | None, est: Any = 1e14, **kw: Any) -> SimpleNamespace:
-    p = _observed(s, e) | {
-        "workload_id": wid,
-        "device": "sim:h100",
-        "start_wall": s,
-        "end_wall": e,
-        "estimate_flops": est,
-        "lower_flops": 0.9e14,
-        "upper_flops": 1.1e14,
-        "regime": "calibrated",
-        "warnings": [],
-    } | kw
+    p = (
+        light_observables(s, e)
+        | {
+            "workload_id": wid,
+            "device": "sim:h100",
+            "start_wall": s,
+            "end_wall": e,
+            "estimate_flops": est,
+            "lower_flops": 0.9e14,
+            "upper_flops": 1.1e14,
+            "regime": "calibrated",
+            "warnings": [],
+        }
+        | kw
+    )
     return SimpleNamespace(kind="workload", payload=p)
 
 
@@ -50,7 +54,7 @@ _BIG = _row("big", 1000.0, 2000.0, est=2e15, lower_flops=1.8e15, upper_flops=2.2
 _LEGACY = SimpleNamespace(
     kind="workload",
     payload={"workload_id": "a", "device": "sim:h100", "start_wall": 0.0, "end_wall": 10.0,
-             "estimate_flops": 1e14, "lower_flops": 0.9e14, "upper_flops": 1.1e14, **_observed(0.0, 10.0)},
+             "estimate_flops": 1e14, "lower_flops": 0.9e14, "upper_flops": 1.1e14, **light_observables(0.0, 10.0)},
 )  # fmt: skip
 
 EVASIONS: list[tuple[str, list[SimpleNamespace], float | None]] = [
