@@ -1,0 +1,205 @@
+"""Round 9 red team on runs, ledgers and the window verdict, by principle: a "below" rests only on physics and on
+what the verifier itself observes; whatever the other side controls (a row's signed bound, its warnings, its
+status, a name it leaves out) may widen a bound or block "below", never tighten it.
+
+Each test builds an honest heavy run on the SIMULATED twins (flopwatch.sim, seed 2; every number here is simulated)
+so that the truth is known, attacks it with a threshold under the truth, and asserts: never "below", a named
+warning, and the honest case unchanged. Fixes, each at the principle's one place: ``evaluate.window.reassess_row``
+(every ledger row recomputed from its observables, with or without ``--profile``; the larger bound stands) and
+``estimate.verdict.unnamed_device`` (a run naming no device is judged as the profile's, warned). Table:
+docs/threat-model.md, "Round 9 (runs, ledgers, windows)".
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flopwatch.cli import main
+from flopwatch.devices import DEVICES
+from flopwatch.estimate.verdict import assess_record
+from flopwatch.evaluate.window import reassess_row
+from flopwatch.records import WorkloadRecord
+from flopwatch.redteam.simulated import to_record
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared simulated observables
+from sound_helpers import sim_obs, sim_run  # noqa: E402
+
+W0 = 1.7e9
+
+
+def _never_below(a, truth: float, *words: str) -> None:  # noqa: ANN001
+    assert a.threshold_flops is not None and a.threshold_flops < truth  # the truth is above the threshold
+    assert a.verdict != "below", (a.verdict, a.upper_flops / truth, a.warnings)
+    for w in words:
+        assert any(w in x for x in a.warnings), (w, a.warnings)
+
+
+# ------------------------------------------------------------------------------ a ledger row's signed bound
+def _h100_row(family) -> tuple[dict[str, Any], float]:  # noqa: ANN001
+    """A monitor row of an honest bf16 run on the SIMULATED H100 (NVML at 10 Hz, pipe counters over all of it),
+    as today's daemon signs it: its bound recomputed by the verifier's rule. Returns (row, true FLOPs)."""
+    acc, run = sim_run("h100", family[0])
+    obs = sim_obs(acc, run, pipes=True, clocks=True)
+    row = {
+        "workload_id": "w1",
+        "session_id": "s1",
+        "device": "gpu0",
+        "device_name": DEVICES["h100"].name,
+        "status": "complete",
+        "start_wall": W0 + 10.0,
+        "end_wall": W0 + 10.0 + obs.duration_s,
+        "duration_s": obs.duration_s,
+        "net_energy_j": obs.net_energy_j,
+        "idle_power_w": obs.idle_power_w,
+        "mean_util": obs.mean_util,
+        "min_sm_clock_mhz": obs.min_sm_clock_mhz,
+        "max_sm_clock_mhz": obs.max_sm_clock_mhz,
+        "peak_power_w": obs.peak_power_w,
+        "pipe_active_s": dict(obs.pipe_active_s or {}),
+        "pipe_observed_s": obs.duration_s,
+        "estimate_flops": float(run.total_flops),
+        "lower_flops": 0.0,
+        "regime": "calibrated",
+        "warnings": [],
+        "context": {"sensor_kind": "nvml", "sample_rate_hz": 10.0, "peaks_in_force": dict(DEVICES["h100"].peak_flops)},
+    }  # fmt: skip
+    honest = reassess_row({**row, **row["context"], "regime": None}, None, "h100")
+    assert not honest["warnings"], honest["warnings"]
+    row["upper_flops"] = honest["upper_flops"]
+    return row, float(run.total_flops)
+
+
+def _signed_ledger(tmp: Path, row: dict[str, Any]) -> list[str]:
+    """A ledger holding ``row`` between checkpoints, signed with its own key (the test's: as a node's root could
+    re-sign), its head witnessed at the verifier's clock: `verdict` arguments for it."""
+    from flopwatch.monitor.keys import load_pin
+    from flopwatch.monitor.ledger import Ledger
+    from flopwatch.monitor.witness import witness
+
+    led = tmp / "node.db"
+    cp = {"devices": {"gpu0": {"outside_net_energy_j": 0.0}}}
+    with Ledger(led) as lg:
+        lg.append("checkpoint", {"wall": W0, **cp})
+        lg.append("workload", row)
+        for i in range(1, 5):
+            lg.append("checkpoint", {"wall": row["end_wall"] + 60.0 * i, **cp})
+        lg.sign_head()
+    log = tmp / "heads.jsonl"
+    assert witness(str(led), log, load_pin(Path(f"{led}.pub")).key, clock=lambda: W0 + 600.0).ok
+    return [str(led), "--witness", str(log)]
+
+
+def _verdict(capsys, args: list[str], thr: float, *extra: str) -> dict[str, Any]:  # noqa: ANN001
+    assert main(["verdict", *args, "--threshold", repr(thr), "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)["total"]
+
+
+@pytest.mark.parametrize("extra", [[], ["--device", "h100"]], ids=["no-device", "device"])
+def test_verdict_without_profile_recomputes_a_signed_bound(family, tmp_path, capsys, extra):
+    """`signed-bound-understated`: a validly signed and witnessed ledger whose row states its upper bound at 0.3 ×
+    the truth, warnings empty (a monitor the operator runs, or the verifier's own on an old rule). `flopwatch
+    verdict` without ``--profile`` took the signed bound: "below" at 0.9 × truth. Every row is now recomputed from
+    its observables; the larger bound stands and the understated one is named. The honest ledger is unchanged."""
+    row, truth = _h100_row(family)
+    honest_up = row["upper_flops"]
+    assert honest_up >= truth
+    thr = 0.9 * truth
+    (tmp_path / "h").mkdir()
+    h = _verdict(capsys, _signed_ledger(tmp_path / "h", row), thr, *extra)
+    assert h["verdict"] == "uncertain" and h["upper_flops"] == pytest.approx(honest_up) and not h["warnings"]
+    (tmp_path / "b").mkdir()  # the honest control: "below" over its bound, as before
+    b = _verdict(capsys, _signed_ledger(tmp_path / "b", row), 1.01 * honest_up, *extra)
+    assert b["verdict"] == "below", b["warnings"]
+    (tmp_path / "t").mkdir()
+    forged = {**row, "upper_flops": 0.3 * truth, "estimate_flops": 0.25 * truth}
+    t = _verdict(capsys, _signed_ledger(tmp_path / "t", forged), thr, *extra)
+    assert t["verdict"] == "uncertain" and t["upper_flops"] >= truth
+    assert any(
+        "its signed upper bound" in w and "recomputed from its observables" in w for w in t["warnings"]
+    )
+
+
+def test_a_row_without_observables_cannot_be_recomputed(family, tmp_path, capsys):
+    """`signed-bound-understated`, observables dropped: the same forged row without its net energy and duration
+    (nothing to recompute from) is named and never "below", with or without ``--profile``."""
+    row, truth = _h100_row(family)
+    forged = {k: v for k, v in row.items() if k not in ("net_energy_j", "duration_s")}
+    forged["upper_flops"] = 0.3 * truth
+    t = _verdict(capsys, _signed_ledger(tmp_path, forged), 0.9 * truth)
+    assert t["verdict"] == "uncertain"
+    assert any("cannot be recomputed" in w for w in t["warnings"]), t["warnings"]
+
+
+def test_a_row_that_says_it_was_cut_is_never_below(family):
+    """`signed-bound-understated`, status: a row whose status says the daemon stopped or the sensor failed before
+    the workload ended ("interrupted", "sensor_fault") but whose warnings were stripped: the run may be longer than
+    the row, so it blocks "below" (named), as the daemon's own warning did."""
+    row, _ = _h100_row(family)
+    for status in ("interrupted", "sensor_fault"):
+        r = reassess_row({**row, "status": status}, None, "h100")
+        assert any(f"has status {status!r}" in w for w in r["warnings"])
+    assert not reassess_row(row, None, "h100")["warnings"]
+
+
+def test_a_signed_bound_over_the_recomputed_one_stands(family):
+    """The other side may widen: a signed bound over the recomputed one (or none: unbounded) stands, unnamed."""
+    row, _ = _h100_row(family)
+    assert reassess_row({**row, "upper_flops": 3 * row["upper_flops"]}, None, "h100")[
+        "upper_flops"
+    ] == pytest.approx(3 * row["upper_flops"])
+    assert reassess_row({**row, "upper_flops": None}, None, "h100")["upper_flops"] is None
+
+
+# ------------------------------------------------------------------------------ a run that names no device
+def _nameless_capped_h100(family, a100_profile) -> tuple[WorkloadRecord, float]:  # noqa: ANN001
+    """An H100 fp8 run under a 400 W cap (SIMULATED), its device names, clocks, peak and power limit left out and
+    its idle baseline set to the A100 profile's."""
+    acc, run = sim_run("h100", family[0], cap=400.0, dtype="fp8")
+    d = to_record(acc, run).to_dict()
+    for k in ("device", "device_name", "device_spec", "min_sm_clock_mhz", "max_sm_clock_mhz",
+              "mean_sm_clock_mhz", "sm_clock_mhz", "peak_power_w", "power_limit_w"):  # fmt: skip
+        d.pop(k, None)
+    d["idle_power_w"] = a100_profile.idle_power_w
+    return WorkloadRecord.from_dict(d), float(run.total_flops)
+
+
+def test_a_record_naming_no_device_is_not_below_on_the_profiles_device(family, a100_profile):
+    """`device-unnamed`: the record names no device, so it was judged as the A100 the profile was calibrated on,
+    with no word: bound 0.97 × truth, "below" at 0.99 × truth. The profile's device is an assumption about someone
+    else's run: named, never "below". The verifier's own ``--device`` is its statement and stands."""
+    r, truth = _nameless_capped_h100(family, a100_profile)
+    a = assess_record(a100_profile, r, threshold_flops=0.99 * truth)
+    assert a.upper_flops < truth  # what the A100's physics allows is under what the H100 did
+    _never_below(a, truth, "the run names no device: judged as the profile's device a100")
+    h = assess_record(a100_profile, r, threshold_flops=0.99 * truth, device="h100")
+    assert h.upper_flops >= truth and not any("names no device" in w for w in h.warnings)
+    v = assess_record(a100_profile, r, threshold_flops=1.01 * a.upper_flops, device="a100")
+    assert not any("names no device" in w for w in v.warnings)  # the verifier's --device stands
+
+
+def test_a_ledger_row_naming_no_device_is_warned(family, a100_profile):
+    """`device-unnamed` on a ledger row (`verdict --profile`): no ``device_name`` and no ``device``."""
+    r, truth = _nameless_capped_h100(family, a100_profile)
+    d = r.to_dict()
+    row = {**d, "workload_id": "w", "regime": "calibrated", "upper_flops": 0.5 * truth, "warnings": []}
+    out = reassess_row(row, a100_profile)
+    assert any("names no device" in w for w in out["warnings"])
+    assert not any("names no device" in w for w in reassess_row(row, a100_profile, "a100")["warnings"])
+
+
+def test_estimate_names_a_record_without_a_device(family, a100_profile, tmp_path, capsys):
+    """The same through ``flopwatch estimate``: "uncertain" and the warning in the JSON."""
+    r, truth = _nameless_capped_h100(family, a100_profile)
+    (tmp_path / "r.jsonl").write_text(json.dumps(r.to_dict()) + "\n")
+    a100_profile.save(tmp_path / "p.json")
+    assert main(["estimate", "--profile", str(tmp_path / "p.json"), str(tmp_path / "r.jsonl"), "--threshold",
+                 repr(0.99 * truth), "--json"]) == 0  # fmt: skip
+    d = json.loads(capsys.readouterr().out)
+    (x,) = d["records"] + d.get("skipped", [])  # an fp8 run under a bf16 profile: skipped, still judged
+    assert x["threshold_verdict"] == "uncertain"
+    assert any("names no device" in w for w in x["warnings"])
