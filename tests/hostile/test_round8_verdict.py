@@ -203,3 +203,65 @@ def test_estimate_names_a_record_without_a_device(family, a100_profile, tmp_path
     (x,) = d["records"] + d.get("skipped", [])  # an fp8 run under a bf16 profile: skipped, still judged
     assert x["threshold_verdict"] == "uncertain"
     assert any("names no device" in w for w in x["warnings"])
+
+
+# ------------------------------------------------------------------------------ a witness that co-signs late
+def _three_day_ledger(tmp: Path, row: dict[str, Any], *, hourly_witness: bool) -> list[str]:
+    """Three days of hourly checkpoints on a ledger whose heavy ``row`` is stamped two days before its end and a
+    light row in its last hour; heads witnessed every hour (at once), or only at the start and at the end."""
+    from flopwatch.monitor.keys import load_pin
+    from flopwatch.monitor.ledger import Ledger
+    from flopwatch.monitor.witness import witness
+
+    led, log = tmp / "node.db", tmp / "heads.jsonl"
+    pin = None
+
+    def cp(w: float) -> dict[str, Any]:
+        return {"wall": w, "devices": {"gpu0": {"outside_net_energy_j": 0.0}}}
+
+    def seen(at: float) -> None:
+        nonlocal pin
+        with Ledger(led) as lg:
+            lg.sign_head()
+        pin = pin or load_pin(Path(f"{led}.pub")).key
+        assert witness(str(led), log, pin, clock=lambda: at).ok
+
+    with Ledger(led) as lg:
+        lg.append("checkpoint", cp(W0))
+    seen(W0 + 1)
+    dur = row["duration_s"]
+    light = {**row, "workload_id": "w2", "net_energy_j": 1.0, "duration_s": 10.0, "upper_flops": 3e13,
+             "estimate_flops": 1e12, "pipe_active_s": dict.fromkeys(("tensor", "fp64", "fp32", "fp16"), 0.0),
+             "pipe_observed_s": 10.0}  # fmt: skip
+    for h in range(1, 73):
+        w = W0 + 3600.0 * h
+        with Ledger(led) as lg:
+            if h == 24:
+                lg.append("workload", {**row, "start_wall": w - dur - 10, "end_wall": w - 10})
+            if h == 72:
+                lg.append("workload", {**light, "start_wall": w - 20, "end_wall": w - 10})
+            lg.append("checkpoint", cp(w))
+        if hourly_witness or h == 72:
+            seen(w + 60)
+    return [str(led), "--witness", str(log)]
+
+
+def test_a_late_witness_leaves_a_rows_time_open(family, tmp_path, capsys):
+    """`late-witness`: the node's heads are witnessed at the ledger's start and then only three days later. A row
+    is proved to exist only by the head that first covers it, so its time is the node's word anywhere before that
+    sighting: the heavy run (truly in the last hour, say) stamped two days back left `--window 24h`, which held
+    only a light row: "below" at 0.9 × truth. A row now counts in every window it may have ended in. With a
+    witness every hour the heavy row is placed to the hour: the same window is "below" as before."""
+    row, truth = _h100_row(family)
+    (tmp_path / "late").mkdir()
+    args = _three_day_ledger(tmp_path / "late", row, hourly_witness=False)
+    assert main(["verdict", *args, "--threshold", repr(0.9 * truth), "--json", "--window", "24h"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    t = d["total"]
+    assert t["verdict"] == "uncertain" and t["n_workloads"] == 2 and t["upper_flops"] >= truth
+    assert any("1 row(s) stamped before the window counted in it" in w for w in d["warnings"]), d["warnings"]
+    (tmp_path / "hourly").mkdir()
+    args = _three_day_ledger(tmp_path / "hourly", row, hourly_witness=True)
+    assert main(["verdict", *args, "--threshold", repr(0.9 * truth), "--json", "--window", "24h"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["total"]["verdict"] == "below" and d["total"]["n_workloads"] == 1, d["total"]["warnings"]

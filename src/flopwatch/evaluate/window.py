@@ -583,7 +583,10 @@ def ledger_window_verdicts(
             rules.checkpoint(p.get("wall"), out)
             w = finite(p.get("wall"))
             if w is not None and out is not None:
-                cps.append((w, {d: float(x) for d, x in out.items() if finite(x) is not None}))
+                # a window's baseline is a checkpoint certainly before its start: placed at the latest time a
+                # witness allows (`witnessed_by`, monitor.nodes.place_by_witness; round 9, `late-witness`)
+                at = max(w, finite(p.get("witnessed_by")) or w)
+                cps.append((at, {d: float(x) for d, x in out.items() if finite(x) is not None}))
                 devs_seen.update(out)
                 walls.append(w)
         elif ent.kind == "start":
@@ -608,7 +611,17 @@ def ledger_window_verdicts(
         w = finite(r.get(k))
         return start is None or w is None or w >= start
 
-    in_win = [r for r in rows if _in(r, "end_wall")]
+    # a row counts in every window it may have ended in: a witness that saw it only later leaves its time open up
+    # to that sighting (`witnessed_by`; round 9, `late-witness`)
+    late = [
+        r for r in rows if not _in(r, "end_wall") and (finite(r.get("witnessed_by")) or -math.inf) >= start
+    ]
+    if late:
+        warnings.append(
+            f"{len(late)} row(s) stamped before the window counted in it: no witnessed head before "
+            f"{min(float(r['witnessed_by']) for r in late):.0f} shows they ended earlier"
+        )
+    in_win = [r for r in rows if _in(r, "end_wall")] + late
     inside = [
         r
         for r in in_win
