@@ -166,13 +166,14 @@ class GroupTable:
     no_energy_estimate: np.ndarray  # GPU-jobs without a built-in estimate
 
     def row(self, g: int) -> dict[str, float]:
-        """Group ``g``'s sums as Python floats (the columns converted once, not per group and key)."""
-        if not hasattr(self, "_cols"):
-            self._cols = {k: v.tolist() for k, v in self.sums.items()}
-            self._last: tuple[int, dict[str, float]] = (-1, {})
-        if self._last[0] != g:  # notes, observables and judge read the same group in turn
-            self._last = (g, {k: c[g] for k, c in self._cols.items()})
-        return self._last[1]
+        """Group ``g``'s sums as Python floats (every group's row built once, in one pass over the columns)."""
+        if not hasattr(self, "_rows"):
+            keys = list(self.sums)
+            self._rows = [
+                dict(zip(keys, r, strict=True))
+                for r in zip(*(self.sums[k].tolist() for k in keys), strict=True)
+            ]
+        return self._rows[g]
 
 
 _MIN = ("t_first", "clock_min_mhz", "power_limit_min_w", "min_power_w")
