@@ -631,7 +631,8 @@ def ledger_window_verdicts(
     ua: dict[str, float] = {}
     env: dict[str, float] = {}
     for d in devices:
-        ua[d] = max(0.0, outside_at(cps, d, end) - (outside_at(cps, d, start) if start is not None else 0.0))
+        # up to the last checkpoint (a witness may place marks after the last stamp), from the window's baseline
+        ua[d] = max(0.0, outside_at(cps, d, None) - (outside_at(cps, d, start) if start is not None else 0.0))
         # two names of one device that resolve to two models are two claims: the most capable, and a blocker
         # (round 6, `window-name-conflict`); else its last name (the rows' over the start row's)
         nm, why = device_claims(*reversed(names.get(d, {})))
