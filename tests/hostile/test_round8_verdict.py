@@ -265,3 +265,62 @@ def test_a_late_witness_leaves_a_rows_time_open(family, tmp_path, capsys):
     assert main(["verdict", *args, "--threshold", repr(0.9 * truth), "--json", "--window", "24h"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["total"]["verdict"] == "below" and d["total"]["n_workloads"] == 1, d["total"]["warnings"]
+
+
+# ------------------------------------------------------------------------------ energy outside workloads
+def _ent(kind: str, payload: dict[str, Any]) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(kind=kind, payload=payload)
+
+
+def _cps(walls: list[float], devices: dict[str, float] | None = None) -> list[Any]:
+    return [_ent("checkpoint", {"wall": w, "devices": {d: {"outside_net_energy_j": j} for d, j in
+                                                        (devices or {}).items()}}) for w in walls]  # fmt: skip
+
+
+_START = _ent("start", {"session_id": "s1", "sensors": [{"device": "gpu0", "name": DEVICES["h100"].name}]})
+
+
+def test_checkpoints_that_stop_reporting_a_device_block_below():
+    """`checkpoint-drops-device`: the node's checkpoints report gpu0 (an H100) for 5 minutes, then keep coming
+    with no device in them. The window took gpu0's outside energy at its last report (0 J), so 5 minutes in which
+    it could have burnt a megajoule under the detector read as none: "below" 1e15 with an upper bound of 0. A
+    device its node's last checkpoint no longer reports has unknown energy since: named, never "below"."""
+    from flopwatch.evaluate.window import ledger_window_verdicts
+
+    honest = [_START, *_cps([W0 + 60 * i for i in range(10)], {"gpu0": 0.0})]
+    assert ledger_window_verdicts(honest, threshold_flops=1e15, window_s=None)["total"]["verdict"] == "below"
+    forged = [
+        _START,
+        *_cps([W0 + 60 * i for i in range(5)], {"gpu0": 0.0}),
+        *_cps([W0 + 300 + 60 * i for i in range(5)]),
+    ]
+    t = ledger_window_verdicts(forged, threshold_flops=1e15, window_s=None)["total"]
+    assert t["verdict"] == "uncertain"
+    assert any("no longer reports device(s) gpu0" in w for w in t["warnings"]), t["warnings"]
+
+
+def test_outside_energy_of_a_device_nobody_names_is_not_bounded_as_the_profiles_without_a_word(a100_profile):
+    """`device-unnamed`, outside workloads (`verdict --profile`): checkpoints report 4 MJ outside workloads on
+    gpu1, a device no row and no start row names. It was bounded by the A100 profile's η_max with no word: "below"
+    1.5 × what an A100 can do with 4 MJ, though an H100 does 2.4 × that. Named now, never "below"; the verifier's
+    ``--device h100`` states it (and bounds it as an H100)."""
+    from flopwatch.devices import get_device
+    from flopwatch.estimate.sound import device_basis
+    from flopwatch.evaluate.window import ledger_window_verdicts
+
+    ents = [_START, *_cps([W0 + 60 * i for i in range(5)], {"gpu0": 0.0, "gpu1": 0.0}),
+            *_cps([W0 + 300 + 60 * i for i in range(5)], {"gpu0": 0.0, "gpu1": 4e6})]  # fmt: skip
+    thr = 1.5 * 4e6 * device_basis(get_device("a100")).eta(None)
+    assert thr < 4e6 * device_basis(get_device("h100")).eta(None)
+    t = ledger_window_verdicts(ents, threshold_flops=thr, window_s=None, profile=a100_profile)["total"]
+    assert t["verdict"] == "uncertain"
+    assert any("device gpu1 is named by no row" in w for w in t["warnings"]), t["warnings"]
+    h = ledger_window_verdicts(ents, threshold_flops=thr, window_s=None, profile=a100_profile, device="h100")
+    assert h["total"]["upper_flops"] >= 4e6 * device_basis(get_device("h100")).eta(None) * 0.999
+    # the honest control: gpu1 named by the start row, as the daemon writes it
+    named = _ent("start", {"session_id": "s1", "sensors": [{"device": "gpu0", "name": DEVICES["h100"].name},
+                                                             {"device": "gpu1", "name": DEVICES["a100"].name}]})  # fmt: skip
+    ok = ledger_window_verdicts([named, *ents[1:]], threshold_flops=thr, window_s=None, profile=a100_profile)
+    assert ok["total"]["verdict"] == "below", ok["total"]["warnings"]

@@ -520,6 +520,11 @@ def _windows(v: Any) -> Any:
         return None
 
 
+def _node_of(device: str) -> str:
+    """The node of a device id (``NODE/device`` when ``flopwatch verdict`` reads several ledgers; else one)."""
+    return device.split("/", 1)[0] if "/" in device else ""
+
+
 def ledger_window_verdicts(
     entries: Iterable[Any],
     *,
@@ -544,6 +549,7 @@ def ledger_window_verdicts(
     rows: list[dict[str, Any]] = []
     cps: list[tuple[float, dict[str, float]]] = []  # (wall, finite outside J per device)
     devs_seen: set[str] = set()
+    last_cp: dict[str, set[str]] = {}  # the devices of each node's last checkpoint
     names: dict[
         str, dict[str, None]
     ] = {}  # every name each device is given (start rows, workload rows), in order
@@ -588,12 +594,21 @@ def ledger_window_verdicts(
                 at = max(w, finite(p.get("witnessed_by")) or w)
                 cps.append((at, {d: float(x) for d, x in out.items() if finite(x) is not None}))
                 devs_seen.update(out)
+                last_cp[str(p.get("node") or "")] = set(out)
                 walls.append(w)
         elif ent.kind == "start":
             for s in p.get("sensors") or []:
                 if isinstance(s, Mapping) and s.get("device") and s.get("name"):
                     names.setdefault(str(s["device"]), {})[str(s["name"])] = None
     cps.sort(key=lambda x: x[0])
+    # a device its node's last checkpoint no longer reports: its energy outside workloads since is unknown
+    # (round 9, `checkpoint-drops-device`: the window read it as the last value reported, 0 J)
+    dropped = sorted(d for d in devs_seen if d not in last_cp.get(_node_of(d), {d}))
+    if dropped:
+        blockers.append(
+            f"the last checkpoint no longer reports device(s) {', '.join(dropped)}: their energy outside "
+            "workloads since is unknown, never 'below'"
+        )
     end = max(walls) if walls else None
     start = None if window_s is None or end is None else end - window_s
     warnings: list[str] = []
@@ -650,6 +665,13 @@ def ledger_window_verdicts(
                 blockers.append(
                     f"device {d} is named {nm!r}, which names no device in the verifier's table; judged "
                     f"as the profile's device {spec.key if spec else '?'}: never 'below'"
+                )
+            elif (
+                ua[d] > 0
+            ):  # nothing names it: the profile's device is an assumption (round 9, `device-unnamed`)
+                blockers.append(
+                    f"device {d} is named by no row: its energy outside workloads judged as the profile's device "
+                    f"{spec.key if spec else '?'}, an assumption (give --device), never 'below'"
                 )
         env[d] = profile_envelope(None, spec, None).flops_per_j  # physics (η_max), never a profile
 

@@ -137,7 +137,8 @@ def namespace(entries: Iterable[LedgerEntry], label: str) -> list[LedgerEntry]:
         if e.kind == "workload" and p.get("device") is not None:
             e = _with_payload(e, {**p, "device": f"{label}/{p['device']}", "node": label})
         elif e.kind == "checkpoint" and isinstance(p.get("devices"), dict):
-            e = _with_payload(e, {**p, "devices": {f"{label}/{d}": v for d, v in p["devices"].items()}})
+            devs = {f"{label}/{d}": v for d, v in p["devices"].items()}
+            e = _with_payload(e, {**p, "devices": devs, "node": label})
         elif e.kind == "start" and isinstance(p.get("sensors"), list):
             sens = [
                 {**s, "device": f"{label}/{s['device']}"} if isinstance(s, dict) and s.get("device") else s
