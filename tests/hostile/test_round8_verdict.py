@@ -324,3 +324,21 @@ def test_outside_energy_of_a_device_nobody_names_is_not_bounded_as_the_profiles_
                                                              {"device": "gpu1", "name": DEVICES["a100"].name}]})  # fmt: skip
     ok = ledger_window_verdicts([named, *ents[1:]], threshold_flops=thr, window_s=None, profile=a100_profile)
     assert ok["total"]["verdict"] == "below", ok["total"]["warnings"]
+
+
+def test_a_signed_estimate_over_the_recomputed_bound_is_named(family, tmp_path, capsys):
+    """`pipes-zeroed` (no ``--profile``): the row's pipe counters set to 0 and its signed bound to what they give
+    (0.009 × truth), its signed estimate left at the truth. The recomputed bound agrees with the forged one, but the
+    row's own estimate exceeds it: two views of one run that disagree, named (as ``assess`` names a calibrated
+    estimate over the bound), never "below". A row whose signed estimate is forged down too is consistent: only
+    ``--profile`` (the verifier's estimate from the energy) or attestation of the counters names it."""
+    row, truth = _h100_row(family)
+    zero = dict.fromkeys(("tensor", "fp64", "fp32", "fp16"), 0.0)
+    forged = {**row, "pipe_active_s": zero}
+    forged["upper_flops"] = reassess_row({**forged, **forged["context"], "regime": None}, None, "h100")[
+        "upper_flops"
+    ]
+    assert forged["upper_flops"] < 0.05 * truth
+    t = _verdict(capsys, _signed_ledger(tmp_path, forged), 0.9 * truth)
+    assert t["verdict"] == "uncertain"
+    assert any("its signed estimate" in w and "exceeds the sound upper bound" in w for w in t["warnings"])

@@ -473,6 +473,15 @@ def reassess_row(
         "notes": [n for n in a.notes if profile is not None or not n.startswith("no calibration profile")],
     }
     if profile is None:  # the signed estimate and lower bound stand (they never make a "below")
+        est = finite(row.get("estimate_flops"))
+        if (
+            est is not None and est > a.upper_flops
+        ):  # two views of one run that disagree (as `assess` names it)
+            common["warnings"] = [
+                *common["warnings"],
+                f"workload {wid}: its signed estimate {est:.4g} exceeds the sound upper bound {a.upper_flops:.4g} "
+                "recomputed from its observables: never 'below'",
+            ]
         lo = finite(row.get("lower_flops"))
         return {**row, **common, "lower_flops": None if lo is None else min(lo, up if up is not None else lo)}
     return {
