@@ -105,11 +105,12 @@ def _workload(i: int, wall: float = T0, **kw) -> dict:
             "sample_rate_hz": 2.0,
             "peaks_in_force": dict(DEVICES["h100"].peak_flops),
         },
-        # the model and the observables `verdict` recomputes the row's sound bound from (round 9)
+        # the model and the observables `verdict` recomputes the row's sound bound from (round 9): the tensor pipe
+        # busy 52 s of 100 gives 1.03e17, between the estimate and the signed bound
         "device_name": "NVIDIA H100 80GB HBM3",
         **{
             k: v
-            for k, v in light_observables(wall - 100, wall).items()
+            for k, v in light_observables(wall - 100, wall, tensor_s=52.0).items()
             if k not in ("sensor_kind", "sample_rate_hz")
         },
         **kw,

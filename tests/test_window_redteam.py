@@ -257,7 +257,7 @@ def test_verdict_verifies_the_ledger_and_never_says_below_on_a_tampered_one(caps
         # the observables `verdict` recomputes the row's sound bound from (round 9)
         **{
             k: v
-            for k, v in light_observables(1.7e9, 1.7e9 + 10).items()
+            for k, v in light_observables(1.7e9, 1.7e9 + 10, tensor_s=0.3035).items()
             if k not in ("sensor_kind", "sample_rate_hz")
         },
     }

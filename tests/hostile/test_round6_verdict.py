@@ -266,7 +266,7 @@ def test_rows_long_after_the_last_checkpoint_are_time_nobody_observed(later_s):
         # with the observables `verdict` recomputes its bound from (round 9: a light run, 4.4e13 over 10 s)
         return ent("workload", {"workload_id": f"w{i}", "device": "gpu0", "device_name": "h100", "start_wall": s,
                                 "end_wall": e, "lower_flops": 0.0, "upper_flops": up, "estimate_flops": up / 2,
-                                "regime": "calibrated", "warnings": [], **light_observables(s, e)})  # fmt: skip
+                                "regime": "calibrated", "warnings": [], **light_observables(s, e, 0.01)})  # fmt: skip
 
     w0 = 1.7e9
 
