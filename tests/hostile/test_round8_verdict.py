@@ -74,9 +74,10 @@ def _h100_row(family) -> tuple[dict[str, Any], float]:  # noqa: ANN001
     return row, float(run.total_flops)
 
 
-def _signed_ledger(tmp: Path, row: dict[str, Any]) -> list[str]:
+def _signed_ledger(tmp: Path, row: dict[str, Any], tail: dict[str, Any] | None = None) -> list[str]:
     """A ledger holding ``row`` between checkpoints, signed with its own key (the test's: as a node's root could
-    re-sign), its head witnessed at the verifier's clock: `verdict` arguments for it."""
+    re-sign), its head witnessed at the verifier's clock: `verdict` arguments for it. ``tail``: the payload of its
+    last two checkpoints besides their wall time (default: gpu0 with no energy outside workloads)."""
     from flopwatch.monitor.keys import load_pin
     from flopwatch.monitor.ledger import Ledger
     from flopwatch.monitor.witness import witness
@@ -87,7 +88,9 @@ def _signed_ledger(tmp: Path, row: dict[str, Any]) -> list[str]:
         lg.append("checkpoint", {"wall": W0, **cp})
         lg.append("workload", row)
         for i in range(1, 5):
-            lg.append("checkpoint", {"wall": row["end_wall"] + 60.0 * i, **cp})
+            lg.append(
+                "checkpoint", {"wall": row["end_wall"] + 60.0 * i, **(cp if i < 3 or tail is None else tail)}
+            )
         lg.sign_head()
     log = tmp / "heads.jsonl"
     assert witness(str(led), log, load_pin(Path(f"{led}.pub")).key, clock=lambda: W0 + 600.0).ok
@@ -299,6 +302,34 @@ def test_checkpoints_that_stop_reporting_a_device_block_below():
     t = ledger_window_verdicts(forged, threshold_flops=1e15, window_s=None)["total"]
     assert t["verdict"] == "uncertain"
     assert any("no longer reports device(s) gpu0" in w for w in t["warnings"]), t["warnings"]
+    # the node names its last checkpoints another node's: only `verdict` over several ledgers names nodes
+    for e in forged[-5:]:
+        e.payload["node"] = "elsewhere"
+    t = ledger_window_verdicts(forged, threshold_flops=1e15, window_s=None)["total"]
+    assert any("no longer reports device(s) gpu0" in w for w in t["warnings"]), t["warnings"]
+
+
+def test_a_node_that_drops_its_device_is_named_among_several(family, tmp_path, capsys):
+    """`checkpoint-drops-device` over two ledgers (`flopwatch verdict a.db b.db`): each node's checkpoints are
+    judged against its own devices — node b dropping gpu0 is named, node a (honest) is not; two honest nodes
+    are "below" together."""
+    row, _ = _h100_row(family)
+    up = row["upper_flops"]
+    args = []
+    for name, wid, tail in (("a", "w1", None), ("b", "w2", {"devices": {}})):
+        (tmp_path / name).mkdir()
+        led, _, log = _signed_ledger(tmp_path / name, {**row, "workload_id": wid}, tail)
+        args.append((led, log))
+    both = [args[0][0], args[1][0], "--witness", args[0][1], "--witness", args[1][1]]
+    t = _verdict(capsys, both, 2.02 * up)
+    assert t["verdict"] == "uncertain"
+    drop = [w for w in t["warnings"] if "no longer reports" in w]
+    # both ledgers are named node.db: verdict labels them node.db#1 (a) and node.db#2 (b)
+    assert len(drop) == 1 and "node.db#2/gpu0" in drop[0] and "node.db#1/gpu0" not in drop[0], drop
+    (tmp_path / "c").mkdir()
+    led, _, log = _signed_ledger(tmp_path / "c", {**row, "workload_id": "w3"})
+    ok = _verdict(capsys, [args[0][0], led, "--witness", args[0][1], "--witness", log], 2.02 * up)
+    assert ok["verdict"] == "below", ok["warnings"]
 
 
 def test_outside_energy_of_a_device_nobody_names_is_not_bounded_as_the_profiles_without_a_word(a100_profile):

@@ -529,9 +529,12 @@ def _windows(v: Any) -> Any:
         return None
 
 
-def _node_of(device: str) -> str:
-    """The node of a device id (``NODE/device`` when ``flopwatch verdict`` reads several ledgers; else one)."""
-    return device.split("/", 1)[0] if "/" in device else ""
+def _node_of(name: object, labels: Sequence[str]) -> str:
+    """The node a device id (``NODE/device``) or a checkpoint's ``node`` names, when it is one of the ledgers'
+    ``labels`` (``flopwatch verdict`` over several ledgers: ``monitor.nodes.namespace`` sets both); else the one
+    node (a node's own ``node`` key or a slash in its device ids names nothing)."""
+    n = str(name or "").split("/", 1)[0]
+    return n if n in labels else ""
 
 
 def ledger_window_verdicts(
@@ -544,10 +547,12 @@ def ledger_window_verdicts(
     profile: Profile | None = None,
     device: str | None = None,
     blockers: Sequence[str] = (),
+    node_labels: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Window verdicts of a ledger's entries (``flopwatch.monitor.ledger.read_entries``, read by the caller: evaluate
     does not import the monitor, which imports evaluate). ``by``: "all", "device" or "job". ``blockers``: reasons
-    from outside the entries that forbid "below" (the caller's ledger verification failed)."""
+    from outside the entries that forbid "below" (the caller's ledger verification failed). ``node_labels``: the
+    ledgers' labels when the entries are several nodes' (``monitor.nodes.namespace``)."""
     from flopwatch.estimate.bounds import resolve_device
     from flopwatch.estimate.verdict import device_claims, profile_envelope
 
@@ -603,7 +608,7 @@ def ledger_window_verdicts(
                 at = max(w, finite(p.get("witnessed_by")) or w)
                 cps.append((at, {d: float(x) for d, x in out.items() if finite(x) is not None}))
                 devs_seen.update(out)
-                last_cp[str(p.get("node") or "")] = set(out)
+                last_cp[_node_of(p.get("node"), node_labels)] = set(out)
                 walls.append(w)
         elif ent.kind == "start":
             for s in p.get("sensors") or []:
@@ -612,7 +617,7 @@ def ledger_window_verdicts(
     cps.sort(key=lambda x: x[0])
     # a device its node's last checkpoint no longer reports: its energy outside workloads since is unknown
     # (round 9, `checkpoint-drops-device`: the window read it as the last value reported, 0 J)
-    dropped = sorted(d for d in devs_seen if d not in last_cp.get(_node_of(d), {d}))
+    dropped = sorted(d for d in devs_seen if d not in last_cp.get(_node_of(d, node_labels), {d}))
     if dropped:
         blockers.append(
             f"the last checkpoint no longer reports device(s) {', '.join(dropped)}: their energy outside "
