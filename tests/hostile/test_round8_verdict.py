@@ -373,3 +373,29 @@ def test_a_signed_estimate_over_the_recomputed_bound_is_named(family, tmp_path, 
     t = _verdict(capsys, _signed_ledger(tmp_path, forged), 0.9 * truth)
     assert t["verdict"] == "uncertain"
     assert any("its signed estimate" in w and "exceeds the sound upper bound" in w for w in t["warnings"])
+
+
+def test_a_row_of_an_unknown_kind_blocks_below(family, tmp_path, capsys):
+    """`row-kind-unknown`: the node signs its heavy run as a row of kind "Workload" (or "job"): the window read only
+    "workload" rows and skipped it, with no word ("below" at 0.9 × truth, no row in the window). A row of a kind
+    the verdict does not know holds something it does not judge: named, never "below"."""
+    from flopwatch.evaluate.window import LEDGER_KINDS
+    from flopwatch.monitor.keys import load_pin
+    from flopwatch.monitor.ledger import Ledger
+    from flopwatch.monitor.ledger_format import KINDS
+    from flopwatch.monitor.witness import witness
+
+    assert tuple(KINDS) == LEDGER_KINDS  # the window's copy of the ledger's kinds
+    row, truth = _h100_row(family)
+    led, log = tmp_path / "n.db", tmp_path / "h.jsonl"
+    cp = {"devices": {"gpu0": {"outside_net_energy_j": 0.0}}}
+    with Ledger(led) as lg:
+        lg.append("checkpoint", {"wall": W0, **cp})
+        lg.append("Workload", row)
+        for i in range(1, 5):
+            lg.append("checkpoint", {"wall": row["end_wall"] + 60.0 * i, **cp})
+        lg.sign_head()
+    assert witness(str(led), log, load_pin(Path(f"{led}.pub")).key, clock=lambda: W0 + 600.0).ok
+    t = _verdict(capsys, [str(led), "--witness", str(log)], 0.9 * truth)
+    assert t["verdict"] == "uncertain" and t["n_workloads"] == 0
+    assert any("of a kind the verdict does not know ('Workload')" in w for w in t["warnings"]), t["warnings"]

@@ -46,6 +46,10 @@ _GAP_MIN_S = 900.0
 JUMP_SLACK_S = 30.0
 JUMP_RATIO = 0.01
 
+#: The kinds of ledger row (``monitor.ledger_format.KINDS``; evaluate may not import the monitor): a row of any
+#: other kind holds something the window does not judge.
+LEDGER_KINDS = ("genesis", "start", "workload", "checkpoint", "recovery", "stop")
+
 WINDOW_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 
 
@@ -571,8 +575,11 @@ def ledger_window_verdicts(
     seen: set[str] = set()
     blockers = list(blockers)
     rules = WindowRules()  # the live gauge's rules, fed in the same (ledger) order
+    unknown: dict[str, int] = {}
     for ent in entries:
         p = ent.payload if isinstance(ent.payload, Mapping) else {}
+        if ent.kind not in LEDGER_KINDS:
+            unknown[str(ent.kind)] = unknown.get(str(ent.kind), 0) + 1
         # only the rows the window uses (daemon start/stop rows carry the host's clock, not the sensor's)
         if ent.kind == "workload":
             rules.row(p.get("end_wall"))
@@ -615,6 +622,11 @@ def ledger_window_verdicts(
                 if isinstance(s, Mapping) and s.get("device") and s.get("name"):
                     names.setdefault(str(s["device"]), {})[str(s["name"])] = None
     cps.sort(key=lambda x: x[0])
+    if unknown:  # a heavy workload written as another kind is in no window (round 9, `row-kind-unknown`)
+        blockers.append(
+            f"{sum(unknown.values())} ledger row(s) of a kind the verdict does not know "
+            f"({', '.join(map(repr, unknown))}): what they hold is not judged, never 'below'"
+        )
     # a device its node's last checkpoint no longer reports: its energy outside workloads since is unknown
     # (round 9, `checkpoint-drops-device`: the window read it as the last value reported, 0 J)
     dropped = sorted(d for d in devs_seen if d not in last_cp.get(_node_of(d, node_labels), {d}))
