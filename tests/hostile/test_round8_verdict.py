@@ -302,6 +302,11 @@ def test_checkpoints_that_stop_reporting_a_device_block_below():
     t = ledger_window_verdicts(forged, threshold_flops=1e15, window_s=None)["total"]
     assert t["verdict"] == "uncertain"
     assert any("no longer reports device(s) gpu0" in w for w in t["warnings"]), t["warnings"]
+    # gpu0 listed in the last checkpoints with no value (null, or no energy key): it reports nothing either
+    for v in (None, {}):
+        tail = [_ent("checkpoint", {"wall": W0 + 300 + 60 * i, "devices": {"gpu0": v}}) for i in range(5)]
+        t = ledger_window_verdicts([*forged[:-5], *tail], threshold_flops=1e15, window_s=None)["total"]
+        assert any("no longer reports device(s) gpu0" in w for w in t["warnings"]), (v, t["warnings"])
     # the node names its last checkpoints another node's: only `verdict` over several ledgers names nodes
     for e in forged[-5:]:
         e.payload["node"] = "elsewhere"

@@ -615,7 +615,10 @@ def ledger_window_verdicts(
                 at = max(w, finite(p.get("witnessed_by")) or w)
                 cps.append((at, {d: float(x) for d, x in out.items() if finite(x) is not None}))
                 devs_seen.update(out)
-                last_cp[_node_of(p.get("node"), node_labels)] = set(out)
+                # (a device listed with no finite value reports nothing either)
+                last_cp[_node_of(p.get("node"), node_labels)] = {
+                    d for d, x in out.items() if finite(x) is not None
+                }
                 walls.append(w)
         elif ent.kind == "start":
             for s in p.get("sensors") or []:
