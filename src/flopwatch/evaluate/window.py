@@ -396,23 +396,32 @@ def reassess_row(
     regime; without: the sound upper bound alone). The larger of the recomputed and the signed upper bound stands,
     with the union of the warnings; a signed bound under the recomputed one is named, and so is a row whose
     observables are missing (it cannot be recomputed). Each of these blocks "below"."""
-    from flopwatch.estimate.observe import CONTEXT_KEYS, Observables, timestamp_span_s
-    from flopwatch.estimate.verdict import assess, device_claims, unnamed_device
+    return reassess_rows([row], profile, device)[0]
 
-    wid = row.get("workload_id", "?")
-    old = _strings(row.get("warnings"))
+
+def reassess_rows(
+    rows: Sequence[Mapping[str, Any]], profile: Profile | None = None, device: str | None = None
+) -> list[dict[str, Any]]:
+    """:func:`reassess_row` of many rows, their sound bounds in one pass (``estimate.verdict.assess_many``)."""
+    from flopwatch.estimate.verdict import assess_many
+
+    args = [_assess_args(r, profile, device) for r in rows]
+    done = iter(assess_many(profile, [x for x in args if x is not None]))
+    return [
+        _reassessed(r, profile, None if x is None else next(done)) for r, x in zip(rows, args, strict=True)
+    ]
+
+
+def _assess_args(
+    row: Mapping[str, Any], profile: Profile | None, device: str | None
+) -> tuple[Any, dict[str, Any]] | None:
+    """``(observables, keyword arguments of assess)`` of a row; None when its observables are missing."""
+    from flopwatch.estimate.observe import CONTEXT_KEYS, Observables, timestamp_span_s
+    from flopwatch.estimate.verdict import device_claims, unnamed_device
+
     e, t = finite(row.get("net_energy_j")), finite(row.get("duration_s"))
     if e is None or t is None or t <= 0:
-        why = (
-            f"workload {wid}: its net energy and duration are not recorded, so its signed bound cannot be "
-            "recomputed from observables: never 'below'"
-        )
-        out = {**row, "warnings": list(dict.fromkeys([*old, why]))}
-        return (
-            out
-            if profile is None
-            else {**out, "lower_flops": 0.0, "upper_flops": None, "estimate_flops": None}
-        )
+        return None
     obs = Observables(
         net_energy_j=e,
         duration_s=t,
@@ -439,28 +448,39 @@ def reassess_row(
     # a row naming none is judged as the profile's device, warned (round 9)
     dev, claim = device_claims(device, row.get("device_name"), row.get("device"))
     claim = claim or unnamed_device(profile, device, row.get("device_name"), row.get("device"))
-    a = assess(
-        profile,
-        obs,
-        device=dev,
-        context=ctx,
-        verifier_context=None if profile is None else {"profile_sha256": profile.sha256()},
-        extra_warnings=() if claim is None else (claim,),
-    )
+    return obs, {
+        "device": dev,
+        "context": ctx,
+        "verifier_context": None if profile is None else {"profile_sha256": profile.sha256()},
+        "extra_warnings": () if claim is None else (claim,),
+    }
+
+
+def _reassessed(row: Mapping[str, Any], profile: Profile | None, a: Any) -> dict[str, Any]:
+    """``row`` with the verifier's assessment ``a`` of it (None: its observables are missing) merged in."""
+    wid = row.get("workload_id", "?")
+    old = _strings(row.get("warnings"))
+    if a is None:
+        why = (
+            f"workload {wid}: its net energy and duration are not recorded, so its signed bound cannot be "
+            "recomputed from observables: never 'below'"
+        )
+        out = {**row, "warnings": list(dict.fromkeys([*old, why]))}
+        return (
+            out
+            if profile is None
+            else {**out, "lower_flops": 0.0, "upper_flops": None, "estimate_flops": None}
+        )
     # what the monitor measured (sensor errors, idle floor, coverage) still holds: keep it
     warns = [*old, *a.warnings]
-    signed = finite(row.get("upper_flops"))
-    if row.get("regime") is not None and (signed is None or signed < 0):
+    signed, assessed = finite(row.get("upper_flops")), row.get("regime") is not None
+    if assessed and (signed is None or signed < 0):
         up: float | None = None  # the signer called it unbounded: it may widen, and does
-    elif signed is not None and row.get("regime") is not None and signed >= a.upper_flops:
+    elif assessed and signed is not None and signed >= a.upper_flops:
         up = signed
     else:
         up = finite(a.upper_flops)
-        if (
-            signed is not None
-            and row.get("regime") is not None
-            and signed < a.upper_flops * (1 - _SIGNED_SLACK)
-        ):
+        if assessed and signed is not None and signed < a.upper_flops * (1 - _SIGNED_SLACK):
             warns.append(
                 f"workload {wid}: its signed upper bound {signed:.4g} is under {a.upper_flops:.4g}, recomputed "
                 "from its observables (signed under another rule, or edited): the larger stands, never 'below'"
@@ -470,6 +490,12 @@ def reassess_row(
         warns.append(
             f"workload {wid} has status {status!r}: the run may be longer than its row, never 'below'"
         )
+    est = finite(row.get("estimate_flops"))
+    if profile is None and est is not None and est > a.upper_flops:  # two views of one run that disagree
+        warns.append(
+            f"workload {wid}: its signed estimate {est:.4g} exceeds the sound upper bound {a.upper_flops:.4g} "
+            "recomputed from its observables: never 'below'"
+        )
     common = {
         "upper_flops": up,
         "warnings": list(dict.fromkeys(warns)),
@@ -477,15 +503,6 @@ def reassess_row(
         "notes": [n for n in a.notes if profile is not None or not n.startswith("no calibration profile")],
     }
     if profile is None:  # the signed estimate and lower bound stand (they never make a "below")
-        est = finite(row.get("estimate_flops"))
-        if (
-            est is not None and est > a.upper_flops
-        ):  # two views of one run that disagree (as `assess` names it)
-            common["warnings"] = [
-                *common["warnings"],
-                f"workload {wid}: its signed estimate {est:.4g} exceeds the sound upper bound {a.upper_flops:.4g} "
-                "recomputed from its observables: never 'below'",
-            ]
         lo = finite(row.get("lower_flops"))
         return {**row, **common, "lower_flops": None if lo is None else min(lo, up if up is not None else lo)}
     return {
@@ -643,7 +660,7 @@ def ledger_window_verdicts(
     warnings: list[str] = []
     blockers.extend(rules.blockers(start))
     # every row judged by the verifier's rule from its observables, with or without a profile (round 9)
-    rows = [reassess_row(r, profile, device) for r in rows]
+    rows = reassess_rows(rows, profile, device)
     if profile is None and any(r.get("regime") is None for r in rows):
         warnings.append(
             "rows without a regime assessment carry the calibrated interval only, which no verdict may trust "
