@@ -210,7 +210,8 @@ class ReplayClient:
         if label == "__name__":
             from flopwatch.telemetry import dcgm_metrics as M
 
-            return [m.name for m in M.TABLE] if "DCGM" in match else []
+            # every replicated series has its UUID: none answers the reader's query for series without one
+            return [m.name for m in M.TABLE] if "DCGM" in match and 'UUID=""' not in match else []
         if label == "UUID":
             return [f"{u}-c{c:05d}" for c in range(self.copies) for u in self.uuids]
         return []

@@ -182,17 +182,22 @@ def test_estimate_declared_and_threshold_verdicts(capsys, tmp_path, v2_records_p
         ),  # over the calibrated interval
         (["--threshold", f"{(lo + hi) / 2:.6e}"], "threshold_verdict", "uncertain"),
     ]
-    for flags, key, want in expect:
-        assert main(["estimate", "-p", str(prof), str(runs), "--json", *flags]) == 0
+    for flags, key, want in expect:  # the record names no device: the verifier's --device states it
+        assert main(["estimate", "-p", str(prof), str(runs), "--json", "--device", "orin-nano", *flags]) == 0
         d = _json(capsys)
         assert d["records"][0][key] == want, (flags, d["records"][0])
     assert d["threshold_flops"] == pytest.approx((lo + hi) / 2, rel=1e-6)
+    # without --device the profile's device is an assumption about a run that names none (round 9): never "below"
+    assert main(["estimate", "-p", str(prof), str(runs), "--json", "--threshold", f"{hi * 1.01:.6e}"]) == 0
+    r = _json(capsys)["records"][0]
+    assert r["threshold_verdict"] == "uncertain" and r["upper_flops"] == hi
+    assert any("names no device: judged as the profile's device orin-nano" in w for w in r["warnings"])
     # the same run without its idle baseline (round 6, `idle-omitted`): the baseline cannot be checked
     runs.write_text(
         json.dumps({"label": "r", **{k: v for k, v in obs.items() if k != "idle_power_w"}}) + "\n"
     )
     assert main(["estimate", "-p", str(prof), str(runs), "--json", "--threshold", f"{hi * 1.01:.6e}",
-                 "--declared", f"{(lo + hi) / 2:.6e}"]) == 0  # fmt: skip
+                 "--declared", f"{(lo + hi) / 2:.6e}", "--device", "orin-nano"]) == 0  # fmt: skip
     r = _json(capsys)["records"][0]
     assert r["threshold_verdict"] == "uncertain" and r["declaration_verdict"] == "unverified"
     assert any("idle baseline not recorded" in w for w in r["warnings"])
@@ -201,19 +206,21 @@ def test_estimate_declared_and_threshold_verdicts(capsys, tmp_path, v2_records_p
     runs.write_text(
         json.dumps({"label": "r", "net_energy_j": 1300.0, "duration_s": 170.0, "idle_power_w": idle}) + "\n"
     )
-    assert main(["estimate", "-p", str(prof), str(runs), "--json", "--threshold", f"{hi * 1.01:.6e}"]) == 0
+    assert main(["estimate", "-p", str(prof), str(runs), "--json", "--threshold", f"{hi * 1.01:.6e}",
+                 "--device", "orin-nano"]) == 0  # fmt: skip
     r = _json(capsys)["records"][0]
     assert r["threshold_verdict"] == "below" and r["regime"] == "unconfirmed"
     assert "mean_util not measured" in r["assumptions"] and r["warnings"] == []
     runs.write_text(json.dumps({"label": "r", **obs}) + "\n")
     # human table shows both answers, labelled
-    assert main(["estimate", "-p", str(prof), str(runs), "--threshold", "1e20", "--declared", "1e20"]) == 0
+    assert main(["estimate", "-p", str(prof), str(runs), "--threshold", "1e20", "--declared", "1e20",
+                 "--device", "orin-nano"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "below" in out and "inconsistent" in out
     assert "verdict bounds (sound)" in out and "calibrated interval" in out
     # an upper bound under T with "uncertain" always shows why, next to it
     runs.write_text(json.dumps({"label": "r", **obs, "coverage": 0.5}) + "\n")
-    assert main(["estimate", "-p", str(prof), str(runs), "--threshold", "1e20"]) == 0
+    assert main(["estimate", "-p", str(prof), str(runs), "--threshold", "1e20", "--device", "orin-nano"]) == 0
     out = capsys.readouterr().out
     assert "uncertain (1 warning: telemetry covers only 50%" in out.replace("\n", "")
 

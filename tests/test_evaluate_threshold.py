@@ -68,7 +68,9 @@ def test_heldout_verdict_table_counts_only_the_belows_assess_gives(v2_records_pa
     if sensor == "none recorded":
         bare = tmp_path / "v2_no_sensor.jsonl"
         drop = {"sensor_kind", "sensor_spec", "sample_rate_hz"}
-        bare.write_text("".join(json.dumps({k: v for k, v in r.raw.items() if k not in drop}) + "\n" for r in rs))
+        bare.write_text(
+            "".join(json.dumps({k: v for k, v in r.raw.items() if k not in drop}) + "\n" for r in rs)
+        )
         rs = load_records(bare)
         assert all(r.raw.get("sensor_kind") is None for r in rs)
     gate = FrontierGate()

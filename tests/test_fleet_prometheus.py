@@ -418,3 +418,17 @@ def test_series_the_operator_controls_never_make_a_below(prom):
             t["lower_flops"], t["upper_flops"], t["estimate_flops"]
         )  # fmt: skip
         assert g["verdict"] == t["verdict"] or t["verdict"] == "below"
+
+
+def test_groups_assessed_in_batches_give_the_same_rows(prom, monkeypatch):
+    """The groups are assessed together, JUDGE_BATCH at a time (estimate.verdict.assess_many): batches of 2
+    give the rows and the fleet-wide total of one batch, field by field."""
+    import flopwatch.fleet.estimate as FE
+
+    p, _ = prom
+    whole = _run(p.url, WALL_A, threshold=1e18)
+    monkeypatch.setattr(FE, "JUDGE_BATCH", 2)
+    cut = _run(p.url, WALL_A, threshold=1e18)
+    assert len(whole.groups) > 2
+    assert json.dumps(cut.groups, sort_keys=True) == json.dumps(whole.groups, sort_keys=True)
+    assert json.dumps(cut.fleet, sort_keys=True) == json.dumps(whole.fleet, sort_keys=True)

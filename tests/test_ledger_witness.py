@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from flopwatch.cli import main
+from flopwatch.devices import DEVICES
 from flopwatch.monitor import merkle
 from flopwatch.monitor.exporter import MonitorMetrics
 from flopwatch.monitor.keys import load_private_key
@@ -24,6 +25,7 @@ from flopwatch.monitor.signer import KeySigner, Signer
 from flopwatch.monitor.tree import head_message, leaf_of
 from flopwatch.monitor.witness import read_log, witness
 from monitor_helpers import private_tmp  # noqa: F401 - autouse: temporary files under tmp_path
+from window_cases import light_observables
 
 T0 = 1.8e9  # node and witness clocks of the synthetic ledgers
 
@@ -97,7 +99,20 @@ def _workload(i: int, wall: float = T0, **kw) -> dict:
         "warnings": [],
         "verdict": "below",
         "status": "complete",
-        "context": {"sensor_kind": "nvml", "sample_rate_hz": 2.0},  # a real sensor: the verifier checks it
+        # a real sensor and the datasheet's peaks of the device it names: the verifier checks them
+        "context": {
+            "sensor_kind": "nvml",
+            "sample_rate_hz": 2.0,
+            "peaks_in_force": dict(DEVICES["h100"].peak_flops),
+        },
+        # the model and the observables `verdict` recomputes the row's sound bound from (round 9): the tensor pipe
+        # busy 52 s of 100 gives 1.03e17, between the estimate and the signed bound
+        "device_name": "NVIDIA H100 80GB HBM3",
+        **{
+            k: v
+            for k, v in light_observables(wall - 100, wall, tensor_s=52.0).items()
+            if k not in ("sensor_kind", "sample_rate_hz")
+        },
         **kw,
     }
 

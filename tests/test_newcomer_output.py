@@ -133,9 +133,20 @@ def test_decisive_at_is_said_in_words_and_the_table_fits_80_columns(
         )
         in flat
         and flat.count("never (a warning)") == 26
-        and flat.count("warning (") == 1
+        and flat.count("warning (") == 2
     )  # said once
+    # the study's records name no device: judged as the profile's, said once (round 9)
+    assert (
+        "warning (26 of 26 records): the run names no device: judged as the profile's device orin-nano"
+        in flat
+    )
     assert "no sensor recorded" not in flat
+    # with the verifier's --device the rate is the only warning, and the hints say what would lift it
+    assert main(["estimate", "--profile", str(prof), str(v2_records_path), "--threshold", "1.2e14",
+                 "--device", "orin-nano"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())
+    assert flat.count("warning (") == 1 and "names no device" not in flat
     assert (
         "(a faster sampler): 'decisive at' never → T ≥ 20.2–572 × estimate" in flat
     )  # d256_b16_s128_L3: 27.3

@@ -46,7 +46,10 @@ def test_estimate_and_the_red_team_give_one_answer_on_the_same_record(v2_records
     r = next(x for x in rs if x.label == "d384_b16_s128_L3")
     prof = calibrate(rs.subset([x for x in rs if x.label != r.label]), device="orin-nano")
     T = 50.0 * float(r.total_flops)  # far above the run: only the sensor's blind time keeps it from "below"
-    seen = assess_record(prof, r, threshold_flops=T)  # what `estimate` does with the loaded record
+    # what `estimate --device orin-nano` does with the loaded record (the red team names its device; without it
+    # the record, which names none, is also warned as judged on the profile's device: round 9)
+    seen = assess_record(prof, r, device="orin-nano", threshold_flops=T)
+    assert any("names no device" in w for w in assess_record(prof, r, threshold_flops=T).warnings)
     suite = judge(prof, real._values(r), device="orin-nano", threshold_flops=T, context=real.v2_context(r))
     assert seen.verdict == suite.verdict == "uncertain" and seen.decisive_at is None
     assert seen.verdict_upper_flops == pytest.approx(suite.upper_flops, rel=1e-12)
@@ -66,7 +69,20 @@ def test_estimate_on_the_v2_records_names_the_rate_reason(v2_records_path, tmp_p
     assert main(["calibrate", str(v2_records_path), "-o", str(prof), "--device", "orin-nano"]) == 0
     capsys.readouterr()
     assert (
-        main(["estimate", "--profile", str(prof), str(v2_records_path), "--threshold", "1e17", "--json"]) == 0
+        main(
+            [
+                "estimate",
+                "--profile",
+                str(prof),
+                str(v2_records_path),
+                "--threshold",
+                "1e17",
+                "--json",
+                "--device",
+                "orin-nano",
+            ]
+        )
+        == 0  # fmt: skip  (the records name no device: the verifier states it)
     )
     out = json.loads(capsys.readouterr().out)
     assert len(out["records"]) == 26  # the fp32 runs (12 of another precision skipped)
@@ -76,7 +92,8 @@ def test_estimate_on_the_v2_records_names_the_rate_reason(v2_records_path, tmp_p
         assert [w.split(":")[0] for w in x["warnings"]] == [RATE_WARNING]
         assert not x["notes"]
     monkeypatch.setenv("COLUMNS", "400")
-    assert main(["estimate", "--profile", str(prof), str(v2_records_path), "--threshold", "1e17"]) == 0
+    assert main(["estimate", "--profile", str(prof), str(v2_records_path), "--threshold", "1e17",
+                 "--device", "orin-nano"]) == 0  # fmt: skip
     lines = capsys.readouterr().out.splitlines()
     (why,) = [x for x in lines if x.startswith("warning")]  # one line for the sweep, not one per record
     assert why.startswith(

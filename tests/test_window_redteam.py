@@ -9,6 +9,7 @@ import pytest
 
 from flopwatch.cli import main
 from flopwatch.evaluate.window import combine_window, parse_window
+from window_cases import light_observables
 
 
 def _json(capsys):
@@ -253,6 +254,12 @@ def test_verdict_verifies_the_ledger_and_never_says_below_on_a_tampered_one(caps
         "warnings": [],
         # made in the verifier's context (the H100's datasheet peaks, a real sensor): checked by `verdict`
         "context": {"peaks_in_force": dict(DEVICES["h100"].peak_flops), "sensor_kind": "nvml"},
+        # the observables `verdict` recomputes the row's sound bound from (round 9)
+        **{
+            k: v
+            for k, v in light_observables(1.7e9, 1.7e9 + 10, tensor_s=0.3035).items()
+            if k not in ("sensor_kind", "sample_rate_hz")
+        },
     }
     cps = [
         {"wall": 1.7e9 + 20 + 60 * i, "devices": {"sim:h100": {"outside_net_energy_j": 0.0}}}

@@ -257,14 +257,16 @@ def test_rows_long_after_the_last_checkpoint_are_time_nobody_observed(later_s):
     from types import SimpleNamespace
 
     from flopwatch.evaluate.window import ledger_window_verdicts
+    from window_cases import light_observables
 
     def ent(kind: str, payload: dict) -> SimpleNamespace:
         return SimpleNamespace(kind=kind, payload=payload)
 
     def row(i: int, s: float, e: float, up: float) -> SimpleNamespace:
+        # with the observables `verdict` recomputes its bound from (round 9: a light run, 4.4e13 over 10 s)
         return ent("workload", {"workload_id": f"w{i}", "device": "gpu0", "device_name": "h100", "start_wall": s,
                                 "end_wall": e, "lower_flops": 0.0, "upper_flops": up, "estimate_flops": up / 2,
-                                "regime": "calibrated", "warnings": []})  # fmt: skip
+                                "regime": "calibrated", "warnings": [], **light_observables(s, e, 0.01)})  # fmt: skip
 
     w0 = 1.7e9
 
@@ -277,7 +279,7 @@ def test_rows_long_after_the_last_checkpoint_are_time_nobody_observed(later_s):
             ent("checkpoint", {"wall": w0, "devices": {"gpu0": {"outside_net_energy_j": 0.0}}}),
             row(1, w0 + 10, w0 + 3000, 1e20),
             ent("checkpoint", {"wall": w0 + 3600, "devices": {"gpu0": {"outside_net_energy_j": 0.0}}}),
-            row(2, w0 + last_s - 10, w0 + last_s, 1e10),
+            row(2, w0 + last_s - 10, w0 + last_s, 5e13),
         ]
 
     res = ledger_window_verdicts(ledger(later_s), threshold_flops=1e15, window_s=3600.0)

@@ -169,6 +169,7 @@ def verdict_cmd(
         profile=prof,
         device=device,
         blockers=blockers,
+        node_labels=labels if multi else (),
     )
     res["warnings"] = [w for n in nodes for w in n.warnings] + list(res["warnings"])
     res["verification"] = {

@@ -299,6 +299,18 @@ def _spec(device: DeviceSpec | str | None, profile: Profile | None) -> tuple[Dev
     return None, None
 
 
+def unnamed_device(profile: Profile | None, *names: object) -> str | None:
+    """A warning when a record or row names no device (none of ``names``) and so is judged as the profile's:
+    that device is an assumption about someone else's run, never the basis of a "below" (round 9,
+    `device-unnamed`); the verifier's own ``--device`` is one of ``names`` and stands."""
+    if any(names) or profile is None or not profile.device_key:
+        return None
+    return (
+        f"the run names no device: judged as the profile's device {profile.device_key}, an assumption about "
+        "what ran (give --device to state it), never 'below'"
+    )
+
+
 def profile_envelope(
     profile: Profile | None, spec: DeviceSpec | None, obs: Observables | None = None
 ) -> Envelope:
@@ -638,6 +650,7 @@ def assess_record(
     # record names another model, as a fleet's --device never eases a GPU's own modelName); an unknown name is
     # judged as the profile's device, warned (assess)
     dev, claim = device_claims(device, record.device_name, record.device, record.device_spec)
+    claim = claim or unnamed_device(profile, device, record.device_name, record.device, record.device_spec)
     obs = observables_from_record(record)
     # the context the record says it was made in (its sensor, rate, a peak override) is evidence like a monitor
     # row's: it may only add warnings and blind time (round 6: a record naming NVML with `unobserved_s: 0`)
@@ -692,6 +705,7 @@ __all__ = [
     "observables_from_record",
     "profile_envelope",
     "threshold_verdict",
+    "unnamed_device",
     "windows_from_samples",
     "windows_from_trace",
     "with_samples",

@@ -46,6 +46,10 @@ _GAP_MIN_S = 900.0
 JUMP_SLACK_S = 30.0
 JUMP_RATIO = 0.01
 
+#: The kinds of ledger row (``monitor.ledger_format.KINDS``; evaluate may not import the monitor): a row of any
+#: other kind holds something the window does not judge.
+LEDGER_KINDS = ("genesis", "start", "workload", "checkpoint", "recovery", "stop")
+
 WINDOW_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 
 
@@ -380,14 +384,44 @@ def outside_bound(outside_j: Mapping[str, float], envelopes: Mapping[str, float]
 
 
 # --------------------------------------------------------------------------------------------- ledger
-def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = None) -> dict[str, Any]:
-    """A ledger row's sound bounds recomputed from its observables with ``profile``."""
+#: Relative slack between a row's signed upper bound and the one recomputed from its observables (rounding).
+_SIGNED_SLACK = 1e-6
+
+
+def reassess_row(
+    row: Mapping[str, Any], profile: Profile | None = None, device: str | None = None
+) -> dict[str, Any]:
+    """A ledger row judged by the verifier's rule, not the signer's (round 9, `signed-bound-understated`): its sound
+    bounds recomputed from its observables and context (with ``profile``: also its estimate, lower bound and
+    regime; without: the sound upper bound alone). The larger of the recomputed and the signed upper bound stands,
+    with the union of the warnings; a signed bound under the recomputed one is named, and so is a row whose
+    observables are missing (it cannot be recomputed). Each of these blocks "below"."""
+    return reassess_rows([row], profile, device)[0]
+
+
+def reassess_rows(
+    rows: Sequence[Mapping[str, Any]], profile: Profile | None = None, device: str | None = None
+) -> list[dict[str, Any]]:
+    """:func:`reassess_row` of many rows, their sound bounds in one pass (``estimate.verdict.assess_many``)."""
+    from flopwatch.estimate.verdict import assess_many
+
+    args = [_assess_args(r, profile, device) for r in rows]
+    done = iter(assess_many(profile, [x for x in args if x is not None]))
+    return [
+        _reassessed(r, profile, None if x is None else next(done)) for r, x in zip(rows, args, strict=True)
+    ]
+
+
+def _assess_args(
+    row: Mapping[str, Any], profile: Profile | None, device: str | None
+) -> tuple[Any, dict[str, Any]] | None:
+    """``(observables, keyword arguments of assess)`` of a row; None when its observables are missing."""
     from flopwatch.estimate.observe import CONTEXT_KEYS, Observables, timestamp_span_s
-    from flopwatch.estimate.verdict import assess, device_claims
+    from flopwatch.estimate.verdict import device_claims, unnamed_device
 
     e, t = finite(row.get("net_energy_j")), finite(row.get("duration_s"))
     if e is None or t is None or t <= 0:
-        return {**row, "lower_flops": 0.0, "upper_flops": None, "estimate_flops": None}
+        return None
     obs = Observables(
         net_energy_j=e,
         duration_s=t,
@@ -410,25 +444,73 @@ def reassess_row(row: Mapping[str, Any], profile: Profile, device: str | None = 
     # the row is judged in the verifier's context: a row made under another profile (or none recorded), a
     # replay/simulated sensor, a peak override or too slow a rate is flagged and never "below" (issue 21 item 6)
     ctx = {k: row.get(k) for k in CONTEXT_KEYS if k in row}
-    # the verifier's --device and the row's names are claims: another model named is the more capable, warned
+    # the verifier's --device and the row's names are claims: another model named is the more capable, warned;
+    # a row naming none is judged as the profile's device, warned (round 9)
     dev, claim = device_claims(device, row.get("device_name"), row.get("device"))
-    a = assess(
-        profile,
-        obs,
-        device=dev,
-        context=ctx,
-        verifier_context={"profile_sha256": profile.sha256()},
-        extra_warnings=() if claim is None else (claim,),
-    )
+    claim = claim or unnamed_device(profile, device, row.get("device_name"), row.get("device"))
+    return obs, {
+        "device": dev,
+        "context": ctx,
+        "verifier_context": None if profile is None else {"profile_sha256": profile.sha256()},
+        "extra_warnings": () if claim is None else (claim,),
+    }
+
+
+def _reassessed(row: Mapping[str, Any], profile: Profile | None, a: Any) -> dict[str, Any]:
+    """``row`` with the verifier's assessment ``a`` of it (None: its observables are missing) merged in."""
+    wid = row.get("workload_id", "?")
+    old = _strings(row.get("warnings"))
+    if a is None:
+        why = (
+            f"workload {wid}: its net energy and duration are not recorded, so its signed bound cannot be "
+            "recomputed from observables: never 'below'"
+        )
+        out = {**row, "warnings": list(dict.fromkeys([*old, why]))}
+        return (
+            out
+            if profile is None
+            else {**out, "lower_flops": 0.0, "upper_flops": None, "estimate_flops": None}
+        )
+    # what the monitor measured (sensor errors, idle floor, coverage) still holds: keep it
+    warns = [*old, *a.warnings]
+    signed, assessed = finite(row.get("upper_flops")), row.get("regime") is not None
+    if assessed and (signed is None or signed < 0):
+        up: float | None = None  # the signer called it unbounded: it may widen, and does
+    elif assessed and signed is not None and signed >= a.upper_flops:
+        up = signed
+    else:
+        up = finite(a.upper_flops)
+        if assessed and signed is not None and signed < a.upper_flops * (1 - _SIGNED_SLACK):
+            warns.append(
+                f"workload {wid}: its signed upper bound {signed:.4g} is under {a.upper_flops:.4g}, recomputed "
+                "from its observables (signed under another rule, or edited): the larger stands, never 'below'"
+            )
+    status = row.get("status")
+    if status is not None and status != "complete":
+        warns.append(
+            f"workload {wid} has status {status!r}: the run may be longer than its row, never 'below'"
+        )
+    est = finite(row.get("estimate_flops"))
+    if profile is None and est is not None and est > a.upper_flops:  # two views of one run that disagree
+        warns.append(
+            f"workload {wid}: its signed estimate {est:.4g} exceeds the sound upper bound {a.upper_flops:.4g} "
+            "recomputed from its observables: never 'below'"
+        )
+    common = {
+        "upper_flops": up,
+        "warnings": list(dict.fromkeys(warns)),
+        # how the bound was taken (a row naming no sensor: its least-observed one)
+        "notes": [n for n in a.notes if profile is not None or not n.startswith("no calibration profile")],
+    }
+    if profile is None:  # the signed estimate and lower bound stand (they never make a "below")
+        lo = finite(row.get("lower_flops"))
+        return {**row, **common, "lower_flops": None if lo is None else min(lo, up if up is not None else lo)}
     return {
         **row,
+        **common,
         "estimate_flops": a.estimate_flops,
         "lower_flops": a.lower_flops,
-        "upper_flops": a.upper_flops,
         "regime": a.regime,
-        # what the monitor measured (sensor errors, idle floor, coverage) still holds: keep it
-        "warnings": list(dict.fromkeys([*_strings(row.get("warnings")), *a.warnings])),
-        "notes": list(a.notes),  # how the bound was taken (a row naming no sensor: its least-observed one)
     }
 
 
@@ -468,6 +550,14 @@ def _windows(v: Any) -> Any:
         return None
 
 
+def _node_of(name: object, labels: Sequence[str]) -> str:
+    """The node a device id (``NODE/device``) or a checkpoint's ``node`` names, when it is one of the ledgers'
+    ``labels`` (``flopwatch verdict`` over several ledgers: ``monitor.nodes.namespace`` sets both); else the one
+    node (a node's own ``node`` key or a slash in its device ids names nothing)."""
+    n = str(name or "").split("/", 1)[0]
+    return n if n in labels else ""
+
+
 def ledger_window_verdicts(
     entries: Iterable[Any],
     *,
@@ -478,10 +568,12 @@ def ledger_window_verdicts(
     profile: Profile | None = None,
     device: str | None = None,
     blockers: Sequence[str] = (),
+    node_labels: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Window verdicts of a ledger's entries (``flopwatch.monitor.ledger.read_entries``, read by the caller: evaluate
     does not import the monitor, which imports evaluate). ``by``: "all", "device" or "job". ``blockers``: reasons
-    from outside the entries that forbid "below" (the caller's ledger verification failed)."""
+    from outside the entries that forbid "below" (the caller's ledger verification failed). ``node_labels``: the
+    ledgers' labels when the entries are several nodes' (``monitor.nodes.namespace``)."""
     from flopwatch.estimate.bounds import resolve_device
     from flopwatch.estimate.verdict import device_claims, profile_envelope
 
@@ -492,6 +584,7 @@ def ledger_window_verdicts(
     rows: list[dict[str, Any]] = []
     cps: list[tuple[float, dict[str, float]]] = []  # (wall, finite outside J per device)
     devs_seen: set[str] = set()
+    last_cp: dict[str, set[str]] = {}  # the devices of each node's last checkpoint
     names: dict[
         str, dict[str, None]
     ] = {}  # every name each device is given (start rows, workload rows), in order
@@ -499,8 +592,11 @@ def ledger_window_verdicts(
     seen: set[str] = set()
     blockers = list(blockers)
     rules = WindowRules()  # the live gauge's rules, fed in the same (ledger) order
+    unknown: dict[str, int] = {}
     for ent in entries:
         p = ent.payload if isinstance(ent.payload, Mapping) else {}
+        if ent.kind not in LEDGER_KINDS:
+            unknown[str(ent.kind)] = unknown.get(str(ent.kind), 0) + 1
         # only the rows the window uses (daemon start/stop rows carry the host's clock, not the sensor's)
         if ent.kind == "workload":
             rules.row(p.get("end_wall"))
@@ -531,21 +627,41 @@ def ledger_window_verdicts(
             rules.checkpoint(p.get("wall"), out)
             w = finite(p.get("wall"))
             if w is not None and out is not None:
-                cps.append((w, {d: float(x) for d, x in out.items() if finite(x) is not None}))
+                # a window's baseline is a checkpoint certainly before its start: placed at the latest time a
+                # witness allows (`witnessed_by`, monitor.nodes.place_by_witness; round 9, `late-witness`)
+                at = max(w, finite(p.get("witnessed_by")) or w)
+                cps.append((at, {d: float(x) for d, x in out.items() if finite(x) is not None}))
                 devs_seen.update(out)
+                # (a device listed with no finite value reports nothing either)
+                last_cp[_node_of(p.get("node"), node_labels)] = {
+                    d for d, x in out.items() if finite(x) is not None
+                }
                 walls.append(w)
         elif ent.kind == "start":
             for s in p.get("sensors") or []:
                 if isinstance(s, Mapping) and s.get("device") and s.get("name"):
                     names.setdefault(str(s["device"]), {})[str(s["name"])] = None
     cps.sort(key=lambda x: x[0])
+    if unknown:  # a heavy workload written as another kind is in no window (round 9, `row-kind-unknown`)
+        blockers.append(
+            f"{sum(unknown.values())} ledger row(s) of a kind the verdict does not know "
+            f"({', '.join(map(repr, unknown))}): what they hold is not judged, never 'below'"
+        )
+    # a device its node's last checkpoint no longer reports: its energy outside workloads since is unknown
+    # (round 9, `checkpoint-drops-device`: the window read it as the last value reported, 0 J)
+    dropped = sorted(d for d in devs_seen if d not in last_cp.get(_node_of(d, node_labels), {d}))
+    if dropped:
+        blockers.append(
+            f"the last checkpoint no longer reports device(s) {', '.join(dropped)}: their energy outside "
+            "workloads since is unknown, never 'below'"
+        )
     end = max(walls) if walls else None
     start = None if window_s is None or end is None else end - window_s
     warnings: list[str] = []
     blockers.extend(rules.blockers(start))
-    if profile is not None:
-        rows = [reassess_row(r, profile, device) for r in rows]
-    elif any(r.get("regime") is None for r in rows):
+    # every row judged by the verifier's rule from its observables, with or without a profile (round 9)
+    rows = reassess_rows(rows, profile, device)
+    if profile is None and any(r.get("regime") is None for r in rows):
         warnings.append(
             "rows without a regime assessment carry the calibrated interval only, which no verdict may trust "
             "outside the calibrated regime; pass --profile to recompute sound bounds from their observables"
@@ -556,7 +672,17 @@ def ledger_window_verdicts(
         w = finite(r.get(k))
         return start is None or w is None or w >= start
 
-    in_win = [r for r in rows if _in(r, "end_wall")]
+    # a row counts in every window it may have ended in: a witness that saw it only later leaves its time open up
+    # to that sighting (`witnessed_by`; round 9, `late-witness`)
+    late = [
+        r for r in rows if not _in(r, "end_wall") and (finite(r.get("witnessed_by")) or -math.inf) >= start
+    ]
+    if late:
+        warnings.append(
+            f"{len(late)} row(s) stamped before the window counted in it: no witnessed head before "
+            f"{min(float(r['witnessed_by']) for r in late):.0f} shows they ended earlier"
+        )
+    in_win = [r for r in rows if _in(r, "end_wall")] + late
     inside = [
         r
         for r in in_win
@@ -566,7 +692,8 @@ def ledger_window_verdicts(
     ua: dict[str, float] = {}
     env: dict[str, float] = {}
     for d in devices:
-        ua[d] = max(0.0, outside_at(cps, d, end) - (outside_at(cps, d, start) if start is not None else 0.0))
+        # up to the last checkpoint (a witness may place marks after the last stamp), from the window's baseline
+        ua[d] = max(0.0, outside_at(cps, d, None) - (outside_at(cps, d, start) if start is not None else 0.0))
         # two names of one device that resolve to two models are two claims: the most capable, and a blocker
         # (round 6, `window-name-conflict`); else its last name (the rows' over the start row's)
         nm, why = device_claims(*reversed(names.get(d, {})))
@@ -584,6 +711,13 @@ def ledger_window_verdicts(
                 blockers.append(
                     f"device {d} is named {nm!r}, which names no device in the verifier's table; judged "
                     f"as the profile's device {spec.key if spec else '?'}: never 'below'"
+                )
+            elif (
+                ua[d] > 0
+            ):  # nothing names it: the profile's device is an assumption (round 9, `device-unnamed`)
+                blockers.append(
+                    f"device {d} is named by no row: its energy outside workloads judged as the profile's device "
+                    f"{spec.key if spec else '?'}, an assumption (give --device), never 'below'"
                 )
         env[d] = profile_envelope(None, spec, None).flops_per_j  # physics (η_max), never a profile
 

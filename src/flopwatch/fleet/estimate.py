@@ -25,6 +25,8 @@ from flopwatch.telemetry.prom_client import PrometheusClient
 FLEET_SCHEMA = "flopwatch.fleet/2"
 #: ``--by`` values that group GPUs by what they did, not by labels.
 COHORT = "cohort"
+#: Groups assessed together (estimate.verdict.assess_many); a waiting one holds its frame: memory stays flat
+JUDGE_BATCH = 2048
 
 
 @dataclass
@@ -151,10 +153,9 @@ def _judge_all(t: G.GroupTable, unlabelled: str | None, extra: list[str], **kw: 
     assessments made together (:func:`~flopwatch.estimate.verdict.assess_many`)."""
     from flopwatch.estimate.verdict import assess_many, drive
 
-    def lab(g: int) -> str | None:
-        if unlabelled is None or t.key[g] != unlabelled:
-            return None
-        return f"{int(t.gpus[g])} GPU(s) without a job in part of the range: their time is judged here"
+    def step(g: int) -> Any:
+        lab = f"{int(t.gpus[g])} GPU(s) without a job in part of the range: their time is judged here"
+        return G.judge(t, g, [*extra, *G.notes(t, g, kw["present"], lab if t.key[g] == unlabelled else None)], **kw)  # fmt: skip
 
-    steps = [G.judge(t, g, [*extra, *G.notes(t, g, kw["present"], lab(g))], **kw) for g in range(len(t.key))]
-    return drive(steps, lambda asks: assess_many(kw["profile"], asks))
+    cut = [range(lo, min(lo + JUDGE_BATCH, len(t.key))) for lo in range(0, len(t.key), JUDGE_BATCH)]
+    return [r for gs in cut for r in drive([step(g) for g in gs], lambda a: assess_many(kw["profile"], a))]

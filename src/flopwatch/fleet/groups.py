@@ -173,11 +173,8 @@ class GroupTable:
     def row(self, g: int) -> dict[str, float]:
         """Group ``g``'s sums as Python floats (every group's row built once, in one pass over the columns)."""
         if not hasattr(self, "_rows"):
-            keys = list(self.sums)
-            self._rows = [
-                dict(zip(keys, r, strict=True))
-                for r in zip(*(self.sums[k].tolist() for k in keys), strict=True)
-            ]
+            cols = zip(*(c.tolist() for c in self.sums.values()), strict=True)
+            self._rows = [dict(zip(self.sums, r, strict=True)) for r in cols]
         return self._rows[g]
 
 

@@ -101,16 +101,20 @@ def place_by_witness(
                 dur = max(0.0, end - start)
             new_end = _clamp(end, lo, hi)
             new_start = _clamp(start, lo - (dur or 0.0), hi - (dur or 0.0))
+            # the latest time the row may have ended: a window reaching past it counts the row (round 9)
+            p = {**p, "witnessed_by": hi}
             if (new_end, new_start) != (end, start):
                 moved += 1
                 p = {**p, "end_wall": new_end, "start_wall": new_start, "node_wall": [start, end]}
-                e = _with_payload(e, p)
+            e = _with_payload(e, p)
         elif e.kind == "checkpoint":
             w = finite(p.get("wall"))
             nw = _clamp(w, lo, hi)
             if nw != w:
                 moved += 1
-                e = _with_payload(e, {**p, "wall": nw, "node_wall": w})
+            e = _with_payload(
+                e, {**p, "wall": nw, "witnessed_by": hi, **({"node_wall": w} if nw != w else {})}
+            )
         out.append(e)
     notes: list[str] = []
     if moved:
@@ -133,7 +137,8 @@ def namespace(entries: Iterable[LedgerEntry], label: str) -> list[LedgerEntry]:
         if e.kind == "workload" and p.get("device") is not None:
             e = _with_payload(e, {**p, "device": f"{label}/{p['device']}", "node": label})
         elif e.kind == "checkpoint" and isinstance(p.get("devices"), dict):
-            e = _with_payload(e, {**p, "devices": {f"{label}/{d}": v for d, v in p["devices"].items()}})
+            devs = {f"{label}/{d}": v for d, v in p["devices"].items()}
+            e = _with_payload(e, {**p, "devices": devs, "node": label})
         elif e.kind == "start" and isinstance(p.get("sensors"), list):
             sens = [
                 {**s, "device": f"{label}/{s['device']}"} if isinstance(s, dict) and s.get("device") else s
