@@ -342,20 +342,8 @@ def sim_openmetrics(
         if schedule == "random"
         else D.load_fleet_schedule(schedule)
     )
-    fleet = D.SimulatedFleet(
-        gpus,
-        hours,
-        jobs,
-        device=device,
-        gpus_per_node=gpus_per_node,
-        interval_s=step,
-        wall0=wall0,
-        seed=seed,
-        label_style=label_style,
-        resets=resets,
-        drop=drop,
-        omit=omit,
-    )
+    fleet = D.SimulatedFleet(gpus, hours, jobs, device=device, gpus_per_node=gpus_per_node, interval_s=step,
+                             wall0=wall0, seed=seed, label_style=label_style, resets=resets, drop=drop, omit=omit)  # fmt: skip
     # Both written atomically (missing folders created): never through a symlink, never half a file.
     tr = fleet.write_openmetrics(out)
     atomic_write(truth_path, json.dumps(tr.to_dict(), indent=2))

@@ -54,7 +54,12 @@ def devices_of(jobs: GpuJobs, override: str | None) -> tuple[list[DeviceSpec | N
     unknown = np.zeros(len(jobs), bool)
     impossible = np.zeros(len(jobs), bool)
     claims: dict[str, tuple[DeviceSpec | None, bool, bool]] = {}  # per model name: a fleet has a handful
-    rows = zip(jobs.model.tolist(), jobs.peak_power_w.tolist(), jobs.clock_max_mhz.tolist(), strict=True)
+    # the highest window-mean power, or the mean over the GPU-job where higher (no power gauge: the counter's)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        power = np.fmax(
+            jobs.peak_power_w, np.where(jobs.duration_s > 0, jobs.energy_j / jobs.duration_s, np.nan)
+        )
+    rows = zip(jobs.model.tolist(), power.tolist(), jobs.clock_max_mhz.tolist(), strict=True)
     for i, (name, p, c) in enumerate(rows):
         if name not in claims:
             # one GPU reporting two models (reader: "A | B") is impossible: the most capable claim stands
@@ -288,6 +293,8 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
          "exact)"),
         (M.ENERGY not in present,
          lambda: f"{M.ENERGY} missing: energy from the power gauge (sampled, not exact)"),
+        (s["no_power_s"], lambda: f"{M.POWER} missing for {s['no_power_s'] / 3600:.2f} GPU-h: energy from the "
+         "counter alone, unchecked; no check of load (telemetry stopping, scrapes missed, counters stuck)"),
         (s["out_of_range"],
          lambda: f"utilisation or activity outside [0, 1] in {int(s['out_of_range'])} window(s)"),
         (fin(mp) and mp < 0, lambda: f"negative power ({mp:.3g} W)"),

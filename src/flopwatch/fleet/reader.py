@@ -28,6 +28,8 @@ SIMULATED = "flopwatch_simulated"
 #: A window with samples on both sides stands for the whole window only if at least this share of its scrapes
 #: arrived; otherwise the series may have left and come back inside it.
 FULL_WINDOW = 0.8
+#: A series' counter may rise this share over its own time at its mean power (as ``groups.COUNTER_TOLERANCE``).
+TOL = 0.10
 #: Mean power above idle × this (or idle + 30 W, whichever is more) counts as load for the consistency checks.
 LOAD_FACTOR = 1.5
 #: Metrics whose series claim the GPU's model (their ``modelName``); the others are read without it.
@@ -78,6 +80,7 @@ class GpuJobs:
     prof_gap_s: np.ndarray  # time with samples but no profiling counter, where the fleet exports them
     prof_zero_load_s: np.ndarray  # time with every profiling counter at 0 while power shows load
     util_no_power_s: np.ndarray  # time with utilisation ≥ 0.5 at the claimed model's idle power
+    no_power_s: np.ndarray  # time with samples but no power gauge (the checks of load not made)
     ends_busy: np.ndarray  # series whose telemetry stops under load while the range goes on (lag, outage)
     duplicate_s: np.ndarray  # time a GPU is reported twice (more samples than scrapes; two series or jobs)
     mig: np.ndarray  # bool: energy apportioned among MIG instances
@@ -108,7 +111,8 @@ class Discovery:
     keys: list[str]  # GPU chunk keys
     key_label: str
     simulated: bool
-    ref_match: str = ""  # the series that list the GPUs: power, else the energy counter
+    ref_match: str = ""  # the series that list the GPUs: power and the energy counter
+    unpowered: bool = False  # some GPUs without a power gauge: samples counted on the energy counter
 
 
 def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
@@ -129,15 +133,18 @@ def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
             f"(found: {', '.join(sorted(names)[:8])}{' …' if len(names) > 8 else ''})",
             field="metrics",
         )
-    ref = M.POWER if M.POWER in present else M.ENERGY
-    ref_match = f"{ref}{{{m}}}" if m else ref
+    # GPUs from either series: one without a power gauge was in no chunk, silently (round 9, `no-power-gauge`)
+    ref = "|".join(x for x in (M.POWER, M.ENERGY) if x in present)
+    ref_match = f'{{__name__=~"{ref}"{"," + m if m else ""}}}'
     key_label, keys = first_label(client, plan, ref_match, "UUID", "Hostname", "instance")
+    powered = client.label_values(key_label, f"{M.POWER}{{{m}}}", plan.start, plan.end) if key_label else keys
+    unpowered = "|" in ref and set(powered) != set(keys)
+    bare = ref_match[:-1] + f',{key_label}=""}}'
     # series without that label are matched by its empty value (round 8, `no-uuid`: they were never read, silently)
-    bare = f'{ref}{{{m + "," if m else ""}{key_label}=""}}'
     if key_label and client.label_values("__name__", bare, plan.start, plan.end):
         keys.append("")
     simulated = bool(client.label_values("__name__", SIMULATED, plan.start, plan.end))
-    return Discovery(present, keys or [""], key_label, simulated, ref_match)
+    return Discovery(present, keys or [""], key_label, simulated, ref_match, unpowered)
 
 
 def first_label(client: PrometheusClient, plan: ReadPlan, match: str, *labels: str) -> tuple[str, list[str]]:
@@ -195,7 +202,7 @@ class FleetReader:
             thin = [*drop, "modelName"]  # drop it on the server (a fifth of their bytes)
             q |= {(k, fn): M.window_query(M.BY_KEY[k].name, fn, matchers, self.window, thin)
                   for k, fn in q if k not in _MODEL_FROM}  # fmt: skip
-        if ("power", "count") not in q:  # the sample count from the counter: its third read, without power
+        if ("power", "count") not in q or self.found.unpowered:  # counted on the counter: its third read
             q[("energy", "count")] = M.window_query(M.ENERGY, "count", matchers, self.window, drop)
         if self.jobs is not None and self.jobs.metric:  # the job-info series' samples per job, GPU and window
             by = ", ".join((self.jobs.job_label, *self.jobs.gpu_labels))
@@ -264,15 +271,24 @@ class FleetReader:
                 ok = (j >= 0) & (j < K)
                 a[r[ok], j[ok]] = np.concatenate([c.v for c in cs])[ok]
             m = M.BY_KEY[key]
-            return a * m.scale if m.scale != 1.0 else a
+            return a * m.scale if m.scale != 1.0 and fn != "count" else a  # counts are samples, not mJ
 
-        has_power = (("power", "count")) in answers
-        N = mat("power", "count") if has_power else mat("energy", "count")
-        N = np.where(np.isfinite(N) & (N > 0), N, 0.0)
+        N = np.fmax(mat("power", "count"), mat("energy", "count"))  # the counter's where no power gauge
+        L = mat("energy", "last") if ("energy", "last") in answers else None
+        Mn = mat("energy", "min") if L is not None else None
+        # a counter sample where the gauge counted none is there too (named: no_power_s), as a whole window's
+        # scrapes (round 9, `power-stops-idle`: the counter's windows after the gauge stopped were dropped)
+        N = np.where(
+            np.isfinite(N) & (N > 0), N, 0.0 if L is None else np.where(np.isfinite(L), W / step, 0.0)
+        )
         P = N > 0
         gids = [M.gpu_id(lab) for lab in labels]
         ug, gi = _factorize(gids)
         G = len(ug)
+        inst = np.array([lab.get(M.MIG_LABEL, "") for lab in labels], dtype=object)
+        unit = _units(gi, inst)  # (GPU, MIG instance): each instance repeats its GPU's timeline
+        U, g_of_unit = int(unit.max()) + 1, np.zeros(int(unit.max()) + 1, dtype=np.intp)
+        g_of_unit[unit] = gi
         # --- placement: the time each cell stands for, and where it starts and ends
         prev, nxt = _shift(P, 1), _shift(P, -1)
         interior = P & prev & nxt & (N >= FULL_WINDOW * W / step)
@@ -292,13 +308,12 @@ class FleetReader:
         kept = np.clip(kept, 0.5, 1.0)[:, None]
         span = np.where(interior, W, np.where(P, np.minimum(W, N * step / kept), 0.0))
         p_mean = mat("power", "sum") / np.where(P, N, np.nan)  # all NaN without the power gauge
-        L = mat("energy", "last") if ("energy", "last") in answers else None
-        Mn = mat("energy", "min") if L is not None else None
-        # an edge cell alone on its GPU stands for at least the time its counter rose at its mean power (round 8,
-        # `sparse-edge`: scrapes missed in an edge window were no time at all)
+        # an edge cell alone on its GPU (MIG: instance) stands for at least the time its counter rose at its mean
+        # power (round 8, `sparse-edge`: scrapes missed in an edge window were no time at all; round 9: MIG)
         if L is not None:
-            rise = np.where(_per_gpu(P, gi, G)[gi] == 1, (L - Mn) / p_mean, 0.0)
-            span = np.where(P & ~interior & (rise > span), np.minimum(W, rise), span)
+            rise = np.where(P & (p_mean > 0), (L - Mn) / p_mean, np.nan)
+            alone = _per_gpu(P, unit, U)[unit] == 1
+            span = np.where(P & ~interior & alone & (rise > span), np.minimum(W, rise), span)
         t = self.ends[None, :]
         c_start = np.where(prev, t - W, np.where(nxt, t - span, t - W / 2 - span / 2))
         c_end = np.where(nxt, t, np.where(prev, t - W + span, t - W / 2 + span / 2))
@@ -316,7 +331,9 @@ class FleetReader:
         p_ok = np.isfinite(p_mean)
         # --- activities
         avg = {m.key: mat(m.key, "avg") for m in M.TABLE if (m.key, "avg") in answers}
-        tensor = avg.get("hmma", avg.get("tensor"))
+        if "hmma" in avg:  # one tensor pipe, two views: per window the larger (r. 9, hmma-under-tensor)
+            avg["tensor"] = np.fmax(avg.pop("hmma"), avg.get("tensor", np.nan))
+        tensor = avg.get("tensor")
         zero = np.zeros((S, K))
 
         def integral(a: np.ndarray | None) -> np.ndarray:
@@ -349,13 +366,12 @@ class FleetReader:
         # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
         g_next = _shift(_per_gpu(P, gi, G, np.logical_or, False), -1)
         last = P & ~next_any(P)
-        # the last window too, where its GPU falls short of the range's end (round 8, `lag-end`)
-        tail = min(W, p.end - self.ends[-1] + W) - 2 * step
-        stops = last & load & ~g_next[gi] & ((np.arange(K)[None, :] < K - 1) | (span_g[gi] < tail))
-        inst = np.array([lab.get(M.MIG_LABEL, "") for lab in labels], dtype=object)
+        # the last window too, where its GPU's longest MIG instance (or whole) falls short of the range's end
+        # (round 8, `lag-end`; round 9, `mig-lag-end`: instances' times were summed)
+        tail = _per_gpu(_per_gpu(span, unit, U), g_of_unit, G, np.maximum)[gi] < W - 2 * step
+        stops = last & load & ~g_next[gi] & ((np.arange(K)[None, :] < K - 1) | tail)
         # more samples than scrapes per GPU and MIG instance (each instance repeats the GPU's series: not twice)
-        unit = _units(gi, inst)
-        dup = (_per_gpu(N, unit, int(unit.max()) + 1) > 1.05 * W / step + 1)[unit] & P
+        dup = (_per_gpu(N, unit, U) > 1.05 * W / step + 1)[unit] & P
         # --- energy: per GPU and window (the counter is the GPU's), shared among the series present
         is_mig = inst != ""
         # a whole-GPU series beside MIG instances of it, window after window: one GPU twice (r. 8, mig-beside-whole)
@@ -363,25 +379,23 @@ class FleetReader:
             m = [_per_gpu(P & (is_mig == x)[:, None], gi, G, np.logical_or, False) for x in (True, False)]
             both = m[0] & m[1]
             dup |= (both & (_shift(both, 1) | _shift(both, -1)))[gi] & P
-        if L is not None and Mn is not None:
-            # one GPU, one counter: its series in a window hold stretches of one range that follow each other. Two
-            # series each spanning the window's whole range with a quarter of its scrapes report one GPU twice
-            # (interleaved exporters). Not checked: MIG, a reset (named as one), a counter restarted lately
-            ok = P & np.isfinite(L) & np.isfinite(Mn) & ~is_mig[:, None]
-            lo = _per_gpu(np.where(ok, Mn, np.inf), gi, G, np.minimum, np.inf)
-            hi = _per_gpu(np.where(ok, L, -np.inf), gi, G, np.maximum, -np.inf)
-            pw = _per_gpu(np.where(ok & p_ok, np.maximum(p_mean, idle), idle), gi, G, np.maximum)
-            near = 2.0 * step * pw[gi] + 1.0  # two scrapes' energy
-            whole = ok & (Mn - lo[gi] <= near) & (hi[gi] - L <= near) & (N >= 0.25 * W / step)
-            spanning = _per_gpu(whole, gi, G)
-            reset = (lo < _ffill_prev(np.where(np.isfinite(hi), hi, np.nan))) | (lo < 2.0 * pw * W + 1e3)
-            two = (spanning >= 2) & ~reset
-            # a job change spans a short window twice in one window; twins, the next too (r. 8, short-window-twins)
-            if W < 16 * step:
-                two &= _shift(two, 1) | _shift(two, -1)
-            dup |= two[gi] & ok
+        if L is not None:
+            # one counter per GPU (MIG: instance): its series in a window hold stretches of it that follow each
+            # other (A, B) or nest (A, B, A: the outer one's counter also counts the inner one's energy). A series
+            # whose counter rose over more than its own time, beyond the stretches of the series inside it, reports
+            # one GPU twice, whatever share of the scrapes each copy has (round 9, `twin-20`). Rare honestly: one by one
+            far = P & (rise > (1 + TOL) * span + 2 * step)
+            mates = np.split(np.argsort(unit, kind="stable"), np.cumsum(np.bincount(unit, minlength=U))[:-1])
+            for i, k in zip(*np.nonzero(far & (_per_gpu(P, unit, U)[unit] > 1)), strict=True):
+                m = mates[unit[i]]
+                # its counter's rise less the stretches inside it, against its own time at its power, and two
+                # scrapes around each stretch at the most power in the window
+                o = m[(m != i) & P[m, k] & (Mn[m, k] >= Mn[i, k]) & (L[m, k] <= L[i, k])]
+                own, pw = L[i, k] - Mn[i, k] - np.sum(L[o, k] - Mn[o, k]), np.nanmax(p_mean[m, k])
+                lim = (1 + TOL) * span[i, k] * p_mean[i, k] + 2 * step * (len(o) + 1) * pw
+                dup[m, k] |= (own > lim) & P[m, k]
         energy, from_power, counter_j, counter_power_j, resets = _gpu_energy(
-            P, span, p_mean, L, Mn, busy_a, gi, G, inst, unit, step, idle
+            P, span, p_mean, L, Mn, busy_a, gi, G, inst, unit, g_of_unit, step, idle
         )
         # --- jobs per cell (with their share of it), then cells summed into rows of (GPU, instance, job)
         src, names, wt, twice = self._cell_jobs(labels, gids, info, c_start, c_end)
@@ -456,6 +470,7 @@ class FleetReader:
             prof_gap_s=tot(np.where(~prof_all & P, span, 0.0)) if prof else np.zeros(R),
             prof_zero_load_s=tot(np.where(prof_zero & load, span, 0.0)),
             util_no_power_s=tot(np.where(dark, span, 0.0)),
+            no_power_s=tot(np.where(P & ~p_ok, span, 0.0)),
             ends_busy=tot(stops, weighted=False),
             duplicate_s=tot(np.where(dup, span, 0.0)),
             mig=is_mig[one],
@@ -479,7 +494,12 @@ class FleetReader:
         owner: dict[str, dict[str, np.ndarray]] = {}  # GPU key → job → samples or seconds per window
         W = self.plan.window_s
         t0s, t1s = self.ends - W, self.ends
-        for job, gpu, _t0, _t1 in self.jobs.allocations:
+        spans: dict[
+            str, dict[str, tuple[float, float]]
+        ] = {}  # the mapping file's: GPU → job → (start, end) hull
+        for job, gpu, t0, t1 in self.jobs.allocations:
+            a, b = spans.setdefault(gpu, {}).get(job, (t0, t1))
+            spans[gpu][job] = (min(a, t0), max(b, t1))
             owner.setdefault(gpu, {}).setdefault(job, np.zeros(K))
         by_time = set(owner)
         for s in chain.from_iterable(c.series() for c in info or ()):
@@ -506,7 +526,7 @@ class FleetReader:
             held = owner[key]
             if key in by_time:  # seconds of overlap with the time the cell stands for
                 lo, hi, w = np.maximum(c_start[i], t0s), np.minimum(c_end[i], t1s), cell[i]
-                sp = self._spans(key).items()
+                sp = spans[key].items()
                 shares = {j: (np.minimum(hi, t1) - np.maximum(lo, t0)).clip(0.0) / w for j, (t0, t1) in sp}
             else:  # info samples: a window a job holds between two it holds is whole; its edges by their samples
                 # over a whole window's, the median of the GPU's inner windows (round 8, `info-burst`)
@@ -527,42 +547,19 @@ class FleetReader:
             src.append(i), names.append(None), rows.append(np.clip(1.0 - tot * scale, 0.0, 1.0))
         return np.asarray(src, dtype=np.intp), names, np.asarray(rows), twice
 
-    def _spans(self, gpu: str) -> dict[str, tuple[float, float]]:
-        """The mapping file's (start, end) of each job on ``gpu`` (several allocations: their hull)."""
-        out: dict[str, tuple[float, float]] = {}
-        for job, g, t0, t1 in self.jobs.allocations if self.jobs is not None else ():
-            if g == gpu:
-                a, b = out.get(job, (t0, t1))
-                out[job] = (min(a, t0), max(b, t1))
-        return out
-
 
 @np.errstate(invalid="ignore", divide="ignore")
-def _gpu_energy(
-    P: np.ndarray,
-    span: np.ndarray,
-    p_mean: np.ndarray,
-    L: np.ndarray | None,
-    Mn: np.ndarray | None,
-    busy: np.ndarray | None,
-    gi: np.ndarray,
-    G: int,
-    inst: np.ndarray,
-    unit: np.ndarray,
-    step: float,
-    idle: np.ndarray,
-) -> tuple[np.ndarray, ...]:
+def _gpu_energy(P: np.ndarray, span: np.ndarray, p_mean: np.ndarray, L: np.ndarray | None, Mn: np.ndarray | None,
+                busy: np.ndarray | None, gi: np.ndarray, G: int, inst: np.ndarray, unit: np.ndarray,
+                g_of_unit: np.ndarray, step: float, idle: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
     """(energy, of it from power, counter rise and power energy where both are exact, resets) per (series, window):
     each GPU's counter (or power gauge) energy per window, shared among its series (docs/fleet.md, "How it reads")."""
     S, K = P.shape
     p_ok = np.isfinite(p_mean)
     e_power = np.where(p_ok & P, p_mean * span, 0.0)
-    U = int(unit.max()) + 1
-    g_of_unit = np.zeros(U, dtype=np.intp)
-    g_of_unit[unit] = gi
 
     def per_gpu(x: np.ndarray) -> np.ndarray:  # Σ over one instance's series, the largest instance
-        return _per_gpu(_per_gpu(x, unit, U), g_of_unit, G, np.maximum)
+        return _per_gpu(_per_gpu(x, unit, len(g_of_unit)), g_of_unit, G, np.maximum)
 
     Pg = per_gpu(e_power)
     Gp = _per_gpu(P, gi, G, np.logical_or, False)
@@ -600,7 +597,9 @@ def _gpu_energy(
     span_p = np.where(P, span, 0.0)
     span_g = _per_gpu(span_p, gi, G)
     by_time = np.where(span_g[gi] > 0, span_p / span_g[gi], 0.0)
-    w = np.where(P, np.where(p_ok, e_power, span), 0.0)
+    w = np.where(
+        P & ~is_mig, np.where(p_ok, e_power, span), 0.0
+    )  # whole-GPU series apart (r. 9, mig-beside-whole)
     wg = _per_gpu(w, gi, G)
     share = np.where(wg[gi] > 0, w / wg[gi], by_time)
     if is_mig.any():

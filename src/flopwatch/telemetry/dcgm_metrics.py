@@ -52,7 +52,7 @@ TABLE: tuple[Metric, ...] = (
            "pipe estimate: tensor-core issue cycles (any precision)", profiling=True),
     Metric("hmma", "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "gauge", ("avg",), "gauge",
            "Ratio of cycles the tensor HMMA pipe is active.", "ratio", 1.0,
-           "pipe estimate (Hopper): FP16/BF16/TF32 tensor cycles, preferred to TENSOR", profiling=True),
+           "pipe estimate (Hopper): FP16/BF16/TF32 tensor cycles (with TENSOR: the larger)", profiling=True),
     Metric("fp32", "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge", ("avg",), "gauge",
            "Ratio of cycles the fp32 pipes are active.", "ratio", 1.0,
            "pipe estimate: FP32 CUDA-core cycles × the FP32 peak", profiling=True),
@@ -130,10 +130,10 @@ def window_queries(
     drop: Sequence[str] = UNREAD_LABELS,
 ) -> dict[tuple[str, str], str]:
     """(metric key, range function) → PromQL, for the metrics ``present`` (by DCGM name) and not in ``skip``
-    (keys); HMMA stands in for TENSOR where a GPU reports it (Hopper), a fallback only where its metric is absent."""
+    (keys); a fallback only where its metric is absent (TENSOR and HMMA both: the reader takes the larger)."""
     out: dict[tuple[str, str], str] = {}
     for m in TABLE:
-        if m.name not in present or m.key in skip or (m.key == "tensor" and HMMA in present):
+        if m.name not in present or m.key in skip:
             continue
         if m.fallback_of and BY_KEY[m.fallback_of].name in present:
             continue
