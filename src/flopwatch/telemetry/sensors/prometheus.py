@@ -214,7 +214,8 @@ def open_prometheus(
     else:
         t1 = time.time()
         t0 = t1 - _LOOKBACK_S
-    ref = f"{M.POWER}{{{m}}}" if m else M.POWER
+    # GPUs from the power gauge or the energy counter: a GPU without a gauge was left out, silently (round 10)
+    ref = f'{{__name__=~"{M.POWER}|{M.ENERGY}"{"," + m if m else ""}}}'
     try:
         uuids = client.label_values("UUID", ref, t0, t1)
     except InputError as e:
@@ -228,14 +229,24 @@ def open_prometheus(
         else:
             raise InputError(f"no GPU {want!r} among {len(uuids)} found", field="sensor")
     if not uuids:
-        raise SensorUnavailable(f"{client.display_url}: no {M.POWER} series with a UUID for {{{m}}}")
+        raise SensorUnavailable(
+            f"{client.display_url}: no {M.POWER} or {M.ENERGY} series with a UUID for {{{m}}}"
+        )
     simulated = bool(client.label_values("__name__", '{__name__="flopwatch_simulated"}', t0 - 600, t1))
     out = []
     shared = clock
     for u in uuids:
         sel = ",".join(x for x in (m, f'UUID="{u}"') if x)
-        last = client.query(f"last_over_time({M.POWER}{{{sel}}}[{int(max(t1 - t0, 1))}s])", at=t1)
+        last = [
+            x
+            for n in (M.POWER, M.ENERGY)
+            for x in client.query(f"last_over_time({n}{{{sel}}}[{int(max(t1 - t0, 1))}s])", at=t1)
+        ]
         labels = dict(last[0].labels) if last else {}
+        # a GPU has one model: two claims (the first series answered, sorted, was kept: a less capable one) refused
+        if len(models := sorted({x.labels.get("modelName", "") for x in last})) > 1:
+            raise InputError(f"GPU {u} reports {len(models)} models ({' | '.join(models)}): its device cannot be "
+                             "told", field="sensor")  # fmt: skip
         history = None
         if hist:
             history = {}

@@ -1,0 +1,106 @@
+"""Round 9 red team on the fleet wing (the threat model's "Round 10 (fleet)"): what the other side controls may widen
+a bound, block "below" or be refused with one line, never tighten a bound.
+
+The harness of round 5 (``test_round5_fleet.py``): hand-written (SIMULATED) histories of H100s for 2 h at 15 s,
+backfilled with promtool into a real Prometheus on loopback, each family on its own day. The honest job runs its
+tensor pipe 55 % of the cycles at the maximum clock. Here: the ``prometheus:`` sensor of ``monitor``/``record``
+against families that ``fleet estimate`` names (round 5's `model-switch`, round 9's `no-power-gauge`).
+"""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+import test_round5_fleet as r5  # the round-5 harness (a module attribute: its tests are not collected twice)
+
+from flopwatch.telemetry import dcgm_metrics as M
+from prom_helpers import LocalPrometheus, backfill, find_tool
+
+pytestmark = pytest.mark.skipif(
+    find_tool("promtool") is None or find_tool("prometheus") is None,
+    reason="needs promtool and prometheus (Debian package 'prometheus')",
+)
+
+K, BUSY, IDLE = r5.K, r5.BUSY, r5.IDLE
+A100 = "NVIDIA A100-SXM4-80GB"  # sorts before "NVIDIA H100 …": the first series Prometheus answers
+
+
+def _without(d: dict[str, float], metric: str) -> dict[str, float]:
+    return {m: v for m, v in d.items() if m != metric}
+
+
+def _families():
+    half = K // 2
+    busy = lambda k: BUSY[M.POWER]  # noqa: E731
+    return {
+        "honest": [r5._series(0, r5._lab("T0"), lambda k: BUSY)],
+        # one GPU (one UUID) whose series claim two models: the H100 first, then a less capable A100
+        "sensor-two-models": [
+            r5._series(0, r5._lab("T1"), lambda k: BUSY if k < half else None, busy),
+            r5._series(0, r5._lab("T1", model=A100), lambda k: BUSY if k >= half else None, busy,
+                       e0=5e9 + 650e3 * r5.STEP * half),
+        ],
+        # a busy GPU whose exporter has no power gauge (its counter counts), beside an idle GPU with one
+        "sensor-no-power-gauge": [
+            r5._series(0, r5._lab("T2a", pod="idle"), lambda k: IDLE),
+            r5._series(0, r5._lab("T2b", Hostname="h1"), lambda k: _without(BUSY, M.POWER), busy),
+        ],
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    d = tmp_path_factory.mktemp("round9")
+    fams = _families()
+    shifted = [
+        (r5.W0 + i * r5.DAY + t0, lab, rows) for i, ss in enumerate(fams.values()) for t0, lab, rows in ss
+    ]
+    (d / "f.om").write_text(r5._om(shifted))
+    backfill(d / "f.om", d / "tsdb")
+    with LocalPrometheus(d / "tsdb") as p:
+        yield p.url, {name: r5.W0 + i * r5.DAY for i, name in enumerate(fams)}
+
+
+def _record(prom, family, tmp_path, capsys, end_s=K * r5.STEP):
+    from flopwatch.cli import main
+
+    t0 = prom[1][family]
+    spec = f"prometheus:{prom[0]}?start={t0:.0f}&end={t0 + end_s:.0f}"
+    out = tmp_path / "t.parquet"
+    rc = main(["record", "--sensor", spec, "--rate", "1", "--duration", f"{end_s:.0f}", "--speed", "1e6",
+               "-o", str(out)])  # fmt: skip
+    return rc, out, capsys.readouterr().err
+
+
+def test_the_honest_gpu_records_as_before(prom, capsys, tmp_path):
+    rc, out, err = _record(prom, "honest", tmp_path, capsys, end_s=600)
+    assert rc == 0, err
+    t = pq.read_table(out)
+    assert set(t.column("device").to_pylist()) == {"T0"} and b"NVIDIA H100" in t.schema.metadata[b"flopwatch"]
+
+
+def test_the_prometheus_sensor_refuses_a_gpu_claiming_two_models(prom, capsys, tmp_path):
+    """`sensor-two-models` (round 5's `model-switch`, which ``fleet estimate`` names as "readings impossible for the
+    claimed model A | B"): the sensor took its GPU's labels from the first power series Prometheus answered (sorted
+    by labels), so an exporter that claims an A100 for half the run made the whole H100 trace an A100's ("NVIDIA
+    A100-SXM4-80GB" sorts first), silently: judged with the A100's peak. A GPU has one model: now one line, exit 2."""
+    rc, out, err = _record(prom, "sensor-two-models", tmp_path, capsys)
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "T1 reports 2 models" in err and A100 in err and "H100" in err
+    assert not out.exists()
+
+
+def test_the_prometheus_sensor_reads_a_gpu_without_a_power_gauge(prom, capsys, tmp_path):
+    """`sensor-no-power-gauge` (round 9's `no-power-gauge`, which ``fleet estimate`` now reads and names): the
+    sensor listed GPUs from the power gauge's series only, so a busy GPU whose exporter reports the energy counter
+    and the activities but no power was not recorded at all, silently: the trace held the idle GPU alone. Now GPUs
+    are listed from the gauge or the counter; the busy GPU's energy is its counter's (650 W over the 2 h)."""
+    rc, out, err = _record(prom, "sensor-no-power-gauge", tmp_path, capsys)
+    assert rc == 0, err
+    t = pq.read_table(out).to_pandas()
+    assert set(t["device"]) == {"T2a", "T2b"}
+    busy = t[t["device"] == "T2b"]
+    assert busy["power_w"].isna().all()  # no gauge: none invented
+    rise = busy["energy_j"].max() - busy["energy_j"].min()
+    assert rise == pytest.approx(650.0 * (K - 1) * r5.STEP, rel=0.01)
+    assert (busy["util"] == BUSY[M.GR_ACTIVE]).all()
