@@ -22,6 +22,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 K, BUSY, IDLE = r5.K, r5.BUSY, r5.IDLE
+MIG_IDLE = {**BUSY, M.GR_ACTIVE: 0.0, M.TENSOR: 0.0, M.FP32: 0.0}  # an idle instance of a busy GPU
 A100 = "NVIDIA A100-SXM4-80GB"  # sorts before "NVIDIA H100 …": the first series Prometheus answers
 
 
@@ -44,6 +45,11 @@ def _families():
         "sensor-no-power-gauge": [
             r5._series(0, r5._lab("T2a", pod="idle"), lambda k: IDLE),
             r5._series(0, r5._lab("T2b", Hostname="h1"), lambda k: _without(BUSY, M.POWER), busy),
+        ],
+        # three MIG instances of one busy GPU (each repeating its power and counter); the work on the last instance
+        "sensor-mig": [
+            r5._series(0, r5._lab("T3", f"p{i}", GPU_I_ID=str(i)), lambda k, i=i: BUSY if i == 3 else MIG_IDLE, busy)
+            for i in (1, 2, 3)
         ],
     }  # fmt: skip
 
@@ -104,3 +110,15 @@ def test_the_prometheus_sensor_reads_a_gpu_without_a_power_gauge(prom, capsys, t
     rise = busy["energy_j"].max() - busy["energy_j"].min()
     assert rise == pytest.approx(650.0 * (K - 1) * r5.STEP, rel=0.01)
     assert (busy["util"] == BUSY[M.GR_ACTIVE]).all()
+
+
+def test_the_prometheus_sensor_reads_the_busy_mig_instance(prom, capsys, tmp_path):
+    """`sensor-mig` (honest): a GPU's activities at one scrape were the first of its series Prometheus answered
+    (sorted by labels), so a busy GPU whose work runs on its third MIG instance read the first, idle one: utilisation
+    and tensor activity 0 at 650 W, the pipe bound lost. Each instance's activity is of its own share of the GPU, so
+    the largest bounds the GPU's: now the largest at each scrape (a job change, one series at a time, unchanged)."""
+    rc, out, err = _record(prom, "sensor-mig", tmp_path, capsys, end_s=600)
+    assert rc == 0, err
+    t = pq.read_table(out).to_pandas()
+    assert (t["power_w"] == 650.0).all()
+    assert (t["util"] == BUSY[M.GR_ACTIVE]).all() and (t["extra_tensor_util"] == BUSY[M.TENSOR]).all()

@@ -311,4 +311,6 @@ def _merge(series: Sequence[Any], whole_gpu: str = "") -> tuple[list[float], lis
                 "(two exporters of one GPU?): its energy cannot be told",
                 field="sensor",
             )
-    return t[keep].tolist(), v[keep].tolist()
+    # activities of series at one scrape (MIG instances: each its own share of the GPU) were the first series'
+    # (sorted by labels: an idle instance read for a busy GPU, round 10 `sensor-mig`); the largest bounds them all
+    return t[keep].tolist(), (v[keep] if whole_gpu else np.fmax.reduceat(v, np.flatnonzero(keep))).tolist()
