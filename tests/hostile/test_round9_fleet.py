@@ -51,6 +51,11 @@ def _families():
             r5._series(0, r5._lab("T3", f"p{i}", GPU_I_ID=str(i)), lambda k, i=i: BUSY if i == 3 else MIG_IDLE, busy)
             for i in (1, 2, 3)
         ],
+        # a busy GPU whose exporter sets no UUID label, beside an idle GPU with one
+        "sensor-no-uuid": [
+            r5._series(0, r5._lab("T4a", pod="idle"), lambda k: IDLE),
+            r5._series(0, {k: v for k, v in r5._lab("", Hostname="h1").items() if k != "UUID"}, lambda k: BUSY),
+        ],
     }  # fmt: skip
 
 
@@ -122,3 +127,12 @@ def test_the_prometheus_sensor_reads_the_busy_mig_instance(prom, capsys, tmp_pat
     t = pq.read_table(out).to_pandas()
     assert (t["power_w"] == 650.0).all()
     assert (t["util"] == BUSY[M.GR_ACTIVE]).all() and (t["extra_tensor_util"] == BUSY[M.TENSOR]).all()
+
+
+def test_the_prometheus_sensor_refuses_gpus_it_cannot_name(prom, capsys, tmp_path):
+    """`sensor-no-uuid` (round 8's `no-uuid`, which ``fleet estimate`` reads by its empty value): the sensor listed
+    GPUs by their UUID label, so a busy GPU whose exporter sets none was not recorded, silently: the trace held the
+    idle GPU alone. The sensor names each GPU by UUID: now one line, exit 2 (``gpu=`` still picks a named GPU)."""
+    rc, out, err = _record(prom, "sensor-no-uuid", tmp_path, capsys, end_s=600)
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "without a UUID label" in err and not out.exists()

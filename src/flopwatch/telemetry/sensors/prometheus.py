@@ -232,6 +232,10 @@ def open_prometheus(
         raise SensorUnavailable(
             f"{client.display_url}: no {M.POWER} or {M.ENERGY} series with a UUID for {{{m}}}"
         )
+    # a GPU whose series carry no UUID cannot be named here: it was left out, silently (round 10, `sensor-no-uuid`)
+    if "gpu" not in opts and client.label_values("__name__", ref[:-1] + ',UUID=""}', t0, t1):
+        raise InputError(f"{client.display_url}: {M.POWER} or {M.ENERGY} series without a UUID label for {{{m}}}: "
+                         "this sensor reads GPUs by UUID (narrow match=, or use fleet estimate)", field="sensor")  # fmt: skip
     simulated = bool(client.label_values("__name__", '{__name__="flopwatch_simulated"}', t0 - 600, t1))
     out = []
     shared = clock
