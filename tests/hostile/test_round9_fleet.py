@@ -136,3 +136,22 @@ def test_the_prometheus_sensor_refuses_gpus_it_cannot_name(prom, capsys, tmp_pat
     rc, out, err = _record(prom, "sensor-no-uuid", tmp_path, capsys, end_s=600)
     assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert "without a UUID label" in err and not out.exists()
+
+
+def test_the_live_prometheus_sensor_reads_the_busy_mig_instance():
+    """`sensor-mig`, live (no ``start=``/``end=``): one instant answer, each series' value written over the last, so
+    the last MIG instance answered (sorted by labels) stood for the GPU's activities. Now the largest."""
+    from types import SimpleNamespace
+
+    from flopwatch.telemetry.sensors.prometheus import PrometheusSensor
+
+    def series(name, inst, v):
+        return SimpleNamespace(labels={"__name__": name, "UUID": "T5", "GPU_I_ID": inst}, v=[v])
+
+    acts = {"1": (BUSY[M.GR_ACTIVE], BUSY[M.TENSOR]), "2": (0.0, 0.0), "3": (float("nan"), 0.0)}
+    answer = [series(M.POWER, i, 650.0) for i in acts] + [
+        s for i, (gr, tc) in acts.items() for s in (series(M.GR_ACTIVE, i, gr), series(M.TENSOR, i, tc))
+    ]
+    client = SimpleNamespace(query=lambda expr: answer, display_url="http://127.0.0.1:1")
+    r = PrometheusSensor(client, "T5").read()
+    assert r.power_w == 650.0 and r.util == BUSY[M.GR_ACTIVE] and r.extra["tensor_util"] == BUSY[M.TENSOR]

@@ -144,7 +144,13 @@ class PrometheusSensor:
             res = self.client.query(f'{{__name__=~"{names}",{self.matchers}}}')
         except InputError as e:
             raise SensorError(str(e)) from None
-        out = {s.labels.get("__name__", ""): float(s.v[0]) for s in res}
+        out: dict[str, float] = {}
+        for s in (
+            res
+        ):  # MIG instances' activities: the largest (round 10, `sensor-mig`: the last answered was kept)
+            n, x = s.labels.get("__name__", ""), float(s.v[0])
+            if n not in out or n in (M.POWER, M.ENERGY) or math.isnan(out[n]) or x > out[n]:
+                out[n] = x
         if not out:
             raise SensorError(f"no current dcgm-exporter sample for {self.uuid}")
         return out, time.time()
