@@ -56,6 +56,8 @@ def _families():
             r5._series(0, r5._lab("T4a", pod="idle"), lambda k: IDLE),
             r5._series(0, {k: v for k, v in r5._lab("", Hostname="h1").items() if k != "UUID"}, lambda k: BUSY),
         ],
+        # a GPU whose UUID holds a quote and a backslash (OpenMetrics-escaped here: the value is T6"q\z)
+        "sensor-uuid-quote": [r5._series(0, r5._lab(r'T6\"q\\z'), lambda k: BUSY)],
     }  # fmt: skip
 
 
@@ -155,3 +157,12 @@ def test_the_live_prometheus_sensor_reads_the_busy_mig_instance():
     client = SimpleNamespace(query=lambda expr: answer, display_url="http://127.0.0.1:1")
     r = PrometheusSensor(client, "T5").read()
     assert r.power_w == 650.0 and r.util == BUSY[M.GR_ACTIVE] and r.extra["tensor_util"] == BUSY[M.TENSOR]
+
+
+def test_the_prometheus_sensor_reads_a_uuid_with_quotes(prom, capsys, tmp_path):
+    """`sensor-uuid-quote`: the UUID went unescaped into the sensor's selector (``UUID="…"``), so a quote or a
+    backslash in it broke the query. Now escaped as a PromQL string: the GPU is read."""
+    rc, out, err = _record(prom, "sensor-uuid-quote", tmp_path, capsys, end_s=600)
+    assert rc == 0, err
+    t = pq.read_table(out).to_pandas()
+    assert set(t["device"]) == {'T6"q\\z'} and (t["power_w"] == 650.0).all()

@@ -25,6 +25,7 @@ peak bandwidth → B/s. The HTTP client and the metric names are :mod:`flopwatch
 from __future__ import annotations
 
 import bisect
+import json
 import math
 import time
 import urllib.parse
@@ -79,7 +80,7 @@ class PrometheusSensor:
 
         self.client = client
         self.uuid = uuid
-        self.matchers = ",".join(x for x in (matchers, f'UUID="{uuid}"') if x)
+        self.matchers = ",".join(x for x in (matchers, f"UUID={json.dumps(uuid)}") if x)
         self.labels = dict(labels or {})
         self.history = dict(history) if history is not None else None
         self.spec = resolve(self.labels.get("modelName"))
@@ -246,7 +247,7 @@ def open_prometheus(
     out = []
     shared = clock
     for u in uuids:
-        sel = ",".join(x for x in (m, f'UUID="{u}"') if x)
+        sel = ",".join(x for x in (m, f"UUID={json.dumps(u)}") if x)
         last = [
             x
             for n in (M.POWER, M.ENERGY)
