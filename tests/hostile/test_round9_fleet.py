@@ -140,23 +140,57 @@ def test_the_prometheus_sensor_refuses_gpus_it_cannot_name(prom, capsys, tmp_pat
     assert "without a UUID label" in err and not out.exists()
 
 
-def test_the_live_prometheus_sensor_reads_the_busy_mig_instance():
-    """`sensor-mig`, live (no ``start=``/``end=``): one instant answer, each series' value written over the last, so
-    the last MIG instance answered (sorted by labels) stood for the GPU's activities. Now the largest."""
+def _live(answer):
+    """A ``prometheus:`` sensor read live from a stand-in client answering ``answer`` (series of raw samples)."""
     from types import SimpleNamespace
 
     from flopwatch.telemetry.sensors.prometheus import PrometheusSensor
 
-    def series(name, inst, v):
-        return SimpleNamespace(labels={"__name__": name, "UUID": "T5", "GPU_I_ID": inst}, v=[v])
+    client = SimpleNamespace(query_matrix=lambda expr, at: answer, display_url="http://127.0.0.1:1")
+    return PrometheusSensor(client, "T5")
 
+
+def _raw(name, labels, ts, vs):
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    return SimpleNamespace(labels={"__name__": name, "UUID": "T5", **labels}, t=np.asarray(ts, float),
+                           v=np.asarray(vs, float))  # fmt: skip
+
+
+def test_the_live_prometheus_sensor_reads_the_busy_mig_instance():
+    """`sensor-mig`, live (no ``start=``/``end=``): one instant answer, each series' value written over the last, so
+    the last MIG instance answered (sorted by labels) stood for the GPU's activities. Now the lookback's raw samples
+    are merged as history is: at the newest scrape, the largest."""
+    ts = [100.0, 115.0, 130.0]
     acts = {"1": (BUSY[M.GR_ACTIVE], BUSY[M.TENSOR]), "2": (0.0, 0.0), "3": (float("nan"), 0.0)}
-    answer = [series(M.POWER, i, 650.0) for i in acts] + [
-        s for i, (gr, tc) in acts.items() for s in (series(M.GR_ACTIVE, i, gr), series(M.TENSOR, i, tc))
+    answer = [_raw(M.POWER, {"GPU_I_ID": i}, ts, [650.0] * 3) for i in acts] + [
+        s
+        for i, (gr, tc) in acts.items()
+        for s in (
+            _raw(M.GR_ACTIVE, {"GPU_I_ID": i}, ts, [gr] * 3),
+            _raw(M.TENSOR, {"GPU_I_ID": i}, ts, [tc] * 3),
+        )
     ]
-    client = SimpleNamespace(query=lambda expr: answer, display_url="http://127.0.0.1:1")
-    r = PrometheusSensor(client, "T5").read()
+    r = _live(answer).read()
     assert r.power_w == 650.0 and r.util == BUSY[M.GR_ACTIVE] and r.extra["tensor_util"] == BUSY[M.TENSOR]
+
+
+def test_the_live_prometheus_sensor_does_not_read_a_second_exporter():
+    """`sensor-twins`, live (round 9's "not closed"): two current power series of one GPU, the instant answer's
+    last one kept, so a second exporter claiming 60 W on alternate scrapes (sorted after the GPU's own) was the
+    reading. Now interleaved series are a gap (the time blind, bounded at peak); a job change (the old series
+    ended, the new one current, within the lookback) reads the new series' newest sample."""
+    from flopwatch.errors import SensorError
+
+    a = _raw(M.POWER, {"instance": "a"}, [100.0, 130.0, 160.0], [650.0] * 3)
+    b = _raw(M.POWER, {"instance": "b"}, [115.0, 145.0], [60.0] * 2)
+    with pytest.raises(SensorError, match="two exporters of one GPU"):
+        _live([a, b]).read()
+    old = _raw(M.POWER, {"pod": "idle"}, [100.0, 115.0], [75.0] * 2)
+    new = _raw(M.POWER, {"pod": "train"}, [130.0, 145.0, 160.0], [650.0] * 3)
+    assert _live([new, old]).read().power_w == 650.0
 
 
 def test_the_prometheus_sensor_reads_a_uuid_with_quotes(prom, capsys, tmp_path):

@@ -140,21 +140,24 @@ class PrometheusSensor:
                 if i >= 0 and t - ts[i] <= _LOOKBACK_S:
                     out[name] = vs[i]
             return out, t
-        names = "|".join(M.METRICS)
+        names, now = "|".join(M.METRICS), time.time()
+        # the raw samples of the lookback, merged as history is (round 10, `sensor-twins` live): one instant value
+        # per series let the last series answered stand for the GPU (a second exporter's power and counter, an idle
+        # MIG instance's activity); the newest merged sample is the reading, two exporters a gap (their time blind)
         try:
-            res = self.client.query(f'{{__name__=~"{names}",{self.matchers}}}')
+            res = self.client.query_matrix(
+                f'{{__name__=~"{names}",{self.matchers}}}[{int(_LOOKBACK_S)}s]', now
+            )
+            by: dict[str, list[Any]] = {}
+            for x in res:
+                by.setdefault(x.labels.get("__name__", ""), []).append(x)
+            merged = {n: _merge(ss, n if n in (M.POWER, M.ENERGY) else "") for n, ss in by.items()}
         except InputError as e:
             raise SensorError(str(e)) from None
-        out: dict[str, float] = {}
-        for s in (
-            res
-        ):  # MIG instances' activities: the largest (round 10, `sensor-mig`: the last answered was kept)
-            n, x = s.labels.get("__name__", ""), float(s.v[0])
-            if n not in out or n in (M.POWER, M.ENERGY) or math.isnan(out[n]) or x > out[n]:
-                out[n] = x
+        out = {n: m[1][-1] for n, m in merged.items() if m and m[1]}
         if not out:
             raise SensorError(f"no current dcgm-exporter sample for {self.uuid}")
-        return out, time.time()
+        return out, now
 
     def read(self) -> Reading:
         from flopwatch.telemetry import dcgm_metrics as M
