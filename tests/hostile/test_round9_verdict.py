@@ -94,3 +94,35 @@ def test_the_honest_join_is_unchanged(heavy_and_light, a100_profile):
     assert al.verdict == "below", (al.upper_flops, al.warnings)
     ah = assess_record(a100_profile, jh, threshold_flops=0.9 * truth, device="a100")
     assert ah.verdict != "below" and ah.upper_flops is not None and ah.upper_flops >= truth
+
+
+# ------------------------------------------------------------------------------ a window grouped by device
+def test_a_row_naming_no_device_counts_in_every_device_group():
+    """`device-group-unnamed`: `verdict --by device` grouped rows by their own ``device`` key, the node's word; a
+    heavy row that leaves it out was in no group, so gpu0's group read "below" at 1e15 (upper 1.1e14) while the
+    run (upper 2.5e15) sat only in the total. It may have run on any device: its upper bound now counts in each
+    device's group, with a named blocker; the honest ledger (the row names its device) is unchanged."""
+    from types import SimpleNamespace
+
+    from flopwatch.evaluate.window import ledger_window_verdicts
+    from window_cases import _cp, _row
+
+    big = dict(_row("big", 1000.0, 2000.0, est=2e15, lower_flops=1.8e15, upper_flops=2.5e15).payload)
+    honest = SimpleNamespace(kind="workload", payload=big)
+    anon = SimpleNamespace(kind="workload", payload={k: v for k, v in big.items() if k != "device"})
+    light = _row("a", 100.0, 110.0)
+
+    def groups(heavy: SimpleNamespace) -> dict[str, dict]:
+        ents = [_cp(0.0, 0.0), light, heavy, _cp(2100.0, 0.0)]
+        out = ledger_window_verdicts(ents, threshold_flops=1e15, window_s=None, by="device", device="h100")
+        return {g["key"]: g for g in out["groups"]}
+
+    (g,) = groups(anon).values()
+    assert g["verdict"] != "below" and g["upper_flops"] >= 2.5e15, g
+    assert any("name no device" in w for w in g["warnings"]), g["warnings"]
+    assert g["lower_flops"] < 1.8e15  # its lower bound is no device's
+    h = groups(honest)["sim:h100"]
+    assert h["verdict"] == "above" and not any("name no device" in w for w in h["warnings"])
+    only_light = ledger_window_verdicts([_cp(0.0, 0.0), light, _cp(2100.0, 0.0)], threshold_flops=1e15,
+                                        window_s=None, by="device", device="h100")  # fmt: skip
+    assert only_light["groups"][0]["verdict"] == "below"  # the honest light device is still "below"

@@ -722,7 +722,11 @@ def ledger_window_verdicts(
         env[d] = profile_envelope(None, spec, None).flops_per_j  # physics (η_max), never a profile
 
     def group(
-        rs: list[dict[str, Any]], key: str, ins: list[dict[str, Any]], devs: Iterable[str]
+        rs: list[dict[str, Any]],
+        key: str,
+        ins: list[dict[str, Any]],
+        devs: Iterable[str],
+        why: tuple[str, ...] = (),
     ) -> WindowVerdict:
         e, f = outside_bound({d: ua[d] for d in devs}, env)
         return combine_window(
@@ -732,21 +736,23 @@ def ledger_window_verdicts(
             envelope_flops_per_j=f,
             key=key,
             lower_rows=ins,
-            blockers=tuple(blockers),
+            blockers=(*blockers, *why),
             window_s=window_s,
         )
 
     groups: list[WindowVerdict] = []
     if by == "device":
-        for d in devices:
-            groups.append(
-                group(
-                    [r for r in in_win if r.get("device") == d],
-                    d,
-                    [r for r in inside if r.get("device") == d],
-                    [d],
-                )
-            )
+        # a row naming no device may have run on any: its upper bound counts in every device's group, its lower in
+        # none (round 10, `device-group-unnamed`: it was in no group, and its device's group "below")
+        anon = [r for r in in_win if not r.get("device")]
+        why = (
+            (f"{len(anon)} row(s) name no device: counted in every device's group, never 'below'",)
+            if anon
+            else ()
+        )
+        for d in devices or (["(device not named)"] if anon else []):
+            rs, ins = [r for r in in_win if r.get("device") == d], [r for r in inside if r.get("device") == d]
+            groups.append(group(rs + anon, d, ins, [d] if d in ua else [], why))
     elif by == "job":
 
         def job(r: Mapping[str, Any]) -> str:
