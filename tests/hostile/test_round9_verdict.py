@@ -126,3 +126,33 @@ def test_a_row_naming_no_device_counts_in_every_device_group():
     only_light = ledger_window_verdicts([_cp(0.0, 0.0), light, _cp(2100.0, 0.0)], threshold_flops=1e15,
                                         window_s=None, by="device", device="h100")  # fmt: skip
     assert only_light["groups"][0]["verdict"] == "below"  # the honest light device is still "below"
+
+
+# ------------------------------------------------------------------------------ a running total that falls
+@pytest.mark.parametrize("window", [None, 3600.0], ids=["all", "1h"])
+def test_an_outside_total_that_falls_without_rows_blocks_below(window):
+    """`outside-reset`: a device's outside-workload energy is a running total read as last − baseline; a node
+    that puts 5 MJ outside workloads and then writes its total back to 0 J lost it (before: "below" at 1e15,
+    10 J outside). The total falls honestly only as workload rows take its energy (an open workload's energy
+    sits outside until its row lands): a fall beyond the rows between two checkpoints is named, never "below"."""
+    from flopwatch.evaluate.window import ledger_window_verdicts
+    from window_cases import _cp, _row
+
+    def total(*cps: tuple[float, float], row_j: float | None = None) -> dict:
+        row = _row("a", 1300.0, 1310.0, **({} if row_j is None else {"net_energy_j": row_j}))
+        ents = [_cp(w, j) for w, j in cps if w < 1300.0] + [row] + [_cp(w, j) for w, j in cps if w > 1300.0]
+        return ledger_window_verdicts(ents, threshold_flops=1e15, window_s=window, by="all", device="h100")[
+            "total"
+        ]
+
+    attack = ((0.0, 0.0), (600.0, 2e6), (1200.0, 5e6), (1800.0, 0.0), (2400.0, 10.0))
+    t = total(*attack)
+    assert t["verdict"] != "below" and t["unattributed_net_energy_j"] == 10.0
+    assert any("falls by more than the workload rows" in w and "5e+06 J" in w for w in t["warnings"]), t
+    # the honest shape: the open workload's 5 MJ sat outside until its row took it
+    h = total(*attack, row_j=5e6)
+    assert not any("falls by" in w for w in h["warnings"]), h["warnings"]
+    ok = total(
+        (0.0, 0.0), (1200.0, 0.0), (1800.0, 0.0), (2400.0, 10.0)
+    )  # the light row alone: "below" as before
+    assert ok["verdict"] == "below" and not ok["warnings"], ok

@@ -593,6 +593,10 @@ def ledger_window_verdicts(
     blockers = list(blockers)
     rules = WindowRules()  # the live gauge's rules, fed in the same (ledger) order
     unknown: dict[str, int] = {}
+    # a device's running outside total falls only when rows land that take its energy (round 10, `outside-reset`)
+    rowed: dict[str, float] = {}  # per device: net energy of its workload rows since its last checkpoint
+    last_out: dict[str, float] = {}
+    fell: dict[str, float] = {}
     for ent in entries:
         p = ent.payload if isinstance(ent.payload, Mapping) else {}
         if ent.kind not in LEDGER_KINDS:
@@ -600,6 +604,8 @@ def ledger_window_verdicts(
         # only the rows the window uses (daemon start/stop rows carry the host's clock, not the sensor's)
         if ent.kind == "workload":
             rules.row(p.get("end_wall"))
+            d0 = str(p.get("device") or "")
+            rowed[d0] = rowed.get(d0, 0.0) + max(0.0, finite(p.get("net_energy_j")) or 0.0)
             wid = p.get("workload_id")
             if wid is not None and str(wid) in seen:  # one workload counted once (its lower bound too)
                 warnings_dup = f"workload {wid} appears more than once; counted once"
@@ -625,6 +631,12 @@ def ledger_window_verdicts(
                 else None
             )
             rules.checkpoint(p.get("wall"), out)
+            for d, x in (out or {}).items():
+                if (v := finite(x)) is not None:
+                    drop = last_out.get(d, v) - v - rowed.pop(d, 0.0) - rowed.get("", 0.0)
+                    if drop > 1.0 + 1e-6 * v:
+                        fell[d] = max(fell.get(d, 0.0), drop)
+                    last_out[d] = v
             w = finite(p.get("wall"))
             if w is not None and out is not None:
                 # a window's baseline is a checkpoint certainly before its start: placed at the latest time a
@@ -642,6 +654,11 @@ def ledger_window_verdicts(
                 if isinstance(s, Mapping) and s.get("device") and s.get("name"):
                     names.setdefault(str(s["device"]), {})[str(s["name"])] = None
     cps.sort(key=lambda x: x[0])
+    if fell:
+        blockers.append(
+            "the running total of energy outside workloads falls by more than the workload rows between "
+            f"checkpoints take ({', '.join(f'{d}: {j:.4g} J' for d, j in fell.items())}): reset, never 'below'"
+        )
     if unknown:  # a heavy workload written as another kind is in no window (round 9, `row-kind-unknown`)
         blockers.append(
             f"{sum(unknown.values())} ledger row(s) of a kind the verdict does not know "
