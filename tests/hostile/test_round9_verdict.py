@@ -123,6 +123,9 @@ def test_a_row_naming_no_device_counts_in_every_device_group():
     assert g["lower_flops"] < 1.8e15  # its lower bound is no device's
     h = groups(honest)["sim:h100"]
     assert h["verdict"] == "above" and not any("name no device" in w for w in h["warnings"])
+    # the same row with its device as a number: it made a group "7" of its own, with no row in it ("below")
+    num = groups(SimpleNamespace(kind="workload", payload={**big, "device": 7}))
+    assert num["7"]["n_workloads"] == 1 and num["7"]["verdict"] == "above", num["7"]
     only_light = ledger_window_verdicts([_cp(0.0, 0.0), light, _cp(2100.0, 0.0)], threshold_flops=1e15,
                                         window_s=None, by="device", device="h100")  # fmt: skip
     assert only_light["groups"][0]["verdict"] == "below"  # the honest light device is still "below"

@@ -550,6 +550,10 @@ def _windows(v: Any) -> Any:
         return None
 
 
+def _dev(r: Mapping[str, Any]) -> str:  # a row's device as `devices` names it (a number or list: its text)
+    return str(r.get("device") or "")
+
+
 def _node_of(name: object, labels: Sequence[str]) -> str:
     """The node a device id (``NODE/device``) or a checkpoint's ``node`` names, when it is one of the ledgers'
     ``labels`` (``flopwatch verdict`` over several ledgers: ``monitor.nodes.namespace`` sets both); else the one
@@ -585,9 +589,8 @@ def ledger_window_verdicts(
     cps: list[tuple[float, dict[str, float]]] = []  # (wall, finite outside J per device)
     devs_seen: set[str] = set()
     last_cp: dict[str, set[str]] = {}  # the devices of each node's last checkpoint
-    names: dict[
-        str, dict[str, None]
-    ] = {}  # every name each device is given (start rows, workload rows), in order
+    # every name each device is given (start rows, workload rows), in order
+    names: dict[str, dict[str, None]] = {}
     walls: list[float] = []
     seen: set[str] = set()
     blockers = list(blockers)
@@ -729,9 +732,7 @@ def ledger_window_verdicts(
                     f"device {d} is named {nm!r}, which names no device in the verifier's table; judged "
                     f"as the profile's device {spec.key if spec else '?'}: never 'below'"
                 )
-            elif (
-                ua[d] > 0
-            ):  # nothing names it: the profile's device is an assumption (round 9, `device-unnamed`)
+            elif ua[d] > 0:  # nothing names it: the profile's device is an assumption (round 9)
                 blockers.append(
                     f"device {d} is named by no row: its energy outside workloads judged as the profile's device "
                     f"{spec.key if spec else '?'}, an assumption (give --device), never 'below'"
@@ -761,14 +762,12 @@ def ledger_window_verdicts(
     if by == "device":
         # a row naming no device may have run on any: its upper bound counts in every device's group, its lower in
         # none (round 10, `device-group-unnamed`: it was in no group, and its device's group "below")
-        anon = [r for r in in_win if not r.get("device")]
-        why = (
-            (f"{len(anon)} row(s) name no device: counted in every device's group, never 'below'",)
-            if anon
-            else ()
+        anon = [r for r in in_win if not _dev(r)]
+        why = (f"{len(anon)} row(s) name no device: counted in every device's group, never 'below'",) * bool(
+            anon
         )
         for d in devices or (["(device not named)"] if anon else []):
-            rs, ins = [r for r in in_win if r.get("device") == d], [r for r in inside if r.get("device") == d]
+            rs, ins = [r for r in in_win if _dev(r) == d], [r for r in inside if _dev(r) == d]
             groups.append(group(rs + anon, d, ins, [d] if d in ua else [], why))
     elif by == "job":
 
