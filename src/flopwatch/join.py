@@ -170,7 +170,9 @@ def join_records(
         o, i = overlaps[0]
         n_big = sum(1 for x, _ in overlaps if x > SPLIT_FRAC * (b - a))
         status = "split" if n_big > 1 else ("partial" if o / max(b - a, 1e-9) < MIN_OVERLAP_FRAC else "ok")
-        for _, j in overlaps[1:]:  # pieces of this run: not "unmatched" activity
+        # pieces of a split run (reported as its split): not "unmatched" activity; a segment an ok run only grazes
+        # (under SPLIT_FRAC of it) is, or a record stamped to graze a heavy segment hides it (round 10)
+        for _, j in overlaps[1:] if status == "split" else ():
             split_pieces.setdefault(j, rec.label)
         claimed.setdefault(i, []).append(rec.label)
         plans.append((rec, a, b, i, status, o / max(b - a, 1e-9), len(overlaps)))

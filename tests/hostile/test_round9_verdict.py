@@ -81,6 +81,26 @@ def test_every_joined_record_names_activity_no_record_claims(heavy_and_light, a1
     assert a.verdict != "below" and any(UNCLAIMED in w for w in a.warnings), a.warnings
 
 
+def test_a_record_that_grazes_the_heavy_segment_does_not_hide_it(family, a100_profile):  # noqa: ANN001
+    """`segment-unclaimed`, grazing: the heavy record is stamped over a 3 s light segment and 0.1 s into the heavy
+    segment that follows 0.15 s later: under SPLIT_FRAC of its span, so the heavy segment was filed as a "piece"
+    of the run, not "unmatched", and nothing named it (before: "below" at 0.9 × truth, upper 0.15 × truth)."""
+    acc_h, heavy = sim_run("a100", family[0], s=60.0)
+    acc_l, light = sim_run("a100", family[0], s=3.0)
+    h, lt = to_record(acc_h, heavy), to_record(acc_l, light)
+    truth = float(heavy.total_flops)
+    sl = _seg(lt, 10.0)
+    sh = _seg(h, sl.end_s + 0.15)
+    det = Detection(idle_power_w=float(h.idle_power_w or 0.0), segments=[sl, sh])
+    forged = replace(h, start_monotonic_s=10.0, end_monotonic_s=sh.start_s + 0.1)
+    res = join_records([forged], det, t0_s=0.0, device="gpu0", context=CTX)
+    (j,) = res.records
+    assert j.join is not None and j.join["status"] == "ok"
+    assert [m.kind for m in res.mismatches] == ["unmatched segment"]
+    a = assess_record(a100_profile, j, threshold_flops=0.9 * truth, device="a100")
+    assert a.verdict != "below" and any(UNCLAIMED in w for w in a.warnings), (a.verdict, a.warnings)
+
+
 def test_the_honest_join_is_unchanged(heavy_and_light, a100_profile):
     """Both records where they ran: every segment claimed, no new warning; the light run is "below" a threshold
     over its bound as before, and the heavy one is never "below" its truth."""
