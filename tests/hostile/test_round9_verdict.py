@@ -17,7 +17,7 @@ import pytest
 from flopwatch.detect import Detection, Segment
 from flopwatch.estimate.verdict import assess_record
 from flopwatch.join import join_records
-from flopwatch.records import WorkloadRecord
+from flopwatch.records import WorkloadRecord, load_records
 from flopwatch.redteam.simulated import to_record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared simulated observables
@@ -179,3 +179,32 @@ def test_an_outside_total_that_falls_without_rows_blocks_below(window):
         (0.0, 0.0), (1200.0, 0.0), (1800.0, 0.0), (2400.0, 10.0)
     )  # the light row alone: "below" as before
     assert ok["verdict"] == "below" and not ok["warnings"], ok
+
+
+def test_join_then_estimate_names_the_segment_of_a_record_left_out(a100_profile, tmp_path, capsys):  # noqa: ANN001
+    """The same through the command: a SIMULATED A100 trace of a light and a heavy run, the heavy run's record
+    left out of the records file; `flopwatch join`, then the joined file's record judged at 0.9 × the heavy run's
+    FLOPs: the heavy segment is named on it (before: only in join's output, and the record's verdict clean)."""
+    import json
+
+    from flopwatch.cli import main
+
+    cfg = {"arch": "gpt", "num_layers": 8, "batch_size": 16, "seq_len": 1024, "precision": "bf16"}
+    sched = [{"idle_s": 30}, {"config": {**cfg, "d_model": 512}, "steps": 300}, {"idle_s": 10},
+             {"config": {**cfg, "d_model": 1536}, "steps": 200}, {"idle_s": 10}]  # fmt: skip
+    (tmp_path / "s.json").write_text(json.dumps(sched))
+    trace, recs = tmp_path / "t.parquet", tmp_path / "r.jsonl"
+    assert main(["sim", "trace", "a100", "--schedule", str(tmp_path / "s.json"), "-o", str(trace),
+                 "--records", str(recs)]) == 0  # fmt: skip
+    capsys.readouterr()
+    light, heavy = recs.read_text().splitlines()
+    truth = float(json.loads(heavy)["total_flops"])
+    (tmp_path / "light.jsonl").write_text(light + "\n")
+    out = tmp_path / "j.jsonl"
+    assert main(["join", str(trace), str(tmp_path / "light.jsonl"), "-o", str(out), "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert [m["kind"] for m in j["mismatches"]] == ["unmatched segment"]
+    assert any(UNCLAIMED in w["warning"] for w in j["telemetry_warnings"])
+    (r,) = load_records(out, require=())  # the joined file: the warning travels with the record
+    a = assess_record(a100_profile, r, threshold_flops=0.9 * truth, device="a100")
+    assert a.verdict != "below" and any(UNCLAIMED in w for w in a.warnings), (a.verdict, a.warnings)
