@@ -170,11 +170,28 @@ def join_records(
         o, i = overlaps[0]
         n_big = sum(1 for x, _ in overlaps if x > SPLIT_FRAC * (b - a))
         status = "split" if n_big > 1 else ("partial" if o / max(b - a, 1e-9) < MIN_OVERLAP_FRAC else "ok")
-        for _, j in overlaps[1:]:  # pieces of this run: not "unmatched" activity
+        # pieces of a split run (reported as its split): not "unmatched" activity; a segment an ok run only grazes
+        # (under SPLIT_FRAC of it) is, or a record stamped to graze a heavy segment hides it (round 10)
+        for _, j in overlaps[1:] if status == "split" else ():
             split_pieces.setdefault(j, rec.label)
         claimed.setdefault(i, []).append(rec.label)
         plans.append((rec, a, b, i, status, o / max(b - a, 1e-9), len(overlaps)))
 
+    # Activity no record claims (round 10, `segment-unclaimed`): a record's own timestamps choose its segment, so a
+    # heavy run's record stamped on a light segment leaves the heavy one to no record. Energy the verifier's trace
+    # observed must reach a verdict: every record of this join names it, and so none of them is "below".
+    lone = [(i, s) for i, s in enumerate(segs) if i not in claimed and i not in split_pieces]
+    unclaimed = (
+        [
+            f"the trace holds {len(lone)} segment(s) of activity no record matches "
+            f"({sum(max(s.net_energy_j, 0.0) for _, s in lone):.4g} J net, "
+            + ", ".join(f"{s.start_s:.1f}–{s.end_s:.1f} s" for _, s in lone[:3])
+            + (", …" if len(lone) > 3 else "")
+            + "): energy the trace observed that no record's verdict counts"
+        ]
+        if lone
+        else []
+    )
     out: list[WorkloadRecord] = []
     problems: list[Mismatch] = []
     for rec0, a, b, i, status, cover, n_overlaps in plans:
@@ -212,22 +229,21 @@ def join_records(
             "overlap_frac": cover,
             "energy_method": getattr(seg, "method", None),
         }
-        seg_warnings = list(getattr(seg, "warnings", ()) or ())
+        seg_warnings = [*(getattr(seg, "warnings", ()) or ()), *unclaimed]
         if status == "ok" and seg_warnings:
-            # physically impossible telemetry in the record's segment: carried on the record, so every
-            # later verdict (`estimate`, `evaluate`) is at most "uncertain"
+            # physically impossible telemetry in the record's segment, or activity no record claims: carried on
+            # the record, so every later verdict (`estimate`, `evaluate`) is at most "uncertain"
             measured["extra"] = {**rec.extra, TELEMETRY_WARNINGS: seg_warnings}
         joined = replace(rec, idle_power_w=detection.idle_power_w, join=info, **measured)
         out.append(with_context(joined, context) if status == "ok" else joined)
-    for i, s in enumerate(segs):
-        if i not in claimed and i not in split_pieces:
-            problems.append(
-                Mismatch(
-                    None,
-                    "unmatched segment",
-                    f"activity {s.start_s:.1f}–{s.end_s:.1f} s ({s.duration_s:.1f} s) matches no record",
-                )
+    for _, s in lone:
+        problems.append(
+            Mismatch(
+                None,
+                "unmatched segment",
+                f"activity {s.start_s:.1f}–{s.end_s:.1f} s ({s.duration_s:.1f} s) matches no record",
             )
+        )
     return JoinResult(out, problems)
 
 

@@ -550,6 +550,10 @@ def _windows(v: Any) -> Any:
         return None
 
 
+def _dev(r: Mapping[str, Any]) -> str:  # a row's device as `devices` names it (a number or list: its text)
+    return str(r.get("device") or "")
+
+
 def _node_of(name: object, labels: Sequence[str]) -> str:
     """The node a device id (``NODE/device``) or a checkpoint's ``node`` names, when it is one of the ledgers'
     ``labels`` (``flopwatch verdict`` over several ledgers: ``monitor.nodes.namespace`` sets both); else the one
@@ -585,14 +589,17 @@ def ledger_window_verdicts(
     cps: list[tuple[float, dict[str, float]]] = []  # (wall, finite outside J per device)
     devs_seen: set[str] = set()
     last_cp: dict[str, set[str]] = {}  # the devices of each node's last checkpoint
-    names: dict[
-        str, dict[str, None]
-    ] = {}  # every name each device is given (start rows, workload rows), in order
+    # every name each device is given (start rows, workload rows), in order
+    names: dict[str, dict[str, None]] = {}
     walls: list[float] = []
     seen: set[str] = set()
     blockers = list(blockers)
     rules = WindowRules()  # the live gauge's rules, fed in the same (ledger) order
     unknown: dict[str, int] = {}
+    # a device's running outside total falls only when rows land that take its energy (round 10, `outside-reset`)
+    rowed: dict[str, float] = {}  # per device: net energy of its workload rows since its last checkpoint
+    last_out: dict[str, float] = {}
+    fell: dict[str, float] = {}
     for ent in entries:
         p = ent.payload if isinstance(ent.payload, Mapping) else {}
         if ent.kind not in LEDGER_KINDS:
@@ -600,6 +607,8 @@ def ledger_window_verdicts(
         # only the rows the window uses (daemon start/stop rows carry the host's clock, not the sensor's)
         if ent.kind == "workload":
             rules.row(p.get("end_wall"))
+            d0 = str(p.get("device") or "")
+            rowed[d0] = rowed.get(d0, 0.0) + max(0.0, finite(p.get("net_energy_j")) or 0.0)
             wid = p.get("workload_id")
             if wid is not None and str(wid) in seen:  # one workload counted once (its lower bound too)
                 warnings_dup = f"workload {wid} appears more than once; counted once"
@@ -625,6 +634,12 @@ def ledger_window_verdicts(
                 else None
             )
             rules.checkpoint(p.get("wall"), out)
+            for d, x in (out or {}).items():
+                if (v := finite(x)) is not None:
+                    drop = last_out.get(d, v) - v - rowed.pop(d, 0.0) - rowed.get("", 0.0)
+                    if drop > 1.0 + 1e-6 * v:
+                        fell[d] = max(fell.get(d, 0.0), drop)
+                    last_out[d] = v
             w = finite(p.get("wall"))
             if w is not None and out is not None:
                 # a window's baseline is a checkpoint certainly before its start: placed at the latest time a
@@ -642,6 +657,11 @@ def ledger_window_verdicts(
                 if isinstance(s, Mapping) and s.get("device") and s.get("name"):
                     names.setdefault(str(s["device"]), {})[str(s["name"])] = None
     cps.sort(key=lambda x: x[0])
+    if fell:
+        blockers.append(
+            "the running total of energy outside workloads falls by more than the workload rows between "
+            f"checkpoints take ({', '.join(f'{d}: {j:.4g} J' for d, j in fell.items())}): reset, never 'below'"
+        )
     if unknown:  # a heavy workload written as another kind is in no window (round 9, `row-kind-unknown`)
         blockers.append(
             f"{sum(unknown.values())} ledger row(s) of a kind the verdict does not know "
@@ -712,9 +732,7 @@ def ledger_window_verdicts(
                     f"device {d} is named {nm!r}, which names no device in the verifier's table; judged "
                     f"as the profile's device {spec.key if spec else '?'}: never 'below'"
                 )
-            elif (
-                ua[d] > 0
-            ):  # nothing names it: the profile's device is an assumption (round 9, `device-unnamed`)
+            elif ua[d] > 0:  # nothing names it: the profile's device is an assumption (round 9)
                 blockers.append(
                     f"device {d} is named by no row: its energy outside workloads judged as the profile's device "
                     f"{spec.key if spec else '?'}, an assumption (give --device), never 'below'"
@@ -722,7 +740,11 @@ def ledger_window_verdicts(
         env[d] = profile_envelope(None, spec, None).flops_per_j  # physics (η_max), never a profile
 
     def group(
-        rs: list[dict[str, Any]], key: str, ins: list[dict[str, Any]], devs: Iterable[str]
+        rs: list[dict[str, Any]],
+        key: str,
+        ins: list[dict[str, Any]],
+        devs: Iterable[str],
+        why: tuple[str, ...] = (),
     ) -> WindowVerdict:
         e, f = outside_bound({d: ua[d] for d in devs}, env)
         return combine_window(
@@ -732,21 +754,21 @@ def ledger_window_verdicts(
             envelope_flops_per_j=f,
             key=key,
             lower_rows=ins,
-            blockers=tuple(blockers),
+            blockers=(*blockers, *why),
             window_s=window_s,
         )
 
     groups: list[WindowVerdict] = []
     if by == "device":
-        for d in devices:
-            groups.append(
-                group(
-                    [r for r in in_win if r.get("device") == d],
-                    d,
-                    [r for r in inside if r.get("device") == d],
-                    [d],
-                )
-            )
+        # a row naming no device may have run on any: its upper bound counts in every device's group, its lower in
+        # none (round 10, `device-group-unnamed`: it was in no group, and its device's group "below")
+        anon = [r for r in in_win if not _dev(r)]
+        why = (f"{len(anon)} row(s) name no device: counted in every device's group, never 'below'",) * bool(
+            anon
+        )
+        for d in devices or (["(device not named)"] if anon else []):
+            rs, ins = [r for r in in_win if _dev(r) == d], [r for r in inside if _dev(r) == d]
+            groups.append(group(rs + anon, d, ins, [d] if d in ua else [], why))
     elif by == "job":
 
         def job(r: Mapping[str, Any]) -> str:
