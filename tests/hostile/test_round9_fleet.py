@@ -4,8 +4,8 @@ a bound, block "below" or be refused with one line, never tighten a bound.
 The harness of round 5 (``test_round5_fleet.py``): hand-written (SIMULATED) histories of H100s for 2 h at 15 s,
 backfilled with promtool into a real Prometheus on loopback, each family on its own day. The honest job runs its
 tensor pipe 55 % of the cycles at the maximum clock. Here: the ``prometheus:`` sensor of ``monitor``/``record``
-against families that ``fleet estimate`` names (round 5's `model-switch`, round 9's `no-power-gauge`).
-"""
+against families that ``fleet estimate`` reads or names (round 5's `model-switch`, round 8's `no-uuid`, round 9's
+`no-power-gauge` and `sensor-twins`, MIG), in history playback and live (a stand-in client)."""
 
 from __future__ import annotations
 
