@@ -25,6 +25,7 @@ peak bandwidth → B/s. The HTTP client and the metric names are :mod:`flopwatch
 from __future__ import annotations
 
 import bisect
+import json
 import math
 import time
 import urllib.parse
@@ -79,7 +80,7 @@ class PrometheusSensor:
 
         self.client = client
         self.uuid = uuid
-        self.matchers = ",".join(x for x in (matchers, f'UUID="{uuid}"') if x)
+        self.matchers = ",".join(x for x in (matchers, f"UUID={json.dumps(uuid)}") if x)
         self.labels = dict(labels or {})
         self.history = dict(history) if history is not None else None
         self.spec = resolve(self.labels.get("modelName"))
@@ -139,15 +140,24 @@ class PrometheusSensor:
                 if i >= 0 and t - ts[i] <= _LOOKBACK_S:
                     out[name] = vs[i]
             return out, t
-        names = "|".join(M.METRICS)
+        names, now = "|".join(M.METRICS), time.time()
+        # the raw samples of the lookback, merged as history is (round 10, `sensor-twins` live): one instant value
+        # per series let the last series answered stand for the GPU (a second exporter's power and counter, an idle
+        # MIG instance's activity); the newest merged sample is the reading, two exporters a gap (their time blind)
         try:
-            res = self.client.query(f'{{__name__=~"{names}",{self.matchers}}}')
+            res = self.client.query_matrix(
+                f'{{__name__=~"{names}",{self.matchers}}}[{int(_LOOKBACK_S)}s]', now
+            )
+            by: dict[str, list[Any]] = {}
+            for x in res:
+                by.setdefault(x.labels.get("__name__", ""), []).append(x)
+            merged = {n: _merge(ss, n if n in (M.POWER, M.ENERGY) else "") for n, ss in by.items()}
         except InputError as e:
             raise SensorError(str(e)) from None
-        out = {s.labels.get("__name__", ""): float(s.v[0]) for s in res}
+        out = {n: m[1][-1] for n, m in merged.items() if m and m[1]}
         if not out:
             raise SensorError(f"no current dcgm-exporter sample for {self.uuid}")
-        return out, time.time()
+        return out, now
 
     def read(self) -> Reading:
         from flopwatch.telemetry import dcgm_metrics as M
@@ -214,7 +224,8 @@ def open_prometheus(
     else:
         t1 = time.time()
         t0 = t1 - _LOOKBACK_S
-    ref = f"{M.POWER}{{{m}}}" if m else M.POWER
+    # GPUs from the power gauge or the energy counter: a GPU without a gauge was left out, silently (round 10)
+    ref = f'{{__name__=~"{M.POWER}|{M.ENERGY}"{"," + m if m else ""}}}'
     try:
         uuids = client.label_values("UUID", ref, t0, t1)
     except InputError as e:
@@ -228,14 +239,28 @@ def open_prometheus(
         else:
             raise InputError(f"no GPU {want!r} among {len(uuids)} found", field="sensor")
     if not uuids:
-        raise SensorUnavailable(f"{client.display_url}: no {M.POWER} series with a UUID for {{{m}}}")
+        raise SensorUnavailable(
+            f"{client.display_url}: no {M.POWER} or {M.ENERGY} series with a UUID for {{{m}}}"
+        )
+    # a GPU whose series carry no UUID cannot be named here: it was left out, silently (round 10, `sensor-no-uuid`)
+    if "gpu" not in opts and client.label_values("__name__", ref[:-1] + ',UUID=""}', t0, t1):
+        raise InputError(f"{client.display_url}: {M.POWER} or {M.ENERGY} series without a UUID label for {{{m}}}: "
+                         "this sensor reads GPUs by UUID (narrow match=, or use fleet estimate)", field="sensor")  # fmt: skip
     simulated = bool(client.label_values("__name__", '{__name__="flopwatch_simulated"}', t0 - 600, t1))
     out = []
     shared = clock
     for u in uuids:
-        sel = ",".join(x for x in (m, f'UUID="{u}"') if x)
-        last = client.query(f"last_over_time({M.POWER}{{{sel}}}[{int(max(t1 - t0, 1))}s])", at=t1)
+        sel = ",".join(x for x in (m, f"UUID={json.dumps(u)}") if x)
+        last = [
+            x
+            for n in (M.POWER, M.ENERGY)
+            for x in client.query(f"last_over_time({n}{{{sel}}}[{int(max(t1 - t0, 1))}s])", at=t1)
+        ]
         labels = dict(last[0].labels) if last else {}
+        # a GPU has one model: two claims (the first series answered, sorted, was kept: a less capable one) refused
+        if len(models := sorted({x.labels.get("modelName", "") for x in last})) > 1:
+            raise InputError(f"GPU {u} reports {len(models)} models ({' | '.join(models)}): its device cannot be "
+                             "told", field="sensor")  # fmt: skip
         history = None
         if hist:
             history = {}
@@ -300,4 +325,6 @@ def _merge(series: Sequence[Any], whole_gpu: str = "") -> tuple[list[float], lis
                 "(two exporters of one GPU?): its energy cannot be told",
                 field="sensor",
             )
-    return t[keep].tolist(), v[keep].tolist()
+    # activities of series at one scrape (MIG instances: each its own share of the GPU) were the first series'
+    # (sorted by labels: an idle instance read for a busy GPU, round 10 `sensor-mig`); the largest bounds them all
+    return t[keep].tolist(), (v[keep] if whole_gpu else np.fmax.reduceat(v, np.flatnonzero(keep))).tolist()
