@@ -9,6 +9,8 @@ against families that ``fleet estimate`` reads or names (round 5's `model-switch
 
 from __future__ import annotations
 
+import time
+
 import pyarrow.parquet as pq
 import pytest
 import test_round5_fleet as r5  # the round-5 harness (a module attribute: its tests are not collected twice)
@@ -163,7 +165,7 @@ def test_the_live_prometheus_sensor_reads_the_busy_mig_instance():
     """`sensor-mig`, live (no ``start=``/``end=``): one instant answer, each series' value written over the last, so
     the last MIG instance answered (sorted by labels) stood for the GPU's activities. Now the lookback's raw samples
     are merged as history is: at the newest scrape, the largest."""
-    ts = [100.0, 115.0, 130.0]
+    ts = [time.time() - 40.0, time.time() - 25.0, time.time() - 10.0]
     acts = {"1": (BUSY[M.GR_ACTIVE], BUSY[M.TENSOR]), "2": (0.0, 0.0), "3": (float("nan"), 0.0)}
     answer = [_raw(M.POWER, {"GPU_I_ID": i}, ts, [650.0] * 3) for i in acts] + [
         s
@@ -184,13 +186,26 @@ def test_the_live_prometheus_sensor_does_not_read_a_second_exporter():
     ended, the new one current, within the lookback) reads the new series' newest sample."""
     from flopwatch.errors import SensorError
 
-    a = _raw(M.POWER, {"instance": "a"}, [100.0, 130.0, 160.0], [650.0] * 3)
-    b = _raw(M.POWER, {"instance": "b"}, [115.0, 145.0], [60.0] * 2)
+    t0 = time.time() - 70.0  # samples of the last 70 s: current
+    a = _raw(M.POWER, {"instance": "a"}, [t0, t0 + 30, t0 + 60], [650.0] * 3)
+    b = _raw(M.POWER, {"instance": "b"}, [t0 + 15, t0 + 45], [60.0] * 2)
     with pytest.raises(SensorError, match="two exporters of one GPU"):
         _live([a, b]).read()
-    old = _raw(M.POWER, {"pod": "idle"}, [100.0, 115.0], [75.0] * 2)
-    new = _raw(M.POWER, {"pod": "train"}, [130.0, 145.0, 160.0], [650.0] * 3)
+    old = _raw(M.POWER, {"pod": "idle"}, [t0, t0 + 15], [75.0] * 2)
+    new = _raw(M.POWER, {"pod": "train"}, [t0 + 30, t0 + 45, t0 + 60], [650.0] * 3)
     assert _live([new, old]).read().power_w == 650.0
+
+
+def test_the_live_prometheus_sensor_does_not_read_a_stopped_exporter():
+    """A raw sample carries no staleness marker: an exporter that stopped 2 minutes ago (15 s scrapes) was read at
+    its last sample for the whole 300 s lookback, live power that nothing measured. Its newest sample now counts only
+    while no older than twice its scrape spacing: a stopped exporter is a failed reading, reported."""
+    from flopwatch.errors import SensorError
+
+    t0 = time.time() - 180.0
+    gone = _raw(M.POWER, {}, [t0, t0 + 15, t0 + 30, t0 + 45, t0 + 60], [75.0] * 5)
+    with pytest.raises(SensorError, match="no current dcgm-exporter sample"):
+        _live([gone]).read()
 
 
 def test_the_prometheus_sensor_reads_a_uuid_with_quotes(prom, capsys, tmp_path):

@@ -154,7 +154,16 @@ class PrometheusSensor:
             merged = {n: _merge(ss, n if n in (M.POWER, M.ENERGY) else "") for n, ss in by.items()}
         except InputError as e:
             raise SensorError(str(e)) from None
-        out = {n: m[1][-1] for n, m in merged.items() if m and m[1]}
+        # a series that stopped (its exporter gone) has no staleness marker among raw samples: its newest sample
+        # counts only while no older than twice its mean scrape spacing (an instant query dropped it at once)
+        out = {
+            n: m[1][-1]
+            for n, m in merged.items()
+            if m
+            and m[1]
+            and now - m[0][-1]
+            <= (2 * (m[0][-1] - m[0][0]) / (len(m[0]) - 1) if len(m[0]) > 1 else _LOOKBACK_S)
+        }
         if not out:
             raise SensorError(f"no current dcgm-exporter sample for {self.uuid}")
         return out, now
