@@ -8,6 +8,7 @@ a named note on the group and no "below" (threshold 1e18: the lie's bound is und
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -150,15 +151,21 @@ def _families():
     }
 
 
-@pytest.fixture(scope="module")
-def prom(tmp_path_factory):
-    d = tmp_path_factory.mktemp("round5")
-    fams = _families()
+@contextlib.contextmanager
+def served(d, fams):  # noqa: ANN001, ANN201
+    """The families (name → series) one simulated day apart, backfilled under ``d`` and served by a real Prometheus
+    on loopback: (its URL, each family's day start). Every fleet round's fixture."""
     shifted = [(W0 + i * DAY + t0, lab, rows) for i, ss in enumerate(fams.values()) for t0, lab, rows in ss]
     (d / "f.om").write_text(_om(shifted))
     backfill(d / "f.om", d / "tsdb")
     with LocalPrometheus(d / "tsdb") as p:
         yield p.url, {name: W0 + i * DAY for i, name in enumerate(fams)}
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    with served(tmp_path_factory.mktemp("round5"), _families()) as got:
+        yield got
 
 
 def _fleet(capsys, prom, family, *extra, threshold=THRESHOLD, url=None, rc=0, operated=True):

@@ -16,7 +16,7 @@ import pytest
 import test_round5_fleet as r5  # the round-5 harness (a module attribute: its tests are not collected twice)
 
 from flopwatch.telemetry import dcgm_metrics as M
-from prom_helpers import LocalPrometheus, backfill, find_tool
+from prom_helpers import find_tool
 
 pytestmark = pytest.mark.skipif(
     find_tool("promtool") is None or find_tool("prometheus") is None,
@@ -101,15 +101,8 @@ def _families():
 
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory):
-    d = tmp_path_factory.mktemp("round7")
-    fams = _families()
-    shifted = [
-        (r5.W0 + i * r5.DAY + t0, lab, rows) for i, ss in enumerate(fams.values()) for t0, lab, rows in ss
-    ]
-    (d / "f.om").write_text(r5._om(shifted))
-    backfill(d / "f.om", d / "tsdb")
-    with LocalPrometheus(d / "tsdb") as p:
-        yield p.url, {name: r5.W0 + i * r5.DAY for i, name in enumerate(fams)}
+    with r5.served(tmp_path_factory.mktemp("round7"), _families()) as got:
+        yield got
 
 
 def test_honest_control_is_over_the_threshold_with_no_note(prom, capsys):
