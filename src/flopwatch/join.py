@@ -135,6 +135,11 @@ def _times(rec: WorkloadRecord, clock: Clock) -> tuple[float, float]:
     return float(a), float(b)
 
 
+def _on(seg: Any, device: str | None) -> str:
+    """ "on gpu0, " for a segment of a device other than the join's, else nothing."""
+    return f"on {seg.device}, " if device is not None and seg.device != device else ""
+
+
 def join_records(
     records: Sequence[WorkloadRecord],
     detection: Any,
@@ -152,7 +157,13 @@ def join_records(
     none match it). Every record gets the detection's idle power; each joined one (status ``ok``) also
     ``context``, the trace's recorded context (:func:`trace_context`).
     """
-    segs = [s for s in detection.segments if device is None or s.device == device] or list(detection.segments)
+    segs = [s for s in detection.segments if device is None or s.device == device]
+    # Another device's activity is energy the trace observed too, and which GPU ran a workload is the runner's word
+    # (records name no GPU identity the join can check): the device filter may not drop it unnamed (round 11,
+    # `device-unclaimed`); it is named below with the unclaimed segments of ``device``.
+    elsewhere = [s for s in detection.segments if device is not None and segs and s.device != device]
+    segs = segs or list(detection.segments)
+    idle_w = (getattr(detection, "idle_power_w_by_device", None) or {}).get(device, detection.idle_power_w)
     # Pass 1: each record's best segment and its own status; pass 2 needs every record to see merges.
     plans: list[tuple[WorkloadRecord, float, float, int | None, str, float, int]] = []
     claimed: dict[int, list[str]] = {}
@@ -181,11 +192,12 @@ def join_records(
     # heavy run's record stamped on a light segment leaves the heavy one to no record. Energy the verifier's trace
     # observed must reach a verdict: every record of this join names it, and so none of them is "below".
     lone = [(i, s) for i, s in enumerate(segs) if i not in claimed and i not in split_pieces]
+    lone += [(-1, s) for s in elsewhere]
     unclaimed = (
         [
             f"the trace holds {len(lone)} segment(s) of activity no record matches "
             f"({sum(max(s.net_energy_j, 0.0) for _, s in lone):.4g} J net, "
-            + ", ".join(f"{s.start_s:.1f}–{s.end_s:.1f} s" for _, s in lone[:3])
+            + ", ".join(f"{_on(s, device)}{s.start_s:.1f}–{s.end_s:.1f} s" for _, s in lone[:3])
             + (", …" if len(lone) > 3 else "")
             + "): energy the trace observed that no record's verdict counts"
         ]
@@ -198,7 +210,7 @@ def join_records(
         rec = unmeasured(rec0)  # the runner's own numbers of what only telemetry measures never pass the join
         if i is None:
             problems.append(Mismatch(rec.label, "not detected", "no segment overlaps its run"))
-            out.append(replace(rec, idle_power_w=detection.idle_power_w, join={"status": "not detected"}))
+            out.append(replace(rec, idle_power_w=idle_w, join={"status": "not detected"}))
             continue
         seg = segs[i]
         others = [x for x in claimed[i] if x != rec.label]
@@ -234,14 +246,14 @@ def join_records(
             # physically impossible telemetry in the record's segment, or activity no record claims: carried on
             # the record, so every later verdict (`estimate`, `evaluate`) is at most "uncertain"
             measured["extra"] = {**rec.extra, TELEMETRY_WARNINGS: seg_warnings}
-        joined = replace(rec, idle_power_w=detection.idle_power_w, join=info, **measured)
+        joined = replace(rec, idle_power_w=idle_w, join=info, **measured)
         out.append(with_context(joined, context) if status == "ok" else joined)
     for _, s in lone:
         problems.append(
             Mismatch(
                 None,
                 "unmatched segment",
-                f"activity {s.start_s:.1f}–{s.end_s:.1f} s ({s.duration_s:.1f} s) matches no record",
+                f"activity {_on(s, device)}{s.start_s:.1f}–{s.end_s:.1f} s ({s.duration_s:.1f} s) matches no record",
             )
         )
     return JoinResult(out, problems)
@@ -350,7 +362,12 @@ def join_trace_file(
     check_idle_power(idle_power_w)
     src = open_source(trace_path)  # streamed: memory bounded by a chunk whatever the trace's length
     rs = load_records(records_path, require=())
-    det = detect_workloads(src, idle_power_w=idle_power_w, device=device)
+    # every device, not only ``device``: another device's activity is named on the joined records (round 11)
+    det = detect_workloads(src, idle_power_w=idle_power_w)
+    if device is not None and device not in det.idle_power_w_by_device:
+        det = detect_workloads(
+            src, idle_power_w=idle_power_w, device=device
+        )  # its own error (absent, no util)
     try:
         which, t0 = trace_origin(src, list(rs), clock)
     except InputError as e:
@@ -369,7 +386,7 @@ def join_trace_file(
         n_records=len(res.records),
         n_ok=res.n_ok,
         n_segments=len(det.segments),
-        idle_power_w=det.idle_power_w,
+        idle_power_w=det.idle_power_w_by_device.get(device, det.idle_power_w),
         clock=which,
         mismatches=res.mismatches,
         simulated=sim or any(r.simulated for r in res.records),
