@@ -577,9 +577,10 @@ def _gpu_energy(P: np.ndarray, span: np.ndarray, p_mean: np.ndarray, L: np.ndarr
         prev_l = _ffill_prev(Lg)
         has_prev = np.isfinite(prev_l)
         first = eg_ok & ~has_prev
-        # a first window has no previous value: a range over twice the power gauge's energy spans a reset (its
-        # series' counters before and after a driver reload), like a later window's minimum under the last
+        # a first window has no previous value: a range over twice the power gauge's energy, or under 90 % of it with
+        # its edges (round 11, `reset-edge`: a reload inside it), spans a reset, like a later window's min under the last
         reset_g = eg_ok & ((has_prev & (Mg < prev_l)) | (first & (Pg > 0) & (Lg - Mg > 2.0 * Pg + 1e4)))
+        reset_g |= first & (Pg > 0) & (Lg - Mg + 2.0 * half < 0.9 * Pg - 1e4)
         d = np.where(eg_ok & has_prev & ~reset_g, Lg - np.where(has_prev, prev_l, 0.0), 0.0)
         lastg = eg_ok & ~next_any(eg_ok)
         c = d + np.where(first | reset_g, Lg - np.where(eg_ok, Mg, 0.0), 0.0)
