@@ -21,13 +21,9 @@ from flopwatch.records import WorkloadRecord, load_records
 from flopwatch.redteam.simulated import to_record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared simulated observables
-from sound_helpers import sim_run  # noqa: E402
+from test_round9_verdict import CTX, UNCLAIMED  # noqa: E402  (round 10's trace context and warning)
 
-CTX = {
-    "sensor_kind": "nvml",
-    "sample_rate_hz": 10.0,
-}  # the trace's recorded context, as trace_context gives it
-UNCLAIMED = "segment(s) of activity no record matches"
+from sound_helpers import sim_run  # noqa: E402
 
 
 def _seg(device: str, r: WorkloadRecord, start_s: float) -> Segment:
