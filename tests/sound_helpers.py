@@ -75,3 +75,12 @@ def sim_run(
         else dataclasses.replace(workload, dtype=dtype, label=f"{workload.label}-{dtype}")
     )
     return acc, acc.run(w, duration_s=s)
+
+
+def never_below(a: Any, truth: float, *words: str) -> None:
+    """The hostile rounds' check: the truth is above the assessment's threshold, the verdict is not "below", and
+    each of ``words`` appears in one of its warnings."""
+    assert a.threshold_flops is not None and a.threshold_flops < truth  # the truth is above the threshold
+    assert a.verdict != "below", (a.verdict, a.upper_flops / truth, a.warnings)
+    for w in words:
+        assert any(w in x for x in a.warnings), (w, a.warnings)

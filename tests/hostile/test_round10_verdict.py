@@ -21,7 +21,7 @@ from flopwatch.records import WorkloadRecord, load_records
 from flopwatch.redteam.simulated import to_record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared simulated observables
-from test_round9_verdict import CTX, UNCLAIMED  # noqa: E402  (round 10's trace context and warning)
+from test_round9_verdict import CTX, UNCLAIMED, light_heavy_trace  # noqa: E402  (round 10's join harness)
 
 from sound_helpers import sim_run  # noqa: E402
 
@@ -123,15 +123,7 @@ def test_join_with_device_then_estimate_names_the_other_devices_activity(a100_pr
 
     from flopwatch.cli import main
 
-    cfg = {"arch": "gpt", "num_layers": 8, "batch_size": 16, "seq_len": 1024, "precision": "bf16"}
-    sched = [{"idle_s": 30}, {"config": {**cfg, "d_model": 512}, "steps": 300}, {"idle_s": 10},
-             {"config": {**cfg, "d_model": 1536}, "steps": 200}, {"idle_s": 10}]  # fmt: skip
-    (tmp_path / "s.json").write_text(json.dumps(sched))
-    trace, recs = tmp_path / "t.parquet", tmp_path / "r.jsonl"
-    assert main(["sim", "trace", "a100", "--schedule", str(tmp_path / "s.json"), "-o", str(trace),
-                 "--records", str(recs)]) == 0  # fmt: skip
-    capsys.readouterr()
-    light, heavy = (json.loads(x) for x in recs.read_text().splitlines())
+    trace, light, heavy = light_heavy_trace(tmp_path, capsys)
     truth = float(heavy["total_flops"])
     two = tmp_path / "t2.parquet"
     _second_device(trace, two, (heavy["start_monotonic_s"], heavy["end_monotonic_s"]))

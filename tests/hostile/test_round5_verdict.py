@@ -28,6 +28,7 @@ from flopwatch.redteam.simulated import sim_profile, to_record
 from flopwatch.sim.accelerator import SimulatedAccelerator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared simulated observables
+from sound_helpers import never_below as _never_below
 from sound_helpers import sim_obs, sim_run  # noqa: E402
 
 
@@ -43,13 +44,6 @@ def h100_fp8(family):
 def a100_bf16(family):
     acc, run = sim_run("a100", family[0])
     return sim_obs(acc, run), float(run.total_flops)
-
-
-def _never_below(a, truth: float, *words: str) -> None:  # noqa: ANN001
-    assert a.threshold_flops is not None and a.threshold_flops < truth  # the truth is above the threshold
-    assert a.verdict != "below", (a.verdict, a.upper_flops / truth, a.warnings)
-    for w in words:
-        assert any(w in x for x in a.warnings), (w, a.warnings)
 
 
 # ------------------------------------------------------------------------------------------ device identity

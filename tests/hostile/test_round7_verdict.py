@@ -27,15 +27,8 @@ from flopwatch.records import SENSOR_KEYS, WorkloadRecord, load_records
 from flopwatch.redteam.simulated import sim_profile, to_record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared simulated observables
+from sound_helpers import never_below as _never_below
 from sound_helpers import sim_run  # noqa: E402
-
-
-def _never_below(a, truth: float, *words: str) -> None:  # noqa: ANN001
-    assert a.threshold_flops is not None and a.threshold_flops < truth  # the truth is above the threshold
-    assert a.verdict != "below", (a.verdict, a.upper_flops / truth, a.warnings)
-    for w in words:
-        assert any(w in x for x in a.warnings), (w, a.warnings)
-
 
 # ----------------------------------------------------------------------------- what the join copies from a runner
 _GPT = {

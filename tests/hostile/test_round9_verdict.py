@@ -189,17 +189,9 @@ def test_join_then_estimate_names_the_segment_of_a_record_left_out(a100_profile,
 
     from flopwatch.cli import main
 
-    cfg = {"arch": "gpt", "num_layers": 8, "batch_size": 16, "seq_len": 1024, "precision": "bf16"}
-    sched = [{"idle_s": 30}, {"config": {**cfg, "d_model": 512}, "steps": 300}, {"idle_s": 10},
-             {"config": {**cfg, "d_model": 1536}, "steps": 200}, {"idle_s": 10}]  # fmt: skip
-    (tmp_path / "s.json").write_text(json.dumps(sched))
-    trace, recs = tmp_path / "t.parquet", tmp_path / "r.jsonl"
-    assert main(["sim", "trace", "a100", "--schedule", str(tmp_path / "s.json"), "-o", str(trace),
-                 "--records", str(recs)]) == 0  # fmt: skip
-    capsys.readouterr()
-    light, heavy = recs.read_text().splitlines()
-    truth = float(json.loads(heavy)["total_flops"])
-    (tmp_path / "light.jsonl").write_text(light + "\n")
+    trace, light, heavy = light_heavy_trace(tmp_path, capsys)
+    truth = float(heavy["total_flops"])
+    (tmp_path / "light.jsonl").write_text(json.dumps(light) + "\n")
     out = tmp_path / "j.jsonl"
     assert main(["join", str(trace), str(tmp_path / "light.jsonl"), "-o", str(out), "--json"]) == 0
     j = json.loads(capsys.readouterr().out)
@@ -208,3 +200,22 @@ def test_join_then_estimate_names_the_segment_of_a_record_left_out(a100_profile,
     (r,) = load_records(out, require=())  # the joined file: the warning travels with the record
     a = assess_record(a100_profile, r, threshold_flops=0.9 * truth, device="a100")
     assert a.verdict != "below" and any(UNCLAIMED in w for w in a.warnings), (a.verdict, a.warnings)
+
+
+def light_heavy_trace(tmp_path, capsys):  # noqa: ANN001, ANN201
+    """A SIMULATED A100 trace (`flopwatch sim trace`) of a light and then a heavy bf16 run: (trace path, the light
+    run's record, the heavy run's record)."""
+    import json
+
+    from flopwatch.cli import main
+
+    cfg = {"arch": "gpt", "num_layers": 8, "batch_size": 16, "seq_len": 1024, "precision": "bf16"}
+    sched = [{"idle_s": 30}, {"config": {**cfg, "d_model": 512}, "steps": 300}, {"idle_s": 10},
+             {"config": {**cfg, "d_model": 1536}, "steps": 200}, {"idle_s": 10}]  # fmt: skip
+    (tmp_path / "s.json").write_text(json.dumps(sched))
+    trace, recs = tmp_path / "t.parquet", tmp_path / "r.jsonl"
+    assert main(["sim", "trace", "a100", "--schedule", str(tmp_path / "s.json"), "-o", str(trace),
+                 "--records", str(recs)]) == 0  # fmt: skip
+    capsys.readouterr()
+    light, heavy = (json.loads(x) for x in recs.read_text().splitlines())
+    return trace, light, heavy
