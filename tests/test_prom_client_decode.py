@@ -115,3 +115,51 @@ def test_gc_pause_is_shared_by_threads_and_restored():
     with pytest.raises(ValueError), PC.gc_paused():
         raise ValueError  # an error inside still restores it
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"status": "success", "data": {"resultType": "vector", "result": []}, "x": NaN}',  # bare constant
+        b'\xef\xbb\xbf{"status": "success", "data": 1}',  # a byte order mark
+        b'{"status": "success", "data": ["\\ud800"]}',  # a lone surrogate
+        b'{"status": "success", "data": [1e400]}',  # past a float
+        # past 64 bits: orjson reads a float where json keeps the int, and the checks judge both alike
+        b'{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": '
+        b'[[99999999999999999999999, "1"]]}]}}',
+        b'{"status": "success", "data": [1]} x',  # extra data
+        b"[" * 2000 + b"]" * 2000,  # nested deeper than orjson's limit
+    ],
+)
+def test_orjson_decodes_as_json_judges(raw):
+    """``_envelope`` decodes with orjson and hands what it refuses to json: the answer or the refusal is json's."""
+
+    def judged(f):
+        try:
+            d, warn = f(raw)
+            got = PC._matrix(d, T, T + 60)[0] if isinstance(d, dict) else d
+            return ("ok", repr(got), warn)
+        except PC._Refused as e:
+            return ("refused", str(e))
+
+    def by_json(b):
+        with pytest.MonkeyPatch.context() as m:  # orjson refuses everything: json alone decides
+            m.setattr(
+                PC.orjson, "loads", lambda _b: (_ for _ in ()).throw(PC.orjson.JSONDecodeError("x", "", 0))
+            )
+            return PC._envelope(b)
+
+    assert judged(PC._envelope) == judged(by_json)
+
+
+def test_orjson_and_json_agree_on_an_honest_fleet_answer():
+    rng = np.random.default_rng(7)
+    series = [
+        ({"UUID": f"GPU-{i}", "modelName": "NVIDIA H100 80GB HBM3", "pod": f"p{i % 5}"},
+         [[T + 60 * k, repr(float(x))] for k, x in enumerate(rng.normal(300, 200, 30))])
+        for i in range(40)
+    ]  # fmt: skip
+    raw = _matrix_doc(series)
+    assert PC.orjson.loads(raw) == json.loads(raw)
+    cols = PC._matrix(PC._envelope(raw)[0], T - 100, T + 3600)[0]
+    assert cols.v.tolist() == [float(v) for _l, vs in series for _t, v in vs]

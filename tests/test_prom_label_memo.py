@@ -67,3 +67,22 @@ def test_memo_keeps_the_last_few():
     assert (
         memo.known([{"x": "0"}]) is None and memo.known([{"x": "1"}]) == b and memo.known([{"x": "2"}]) == c
     )
+
+
+def test_query_form_is_urlencode_with_selectors_quoted_once():
+    """The client quotes a query's selectors through a cache (a chunk's queries share hundreds of UUIDs): the form
+    is byte for byte ``urlencode``'s, whatever the text."""
+    import random
+    import urllib.parse
+
+    from flopwatch.telemetry.prom_client import _SELECTOR, _quote
+
+    rng = random.Random(3)
+    chars = 'abc{}[]()"=~|,. \n\t%&+/?#é😀'
+    for _ in range(3000):
+        params = [
+            ("query", "".join(rng.choice(chars) for _ in range(rng.randint(0, 30)))),
+            ("match[]", "{a}"),
+        ]
+        form = "&".join(f"{_quote(k)}={''.join(map(_quote, _SELECTOR.split(v)))}" for k, v in params)
+        assert form == urllib.parse.urlencode(params)

@@ -82,3 +82,14 @@ def unwrap_counter(values: npt.ArrayLike, max_range: float | None = None) -> np.
     else:
         d = np.where(back, np.nan, d)
     return np.concatenate([[0.0], d])
+
+
+def nanmedian(a: npt.ArrayLike, axis: int) -> np.ndarray:
+    """``np.nanmedian(a, axis)`` by one sort (NaN where a line has no number, and no warning): numpy's own takes a
+    masked-array path on lines under 600 long, ≈ 10 × slower on the fleet's (GPUs × windows) arrays."""
+    x = np.asarray(a, dtype=float)
+    s = np.sort(x, axis=axis)  # NaN last
+    n = np.expand_dims(np.count_nonzero(~np.isnan(x), axis=axis), axis)
+    lo, hi = np.take_along_axis(s, np.maximum(n - 1, 0) // 2, axis), np.take_along_axis(s, n // 2, axis)
+    with np.errstate(invalid="ignore"):  # −inf and inf in the middle: NaN, as numpy's
+        return np.squeeze((lo + hi) / 2, axis=axis)

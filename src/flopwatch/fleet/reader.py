@@ -7,7 +7,6 @@ How each cell's energy, time and activity are derived, and what is read: docs/fl
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
@@ -22,6 +21,7 @@ from flopwatch.fleet.plan import Chunking, ReadPlan, gpu_matchers, range_str
 from flopwatch.telemetry import consistency as C
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_client import Columns, PrometheusClient
+from flopwatch.units import nanmedian
 
 #: The series flopwatch's simulated fleets carry (``flopwatch.sim.dcgm``): their output says "simulated".
 SIMULATED = "flopwatch_simulated"
@@ -297,9 +297,7 @@ class FleetReader:
         # is scraped the whole time, whichever series (job) holds it (median over its interior windows)
         gp = gpu_n > 0
         g_in = gp & _shift(gp, 1) & _shift(gp, -1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            gpu_kept = np.nanmedian(np.where(g_in, gpu_n, np.nan), axis=1) * step / W
+        gpu_kept = nanmedian(np.where(g_in, gpu_n, np.nan), axis=1) * step / W
         gpu_kept = np.where(np.isfinite(gpu_kept), gpu_kept, 1.0)
         iw = interior.sum(axis=1)
         kept = np.where(

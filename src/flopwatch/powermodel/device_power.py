@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from flopwatch.devices import DeviceSpec, get_device, normalize_dtype
+from flopwatch.units import nanmedian
 
 #: Tokens per sample in every MASCOTS run (the padded prompt; SOURCE.md "Experimental design").
 MASCOTS_TOKENS_PER_SAMPLE = 11
@@ -201,12 +202,7 @@ class PowerModel:
             los.append(inv(p - z * sd) * act)
             up = (p + z * sd - c.intercept_w) / c.slope_w_per_pct
             his.append(np.where(up >= top, 100.0, np.maximum(up, 0.0) * act))
-        with np.errstate(invalid="ignore"):
-            import warnings
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                mid = np.nanmedian(np.stack(mids), axis=0)
+        mid = nanmedian(np.stack(mids), axis=0)
         lo, hi = np.min(np.stack(los), axis=0), np.max(np.stack(his), axis=0)
         f = peak / 100.0
         mid = np.where(np.isfinite(mid), mid, lo)

@@ -17,6 +17,7 @@ from itertools import chain, repeat
 from typing import Any, NamedTuple
 
 import numpy as np
+import orjson
 
 
 class Series(NamedTuple):
@@ -95,8 +96,11 @@ def _envelope(raw: bytes | bytearray) -> tuple[Any, list[str]]:
     """(data, warnings) of a successful answer."""
     if not raw or raw.isspace():  # as ``not raw.strip()``, without a copy of the answer
         raise _Refused("empty answer")
-    try:
-        doc = json.loads(raw, parse_constant=_bare_constant)
+    try:  # orjson decodes ≈ 2 × faster; what it refuses (NaN, a BOM, lone surrogates, 1e400) json judges as before
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            doc = json.loads(raw, parse_constant=_bare_constant)
     except _Refused:
         raise
     except RecursionError:
