@@ -149,9 +149,7 @@ def combine_window(
     reasons of the window itself (a clock that went backwards, an unobserved gap) that forbid a "below"."""
     rows = list(rows)
     warnings: list[str] = []
-    upper = 0.0
-    est = 0.0
-    have_est = False
+    upper, est, have_est = 0.0, 0.0, False
     for r in rows:
         u = finite(_field(r, "upper_flops"))
         if u is None or u < 0:
@@ -268,9 +266,9 @@ class WindowRules:
     (``flopwatch verdict``, reading the ledger back), so a run is judged alike live and offline.
 
     A wall clock that goes back and an impossible running total block every window for good; no checkpoint
-    after a row leaves the outside energy unknown; a checkpoint gap far longer than the usual spacing blocks the
-    windows that overlap it; a clock jump within a daemon session (:class:`ClockJumpCheck`, fed only where rows
-    carry their session) blocks for good. ``gaps_kept`` bounds the gaps remembered for the median spacing (the
+    after a row leaves the outside energy unknown; a checkpoint gap far longer than the usual spacing, or any
+    gap across a daemon restart (:meth:`restart`), blocks the windows that overlap it; a clock jump within a
+    daemon session (:class:`ClockJumpCheck`, fed only where rows carry their session) blocks for good. ``gaps_kept`` bounds the gaps remembered for the median spacing (the
     daemon's memory; None: all, as the command reads a whole ledger).
     """
 
@@ -280,7 +278,14 @@ class WindowRules:
         self._last_wall = -math.inf
         self._cp_wall: float | None = None
         self._gaps: deque[tuple[float, float]] = deque(maxlen=gaps_kept)
+        self._restarts: list[tuple[float, float]] = []  # checkpoint gaps across a daemon restart
+        self._restarted = False
         self._jumps = ClockJumpCheck()
+
+    def restart(self) -> None:
+        """A daemon session starts (a ``start`` row): from the last checkpoint to the next no sensor of the node
+        ran, so nothing bridges that time however short (round 12, `restart-gap`: 14 min hid a job)."""
+        self._restarted = self._cp_wall is not None
 
     def _stand(self, kind: str, text: str) -> None:
         if not any(kind in b for b in self.standing):  # one blocker of a kind is enough
@@ -330,7 +335,8 @@ class WindowRules:
             return False
         if self._cp_wall is not None:
             self._gaps.append((self._cp_wall, w))
-        self._cp_wall = w
+            self._restarts += [(self._cp_wall, w)] if self._restarted else []
+        self._cp_wall, self._restarted = w, False
         return True
 
     def blockers(self, cut: float | None) -> tuple[str, ...]:
@@ -357,6 +363,9 @@ class WindowRules:
                         else f"{b - a:.0f} s after the last checkpoint at {a:.0f}, up to a row at {b:.0f}, were not observed"
                     )
                     break
+        hit = [(a, b) for a, b in self._restarts if cut is None or b > cut][:1]
+        out += [f"the monitor restarted: the {b - a:.0f} s between checkpoints at {a:.0f} and {b:.0f} were not "
+                "observed (no sensor ran), never 'below'" for a, b in hit]  # fmt: skip
         return tuple(out)
 
 
@@ -466,11 +475,8 @@ def _reassessed(row: Mapping[str, Any], profile: Profile | None, a: Any) -> dict
             "recomputed from observables: never 'below'"
         )
         out = {**row, "warnings": list(dict.fromkeys([*old, why]))}
-        return (
-            out
-            if profile is None
-            else {**out, "lower_flops": 0.0, "upper_flops": None, "estimate_flops": None}
-        )
+        blank = {"lower_flops": 0.0, "upper_flops": None, "estimate_flops": None}
+        return out if profile is None else {**out, **blank}
     # what the monitor measured (sensor errors, idle floor, coverage) still holds: keep it
     warns = [*old, *a.warnings]
     signed, assessed = finite(row.get("upper_flops")), row.get("regime") is not None
@@ -505,13 +511,8 @@ def _reassessed(row: Mapping[str, Any], profile: Profile | None, a: Any) -> dict
     if profile is None:  # the signed estimate and lower bound stand (they never make a "below")
         lo = finite(row.get("lower_flops"))
         return {**row, **common, "lower_flops": None if lo is None else min(lo, up if up is not None else lo)}
-    return {
-        **row,
-        **common,
-        "estimate_flops": a.estimate_flops,
-        "lower_flops": a.lower_flops,
-        "regime": a.regime,
-    }
+    calibrated = {"estimate_flops": a.estimate_flops, "lower_flops": a.lower_flops, "regime": a.regime}
+    return {**row, **common, **calibrated}
 
 
 def _pipes(v: Any) -> dict[str, float] | None:
@@ -521,11 +522,7 @@ def _pipes(v: Any) -> dict[str, float] | None:
     if not isinstance(v, Mapping):
         return None
     out = {k: finite(v.get(k)) for k in PIPES}
-    return (
-        {k: x for k, x in out.items() if x is not None and x >= 0}
-        if all(x is not None and x >= 0 for x in out.values())
-        else None
-    )
+    return out if all(x is not None and x >= 0 for x in out.values()) else None  # type: ignore[return-value]
 
 
 def _windows(v: Any) -> Any:
@@ -540,9 +537,7 @@ def _windows(v: Any) -> Any:
         return None
 
     def arr(x: Any) -> list[float] | None:
-        if not isinstance(x, list):
-            return None
-        return [float("nan") if finite(y) is None else float(y) for y in x]
+        return [float("nan") if finite(y) is None else float(y) for y in x] if isinstance(x, list) else None
 
     try:
         return ObservedWindows(**{f.name: arr(v.get(f.name)) for f in fields(ObservedWindows)})
@@ -653,6 +648,7 @@ def ledger_window_verdicts(
                 }
                 walls.append(w)
         elif ent.kind == "start":
+            rules.restart()
             for s in p.get("sensors") or []:
                 if isinstance(s, Mapping) and s.get("device") and s.get("name"):
                     names.setdefault(str(s["device"]), {})[str(s["name"])] = None
@@ -763,9 +759,8 @@ def ledger_window_verdicts(
         # a row naming no device may have run on any: its upper bound counts in every device's group, its lower in
         # none (round 10, `device-group-unnamed`: it was in no group, and its device's group "below")
         anon = [r for r in in_win if not _dev(r)]
-        why = (f"{len(anon)} row(s) name no device: counted in every device's group, never 'below'",) * bool(
-            anon
-        )
+        msg = f"{len(anon)} row(s) name no device: counted in every device's group, never 'below'"
+        why = (msg,) if anon else ()
         for d in devices or (["(device not named)"] if anon else []):
             rs, ins = [r for r in in_win if _dev(r) == d], [r for r in inside if _dev(r) == d]
             groups.append(group(rs + anon, d, ins, [d] if d in ua else [], why))

@@ -1,0 +1,143 @@
+"""Round 12 red team on runs, ledgers and the window verdict, by principle: a "below" rests only on physics and on
+what the verifier itself observes; whatever the other side controls (here: when its daemon runs) may widen a
+bound or block "below", never tighten it.
+
+Built on the SIMULATED twins (flopwatch.sim, seed 2; every number here is simulated) so that the truth is known.
+Table: docs/threat-model.md, "Round 12 (runs, ledgers, windows)".
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from flopwatch.cli import main
+from flopwatch.devices import DEVICES
+from flopwatch.evaluate.window import ledger_window_verdicts
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared simulated observables
+from sound_helpers import sim_run  # noqa: E402
+from window_cases import _cp, _row  # noqa: E402
+
+RESTART = "the monitor restarted"
+W0 = 1.7e9
+PEAKS = dict(DEVICES["h100"].peak_flops)
+CP_S = 30.0  # the daemon's checkpoint spacing (monitor.config: checkpoint_s)
+
+
+def _session(sid: str, t0: float, t1: float, *, stop: bool = True) -> list[Any]:
+    """One daemon session's rows on ``sim:h100``: its start row, a checkpoint every 30 s from ``t0`` to ``t1``
+    (no energy outside workloads), and its stop row (the daemon writes a last checkpoint, then ``stop``)."""
+    out: list[Any] = [SimpleNamespace(kind="start", payload={"session_id": sid, "wall": t0})]
+    out += [_cp(t0 + CP_S * (i + 1), 0.0) for i in range(int((t1 - t0) // CP_S))]
+    return out + [SimpleNamespace(kind="stop", payload={"session_id": sid, "wall": t1})] * stop
+
+
+def _restart_ledger(down_s: float, *, crash: bool = False) -> list[Any]:
+    """A light 10 s row in a 10 min session, the daemon down ``down_s`` (stopped, or killed -9: no stop row),
+    then 10 min of a second session."""
+    a = _session("s1", W0, W0 + 600.0, stop=not crash)
+    return [
+        *a[:4],
+        _row("light", W0 + 100.0, W0 + 110.0),
+        *a[4:],
+        *_session("s2", W0 + 600.0 + down_s, W0 + 1800.0),
+    ]
+
+
+@pytest.fixture(scope="module")
+def heavy(family):  # noqa: ANN001
+    """Truth: a 60 s bf16 job on the SIMULATED H100, run while the daemon was down."""
+    _, run = sim_run("h100", family[0])
+    return float(run.total_flops)
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["stopped", "killed"])
+@pytest.mark.parametrize("down_s", [30.0, 840.0])
+@pytest.mark.parametrize("window", [None, 3600.0], ids=["all", "1h"])
+def test_a_restart_gap_under_the_gap_rule_blocks_below(heavy, crash, down_s, window):
+    """`restart-gap`: the node stops its monitor for 14 min (or kills it) and runs a heavy job meanwhile; no sensor
+    read the GPU, and the gap between checkpoints (870 s) was under the gap rule's 900 s floor, so the window held
+    the light row only: "below" at 0.9 × the hidden job's truth (upper 1e14, 0.004 × truth). A daemon restart is
+    time nobody observed, however short: named, never "below"."""
+    thr = 0.9 * heavy
+    t = ledger_window_verdicts(_restart_ledger(down_s, crash=crash), threshold_flops=thr, window_s=window,
+                               device="h100")["total"]  # fmt: skip
+    assert t["upper_flops"] < 0.01 * heavy  # the hidden job is in no row and no outside energy
+    assert t["verdict"] != "below", t
+    assert any(RESTART in w for w in t["warnings"]), t["warnings"]
+
+
+def test_the_honest_ledger_and_a_window_after_the_restart_are_unchanged(heavy):
+    """One session throughout is "below" as before; a window that starts after the restart's gap (the second
+    session's last 5 minutes) carries no restart and is "below" too."""
+    one = [*_session("s1", W0, W0 + 1800.0)]
+    one.insert(4, _row("light", W0 + 100.0, W0 + 110.0))
+    t = ledger_window_verdicts(one, threshold_flops=0.9 * heavy, window_s=None, device="h100")["total"]
+    assert t["verdict"] == "below" and not t["warnings"], t
+    led = _restart_ledger(840.0)[:-1] + [_row("late", W0 + 1810.0, W0 + 1820.0), _cp(W0 + 1830.0, 0.0)]
+    late = ledger_window_verdicts(led, threshold_flops=0.9 * heavy, window_s=300.0, device="h100")["total"]
+    assert late["verdict"] == "below" and not late["warnings"], late
+
+
+def test_the_live_gauge_names_the_restart_as_the_command(heavy):
+    """The restarted daemon's gauge (`monitor.window.WorkloadWindow`, fed the ledger as `Monitor._restore_window`
+    feeds it: a start row is a restart) blocks the same window as `flopwatch verdict`."""
+    from flopwatch.monitor.rows import WorkloadRow
+    from flopwatch.monitor.window import WorkloadWindow
+
+    win = WorkloadWindow(window_s=3600.0, threshold_flops=0.9 * heavy, envelopes={"sim:h100": 1e12})
+    out: dict[str, float] = {}
+    for e in _restart_ledger(840.0):
+        if e.kind == "start":
+            win.rules.restart()
+        elif e.kind == "checkpoint":
+            out = {d: v["outside_net_energy_j"] for d, v in e.payload["devices"].items()}
+            win.mark(e.payload["wall"], out)
+        elif e.kind == "workload":
+            win.add(WorkloadRow.from_payload({**e.payload, "upper_flops": 1.1e14}))
+    v = win.evaluate(out, now_wall=W0 + 1800.0)
+    assert v.verdict != "below" and any(RESTART in w for w in v.warnings), v
+
+
+def test_verdict_names_a_restart_on_a_signed_witnessed_ledger(heavy, tmp_path, capsys):
+    """The same through `flopwatch verdict` on a real ledger (signed with its own key, its head witnessed): the
+    two sessions 14 min apart are "uncertain", the restart named; one session throughout is "below"."""
+    from flopwatch.monitor.keys import load_pin
+    from flopwatch.monitor.ledger import Ledger
+    from flopwatch.monitor.witness import witness
+
+    def verdict(name: str, ents: list[Any]) -> dict[str, Any]:
+        led = tmp_path / f"{name}.db"
+        with Ledger(led) as lg:
+            for e in ents:  # rows recorded in the verifier's context (its datasheet peaks), as the daemon's
+                ctx = {"context": {"sensor_kind": "nvml", "sample_rate_hz": 10.0, "peaks_in_force": PEAKS}}
+                lg.append(e.kind, {**e.payload, **ctx} if e.kind == "workload" else e.payload)
+            lg.sign_head()
+        log = tmp_path / f"{name}.jsonl"
+        assert witness(str(led), log, load_pin(Path(f"{led}.pub")).key, clock=lambda: W0 + 1900.0).ok
+        capsys.readouterr()
+        args = [
+            "verdict",
+            str(led),
+            "--witness",
+            str(log),
+            "--threshold",
+            repr(0.9 * heavy),
+            "--device",
+            "h100",
+        ]
+        assert main([*args, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["total"]
+
+    t = verdict("restart", _restart_ledger(840.0))
+    assert t["verdict"] == "uncertain" and any(RESTART in w for w in t["warnings"]), t
+    one = [*_session("s1", W0, W0 + 1800.0)]
+    one.insert(4, _row("light", W0 + 100.0, W0 + 110.0))
+    ok = verdict("one", one)
+    assert ok["verdict"] == "below", ok["warnings"]
