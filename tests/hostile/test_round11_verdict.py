@@ -141,3 +141,57 @@ def test_verdict_names_a_restart_on_a_signed_witnessed_ledger(heavy, tmp_path, c
     one.insert(4, _row("light", W0 + 100.0, W0 + 110.0))
     ok = verdict("one", one)
     assert ok["verdict"] == "below", ok["warnings"]
+
+
+# ------------------------------------------------------------------------------ the daemon's idle baseline
+IDLE = "the daemon's idle baseline is suspicious"
+
+
+def _idle_ledger(idle_w: float) -> list[Any]:
+    """A 30 min session on gpu0 (an H100) whose daemon subtracts ``idle_w`` from every reading: its checkpoints
+    hold no energy outside workloads (what the daemon writes when the baseline swallows the work)."""
+    start = {"session_id": "s1", "wall": W0, "idle_power_w": idle_w, "sensors": [{"device": "gpu0",
+             "name": DEVICES["h100"].name}]}  # fmt: skip
+    cps = [SimpleNamespace(kind="checkpoint", payload={"wall": W0 + CP_S * (i + 1), "devices": {"gpu0": {
+           "outside_net_energy_j": 0.0, "min_idle_power_w": 70.0}}}) for i in range(60)]  # fmt: skip
+    return [SimpleNamespace(kind="start", payload=start), *cps]
+
+
+@pytest.fixture(scope="module")
+def bursts(family):  # noqa: ANN001
+    """Truth and mean power of a 60 s bf16 job on the SIMULATED H100, run as bursts under the detector."""
+    acc, run = sim_run("h100", family[0])
+    return float(run.total_flops), float(run.point.power_busy_w)
+
+
+@pytest.mark.parametrize("profile", [False, True], ids=["no-profile", "profile"])
+@pytest.mark.parametrize("window", [None, 600.0], ids=["all", "10m"])
+def test_a_daemon_idle_baseline_taken_under_load_is_given_back(bursts, h100_profile, profile, window):
+    """`daemon-idle`: the operator measures the idle baseline (`flopwatch idle`) while a job runs and starts the
+    monitor with it (`--idle-power-w`); the job's bursts under the detector then hold no net energy above it, and
+    the checkpoints put nothing outside workloads: "below" 0.9 × the truth with an upper bound of 0. A run's row is
+    judged against the verifier's idle (the lower of its profile's and the datasheet's: the excess given back, a
+    baseline taken under load named); the daemon's baseline, in its start row, now is too."""
+    truth, mean_w = bursts
+    t = ledger_window_verdicts(_idle_ledger(mean_w), threshold_flops=0.9 * truth, window_s=window, device="h100",
+                               profile=h100_profile if profile else None)["total"]  # fmt: skip
+    assert t["verdict"] != "below" and any(IDLE in w for w in t["warnings"]), t
+    assert t["upper_flops"] >= truth  # the excess over the window's time, at η_max
+    ok = ledger_window_verdicts(_idle_ledger(DEVICES["h100"].idle_w), threshold_flops=0.9 * truth,
+                                window_s=window, device="h100", profile=h100_profile if profile else None)  # fmt: skip
+    assert ok["total"]["verdict"] == "below" and not ok["total"]["warnings"], ok["total"]
+
+
+def test_a_row_and_the_daemon_share_one_idle_rule(h100_profile):
+    """The give-back is one rule (`estimate.bounds.idle_excess_w`): a row's baseline and the daemon's are judged
+    against the same floor (the lower of the profile's idle and the datasheet's), with the same reasons."""
+    from flopwatch.estimate.bounds import check_idle_baseline, idle_excess_w
+
+    spec = DEVICES["h100"]
+    assert idle_excess_w(spec.idle_w, spec) == (0.0, ())
+    x, why = idle_excess_w(300.0, spec, 90.0)  # a profile idle over the datasheet's lifts no floor
+    assert (
+        x == pytest.approx(300.0 - spec.idle_w)
+        and why == check_idle_baseline(300.0, spec=spec, reference_idle_w=90.0).reasons
+    )
+    assert idle_excess_w(80.0, spec)[1] == ()  # within an idle board's drift: given back, not named

@@ -573,7 +573,7 @@ def ledger_window_verdicts(
     does not import the monitor, which imports evaluate). ``by``: "all", "device" or "job". ``blockers``: reasons
     from outside the entries that forbid "below" (the caller's ledger verification failed). ``node_labels``: the
     ledgers' labels when the entries are several nodes' (``monitor.nodes.namespace``)."""
-    from flopwatch.estimate.bounds import resolve_device
+    from flopwatch.estimate.bounds import idle_excess_w, resolve_device
     from flopwatch.estimate.verdict import device_claims, profile_envelope
 
     if by not in ("all", "device", "job"):
@@ -587,6 +587,8 @@ def ledger_window_verdicts(
     # every name each device is given (start rows, workload rows), in order
     names: dict[str, dict[str, None]] = {}
     walls: list[float] = []
+    idles: list[float] = []  # the daemon's idle baseline of each session, and when each began (start rows)
+    began: list[float] = []
     seen: set[str] = set()
     blockers = list(blockers)
     rules = WindowRules()  # the live gauge's rules, fed in the same (ledger) order
@@ -606,16 +608,13 @@ def ledger_window_verdicts(
             rowed[d0] = rowed.get(d0, 0.0) + max(0.0, finite(p.get("net_energy_j")) or 0.0)
             wid = p.get("workload_id")
             if wid is not None and str(wid) in seen:  # one workload counted once (its lower bound too)
-                warnings_dup = f"workload {wid} appears more than once; counted once"
-                if warnings_dup not in blockers:
-                    blockers.append(warnings_dup)
+                dup = f"workload {wid} appears more than once; counted once"
+                blockers += [dup] if dup not in blockers else []
                 continue
             if wid is not None:
                 seen.add(str(wid))
             rows.append(dict(p))
-            w = finite(p.get("end_wall"))
-            if w is not None:
-                walls.append(w)
+            walls += [w] if (w := finite(p.get("end_wall"))) is not None else []
             if p.get("device") and p.get("device_name"):
                 names.setdefault(str(p["device"]), {})[str(p["device_name"])] = None
         elif ent.kind == "checkpoint":
@@ -649,6 +648,8 @@ def ledger_window_verdicts(
                 walls.append(w)
         elif ent.kind == "start":
             rules.restart()
+            idles += [x] if (x := finite(p.get("idle_power_w"))) is not None else []
+            began += [x] if (x := finite(p.get("wall"))) is not None else []
             for s in p.get("sensors") or []:
                 if isinstance(s, Mapping) and s.get("device") and s.get("name"):
                     names.setdefault(str(s["device"]), {})[str(s["name"])] = None
@@ -734,6 +735,12 @@ def ledger_window_verdicts(
                     f"{spec.key if spec else '?'}, an assumption (give --device), never 'below'"
                 )
         env[d] = profile_envelope(None, spec, None).flops_per_j  # physics (η_max), never a profile
+        if idles and spec is not None and cps:  # the outside energy was taken against the daemon's baseline
+            ref = None if profile is None else profile.verifier.get("idle_power_w", profile.idle_power_w)
+            x, why = idle_excess_w(max(idles), spec, ref)  # the run's rule (round 12, `daemon-idle`)
+            base = max([w for w, _ in cps if start is not None and w <= start], default=min(walls + began))
+            ua[d] += x * max(0.0, cps[-1][0] - base)
+            blockers += [f"device {d}: the daemon's idle baseline is suspicious: {r}" for r in why]
 
     def group(
         rs: list[dict[str, Any]],
@@ -770,9 +777,8 @@ def ledger_window_verdicts(
             return str(r.get("job_id") or r.get("job") or r.get("workload_id") or "?")
 
         for j in sorted({job(r) for r in in_win}):
-            groups.append(
-                group([r for r in in_win if job(r) == j], j, [r for r in inside if job(r) == j], [])
-            )
+            rs, ins = [r for r in in_win if job(r) == j], [r for r in inside if job(r) == j]
+            groups.append(group(rs, j, ins, []))
         groups.append(group([], "(outside workloads)", [], devices))
     total = group(in_win, "all", inside, devices)
     notes: dict[str, int] = {}  # each distinct note of the reassessed rows once, with how many rows it is on
