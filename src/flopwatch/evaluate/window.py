@@ -530,9 +530,7 @@ def _windows(v: Any) -> Any:
     when absent or malformed (the run is then one window, which only loosens the bound)."""
     from flopwatch.estimate.observe import ObservedWindows
 
-    if not isinstance(v, Mapping):
-        return None
-    dt, e = v.get("dt_s"), v.get("net_energy_j")
+    dt, e = (v.get("dt_s"), v.get("net_energy_j")) if isinstance(v, Mapping) else (None, None)
     if not isinstance(dt, list) or not isinstance(e, list) or any(finite(x) is None for x in (*dt, *e)):
         return None
 
@@ -587,7 +585,9 @@ def ledger_window_verdicts(
     # every name each device is given (start rows, workload rows), in order
     names: dict[str, dict[str, None]] = {}
     walls: list[float] = []
-    idles: list[float] = []  # the daemon's idle baseline of each session, and when each began (start rows)
+    idles: dict[
+        str, float
+    ] = {}  # the daemon's idle baseline of each device ("*": all), and when sessions began
     began: list[float] = []
     seen: set[str] = set()
     blockers = list(blockers)
@@ -648,11 +648,12 @@ def ledger_window_verdicts(
                 walls.append(w)
         elif ent.kind == "start":
             rules.restart()
-            idles += [x] if (x := finite(p.get("idle_power_w"))) is not None else []
             began += [x] if (x := finite(p.get("wall"))) is not None else []
-            for s in p.get("sensors") or []:
-                if isinstance(s, Mapping) and s.get("device") and s.get("name"):
-                    names.setdefault(str(s["device"]), {})[str(s["name"])] = None
+            sens = [s for s in p.get("sensors") or [] if isinstance(s, Mapping) and s.get("device")]
+            for s in (s for s in sens if s.get("name")):
+                names.setdefault(str(s["device"]), {})[str(s["name"])] = None
+            if (x := finite(p.get("idle_power_w"))) is not None:  # the daemon's baseline, for its devices
+                idles.update({d: max(idles.get(d, x), x) for d in [str(s["device"]) for s in sens] or ["*"]})
     cps.sort(key=lambda x: x[0])
     if fell:
         blockers.append(
@@ -735,20 +736,18 @@ def ledger_window_verdicts(
                     f"{spec.key if spec else '?'}, an assumption (give --device), never 'below'"
                 )
         env[d] = profile_envelope(None, spec, None).flops_per_j  # physics (η_max), never a profile
-        if idles and spec is not None and cps:  # the outside energy was taken against the daemon's baseline
+        b = max(idles.get(d, -math.inf), idles.get("*", -math.inf))
+        if (
+            math.isfinite(b) and spec is not None and cps
+        ):  # outside energy taken against the daemon's baseline
             ref = None if profile is None else profile.verifier.get("idle_power_w", profile.idle_power_w)
-            x, why = idle_excess_w(max(idles), spec, ref)  # the run's rule (round 12, `daemon-idle`)
+            x, why = idle_excess_w(b, spec, ref)  # the run's rule (round 12, `daemon-idle`)
             base = max([w for w, _ in cps if start is not None and w <= start], default=min(walls + began))
             ua[d] += x * max(0.0, cps[-1][0] - base)
             blockers += [f"device {d}: the daemon's idle baseline is suspicious: {r}" for r in why]
 
-    def group(
-        rs: list[dict[str, Any]],
-        key: str,
-        ins: list[dict[str, Any]],
-        devs: Iterable[str],
-        why: tuple[str, ...] = (),
-    ) -> WindowVerdict:
+    def group(rs: list[dict[str, Any]], key: str, ins: list[dict[str, Any]], devs: Iterable[str],
+              why: tuple[str, ...] = ()) -> WindowVerdict:  # fmt: skip
         e, f = outside_bound({d: ua[d] for d in devs}, env)
         return combine_window(
             rs,
