@@ -195,3 +195,38 @@ def test_a_row_and_the_daemon_share_one_idle_rule(h100_profile):
         and why == check_idle_baseline(300.0, spec=spec, reference_idle_w=90.0).reasons
     )
     assert idle_excess_w(80.0, spec)[1] == ()  # within an idle board's drift: given back, not named
+
+
+def _node(label: str, walls: list[float], starts: list[float]) -> list[tuple[float, Any]]:
+    """One node's start rows and checkpoints as `flopwatch verdict a.db b.db` merges them (`monitor.nodes`:
+    devices ``NODE/gpu0``, checkpoints naming their node), each with its time."""
+    dev = f"{label}/gpu0"
+    out = [(w, SimpleNamespace(kind="start", payload={"session_id": f"{label}{w}", "wall": w, "sensors": [
+        {"device": dev, "name": DEVICES["h100"].name}]})) for w in starts]  # fmt: skip
+    out += [(w, SimpleNamespace(kind="checkpoint", payload={"wall": w, "node": label, "devices": {
+        dev: {"outside_net_energy_j": 0.0}}})) for w in walls]  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("restart", [True, False], ids=["restarted", "paused"])
+def test_one_nodes_gap_is_not_hidden_by_another_nodes_checkpoints(heavy, restart):
+    """`node-gap` (`verdict a.db b.db`): node b's daemon is paused 20 min (no start row; over the gap rule's 15 min)
+    or restarted after 14 min while node a checkpoints every 30 s on. The window's checkpoint gaps were taken across
+    the merged stream, so a's checkpoints hid b's pause: "below" (0.007 × truth). Gaps and restarts are per node."""
+    down = 840.0 if restart else 1200.0
+    a = _node("a", [W0 + CP_S * i for i in range(1, 80)], [W0])
+    b_walls = [W0 + CP_S * i for i in range(1, 21)] + [W0 + 600.0 + down + CP_S * i for i in range(1, 21)]
+    b = _node("b", b_walls, [W0, W0 + 600.0 + down] if restart else [W0])
+    ents = [e for _, e in sorted([*a, *b], key=lambda x: (x[0], x[1].kind != "start"))]
+    light = _row("light", W0 + 100.0, W0 + 110.0, device="a/gpu0")
+    ents.insert(next(i for i, e in enumerate(ents) if (e.payload.get("wall") or 0) > W0 + 110.0), light)
+    t = ledger_window_verdicts(ents, threshold_flops=0.9 * heavy, window_s=None, device="h100",
+                               node_labels=("a", "b"))["total"]  # fmt: skip
+    assert t["verdict"] != "below", t
+    assert any((RESTART if restart else "were not observed") in w for w in t["warnings"]), t["warnings"]
+    honest = [e for _, e in sorted([*a, *_node("b", [W0 + CP_S * i for i in range(1, 80)], [W0])],
+                                   key=lambda x: (x[0], x[1].kind != "start"))]  # fmt: skip
+    honest.insert(next(i for i, e in enumerate(honest) if (e.payload.get("wall") or 0) > W0 + 110.0), light)
+    ok = ledger_window_verdicts(honest, threshold_flops=0.9 * heavy, window_s=None, device="h100",
+                                node_labels=("a", "b"))["total"]  # fmt: skip
+    assert ok["verdict"] == "below" and not ok["warnings"], ok

@@ -168,15 +168,13 @@ def combine_window(
         lo = finite(_field(r, "lower_flops"))
         if lo is not None and lo > 0:
             lower += lo
-    ua = max(0.0, float(unattributed_net_energy_j))
+    ua, ua_up = max(0.0, float(unattributed_net_energy_j)), 0.0
     if ua > 0:
         ua_up = ua * envelope_flops_per_j if math.isfinite(envelope_flops_per_j) else math.inf
         if not math.isfinite(ua_up):
             warnings.append(
                 f"{ua:.4g} J of net energy outside detected workloads and no efficiency envelope to bound it"
             )
-    else:
-        ua_up = 0.0
     upper += ua_up
     # a workload row with a violated assumption cannot be the basis of a "below" (one rule everywhere:
     # estimate.verdict.threshold_verdict); the window's own reasons do not block it, they are notes on bounds
@@ -278,14 +276,15 @@ class WindowRules:
         self._last_wall = -math.inf
         self._cp_wall: float | None = None
         self._gaps: deque[tuple[float, float]] = deque(maxlen=gaps_kept)
+        self._node_cp: dict[str, float] = {}  # each node's last checkpoint (several ledgers: `node`)
         self._restarts: list[tuple[float, float]] = []  # checkpoint gaps across a daemon restart
-        self._restarted = False
+        self._restarted: set[str] = set()
         self._jumps = ClockJumpCheck()
 
-    def restart(self) -> None:
-        """A daemon session starts (a ``start`` row): from the last checkpoint to the next no sensor of the node
-        ran, so nothing bridges that time however short (round 12, `restart-gap`: 14 min hid a job)."""
-        self._restarted = self._cp_wall is not None
+    def restart(self, node: str | None = "") -> None:
+        """A daemon session of ``node`` (None: any) starts (a ``start`` row): from its last checkpoint to its next no
+        sensor of the node ran, so nothing bridges that time however short (round 12, `restart-gap`)."""
+        self._restarted |= set(self._node_cp) if node is None else {node} & set(self._node_cp)
 
     def _stand(self, kind: str, text: str) -> None:
         if not any(kind in b for b in self.standing):  # one blocker of a kind is enough
@@ -319,9 +318,10 @@ class WindowRules:
         *,
         session: object = None,
         t_s: object = None,
+        node: str = "",
     ) -> bool:
-        """A checkpoint at ``wall`` with its cumulative outside-workload energy per device (J); False when it
-        places nothing (no finite wall or no devices) or comes out of order (the newer one stands)."""
+        """A checkpoint of ``node`` at ``wall`` with its cumulative outside-workload energy per device (J); False
+        when it places nothing (no finite wall or no devices) or comes out of order (the newer one stands)."""
         w = finite(wall)
         self._clock(w, session, "checkpoint", t_s)
         if w is None or not isinstance(outside, Mapping):
@@ -333,10 +333,13 @@ class WindowRules:
                 )
         if self._cp_wall is not None and w < self._cp_wall:
             return False
-        if self._cp_wall is not None:
-            self._gaps.append((self._cp_wall, w))
-            self._restarts += [(self._cp_wall, w)] if self._restarted else []
-        self._cp_wall, self._restarted = w, False
+        if (
+            prev := self._node_cp.get(node)
+        ) is not None:  # per node: another node's checkpoints saw nothing here
+            self._gaps.append((prev, w))
+            self._restarts += [(prev, w)] if node in self._restarted else []
+        self._restarted.discard(node)
+        self._node_cp[node] = self._cp_wall = w
         return True
 
     def blockers(self, cut: float | None) -> tuple[str, ...]:
@@ -627,7 +630,7 @@ def ledger_window_verdicts(
                 if isinstance(devs, Mapping)
                 else None
             )
-            rules.checkpoint(p.get("wall"), out)
+            rules.checkpoint(p.get("wall"), out, node=(nd := _node_of(p.get("node"), node_labels)))
             for d, x in (out or {}).items():
                 if (v := finite(x)) is not None:
                     drop = last_out.get(d, v) - v - rowed.pop(d, 0.0) - rowed.get("", 0.0)
@@ -642,14 +645,12 @@ def ledger_window_verdicts(
                 cps.append((at, {d: float(x) for d, x in out.items() if finite(x) is not None}))
                 devs_seen.update(out)
                 # (a device listed with no finite value reports nothing either)
-                last_cp[_node_of(p.get("node"), node_labels)] = {
-                    d for d, x in out.items() if finite(x) is not None
-                }
+                last_cp[nd] = {d for d, x in out.items() if finite(x) is not None}
                 walls.append(w)
         elif ent.kind == "start":
-            rules.restart()
             began += [x] if (x := finite(p.get("wall"))) is not None else []
             sens = [s for s in p.get("sensors") or [] if isinstance(s, Mapping) and s.get("device")]
+            rules.restart(_node_of(sens[0]["device"], node_labels) if sens else None)
             for s in (s for s in sens if s.get("name")):
                 names.setdefault(str(s["device"]), {})[str(s["name"])] = None
             if (x := finite(p.get("idle_power_w"))) is not None:  # the daemon's baseline, for its devices
