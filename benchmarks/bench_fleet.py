@@ -1,7 +1,7 @@
 """Fleet estimates on raw dcgm-exporter series: GPU-hours per Prometheus CPU-second and per flopwatch CPU-second,
 and flopwatch's peak memory as the fleet grows.
 
-Two measurements (results: benchmarks/RESULTS.md, section "Fleet"):
+Three measurements (results: benchmarks/RESULTS.md, section "Fleet"):
 
 * ``prometheus``: a SIMULATED fleet (``flopwatch.sim.dcgm``, every series labelled simulated) is written as
   OpenMetrics in slices of 128 GPUs, backfilled with promtool into one TSDB (kept under ``--tsdb`` for re-runs) and
@@ -9,6 +9,14 @@ Two measurements (results: benchmarks/RESULTS.md, section "Fleet"):
   subprocess (its own peak RSS); Prometheus's CPU time is read from /proc before and after. Sizes below the whole
   fleet are slices of it (``--selector`` on the hosts). The bare per-pod energy query an auditor could type
   (``sum by (pod) (increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[…]))``) is timed alongside for scale.
+* ``recorded``: the same estimate with Prometheus off the machine. Each variant's estimate is run once against
+  Prometheus with every HTTP exchange recorded (bytes as the socket gave them); Prometheus's CPU for those requests
+  alone is then measured by sending them again, read but not decoded; and each estimate is timed in a fresh
+  subprocess against a local server that replays the recording. On this 2-core machine a Prometheus answering
+  beside flopwatch slows flopwatch's every CPU-second (the same replayed estimate costs ≈ 1.6 × the CPU with a busy
+  Prometheus on the other core: RESULTS.md); an auditor's Prometheus runs on another machine. ``--instructions``
+  also counts one estimate's instructions under valgrind (callgrind): a count, which the machine's load and speed
+  do not move.
 * ``replicate``: flopwatch's own CPU time and peak RSS from 128 to 10,000 GPUs without a Prometheus. One simulated
   node-day is read through Prometheus once; a replaying client then serves those verified window answers for any
   number of copies of the node (new UUIDs, hosts and pods per copy), so the reader, fold and assessment run on the
@@ -21,6 +29,8 @@ Two measurements (results: benchmarks/RESULTS.md, section "Fleet"):
 ``--compare NAME=SRC,…`` runs each estimate once per variant (``PYTHONPATH=SRC``: e.g. a ``git archive`` of an
 older commit's ``src``), alternating variants within each repeat on the same server, and prints each variant's
 medians: the machine is shared, so only side-by-side medians compare two versions fairly.
+    python benchmarks/bench_fleet.py recorded --gpus 1024 --hours 24 --tsdb /tmp/fleet1024 --repeat 5 \
+        --compare before=/tmp/before/src,after=src [--instructions]
     python benchmarks/bench_fleet.py replicate --gpus 128,1024,10000 --hours 24
 """
 
@@ -202,7 +212,9 @@ def run_recorded(args: argparse.Namespace) -> list[dict]:
     practice). ``--instructions``: each variant also under ``valgrind --tool=callgrind``, one estimate's instruction
     count (two estimates in one process less one: imports apart) — a count, not a time, so the machine's load and
     speed do not move it."""
+    import statistics
     import threading
+    import urllib.request
 
     from prom_helpers import LocalPrometheus
 
@@ -213,11 +225,27 @@ def run_recorded(args: argparse.Namespace) -> list[dict]:
     variants = [tuple(v.split("=", 1)) for v in args.compare.split(",")] if args.compare else [("", "")]
     rec = Path(tempfile.mkdtemp(prefix="fleet-recorded-"))
     atexit.register(shutil.rmtree, rec, ignore_errors=True)
+    prom: dict[str, list[float]] = {}
     with LocalPrometheus(tsdb, ready_timeout_s=600) as p:
+        assert p.proc is not None
         for name, src in variants:  # each variant its own queries (another version may ask others)
             subprocess.run([sys.executable, "-c", CHILD, p.url, str(WALL0), str(t1), "", "1", str(rec / f"{name}.pkl")],
                            capture_output=True, check=True, env=_env(src))  # fmt: skip
-    stores = {name: pickle.loads((rec / f"{name}.pkl").read_bytes()) for name, _ in variants}
+        stores = {name: pickle.loads((rec / f"{name}.pkl").read_bytes()) for name, _ in variants}
+        # Prometheus's own CPU for each variant's requests, sent one by one and read but not decoded: no client
+        # work beside the server (the `prometheus` mode's figure includes the decoding on the other core)
+        for _ in range(args.repeat):
+            for name, _src in variants:
+                c0 = _cpu_s(p.proc.pid)
+                for method, target, body in stores[name]:
+                    req = urllib.request.Request(p.url + target, data=body, method=method)
+                    urllib.request.urlopen(req, timeout=600).read()
+                prom.setdefault(name, []).append(_cpu_s(p.proc.pid) - c0)
+    gh = args.gpus * args.hours
+    for name, cs in prom.items():
+        print(f"  {name or 'tree'}: Prometheus CPU for its requests alone {statistics.median(cs):.2f} s (median of "
+              f"{len(cs)}: {', '.join(f'{c:.2f}' for c in cs)}) → {gh / statistics.median(cs):.0f} GPU-h per Prometheus "
+              "CPU-second", flush=True)  # fmt: skip
     urls = {}
     for name, _src in variants:
         handler = type("Handler", (_Recorded,), {"store": stores[name]})
