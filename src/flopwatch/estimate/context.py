@@ -4,7 +4,8 @@ its blind share (:func:`flopwatch.estimate.verdict.assess` reads both; so do the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from flopwatch.devices import DeviceSpec, resolve
@@ -17,6 +18,7 @@ from flopwatch.sensor_timing import (
     operator_series_warning,
     sensor_kind_of,
     sensor_timing,
+    unrecorded_sensor_floor,
 )
 from flopwatch.units import finite
 
@@ -137,4 +139,79 @@ def context_warnings(
     return out
 
 
-__all__ = ["MIN_SAMPLE_RATE_HZ", "context_warnings", "rateless_point_sensors", "sampling_checks"]
+def start_row_contexts(payload: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per device a daemon's ``start`` row lists, the context its sensor was read in (its kind — a playback of
+    recorded history as ``replay of … history``, as the rows record it — and the session's sampling rate)."""
+    ctx = payload.get("context") if isinstance(payload.get("context"), Mapping) else {}
+    out = {}
+    for s in payload.get("sensors") or []:
+        if isinstance(s, Mapping) and s.get("device"):
+            kind = f"replay of {s.get('kind')} history" if s.get("replayed") else s.get("kind")
+            out[str(s["device"])] = {"sensor_kind": kind, "sample_rate_hz": ctx.get("sample_rate_hz")}
+    return out
+
+
+def blind_fraction(context: Mapping[str, Any] | None, spec: DeviceSpec) -> tuple[float, str]:
+    """The share of time the sensor ``context`` records leaves unseen on ``spec``, and the sensor's name: the
+    row's rule (:func:`flopwatch.estimate.verdict.assess`): the most any recorded sensor leaves blind at its rate
+    (a sensor the timing table does not know, or a point sensor recorded without a rate: all of it); no sensor
+    recorded: the device's least-observed sensor (round 7)."""
+    ctx = dict(context or {})
+    kinds = recorded_kinds(ctx)
+    if not kinds:
+        return unrecorded_sensor_floor(spec.key)[0], "no recorded sensor (judged as the least-observed one)"
+    fr = [c.unobserved_fraction for c in sampling_checks(ctx, spec) if c.sensor != "dcgm-prof"]
+    return max(fr + [1.0] * bool(rateless_point_sensors(ctx, spec)), default=1.0), ", ".join(kinds)
+
+
+def unseen_outside(
+    device: str,
+    spec: DeviceSpec | None,
+    contexts: Sequence[Mapping[str, Any]],
+    span: tuple[float, float],
+    busy: Iterable[tuple[float | None, float | None]],
+) -> tuple[float, str | None]:
+    """FLOPs a window's time outside its workload rows may hold unseen by the device's sensor (round 13,
+    `outside-blind`): the energy outside workloads is what that sensor measured, so its blind share of that time
+    (:func:`blind_fraction`, the most of any session's ``contexts``; none: as a row naming no sensor) is bounded
+    at the fastest format's peak, as a row's unobserved time is (:mod:`flopwatch.estimate.sound`). ``span``: the
+    window's (start, end) wall times; ``busy``: (start, end) of the device's rows and of time no sensor ran (the
+    restart rule blocks it already), taken out once each. Returns the FLOPs (inf on a device the verifier's
+    table does not know) and the window's note, None when no time is left."""
+    from flopwatch.estimate.sound import device_basis
+
+    a, b = span
+    cuts = sorted(
+        (max(a, s), min(b, e)) for s, e in busy if s is not None and e is not None and e > a and s < b
+    )
+    seen, reach = 0.0, a
+    for s, e in cuts:  # the union of the busy intervals within the span
+        seen += max(0.0, e - max(s, reach))
+        reach = max(reach, e)
+    out_s = max(0.0, b - a - seen)
+    if out_s <= 0:
+        return 0.0, None
+    if spec is None:
+        return math.inf, (
+            f"device {device}: {out_s:.4g} s outside workloads on a device the verifier's table does not know: "
+            "no peak bounds what its sensor did not see, the window is unbounded"
+        )
+    frac, sensor = max((blind_fraction(c, spec) for c in contexts or [{}]), key=lambda x: x[0])
+    dev = device_basis(spec)
+    flops = frac * out_s * dev.peak_fastest
+    return flops, (
+        f"device {device}: {out_s:.4g} s outside workloads unseen by {sensor} (blind share {frac:.0%}): "
+        f"{frac * out_s:.4g} s bounded at peak ({dev.fastest_format}, {dev.peak_fastest / 1e12:.4g} TFLOP/s), "
+        f"{flops:.3g} FLOPs"
+    )
+
+
+__all__ = [
+    "MIN_SAMPLE_RATE_HZ",
+    "blind_fraction",
+    "context_warnings",
+    "rateless_point_sensors",
+    "sampling_checks",
+    "start_row_contexts",
+    "unseen_outside",
+]
