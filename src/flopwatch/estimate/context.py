@@ -15,10 +15,10 @@ from flopwatch.sensor_timing import (
     SamplingCheck,
     check_sampling,
     is_replay_kind,
+    least_observed,
     operator_series_warning,
     sensor_kind_of,
     sensor_timing,
-    unrecorded_sensor_floor,
 )
 from flopwatch.units import finite
 
@@ -155,11 +155,13 @@ def blind_fraction(context: Mapping[str, Any] | None, spec: DeviceSpec) -> tuple
     """The share of time the sensor ``context`` records leaves unseen on ``spec``, and the sensor's name: the
     row's rule (:func:`flopwatch.estimate.verdict.assess`): the most any recorded sensor leaves blind at its rate
     (a sensor the timing table does not know, or a point sensor recorded without a rate: all of it); no sensor
-    recorded: the device's least-observed sensor (round 7)."""
+    recorded: the device's least-observed sensor (all of it where the table has none)."""
     ctx = dict(context or {})
     kinds = recorded_kinds(ctx)
-    if not kinds:
-        return unrecorded_sensor_floor(spec.key)[0], "no recorded sensor (judged as the least-observed one)"
+    if not kinds:  # as a row naming none: the device's least-observed sensor (round 7)
+        if (t := least_observed(spec.key)) is None:
+            return 1.0, "an unrecorded sensor (the timing table has none for the device)"
+        return t.blind_fraction, f"an unrecorded sensor (judged as {t.sensor}, the least-observed)"
     fr = [c.unobserved_fraction for c in sampling_checks(ctx, spec) if c.sensor != "dcgm-prof"]
     return max(fr + [1.0] * bool(rateless_point_sensors(ctx, spec)), default=1.0), ", ".join(kinds)
 
@@ -167,22 +169,34 @@ def blind_fraction(context: Mapping[str, Any] | None, spec: DeviceSpec) -> tuple
 def unseen_outside(
     device: str,
     spec: DeviceSpec | None,
-    contexts: Sequence[Mapping[str, Any]],
+    starts: Sequence[Mapping[str, Any]],
     span: tuple[float, float],
-    busy: Iterable[tuple[float | None, float | None]],
+    rows: Iterable[Any],
+    no_sensor: Iterable[tuple[float, float]] = (),
 ) -> tuple[float, str | None]:
-    """FLOPs a window's time outside its workload rows may hold unseen by the device's sensor (round 13,
+    """FLOPs a window's time outside its workload rows may hold unseen by the device's sensor (round 12,
     `outside-blind`): the energy outside workloads is what that sensor measured, so its blind share of that time
-    (:func:`blind_fraction`, the most of any session's ``contexts``; none: as a row naming no sensor) is bounded
-    at the fastest format's peak, as a row's unobserved time is (:mod:`flopwatch.estimate.sound`). ``span``: the
-    window's (start, end) wall times; ``busy``: (start, end) of the device's rows and of time no sensor ran (the
-    restart rule blocks it already), taken out once each. Returns the FLOPs (inf on a device the verifier's
-    table does not know) and the window's note, None when no time is left."""
+    (:func:`blind_fraction` of the sensor each daemon ``start`` row in ``starts`` lists for the device, the most
+    of any session; none listed: as a row naming no sensor) is bounded at the fastest format's peak, as a row's
+    unobserved time is (:mod:`flopwatch.estimate.sound`). ``span``: the window's (start, end) wall times;
+    ``rows``: the window's workload rows (typed or payloads; the device's own bound their time) and ``no_sensor``:
+    (start, end) of time no sensor ran (the restart rule blocks it): both taken out, once. Returns the FLOPs (inf
+    on a device the verifier's table does not know) and the window's note, None when no time is left."""
     from flopwatch.estimate.sound import device_basis
 
+    def get(r: Any, k: str) -> Any:
+        return r.get(k) if isinstance(r, Mapping) else getattr(r, k, None)
+
+    busy = [
+        (finite(get(r, "start_wall")), finite(get(r, "end_wall")))
+        for r in rows
+        if str(get(r, "device") or "") == device
+    ]
     a, b = span
     cuts = sorted(
-        (max(a, s), min(b, e)) for s, e in busy if s is not None and e is not None and e > a and s < b
+        (max(a, s), min(b, e))
+        for s, e in [*busy, *no_sensor]
+        if s is not None and e is not None and e > a and s < b
     )
     seen, reach = 0.0, a
     for s, e in cuts:  # the union of the busy intervals within the span
@@ -196,7 +210,8 @@ def unseen_outside(
             f"device {device}: {out_s:.4g} s outside workloads on a device the verifier's table does not know: "
             "no peak bounds what its sensor did not see, the window is unbounded"
         )
-    frac, sensor = max((blind_fraction(c, spec) for c in contexts or [{}]), key=lambda x: x[0])
+    ctxs = [c[device] for c in map(start_row_contexts, starts) if device in c] or [{}]
+    frac, sensor = max((blind_fraction(c, spec) for c in ctxs), key=lambda x: x[0])
     dev = device_basis(spec)
     flops = frac * out_s * dev.peak_fastest
     return flops, (

@@ -89,6 +89,7 @@ class WindowVerdict:
     unattributed_upper_flops: float = 0.0
     #: T / Σ estimates above which "below" becomes possible (None: blocked by a warning, or no estimate)
     decisive_at: float | None = None
+    notes: tuple[str, ...] = ()  # how the bound was taken (blocking nothing): blind time outside rows
 
     @property
     def workloads(self) -> int:  # the monitor's name
@@ -115,6 +116,7 @@ class WindowVerdict:
             "threshold_flops": self.threshold_flops,
             "warnings": list(self.warnings),
             "decisive_at": finite(self.decisive_at),
+            "notes": list(self.notes),
         }
 
 
@@ -171,7 +173,6 @@ def combine_window(
         if lo is not None and lo > 0:
             lower += lo
     ua, ua_up = max(0.0, float(unattributed_net_energy_j)), max(0.0, unseen[0])
-    warnings.extend(unseen[1])
     if ua > 0:
         ua_up += ua * envelope_flops_per_j if math.isfinite(envelope_flops_per_j) else math.inf
         if not math.isfinite(envelope_flops_per_j):
@@ -214,6 +215,7 @@ def combine_window(
         verdict=v,
         threshold_flops=threshold_flops,
         warnings=tuple(warnings),
+        notes=tuple(unseen[1]),
         decisive_at=upper / est if have_est and est > 0 and math.isfinite(upper) and not blockers else None,
     )
 
@@ -575,7 +577,7 @@ def ledger_window_verdicts(
     from outside the entries that forbid "below" (the caller's ledger verification failed). ``node_labels``: the
     ledgers' labels when the entries are several nodes' (``monitor.nodes.namespace``)."""
     from flopwatch.estimate.bounds import idle_excess_w, resolve_device
-    from flopwatch.estimate.context import start_row_contexts, unseen_outside
+    from flopwatch.estimate.context import unseen_outside
     from flopwatch.estimate.verdict import device_claims, profile_envelope
 
     if by not in ("all", "device", "job"):
@@ -590,7 +592,7 @@ def ledger_window_verdicts(
     walls: list[float] = []
     idles: dict[str, float] = {}  # the daemon's idle baseline of each device ("*": all)
     began: list[float] = []  # when sessions began
-    ctxs: dict[str, list[dict[str, Any]]] = {}  # each device's sensor context in each session
+    starts: list[Mapping[str, Any]] = []  # the daemon's start rows (each session's sensors and rate)
     seen: set[str] = set()
     blockers = list(blockers)
     rules = WindowRules()  # the live gauge's rules, fed in the same (ledger) order
@@ -644,8 +646,7 @@ def ledger_window_verdicts(
             began += [x] if (x := finite(p.get("wall"))) is not None else []
             sens = [s for s in p.get("sensors") or [] if isinstance(s, Mapping) and s.get("device")]
             rules.restart(_node_of(sens[0]["device"], node_labels) if sens else None)
-            for d, c in start_row_contexts(p).items():
-                ctxs.setdefault(d, []).append(c)
+            starts.append(p)
             for s in (s for s in sens if s.get("name")):
                 names.setdefault(str(s["device"]), {})[str(s["name"])] = None
             if (x := finite(p.get("idle_power_w"))) is not None:  # the daemon's baseline, for its devices
@@ -743,8 +744,7 @@ def ledger_window_verdicts(
             ua[d] += x * max(0.0, cps[-1][0] - base)
             blockers += [f"device {d}: the daemon's idle baseline is suspicious: {r}" for r in why]
         if span is not None:  # round 12, `outside-blind`
-            busy = [(finite(r.get("start_wall")), finite(r.get("end_wall"))) for r in in_win if _dev(r) == d]
-            unseen[d] = unseen_outside(d, spec, ctxs.get(d, []), span, busy + rules.restarts)
+            unseen[d] = unseen_outside(d, spec, starts, span, in_win, rules.restarts)
 
     def group(rs: list[dict[str, Any]], key: str, ins: list[dict[str, Any]], devs: Iterable[str],
               why: tuple[str, ...] = ()) -> WindowVerdict:  # fmt: skip

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flopwatch.estimate.bounds import resolve_device
-from flopwatch.estimate.context import start_row_contexts, unseen_outside
+from flopwatch.estimate.context import unseen_outside
 from flopwatch.evaluate.window import (
     WindowRules,
     WindowVerdict,
@@ -127,7 +127,7 @@ class WorkloadWindow:
         self._marks: deque[tuple[float, dict[str, float]]] = deque()
         self._newest = -math.inf
         self._first = math.inf  # the earliest time the ledger shows (rows' ends, checkpoints, session starts)
-        self.contexts: dict[str, list[dict[str, Any]]] = {}  # each device's sensor context in each session
+        self.starts: list[Mapping[str, Any]] = []  # the daemon's start rows (each session's sensors and rate)
         self.names: dict[str, str] = {}  # each device's name (start rows, rows), for its datasheet
         # the rules `flopwatch verdict` applies to the ledger, fed as the rows arrive in ledger order
         self.rules = WindowRules(gaps_kept=_GAPS_KEPT)
@@ -135,8 +135,7 @@ class WorkloadWindow:
     def started(self, payload: Mapping[str, Any]) -> None:
         """A daemon ``start`` row (earlier sessions' replayed, then this session's): its time and each device's
         sensor context and name, as ``flopwatch verdict`` reads them."""
-        for d, c in start_row_contexts(payload).items():
-            self.contexts.setdefault(d, []).append(c)
+        self.starts.append({k: payload.get(k) for k in ("sensors", "context")})
         for s in payload.get("sensors") or []:
             if isinstance(s, Mapping) and s.get("device") and s.get("name"):
                 self.names[str(s["device"])] = str(s["name"])
@@ -208,11 +207,7 @@ class WorkloadWindow:
         }
         devs = sorted({*outside, *(str(r.device) for r in rows if r.device)})
         span = (max(cut, self._first), now_wall)
-        parts = [
-            unseen_outside(d, self._spec(d), self.contexts.get(d, []), span,
-                           [(r.start_wall, r.end_wall) for r in rows if r.device == d] + self.rules.restarts)
-            for d in devs
-        ]  # fmt: skip
+        parts = [unseen_outside(d, self._spec(d), self.starts, span, rows, self.rules.restarts) for d in devs]
         notes: tuple[str, ...] = ()
         missing = sorted(d for d, j in outside.items() if j > 0 and finite(self.envelopes.get(d)) is None)
         if missing:
