@@ -172,6 +172,12 @@ def test_the_live_window_gauge_agrees_with_flopwatch_verdict(
     assert cli["lower_flops"] == pytest.approx(g.lower_flops, rel=1e-9)
     assert cli["upper_flops"] == pytest.approx(g.upper_flops, rel=1e-9)
     assert cli["unattributed_net_energy_j"] == pytest.approx(g.outside_net_energy_j, rel=1e-9)
+    # the time outside rows the sensor did not see, read from the start row alike (round 12, `outside-blind`)
+    assert (
+        len(g.notes) == 1
+        and "unseen by sim (blind share 75%)" in g.notes[0]
+        and cli["notes"] == list(g.notes)
+    )
     reg = mon.metrics.registry
     assert reg.get_sample_value("flopwatch_window_verdict", {"flopwatch_window_verdict": g.verdict}) == 1.0
     if window != "24h":  # the last 150 s hold only the bursts: no row, energy outside workloads only

@@ -156,3 +156,28 @@ def test_a_rolling_window_counts_only_its_own_time():
     v = _verdict(_hour(), 1e25, 600.0)
     assert v["upper_flops"] == pytest.approx(0.75 * 600 * PEAK, rel=1e-9)
     assert _live(_hour(), 1e25, 600.0).upper_flops == pytest.approx(v["upper_flops"], rel=1e-9)
+
+
+def test_the_command_prints_the_note(tmp_path, capsys, monkeypatch):  # noqa: ANN001
+    """`flopwatch verdict` on a signed ledger: the note in `--json` (the window's and the top-level `notes`) and as
+    a `note:` line in the text output."""
+    import json
+
+    from flopwatch.cli import main
+    from flopwatch.monitor.ledger import Ledger
+
+    monkeypatch.setenv("COLUMNS", "400")
+    led = tmp_path / "node.db"
+    with Ledger(led) as lg:
+        for e in _hour():
+            lg.append(e.kind, e.payload)
+    argv = ["verdict", str(led), "--threshold", "1e15"]
+    assert main([*argv, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    (note,) = d["total"]["notes"]
+    assert note in d["notes"] and "3600 s outside workloads unseen by nvml (blind share 75%)" in note
+    assert d["total"]["verdict"] == "uncertain" and d["total"]["upper_flops"] == pytest.approx(
+        0.75 * 3600 * PEAK
+    )
+    assert main(argv) == 0
+    assert f"note: {note}" in capsys.readouterr().out.splitlines()

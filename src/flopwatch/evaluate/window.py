@@ -796,5 +796,5 @@ def ledger_window_verdicts(
         "groups": [g.to_dict() for g in groups] if by != "all" else [total.to_dict()],
         "total": total.to_dict(),
         "warnings": warnings,
-        "notes": [f"{k} of {len(rows)} row(s): {n}" for n, k in notes.items()],
+        "notes": [f"{k} of {len(rows)} row(s): {n}" for n, k in notes.items()] + list(total.notes),
     }
