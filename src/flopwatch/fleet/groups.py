@@ -298,7 +298,8 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         (s["out_of_range"],
          lambda: f"utilisation or activity outside [0, 1] in {int(s['out_of_range'])} window(s)"),
         (fin(mp) and mp < 0, lambda: f"negative power ({mp:.3g} W)"),
-        (s["busy_covered_s"] <= 0, lambda: "utilisation unknown (no GR_ENGINE_ACTIVE nor GPU_UTIL)"),
+        (s["busy_covered_s"] < 0.99 * s["covered_s"], lambda: "utilisation unknown for "  # (round 12, util-mixed)
+         f"{(s['covered_s'] - s['busy_covered_s']) / 3600:.2f} GPU-h (no GR_ENGINE_ACTIVE nor GPU_UTIL): power unchecked"),
         (not prof,
          lambda: "profiling counters (DCGM_FI_PROF_*) missing: no pipe estimate, no independent check"),
         (prof and s["prof_gap_s"] > 0.01 * max(s["duration_s"], 1.0),

@@ -113,6 +113,7 @@ class Discovery:
     simulated: bool
     ref_match: str = ""  # the series that list the GPUs: power and the energy counter
     unpowered: bool = False  # some GPUs without a power gauge: samples counted on the energy counter
+    ungr: bool = False  # some GPUs without GR_ENGINE_ACTIVE: GPU_UTIL read too
 
 
 def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
@@ -137,14 +138,16 @@ def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
     ref = "|".join(x for x in (M.POWER, M.ENERGY) if x in present)
     ref_match = f'{{__name__=~"{ref}"{"," + m if m else ""}}}'
     key_label, keys = first_label(client, plan, ref_match, "UUID", "Hostname", "instance")
-    powered = client.label_values(key_label, f"{M.POWER}{{{m}}}", plan.start, plan.end) if key_label else keys
-    unpowered = "|" in ref and set(powered) != set(keys)
+    # a GPU lacking a series: the counter's samples counted (no power gauge); GPU_UTIL read beside GR_ENGINE_ACTIVE
+    # (round 12, `util-mixed`: GPU_UTIL was read only where no GPU had GR, so such a GPU's power went unchecked)
+    lacks = lambda x: bool(key_label) and set(client.label_values(key_label, f"{x}{{{m}}}", plan.start, plan.end)) != set(keys)  # noqa: E731  # fmt: skip
+    unpowered, ungr = "|" in ref and lacks(M.POWER), {M.GR_ACTIVE, M.GPU_UTIL} <= present and lacks(M.GR_ACTIVE)  # fmt: skip
     bare = ref_match[:-1] + f',{key_label}=""}}'
     # series without that label are matched by its empty value (round 8, `no-uuid`: they were never read, silently)
     if key_label and client.label_values("__name__", bare, plan.start, plan.end):
         keys.append("")
     simulated = bool(client.label_values("__name__", SIMULATED, plan.start, plan.end))
-    return Discovery(present, keys or [""], key_label, simulated, ref_match, unpowered)
+    return Discovery(present, keys or [""], key_label, simulated, ref_match, unpowered, ungr)
 
 
 def first_label(client: PrometheusClient, plan: ReadPlan, match: str, *labels: str) -> tuple[str, list[str]]:
@@ -197,7 +200,7 @@ class FleetReader:
         host = ("Hostname", "instance", "gpu") if uuid and self.jobs is None else ()
         keep = {*self.by_labels, *(self.jobs.gpu_labels if self.jobs else ())}
         drop = [x for x in (*M.UNREAD_LABELS, *host) if x not in keep]
-        q = M.window_queries(self.found.present, matchers, self.window, self.skip, drop)
+        q = M.window_queries(self.found.present, matchers, self.window, self.skip, drop, both=self.found.ungr)
         if "modelName" not in keep:  # the model is claimed by the power and energy series (_fold): the others
             thin = [*drop, "modelName"]  # drop it on the server (a fifth of their bytes)
             q |= {(k, fn): M.window_query(M.BY_KEY[k].name, fn, matchers, self.window, thin)
