@@ -310,7 +310,7 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         (s["util_no_power_s"] > 0, lambda: f"utilisation without power for {s['util_no_power_s'] / 3600:.2f} "
          "GPU-h: kernels at least half the time at the claimed model's idle power (impossible)"),
         (s["ends_busy"], lambda: f"telemetry of {int(s['ends_busy'])} series stops under load before the "
-         "range ends (exporter lag or outage)"),
+         "range ends or starts under load after it begins (exporter lag or outage)"),
         (s["duplicate_s"], lambda: f"a GPU reported twice for {s['duplicate_s'] / 3600:.2f} GPU-h (more "
          "samples than scrapes, two series of it or two jobs holding it at once)"),
         (s["mig"], lambda: "MIG: whole-GPU energy apportioned to instances by activity share (an "

@@ -81,7 +81,7 @@ class GpuJobs:
     prof_zero_load_s: np.ndarray  # time with every profiling counter at 0 while power shows load
     util_no_power_s: np.ndarray  # time with utilisation ≥ 0.5 at the claimed model's idle power
     no_power_s: np.ndarray  # time with samples but no power gauge (the checks of load not made)
-    ends_busy: np.ndarray  # series whose telemetry stops under load while the range goes on (lag, outage)
+    ends_busy: np.ndarray  # series whose telemetry stops (starts) under load inside the range (lag, outage)
     duplicate_s: np.ndarray  # time a GPU is reported twice (more samples than scrapes; two series or jobs)
     mig: np.ndarray  # bool: energy apportioned among MIG instances
     n_series: np.ndarray
@@ -364,13 +364,13 @@ class FleetReader:
         # kernels at least half the time at idle power: impossible (telemetry.consistency, the one rule set)
         util = zero if busy_a is None else busy_a
         dark = P & p_ok & (util >= C.LOADED_UTIL) & (p_mean <= idle * (1 + C.UTIL_POWER_FLOOR_FRACTION))
-        # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
-        g_next = _shift(_per_gpu(P, gi, G, np.logical_or, False), -1)
-        last = P & ~next_any(P)
-        # the last window too, where its GPU's longest MIG instance (or whole) falls short of the range's end
-        # (round 8, `lag-end`; round 9, `mig-lag-end`: instances' times were summed)
-        tail = _per_gpu(_per_gpu(span, unit, U), g_of_unit, G, np.maximum)[gi] < W - 2 * step
-        stops = last & load & ~g_next[gi] & ((np.arange(K)[None, :] < K - 1) | tail)
+        # telemetry that stops (starts) under load while the GPU is seen nowhere in the next (previous) window and
+        # the range goes on (began); in the last (first) window, where its GPU's longest MIG instance (or whole)
+        # falls short of the range's end (start) (round 8, `lag-end`; round 9, `mig-lag-end`; round 12, `lag-start`)
+        g_any, ks = _per_gpu(P, gi, G, np.logical_or, False), np.arange(K)[None, :]
+        short = _per_gpu(_per_gpu(span, unit, U), g_of_unit, G, np.maximum)[gi] < W - 2 * step
+        stops = P & ~next_any(P) & load & ~_shift(g_any, -1)[gi] & ((ks < K - 1) | short)
+        stops |= P & (np.cumsum(P, axis=1) == 1) & load & ~_shift(g_any, 1)[gi] & ((ks > 0) | short)
         # more samples than scrapes per GPU and MIG instance (each instance repeats the GPU's series: not twice)
         dup = (_per_gpu(N, unit, U) > 1.05 * W / step + 1)[unit] & P
         # --- energy: per GPU and window (the counter is the GPU's), shared among the series present
