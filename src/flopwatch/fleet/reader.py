@@ -495,9 +495,8 @@ class FleetReader:
         owner: dict[str, dict[str, np.ndarray]] = {}  # GPU key → job → samples or seconds per window
         W = self.plan.window_s
         t0s, t1s = self.ends - W, self.ends
-        spans: dict[
-            str, dict[str, tuple[float, float]]
-        ] = {}  # the mapping file's: GPU → job → (start, end) hull
+        # the mapping file's: GPU → job → (start, end) hull
+        spans: dict[str, dict[str, tuple[float, float]]] = {}
         for job, gpu, t0, t1 in self.jobs.allocations:
             a, b = spans.setdefault(gpu, {}).get(job, (t0, t1))
             spans[gpu][job] = (min(a, t0), max(b, t1))
@@ -599,9 +598,8 @@ def _gpu_energy(P: np.ndarray, span: np.ndarray, p_mean: np.ndarray, L: np.ndarr
     span_p = np.where(P, span, 0.0)
     span_g = _per_gpu(span_p, gi, G)
     by_time = np.where(span_g[gi] > 0, span_p / span_g[gi], 0.0)
-    w = np.where(
-        P & ~is_mig, np.where(p_ok, e_power, span), 0.0
-    )  # whole-GPU series apart (r. 9, mig-beside-whole)
+    # whole-GPU series apart (r. 9, mig-beside-whole)
+    w = np.where(P & ~is_mig, np.where(p_ok, e_power, span), 0.0)
     wg = _per_gpu(w, gi, G)
     share = np.where(wg[gi] > 0, w / wg[gi], by_time)
     if is_mig.any():
@@ -619,9 +617,8 @@ def _gpu_energy(P: np.ndarray, span: np.ndarray, p_mean: np.ndarray, L: np.ndarr
 def _per_gpu(x: np.ndarray, gi: np.ndarray, G: int, uf: np.ufunc = np.add, init: float = 0.0) -> np.ndarray:
     """The rows of ``x`` (series × window) reduced into their GPU's row (``gi``) with ``uf``, from ``init``."""
     K = x.shape[1]
-    cells = (
-        gi[:, None] * K + np.arange(K)
-    ).ravel()  # flat cells: numpy's fast 1-D ``ufunc.at``, series order
+    # flat cells: numpy's fast 1-D ``ufunc.at``, series order
+    cells = (gi[:, None] * K + np.arange(K)).ravel()
     if uf is np.logical_or:  # a count of true cells (logical_or.at has no fast path: ≈ 2 × slower)
         return (np.bincount(cells[x.astype(bool, copy=False).ravel()], minlength=G * K) > 0).reshape(G, K)
     out = np.full(G * K, init)
@@ -648,11 +645,8 @@ def _factorize(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def _shift(a: np.ndarray, k: int, fill: Any = False) -> np.ndarray:
     """The cell before each cell in its row (``k`` = 1; −1: after it), ``fill`` at the row's edge."""
-    out = np.full_like(a, fill)
-    if k > 0:
-        out[:, 1:] = a[:, :-1]
-    else:
-        out[:, :-1] = a[:, 1:]
+    out, K = np.full_like(a, fill), a.shape[1]
+    out[:, max(k, 0) : K + min(k, 0)] = a[:, max(-k, 0) : K - max(k, 0)]
     return out
 
 
