@@ -64,6 +64,9 @@ def _families():
             r5._series(0, r5._lab("GPU-AB", instance="a"), lambda k: None if k % 2 else {**BUSY, M.POWER: 500.0}, BUSY_W),
             r5._series(0, r5._lab("gpu-ab", "decoy", instance="b"), lambda k: {**BUSY, M.POWER: 800.0} if k % 2 else None, BUSY_W),
         ],
+        # the exporter is down (or lags) for the first 30 min while the job runs from before the range (its counter
+        # counts on): the first sample arrives under load
+        "lag-start": [r5._series(0, r5._lab("V5"), lambda k: None if k < 120 else BUSY, BUSY_W)],
         # the job-info series names the GPU's UUID in another case than its DCGM series
         "info-case": [
             r5._series(0, r5._lab("GPU-CD", pod=None), lambda k: BUSY),
@@ -132,6 +135,17 @@ def test_the_fleet_total_names_the_selector_it_covers(prom, capsys):
                  "--verifier-operated"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert f"{prom[0]} {sel} by pod" in out and f"(all GPUs matching {sel}): below" in out
+
+
+@pytest.mark.parametrize("window", ["30m", "1h", "2h"])
+def test_telemetry_that_starts_under_load_after_the_range_begins_is_named(prom, capsys, window):
+    """`lag-start`, round 8's `lag-end` at the other edge: an exporter down for the range's first 30 min while the job
+    works (its counter counts on, but a first sample says nothing of what came before it). Before: the 30 min were in
+    no duration and nothing said so: "below" 6.5e18 (bound 5.9e18), no note, at every window. Now a series whose
+    first sample is under load while its GPU is seen nowhere in the window before (in the first window: its time
+    falls two scrapes short of the range's start) is named, as a series that stops under load is."""
+    _, rows = r5._fleet(capsys, prom, "lag-start", "--window", window, threshold=UNDER_TRUTH)
+    r5._blocked(rows, "starts under load after it begins")
 
 
 def test_held_a_uuid_in_two_spellings_or_joined_in_another_case(prom, capsys):
