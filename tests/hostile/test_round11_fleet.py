@@ -67,6 +67,12 @@ def _families():
         # the exporter is down (or lags) for the first 30 min while the job runs from before the range (its counter
         # counts on): the first sample arrives under load
         "lag-start": [r5._series(0, r5._lab("V5"), lambda k: None if k < 120 else BUSY, BUSY_W)],
+        # a UUID holding a newline and a tab (OpenMetrics escapes them; Prometheus stores the characters), beside an
+        # honest GPU
+        "uuid-control": [
+            r5._series(0, r5._lab("GPU-a\\nb"), lambda k: BUSY),
+            r5._series(0, r5._lab("GPU-t\\tc", Hostname="h1"), lambda k: BUSY),
+        ],
         # the job-info series names the GPU's UUID in another case than its DCGM series
         "info-case": [
             r5._series(0, r5._lab("GPU-CD", pod=None), lambda k: BUSY),
@@ -146,6 +152,17 @@ def test_telemetry_that_starts_under_load_after_the_range_begins_is_named(prom, 
     falls two scrapes short of the range's start) is named, as a series that stops under load is."""
     _, rows = r5._fleet(capsys, prom, "lag-start", "--window", window, threshold=UNDER_TRUTH)
     r5._blocked(rows, "starts under load after it begins")
+
+
+@pytest.mark.parametrize("extra", [(), ("--gpus-per-chunk", "1")])
+def test_a_uuid_with_control_characters_is_read_not_refusing_the_fleet(prom, capsys, extra):
+    """`uuid-control`: the chunk matcher escaped RE2 metacharacters and the quote, not control characters: one GPU
+    whose UUID holds a newline put a raw newline into every query string of its chunk, and Prometheus refused it
+    ("unterminated quoted string"): the whole fleet estimate exited 2, naming ``--prometheus``, so one exporter's label
+    made the fleet unauditable. Now the matcher is spelled as a JSON string (``plan.re_escape``): both GPUs read."""
+    doc, rows = r5._fleet(capsys, prom, "uuid-control", *extra, threshold=UNDER_TRUTH)
+    assert doc["fleet"]["gpus"] == 2 and doc["fleet"]["energy_j"] == pytest.approx(2 * TRUE_J, rel=0.01)
+    assert _notes(rows) == [] and all(g["verdict"] != "below" for g in rows)
 
 
 def test_held_a_uuid_in_two_spellings_or_joined_in_another_case(prom, capsys):

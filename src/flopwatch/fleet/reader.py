@@ -281,9 +281,7 @@ class FleetReader:
         Mn = mat("energy", "min") if L is not None else None
         # a counter sample where the gauge counted none is there too (named: no_power_s), as a whole window's
         # scrapes (round 9, `power-stops-idle`: the counter's windows after the gauge stopped were dropped)
-        N = np.where(
-            np.isfinite(N) & (N > 0), N, 0.0 if L is None else np.where(np.isfinite(L), W / step, 0.0)
-        )
+        N = np.where(np.isfinite(N) & (N > 0), N, 0.0 if L is None else np.where(np.isfinite(L), W / step, 0.0))  # fmt: skip
         P = N > 0
         gids = [M.gpu_id(lab) for lab in labels]
         ug, gi = _factorize(gids)
@@ -303,9 +301,7 @@ class FleetReader:
         gpu_kept = nanmedian(np.where(g_in, gpu_n, np.nan), axis=1) * step / W
         gpu_kept = np.where(np.isfinite(gpu_kept), gpu_kept, 1.0)
         iw = interior.sum(axis=1)
-        kept = np.where(
-            iw > 0, np.where(interior, N, 0).sum(axis=1) * step / (np.maximum(iw, 1) * W), gpu_kept[gi]
-        )
+        kept = np.where(iw > 0, np.where(interior, N, 0).sum(axis=1) * step / (np.maximum(iw, 1) * W), gpu_kept[gi])  # fmt: skip
         kept = np.clip(kept, 0.5, 1.0)[:, None]
         span = np.where(interior, W, np.where(P, np.minimum(W, N * step / kept), 0.0))
         p_mean = mat("power", "sum") / np.where(P, N, np.nan)  # all NaN without the power gauge
