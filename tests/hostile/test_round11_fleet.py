@@ -73,6 +73,11 @@ def _families():
             r5._series(0, r5._lab("GPU-a\\nb"), lambda k: BUSY),
             r5._series(0, r5._lab("GPU-t\\tc", Hostname="h1"), lambda k: BUSY),
         ],
+        # a 2-GPU job; the second GPU reports its graphics engine 4 % busy for 30 min while it draws 650 W
+        "cohort-split": [
+            r5._series(0, r5._lab("V6"), lambda k: BUSY),
+            r5._series(0, r5._lab("V6b", Hostname="h1"), lambda k: {**BUSY, M.GR_ACTIVE: 0.04} if 240 <= k < 360 else BUSY),
+        ],
         # the job-info series names the GPU's UUID in another case than its DCGM series
         "info-case": [
             r5._series(0, r5._lab("GPU-CD", pod=None), lambda k: BUSY),
@@ -163,6 +168,17 @@ def test_a_uuid_with_control_characters_is_read_not_refusing_the_fleet(prom, cap
     doc, rows = r5._fleet(capsys, prom, "uuid-control", *extra, threshold=UNDER_TRUTH)
     assert doc["fleet"]["gpus"] == 2 and doc["fleet"]["energy_j"] == pytest.approx(2 * TRUE_J, rel=0.01)
     assert _notes(rows) == [] and all(g["verdict"] != "below" for g in rows)
+
+
+def test_a_utilisation_dip_under_load_does_not_split_a_cohort(prom, capsys):
+    """`cohort-split`: cohorts (GPUs whose busy windows start and stop together) exist to judge a job whole whatever
+    its labels say. A window was busy by utilisation alone where reported, so one GPU reporting 4 % for 30 min while
+    drawing 650 W left its job's cohort: two one-GPU cohorts, each "below" 1.2e19 (7.85e18) with no note, for a job of
+    1.57e19. Now a window is busy when utilisation is over 5 % or power shows load: one cohort, never "below"."""
+    doc, rows = r5._fleet(capsys, prom, "cohort-split", "--by", "cohort", threshold="1.2e19")
+    assert len(doc["groups"]) == 1 and all(
+        g["verdict"] != "below" and g["upper_flops"] > 1.5e19 for g in rows
+    )
 
 
 def test_held_a_uuid_in_two_spellings_or_joined_in_another_case(prom, capsys):

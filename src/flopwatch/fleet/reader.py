@@ -667,11 +667,12 @@ def _idle_w(model: str) -> float:
 
 
 def _busy(util: np.ndarray | None, load: np.ndarray, P: np.ndarray) -> np.ndarray:
-    """Busy cells: mean utilisation over 5 % (the Jetson study's detection threshold, Fowler 2026), else power above idle."""
+    """Busy cells: mean utilisation over 5 % (the Jetson study's detection threshold, Fowler 2026) or power above idle
+    (round 12, `cohort-split`: a utilisation dip reported under load split a job's GPUs into cohorts, each "below")."""
     if util is None:
         return load & P
     with np.errstate(invalid="ignore"):
-        return P & np.where(np.isfinite(util), util > 0.05, load)
+        return P & (load | (util > 0.05))
 
 
 def _signatures(busy: np.ndarray, ends: np.ndarray, W: float) -> list[str]:
