@@ -140,7 +140,7 @@ def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
     key_label, keys = first_label(client, plan, ref_match, "UUID", "Hostname", "instance")
     # a GPU lacking a series: the counter's samples counted (no power gauge); GPU_UTIL read beside GR_ENGINE_ACTIVE
     # (round 12, `util-mixed`: GPU_UTIL was read only where no GPU had GR, so such a GPU's power went unchecked)
-    lacks = lambda x: bool(key_label) and set(client.label_values(key_label, f"{x}{{{m}}}", plan.start, plan.end)) != set(keys)  # noqa: E731  # fmt: skip
+    lacks = lambda x: bool(key_label) and not set(keys) <= set(client.label_values(key_label, f"{x}{{{m}}}", plan.start, plan.end))  # noqa: E731  # fmt: skip
     unpowered, ungr = "|" in ref and lacks(M.POWER), {M.GR_ACTIVE, M.GPU_UTIL} <= present and lacks(M.GR_ACTIVE)  # fmt: skip
     bare = ref_match[:-1] + f',{key_label}=""}}'
     # series without that label are matched by its empty value (round 8, `no-uuid`: they were never read, silently)
