@@ -1,7 +1,7 @@
 """Fleet estimates on raw dcgm-exporter series: GPU-hours per Prometheus CPU-second and per flopwatch CPU-second,
 and flopwatch's peak memory as the fleet grows.
 
-Two measurements (results: benchmarks/RESULTS.md, section "Fleet"):
+Three measurements (results: benchmarks/RESULTS.md, section "Fleet"):
 
 * ``prometheus``: a SIMULATED fleet (``flopwatch.sim.dcgm``, every series labelled simulated) is written as
   OpenMetrics in slices of 128 GPUs, backfilled with promtool into one TSDB (kept under ``--tsdb`` for re-runs) and
@@ -9,6 +9,14 @@ Two measurements (results: benchmarks/RESULTS.md, section "Fleet"):
   subprocess (its own peak RSS); Prometheus's CPU time is read from /proc before and after. Sizes below the whole
   fleet are slices of it (``--selector`` on the hosts). The bare per-pod energy query an auditor could type
   (``sum by (pod) (increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[…]))``) is timed alongside for scale.
+* ``recorded``: the same estimate with Prometheus off the machine. Each variant's estimate is run once against
+  Prometheus with every HTTP exchange recorded (bytes as the socket gave them); Prometheus's CPU for those requests
+  alone is then measured by sending them again, read but not decoded; and each estimate is timed in a fresh
+  subprocess against a local server that replays the recording. On this 2-core machine a Prometheus answering
+  beside flopwatch slows flopwatch's every CPU-second (the same replayed estimate costs ≈ 1.6 × the CPU with a busy
+  Prometheus on the other core: RESULTS.md); an auditor's Prometheus runs on another machine. ``--instructions``
+  also counts one estimate's instructions under valgrind (callgrind): a count, which the machine's load and speed
+  do not move.
 * ``replicate``: flopwatch's own CPU time and peak RSS from 128 to 10,000 GPUs without a Prometheus. One simulated
   node-day is read through Prometheus once; a replaying client then serves those verified window answers for any
   number of copies of the node (new UUIDs, hosts and pods per copy), so the reader, fold and assessment run on the
@@ -21,6 +29,8 @@ Two measurements (results: benchmarks/RESULTS.md, section "Fleet"):
 ``--compare NAME=SRC,…`` runs each estimate once per variant (``PYTHONPATH=SRC``: e.g. a ``git archive`` of an
 older commit's ``src``), alternating variants within each repeat on the same server, and prints each variant's
 medians: the machine is shared, so only side-by-side medians compare two versions fairly.
+    python benchmarks/bench_fleet.py recorded --gpus 1024 --hours 24 --tsdb /tmp/fleet1024 --repeat 5 \
+        --compare before=/tmp/before/src,after=src [--instructions]
     python benchmarks/bench_fleet.py replicate --gpus 128,1024,10000 --hours 24
 """
 
@@ -28,8 +38,10 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import http.server
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -47,13 +59,26 @@ if TYPE_CHECKING:
 WALL0 = 1_700_000_000.0
 
 CHILD = r"""
-import json, resource, sys, time
+import json, pickle, resource, sys, time
 from flopwatch.fleet import PrometheusClient, ReadPlan, estimate_fleet
 url, t0, t1, sel = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+reps, record = (int(sys.argv[5]), sys.argv[6]) if len(sys.argv) > 6 else (1, "")
+if record:  # keep every exchange as the socket gave it, for the recorded server (`recorded` mode)
+    import flopwatch.telemetry.prom_client as PC
+    real, store = PC.PrometheusClient._exchange, {}
+    def exchange(self, method, target, body, headers, guard):
+        r = real(self, method, target, body, headers, guard)
+        store[(method, target, body)] = (r[0], r[1], bytes(r[2]))
+        return r
+    PC.PrometheusClient._exchange = exchange
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-w0, c0 = time.perf_counter(), time.process_time()
-r = estimate_fleet(PrometheusClient(url, timeout_s=600), ReadPlan(t0, t1, matchers=sel), by="pod")
-print(json.dumps({"wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0,
+for _ in range(reps):  # several: the instruction count of one estimate is the difference of two runs
+    w0, c0 = time.perf_counter(), time.process_time()
+    r = estimate_fleet(PrometheusClient(url, timeout_s=600), ReadPlan(t0, t1, matchers=sel), by="pod")
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+if record:
+    pickle.dump(store, open(record, "wb"))
+print(json.dumps({"wall_s": wall, "cpu_s": cpu,
                   "gpu_hours": r.meta["gpu_hours"], "groups": len(r.groups), "queries": r.meta["queries"],
                   "max_samples_per_query": r.meta["max_samples_per_query"], "bytes": r.meta["bytes_received"],
                   "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss0_mb": rss0,
@@ -156,6 +181,102 @@ def run_prometheus(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+class _Recorded(http.server.BaseHTTPRequestHandler):
+    """Answers each request with the bytes Prometheus gave for it in the recording (``store``): the estimate's own
+    socket reads, decoding and checks run as against Prometheus, with no server beside it on these 2 cores."""
+
+    protocol_version = "HTTP/1.1"
+    store: dict = {}
+
+    def _answer(self, body: bytes | None) -> None:
+        status, reason, raw = self.store[(self.command, self.path, body)]
+        self.send_response(status, reason)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's names)
+        self._answer(None)
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._answer(self.rfile.read(int(self.headers["Content-Length"])))
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+
+def run_recorded(args: argparse.Namespace) -> list[dict]:
+    """Each variant's estimate recorded once against Prometheus, then timed against a server that replays the
+    recording: flopwatch's CPU without Prometheus competing for the same cores (it runs on another machine in
+    practice). ``--instructions``: each variant also under ``valgrind --tool=callgrind``, one estimate's instruction
+    count (two estimates in one process less one: imports apart) — a count, not a time, so the machine's load and
+    speed do not move it."""
+    import statistics
+    import threading
+    import urllib.request
+
+    from prom_helpers import LocalPrometheus
+
+    tsdb = Path(args.tsdb)
+    tsdb.mkdir(parents=True, exist_ok=True)
+    build(tsdb, args.gpus, args.hours)
+    t1 = WALL0 + args.hours * 3600
+    variants = [tuple(v.split("=", 1)) for v in args.compare.split(",")] if args.compare else [("", "")]
+    rec = Path(tempfile.mkdtemp(prefix="fleet-recorded-"))
+    atexit.register(shutil.rmtree, rec, ignore_errors=True)
+    prom: dict[str, list[float]] = {}
+    with LocalPrometheus(tsdb, ready_timeout_s=600) as p:
+        assert p.proc is not None
+        for name, src in variants:  # each variant its own queries (another version may ask others)
+            subprocess.run([sys.executable, "-c", CHILD, p.url, str(WALL0), str(t1), "", "1", str(rec / f"{name}.pkl")],
+                           capture_output=True, check=True, env=_env(src))  # fmt: skip
+        stores = {name: pickle.loads((rec / f"{name}.pkl").read_bytes()) for name, _ in variants}
+        # Prometheus's own CPU for each variant's requests, sent one by one and read but not decoded: no client
+        # work beside the server (the `prometheus` mode's figure includes the decoding on the other core)
+        for _ in range(args.repeat):
+            for name, _src in variants:
+                c0 = _cpu_s(p.proc.pid)
+                for method, target, body in stores[name]:
+                    req = urllib.request.Request(p.url + target, data=body, method=method)
+                    urllib.request.urlopen(req, timeout=600).read()
+                prom.setdefault(name, []).append(_cpu_s(p.proc.pid) - c0)
+    gh = args.gpus * args.hours
+    for name, cs in prom.items():
+        print(f"  {name or 'tree'}: Prometheus CPU for its requests alone {statistics.median(cs):.2f} s (median of "
+              f"{len(cs)}: {', '.join(f'{c:.2f}' for c in cs)}) → {gh / statistics.median(cs):.0f} GPU-h per Prometheus "
+              "CPU-second", flush=True)  # fmt: skip
+    urls = {}
+    for name, _src in variants:
+        handler = type("Handler", (_Recorded,), {"store": stores[name]})
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        urls[name] = f"http://127.0.0.1:{server.server_address[1]}"
+    rows = []
+    for _ in range(args.repeat):
+        for name, src in variants:
+            out = subprocess.run([sys.executable, "-c", CHILD, urls[name], str(WALL0), str(t1), ""],
+                                 capture_output=True, text=True, check=True, env=_env(src))  # fmt: skip
+            r = json.loads(out.stdout) | {"gpus": args.gpus, "hours": args.hours, "prom_cpu_s": None,
+                                          "variant": name, "load1": os.getloadavg()[0]}  # fmt: skip
+            rows.append(r)
+            _print(r)
+    if args.compare:
+        _medians(rows)
+    if args.instructions:
+        for name, src in variants:
+            ir = []
+            for reps in ("1", "2"):
+                cg = rec / f"cg-{name}-{reps}.out"
+                subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}", sys.executable, "-c",
+                                CHILD, urls[name], str(WALL0), str(t1), "", reps, ""],
+                               capture_output=True, check=True, env=_env(src))  # fmt: skip
+                ir.append(int(re.search(r"^summary: (\d+)", cg.read_text(), re.M).group(1)))
+            print(f"  {name or 'tree'}: {ir[1] - ir[0]:,} instructions per estimate ({ir[0]:,} for a process "
+                  "that imports and runs one)", flush=True)  # fmt: skip
+    return rows
+
+
 def _medians(rows: list[dict]) -> None:
     """Each (size, variant)'s median wall, CPU and peak RSS over the repeats."""
     import statistics
@@ -167,15 +288,19 @@ def _medians(rows: list[dict]) -> None:
     ):
         rs = [r for r in rows if (r["gpus"], r["variant"]) == key]
         med = {
-            k: statistics.median(r[k] for r in rs)
+            k: statistics.median(r[k] or 0.0 for r in rs)
             for k in ("wall_s", "cpu_s", "maxrss_mb", "prom_cpu_s", "load1")
         }
         gh = rs[0]["gpu_hours"]
+        prom = (
+            f"Prometheus CPU {med['prom_cpu_s']:5.2f} s → {gh / med['prom_cpu_s']:6.0f}, "
+            if med["prom_cpu_s"]
+            else ""
+        )
         print(
             f"  {key[0]:>6} GPUs {key[1]:>8} ({len(rs)} runs): wall {med['wall_s']:6.2f} s, flopwatch CPU "
-            f"{med['cpu_s']:5.2f} s → {gh / med['cpu_s']:7.0f} GPU-h/CPU-s, Prometheus CPU {med['prom_cpu_s']:5.2f} s "
-            f"→ {gh / med['prom_cpu_s']:6.0f}, peak RSS {med['maxrss_mb']:4.0f} MB, {rs[0]['groups']} groups, "
-            f"energy {rs[0]['fleet_energy_j']:.6e} J, load {med['load1']:.1f}",
+            f"{med['cpu_s']:5.2f} s → {gh / med['cpu_s']:7.0f} GPU-h/CPU-s, {prom}peak RSS {med['maxrss_mb']:4.0f} MB, "
+            f"{rs[0]['groups']} groups, energy {rs[0]['fleet_energy_j']:.6e} J, load {med['load1']:.1f}",
             flush=True,
         )
     # the machine's speed drifts (the same tree measured 1.0–2.1 CPU-s within minutes): each variant's CPU over the
@@ -311,13 +436,24 @@ def main() -> None:
     pp.add_argument("--slices", default="128,512", help="smaller fleets read as host slices of the whole")
     pp.add_argument("--repeat", type=int, default=1)
     pp.add_argument("--compare", default="", help="NAME=SRC,…: variants run alternately (PYTHONPATH=SRC)")
+    cp = sub.add_parser("recorded")
+    cp.add_argument("--gpus", type=int, default=1024)
+    cp.add_argument("--hours", type=float, default=24.0)
+    cp.add_argument("--tsdb", required=True, help="keep the backfilled TSDB here (reused when it matches)")
+    cp.add_argument("--repeat", type=int, default=5)
+    cp.add_argument("--compare", default="", help="NAME=SRC,…: variants run alternately (PYTHONPATH=SRC)")
+    cp.add_argument(
+        "--instructions", action="store_true", help="also count instructions (valgrind callgrind)"
+    )
     rp = sub.add_parser("replicate")
     rp.add_argument("--gpus", default="128,1024,10000")
     rp.add_argument("--hours", type=float, default=24.0)
-    for p in (pp, rp):
+    for p in (pp, cp, rp):
         p.add_argument("--json", default=None, help="also write the rows here")
     args = ap.parse_args()
-    rows = run_prometheus(args) if args.mode == "prometheus" else run_replicate(args)
+    rows = {"prometheus": run_prometheus, "recorded": run_recorded, "replicate": run_replicate}[args.mode](
+        args
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from flopwatch.devices import get_device
 from flopwatch.fleet.groups import OPERATOR_SERIES, PIPE_USEFUL_RANGE
+from flopwatch.units import nanmedian
 
 #: Fewer jobs calibrate nothing: from three, a median outvotes one odd job (another precision, memory-bound).
 MIN_JOBS = 3
@@ -45,7 +46,7 @@ def calibrate(rows: list[dict[str, Any]], window_s: float, min_jobs: int = MIN_J
         if len(per) >= min_jobs:
             s = np.array([[sum(r[k] for r in g) for k in SUMMED] for g in per.values()])
             eta, w = s[:, 0] / s[:, 1], s[:, 1] / (s[:, 2] * 3600.0)
-            out[dev] = {"device": dev, "eta": float(np.median(eta)), "eta_min": float(eta.min()),
+            out[dev] = {"device": dev, "eta": float(nanmedian(eta, 0)), "eta_min": float(eta.min()),
                         "eta_max": float(eta.max()), "jobs": len(per), "gpu_jobs": int(s[:, 3].sum()),
                         "net_w": [float(w.min()), float(w.max())],
                         "groups": [r["key"] for g in per.values() for r in g]}  # fmt: skip

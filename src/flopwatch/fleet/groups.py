@@ -198,7 +198,7 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
 
     gpu = np.unique(jobs.gpu.astype(str), return_inverse=True)[1]
     n_gpu = int(gpu.max(initial=0)) + 1
-    pairs = np.unique(gi.astype(np.int64) * n_gpu + gpu) // n_gpu  # the group of each (group, GPU) pair
+    pairs = np.unique(gi.astype(np.int64) * n_gpu + gpu, return_index=True)[0] // n_gpu  # as units.unique
     devs: list[dict[str, DeviceSpec]] = [{} for _ in range(G)]
     dts: list[set[str]] = [set() for _ in range(G)]
     imp: list[set[str]] = [set() for _ in range(G)]

@@ -147,8 +147,7 @@ _RE_META = re.compile(r"([.^$*+?()\[\]{}|\\])")
 
 
 def re_escape(v: str) -> str:
-    """``v`` as a literal inside a PromQL double-quoted regex: RE2 metacharacters escaped, then the string as JSON
-    spells it (quote, backslash, control characters: a UUID with a newline refused the whole fleet, round 12)."""
+    """``v`` as a literal in a PromQL regex string: RE2 metacharacters escaped, then spelled as JSON (r. 12, uuid-control)."""
     return json.dumps(_RE_META.sub(r"\\\1", v), ensure_ascii=False)[1:-1]
 
 

@@ -21,7 +21,7 @@ from flopwatch.fleet.plan import Chunking, ReadPlan, gpu_matchers, range_str
 from flopwatch.telemetry import consistency as C
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_client import Columns, PrometheusClient
-from flopwatch.units import nanmedian
+from flopwatch.units import nanmedian, unique
 
 #: The series flopwatch's simulated fleets carry (``flopwatch.sim.dcgm``): their output says "simulated".
 SIMULATED = "flopwatch_simulated"
@@ -424,7 +424,7 @@ class FleetReader:
         series_of = np.broadcast_to(src[:, None], Pw.shape).ravel()[sel]
         one = np.zeros(R, dtype=np.intp)
         one[rows_of] = series_of  # a series of each row (they share GPU and instance)
-        pairs = np.unique(rows_of.astype(np.int64) * S + series_of) // S  # the (row, series) pairs' rows
+        pairs = unique(rows_of.astype(np.int64) * S + series_of) // S  # the (row, series) pairs' rows
         clock_max, plimit = mat("clock", "max"), mat("plimit", "max")  # all NaN where not exported
         fin = lambda a, fill: np.where(np.isfinite(a) & P, a, fill)  # noqa: E731
         pipe_cov = np.maximum(covered(tensor), covered(avg.get("fp32")))
@@ -491,8 +491,7 @@ class FleetReader:
         owner: dict[str, dict[str, np.ndarray]] = {}  # GPU key → job → samples or seconds per window
         W = self.plan.window_s
         t0s, t1s = self.ends - W, self.ends
-        # the mapping file's: GPU → job → (start, end) hull
-        spans: dict[str, dict[str, tuple[float, float]]] = {}
+        spans: dict[str, dict[str, tuple[float, float]]] = {}  # mapping file: GPU → job → (start, end) hull
         for job, gpu, t0, t1 in self.jobs.allocations:
             a, b = spans.setdefault(gpu, {}).get(job, (t0, t1))
             spans[gpu][job] = (min(a, t0), max(b, t1))
@@ -531,7 +530,7 @@ class FleetReader:
                     j: (c > 0) & np.r_[False, c[:-1] > 0] & np.r_[c[1:] > 0, False] for j, c in held.items()
                 }
                 mid = total[np.any(list(inner.values()), axis=0)]
-                whole = float(np.median(mid)) if mid.size else float(total.max())
+                whole = float(nanmedian(mid, 0)) if mid.size else float(total.max())
                 full = max(whole, 1.0) * cell[i] / W
                 shares = {j: np.where(inner[j], 1.0, c / np.maximum(total, full)) for j, c in held.items()}
                 twice[i] = total > 1.05 * max(whole, W / self.plan.step_s)  # more than one job's: overlap
@@ -594,8 +593,7 @@ def _gpu_energy(P: np.ndarray, span: np.ndarray, p_mean: np.ndarray, L: np.ndarr
     span_p = np.where(P, span, 0.0)
     span_g = _per_gpu(span_p, gi, G)
     by_time = np.where(span_g[gi] > 0, span_p / span_g[gi], 0.0)
-    # whole-GPU series apart (r. 9, mig-beside-whole)
-    w = np.where(P & ~is_mig, np.where(p_ok, e_power, span), 0.0)
+    w = np.where(P & ~is_mig, np.where(p_ok, e_power, span), 0.0)  # whole GPUs apart (r. 9, mig-beside-whole)
     wg = _per_gpu(w, gi, G)
     share = np.where(wg[gi] > 0, w / wg[gi], by_time)
     if is_mig.any():
