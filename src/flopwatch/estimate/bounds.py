@@ -175,6 +175,19 @@ def check_idle_baseline(
     return IdleCheck(not reasons, tuple(reasons))
 
 
+def idle_excess_w(
+    idle_power_w: float, spec: DeviceSpec | None, reference_idle_w: float | None = None
+) -> tuple[float, tuple[str, ...]]:
+    """THE rule for a recorded idle baseline (a run's, a daemon's): how many watts it sits above the floor net
+    energy is counted from — the lower of the verifier's reference (its profile's idle) and the datasheet's, so a
+    raised profile idle may not lift it (round 5, `profile-idle`) — given back as that many watts over the time it
+    was subtracted; and :func:`check_idle_baseline`'s reasons (a baseline taken under load), each a blocker."""
+    floor = reference_idle_w if reference_idle_w is not None else (spec.idle_w if spec is not None else None)
+    floor = floor if spec is None or floor is None else min(floor, spec.idle_w)
+    excess = 0.0 if floor is None else max(0.0, float(idle_power_w) - floor)
+    return excess, check_idle_baseline(idle_power_w, spec=spec, reference_idle_w=reference_idle_w).reasons
+
+
 def _watts(x: float) -> str:
     """A power difference in watts to three significant figures (47.7 W, 0.242 W), never in mW."""
     return f"{x:.3g} W"

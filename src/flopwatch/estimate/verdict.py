@@ -37,6 +37,7 @@ from flopwatch.estimate.bounds import (
     MIN_COVERAGE,
     Envelope,
     check_idle_baseline,
+    idle_excess_w,
     resolve_device,
 )
 from flopwatch.estimate.context import context_warnings, rateless_point_sensors, sampling_checks
@@ -462,15 +463,10 @@ def _assess(
     idle_excess = 0.0
     if obs.idle_power_w is not None and (ref_idle is not None or spec is not None):
         ref = float(ref_idle) if ref_idle is not None else None
-        # energy is given back from the lower of the profile's and the datasheet's idle: a profile (perhaps the
-        # operator's, with its idle raised to an inflated baseline) may not lift the floor a run's energy is
-        # counted from (round 5, `profile-idle`)
-        give_ref = ref if ref is not None else spec.idle_w  # type: ignore[union-attr]
-        if spec is not None:
-            give_ref = min(give_ref, spec.idle_w)
-        idle_excess = max(0.0, float(obs.idle_power_w) - give_ref)
-        ic = check_idle_baseline(float(obs.idle_power_w), spec=spec, reference_idle_w=ref)
-        warnings.extend(f"idle baseline suspicious: {r}" for r in ic.reasons)
+        # given back from the lower of the profile's and the datasheet's idle (round 5, `profile-idle`); the
+        # same rule judges a daemon's baseline for the energy outside workloads (evaluate/window.py, round 12)
+        idle_excess, why = idle_excess_w(float(obs.idle_power_w), spec, ref)
+        warnings.extend(f"idle baseline suspicious: {r}" for r in why)
         if ref is not None and spec is not None:
             pc = check_idle_baseline(ref, spec=spec)  # the profile's own reference vs the datasheet's idle
             warnings.extend(f"the profile's idle reference is implausible: {r}" for r in pc.reasons)

@@ -149,9 +149,7 @@ def combine_window(
     reasons of the window itself (a clock that went backwards, an unobserved gap) that forbid a "below"."""
     rows = list(rows)
     warnings: list[str] = []
-    upper = 0.0
-    est = 0.0
-    have_est = False
+    upper, est, have_est = 0.0, 0.0, False
     for r in rows:
         u = finite(_field(r, "upper_flops"))
         if u is None or u < 0:
@@ -170,15 +168,13 @@ def combine_window(
         lo = finite(_field(r, "lower_flops"))
         if lo is not None and lo > 0:
             lower += lo
-    ua = max(0.0, float(unattributed_net_energy_j))
+    ua, ua_up = max(0.0, float(unattributed_net_energy_j)), 0.0
     if ua > 0:
         ua_up = ua * envelope_flops_per_j if math.isfinite(envelope_flops_per_j) else math.inf
         if not math.isfinite(ua_up):
             warnings.append(
                 f"{ua:.4g} J of net energy outside detected workloads and no efficiency envelope to bound it"
             )
-    else:
-        ua_up = 0.0
     upper += ua_up
     # a workload row with a violated assumption cannot be the basis of a "below" (one rule everywhere:
     # estimate.verdict.threshold_verdict); the window's own reasons do not block it, they are notes on bounds
@@ -268,9 +264,9 @@ class WindowRules:
     (``flopwatch verdict``, reading the ledger back), so a run is judged alike live and offline.
 
     A wall clock that goes back and an impossible running total block every window for good; no checkpoint
-    after a row leaves the outside energy unknown; a checkpoint gap far longer than the usual spacing blocks the
-    windows that overlap it; a clock jump within a daemon session (:class:`ClockJumpCheck`, fed only where rows
-    carry their session) blocks for good. ``gaps_kept`` bounds the gaps remembered for the median spacing (the
+    after a row leaves the outside energy unknown; a checkpoint gap far longer than the usual spacing, or any
+    gap across a daemon restart (:meth:`restart`), blocks the windows that overlap it; a clock jump within a
+    daemon session (:class:`ClockJumpCheck`, fed only where rows carry their session) blocks for good. ``gaps_kept`` bounds the gaps remembered for the median spacing (the
     daemon's memory; None: all, as the command reads a whole ledger).
     """
 
@@ -280,7 +276,15 @@ class WindowRules:
         self._last_wall = -math.inf
         self._cp_wall: float | None = None
         self._gaps: deque[tuple[float, float]] = deque(maxlen=gaps_kept)
+        self._node_cp: dict[str, float] = {}  # each node's last checkpoint (several ledgers: `node`)
+        self._restarts: list[tuple[float, float]] = []  # checkpoint gaps across a daemon restart
+        self._restarted: set[str] = set()
         self._jumps = ClockJumpCheck()
+
+    def restart(self, node: str | None = "") -> None:
+        """A daemon session of ``node`` (None: any) starts (a ``start`` row): from its last checkpoint to its next no
+        sensor of the node ran, so nothing bridges that time however short (round 12, `restart-gap`)."""
+        self._restarted |= set(self._node_cp) if node is None else {node} & set(self._node_cp)
 
     def _stand(self, kind: str, text: str) -> None:
         if not any(kind in b for b in self.standing):  # one blocker of a kind is enough
@@ -314,9 +318,10 @@ class WindowRules:
         *,
         session: object = None,
         t_s: object = None,
+        node: str = "",
     ) -> bool:
-        """A checkpoint at ``wall`` with its cumulative outside-workload energy per device (J); False when it
-        places nothing (no finite wall or no devices) or comes out of order (the newer one stands)."""
+        """A checkpoint of ``node`` at ``wall`` with its cumulative outside-workload energy per device (J); False
+        when it places nothing (no finite wall or no devices) or comes out of order (the newer one stands)."""
         w = finite(wall)
         self._clock(w, session, "checkpoint", t_s)
         if w is None or not isinstance(outside, Mapping):
@@ -328,9 +333,13 @@ class WindowRules:
                 )
         if self._cp_wall is not None and w < self._cp_wall:
             return False
-        if self._cp_wall is not None:
-            self._gaps.append((self._cp_wall, w))
-        self._cp_wall = w
+        if (
+            prev := self._node_cp.get(node)
+        ) is not None:  # per node: another node's checkpoints saw nothing here
+            self._gaps.append((prev, w))
+            self._restarts += [(prev, w)] if node in self._restarted else []
+        self._restarted.discard(node)
+        self._node_cp[node] = self._cp_wall = w
         return True
 
     def blockers(self, cut: float | None) -> tuple[str, ...]:
@@ -357,6 +366,9 @@ class WindowRules:
                         else f"{b - a:.0f} s after the last checkpoint at {a:.0f}, up to a row at {b:.0f}, were not observed"
                     )
                     break
+        hit = [(a, b) for a, b in self._restarts if cut is None or b > cut][:1]
+        out += [f"the monitor restarted: the {b - a:.0f} s between checkpoints at {a:.0f} and {b:.0f} were not "
+                "observed (no sensor ran), never 'below'" for a, b in hit]  # fmt: skip
         return tuple(out)
 
 
@@ -466,11 +478,8 @@ def _reassessed(row: Mapping[str, Any], profile: Profile | None, a: Any) -> dict
             "recomputed from observables: never 'below'"
         )
         out = {**row, "warnings": list(dict.fromkeys([*old, why]))}
-        return (
-            out
-            if profile is None
-            else {**out, "lower_flops": 0.0, "upper_flops": None, "estimate_flops": None}
-        )
+        blank = {"lower_flops": 0.0, "upper_flops": None, "estimate_flops": None}
+        return out if profile is None else {**out, **blank}
     # what the monitor measured (sensor errors, idle floor, coverage) still holds: keep it
     warns = [*old, *a.warnings]
     signed, assessed = finite(row.get("upper_flops")), row.get("regime") is not None
@@ -505,13 +514,8 @@ def _reassessed(row: Mapping[str, Any], profile: Profile | None, a: Any) -> dict
     if profile is None:  # the signed estimate and lower bound stand (they never make a "below")
         lo = finite(row.get("lower_flops"))
         return {**row, **common, "lower_flops": None if lo is None else min(lo, up if up is not None else lo)}
-    return {
-        **row,
-        **common,
-        "estimate_flops": a.estimate_flops,
-        "lower_flops": a.lower_flops,
-        "regime": a.regime,
-    }
+    calibrated = {"estimate_flops": a.estimate_flops, "lower_flops": a.lower_flops, "regime": a.regime}
+    return {**row, **common, **calibrated}
 
 
 def _pipes(v: Any) -> dict[str, float] | None:
@@ -521,11 +525,7 @@ def _pipes(v: Any) -> dict[str, float] | None:
     if not isinstance(v, Mapping):
         return None
     out = {k: finite(v.get(k)) for k in PIPES}
-    return (
-        {k: x for k, x in out.items() if x is not None and x >= 0}
-        if all(x is not None and x >= 0 for x in out.values())
-        else None
-    )
+    return out if all(x is not None and x >= 0 for x in out.values()) else None  # type: ignore[return-value]
 
 
 def _windows(v: Any) -> Any:
@@ -533,16 +533,12 @@ def _windows(v: Any) -> Any:
     when absent or malformed (the run is then one window, which only loosens the bound)."""
     from flopwatch.estimate.observe import ObservedWindows
 
-    if not isinstance(v, Mapping):
-        return None
-    dt, e = v.get("dt_s"), v.get("net_energy_j")
+    dt, e = (v.get("dt_s"), v.get("net_energy_j")) if isinstance(v, Mapping) else (None, None)
     if not isinstance(dt, list) or not isinstance(e, list) or any(finite(x) is None for x in (*dt, *e)):
         return None
 
     def arr(x: Any) -> list[float] | None:
-        if not isinstance(x, list):
-            return None
-        return [float("nan") if finite(y) is None else float(y) for y in x]
+        return [float("nan") if finite(y) is None else float(y) for y in x] if isinstance(x, list) else None
 
     try:
         return ObservedWindows(**{f.name: arr(v.get(f.name)) for f in fields(ObservedWindows)})
@@ -578,7 +574,7 @@ def ledger_window_verdicts(
     does not import the monitor, which imports evaluate). ``by``: "all", "device" or "job". ``blockers``: reasons
     from outside the entries that forbid "below" (the caller's ledger verification failed). ``node_labels``: the
     ledgers' labels when the entries are several nodes' (``monitor.nodes.namespace``)."""
-    from flopwatch.estimate.bounds import resolve_device
+    from flopwatch.estimate.bounds import idle_excess_w, resolve_device
     from flopwatch.estimate.verdict import device_claims, profile_envelope
 
     if by not in ("all", "device", "job"):
@@ -592,6 +588,10 @@ def ledger_window_verdicts(
     # every name each device is given (start rows, workload rows), in order
     names: dict[str, dict[str, None]] = {}
     walls: list[float] = []
+    idles: dict[
+        str, float
+    ] = {}  # the daemon's idle baseline of each device ("*": all), and when sessions began
+    began: list[float] = []
     seen: set[str] = set()
     blockers = list(blockers)
     rules = WindowRules()  # the live gauge's rules, fed in the same (ledger) order
@@ -611,16 +611,13 @@ def ledger_window_verdicts(
             rowed[d0] = rowed.get(d0, 0.0) + max(0.0, finite(p.get("net_energy_j")) or 0.0)
             wid = p.get("workload_id")
             if wid is not None and str(wid) in seen:  # one workload counted once (its lower bound too)
-                warnings_dup = f"workload {wid} appears more than once; counted once"
-                if warnings_dup not in blockers:
-                    blockers.append(warnings_dup)
+                dup = f"workload {wid} appears more than once; counted once"
+                blockers += [dup] if dup not in blockers else []
                 continue
             if wid is not None:
                 seen.add(str(wid))
             rows.append(dict(p))
-            w = finite(p.get("end_wall"))
-            if w is not None:
-                walls.append(w)
+            walls += [w] if (w := finite(p.get("end_wall"))) is not None else []
             if p.get("device") and p.get("device_name"):
                 names.setdefault(str(p["device"]), {})[str(p["device_name"])] = None
         elif ent.kind == "checkpoint":
@@ -633,7 +630,7 @@ def ledger_window_verdicts(
                 if isinstance(devs, Mapping)
                 else None
             )
-            rules.checkpoint(p.get("wall"), out)
+            rules.checkpoint(p.get("wall"), out, node=(nd := _node_of(p.get("node"), node_labels)))
             for d, x in (out or {}).items():
                 if (v := finite(x)) is not None:
                     drop = last_out.get(d, v) - v - rowed.pop(d, 0.0) - rowed.get("", 0.0)
@@ -648,14 +645,16 @@ def ledger_window_verdicts(
                 cps.append((at, {d: float(x) for d, x in out.items() if finite(x) is not None}))
                 devs_seen.update(out)
                 # (a device listed with no finite value reports nothing either)
-                last_cp[_node_of(p.get("node"), node_labels)] = {
-                    d for d, x in out.items() if finite(x) is not None
-                }
+                last_cp[nd] = {d for d, x in out.items() if finite(x) is not None}
                 walls.append(w)
         elif ent.kind == "start":
-            for s in p.get("sensors") or []:
-                if isinstance(s, Mapping) and s.get("device") and s.get("name"):
-                    names.setdefault(str(s["device"]), {})[str(s["name"])] = None
+            began += [x] if (x := finite(p.get("wall"))) is not None else []
+            sens = [s for s in p.get("sensors") or [] if isinstance(s, Mapping) and s.get("device")]
+            rules.restart(_node_of(sens[0]["device"], node_labels) if sens else None)
+            for s in (s for s in sens if s.get("name")):
+                names.setdefault(str(s["device"]), {})[str(s["name"])] = None
+            if (x := finite(p.get("idle_power_w"))) is not None:  # the daemon's baseline, for its devices
+                idles.update({d: max(idles.get(d, x), x) for d in [str(s["device"]) for s in sens] or ["*"]})
     cps.sort(key=lambda x: x[0])
     if fell:
         blockers.append(
@@ -738,14 +737,18 @@ def ledger_window_verdicts(
                     f"{spec.key if spec else '?'}, an assumption (give --device), never 'below'"
                 )
         env[d] = profile_envelope(None, spec, None).flops_per_j  # physics (η_max), never a profile
+        b = max(idles.get(d, -math.inf), idles.get("*", -math.inf))
+        if (
+            math.isfinite(b) and spec is not None and cps
+        ):  # outside energy taken against the daemon's baseline
+            ref = None if profile is None else profile.verifier.get("idle_power_w", profile.idle_power_w)
+            x, why = idle_excess_w(b, spec, ref)  # the run's rule (round 12, `daemon-idle`)
+            base = max([w for w, _ in cps if start is not None and w <= start], default=min(walls + began))
+            ua[d] += x * max(0.0, cps[-1][0] - base)
+            blockers += [f"device {d}: the daemon's idle baseline is suspicious: {r}" for r in why]
 
-    def group(
-        rs: list[dict[str, Any]],
-        key: str,
-        ins: list[dict[str, Any]],
-        devs: Iterable[str],
-        why: tuple[str, ...] = (),
-    ) -> WindowVerdict:
+    def group(rs: list[dict[str, Any]], key: str, ins: list[dict[str, Any]], devs: Iterable[str],
+              why: tuple[str, ...] = ()) -> WindowVerdict:  # fmt: skip
         e, f = outside_bound({d: ua[d] for d in devs}, env)
         return combine_window(
             rs,
@@ -763,9 +766,8 @@ def ledger_window_verdicts(
         # a row naming no device may have run on any: its upper bound counts in every device's group, its lower in
         # none (round 10, `device-group-unnamed`: it was in no group, and its device's group "below")
         anon = [r for r in in_win if not _dev(r)]
-        why = (f"{len(anon)} row(s) name no device: counted in every device's group, never 'below'",) * bool(
-            anon
-        )
+        msg = f"{len(anon)} row(s) name no device: counted in every device's group, never 'below'"
+        why = (msg,) if anon else ()
         for d in devices or (["(device not named)"] if anon else []):
             rs, ins = [r for r in in_win if _dev(r) == d], [r for r in inside if _dev(r) == d]
             groups.append(group(rs + anon, d, ins, [d] if d in ua else [], why))
@@ -775,9 +777,8 @@ def ledger_window_verdicts(
             return str(r.get("job_id") or r.get("job") or r.get("workload_id") or "?")
 
         for j in sorted({job(r) for r in in_win}):
-            groups.append(
-                group([r for r in in_win if job(r) == j], j, [r for r in inside if job(r) == j], [])
-            )
+            rs, ins = [r for r in in_win if job(r) == j], [r for r in inside if job(r) == j]
+            groups.append(group(rs, j, ins, []))
         groups.append(group([], "(outside workloads)", [], devices))
     total = group(in_win, "all", inside, devices)
     notes: dict[str, int] = {}  # each distinct note of the reassessed rows once, with how many rows it is on

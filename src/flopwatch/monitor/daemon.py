@@ -335,9 +335,11 @@ class Monitor:
                     finite(p.get("wall")), vals, t_s=finite(p.get("t_s")), session_id=p.get("session_id")
                 )
             elif e.kind == "start":
+                self.window.rules.restart()  # as `flopwatch verdict` reads a start row (round 12, `restart-gap`)
                 for sen in p.get("sensors") or []:
                     if isinstance(sen, dict) and sen.get("device") and sen.get("name"):
                         self._names.setdefault(str(sen["device"]), str(sen["name"]))
+        self.window.rules.restart()  # this session's start row, written next
 
     def _envelope(self, device: str) -> float:
         """Best FLOP per joule ``device`` can reach under the daemon's profile (inf: no profile, unknown device).
