@@ -241,7 +241,7 @@ def _print_table(d: dict[str, Any], width: int | None = None) -> None:
         simulated_banner(con, "this Prometheus holds flopwatch's simulated fleet history")
     thr = d.get("threshold_flops")
     con.print(
-        f"flopwatch fleet estimate — {d['prometheus']} by {d['by']} ({d['start']} → {d['end']}); verdicts "
+        f"flopwatch fleet estimate — {d['prometheus']}{' ' + d['selector'] if d.get('selector') else ''} by {d['by']} ({d['start']} → {d['end']}); verdicts "
         + (f"against {fmt_flops(thr)} FLOP" if thr else "need --threshold")
     )
     if d.get("series_from") == "the operator's Prometheus":

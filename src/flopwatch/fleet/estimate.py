@@ -80,7 +80,8 @@ def estimate_fleet(
     # each GPU chunk is folded into partial group tables as it arrives and dropped: memory stays flat as the
     # fleet grows (chunks share no GPU)
     what = "job" if jobs is not None else ("/".join(by_labels) or by)
-    no_job = f"(no {what})"
+    no_job = f"(no {what})"  # the total covers the series --selector matches: its key says so (r. 12, selector-total)
+    everyone = "(all GPUs" + (f" matching {{{plan.matchers}}})" if plan.matchers else ")")
     parts: list[G.GroupTable] = []
     whole: list[G.GroupTable] = []
     n_unlab = 0
@@ -97,7 +98,7 @@ def estimate_fleet(
             n_unlab += int(no.sum()) if by != COHORT else 0
             keys = table.cohort if by == COHORT else np.where(no, no_job, table.job)
             parts.append(G.fold(table, keys, specs, est, unknown, impossible))
-            whole.append(G.fold(table, np.full(len(table), "(all GPUs)", dtype=object), specs, est, unknown, impossible))  # fmt: skip
+            whole.append(G.fold(table, np.full(len(table), everyone, dtype=object), specs, est, unknown, impossible))  # fmt: skip
             del table, est, specs
     if not parts:
         raise InputError("no samples in the range for the selected series", field="selector")

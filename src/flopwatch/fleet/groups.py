@@ -298,7 +298,8 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         (s["out_of_range"],
          lambda: f"utilisation or activity outside [0, 1] in {int(s['out_of_range'])} window(s)"),
         (fin(mp) and mp < 0, lambda: f"negative power ({mp:.3g} W)"),
-        (s["busy_covered_s"] <= 0, lambda: "utilisation unknown (no GR_ENGINE_ACTIVE nor GPU_UTIL)"),
+        (s["busy_covered_s"] < 0.99 * s["covered_s"], lambda: "utilisation unknown for "  # (round 12, util-mixed)
+         f"{(s['covered_s'] - s['busy_covered_s']) / 3600:.2f} GPU-h (no GR_ENGINE_ACTIVE nor GPU_UTIL): power unchecked"),
         (not prof,
          lambda: "profiling counters (DCGM_FI_PROF_*) missing: no pipe estimate, no independent check"),
         (prof and s["prof_gap_s"] > 0.01 * max(s["duration_s"], 1.0),
@@ -309,7 +310,7 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
         (s["util_no_power_s"] > 0, lambda: f"utilisation without power for {s['util_no_power_s'] / 3600:.2f} "
          "GPU-h: kernels at least half the time at the claimed model's idle power (impossible)"),
         (s["ends_busy"], lambda: f"telemetry of {int(s['ends_busy'])} series stops under load before the "
-         "range ends (exporter lag or outage)"),
+         "range ends or starts under load after it begins (exporter lag or outage)"),
         (s["duplicate_s"], lambda: f"a GPU reported twice for {s['duplicate_s'] / 3600:.2f} GPU-h (more "
          "samples than scrapes, two series of it or two jobs holding it at once)"),
         (s["mig"], lambda: "MIG: whole-GPU energy apportioned to instances by activity share (an "

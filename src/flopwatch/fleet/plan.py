@@ -3,6 +3,7 @@ engine's limits (the constants below; docs/fleet.md, "How it reads")."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -146,8 +147,8 @@ _RE_META = re.compile(r"([.^$*+?()\[\]{}|\\])")
 
 
 def re_escape(v: str) -> str:
-    """``v`` as a literal inside a PromQL double-quoted regex (RE2 metacharacters and the quote escaped)."""
-    return _RE_META.sub(r"\\\\\1", v).replace('"', '\\"')
+    """``v`` as a literal in a PromQL regex string: RE2 metacharacters escaped, then spelled as JSON (r. 12, uuid-control)."""
+    return json.dumps(_RE_META.sub(r"\\\1", v), ensure_ascii=False)[1:-1]
 
 
 def gpu_matchers(plan: ReadPlan, label: str, keys: list[str]) -> str:

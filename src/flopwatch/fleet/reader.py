@@ -81,7 +81,7 @@ class GpuJobs:
     prof_zero_load_s: np.ndarray  # time with every profiling counter at 0 while power shows load
     util_no_power_s: np.ndarray  # time with utilisation ≥ 0.5 at the claimed model's idle power
     no_power_s: np.ndarray  # time with samples but no power gauge (the checks of load not made)
-    ends_busy: np.ndarray  # series whose telemetry stops under load while the range goes on (lag, outage)
+    ends_busy: np.ndarray  # series whose telemetry stops (starts) under load inside the range (lag, outage)
     duplicate_s: np.ndarray  # time a GPU is reported twice (more samples than scrapes; two series or jobs)
     mig: np.ndarray  # bool: energy apportioned among MIG instances
     n_series: np.ndarray
@@ -113,6 +113,7 @@ class Discovery:
     simulated: bool
     ref_match: str = ""  # the series that list the GPUs: power and the energy counter
     unpowered: bool = False  # some GPUs without a power gauge: samples counted on the energy counter
+    ungr: bool = False  # some GPUs without GR_ENGINE_ACTIVE: GPU_UTIL read too
 
 
 def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
@@ -137,14 +138,16 @@ def discover(client: PrometheusClient, plan: ReadPlan) -> Discovery:
     ref = "|".join(x for x in (M.POWER, M.ENERGY) if x in present)
     ref_match = f'{{__name__=~"{ref}"{"," + m if m else ""}}}'
     key_label, keys = first_label(client, plan, ref_match, "UUID", "Hostname", "instance")
-    powered = client.label_values(key_label, f"{M.POWER}{{{m}}}", plan.start, plan.end) if key_label else keys
-    unpowered = "|" in ref and set(powered) != set(keys)
+    # a GPU lacking a series: the counter's samples counted (no power gauge); GPU_UTIL read beside GR_ENGINE_ACTIVE
+    # (round 12, `util-mixed`: GPU_UTIL was read only where no GPU had GR, so such a GPU's power went unchecked)
+    lacks = lambda x: bool(key_label) and not set(keys) <= set(client.label_values(key_label, f"{x}{{{m}}}", plan.start, plan.end))  # noqa: E731  # fmt: skip
+    unpowered, ungr = "|" in ref and lacks(M.POWER), {M.GR_ACTIVE, M.GPU_UTIL} <= present and lacks(M.GR_ACTIVE)  # fmt: skip
     bare = ref_match[:-1] + f',{key_label}=""}}'
     # series without that label are matched by its empty value (round 8, `no-uuid`: they were never read, silently)
     if key_label and client.label_values("__name__", bare, plan.start, plan.end):
         keys.append("")
     simulated = bool(client.label_values("__name__", SIMULATED, plan.start, plan.end))
-    return Discovery(present, keys or [""], key_label, simulated, ref_match, unpowered)
+    return Discovery(present, keys or [""], key_label, simulated, ref_match, unpowered, ungr)
 
 
 def first_label(client: PrometheusClient, plan: ReadPlan, match: str, *labels: str) -> tuple[str, list[str]]:
@@ -197,7 +200,7 @@ class FleetReader:
         host = ("Hostname", "instance", "gpu") if uuid and self.jobs is None else ()
         keep = {*self.by_labels, *(self.jobs.gpu_labels if self.jobs else ())}
         drop = [x for x in (*M.UNREAD_LABELS, *host) if x not in keep]
-        q = M.window_queries(self.found.present, matchers, self.window, self.skip, drop)
+        q = M.window_queries(self.found.present, matchers, self.window, self.skip, drop, both=self.found.ungr)
         if "modelName" not in keep:  # the model is claimed by the power and energy series (_fold): the others
             thin = [*drop, "modelName"]  # drop it on the server (a fifth of their bytes)
             q |= {(k, fn): M.window_query(M.BY_KEY[k].name, fn, matchers, self.window, thin)
@@ -278,9 +281,7 @@ class FleetReader:
         Mn = mat("energy", "min") if L is not None else None
         # a counter sample where the gauge counted none is there too (named: no_power_s), as a whole window's
         # scrapes (round 9, `power-stops-idle`: the counter's windows after the gauge stopped were dropped)
-        N = np.where(
-            np.isfinite(N) & (N > 0), N, 0.0 if L is None else np.where(np.isfinite(L), W / step, 0.0)
-        )
+        N = np.where(np.isfinite(N) & (N > 0), N, 0.0 if L is None else np.where(np.isfinite(L), W / step, 0.0))  # fmt: skip
         P = N > 0
         gids = [M.gpu_id(lab) for lab in labels]
         ug, gi = _factorize(gids)
@@ -300,9 +301,7 @@ class FleetReader:
         gpu_kept = nanmedian(np.where(g_in, gpu_n, np.nan), axis=1) * step / W
         gpu_kept = np.where(np.isfinite(gpu_kept), gpu_kept, 1.0)
         iw = interior.sum(axis=1)
-        kept = np.where(
-            iw > 0, np.where(interior, N, 0).sum(axis=1) * step / (np.maximum(iw, 1) * W), gpu_kept[gi]
-        )
+        kept = np.where(iw > 0, np.where(interior, N, 0).sum(axis=1) * step / (np.maximum(iw, 1) * W), gpu_kept[gi])  # fmt: skip
         kept = np.clip(kept, 0.5, 1.0)[:, None]
         span = np.where(interior, W, np.where(P, np.minimum(W, N * step / kept), 0.0))
         p_mean = mat("power", "sum") / np.where(P, N, np.nan)  # all NaN without the power gauge
@@ -361,13 +360,13 @@ class FleetReader:
         # kernels at least half the time at idle power: impossible (telemetry.consistency, the one rule set)
         util = zero if busy_a is None else busy_a
         dark = P & p_ok & (util >= C.LOADED_UTIL) & (p_mean <= idle * (1 + C.UTIL_POWER_FLOOR_FRACTION))
-        # telemetry that stops under load while the GPU is seen nowhere in the next window and the range goes on
-        g_next = _shift(_per_gpu(P, gi, G, np.logical_or, False), -1)
-        last = P & ~next_any(P)
-        # the last window too, where its GPU's longest MIG instance (or whole) falls short of the range's end
-        # (round 8, `lag-end`; round 9, `mig-lag-end`: instances' times were summed)
-        tail = _per_gpu(_per_gpu(span, unit, U), g_of_unit, G, np.maximum)[gi] < W - 2 * step
-        stops = last & load & ~g_next[gi] & ((np.arange(K)[None, :] < K - 1) | tail)
+        # telemetry that stops (starts) under load while the GPU is seen nowhere in the next (previous) window and
+        # the range goes on (began); in the last (first) window, where its GPU's longest MIG instance (or whole)
+        # falls short of the range's end (start) (round 8, `lag-end`; round 9, `mig-lag-end`; round 12, `lag-start`)
+        g_any, ks = _per_gpu(P, gi, G, np.logical_or, False), np.arange(K)[None, :]
+        short = _per_gpu(_per_gpu(span, unit, U), g_of_unit, G, np.maximum)[gi] < W - 2 * step
+        stops = P & ~next_any(P) & load & ~_shift(g_any, -1)[gi] & ((ks < K - 1) | short)
+        stops |= P & (np.cumsum(P, axis=1) == 1) & load & ~_shift(g_any, 1)[gi] & ((ks > 0) | short)
         # more samples than scrapes per GPU and MIG instance (each instance repeats the GPU's series: not twice)
         dup = (_per_gpu(N, unit, U) > 1.05 * W / step + 1)[unit] & P
         # --- energy: per GPU and window (the counter is the GPU's), shared among the series present
@@ -612,9 +611,8 @@ def _gpu_energy(P: np.ndarray, span: np.ndarray, p_mean: np.ndarray, L: np.ndarr
 def _per_gpu(x: np.ndarray, gi: np.ndarray, G: int, uf: np.ufunc = np.add, init: float = 0.0) -> np.ndarray:
     """The rows of ``x`` (series × window) reduced into their GPU's row (``gi``) with ``uf``, from ``init``."""
     K = x.shape[1]
-    cells = (
-        gi[:, None] * K + np.arange(K)
-    ).ravel()  # flat cells: numpy's fast 1-D ``ufunc.at``, series order
+    # flat cells: numpy's fast 1-D ``ufunc.at``, series order
+    cells = (gi[:, None] * K + np.arange(K)).ravel()
     if uf is np.logical_or:  # a count of true cells (logical_or.at has no fast path: ≈ 2 × slower)
         return (np.bincount(cells[x.astype(bool, copy=False).ravel()], minlength=G * K) > 0).reshape(G, K)
     out = np.full(G * K, init)
@@ -641,11 +639,8 @@ def _factorize(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def _shift(a: np.ndarray, k: int, fill: Any = False) -> np.ndarray:
     """The cell before each cell in its row (``k`` = 1; −1: after it), ``fill`` at the row's edge."""
-    out = np.full_like(a, fill)
-    if k > 0:
-        out[:, 1:] = a[:, :-1]
-    else:
-        out[:, :-1] = a[:, 1:]
+    out, K = np.full_like(a, fill), a.shape[1]
+    out[:, max(k, 0) : K + min(k, 0)] = a[:, max(-k, 0) : K - max(k, 0)]
     return out
 
 
@@ -670,11 +665,12 @@ def _idle_w(model: str) -> float:
 
 
 def _busy(util: np.ndarray | None, load: np.ndarray, P: np.ndarray) -> np.ndarray:
-    """Busy cells: mean utilisation over 5 % (the Jetson study's detection threshold, Fowler 2026), else power above idle."""
+    """Busy cells: mean utilisation over 5 % (the Jetson study's detection threshold, Fowler 2026) or power above idle
+    (round 12, `cohort-split`: a utilisation dip reported under load split a job's GPUs into cohorts, each "below")."""
     if util is None:
         return load & P
     with np.errstate(invalid="ignore"):
-        return P & np.where(np.isfinite(util), util > 0.05, load)
+        return P & (load | (util > 0.05))
 
 
 def _signatures(busy: np.ndarray, ends: np.ndarray, W: float) -> list[str]:

@@ -128,14 +128,15 @@ def window_queries(
     window: str,
     skip: frozenset[str] = frozenset(),
     drop: Sequence[str] = UNREAD_LABELS,
+    both: bool = False,
 ) -> dict[tuple[str, str], str]:
     """(metric key, range function) → PromQL, for the metrics ``present`` (by DCGM name) and not in ``skip``
-    (keys); a fallback only where its metric is absent (TENSOR and HMMA both: the reader takes the larger)."""
+    (keys); a fallback only where its metric is absent or ``both`` (TENSOR and HMMA both: the reader takes the larger)."""
     out: dict[tuple[str, str], str] = {}
     for m in TABLE:
         if m.name not in present or m.key in skip:
             continue
-        if m.fallback_of and BY_KEY[m.fallback_of].name in present:
+        if m.fallback_of and BY_KEY[m.fallback_of].name in present and not both:
             continue
         for fn in m.window:
             out[(m.key, fn)] = window_query(m.name, fn, matchers, window, drop)
