@@ -5,9 +5,9 @@ into bursts too short for the detector's hysteresis (no ledger row at all). Over
 therefore adds up, soundly:
 
 * **lower** = Σ lower bounds of the workloads that lie entirely inside the window;
-* **upper** = Σ upper bounds of the workloads that end inside it + the net energy measured *outside* any
-  workload in the window × η_max (the best FLOP per joule the hardware can reach: physics and the datasheet,
-  :mod:`flopwatch.estimate.sound`). A workload without a finite upper bound makes the sum unbounded.
+* **upper** = Σ upper bounds of the workloads that end inside it + the net energy measured *outside* them × η_max
+  (:mod:`flopwatch.estimate.sound`: physics and the datasheet) + the sensor's blind share of the time outside them
+  at peak (``estimate.context.unseen_outside``). A workload without a finite upper bound makes the sum unbounded.
 
 One :class:`WindowVerdict` type for the command and the monitor's gauge; rows may be typed
 (``monitor.rows.WorkloadRow``) or stored payloads. With ``--profile`` every row is re-assessed from its
