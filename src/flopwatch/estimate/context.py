@@ -167,58 +167,60 @@ def blind_fraction(context: Mapping[str, Any] | None, spec: DeviceSpec) -> tuple
 
 
 def unseen_outside(
-    device: str,
-    spec: DeviceSpec | None,
+    specs: Mapping[str, DeviceSpec | None],
     starts: Sequence[Mapping[str, Any]],
     span: tuple[float, float],
     rows: Iterable[Any],
     no_sensor: Iterable[tuple[float, float]] = (),
-) -> tuple[float, str | None]:
-    """FLOPs a window's time outside its workload rows may hold unseen by the device's sensor (round 12,
-    `outside-blind`): the energy outside workloads is what that sensor measured, so its blind share of that time
-    (:func:`blind_fraction` of the sensor each daemon ``start`` row in ``starts`` lists for the device, the most
-    of any session; none listed: as a row naming no sensor) is bounded at the fastest format's peak, as a row's
-    unobserved time is (:mod:`flopwatch.estimate.sound`). ``span``: the window's (start, end) wall times;
-    ``rows``: the window's workload rows (typed or payloads; the device's own bound their time) and ``no_sensor``:
-    (start, end) of time no sensor ran (the restart rule blocks it): both taken out, once. Returns the FLOPs (inf
-    on a device the verifier's table does not know) and the window's note, None when no time is left."""
+) -> dict[str, tuple[float, str | None]]:
+    """Per device of ``specs`` (its datasheet, None: unknown), the FLOPs a window's time outside its workload rows
+    may hold unseen by its sensor, and the window's note (round 12, `outside-blind`): the energy outside workloads
+    is what that sensor measured, so its blind share of that time (:func:`blind_fraction` of the sensor each
+    daemon ``start`` row in ``starts`` lists for the device, the most of any session; none listed: as a row naming
+    no sensor) is bounded at the fastest format's peak, as a row's unobserved time is
+    (:mod:`flopwatch.estimate.sound`). ``span``: the window's (start, end) wall times; ``rows``: its workload rows
+    (typed or payloads: each device's bound their own time) and ``no_sensor``: (start, end) of time no sensor ran
+    (the restart rule blocks it), both taken out once. A device the verifier's table does not know: inf; no time
+    left: 0 and no note. One pass over the rows (the live gauge calls it at every row and checkpoint)."""
     from flopwatch.estimate.sound import device_basis
 
     def get(r: Any, k: str) -> Any:
         return r.get(k) if isinstance(r, Mapping) else getattr(r, k, None)
 
-    busy = [
-        (finite(get(r, "start_wall")), finite(get(r, "end_wall")))
-        for r in rows
-        if str(get(r, "device") or "") == device
-    ]
     a, b = span
-    cuts = sorted(
-        (max(a, s), min(b, e))
-        for s, e in [*busy, *no_sensor]
-        if s is not None and e is not None and e > a and s < b
-    )
-    seen, reach = 0.0, a
-    for s, e in cuts:  # the union of the busy intervals within the span
-        seen += max(0.0, e - max(s, reach))
-        reach = max(reach, e)
-    out_s = max(0.0, b - a - seen)
-    if out_s <= 0:
-        return 0.0, None
-    if spec is None:
-        return math.inf, (
-            f"device {device}: {out_s:.4g} s outside workloads on a device the verifier's table does not know: "
-            "no peak bounds what its sensor did not see, the window is unbounded"
-        )
-    ctxs = [c[device] for c in map(start_row_contexts, starts) if device in c] or [{}]
-    frac, sensor = max((blind_fraction(c, spec) for c in ctxs), key=lambda x: x[0])
-    dev = device_basis(spec)
-    flops = frac * out_s * dev.peak_fastest
-    return flops, (
-        f"device {device}: {out_s:.4g} s outside workloads unseen by {sensor} (blind share {frac:.0%}): "
-        f"{frac * out_s:.4g} s bounded at peak ({dev.fastest_format}, {dev.peak_fastest / 1e12:.4g} TFLOP/s), "
-        f"{flops:.3g} FLOPs"
-    )
+    busy: dict[str, list[tuple[float, float]]] = {d: list(no_sensor) for d in specs}
+    for r in rows:
+        s, e = finite(get(r, "start_wall")), finite(get(r, "end_wall"))
+        if s is not None and e is not None and (d := str(get(r, "device") or "")) in busy:
+            busy[d].append((s, e))
+    ctxs: dict[str, list[dict[str, Any]]] = {}
+    for start in starts:
+        for d, c in start_row_contexts(start).items():
+            ctxs.setdefault(d, []).append(c)
+    out: dict[str, tuple[float, str | None]] = {}
+    for device, spec in specs.items():
+        seen, reach = 0.0, a
+        for s, e in sorted((max(a, s), min(b, e)) for s, e in busy[device] if e > a and s < b):
+            seen += max(0.0, e - max(s, reach))  # the union of the busy intervals within the span
+            reach = max(reach, e)
+        out_s = max(0.0, b - a - seen)
+        if out_s <= 0:
+            out[device] = (0.0, None)
+        elif spec is None:
+            out[device] = (math.inf, f"device {device}: {out_s:.4g} s outside workloads on a device the verifier's "
+                           "table does not know: no peak bounds what its sensor did not see, the window is unbounded")  # fmt: skip
+        else:
+            frac, sensor = max(
+                (blind_fraction(c, spec) for c in ctxs.get(device) or [{}]), key=lambda x: x[0]
+            )
+            dev = device_basis(spec)
+            flops = frac * out_s * dev.peak_fastest
+            out[device] = (flops, (
+                f"device {device}: {out_s:.4g} s outside workloads unseen by {sensor} (blind share {frac:.0%}): "
+                f"{frac * out_s:.4g} s bounded at peak ({dev.fastest_format}, {dev.peak_fastest / 1e12:.4g} "
+                f"TFLOP/s), {flops:.3g} FLOPs"
+            ))  # fmt: skip
+    return out
 
 
 __all__ = [

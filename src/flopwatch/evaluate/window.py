@@ -706,8 +706,8 @@ def ledger_window_verdicts(
     devices = sorted({str(r.get("device")) for r in rows if r.get("device")} | devs_seen)
     ua: dict[str, float] = {}
     env: dict[str, float] = {}
-    unseen: dict[str, tuple[float, str | None]] = {}
-    # the time the window spans (the ledger's at most): its sensors' blind share outside rows is bounded at peak
+    specs: dict[str, Any] = {}  # each device's datasheet as the window judges it
+    # the time the window spans (the ledger's at most): its sensors' blind share outside rows, at peak
     span = None if end is None else (max(-math.inf if start is None else start, min(walls + began)), end)
     for d in devices:
         # up to the last checkpoint (a witness may place marks after the last stamp), from the window's baseline
@@ -743,8 +743,8 @@ def ledger_window_verdicts(
             base = max([w for w, _ in cps if start is not None and w <= start], default=min(walls + began))
             ua[d] += x * max(0.0, cps[-1][0] - base)
             blockers += [f"device {d}: the daemon's idle baseline is suspicious: {r}" for r in why]
-        if span is not None:  # round 12, `outside-blind`
-            unseen[d] = unseen_outside(d, spec, starts, span, in_win, rules.restarts)
+        specs[d] = spec  # for its sensor's blind time outside rows (round 12, `outside-blind`)
+    unseen = {} if span is None else unseen_outside(specs, starts, span, in_win, rules.restarts)
 
     def group(rs: list[dict[str, Any]], key: str, ins: list[dict[str, Any]], devs: Iterable[str],
               why: tuple[str, ...] = ()) -> WindowVerdict:  # fmt: skip

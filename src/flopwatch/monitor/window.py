@@ -207,7 +207,8 @@ class WorkloadWindow:
         }
         devs = sorted({*outside, *(str(r.device) for r in rows if r.device)})
         span = (max(cut, self._first), now_wall)
-        parts = [unseen_outside(d, self._spec(d), self.starts, span, rows, self.rules.restarts) for d in devs]
+        specs = {d: self._spec(d) for d in devs}
+        parts = unseen_outside(specs, self.starts, span, rows, self.rules.restarts).values()
         notes: tuple[str, ...] = ()
         missing = sorted(d for d, j in outside.items() if j > 0 and finite(self.envelopes.get(d)) is None)
         if missing:
