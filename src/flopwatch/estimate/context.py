@@ -1,6 +1,8 @@
 """A row's recorded context (its sensor, sampling rate, peak override, profile hash) checked against the
 sensor-timing table and the verifier's own context: the warnings it earns and the sampling checks that give
-its blind share (:func:`flopwatch.estimate.verdict.assess` reads both; so do the monitor's rows)."""
+its blind share (:func:`flopwatch.estimate.verdict.assess` reads both; so do the monitor's rows); and the same
+blind share of a window's time outside its rows, per device from the daemon's ``start`` rows
+(:func:`unseen_outside`: ``flopwatch verdict`` and the live gauge)."""
 
 from __future__ import annotations
 
