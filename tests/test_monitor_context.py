@@ -202,7 +202,9 @@ def _row(i: int, *, jump_s: float = 0.0) -> WorkloadRow:
 
 
 def _gauge(rows: list[WorkloadRow]) -> tuple[str, tuple[str, ...]]:
-    win = WorkloadWindow(window_s=86400.0, threshold_flops=1e16)
+    # an H100 read by NVML, at a threshold its blind time outside rows allows (round 12, `outside-blind`)
+    win = WorkloadWindow(window_s=86400.0, threshold_flops=1e25)
+    win.names["gpu0"] = "NVIDIA H100 80GB HBM3"
     for r in rows:
         win.add(r)
     last = rows[-1].end_wall

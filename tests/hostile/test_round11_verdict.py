@@ -28,6 +28,10 @@ RESTART = "the monitor restarted"
 W0 = 1.7e9
 PEAKS = dict(DEVICES["h100"].peak_flops)
 CP_S = 30.0  # the daemon's checkpoint spacing (monitor.config: checkpoint_s)
+#: A threshold at regulatory scale: since `outside-blind` (round 12) no window on an NVML-read H100 is "below" 0.9 ×
+#: a 60 s job (NVML's blind 75 % of 30 min bounds 2.7e18 at the fp8 peak), so each rule is shown where "below" would
+#: otherwise hold, and the honest ledgers stay "below" there
+T_REAL = 1e25
 
 
 def _session(sid: str, t0: float, t1: float, *, stop: bool = True) -> list[Any]:
@@ -65,10 +69,10 @@ def test_a_restart_gap_under_the_gap_rule_blocks_below(heavy, crash, down_s, win
     read the GPU, and the gap between checkpoints (870 s) was under the gap rule's 900 s floor, so the window held
     the light row only: "below" at 0.9 × the hidden job's truth (upper 1e14, 0.004 × truth). A daemon restart is
     time nobody observed, however short: named, never "below"."""
-    thr = 0.9 * heavy
-    t = ledger_window_verdicts(_restart_ledger(down_s, crash=crash), threshold_flops=thr, window_s=window,
+    t = ledger_window_verdicts(_restart_ledger(down_s, crash=crash), threshold_flops=T_REAL, window_s=window,
                                device="h100")["total"]  # fmt: skip
-    assert t["upper_flops"] < 0.01 * heavy  # the hidden job is in no row and no outside energy
+    # the hidden job is in no row and no outside energy: the window's blind time outside rows only
+    assert t["upper_flops"] < 1e-6 * T_REAL
     assert t["verdict"] != "below", t
     assert any(RESTART in w for w in t["warnings"]), t["warnings"]
 
@@ -78,10 +82,10 @@ def test_the_honest_ledger_and_a_window_after_the_restart_are_unchanged(heavy):
     session's last 5 minutes) carries no restart and is "below" too."""
     one = [*_session("s1", W0, W0 + 1800.0)]
     one.insert(4, _row("light", W0 + 100.0, W0 + 110.0))
-    t = ledger_window_verdicts(one, threshold_flops=0.9 * heavy, window_s=None, device="h100")["total"]
+    t = ledger_window_verdicts(one, threshold_flops=T_REAL, window_s=None, device="h100")["total"]
     assert t["verdict"] == "below" and not t["warnings"], t
     led = _restart_ledger(840.0)[:-1] + [_row("late", W0 + 1810.0, W0 + 1820.0), _cp(W0 + 1830.0, 0.0)]
-    late = ledger_window_verdicts(led, threshold_flops=0.9 * heavy, window_s=300.0, device="h100")["total"]
+    late = ledger_window_verdicts(led, threshold_flops=T_REAL, window_s=300.0, device="h100")["total"]
     assert late["verdict"] == "below" and not late["warnings"], late
 
 
@@ -128,7 +132,7 @@ def test_verdict_names_a_restart_on_a_signed_witnessed_ledger(heavy, tmp_path, c
             "--witness",
             str(log),
             "--threshold",
-            repr(0.9 * heavy),
+            repr(T_REAL),
             "--device",
             "h100",
         ]
@@ -177,7 +181,7 @@ def test_a_daemon_idle_baseline_taken_under_load_is_given_back(bursts, h100_prof
                                profile=h100_profile if profile else None)["total"]  # fmt: skip
     assert t["verdict"] != "below" and any(IDLE in w for w in t["warnings"]), t
     assert t["upper_flops"] >= truth  # the excess over the window's time, at η_max
-    ok = ledger_window_verdicts(_idle_ledger(DEVICES["h100"].idle_w), threshold_flops=0.9 * truth,
+    ok = ledger_window_verdicts(_idle_ledger(DEVICES["h100"].idle_w), threshold_flops=T_REAL,
                                 window_s=window, device="h100", profile=h100_profile if profile else None)  # fmt: skip
     assert ok["total"]["verdict"] == "below" and not ok["total"]["warnings"], ok["total"]
 
@@ -220,13 +224,13 @@ def test_one_nodes_gap_is_not_hidden_by_another_nodes_checkpoints(heavy, restart
     ents = [e for _, e in sorted([*a, *b], key=lambda x: (x[0], x[1].kind != "start"))]
     light = _row("light", W0 + 100.0, W0 + 110.0, device="a/gpu0")
     ents.insert(next(i for i, e in enumerate(ents) if (e.payload.get("wall") or 0) > W0 + 110.0), light)
-    t = ledger_window_verdicts(ents, threshold_flops=0.9 * heavy, window_s=None, device="h100",
+    t = ledger_window_verdicts(ents, threshold_flops=T_REAL, window_s=None, device="h100",
                                node_labels=("a", "b"))["total"]  # fmt: skip
     assert t["verdict"] != "below", t
     assert any((RESTART if restart else "were not observed") in w for w in t["warnings"]), t["warnings"]
     honest = [e for _, e in sorted([*a, *_node("b", [W0 + CP_S * i for i in range(1, 80)], [W0])],
                                    key=lambda x: (x[0], x[1].kind != "start"))]  # fmt: skip
     honest.insert(next(i for i, e in enumerate(honest) if (e.payload.get("wall") or 0) > W0 + 110.0), light)
-    ok = ledger_window_verdicts(honest, threshold_flops=0.9 * heavy, window_s=None, device="h100",
+    ok = ledger_window_verdicts(honest, threshold_flops=T_REAL, window_s=None, device="h100",
                                 node_labels=("a", "b"))["total"]  # fmt: skip
     assert ok["verdict"] == "below" and not ok["warnings"], ok

@@ -280,9 +280,10 @@ def test_rows_long_after_the_last_checkpoint_are_time_nobody_observed(later_s):
     assert res["total"]["verdict"] == "uncertain"
     assert any("after the last checkpoint" in w for w in res["total"]["warnings"]), res["total"]["warnings"]
     # the honest control: a row an hour after the last checkpoint (within a day, the few-checkpoints limit) may
-    # still make its own last hour "below"
+    # still make its own last hour "below" (at a threshold its sensor's blind time outside rows allows: round 12,
+    # `outside-blind`, bounds an hour of NVML's blind 75 % on the H100 at 5.3e18)
     assert (
-        ledger_window_verdicts(ledger(7200.0), threshold_flops=1e15, window_s=3600.0)["total"]["verdict"]
+        ledger_window_verdicts(ledger(7200.0), threshold_flops=1e25, window_s=3600.0)["total"]["verdict"]
         == "below"
     )
 

@@ -1,10 +1,13 @@
 """A row's recorded context (its sensor, sampling rate, peak override, profile hash) checked against the
 sensor-timing table and the verifier's own context: the warnings it earns and the sampling checks that give
-its blind share (:func:`flopwatch.estimate.verdict.assess` reads both; so do the monitor's rows)."""
+its blind share (:func:`flopwatch.estimate.verdict.assess` reads both; so do the monitor's rows); and the same
+blind share of a window's time outside its rows, per device from the daemon's ``start`` rows
+(:func:`unseen_outside`: ``flopwatch verdict`` and the live gauge)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from flopwatch.devices import DeviceSpec, resolve
@@ -14,6 +17,7 @@ from flopwatch.sensor_timing import (
     SamplingCheck,
     check_sampling,
     is_replay_kind,
+    least_observed,
     operator_series_warning,
     sensor_kind_of,
     sensor_timing,
@@ -137,4 +141,96 @@ def context_warnings(
     return out
 
 
-__all__ = ["MIN_SAMPLE_RATE_HZ", "context_warnings", "rateless_point_sensors", "sampling_checks"]
+def start_row_contexts(payload: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per device a daemon's ``start`` row lists, the context its sensor was read in (its kind — a playback of
+    recorded history as ``replay of … history``, as the rows record it — and the session's sampling rate)."""
+    ctx = payload.get("context") if isinstance(payload.get("context"), Mapping) else {}
+    out = {}
+    for s in payload.get("sensors") or []:
+        if isinstance(s, Mapping) and s.get("device"):
+            kind = f"replay of {s.get('kind')} history" if s.get("replayed") else s.get("kind")
+            out[str(s["device"])] = {"sensor_kind": kind, "sample_rate_hz": ctx.get("sample_rate_hz")}
+    return out
+
+
+def blind_fraction(context: Mapping[str, Any] | None, spec: DeviceSpec) -> tuple[float, str]:
+    """The share of time the sensor ``context`` records leaves unseen on ``spec``, and the sensor's name: the
+    row's rule (:func:`flopwatch.estimate.verdict.assess`): the most any recorded sensor leaves blind at its rate
+    (a sensor the timing table does not know, or a point sensor recorded without a rate: all of it); no sensor
+    recorded: the device's least-observed sensor (all of it where the table has none)."""
+    ctx = dict(context or {})
+    kinds = recorded_kinds(ctx)
+    if not kinds:  # as a row naming none: the device's least-observed sensor (round 7)
+        if (t := least_observed(spec.key)) is None:
+            return 1.0, "an unrecorded sensor (the timing table has none for the device)"
+        return t.blind_fraction, f"an unrecorded sensor (judged as {t.sensor}, the least-observed)"
+    fr = [c.unobserved_fraction for c in sampling_checks(ctx, spec) if c.sensor != "dcgm-prof"]
+    return max(fr + [1.0] * bool(rateless_point_sensors(ctx, spec)), default=1.0), ", ".join(kinds)
+
+
+def unseen_outside(
+    specs: Mapping[str, DeviceSpec | None],
+    starts: Sequence[Mapping[str, Any]],
+    span: tuple[float, float],
+    rows: Iterable[Any],
+    no_sensor: Iterable[tuple[float, float]] = (),
+) -> dict[str, tuple[float, str | None]]:
+    """Per device of ``specs`` (its datasheet, None: unknown), the FLOPs a window's time outside its workload rows
+    may hold unseen by its sensor, and the window's note (round 12, `outside-blind`): the energy outside workloads
+    is what that sensor measured, so its blind share of that time (:func:`blind_fraction` of the sensor each
+    daemon ``start`` row in ``starts`` lists for the device, the most of any session; none listed: as a row naming
+    no sensor) is bounded at the fastest format's peak, as a row's unobserved time is
+    (:mod:`flopwatch.estimate.sound`). ``span``: the window's (start, end) wall times; ``rows``: its workload rows
+    (typed or payloads: each device's bound their own time) and ``no_sensor``: (start, end) of time no sensor ran
+    (the restart rule blocks it), both taken out once. A device the verifier's table does not know: inf; no time
+    left: 0 and no note. One pass over the rows (the live gauge calls it at every row and checkpoint)."""
+    from flopwatch.estimate.sound import device_basis
+
+    def get(r: Any, k: str) -> Any:
+        return r.get(k) if isinstance(r, Mapping) else getattr(r, k, None)
+
+    a, b = span
+    busy: dict[str, list[tuple[float, float]]] = {d: list(no_sensor) for d in specs}
+    for r in rows:
+        s, e = finite(get(r, "start_wall")), finite(get(r, "end_wall"))
+        if s is not None and e is not None and (d := str(get(r, "device") or "")) in busy:
+            busy[d].append((s, e))
+    ctxs: dict[str, list[dict[str, Any]]] = {}
+    for start in starts:
+        for d, c in start_row_contexts(start).items():
+            ctxs.setdefault(d, []).append(c)
+    out: dict[str, tuple[float, str | None]] = {}
+    for device, spec in specs.items():
+        seen, reach = 0.0, a
+        for s, e in sorted((max(a, s), min(b, e)) for s, e in busy[device] if e > a and s < b):
+            seen += max(0.0, e - max(s, reach))  # the union of the busy intervals within the span
+            reach = max(reach, e)
+        out_s = max(0.0, b - a - seen)
+        if out_s <= 0:
+            out[device] = (0.0, None)
+        elif spec is None:
+            out[device] = (math.inf, f"device {device}: {out_s:.4g} s outside workloads on a device the verifier's "
+                           "table does not know: no peak bounds what its sensor did not see, the window is unbounded")  # fmt: skip
+        else:
+            frac, sensor = max(
+                (blind_fraction(c, spec) for c in ctxs.get(device) or [{}]), key=lambda x: x[0]
+            )
+            dev = device_basis(spec)
+            flops = frac * out_s * dev.peak_fastest
+            out[device] = (flops, (
+                f"device {device}: {out_s:.4g} s outside workloads unseen by {sensor} (blind share {frac:.0%}): "
+                f"{frac * out_s:.4g} s bounded at peak ({dev.fastest_format}, {dev.peak_fastest / 1e12:.4g} "
+                f"TFLOP/s), {flops:.3g} FLOPs"
+            ))  # fmt: skip
+    return out
+
+
+__all__ = [
+    "MIN_SAMPLE_RATE_HZ",
+    "blind_fraction",
+    "context_warnings",
+    "rateless_point_sensors",
+    "sampling_checks",
+    "start_row_contexts",
+    "unseen_outside",
+]

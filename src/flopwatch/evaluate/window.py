@@ -5,9 +5,9 @@ into bursts too short for the detector's hysteresis (no ledger row at all). Over
 therefore adds up, soundly:
 
 * **lower** = Σ lower bounds of the workloads that lie entirely inside the window;
-* **upper** = Σ upper bounds of the workloads that end inside it + the net energy measured *outside* any
-  workload in the window × η_max (the best FLOP per joule the hardware can reach: physics and the datasheet,
-  :mod:`flopwatch.estimate.sound`). A workload without a finite upper bound makes the sum unbounded.
+* **upper** = Σ upper bounds of the workloads that end inside it + the net energy measured *outside* them × η_max
+  (:mod:`flopwatch.estimate.sound`: physics and the datasheet) + the sensor's blind share of the time outside them
+  at peak (``estimate.context.unseen_outside``). A workload without a finite upper bound makes the sum unbounded.
 
 One :class:`WindowVerdict` type for the command and the monitor's gauge; rows may be typed
 (``monitor.rows.WorkloadRow``) or stored payloads. With ``--profile`` every row is re-assessed from its
@@ -89,6 +89,7 @@ class WindowVerdict:
     unattributed_upper_flops: float = 0.0
     #: T / Σ estimates above which "below" becomes possible (None: blocked by a warning, or no estimate)
     decisive_at: float | None = None
+    notes: tuple[str, ...] = ()  # how the bound was taken (blocking nothing): blind time outside rows
 
     @property
     def workloads(self) -> int:  # the monitor's name
@@ -115,6 +116,7 @@ class WindowVerdict:
             "threshold_flops": self.threshold_flops,
             "warnings": list(self.warnings),
             "decisive_at": finite(self.decisive_at),
+            "notes": list(self.notes),
         }
 
 
@@ -142,11 +144,13 @@ def combine_window(
     lower_rows: Iterable[RowBounds | Mapping[str, Any]] | None = None,
     blockers: Sequence[str] = (),
     window_s: float | None = None,
+    unseen: tuple[float, Sequence[str]] = (0.0, ()),
 ) -> WindowVerdict:
     """Sound combination (module docstring). ``rows``: typed rows or mappings with ``lower_flops``/``upper_flops``/
     ``estimate_flops`` (missing or non-finite: lower 0, upper unbounded). ``lower_rows``: the rows whose
     lower bounds count (default: all of ``rows``; a window passes only those entirely inside it). ``blockers``:
-    reasons of the window itself (a clock that went backwards, an unobserved gap) that forbid a "below"."""
+    reasons of the window itself (a clock that went backwards, an unobserved gap) that forbid a "below". ``unseen``:
+    the FLOPs the time outside rows may hold unseen by the sensors (``estimate.context.unseen_outside``), notes."""
     rows = list(rows)
     warnings: list[str] = []
     upper, est, have_est = 0.0, 0.0, False
@@ -168,10 +172,10 @@ def combine_window(
         lo = finite(_field(r, "lower_flops"))
         if lo is not None and lo > 0:
             lower += lo
-    ua, ua_up = max(0.0, float(unattributed_net_energy_j)), 0.0
+    ua, ua_up = max(0.0, float(unattributed_net_energy_j)), max(0.0, unseen[0])
     if ua > 0:
-        ua_up = ua * envelope_flops_per_j if math.isfinite(envelope_flops_per_j) else math.inf
-        if not math.isfinite(ua_up):
+        ua_up += ua * envelope_flops_per_j if math.isfinite(envelope_flops_per_j) else math.inf
+        if not math.isfinite(envelope_flops_per_j):
             warnings.append(
                 f"{ua:.4g} J of net energy outside detected workloads and no efficiency envelope to bound it"
             )
@@ -211,6 +215,7 @@ def combine_window(
         verdict=v,
         threshold_flops=threshold_flops,
         warnings=tuple(warnings),
+        notes=tuple(unseen[1]),
         decisive_at=upper / est if have_est and est > 0 and math.isfinite(upper) and not blockers else None,
     )
 
@@ -277,7 +282,7 @@ class WindowRules:
         self._cp_wall: float | None = None
         self._gaps: deque[tuple[float, float]] = deque(maxlen=gaps_kept)
         self._node_cp: dict[str, float] = {}  # each node's last checkpoint (several ledgers: `node`)
-        self._restarts: list[tuple[float, float]] = []  # checkpoint gaps across a daemon restart
+        self.restarts: list[tuple[float, float]] = []  # checkpoint gaps across a daemon restart
         self._restarted: set[str] = set()
         self._jumps = ClockJumpCheck()
 
@@ -333,11 +338,9 @@ class WindowRules:
                 )
         if self._cp_wall is not None and w < self._cp_wall:
             return False
-        if (
-            prev := self._node_cp.get(node)
-        ) is not None:  # per node: another node's checkpoints saw nothing here
+        if (prev := self._node_cp.get(node)) is not None:  # per node: others' checkpoints saw nothing here
             self._gaps.append((prev, w))
-            self._restarts += [(prev, w)] if node in self._restarted else []
+            self.restarts += [(prev, w)] if node in self._restarted else []
         self._restarted.discard(node)
         self._node_cp[node] = self._cp_wall = w
         return True
@@ -355,9 +358,8 @@ class WindowRules:
             # the clock jumped forward); compute in it is invisible, so a window that overlaps it cannot be "below"
             spans = sorted(b - a for a, b in self._gaps) or [0.0]
             med = spans[len(spans) // 2]
-            limit = (
-                max(_GAP_FACTOR * med, _GAP_MIN_S) if len(self._gaps) >= 3 else 86400.0
-            )  # few checkpoints: a day
+            # few checkpoints: a day
+            limit = max(_GAP_FACTOR * med, _GAP_MIN_S) if len(self._gaps) >= 3 else 86400.0
             for a, b in [*self._gaps, *tail]:
                 if b - a > limit and (cut is None or b > cut):
                     out.append(
@@ -366,7 +368,7 @@ class WindowRules:
                         else f"{b - a:.0f} s after the last checkpoint at {a:.0f}, up to a row at {b:.0f}, were not observed"
                     )
                     break
-        hit = [(a, b) for a, b in self._restarts if cut is None or b > cut][:1]
+        hit = [(a, b) for a, b in self.restarts if cut is None or b > cut][:1]
         out += [f"the monitor restarted: the {b - a:.0f} s between checkpoints at {a:.0f} and {b:.0f} were not "
                 "observed (no sensor ran), never 'below'" for a, b in hit]  # fmt: skip
         return tuple(out)
@@ -575,6 +577,7 @@ def ledger_window_verdicts(
     from outside the entries that forbid "below" (the caller's ledger verification failed). ``node_labels``: the
     ledgers' labels when the entries are several nodes' (``monitor.nodes.namespace``)."""
     from flopwatch.estimate.bounds import idle_excess_w, resolve_device
+    from flopwatch.estimate.context import unseen_outside
     from flopwatch.estimate.verdict import device_claims, profile_envelope
 
     if by not in ("all", "device", "job"):
@@ -585,13 +588,11 @@ def ledger_window_verdicts(
     cps: list[tuple[float, dict[str, float]]] = []  # (wall, finite outside J per device)
     devs_seen: set[str] = set()
     last_cp: dict[str, set[str]] = {}  # the devices of each node's last checkpoint
-    # every name each device is given (start rows, workload rows), in order
-    names: dict[str, dict[str, None]] = {}
+    names: dict[str, dict[str, None]] = {}  # every name each device is given (start, workload rows), in order
     walls: list[float] = []
-    idles: dict[
-        str, float
-    ] = {}  # the daemon's idle baseline of each device ("*": all), and when sessions began
-    began: list[float] = []
+    idles: dict[str, float] = {}  # the daemon's idle baseline of each device ("*": all)
+    began: list[float] = []  # when sessions began
+    starts: list[Mapping[str, Any]] = []  # the daemon's start rows (each session's sensors and rate)
     seen: set[str] = set()
     blockers = list(blockers)
     rules = WindowRules()  # the live gauge's rules, fed in the same (ledger) order
@@ -622,14 +623,8 @@ def ledger_window_verdicts(
                 names.setdefault(str(p["device"]), {})[str(p["device_name"])] = None
         elif ent.kind == "checkpoint":
             devs = p.get("devices")
-            out = (
-                {
-                    str(d): v.get("outside_net_energy_j") if isinstance(v, Mapping) else None
-                    for d, v in devs.items()
-                }
-                if isinstance(devs, Mapping)
-                else None
-            )
+            devs = devs if isinstance(devs, Mapping) else None
+            out = devs and {str(d): v.get("outside_net_energy_j") if isinstance(v, Mapping) else None for d, v in devs.items()}  # fmt: skip
             rules.checkpoint(p.get("wall"), out, node=(nd := _node_of(p.get("node"), node_labels)))
             for d, x in (out or {}).items():
                 if (v := finite(x)) is not None:
@@ -651,6 +646,7 @@ def ledger_window_verdicts(
             began += [x] if (x := finite(p.get("wall"))) is not None else []
             sens = [s for s in p.get("sensors") or [] if isinstance(s, Mapping) and s.get("device")]
             rules.restart(_node_of(sens[0]["device"], node_labels) if sens else None)
+            starts.append(p)
             for s in (s for s in sens if s.get("name")):
                 names.setdefault(str(s["device"]), {})[str(s["name"])] = None
             if (x := finite(p.get("idle_power_w"))) is not None:  # the daemon's baseline, for its devices
@@ -710,6 +706,9 @@ def ledger_window_verdicts(
     devices = sorted({str(r.get("device")) for r in rows if r.get("device")} | devs_seen)
     ua: dict[str, float] = {}
     env: dict[str, float] = {}
+    specs: dict[str, Any] = {}  # each device's datasheet as the window judges it
+    # the time the window spans (the ledger's at most): its sensors' blind share outside rows, at peak
+    span = None if end is None else (max(-math.inf if start is None else start, min(walls + began)), end)
     for d in devices:
         # up to the last checkpoint (a witness may place marks after the last stamp), from the window's baseline
         ua[d] = max(0.0, outside_at(cps, d, None) - (outside_at(cps, d, start) if start is not None else 0.0))
@@ -738,18 +737,19 @@ def ledger_window_verdicts(
                 )
         env[d] = profile_envelope(None, spec, None).flops_per_j  # physics (η_max), never a profile
         b = max(idles.get(d, -math.inf), idles.get("*", -math.inf))
-        if (
-            math.isfinite(b) and spec is not None and cps
-        ):  # outside energy taken against the daemon's baseline
+        if math.isfinite(b) and spec is not None and cps:  # outside energy against the daemon's baseline
             ref = None if profile is None else profile.verifier.get("idle_power_w", profile.idle_power_w)
             x, why = idle_excess_w(b, spec, ref)  # the run's rule (round 12, `daemon-idle`)
             base = max([w for w, _ in cps if start is not None and w <= start], default=min(walls + began))
             ua[d] += x * max(0.0, cps[-1][0] - base)
             blockers += [f"device {d}: the daemon's idle baseline is suspicious: {r}" for r in why]
+        specs[d] = spec  # for its sensor's blind time outside rows (round 12, `outside-blind`)
+    unseen = {} if span is None else unseen_outside(specs, starts, span, in_win, rules.restarts)
 
     def group(rs: list[dict[str, Any]], key: str, ins: list[dict[str, Any]], devs: Iterable[str],
               why: tuple[str, ...] = ()) -> WindowVerdict:  # fmt: skip
         e, f = outside_bound({d: ua[d] for d in devs}, env)
+        u = [unseen[d] for d in devs if d in unseen]
         return combine_window(
             rs,
             threshold_flops=threshold_flops,
@@ -759,6 +759,7 @@ def ledger_window_verdicts(
             lower_rows=ins,
             blockers=(*blockers, *why),
             window_s=window_s,
+            unseen=(sum(x for x, _ in u), [n for _, n in u if n]),
         )
 
     groups: list[WindowVerdict] = []
@@ -795,5 +796,5 @@ def ledger_window_verdicts(
         "groups": [g.to_dict() for g in groups] if by != "all" else [total.to_dict()],
         "total": total.to_dict(),
         "warnings": warnings,
-        "notes": [f"{k} of {len(rows)} row(s): {n}" for n, k in notes.items()],
+        "notes": [f"{k} of {len(rows)} row(s): {n}" for n, k in notes.items()] + list(total.notes),
     }

@@ -336,6 +336,7 @@ class Monitor:
                 )
             elif e.kind == "start":
                 self.window.rules.restart()  # as `flopwatch verdict` reads a start row (round 12, `restart-gap`)
+                self.window.started(p)  # its sensors' blind share outside rows (round 12, `outside-blind`)
                 for sen in p.get("sensors") or []:
                     if isinstance(sen, dict) and sen.get("device") and sen.get("name"):
                         self._names.setdefault(str(sen["device"]), str(sen["name"]))
@@ -577,22 +578,21 @@ class Monitor:
             self._make_samplers(sensors, [self._fan_out])
             for dev, acc in self.accounts.items():
                 acc.context = self.row_context(dev)
-            led.append(
-                "start",
-                {
-                    "session_id": self.session_id,
-                    "wall": time.time(),
-                    "version": __version__,
-                    "host": socket.gethostname(),
-                    "pid": os.getpid(),
-                    "config": cfg.to_dict(),
-                    "profile_sha256": self.profile_sha256,
-                    "model": getattr(self.profile, "model_name", None),
-                    "idle_power_w": self.idle_power_w,
-                    "sensors": list(self.sensor_info.values()),
-                    "context": self.context(),
-                },
-            )
+            start_row = {
+                "session_id": self.session_id,
+                "wall": time.time(),
+                "version": __version__,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "config": cfg.to_dict(),
+                "profile_sha256": self.profile_sha256,
+                "model": getattr(self.profile, "model_name", None),
+                "idle_power_w": self.idle_power_w,
+                "sensors": list(self.sensor_info.values()),
+                "context": self.context(),
+            }
+            led.append("start", start_row)
+            self.window.started(start_row)  # as a verifier reads it back
             # the first head, then one every head_interval_s; witnesses fetch it at GET /head
             led.sign_head()
             self.metrics.serve_ledger(

@@ -13,6 +13,9 @@ verifier's command agree:
 * outside energy of each device: its cumulative ``outside_net_energy_j`` (checkpoint rows, see
   :class:`~flopwatch.monitor.accounting.Totals`) now, minus its value at the last checkpoint at or before the
   window's start — exactly what the command reads back from the ledger's checkpoint rows;
+* the time outside the rows is what the device's sensor (its ``start`` rows' kind and rate, :meth:`WorkloadWindow.started`)
+  partly did not see: its blind share of that time is bounded at the fastest format's peak
+  (:func:`flopwatch.estimate.context.unseen_outside`, the command's own arithmetic; round 12, `outside-blind`);
 * the outside energy is bounded by the device's η_max (:func:`flopwatch.estimate.verdict.profile_envelope`:
   physics and the datasheet only, never the profile); an unknown device has none and any outside energy leaves
   the window unbounded ("uncertain").
@@ -36,8 +39,10 @@ import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from flopwatch.estimate.bounds import resolve_device
+from flopwatch.estimate.context import unseen_outside
 from flopwatch.evaluate.window import (
     WindowRules,
     WindowVerdict,
@@ -73,6 +78,8 @@ class WindowInput:
     #: reasons of the window itself that forbid "below" (a clock that went backwards, an unobserved gap, an
     #: impossible running total): the ones ``flopwatch verdict`` finds in the ledger
     blockers: tuple[str, ...] = field(default=())
+    #: FLOPs the window's time outside rows may hold unseen by each device's sensor, and the notes that say so
+    unseen: tuple[float, tuple[str, ...]] = (0.0, ())
 
 
 WindowVerdictFn = Callable[[WindowInput], WindowVerdict]
@@ -90,6 +97,7 @@ def default_window_verdict(w: WindowInput) -> WindowVerdict:
         lower_rows=w.lower_rows,
         blockers=w.blockers,
         window_s=w.window_s,
+        unseen=w.unseen,
     )
     return dataclasses.replace(v, warnings=(*w.notes, *v.warnings))
 
@@ -118,10 +126,36 @@ class WorkloadWindow:
         self._open: list[WorkloadRow] = []  # rows without a finite end time (a damaged ledger): never trimmed
         self._marks: deque[tuple[float, dict[str, float]]] = deque()
         self._newest = -math.inf
+        self._first = math.inf  # the earliest time the ledger shows (rows' ends, checkpoints, session starts)
+        self.starts: list[Mapping[str, Any]] = []  # the daemon's start rows (each session's sensors and rate)
+        self.names: dict[str, str] = {}  # each device's name (start rows, rows), for its datasheet
         # the rules `flopwatch verdict` applies to the ledger, fed as the rows arrive in ledger order
         self.rules = WindowRules(gaps_kept=_GAPS_KEPT)
 
+    def started(self, payload: Mapping[str, Any]) -> None:
+        """A daemon ``start`` row (earlier sessions' replayed, then this session's): its time and each device's
+        sensor context and name, as ``flopwatch verdict`` reads them."""
+        self.starts.append({k: payload.get(k) for k in ("sensors", "context")})
+        for s in payload.get("sensors") or []:
+            if isinstance(s, Mapping) and s.get("device") and s.get("name"):
+                self.names[str(s["device"])] = str(s["name"])
+        self._seen(payload.get("wall"))
+
+    def _seen(self, wall: object) -> None:
+        if (w := finite(wall)) is not None:
+            self._first = min(self._first, w)
+
+    def _spec(self, device: str) -> Any:
+        """The device's datasheet as ``flopwatch verdict`` resolves it (a name, then the id; ``sim:KEY`` as KEY)."""
+        nm = self.names.get(device)
+        return resolve_device(
+            None, nm, device, *(str(x).removeprefix("sim:").split(":")[0] for x in (nm, device) if x)
+        )
+
     def add(self, row: WorkloadRow) -> None:
+        if row.device_name and row.device:
+            self.names[str(row.device)] = str(row.device_name)
+        self._seen(row.end_wall)
         self.rules.row(row.end_wall, session=row.session_id, ref=row.workload_id, t_s=row.end_t_s)
         if row.end_wall is None:  # no finite end time: in every window, as `flopwatch verdict` counts it
             self._open.append(row)
@@ -141,6 +175,7 @@ class WorkloadWindow:
     ) -> None:
         """A checkpoint at ``wall`` with these cumulative outside energies (J per device); ``t_s`` and
         ``session_id`` (its monotonic time and daemon session) let a clock jump block the window."""
+        self._seen(wall)
         if wall is None or not self.rules.checkpoint(wall, outside, session=session_id, t_s=t_s):
             return  # no time, or out of order (a clock step back, a standing blocker now): the newer mark stands
         vals = {d: float(x) for d, x in outside.items() if finite(x) is not None}
@@ -170,6 +205,10 @@ class WorkloadWindow:
             for d, x in outside_now.items()
             if finite(x) is not None
         }
+        devs = sorted({*outside, *(str(r.device) for r in rows if r.device)})
+        span = (max(cut, self._first), now_wall)
+        specs = {d: self._spec(d) for d in devs}
+        parts = unseen_outside(specs, self.starts, span, rows, self.rules.restarts).values()
         notes: tuple[str, ...] = ()
         missing = sorted(d for d, j in outside.items() if j > 0 and finite(self.envelopes.get(d)) is None)
         if missing:
@@ -189,6 +228,7 @@ class WorkloadWindow:
                 end_wall=now_wall,
                 notes=notes,
                 blockers=self.rules.blockers(cut),
+                unseen=(sum(x for x, _ in parts), tuple(n for _, n in parts if n)),
             )
         )
 
