@@ -85,6 +85,7 @@ class GpuJobs:
     duplicate_s: np.ndarray  # time a GPU is reported twice (more samples than scrapes; two series or jobs)
     mig: np.ndarray  # bool: energy apportioned among MIG instances
     n_series: np.ndarray
+    unseen_s: np.ndarray  # time a job source says the job held GPUs that no DCGM series reports (r. 13)
 
     def __len__(self) -> int:
         return len(self.gpu)
@@ -92,6 +93,18 @@ class GpuJobs:
     @staticmethod
     def empty() -> GpuJobs:
         return GpuJobs(**{f.name: np.empty(0) for f in fields(GpuJobs)})
+
+    @staticmethod
+    def unseen(short: dict[str, float]) -> GpuJobs:
+        """Per job, the GPU-time it held with no DCGM series: unobserved, of no known model (round 13, `job-unseen`)."""
+        nan = lambda f: f.endswith(("_mhz", "_w")) or f.startswith("t_")  # noqa: E731  min/max columns: none seen
+        t = GpuJobs(**{f.name: np.full(len(short), np.nan if nan(f.name) else 0.0) for f in fields(GpuJobs)})
+        t.gpu, t.instance, t.model, t.cohort = (
+            np.full(len(short), x, object) for x in ("(no series)", "", "", "")
+        )
+        t.job, t.duration_s = np.array(list(short), object), np.array(list(short.values()))
+        t.unseen_s = t.duration_s
+        return t
 
 
 @dataclass(frozen=True)
@@ -187,6 +200,7 @@ class FleetReader:
         self.by_labels, self.jobs, self.skip, self.n_queries = by_labels, jobs, skip, 0
         self.window = range_str(plan.window_s, client.version() < (3, 0))  # closed ranges before 3.0
         self.ends = np.asarray(plan.window_ends())
+        self.held: dict[str, float] = {}  # job → GPU-seconds its source says it held in the range
 
     def matchers(self) -> list[str]:
         keys, label = self.found.keys, self.found.key_label
@@ -472,6 +486,7 @@ class FleetReader:
             duplicate_s=tot(np.where(dup, span, 0.0)),
             mig=is_mig[one],
             n_series=np.bincount(pairs, minlength=R).astype(float),
+            unseen_s=np.zeros(R),
         )
 
     def _cell_jobs(
@@ -507,6 +522,15 @@ class FleetReader:
             j = np.rint((s.t - self.ends[0]) / W).astype(np.intp)
             ok = (j >= 0) & (j < K) & np.isfinite(s.v)
             np.add.at(a, j[ok], np.maximum(s.v[ok], 0.0))
+        self.held = {}  # what the job source says each job held (whether or not a series reports the GPU)
+        for gpu, js in owner.items():
+            for j, c in js.items():
+                a, b = spans.get(gpu, {}).get(j, (0.0, 0.0))
+                got = (
+                    max(0.0, min(b, self.plan.end) - max(a, self.plan.start))
+                    + np.minimum(c, W / self.plan.step_s).sum() * self.plan.step_s
+                )
+                self.held[j] = self.held.get(j, 0.0) + float(got)
         src: list[int] = []
         names: list[str | None] = []
         rows: list[np.ndarray] = []
