@@ -17,7 +17,7 @@ from flopwatch.errors import InputError
 from flopwatch.fleet import calibrate as C
 from flopwatch.fleet import groups as G
 from flopwatch.fleet.plan import ReadPlan, chunking
-from flopwatch.fleet.reader import Discovery, FleetReader, GpuJobs, JobMap, discover, first_label
+from flopwatch.fleet.reader import Discovery, FleetReader, JobMap, discover, first_label
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.telemetry.prom_answer import gc_paused
 from flopwatch.telemetry.prom_client import PrometheusClient
@@ -85,39 +85,31 @@ def estimate_fleet(
     parts: list[G.GroupTable] = []
     whole: list[G.GroupTable] = []
     n_unlab = 0
+
+    def add(table: G.GpuJobs, keys: np.ndarray) -> None:  # one table's groups and its share of the total
+        specs, unknown, impossible = G.devices_of(table, device)
+        est = G.estimates(table, specs, dtype)
+        parts.append(G.fold(table, keys, specs, est, unknown, impossible))
+        whole.append(G.fold(table, np.full(len(table), everyone, dtype=object), specs, est, unknown, impossible))  # fmt: skip
+
     # the collector paused while chunks are folded and groups judged: both build many acyclic containers, each able
     # to trigger a collection that walks every live object (gc_paused; reference counting frees them)
     with ThreadPoolExecutor(max_workers=max(1, plan.concurrency)) as pool, gc_paused():
         for m in chunks:
             table = reader.read(m, pool, tick)
-            if not len(table):
-                continue
-            specs, unknown, impossible = G.devices_of(table, device)
-            est = G.estimates(table, specs, dtype)
             no = np.array([j is None for j in table.job])
             n_unlab += int(no.sum()) if by != COHORT else 0
-            keys = table.cohort if by == COHORT else np.where(no, no_job, table.job)
-            parts.append(G.fold(table, keys, specs, est, unknown, impossible))
-            whole.append(G.fold(table, np.full(len(table), everyone, dtype=object), specs, est, unknown, impossible))  # fmt: skip
-            del table, est, specs
+            if len(table):
+                add(table, table.cohort if by == COHORT else np.where(no, no_job, table.job))
+            del table
     if not parts:
         raise InputError("no samples in the range for the selected series", field="selector")
-    if (
-        jobs is not None
-    ):  # time a job held GPUs that no series reports then: unobserved, never dropped (r. 13)
-        seen: dict[str, float] = {}
-        for p in parts:
-            for k, d in zip(p.key.tolist(), p.sums["duration_s"].tolist(), strict=True):
-                seen[k] = seen.get(k, 0.0) + d
-        # a job source's edges and a series' are a scrape or two apart: allowed, as 1 % of the time
-        short = {j: h - seen.get(j, 0.0) for j, h in reader.held.items()}
-        short = {j: s for j, s in short.items() if s > 0.01 * reader.held[j] + 4 * plan.step_s}
-        if short:
-            t = GpuJobs.unseen(short)
-            specs, unknown, impossible = G.devices_of(t, device)
-            est = G.estimates(t, specs, dtype)
-            parts.append(G.fold(t, t.job, specs, est, unknown, impossible))
-            whole.append(G.fold(t, np.full(len(t), everyone, dtype=object), specs, est, unknown, impossible))
+    if jobs is not None:  # time a job held GPUs no series reports then: unobserved, never dropped (r. 13)
+        seen = G.merge(parts)
+        if len(
+            t := reader.unseen(dict(zip(seen.key.tolist(), seen.sums["duration_s"].tolist(), strict=True)))
+        ):
+            add(t, t.job)
     # answers the client took with samples left out (non-numeric, stale, impossible timestamps): named everywhere
     degraded = list(getattr(client, "degradations", ()) or ())
     extra = [f"Prometheus answers degraded ({len(degraded)}): " + "; ".join(degraded[:3])] if degraded else []
