@@ -84,6 +84,11 @@ def test_honest_job_sources_are_unchanged(prom, capsys, tmp_path):
         assert [g["key"] for g in doc["groups"]] == ["train"], how
         assert _notes(rows) == [] and all(g["verdict"] == "uncertain" for g in rows), how
         assert doc["fleet"]["energy_j"] == pytest.approx(TRUE_J, rel=0.01)
+    # --by cohort with a job source: groups are cohorts, so no job's time is compared with them (no false note)
+    _, rows = r5._fleet(
+        capsys, prom, "honest", "--by", "cohort", "--job-info", "slurm_job_info", threshold="6.5e18"
+    )
+    assert _notes(rows) == [] and all(g["verdict"] == "uncertain" for g in rows)
 
 
 def test_a_job_held_after_its_telemetry_ends_is_unobserved(prom, capsys, tmp_path):

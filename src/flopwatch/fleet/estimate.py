@@ -104,7 +104,7 @@ def estimate_fleet(
             del table
     if not parts:
         raise InputError("no samples in the range for the selected series", field="selector")
-    if jobs is not None:  # time a job held GPUs no series reports then: unobserved, never dropped (r. 13)
+    if jobs is not None and by != COHORT:  # held time no series reports: unobserved, never dropped (r. 13)
         seen = G.merge(parts)
         if len(
             t := reader.unseen(dict(zip(seen.key.tolist(), seen.sums["duration_s"].tolist(), strict=True)))
