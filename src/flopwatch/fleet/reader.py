@@ -516,11 +516,11 @@ class FleetReader:
             j = np.rint((s.t - self.ends[0]) / W).astype(np.intp)
             ok = (j >= 0) & (j < K) & np.isfinite(s.v)
             np.add.at(a, j[ok], np.maximum(s.v[ok], 0.0))
-        self.held = {}  # GPU-seconds each job held by its source, whether a series reports the GPU or not (r. 13)
-        for gpu, j, c in ((gpu, j, c) for gpu, js in owner.items() for j, c in js.items()):
-            a, b = spans.get(gpu, {}).get(j, (0.0, 0.0))
-            got = max(0.0, min(b, self.plan.end) - max(a, self.plan.start)) + np.minimum(c, W / self.plan.step_s).sum() * self.plan.step_s  # fmt: skip
-            self.held[j] = self.held.get(j, 0.0) + float(got)
+        if not self.held:  # once: each chunk reads the whole job source (GPU-s per job, seen or not; r. 13)
+            for gpu, j, c in ((gpu, j, c) for gpu, js in owner.items() for j, c in js.items()):
+                a, b = spans.get(gpu, {}).get(j, (0.0, 0.0))
+                got = max(0.0, min(b, self.plan.end) - max(a, self.plan.start)) + np.minimum(c, W / self.plan.step_s).sum() * self.plan.step_s  # fmt: skip
+                self.held[j] = self.held.get(j, 0.0) + float(got)
         src: list[int] = []
         names: list[str | None] = []
         rows: list[np.ndarray] = []
