@@ -646,13 +646,7 @@ def assess_record(
     # record names another model, as a fleet's --device never eases a GPU's own modelName); an unknown name is
     # judged as the profile's device, warned (assess); so is the model the joined trace's sensor read (round 13)
     seen = record.raw.get("sensor_device")
-    seen = (
-        [seen]
-        if isinstance(seen, str)
-        else [n for n in seen if isinstance(n, str)]
-        if isinstance(seen, list)
-        else []
-    )
+    seen = [n for n in (seen if isinstance(seen, list) else [seen]) if isinstance(n, str)]
     dev, claim = device_claims(device, record.device_name, record.device, record.device_spec, *seen)
     claim = claim or unnamed_device(profile, device, record.device_name, record.device, record.device_spec)
     obs = observables_from_record(record)
