@@ -101,7 +101,16 @@ def trace_context(metadata: Mapping[str, Any], device: str | None = None) -> dic
             k = _SEED_SENSOR
         if k and k not in kinds:
             kinds.append(k)
+    # the model the verifier's sensor read is a claim beside the runner's own names (round 13, `join-relabel`: a
+    # record naming an A100 joined with an H100's trace was judged as the A100): estimate.sound.device_claims
+    models: list[str] = []
+    for d in mine or [metadata]:
+        fp = d.get("fingerprint") if isinstance(d.get("fingerprint"), Mapping) else {}
+        for n in (d.get("spec_key"), d.get("name"), fp.get("model"), fp.get("name")):
+            if isinstance(n, str) and n.strip() and n not in models:
+                models.append(n)
     ctx: dict[str, Any] = {
+        "sensor_device": models or None,
         "sensor_kind": (kinds[0] if len(kinds) == 1 else kinds) or None,
         "sensor_spec": metadata.get("sensor_spec") or metadata.get("source"),
         "sample_rate_hz": metadata.get("rate_hz"),

@@ -82,7 +82,7 @@ _FROM_TRACE = frozenset({"net_energy_j", "energy_j", "mean_util", "tb_moved", "i
 #: `join-keeps-runner-counters`: a runner's ``pipe_active_s`` passed the join, bound 0.014 × the truth, "below").
 SENSOR_KEYS: tuple[str, ...] = tuple(
     "unobserved_s pipe_active_s pipe_observed_s min_sm_clock_mhz max_sm_clock_mhz peak_power_w windows sensor_kind "
-    "sensor_spec sample_rate_hz jitter_seed".split()
+    "sensor_spec sample_rate_hz jitter_seed sensor_device".split()
 )
 _FROM_TRACE_HINT = (
     " (it is measured from a power trace: join the records with the trace recorded during the runs, "

@@ -644,8 +644,10 @@ def assess_record(
 
     # every name the record gives is a claim, and so is the verifier's ``device`` (first: it stands unless the
     # record names another model, as a fleet's --device never eases a GPU's own modelName); an unknown name is
-    # judged as the profile's device, warned (assess)
-    dev, claim = device_claims(device, record.device_name, record.device, record.device_spec)
+    # judged as the profile's device, warned (assess); so is the model the joined trace's sensor read (round 13)
+    seen = record.raw.get("sensor_device")
+    seen = [n for n in (seen if isinstance(seen, list) else [seen]) if isinstance(n, str)]
+    dev, claim = device_claims(device, record.device_name, record.device, record.device_spec, *seen)
     claim = claim or unnamed_device(profile, device, record.device_name, record.device, record.device_spec)
     obs = observables_from_record(record)
     # the context the record says it was made in (its sensor, rate, a peak override) is evidence like a monitor
