@@ -85,23 +85,31 @@ def estimate_fleet(
     parts: list[G.GroupTable] = []
     whole: list[G.GroupTable] = []
     n_unlab = 0
+
+    def add(table: G.GpuJobs, keys: np.ndarray) -> None:  # one table's groups and its share of the total
+        specs, unknown, impossible = G.devices_of(table, device)
+        est = G.estimates(table, specs, dtype)
+        parts.append(G.fold(table, keys, specs, est, unknown, impossible))
+        whole.append(G.fold(table, np.full(len(table), everyone, dtype=object), specs, est, unknown, impossible))  # fmt: skip
+
     # the collector paused while chunks are folded and groups judged: both build many acyclic containers, each able
     # to trigger a collection that walks every live object (gc_paused; reference counting frees them)
     with ThreadPoolExecutor(max_workers=max(1, plan.concurrency)) as pool, gc_paused():
         for m in chunks:
             table = reader.read(m, pool, tick)
-            if not len(table):
-                continue
-            specs, unknown, impossible = G.devices_of(table, device)
-            est = G.estimates(table, specs, dtype)
             no = np.array([j is None for j in table.job])
             n_unlab += int(no.sum()) if by != COHORT else 0
-            keys = table.cohort if by == COHORT else np.where(no, no_job, table.job)
-            parts.append(G.fold(table, keys, specs, est, unknown, impossible))
-            whole.append(G.fold(table, np.full(len(table), everyone, dtype=object), specs, est, unknown, impossible))  # fmt: skip
-            del table, est, specs
+            if len(table):
+                add(table, table.cohort if by == COHORT else np.where(no, no_job, table.job))
+            del table
     if not parts:
         raise InputError("no samples in the range for the selected series", field="selector")
+    if jobs is not None and by != COHORT:  # held time no series reports: unobserved, never dropped (r. 13)
+        seen = G.merge(parts)
+        if len(
+            t := reader.unseen(dict(zip(seen.key.tolist(), seen.sums["duration_s"].tolist(), strict=True)))
+        ):
+            add(t, t.job)
     # answers the client took with samples left out (non-numeric, stale, impossible timestamps): named everywhere
     degraded = list(getattr(client, "degradations", ()) or ())
     extra = [f"Prometheus answers degraded ({len(degraded)}): " + "; ".join(degraded[:3])] if degraded else []

@@ -274,6 +274,8 @@ def notes(t: GroupTable, g: int, present: frozenset[str], unlabelled: str | None
                    if t.devices[g] else "device model unknown (no modelName, or one flopwatch does not know): use --device")  # fmt: skip
     out += [f"readings impossible for the claimed model {why}: bounded as the most capable of the claim and "
             "the devices they fit" for why in t.impossible[g]]  # fmt: skip
+    if s["unseen_s"]:  # round 13, `job-unseen`
+        out.append(f"held for {s['unseen_s'] / 3600:.2f} GPU-h (job map or info series) on GPUs no DCGM series reports then: unobserved")  # fmt: skip
     if not t.devices[g]:
         return out
     top, fin = t.devices[g][0], math.isfinite

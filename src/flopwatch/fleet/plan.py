@@ -53,27 +53,18 @@ class ReadPlan:
         if not self.end > self.start:
             raise InputError(f"end ({self.end:.0f}) must be after start ({self.start:.0f})", field="end")
         if not 0 < self.step_s <= MAX_STEP_S:
-            raise InputError(
-                f"step {self.step_s:g} s is too coarse or not positive: must be in (0, {MAX_STEP_S:g}] s (the scrape interval, "
-                "typically 15–60 s)",
-                field="step",
-            )
+            raise InputError(f"step {self.step_s:g} s is too coarse or not positive: must be in (0, {MAX_STEP_S:g}] s (the scrape interval, "
+                             "typically 15–60 s)", field="step")  # fmt: skip
         if self.step_s > (self.end - self.start) / 2:
-            raise InputError(
-                f"step {self.step_s:g} s is too coarse for a {self.end - self.start:g} s range (fewer than two "
-                "samples per series)",
-                field="step",
-            )
+            raise InputError(f"step {self.step_s:g} s is too coarse for a {self.end - self.start:g} s range (fewer than two "
+                             "samples per series)", field="step")  # fmt: skip
         # one scrape per window: twin series of one GPU on alternate scrapes would look like job changes (round 8)
         if self.window_s < 2 * self.step_s:
             raise InputError("window must hold at least two scrapes (2 × step)", field="window")
         # the reader folds (series × window) arrays; a last window past the end counts what ran after it (round 8)
         if (n := (self.end - self.start) / self.window_s) > MAX_WINDOWS or abs(n - round(n)) > 1e-9 * n:
-            raise InputError(
-                f"{n:.6g} windows of {self.window_s:g} s between start and end: must be a whole number, at most "
-                f"{MAX_WINDOWS}: use a longer --window (one that divides the range) or a shorter range",
-                field="window",
-            )
+            raise InputError(f"{n:.6g} windows of {self.window_s:g} s between start and end: must be a whole number, at most "
+                             f"{MAX_WINDOWS}: use a longer --window (one that divides the range) or a shorter range", field="window")  # fmt: skip
         if self.gpus_per_chunk is not None and self.gpus_per_chunk < 1:
             raise InputError("must be >= 1", field="gpus_per_chunk")
         if self.time_chunk_s is not None and not (
@@ -116,11 +107,8 @@ def chunking(plan: ReadPlan, n_gpus: int, key_bytes: int = 45) -> Chunking:
     samples_per_window = plan.series_per_gpu * plan.window_s / plan.step_s
     by_samples = int(plan.max_samples // samples_per_window)
     if by_samples < 1:
-        raise InputError(
-            f"one GPU over one {plan.window_s:g} s window is {samples_per_window:.3g} samples, over the budget "
-            f"of {plan.max_samples:.3g}: use a shorter --window",
-            field="window",
-        )
+        raise InputError(f"one GPU over one {plan.window_s:g} s window is {samples_per_window:.3g} samples, over the budget "
+                         f"of {plan.max_samples:.3g}: use a shorter --window", field="window")  # fmt: skip
     g = min(n_gpus, by_bytes, 256, by_samples) if plan.gpus_per_chunk is None else plan.gpus_per_chunk
     g = max(1, min(g, by_bytes, by_samples))
     w_max = min(plan.n_windows, MAX_POINTS_PER_SERIES - 1, int(plan.max_samples // (g * samples_per_window)))

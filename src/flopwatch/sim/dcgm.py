@@ -94,10 +94,7 @@ def check_fleet_size(n_gpus: int, hours: float, gpus_per_node: int = 8, interval
     if not (math.isfinite(interval_s) and interval_s > 0):
         raise InputError(f"must be a positive duration, got {interval_s}", field="interval")
     if hours * 3600.0 / interval_s > 1e7:
-        raise InputError(
-            f"{hours:g} h at {interval_s:g} s is {hours * 3600.0 / interval_s:.3g} scrapes per GPU (limit 1e7)",
-            field="hours",
-        )
+        raise InputError(f"{hours:g} h at {interval_s:g} s is {hours * 3600.0 / interval_s:.3g} scrapes per GPU (limit 1e7)", field="hours")  # fmt: skip
 
 
 #: Upper size of one OpenMetrics sample line of this writer: 300–335 B with pod labels (16 GPUs × 1 h: mean 310 B,
@@ -178,10 +175,7 @@ def load_fleet_schedule(path: str | os.PathLike[str]) -> list[FleetJob]:
                 raise InputError(f"raw workload needs flops_per_step ({e})", **wat) from None
             nums = {k: getattr(wl, k) for k in ("flops_per_step", "bytes_per_step", "tokens_per_step")}
             if not all(math.isfinite(v) and v >= 0 for v in nums.values()) or wl.flops_per_step <= 0:
-                raise InputError(
-                    f"needs finite flops_per_step > 0, bytes_per_step and tokens_per_step >= 0, got {nums}",
-                    **wat,
-                )
+                raise InputError(f"needs finite flops_per_step > 0, bytes_per_step and tokens_per_step >= 0, got {nums}", **wat)  # fmt: skip
         else:
             raise InputError("workload must be a catalog name or a table", **wat)
         out.append(FleetJob(name, str(it.get("namespace", "default")), gpus, start, dur, wl))
@@ -242,10 +236,7 @@ class SimulatedFleet:
                 continue
             cand = np.flatnonzero(free_at <= job.start_s)
             if len(cand) < job.gpus:
-                raise InputError(
-                    f"job {job.name!r} needs {job.gpus} GPUs at {job.start_s:.0f} s but only {len(cand)} are free",
-                    field="schedule",
-                )
+                raise InputError(f"job {job.name!r} needs {job.gpus} GPUs at {job.start_s:.0f} s but only {len(cand)} are free", field="schedule")  # fmt: skip
             # prefer whole nodes in order (a multi-node job's pods are one per node)
             chosen = cand[: job.gpus]
             dur = min(job.duration_s, horizon - job.start_s - 30.0)

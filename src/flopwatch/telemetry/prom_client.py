@@ -118,9 +118,7 @@ def _parse_url(url: object) -> urllib.parse.SplitResult:
     if port == 0:
         raise InputError(f"port 0 in URL {_clean(url, 80)!r}", field="prometheus")
     if p.query or p.fragment:
-        raise InputError(
-            f"a Prometheus base URL takes no query or fragment: {_clean(url, 80)!r}", field="prometheus"
-        )
+        raise InputError(f"a Prometheus base URL takes no query or fragment: {_clean(url, 80)!r}", field="prometheus")  # fmt: skip
     return p
 
 
@@ -217,9 +215,7 @@ class PrometheusClient:
         ):
             raise InputError(f"must be between 0 and 30 days in s, got {run_timeout_s}", field="run-timeout")
         if not (isinstance(max_answer_bytes, int) and 1024 <= max_answer_bytes <= 2**40):
-            raise InputError(
-                f"must be between 1 KiB and 1 TiB, got {max_answer_bytes}", field="max-answer-bytes"
-            )
+            raise InputError(f"must be between 1 KiB and 1 TiB, got {max_answer_bytes}", field="max-answer-bytes")  # fmt: skip
         # each retry backs off: a huge count is a hang
         if not (isinstance(retries, int) and 0 <= retries <= 100):
             raise InputError(f"must be between 0 and 100, got {retries}", field="retries")
@@ -487,10 +483,7 @@ class PrometheusClient:
     def _range(self, expr: str, start: float, end: float, step_s: float) -> tuple[Columns, list[str]]:
         n = int((end - start) // step_s) + 1
         if n > MAX_POINTS_PER_SERIES:
-            raise PrometheusError(
-                f"{n} points per series exceed Prometheus's limit of {MAX_POINTS_PER_SERIES}: chunk the range",
-                field="step",
-            )
+            raise PrometheusError(f"{n} points per series exceed Prometheus's limit of {MAX_POINTS_PER_SERIES}: chunk the range", field="step")  # fmt: skip
         params = [("query", expr), ("start", _ts(start)), ("end", _ts(end)), ("step", f"{step_s:g}")]
         return self._columns("/api/v1/query_range", params, expr, start - step_s, end + step_s)
 
