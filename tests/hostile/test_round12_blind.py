@@ -181,3 +181,11 @@ def test_the_command_prints_the_note(tmp_path, capsys, monkeypatch):  # noqa: AN
     )
     assert main(argv) == 0
     assert f"note: {note}" in capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("sensors", [5, "nvml", {"device": "gpu0"}, None])
+def test_a_start_row_with_a_malformed_sensor_list_lists_none(sensors):
+    """A start row whose ``sensors`` is not a list names no sensor (judged as the least-observed), never a traceback."""
+    from flopwatch.estimate.context import start_row_contexts
+
+    assert start_row_contexts({"sensors": sensors, "context": {"sample_rate_hz": 10.0}}) == {}

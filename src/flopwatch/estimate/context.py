@@ -146,7 +146,8 @@ def start_row_contexts(payload: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     recorded history as ``replay of … history``, as the rows record it — and the session's sampling rate)."""
     ctx = payload.get("context") if isinstance(payload.get("context"), Mapping) else {}
     out = {}
-    for s in payload.get("sensors") or []:
+    sensors = payload.get("sensors")
+    for s in sensors if isinstance(sensors, list) else []:  # a malformed list: none listed (least-observed)
         if isinstance(s, Mapping) and s.get("device"):
             kind = f"replay of {s.get('kind')} history" if s.get("replayed") else s.get("kind")
             out[str(s["device"])] = {"sensor_kind": kind, "sample_rate_hz": ctx.get("sample_rate_hz")}
