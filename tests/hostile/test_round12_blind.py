@@ -183,9 +183,19 @@ def test_the_command_prints_the_note(tmp_path, capsys, monkeypatch):  # noqa: AN
     assert f"note: {note}" in capsys.readouterr().out.splitlines()
 
 
-@pytest.mark.parametrize("sensors", [5, "nvml", {"device": "gpu0"}, None])
+@pytest.mark.parametrize("sensors", [5, "nvml", {"device": "gpu0"}, None, [5, {"kind": "nvml"}]])
 def test_a_start_row_with_a_malformed_sensor_list_lists_none(sensors):
-    """A start row whose ``sensors`` is not a list names no sensor (judged as the least-observed), never a traceback."""
+    """A start row whose ``sensors`` is not a list of maps naming a device lists none: the command and the live gauge
+    judge the device as one whose sensor was not recorded (its least-observed sensor), never a traceback."""
     from flopwatch.estimate.context import start_row_contexts
 
     assert start_row_contexts({"sensors": sensors, "context": {"sample_rate_hz": 10.0}}) == {}
+    bad, none = _hour(), _hour()
+    bad[0].payload["sensors"], none[0].payload["sensors"] = sensors, []
+    judge = lambda e: ledger_window_verdicts(e, threshold_flops=1e25, window_s=None, device="h100")["total"]  # noqa: E731
+    v, ref = judge(bad), judge(none)
+    assert (
+        v["upper_flops"] == ref["upper_flops"] > 0 and v["notes"] == ref["notes"]
+    )  # the H100's least-observed
+    g, g_ref = _live(bad, 1e25), _live(none, 1e25)  # the gauge names no device model here: unbounded alike
+    assert (g.upper_flops, g.verdict, g.notes) == (g_ref.upper_flops, g_ref.verdict, g_ref.notes)

@@ -141,16 +141,26 @@ def context_warnings(
     return out
 
 
+def start_row_sensors(payload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The sensors a daemon's ``start`` row lists, each naming its device; anything else (a ``sensors`` that is not a
+    list, an entry that is not a map or names no device) lists none: its device is then judged as one whose sensor
+    was not recorded, never a traceback."""
+    sensors = payload.get("sensors")
+    return (
+        [s for s in sensors if isinstance(s, Mapping) and s.get("device")]
+        if isinstance(sensors, list)
+        else []
+    )
+
+
 def start_row_contexts(payload: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Per device a daemon's ``start`` row lists, the context its sensor was read in (its kind — a playback of
     recorded history as ``replay of … history``, as the rows record it — and the session's sampling rate)."""
     ctx = payload.get("context") if isinstance(payload.get("context"), Mapping) else {}
     out = {}
-    sensors = payload.get("sensors")
-    for s in sensors if isinstance(sensors, list) else []:  # a malformed list: none listed (least-observed)
-        if isinstance(s, Mapping) and s.get("device"):
-            kind = f"replay of {s.get('kind')} history" if s.get("replayed") else s.get("kind")
-            out[str(s["device"])] = {"sensor_kind": kind, "sample_rate_hz": ctx.get("sample_rate_hz")}
+    for s in start_row_sensors(payload):
+        kind = f"replay of {s.get('kind')} history" if s.get("replayed") else s.get("kind")
+        out[str(s["device"])] = {"sensor_kind": kind, "sample_rate_hz": ctx.get("sample_rate_hz")}
     return out
 
 
@@ -233,5 +243,6 @@ __all__ = [
     "rateless_point_sensors",
     "sampling_checks",
     "start_row_contexts",
+    "start_row_sensors",
     "unseen_outside",
 ]

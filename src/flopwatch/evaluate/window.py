@@ -577,7 +577,7 @@ def ledger_window_verdicts(
     from outside the entries that forbid "below" (the caller's ledger verification failed). ``node_labels``: the
     ledgers' labels when the entries are several nodes' (``monitor.nodes.namespace``)."""
     from flopwatch.estimate.bounds import idle_excess_w, resolve_device
-    from flopwatch.estimate.context import unseen_outside
+    from flopwatch.estimate.context import start_row_sensors, unseen_outside
     from flopwatch.estimate.verdict import device_claims, profile_envelope
 
     if by not in ("all", "device", "job"):
@@ -644,7 +644,7 @@ def ledger_window_verdicts(
                 walls.append(w)
         elif ent.kind == "start":
             began += [x] if (x := finite(p.get("wall"))) is not None else []
-            sens = [s for s in p.get("sensors") or [] if isinstance(s, Mapping) and s.get("device")]
+            sens = start_row_sensors(p)
             rules.restart(_node_of(sens[0]["device"], node_labels) if sens else None)
             starts.append(p)
             for s in (s for s in sens if s.get("name")):

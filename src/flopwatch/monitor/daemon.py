@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from flopwatch import __version__
 from flopwatch.errors import ConfigError, LedgerError
+from flopwatch.estimate.context import start_row_sensors
 from flopwatch.monitor.accounting import AccountPorts, AccountSettings, DeviceAccount, DeviceContext
 from flopwatch.monitor.assess import AssessFn, ProfileAssessor
 from flopwatch.monitor.config import MonitorConfig
@@ -337,8 +338,8 @@ class Monitor:
             elif e.kind == "start":
                 self.window.rules.restart()  # as `flopwatch verdict` reads a start row (round 12, `restart-gap`)
                 self.window.started(p)  # its sensors' blind share outside rows (round 12, `outside-blind`)
-                for sen in p.get("sensors") or []:
-                    if isinstance(sen, dict) and sen.get("device") and sen.get("name"):
+                for sen in start_row_sensors(p):
+                    if sen.get("name"):
                         self._names.setdefault(str(sen["device"]), str(sen["name"]))
         self.window.rules.restart()  # this session's start row, written next
 

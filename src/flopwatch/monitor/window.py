@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flopwatch.estimate.bounds import resolve_device
-from flopwatch.estimate.context import unseen_outside
+from flopwatch.estimate.context import start_row_sensors, unseen_outside
 from flopwatch.evaluate.window import (
     WindowRules,
     WindowVerdict,
@@ -136,8 +136,8 @@ class WorkloadWindow:
         """A daemon ``start`` row (earlier sessions' replayed, then this session's): its time and each device's
         sensor context and name, as ``flopwatch verdict`` reads them."""
         self.starts.append({k: payload.get(k) for k in ("sensors", "context")})
-        for s in payload.get("sensors") or []:
-            if isinstance(s, Mapping) and s.get("device") and s.get("name"):
+        for s in start_row_sensors(payload):
+            if s.get("name"):
                 self.names[str(s["device"])] = str(s["name"])
         self._seen(payload.get("wall"))
 
