@@ -18,6 +18,7 @@ from flopwatch.errors import InputError
 from flopwatch.fleet.reader import GpuJobs
 from flopwatch.telemetry import dcgm_metrics as M
 from flopwatch.units import finite as _fin
+from flopwatch.units import unique
 
 #: Every group's note when the series come from a Prometheus the operator runs: power, energy, clocks and activity
 #: scaled down together are a lighter job's consistent physics, so nothing in them can certify a "below" (the
@@ -198,7 +199,7 @@ def fold(jobs: GpuJobs, keys: np.ndarray, specs: list[DeviceSpec | None], est: E
 
     gpu = np.unique(jobs.gpu.astype(str), return_inverse=True)[1]
     n_gpu = int(gpu.max(initial=0)) + 1
-    pairs = np.unique(gi.astype(np.int64) * n_gpu + gpu, return_index=True)[0] // n_gpu  # as units.unique
+    pairs = unique(gi.astype(np.int64) * n_gpu + gpu) // n_gpu  # the group of each (group, GPU) pair
     devs: list[dict[str, DeviceSpec]] = [{} for _ in range(G)]
     dts: list[set[str]] = [set() for _ in range(G)]
     imp: list[set[str]] = [set() for _ in range(G)]
